@@ -1,0 +1,69 @@
+"""What a recording holds once read back: processes, threads, ranges and marks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+Payload = Union[int, float, None]
+RangeKind = Literal["push", "startend"]
+
+
+@dataclass(frozen=True)
+class Range:
+    """One NVTX range: a matched push/pop on a thread, or a start/end pair (possibly cross-thread)."""
+
+    pid: int
+    tid: int  # OS thread id that pushed / started the range
+    domain: str  # "" for the core (default) domain
+    name: str  # the message; "" when the event had none
+    start_ns: int  # CLOCK_MONOTONIC nanoseconds
+    end_ns: int
+    kind: RangeKind = "push"
+    category: str | None = None  # the category's registered name, else its number as text
+    color: int | None = None  # 0xAARRGGBB, None when the event set no color
+    payload: Payload = None
+    is_open: bool = False  # still open when the process flushed; end_ns is the flush time
+    end_tid: int | None = None  # for start/end ranges ended on another thread
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One NVTX mark: an instant event."""
+
+    pid: int
+    tid: int
+    domain: str
+    name: str
+    ts_ns: int
+    category: str | None = None
+    color: int | None = None
+    payload: Payload = None
+
+
+@dataclass
+class ProcessRecording:
+    """Everything one process's recorder saw, with ranges already matched."""
+
+    pid: int
+    ppid: int = 0
+    cmdline: list[str] = field(default_factory=list)
+    thread_names: dict[int, str] = field(default_factory=dict)  # OS tid -> name
+    ranges: list[Range] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    dropped_events: int = 0  # events lost because the memory bound was hit
+    unmatched_pops: int = 0  # pops (or ends) with no open range to close
+    flush_ns: int = 0  # CLOCK_MONOTONIC time at which the recording was written
+    realtime_offset_ns: int = 0  # CLOCK_REALTIME - CLOCK_MONOTONIC at flush, for cross-host merges
+    label: str = ""  # how the process is named in a trace ("python train.py", "rank 1", ...)
+
+    @property
+    def display_name(self) -> str:
+        if self.label:
+            return self.label
+        if self.cmdline:
+            return " ".join(self.cmdline)
+        return f"pid {self.pid}"
