@@ -1,0 +1,200 @@
+"""The `autonvtx` command line: parsing and wiring only."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, NoReturn, Sequence
+
+import click
+
+from autonvtx.errors import AutonvtxError, UsageError
+
+TARGET_KEY = "autonvtx.target"
+
+
+class RunCommand(click.Command):
+    """`run` stops parsing its own options at the target: everything after belongs to the target.
+
+    click alone would keep parsing options after `-m MODULE` (an option value, not a positional),
+    so `autonvtx run -m pkg --help` would show our help; we split the arguments first.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ours, target = split_target_arguments(args, _value_options(self))
+        ctx.meta[TARGET_KEY] = target
+        return super().parse_args(ctx, ours)
+
+
+def _value_options(command: click.Command) -> set[str]:
+    names: set[str] = set()
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.is_flag and not param.count:
+            names.update(param.opts)
+            names.update(param.secondary_opts)
+    return names
+
+
+def split_target_arguments(
+    args: Sequence[str], value_options: set[str]
+) -> tuple[list[str], tuple[str, str, tuple[str, ...]] | None]:
+    """Split `run`'s arguments into (our options, (kind, value, target args)).
+
+    `--summary` takes a value only when it is written `--summary=PATH` or the next argument
+    ends in .txt/.csv/.json, so `autonvtx run --summary train.py` runs train.py.
+    """
+    from autonvtx.recorder.session import SUMMARY_SUFFIXES, SUMMARY_TO_STDERR
+
+    ours: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            if i + 1 >= len(args):
+                return ours, None
+            return ours, ("script", args[i + 1], tuple(args[i + 2 :]))
+        for flag, kind in (("-m", "module"), ("-c", "code")):
+            if token == flag:
+                if i + 1 >= len(args):
+                    raise UsageError(f"run: {flag}: option requires an argument")
+                return ours, (kind, args[i + 1], tuple(args[i + 2 :]))
+            if token.startswith(flag) and not token.startswith("--"):
+                return ours, (kind, token[len(flag) :], tuple(args[i + 1 :]))
+        if token == "--summary":
+            following = args[i + 1] if i + 1 < len(args) else ""
+            if following.endswith(SUMMARY_SUFFIXES) and not following.startswith("-"):
+                ours.append(f"--summary={following}")
+                i += 2
+            else:
+                ours.append(f"--summary={SUMMARY_TO_STDERR}")
+                i += 1
+            continue
+        if token.startswith("-") and token != "-":
+            ours.append(token)
+            if token in value_options and i + 1 < len(args):
+                ours.append(args[i + 1])
+                i += 1
+            i += 1
+            continue
+        return ours, ("script", token, tuple(args[i + 1 :]))
+    return ours, None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="autonvtx", prog_name="autonvtx")
+def cli() -> None:
+    """NVTX ranges on any Python program's own functions, without touching its source."""
+
+
+@cli.command(
+    cls=RunCommand,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    short_help="Run a Python program with NVTX ranges on the functions the rules select.",
+)
+@click.option(
+    "--trace",
+    metavar="PATH",
+    help="Record every NVTX event and write a Chrome/Perfetto trace (.json or .json.gz).",
+)
+@click.option(
+    "--summary",
+    metavar="[PATH]",
+    help="Print a range statistics table to stderr, or write it to PATH (.txt, .csv, .json).",
+)
+@click.option(
+    "--buffer-mb",
+    type=int,
+    metavar="MB",
+    help="Memory bound of the recorder's event buffers per process (default 512).",
+)
+def run(trace: str | None, summary: str | None, buffer_mb: int | None) -> NoReturn:
+    """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
+
+    \b
+      autonvtx run [OPTIONS] SCRIPT [ARGS]...
+      autonvtx run [OPTIONS] -m MODULE [ARGS]...
+      autonvtx run [OPTIONS] -c CODE [ARGS]...
+
+    Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
+    """
+    from autonvtx import runner
+    from autonvtx.recorder.session import Outputs, RecordingSession, check_outputs, other_tool_attached
+
+    target = click.get_current_context().meta.get(TARGET_KEY)
+    if target is None:
+        raise UsageError("run: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx run --help')")
+    kind, value, target_args = target
+    outputs = Outputs(
+        trace=trace, summary=summary, label=describe_target(kind, value, target_args), buffer_mb=buffer_mb
+    )
+    check_outputs(outputs)
+
+    session = None
+    if outputs.wanted:
+        other = other_tool_attached()
+        if other is not None:
+            print(
+                f"autonvtx: another NVTX tool is attached (NVTX_INJECTION64_PATH={other}); "
+                "it stays in charge and --trace/--summary are off",
+                file=sys.stderr,
+            )
+        else:
+            session = RecordingSession(outputs)
+            session.start()
+    try:
+        resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
+    except AutonvtxError:
+        if session is not None:
+            session.cancel()
+        raise
+    runner.execute(resolved)
+
+
+def describe_target(kind: str, value: str, args: Sequence[str]) -> str:
+    """The target as the user would have typed it after `python`."""
+    python = os.path.basename(sys.executable) or "python"
+    head = {"script": [value], "module": ["-m", value], "code": ["-c", value]}[kind]
+    return " ".join([python, *head, *args])
+
+
+@cli.command("summary")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    metavar="PATH",
+    help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
+)
+def summary_command(trace: str, output: str | None) -> None:
+    """Print the range statistics table of a saved TRACE (.json or .json.gz)."""
+    from autonvtx.recorder.session import recording_notes
+    from autonvtx.recorder.summary import summarize, write_summary
+    from autonvtx.recorder.trace import read_chrome_trace
+
+    if not os.path.exists(trace):
+        raise UsageError(f"summary: no such file '{trace}'")
+    recordings = read_chrome_trace(trace)
+    notes = recording_notes(recordings)
+    if output is None:
+        from autonvtx.recorder.summary import format_text
+
+        click.echo(format_text(summarize(recordings), notes=notes), nl=False)
+    else:
+        write_summary(summarize(recordings), output, notes=notes)
+
+
+def main(argv: Sequence[str] | None = None) -> Any:
+    """Console-script entry: controlled errors print one line, never a traceback."""
+    try:
+        return cli.main(args=list(argv) if argv is not None else None, prog_name="autonvtx", standalone_mode=False)
+    except AutonvtxError as error:
+        print(f"autonvtx: {error}", file=sys.stderr)
+        raise SystemExit(error.exit_status) from None
+    except click.exceptions.Abort:
+        print("autonvtx: aborted", file=sys.stderr)
+        raise SystemExit(130) from None
+    except click.ClickException as error:
+        context = getattr(error, "ctx", None)
+        subcommand = context.command_path.partition(" ")[2] if context is not None else ""
+        where = f"{subcommand}: " if subcommand else ""
+        print(f"autonvtx: {where}{error.format_message()}", file=sys.stderr)
+        raise SystemExit(error.exit_code) from None
