@@ -1,0 +1,2 @@
+"""Carrying autonvtx into child processes and across distributed ranks."""
+from __future__ import annotations
