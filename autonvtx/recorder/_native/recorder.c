@@ -1,0 +1,1175 @@
+/*
+ * autonvtx native recorder: an NVTX v3 injection library that records every NVTX event of
+ * the process into per-thread memory buffers and writes them to one binary file per process.
+ *
+ * Loading: every NVTX client in the process (each .so that compiled the NVTX headers) dlopens
+ * $NVTX_INJECTION64_PATH on its first NVTX call and calls InitializeInjectionNvtx2 with its own
+ * export table; we fill that client's CORE and CORE2 callback slots and remember the tables so
+ * that autonvtx_recorder_set_mode() can switch every client between the recording callbacks and
+ * callbacks that do nothing (a "no-op tool", the benchmarks' baseline).
+ *
+ * Hot path: a thread-local buffer pointer (registered under a mutex once per thread), append-only
+ * chunks, and a per-chunk committed length stored with release semantics, so a flush from another
+ * thread reads a consistent prefix without locking the writers. Memory is bounded by a global
+ * byte budget (AUTONVTX_RECORD_LIMIT_MB, default 512) checked only when a chunk is allocated;
+ * past it, events are counted as dropped per thread and the program goes on.
+ *
+ * File format (version 1; little-endian, as written natively on x86-64/aarch64; every item
+ * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8):
+ *
+ *   header (64 bytes):
+ *     char  magic[8] = "ANVTXREC"
+ *     u32   version = 1        u32 header_size = 64
+ *     u32   pid                u32 ppid
+ *     u64   flush_ns           CLOCK_MONOTONIC at flush: open ranges end here
+ *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC at flush
+ *     u64   dropped            events lost to the memory bound (all threads)
+ *     u64   events             events recorded (all threads)
+ *     u64   reserved = 0
+ *   sections, until a section with tag 0 (END, length 0):
+ *     u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
+ *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded
+ *     tag 2 DOMAINS:    entries { u32 id; u32 len; str name }        (core domain 0 = "" implicit)
+ *     tag 3 STRINGS:    entries { u32 id; u32 domain; u32 len; u32 0; str text }   registered
+ *     tag 4 CATEGORIES: entries { u32 domain; u32 category; u32 len; u32 0; str name }  last wins
+ *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 0;
+ *                       str name (pthread name at first event); then the thread's event records
+ *     tag 6 THREAD_NAMES: entries { u32 tid; u32 len; str name }   nvtxNameOsThread, last wins
+ *   Unknown tags are skipped by readers.
+ *
+ *   event record:
+ *     u8 kind (1 push, 2 pop, 3 start, 4 end, 5 mark)
+ *     u8 flags (1 = has color, 2 = has category)
+ *     u8 payload type (0 none, else nvtxPayloadType_t 1..6: u64 i64 double u32 i32 float)
+ *     u8 message kind (0 none, 1 inline UTF-8, 2 registered string id)
+ *     u32 domain id (0 = core domain)
+ *     u64 timestamp (CLOCK_MONOTONIC ns)
+ *     [u64 range id]            start and end only
+ *     [u64 payload]             when payload type != 0: the raw 8-byte union (4-byte types in the
+ *                               low-address half)
+ *     [u32 color]               0xAARRGGBB, when flags & 1
+ *     [u32 category]            when flags & 2
+ *     [u32 string id]           message kind 2
+ *     [u32 len; bytes]          message kind 1
+ *     zero padding to a multiple of 8
+ */
+#define _GNU_SOURCE
+#define NVTX_NO_IMPL
+#include <nvtx3/nvToolsExt.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <wchar.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define FORMAT_VERSION 1u
+#define HEADER_SIZE 64u
+#define CHUNK_BYTES (128u * 1024u)
+#define MAX_MESSAGE (64u * 1024u)
+#define MAX_CLIENTS 256
+#define NAME_BYTES 64
+#define STRING_BUCKETS 4096u
+
+enum { K_PUSH = 1, K_POP = 2, K_START = 3, K_END = 4, K_MARK = 5 };
+enum { F_COLOR = 1, F_CATEGORY = 2 };
+enum { M_NONE = 0, M_INLINE = 1, M_REGISTERED = 2 };
+enum {
+    T_END = 0, T_CMDLINE = 1, T_DOMAINS = 2, T_STRINGS = 3, T_CATEGORIES = 4, T_THREAD = 5,
+    T_THREAD_NAMES = 6
+};
+
+typedef struct record_head {
+    uint8_t kind;
+    uint8_t flags;
+    uint8_t payload_type;
+    uint8_t message_kind;
+    uint32_t domain;
+    uint64_t ts;
+} record_head;
+
+typedef struct chunk {
+    _Atomic(struct chunk*) next;
+    _Atomic size_t used; /* committed bytes, published with release */
+    size_t cap;
+    char data[];
+} chunk;
+
+typedef struct thread_buffer {
+    struct thread_buffer* next; /* global list, under g_lock */
+    uint32_t tid;
+    uint32_t index;
+    char name[NAME_BYTES];
+    _Atomic(chunk*) head;
+    chunk* tail;        /* owner only */
+    size_t tail_used;   /* owner's copy of tail->used */
+    uint64_t next_seq;  /* start/end ids: index << 40 | seq */
+    int depth;          /* push/pop nesting level returned to NVTX */
+    int full;           /* the budget refused a chunk: drop from now on */
+    _Atomic uint64_t events;
+    _Atomic uint64_t dropped;
+} thread_buffer;
+
+typedef struct domain_entry { /* what an nvtxDomainHandle_t points to */
+    struct domain_entry* next;
+    uint32_t id;
+    char* name;
+} domain_entry;
+
+typedef struct string_entry { /* what an nvtxStringHandle_t points to */
+    struct string_entry* next;        /* hash chain */
+    struct string_entry* next_in_order;
+    uint32_t id;
+    uint32_t domain;
+    uint32_t len;
+    char* text;
+} string_entry;
+
+typedef struct named_entry { /* categories and thread names */
+    struct named_entry* next;
+    uint32_t a, b;
+    char* name;
+} named_entry;
+
+typedef struct client_tables {
+    NvtxFunctionTable core;
+    unsigned int core_size;
+    NvtxFunctionTable core2;
+    unsigned int core2_size;
+} client_tables;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_buffer* g_threads;         /* under g_lock */
+static uint32_t g_thread_index;          /* under g_lock */
+static domain_entry* g_domains;          /* under g_lock */
+static uint32_t g_domain_count;
+static string_entry* g_string_buckets[STRING_BUCKETS];
+static string_entry* g_strings_first;
+static string_entry* g_strings_last;
+static uint32_t g_string_count;
+static named_entry* g_categories;        /* newest first */
+static named_entry* g_thread_names;      /* newest first */
+static client_tables g_clients[MAX_CLIENTS];
+static int g_client_count;
+
+static _Atomic int g_attached;
+static _Atomic int g_flushed;
+static _Atomic int g_mode_noop;
+static _Atomic uint64_t g_allocated;     /* bytes of chunks in use, against g_limit */
+static uint64_t g_limit = 512ull << 20;
+static _Atomic uint64_t g_lost;          /* events lost before a thread had a buffer */
+static pid_t g_pid;
+
+static __thread thread_buffer* t_buffer;
+
+/* ---- time, ids ---- */
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t os_tid(void) { return (uint32_t)syscall(SYS_gettid); }
+
+/* ---- per-thread buffers ---- */
+
+static thread_buffer* register_thread(void)
+{
+    thread_buffer* b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->tid = os_tid();
+    if (pthread_getname_np(pthread_self(), b->name, sizeof(b->name)) != 0)
+        b->name[0] = '\0';
+    pthread_mutex_lock(&g_lock);
+    b->index = ++g_thread_index;
+    b->next = g_threads;
+    g_threads = b;
+    pthread_mutex_unlock(&g_lock);
+    t_buffer = b;
+    return b;
+}
+
+static inline thread_buffer* buffer(void)
+{
+    thread_buffer* b = t_buffer;
+    if (UNLIKELY(!b))
+        b = register_thread();
+    return b;
+}
+
+static void drop(thread_buffer* b)
+{
+    if (b)
+        atomic_store_explicit(&b->dropped,
+            atomic_load_explicit(&b->dropped, memory_order_relaxed) + 1, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
+}
+
+static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
+{
+    size_t cap = n > CHUNK_BYTES ? n : CHUNK_BYTES;
+    uint64_t size = sizeof(chunk) + cap;
+    if (b->full)
+        return NULL;
+    uint64_t before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
+    if (before + size > g_limit) {
+        atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
+        b->full = 1;
+        return NULL;
+    }
+    chunk* c = malloc(size);
+    if (!c) {
+        atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
+        return NULL;
+    }
+    atomic_init(&c->next, NULL);
+    atomic_init(&c->used, 0);
+    c->cap = cap;
+    if (b->tail)
+        atomic_store_explicit(&b->tail->next, c, memory_order_release);
+    else
+        atomic_store_explicit(&b->head, c, memory_order_release);
+    b->tail = c;
+    b->tail_used = 0;
+    return c->data;
+}
+
+/* Space for an n-byte record (n a multiple of 8) in the thread's buffer; NULL means drop. */
+static inline char* reserve(thread_buffer* b, size_t n)
+{
+    chunk* c = b->tail;
+    if (LIKELY(c != NULL && b->tail_used + n <= c->cap))
+        return c->data + b->tail_used;
+    return reserve_slow(b, n);
+}
+
+static inline void commit(thread_buffer* b, size_t n)
+{
+    b->tail_used += n;
+    atomic_store_explicit(&b->tail->used, b->tail_used, memory_order_release);
+    atomic_store_explicit(&b->events,
+        atomic_load_explicit(&b->events, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* ---- strings ---- */
+
+/* UTF-32 (Linux wchar_t) to UTF-8; invalid code points become U+FFFD. Returns bytes written. */
+static size_t utf8_from_wide(const wchar_t* w, char* out, size_t cap)
+{
+    size_t n = 0;
+    for (; *w; ++w) {
+        uint32_t c = (uint32_t)*w;
+        char tmp[4];
+        size_t k;
+        if (c >= 0xD800 && c <= 0xDFFF)
+            c = 0xFFFD;
+        if (c < 0x80) {
+            tmp[0] = (char)c; k = 1;
+        } else if (c < 0x800) {
+            tmp[0] = (char)(0xC0 | (c >> 6)); tmp[1] = (char)(0x80 | (c & 0x3F)); k = 2;
+        } else if (c < 0x10000) {
+            tmp[0] = (char)(0xE0 | (c >> 12)); tmp[1] = (char)(0x80 | ((c >> 6) & 0x3F));
+            tmp[2] = (char)(0x80 | (c & 0x3F)); k = 3;
+        } else if (c < 0x110000) {
+            tmp[0] = (char)(0xF0 | (c >> 18)); tmp[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+            tmp[2] = (char)(0x80 | ((c >> 6) & 0x3F)); tmp[3] = (char)(0x80 | (c & 0x3F)); k = 4;
+        } else {
+            tmp[0] = (char)0xEF; tmp[1] = (char)0xBF; tmp[2] = (char)0xBD; k = 3;
+        }
+        if (n + k > cap)
+            break;
+        memcpy(out + n, tmp, k);
+        n += k;
+    }
+    return n;
+}
+
+/* A malloc'ed UTF-8 copy of a wide string (rare paths: names, registrations). */
+static char* dup_wide(const wchar_t* w)
+{
+    size_t len = w ? wcslen(w) : 0;
+    char* s = malloc(len * 4 + 1);
+    if (!s)
+        return NULL;
+    s[w ? utf8_from_wide(w, s, len * 4) : 0] = '\0';
+    return s;
+}
+
+/* ---- event writers ---- */
+
+#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
+
+static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
+{
+    thread_buffer* b = buffer();
+    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    char* p = b ? reserve(b, n) : NULL;
+    if (UNLIKELY(!p)) {
+        drop(b);
+        return;
+    }
+    record_head* h = (record_head*)p;
+    h->kind = kind;
+    h->flags = 0;
+    h->payload_type = 0;
+    h->message_kind = 0;
+    h->domain = domain;
+    h->ts = now_ns();
+    if (id)
+        memcpy(p + sizeof(record_head), &id, 8);
+    commit(b, n);
+}
+
+/* Writes a push/start/mark with an inline message (ASCII or UTF-8) and no other attribute. */
+static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const char* text,
+                              size_t len)
+{
+    thread_buffer* b = buffer();
+    if (len > MAX_MESSAGE)
+        len = MAX_MESSAGE;
+    size_t n = ALIGN8(sizeof(record_head) + (id ? 8 : 0) + 4 + len);
+    char* p = b ? reserve(b, n) : NULL;
+    if (UNLIKELY(!p)) {
+        drop(b);
+        return;
+    }
+    record_head* h = (record_head*)p;
+    h->kind = kind;
+    h->flags = 0;
+    h->payload_type = 0;
+    h->message_kind = M_INLINE;
+    h->domain = domain;
+    h->ts = now_ns();
+    char* q = p + sizeof(record_head);
+    if (id) {
+        memcpy(q, &id, 8);
+        q += 8;
+    }
+    uint32_t len32 = (uint32_t)len;
+    memcpy(q, &len32, 4);
+    memcpy(q + 4, text, len);
+    memset(q + 4 + len, 0, (size_t)(p + n - (q + 4 + len)));
+    commit(b, n);
+}
+
+static inline void write_wide(uint8_t kind, uint32_t domain, uint64_t id, const wchar_t* w)
+{
+    char tmp[1024];
+    if (!w) {
+        write_text(kind, domain, id, "", 0);
+        return;
+    }
+    size_t wl = wcslen(w);
+    if (wl * 4 <= sizeof(tmp)) {
+        write_text(kind, domain, id, tmp, utf8_from_wide(w, tmp, sizeof(tmp)));
+        return;
+    }
+    size_t cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
+    char* big = malloc(cap);
+    if (!big) {
+        write_text(kind, domain, id, "", 0);
+        return;
+    }
+    write_text(kind, domain, id, big, utf8_from_wide(w, big, cap));
+    free(big);
+}
+
+static inline uint32_t domain_id(nvtxDomainHandle_t d)
+{
+    return d ? ((const domain_entry*)(const void*)d)->id : 0;
+}
+
+static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
+                                    const nvtxEventAttributes_t* a)
+{
+    if (UNLIKELY(!a)) {
+        write_simple(kind, domain, id);
+        return;
+    }
+    thread_buffer* b = buffer();
+    uint8_t flags = 0, payload_type = 0, message_kind = M_NONE;
+    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    const char* text = NULL;
+    size_t text_len = 0;
+    char wide_tmp[1024];
+    char* wide_big = NULL;
+    uint32_t string_id = 0;
+
+    if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
+        payload_type = (uint8_t)a->payloadType;
+        n += 8;
+    }
+    if (a->colorType == NVTX_COLOR_ARGB) {
+        flags |= F_COLOR;
+        n += 4;
+    }
+    if (a->category != 0) {
+        flags |= F_CATEGORY;
+        n += 4;
+    }
+    switch (a->messageType) {
+    case NVTX_MESSAGE_TYPE_ASCII:
+        if (a->message.ascii) {
+            message_kind = M_INLINE;
+            text = a->message.ascii;
+            text_len = strlen(text);
+            if (text_len > MAX_MESSAGE)
+                text_len = MAX_MESSAGE;
+        }
+        break;
+    case NVTX_MESSAGE_TYPE_UNICODE:
+        if (a->message.unicode) {
+            size_t wl = wcslen(a->message.unicode);
+            char* out = wide_tmp;
+            size_t cap = sizeof(wide_tmp);
+            if (wl * 4 > cap) {
+                cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
+                wide_big = malloc(cap);
+                out = wide_big;
+            }
+            if (out) {
+                message_kind = M_INLINE;
+                text = out;
+                text_len = utf8_from_wide(a->message.unicode, out, cap);
+            }
+        }
+        break;
+    case NVTX_MESSAGE_TYPE_REGISTERED:
+        if (a->message.registered) {
+            message_kind = M_REGISTERED;
+            string_id = ((const string_entry*)(const void*)a->message.registered)->id;
+        }
+        break;
+    default:
+        break;
+    }
+    if (message_kind == M_INLINE)
+        n += 4 + text_len;
+    else if (message_kind == M_REGISTERED)
+        n += 4;
+    n = ALIGN8(n);
+
+    char* p = b ? reserve(b, n) : NULL;
+    if (UNLIKELY(!p)) {
+        drop(b);
+        free(wide_big);
+        return;
+    }
+    record_head* h = (record_head*)p;
+    h->kind = kind;
+    h->flags = flags;
+    h->payload_type = payload_type;
+    h->message_kind = message_kind;
+    h->domain = domain;
+    h->ts = now_ns();
+    char* q = p + sizeof(record_head);
+    if (id) {
+        memcpy(q, &id, 8);
+        q += 8;
+    }
+    if (payload_type) {
+        memcpy(q, &a->payload, 8);
+        q += 8;
+    }
+    if (flags & F_COLOR) {
+        memcpy(q, &a->color, 4);
+        q += 4;
+    }
+    if (flags & F_CATEGORY) {
+        memcpy(q, &a->category, 4);
+        q += 4;
+    }
+    if (message_kind == M_REGISTERED) {
+        memcpy(q, &string_id, 4);
+        q += 4;
+    } else if (message_kind == M_INLINE) {
+        uint32_t len32 = (uint32_t)text_len;
+        memcpy(q, &len32, 4);
+        memcpy(q + 4, text, text_len);
+        q += 4 + text_len;
+    }
+    memset(q, 0, (size_t)(p + n - q));
+    commit(b, n);
+    free(wide_big);
+}
+
+static inline uint64_t new_range_id(void)
+{
+    thread_buffer* b = buffer();
+    if (UNLIKELY(!b))
+        return 0;
+    return ((uint64_t)b->index << 40) | ++b->next_seq;
+}
+
+static inline int depth_push(void)
+{
+    thread_buffer* b = t_buffer;
+    return b ? b->depth++ : 0;
+}
+
+static inline int depth_pop(void)
+{
+    thread_buffer* b = t_buffer;
+    if (!b)
+        return -1;
+    if (b->depth > 0)
+        b->depth--;
+    return b->depth;
+}
+
+/* ---- recording callbacks: CORE ---- */
+
+static void NVTX_API rec_MarkEx(const nvtxEventAttributes_t* a) { write_attributes(K_MARK, 0, 0, a); }
+static void NVTX_API rec_MarkA(const char* m) { write_text(K_MARK, 0, 0, m ? m : "", m ? strlen(m) : 0); }
+static void NVTX_API rec_MarkW(const wchar_t* m) { write_wide(K_MARK, 0, 0, m); }
+
+static nvtxRangeId_t NVTX_API rec_RangeStartEx(const nvtxEventAttributes_t* a)
+{
+    uint64_t id = new_range_id();
+    if (id)
+        write_attributes(K_START, 0, id, a);
+    return id;
+}
+static nvtxRangeId_t NVTX_API rec_RangeStartA(const char* m)
+{
+    uint64_t id = new_range_id();
+    if (id)
+        write_text(K_START, 0, id, m ? m : "", m ? strlen(m) : 0);
+    return id;
+}
+static nvtxRangeId_t NVTX_API rec_RangeStartW(const wchar_t* m)
+{
+    uint64_t id = new_range_id();
+    if (id)
+        write_wide(K_START, 0, id, m);
+    return id;
+}
+static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { if (id) write_simple(K_END, 0, id); }
+
+static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
+{
+    write_attributes(K_PUSH, 0, 0, a);
+    return depth_push();
+}
+static int NVTX_API rec_RangePushA(const char* m)
+{
+    write_text(K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0);
+    return depth_push();
+}
+static int NVTX_API rec_RangePushW(const wchar_t* m)
+{
+    write_wide(K_PUSH, 0, 0, m);
+    return depth_push();
+}
+static int NVTX_API rec_RangePop(void)
+{
+    write_simple(K_POP, 0, 0);
+    return depth_pop();
+}
+
+/* ---- metadata: categories, thread names, domains, registered strings ---- */
+
+static void add_named(named_entry** list, uint32_t a, uint32_t b, char* name)
+{
+    named_entry* e;
+    if (!name)
+        return;
+    e = malloc(sizeof(*e));
+    if (!e) {
+        free(name);
+        return;
+    }
+    e->a = a;
+    e->b = b;
+    e->name = name;
+    pthread_mutex_lock(&g_lock);
+    e->next = *list;
+    *list = e;
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void NVTX_API rec_NameCategoryA(uint32_t c, const char* n) { add_named(&g_categories, 0, c, strdup(n ? n : "")); }
+static void NVTX_API rec_NameCategoryW(uint32_t c, const wchar_t* n) { add_named(&g_categories, 0, c, dup_wide(n)); }
+static void NVTX_API rec_NameOsThreadA(uint32_t t, const char* n) { add_named(&g_thread_names, t, 0, strdup(n ? n : "")); }
+static void NVTX_API rec_NameOsThreadW(uint32_t t, const wchar_t* n) { add_named(&g_thread_names, t, 0, dup_wide(n)); }
+
+static nvtxDomainHandle_t domain_create(char* name)
+{
+    domain_entry* d;
+    if (!name)
+        return NULL;
+    pthread_mutex_lock(&g_lock);
+    for (d = g_domains; d; d = d->next)
+        if (strcmp(d->name, name) == 0)
+            break;
+    if (!d && (d = malloc(sizeof(*d))) != NULL) {
+        d->id = ++g_domain_count;
+        d->name = name;
+        name = NULL;
+        d->next = g_domains;
+        g_domains = d;
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(name);
+    return (nvtxDomainHandle_t)(void*)d;
+}
+
+static uint32_t hash_string(uint32_t domain, const char* s)
+{
+    uint32_t h = 2166136261u ^ domain;
+    for (; *s; ++s)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static nvtxStringHandle_t string_register(uint32_t domain, char* text)
+{
+    string_entry* e;
+    uint32_t bucket;
+    if (!text)
+        return NULL;
+    bucket = hash_string(domain, text) % STRING_BUCKETS;
+    pthread_mutex_lock(&g_lock);
+    for (e = g_string_buckets[bucket]; e; e = e->next)
+        if (e->domain == domain && strcmp(e->text, text) == 0)
+            break;
+    if (!e && (e = malloc(sizeof(*e))) != NULL) {
+        e->id = ++g_string_count;
+        e->domain = domain;
+        e->text = text;
+        e->len = (uint32_t)strlen(text);
+        text = NULL;
+        e->next = g_string_buckets[bucket];
+        g_string_buckets[bucket] = e;
+        e->next_in_order = NULL;
+        if (g_strings_last)
+            g_strings_last->next_in_order = e;
+        else
+            g_strings_first = e;
+        g_strings_last = e;
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(text);
+    return (nvtxStringHandle_t)(void*)e;
+}
+
+/* ---- recording callbacks: CORE2 (domains) ---- */
+
+static void NVTX_API rec_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { write_attributes(K_MARK, domain_id(d), 0, a); }
+static nvtxRangeId_t NVTX_API rec_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
+{
+    uint64_t id = new_range_id();
+    if (id)
+        write_attributes(K_START, domain_id(d), id, a);
+    return id;
+}
+static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { if (id) write_simple(K_END, domain_id(d), id); }
+static int NVTX_API rec_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
+{
+    write_attributes(K_PUSH, domain_id(d), 0, a);
+    return depth_push();
+}
+static int NVTX_API rec_DomainRangePop(nvtxDomainHandle_t d)
+{
+    write_simple(K_POP, domain_id(d), 0);
+    return depth_pop();
+}
+static void NVTX_API rec_DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t c, const char* n) { add_named(&g_categories, domain_id(d), c, strdup(n ? n : "")); }
+static void NVTX_API rec_DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t c, const wchar_t* n) { add_named(&g_categories, domain_id(d), c, dup_wide(n)); }
+static nvtxStringHandle_t NVTX_API rec_DomainRegisterStringA(nvtxDomainHandle_t d, const char* s) { return string_register(domain_id(d), strdup(s ? s : "")); }
+static nvtxStringHandle_t NVTX_API rec_DomainRegisterStringW(nvtxDomainHandle_t d, const wchar_t* s) { return string_register(domain_id(d), dup_wide(s)); }
+static nvtxDomainHandle_t NVTX_API rec_DomainCreateA(const char* n) { return domain_create(strdup(n ? n : "")); }
+static nvtxDomainHandle_t NVTX_API rec_DomainCreateW(const wchar_t* n) { return domain_create(dup_wide(n)); }
+
+/* ---- no-op callbacks: a tool that is attached but does nothing ---- */
+
+static void NVTX_API noop_MarkEx(const nvtxEventAttributes_t* a) { (void)a; }
+static void NVTX_API noop_MarkA(const char* m) { (void)m; }
+static void NVTX_API noop_MarkW(const wchar_t* m) { (void)m; }
+static nvtxRangeId_t NVTX_API noop_RangeStartEx(const nvtxEventAttributes_t* a) { (void)a; return 0; }
+static nvtxRangeId_t NVTX_API noop_RangeStartA(const char* m) { (void)m; return 0; }
+static nvtxRangeId_t NVTX_API noop_RangeStartW(const wchar_t* m) { (void)m; return 0; }
+static void NVTX_API noop_RangeEnd(nvtxRangeId_t id) { (void)id; }
+static int NVTX_API noop_RangePushEx(const nvtxEventAttributes_t* a) { (void)a; return 0; }
+static int NVTX_API noop_RangePushA(const char* m) { (void)m; return 0; }
+static int NVTX_API noop_RangePushW(const wchar_t* m) { (void)m; return 0; }
+static int NVTX_API noop_RangePop(void) { return 0; }
+static void NVTX_API noop_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { (void)d; (void)a; }
+static nvtxRangeId_t NVTX_API noop_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { (void)d; (void)a; return 0; }
+static void NVTX_API noop_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { (void)d; (void)id; }
+static int NVTX_API noop_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { (void)d; (void)a; return 0; }
+static int NVTX_API noop_DomainRangePop(nvtxDomainHandle_t d) { (void)d; return 0; }
+
+typedef struct slot { int module; unsigned int id; NvtxFunctionPointer record; NvtxFunctionPointer noop; } slot;
+#define FP(f) ((NvtxFunctionPointer)(f))
+#define CORE(name, r, n) { NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_##name, FP(r), FP(n) }
+#define CORE2(name, r, n) { NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_##name, FP(r), FP(n) }
+
+static const slot g_slots[] = {
+    CORE(MarkEx, rec_MarkEx, noop_MarkEx),
+    CORE(MarkA, rec_MarkA, noop_MarkA),
+    CORE(MarkW, rec_MarkW, noop_MarkW),
+    CORE(RangeStartEx, rec_RangeStartEx, noop_RangeStartEx),
+    CORE(RangeStartA, rec_RangeStartA, noop_RangeStartA),
+    CORE(RangeStartW, rec_RangeStartW, noop_RangeStartW),
+    CORE(RangeEnd, rec_RangeEnd, noop_RangeEnd),
+    CORE(RangePushEx, rec_RangePushEx, noop_RangePushEx),
+    CORE(RangePushA, rec_RangePushA, noop_RangePushA),
+    CORE(RangePushW, rec_RangePushW, noop_RangePushW),
+    CORE(RangePop, rec_RangePop, noop_RangePop),
+    /* Metadata stays live in no-op mode: handles must stay valid whatever the mode. */
+    CORE(NameCategoryA, rec_NameCategoryA, rec_NameCategoryA),
+    CORE(NameCategoryW, rec_NameCategoryW, rec_NameCategoryW),
+    CORE(NameOsThreadA, rec_NameOsThreadA, rec_NameOsThreadA),
+    CORE(NameOsThreadW, rec_NameOsThreadW, rec_NameOsThreadW),
+    CORE2(DomainMarkEx, rec_DomainMarkEx, noop_DomainMarkEx),
+    CORE2(DomainRangeStartEx, rec_DomainRangeStartEx, noop_DomainRangeStartEx),
+    CORE2(DomainRangeEnd, rec_DomainRangeEnd, noop_DomainRangeEnd),
+    CORE2(DomainRangePushEx, rec_DomainRangePushEx, noop_DomainRangePushEx),
+    CORE2(DomainRangePop, rec_DomainRangePop, noop_DomainRangePop),
+    CORE2(DomainNameCategoryA, rec_DomainNameCategoryA, rec_DomainNameCategoryA),
+    CORE2(DomainNameCategoryW, rec_DomainNameCategoryW, rec_DomainNameCategoryW),
+    CORE2(DomainRegisterStringA, rec_DomainRegisterStringA, rec_DomainRegisterStringA),
+    CORE2(DomainRegisterStringW, rec_DomainRegisterStringW, rec_DomainRegisterStringW),
+    CORE2(DomainCreateA, rec_DomainCreateA, rec_DomainCreateA),
+    CORE2(DomainCreateW, rec_DomainCreateW, rec_DomainCreateW),
+};
+
+/* Writes one client's slots for the current mode. Caller holds g_lock. */
+static void install(const client_tables* t, int noop)
+{
+    size_t i;
+    for (i = 0; i < sizeof(g_slots) / sizeof(g_slots[0]); ++i) {
+        const slot* s = &g_slots[i];
+        NvtxFunctionTable table = s->module == NVTX_CB_MODULE_CORE ? t->core : t->core2;
+        unsigned int size = s->module == NVTX_CB_MODULE_CORE ? t->core_size : t->core2_size;
+        /* out_size is the highest valid callback id (index 0 is the INVALID id). */
+        if (table && s->id <= size && table[s->id])
+            *table[s->id] = noop ? s->noop : s->record;
+    }
+}
+
+/* ---- configuration, fork, exit ---- */
+
+static void configure(void)
+{
+    const char* limit = getenv("AUTONVTX_RECORD_LIMIT_MB");
+    const char* mode = getenv("AUTONVTX_RECORDER_MODE");
+    if (limit && *limit) {
+        char* end = NULL;
+        double mb = strtod(limit, &end);
+        if (end != limit && mb >= 0)
+            g_limit = (uint64_t)(mb * 1024.0 * 1024.0);
+    }
+    atomic_store(&g_mode_noop, mode && strcmp(mode, "noop") == 0);
+}
+
+static void free_chunks(thread_buffer* b)
+{
+    chunk* c = atomic_load(&b->head);
+    while (c) {
+        chunk* next = atomic_load(&c->next);
+        free(c);
+        c = next;
+    }
+}
+
+static void free_named(named_entry* e)
+{
+    while (e) {
+        named_entry* next = e->next;
+        free(e->name);
+        free(e);
+        e = next;
+    }
+}
+
+/* fork(2) under a held g_lock would leave the child's copy locked forever. */
+static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+
+/* The child owns none of the parent's events: it keeps the registries (handles stay valid) but
+ * starts with empty buffers, so its recording never repeats the parent's events as its own. */
+static void atfork_child(void)
+{
+    thread_buffer* self = t_buffer;
+    thread_buffer* b = g_threads;
+    while (b) {
+        thread_buffer* next = b->next;
+        free_chunks(b);
+        if (b != self)
+            free(b);
+        b = next;
+    }
+    g_threads = NULL;
+    free_named(g_thread_names);
+    g_thread_names = NULL;
+    atomic_store(&g_allocated, 0);
+    atomic_store(&g_lost, 0);
+    atomic_store(&g_flushed, 0);
+    g_pid = getpid();
+    if (self) {
+        atomic_store(&self->head, NULL);
+        self->tail = NULL;
+        self->tail_used = 0;
+        self->full = 0;
+        self->depth = 0;
+        atomic_store(&self->events, 0);
+        atomic_store(&self->dropped, 0);
+        self->tid = os_tid();
+        self->index = ++g_thread_index;
+        self->next_seq = 0;
+        self->next = NULL;
+        g_threads = self;
+    }
+    pthread_mutex_init(&g_lock, NULL);
+}
+
+EXPORT int autonvtx_recorder_flush(const char* path, uint64_t out[3]);
+
+static __attribute__((constructor)) void on_load(void)
+{
+    g_pid = getpid();
+    configure();
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static __attribute__((destructor)) void on_unload(void)
+{
+    const char* dir = getenv("AUTONVTX_RECORD_DIR");
+    if (atomic_load(&g_attached) && !atomic_load(&g_flushed) && dir && *dir)
+        autonvtx_recorder_flush(NULL, NULL);
+}
+
+/* ---- the injection entry point ---- */
+
+EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
+{
+    const NvtxExportTableCallbacks* etbl;
+    client_tables t = { NULL, 0, NULL, 0 };
+    if (!get_export_table)
+        return 0;
+    etbl = (const NvtxExportTableCallbacks*)get_export_table(NVTX_ETID_CALLBACKS);
+    if (!etbl || etbl->struct_size < sizeof(NvtxExportTableCallbacks) || !etbl->GetModuleFunctionTable)
+        return 0;
+    if (!etbl->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &t.core, &t.core_size) || !t.core)
+        return 0;
+    if (!etbl->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &t.core2, &t.core2_size))
+        t.core2 = NULL;
+    pthread_mutex_lock(&g_lock);
+    if (g_client_count < MAX_CLIENTS)
+        g_clients[g_client_count++] = t;
+    install(&t, atomic_load(&g_mode_noop));
+    pthread_mutex_unlock(&g_lock);
+    atomic_store(&g_attached, 1);
+    return 1;
+}
+
+/* ---- control API (ctypes) ---- */
+
+EXPORT void autonvtx_recorder_set_mode(int noop)
+{
+    int i;
+    pthread_mutex_lock(&g_lock);
+    atomic_store(&g_mode_noop, noop != 0);
+    for (i = 0; i < g_client_count; ++i)
+        install(&g_clients[i], noop != 0);
+    pthread_mutex_unlock(&g_lock);
+}
+
+EXPORT int autonvtx_recorder_mode(void) { return atomic_load(&g_mode_noop); }
+EXPORT int autonvtx_recorder_is_attached(void) { return atomic_load(&g_attached); }
+
+/* out: events recorded, events dropped, bytes of committed records, bytes of chunks allocated. */
+EXPORT void autonvtx_recorder_stats(uint64_t out[4])
+{
+    thread_buffer* b;
+    uint64_t events = 0, dropped = atomic_load(&g_lost), used = 0;
+    pthread_mutex_lock(&g_lock);
+    for (b = g_threads; b; b = b->next) {
+        chunk* c;
+        events += atomic_load_explicit(&b->events, memory_order_relaxed);
+        dropped += atomic_load_explicit(&b->dropped, memory_order_relaxed);
+        for (c = atomic_load_explicit(&b->head, memory_order_acquire); c;
+             c = atomic_load_explicit(&c->next, memory_order_acquire))
+            used += atomic_load_explicit(&c->used, memory_order_acquire);
+    }
+    pthread_mutex_unlock(&g_lock);
+    out[0] = events;
+    out[1] = dropped;
+    out[2] = used;
+    out[3] = atomic_load(&g_allocated);
+}
+
+EXPORT uint64_t autonvtx_recorder_events(void)
+{
+    uint64_t s[4];
+    autonvtx_recorder_stats(s);
+    return s[0];
+}
+
+/* ---- flush ---- */
+
+typedef struct writer {
+    FILE* f;
+    uint64_t bytes;
+    int failed;
+} writer;
+
+static void put(writer* w, const void* p, size_t n)
+{
+    if (n && fwrite(p, 1, n, w->f) != n)
+        w->failed = 1;
+    w->bytes += n;
+}
+
+static void put_u32(writer* w, uint32_t v) { put(w, &v, 4); }
+static void put_u64(writer* w, uint64_t v) { put(w, &v, 8); }
+
+static void pad(writer* w, size_t n)
+{
+    static const char zeros[8] = { 0 };
+    put(w, zeros, ALIGN8(n) - n);
+}
+
+static void section(writer* w, uint32_t tag, uint64_t length)
+{
+    put_u32(w, tag);
+    put_u32(w, 0);
+    put_u64(w, length);
+}
+
+static size_t read_cmdline(char* buf, size_t cap)
+{
+    size_t n = 0;
+    FILE* f = fopen("/proc/self/cmdline", "rb");
+    if (!f)
+        return 0;
+    n = fread(buf, 1, cap, f);
+    fclose(f);
+    while (n > 0 && buf[n - 1] == '\0')
+        --n;
+    return n;
+}
+
+static uint64_t thread_stream_bytes(thread_buffer* b, chunk** last, size_t* last_used)
+{
+    /* Committed prefix, read once: chunk lengths are captured here and reused when writing. */
+    uint64_t total = 0;
+    chunk* c;
+    *last = NULL;
+    *last_used = 0;
+    for (c = atomic_load_explicit(&b->head, memory_order_acquire); c;
+         c = atomic_load_explicit(&c->next, memory_order_acquire)) {
+        size_t used = atomic_load_explicit(&c->used, memory_order_acquire);
+        total += used;
+        *last = c;
+        *last_used = used;
+    }
+    return total;
+}
+
+static int write_recording(FILE* f, uint64_t out[3])
+{
+    writer w = { f, 0, 0 };
+    thread_buffer* b;
+    domain_entry* d;
+    string_entry* s;
+    named_entry* e;
+    struct timespec mono, real;
+    uint64_t flush_ns, events = 0, dropped = atomic_load(&g_lost), len;
+    int64_t offset;
+    static char cmdline[65536];
+    size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
+
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    flush_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
+    offset = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000ll
+           + ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
+
+    for (b = g_threads; b; b = b->next) {
+        events += atomic_load_explicit(&b->events, memory_order_relaxed);
+        dropped += atomic_load_explicit(&b->dropped, memory_order_relaxed);
+    }
+
+    put(&w, "ANVTXREC", 8);
+    put_u32(&w, FORMAT_VERSION);
+    put_u32(&w, HEADER_SIZE);
+    put_u32(&w, (uint32_t)getpid());
+    put_u32(&w, (uint32_t)getppid());
+    put_u64(&w, flush_ns);
+    put_u64(&w, (uint64_t)offset);
+    put_u64(&w, dropped);
+    put_u64(&w, events);
+    put_u64(&w, 0);
+
+    section(&w, T_CMDLINE, ALIGN8(cmd_len));
+    put(&w, cmdline, cmd_len);
+    pad(&w, cmd_len);
+
+    len = 0;
+    for (d = g_domains; d; d = d->next)
+        len += 8 + ALIGN8(strlen(d->name));
+    section(&w, T_DOMAINS, len);
+    for (d = g_domains; d; d = d->next) {
+        size_t n = strlen(d->name);
+        put_u32(&w, d->id);
+        put_u32(&w, (uint32_t)n);
+        put(&w, d->name, n);
+        pad(&w, n);
+    }
+
+    len = 0;
+    for (s = g_strings_first; s; s = s->next_in_order)
+        len += 16 + ALIGN8(s->len);
+    section(&w, T_STRINGS, len);
+    for (s = g_strings_first; s; s = s->next_in_order) {
+        put_u32(&w, s->id);
+        put_u32(&w, s->domain);
+        put_u32(&w, s->len);
+        put_u32(&w, 0);
+        put(&w, s->text, s->len);
+        pad(&w, s->len);
+    }
+
+    len = 0;
+    for (e = g_categories; e; e = e->next)
+        len += 16 + ALIGN8(strlen(e->name));
+    section(&w, T_CATEGORIES, len);
+    /* Newest first in memory; readers let the last entry win, so write oldest first. */
+    {
+        size_t count = 0, i;
+        named_entry** all;
+        for (e = g_categories; e; e = e->next)
+            ++count;
+        all = count ? malloc(count * sizeof(*all)) : NULL;
+        if (count && !all)
+            w.failed = 1;
+        for (i = 0, e = g_categories; all && e; e = e->next)
+            all[i++] = e;
+        for (i = count; all && i-- > 0;) {
+            size_t n = strlen(all[i]->name);
+            put_u32(&w, all[i]->a);
+            put_u32(&w, all[i]->b);
+            put_u32(&w, (uint32_t)n);
+            put_u32(&w, 0);
+            put(&w, all[i]->name, n);
+            pad(&w, n);
+        }
+        free(all);
+    }
+
+    len = 0;
+    for (e = g_thread_names; e; e = e->next)
+        len += 8 + ALIGN8(strlen(e->name));
+    section(&w, T_THREAD_NAMES, len);
+    {
+        size_t count = 0, i;
+        named_entry** all;
+        for (e = g_thread_names; e; e = e->next)
+            ++count;
+        all = count ? malloc(count * sizeof(*all)) : NULL;
+        if (count && !all)
+            w.failed = 1;
+        for (i = 0, e = g_thread_names; all && e; e = e->next)
+            all[i++] = e;
+        for (i = count; all && i-- > 0;) {
+            size_t n = strlen(all[i]->name);
+            put_u32(&w, all[i]->a);
+            put_u32(&w, (uint32_t)n);
+            put(&w, all[i]->name, n);
+            pad(&w, n);
+        }
+        free(all);
+    }
+
+    for (b = g_threads; b; b = b->next) {
+        chunk* last;
+        size_t last_used;
+        uint64_t stream = thread_stream_bytes(b, &last, &last_used);
+        size_t name_len = strnlen(b->name, sizeof(b->name));
+        chunk* c;
+        section(&w, T_THREAD, 32 + ALIGN8(name_len) + stream);
+        put_u32(&w, b->tid);
+        put_u32(&w, b->index);
+        put_u64(&w, atomic_load_explicit(&b->dropped, memory_order_relaxed));
+        put_u64(&w, atomic_load_explicit(&b->events, memory_order_relaxed));
+        put_u32(&w, (uint32_t)name_len);
+        put_u32(&w, 0);
+        put(&w, b->name, name_len);
+        pad(&w, name_len);
+        /* Write exactly the lengths measured above: the owner may have appended since. */
+        for (c = atomic_load_explicit(&b->head, memory_order_acquire); c;
+             c = atomic_load_explicit(&c->next, memory_order_acquire)) {
+            if (c == last) {
+                put(&w, c->data, last_used);
+                break;
+            }
+            /* A chunk with a successor is final: its owner never writes to it again. */
+            put(&w, c->data, atomic_load_explicit(&c->used, memory_order_acquire));
+        }
+    }
+    section(&w, T_END, 0);
+
+    if (out) {
+        out[0] = events;
+        out[1] = dropped;
+        out[2] = w.bytes;
+    }
+    return w.failed ? -EIO : 0;
+}
+
+/*
+ * Writes the recording to `path` atomically (path.tmp, then rename). A NULL or empty path means
+ * $AUTONVTX_RECORD_DIR/<pid>.anr. Returns 0, or a negative errno. out: events, dropped, bytes.
+ */
+EXPORT int autonvtx_recorder_flush(const char* path, uint64_t out[3])
+{
+    char target[4096];
+    char tmp[4200];
+    FILE* f;
+    int rc;
+    if (!path || !*path) {
+        const char* dir = getenv("AUTONVTX_RECORD_DIR");
+        if (!dir || !*dir)
+            return -EINVAL;
+        if ((size_t)snprintf(target, sizeof(target), "%s/%d.anr", dir, (int)getpid()) >= sizeof(target))
+            return -ENAMETOOLONG;
+        path = target;
+    }
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    f = fopen(tmp, "wb");
+    if (!f)
+        return -errno;
+    setvbuf(f, NULL, _IOFBF, 1 << 20);
+    pthread_mutex_lock(&g_lock);
+    rc = write_recording(f, out);
+    pthread_mutex_unlock(&g_lock);
+    if (fclose(f) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        unlink(tmp);
+        return rc;
+    }
+    atomic_store(&g_flushed, 1);
+    return 0;
+}

@@ -1,0 +1,106 @@
+"""Where the native recorder library is, and a ctypes handle on its control functions."""
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+LIBRARY_NAME = "libautonvtx_recorder.so"
+
+Mode = Literal["record", "noop"]
+
+
+@dataclass(frozen=True)
+class FlushResult:
+    """What one flush wrote."""
+
+    events: int  # events recorded (all threads)
+    dropped: int  # events lost to the memory bound
+    bytes: int  # size of the file written
+
+
+@dataclass(frozen=True)
+class Stats:
+    """The recorder's counters, read without writing anything."""
+
+    events: int
+    dropped: int
+    bytes_used: int  # bytes of committed event records
+    bytes_allocated: int  # bytes of buffer chunks, counted against AUTONVTX_RECORD_LIMIT_MB
+
+
+def library_path() -> str | None:
+    """Absolute path of the built recorder library, or None when this installation has none."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY_NAME)
+    return path if os.path.isfile(path) else None
+
+
+class RecorderControl:
+    """The recorder's control functions, through the same dlopen handle NVTX uses (same globals)."""
+
+    def __init__(self, path: str) -> None:
+        # dlopen of an already-loaded library returns its existing handle, so this sees the
+        # buffers NVTX's clients write to; RTLD_GLOBAL is not needed for that.
+        self.path = path
+        lib = ctypes.CDLL(path)
+        lib.autonvtx_recorder_flush.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_uint64)]
+        lib.autonvtx_recorder_flush.restype = ctypes.c_int
+        lib.autonvtx_recorder_set_mode.argtypes = [ctypes.c_int]
+        lib.autonvtx_recorder_set_mode.restype = None
+        lib.autonvtx_recorder_mode.argtypes = []
+        lib.autonvtx_recorder_mode.restype = ctypes.c_int
+        lib.autonvtx_recorder_is_attached.argtypes = []
+        lib.autonvtx_recorder_is_attached.restype = ctypes.c_int
+        lib.autonvtx_recorder_events.argtypes = []
+        lib.autonvtx_recorder_events.restype = ctypes.c_uint64
+        lib.autonvtx_recorder_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+        lib.autonvtx_recorder_stats.restype = None
+        self._lib = lib
+
+    def flush(self, path: str | os.PathLike[str] | None = None) -> FlushResult:
+        """Write every event so far to `path` atomically; None means $AUTONVTX_RECORD_DIR/<pid>.anr."""
+        out = (ctypes.c_uint64 * 3)()
+        encoded = os.fsencode(path) if path is not None else None
+        rc = self._lib.autonvtx_recorder_flush(encoded, out)
+        if rc != 0:
+            where = os.fsdecode(encoded) if encoded is not None else "$AUTONVTX_RECORD_DIR"
+            raise OSError(-rc, f"cannot write the NVTX recording: {os.strerror(-rc)}", where)
+        return FlushResult(events=out[0], dropped=out[1], bytes=out[2])
+
+    def set_mode(self, mode: Mode) -> None:
+        """Switch every attached NVTX client between recording and a tool that does nothing."""
+        if mode not in ("record", "noop"):
+            raise ValueError(f"recorder mode must be 'record' or 'noop', not {mode!r}")
+        self._lib.autonvtx_recorder_set_mode(1 if mode == "noop" else 0)
+
+    def mode(self) -> Mode:
+        return "noop" if self._lib.autonvtx_recorder_mode() else "record"
+
+    def is_attached(self) -> bool:
+        """Whether an NVTX client in this process has initialized the recorder as its tool."""
+        return bool(self._lib.autonvtx_recorder_is_attached())
+
+    def events_recorded(self) -> int:
+        return int(self._lib.autonvtx_recorder_events())
+
+    def stats(self) -> Stats:
+        out = (ctypes.c_uint64 * 4)()
+        self._lib.autonvtx_recorder_stats(out)
+        return Stats(events=out[0], dropped=out[1], bytes_used=out[2], bytes_allocated=out[3])
+
+
+_control: RecorderControl | None = None
+
+
+def control() -> RecorderControl:
+    """The control handle (loading the library if NVTX has not); FileNotFoundError if not built."""
+    global _control
+    if _control is None:
+        path = library_path()
+        if path is None:
+            raise FileNotFoundError(
+                f"the native recorder {LIBRARY_NAME} is not built in this installation"
+            )
+        _control = RecorderControl(path)
+    return _control

@@ -1,0 +1,74 @@
+"""Builds the native NVTX recorder as a plain shared library (metadata lives in pyproject.toml)."""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import sysconfig
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
+SOURCE = "autonvtx/recorder/_native/recorder.c"
+
+
+def nvtx_include_dir() -> str:
+    """The directory holding ``nvtx3/nvToolsExt.h``, from the nvidia-nvtx wheel or the environment."""
+    candidates = []
+    override = os.environ.get("AUTONVTX_NVTX_INCLUDE")
+    if override:
+        candidates.append(override)
+    for entry in sys.path:
+        # nvidia-nvtx ships its headers under nvidia/cu13/include; older releases used another
+        # nvidia/<name>/include directory.
+        candidates.extend(sorted(glob.glob(os.path.join(entry or ".", "nvidia", "*", "include"))))
+    candidates += ["/usr/local/cuda/include", "/usr/include"]
+    for directory in candidates:
+        if os.path.isfile(os.path.join(directory, "nvtx3", "nvToolsExt.h")):
+            return directory
+    raise SystemExit(
+        "autonvtx: setup.py: cannot find the NVTX v3 headers (nvtx3/nvToolsExt.h); "
+        "install the 'nvidia-nvtx' package into the build environment "
+        "(pip does this for you unless --no-build-isolation is given), "
+        "or set AUTONVTX_NVTX_INCLUDE to the directory that contains nvtx3/"
+    )
+
+
+class BuildPlainLibrary(build_ext):
+    """Names the recorder ``libautonvtx_recorder.so``: NVTX loads it by path, not as a Python module."""
+
+    def get_ext_filename(self, fullname: str) -> str:
+        filename: str = super().get_ext_filename(fullname)
+        # distutils asks with the last dotted component only, setuptools with the full name.
+        if fullname.split(".")[-1] == LIBRARY.split(".")[-1]:
+            suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+            if filename.endswith(suffix):
+                filename = filename[: -len(suffix)] + ".so"
+        return filename
+
+    def get_export_symbols(self, ext: Extension) -> list[str]:
+        # Not a Python module: there is no PyInit_ symbol to export.
+        return ext.export_symbols
+
+    def build_extension(self, ext: Extension) -> None:
+        ext.include_dirs.append(nvtx_include_dir())
+        super().build_extension(ext)
+
+    def get_libraries(self, ext: Extension) -> list[str]:
+        # Never link libpython: NVTX clients dlopen this library, possibly outside Python.
+        return list(ext.libraries)
+
+
+setup(
+    ext_modules=[
+        Extension(
+            LIBRARY,
+            sources=[SOURCE],
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            libraries=["pthread"],
+            py_limited_api=False,
+        )
+    ],
+    cmdclass={"build_ext": BuildPlainLibrary},
+)
