@@ -1,0 +1,489 @@
+"""Load and validate autonvtx configuration (TOML, YAML, pyproject) into frozen dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import os
+import re
+import string
+import sys
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autonvtx.errors import ConfigError
+
+MESSAGE_FIELDS = ("module", "qualname", "name", "class", "file", "line")
+
+# Origin of the rule built from -t/--target, --include, --exclude.
+COMMAND_LINE_ORIGIN = "command line"
+_COMMAND_LINE_FLAGS = {"modules": "--target", "include": "--include", "exclude": "--exclude"}
+
+_SETTINGS_KEYS = ("domain", "message", "color")
+_RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
+_DISCOVERED = ("autonvtx.toml", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Global keys of the `[autonvtx]` table: the defaults every rule falls back to."""
+
+    domain: str = "autonvtx"
+    message: str = "{qualname}"
+    color: str = "auto"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One `[[rules]]` entry (or the command-line rule); `origin` says where it was written."""
+
+    modules: tuple[str, ...]
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    color: str | None = None
+    domain: str | None = None
+    category: str | None = None
+    message: str | None = None
+    builtins: bool = False
+    origin: str = ""
+
+    def where(self, key: str) -> str:
+        """The location of one of this rule's keys, as messages name it."""
+        if self.origin == COMMAND_LINE_ORIGIN:
+            return _COMMAND_LINE_FLAGS.get(key, f"--{key}")
+        return f"{self.origin}.{key}"
+
+
+@dataclass(frozen=True)
+class RangeStyle:
+    """What a range emitted for a function selected by a rule looks like."""
+
+    domain: str
+    message: str
+    color: int
+    category: str | None
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved configuration: settings, rules in precedence order, and their sources."""
+
+    settings: Settings = Settings()
+    rules: tuple[Rule, ...] = ()
+    sources: tuple[str, ...] = ()
+
+    def style(self, rule: Rule, module: str) -> RangeStyle:
+        """The range attributes for a function of `module` selected by `rule`."""
+        color = rule.color if rule.color is not None else self.settings.color
+        return RangeStyle(
+            domain=rule.domain if rule.domain is not None else self.settings.domain,
+            message=rule.message if rule.message is not None else self.settings.message,
+            color=auto_color(module) if color == "auto" else parse_color(color),
+            category=rule.category,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"version": 1, **dataclasses.asdict(self)}, separators=(",", ":"), sort_keys=True
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        try:
+            data = json.loads(text)
+            if data.pop("version") != 1:
+                raise ValueError("unsupported version")
+            return cls(
+                settings=Settings(**data["settings"]),
+                rules=tuple(_rule_from_json(rule) for rule in data["rules"]),
+                sources=tuple(data["sources"]),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ConfigError(f"resolved configuration: unreadable ({exc})") from None
+
+
+def _rule_from_json(data: dict[str, Any]) -> Rule:
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return Rule(**fields)
+
+
+# Colors: a CSS-like set of names, and a palette of well-separated colors for "auto".
+# fmt: off
+COLOR_NAMES: dict[str, int] = {
+    "black": 0x000000, "white": 0xFFFFFF, "gray": 0x808080, "grey": 0x808080,
+    "silver": 0xC0C0C0, "red": 0xFF0000, "maroon": 0x800000, "crimson": 0xDC143C,
+    "orange": 0xFFA500, "gold": 0xFFD700, "yellow": 0xFFFF00, "olive": 0x808000,
+    "lime": 0x00FF00, "green": 0x008000, "teal": 0x008080, "cyan": 0x00FFFF, "aqua": 0x00FFFF,
+    "turquoise": 0x40E0D0, "blue": 0x0000FF, "navy": 0x000080, "indigo": 0x4B0082,
+    "purple": 0x800080, "violet": 0xEE82EE, "magenta": 0xFF00FF, "fuchsia": 0xFF00FF,
+    "pink": 0xFFC0CB, "salmon": 0xFA8072, "coral": 0xFF7F50, "brown": 0xA52A2A, "tan": 0xD2B48C,
+    "beige": 0xF5F5DC, "khaki": 0xF0E68C, "lavender": 0xE6E6FA, "orchid": 0xDA70D6,
+    "plum": 0xDDA0DD, "chocolate": 0xD2691E,
+}
+# Kelly's colors of maximum contrast (without white and black), which stay distinct
+# from one another on a timeline.
+_AUTO_PALETTE = (
+    0xF3C300, 0x875692, 0xF38400, 0xA1CAF1, 0xBE0032, 0xC2B280, 0x848482, 0x008856, 0xE68FAC,
+    0x0067A5, 0xF99379, 0x604E97, 0xF6A600, 0xB3446C, 0xDCD300, 0x882D17, 0x8DB600, 0x654522,
+    0xE25822, 0x2B3D26,
+)
+# fmt: on
+_HEX_COLOR = re.compile(r"#[0-9a-fA-F]{6}\Z")
+
+
+def parse_color(text: str) -> int:
+    """A color name or "#rrggbb" as 0xFFRRGGBB; ValueError (with a suggestion) otherwise."""
+    if _HEX_COLOR.match(text):
+        return 0xFF000000 | int(text[1:], 16)
+    rgb = COLOR_NAMES.get(text.lower())
+    if rgb is None:
+        raise ValueError(
+            f"unknown color {text!r}; expected a color name, '#rrggbb' or 'auto'"
+            + _did_you_mean(text.lower(), COLOR_NAMES)
+        )
+    return 0xFF000000 | rgb
+
+
+def auto_color(module_name: str) -> int:
+    """A stable color for a module: the same in every process and run (crc32, not hash())."""
+    return 0xFF000000 | _AUTO_PALETTE[zlib.crc32(module_name.encode()) % len(_AUTO_PALETTE)]
+
+
+# Globs.
+_MODULE_GLOB = re.compile(r"[\w*?\[\]!^-]+(?:\.[\w*?\[\]!^-]+)*\Z")
+
+
+def glob_problem(glob: str) -> str | None:
+    """Why `glob` is not a usable fnmatch pattern, or None. fnmatch itself treats an
+    unbalanced '[' as a literal, which hides typos, so this mirrors its bracket scan."""
+    if not glob:
+        return "empty glob"
+    if any(c.isspace() for c in glob):
+        return f"bad glob {glob!r}: contains whitespace"
+    i, n = 0, len(glob)
+    while i < n:
+        c, i = glob[i], i + 1
+        if c == "[":
+            j = i
+            if j < n and glob[j] == "!":
+                j += 1
+            if j < n and glob[j] == "]":
+                j += 1
+            while j < n and glob[j] != "]":
+                j += 1
+            if j >= n:
+                return f"bad glob {glob!r}: unbalanced '['"
+            i = j + 1
+    return None
+
+
+def module_glob_problem(glob: str) -> str | None:
+    problem = glob_problem(glob)
+    if problem is None and not _MODULE_GLOB.match(glob):
+        hint = " (it looks like a file path)" if "/" in glob or glob.endswith(".py") else ""
+        problem = (
+            f"bad module glob {glob!r}{hint}; expected a dotted module name such as"
+            " 'mypkg.sub' with optional glob characters * ? [...]"
+        )
+    return problem
+
+
+def name_glob_problem(glob: str) -> str | None:
+    problem = glob_problem(glob)
+    if problem is None and ":" in glob:
+        problem = (
+            f"bad glob {glob!r}: include/exclude globs match qualified names inside a module"
+            " (e.g. 'Trainer.*'); put the module in 'modules'"
+        )
+    return problem
+
+
+def message_problem(template: str) -> str | None:
+    """Why `template` is not a valid `message`, or None."""
+    allowed = ", ".join(f"{{{f}}}" for f in MESSAGE_FIELDS)
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return f"bad template {template!r}: {exc}"
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if field not in MESSAGE_FIELDS:
+            return f"unknown field {{{field}}} in {template!r}; expected {allowed}" + _did_you_mean(
+                field, MESSAGE_FIELDS
+            )
+        if conversion not in (None, "r", "s", "a") or "{" in (spec or ""):
+            return f"bad template {template!r}: unsupported conversion or nested field"
+    return None
+
+
+# Loading.
+def load_config(
+    config_paths: Sequence[str],
+    *,
+    targets: Sequence[str] = (),
+    includes: Sequence[str] = (),
+    excludes: Sequence[str] = (),
+    cwd: str | None = None,
+    extra_sources: Sequence[str] = (),
+) -> Config:
+    """Merge presets, config files and the command-line rule, in that order of precedence."""
+    base = cwd if cwd is not None else os.getcwd()
+    for flag, values in (("--include", includes), ("--exclude", excludes)):
+        if values and not targets:
+            raise ConfigError(
+                f"{flag}: applies to the -t/--target rule; expected -t/--target with it"
+            )
+    files = [("preset", p) for p in extra_sources] + [("--config", p) for p in config_paths]
+    if not files and not targets:
+        files = _discover(base)
+    settings: dict[str, str] = {}
+    rules: list[Rule] = []
+    sources: list[str] = []
+    for arg, path in files:
+        file_settings, file_rules = _load_file(arg, path, base)
+        settings.update(file_settings)
+        rules.extend(file_rules)
+        sources.append(path)
+    if targets:
+        rules.append(_command_line_rule(targets, includes, excludes))
+        sources.append(COMMAND_LINE_ORIGIN)
+    return Config(Settings(**settings), tuple(rules), tuple(sources))
+
+
+def _discover(base: str) -> list[tuple[str, str]]:
+    for name in _DISCOVERED:
+        path = os.path.join(base, name)
+        if not os.path.isfile(path):
+            continue
+        if name == "pyproject.toml":
+            data = _parse(name, path, "toml")
+            tool = data.get("tool")
+            if not (isinstance(tool, dict) and "autonvtx" in tool):
+                continue
+        return [("discovered", name)]
+    return []
+
+
+def _command_line_rule(
+    targets: Sequence[str], includes: Sequence[str], excludes: Sequence[str]
+) -> Rule:
+    for flag, values, check in (
+        ("--target", targets, module_glob_problem),
+        ("--include", includes, name_glob_problem),
+        ("--exclude", excludes, name_glob_problem),
+    ):
+        for value in values:
+            problem = check(value)
+            if problem:
+                raise ConfigError(f"{flag}: {problem}")
+    return Rule(
+        modules=tuple(targets),
+        include=tuple(includes) or ("*",),
+        exclude=tuple(excludes),
+        origin=COMMAND_LINE_ORIGIN,
+    )
+
+
+def _load_file(arg: str, path: str, base: str) -> tuple[dict[str, str], list[Rule]]:
+    full = os.path.join(base, path)
+    if not os.path.isfile(full):
+        raise ConfigError(f"{arg}: no such file {path!r}")
+    ext = os.path.splitext(path)[1].lower()
+    kind = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}.get(ext)
+    if kind is None:
+        raise ConfigError(f"{arg}: {path!r}: unsupported file type; expected .toml, .yaml or .yml")
+    data = _parse(path, full, kind)
+    if os.path.basename(path) == "pyproject.toml":
+        tool = data.get("tool")
+        if not (isinstance(tool, dict) and "autonvtx" in tool):
+            raise ConfigError(f"{path}: no [tool.autonvtx] table")
+        table = tool["autonvtx"]
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: tool.autonvtx: expected a table, got {_describe(table)}")
+        rules = table.pop("rules", [])
+        _check_keys(path, "tool.autonvtx", table, _SETTINGS_KEYS + ("rules",))
+        return _settings(path, "tool.autonvtx", table), _rules(path, "tool.autonvtx.rules", rules)
+    for key in data:
+        if key not in ("autonvtx", "rules"):
+            hint = " (global settings go in the [autonvtx] table)" if key in _SETTINGS_KEYS else ""
+            raise ConfigError(
+                f"{path}: {_key_name(key)}: unknown key{hint}"
+                + _did_you_mean(key, ("autonvtx", "rules"))
+            )
+    table = data.get("autonvtx", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: autonvtx: expected a table, got {_describe(table)}")
+    _check_keys(path, "autonvtx", table, _SETTINGS_KEYS)
+    return _settings(path, "autonvtx", table), _rules(path, "rules", data.get("rules", []))
+
+
+def _parse(display: str, full: str, kind: str) -> dict[str, Any]:
+    try:
+        with open(full, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
+    data = _parse_toml(display, text) if kind == "toml" else _parse_yaml(display, text)
+    if data is None:  # an empty YAML document
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{display}: expected a mapping at the top level, got {_describe(data)}")
+    return data
+
+
+def _parse_toml(display: str, text: str) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        # Python < 3.14 has the position only in the message: "... (at line 3, column 7)".
+        found = re.search(r" \(at line (\d+), column (\d+)\)$", message)
+        if found:
+            message = message[: found.start()]
+            line, col = found.group(1), found.group(2)
+        else:
+            message = re.sub(r" \(at end of document\)$", "", message)
+            line, col = str(text.count("\n") + 1), str(len(text.rsplit("\n", 1)[-1]) + 1)
+        raise ConfigError(f"{display}:{line}:{col}: invalid TOML: {message}") from None
+
+
+def _parse_yaml(display: str, text: str) -> Any:
+    # PyYAML is imported only when a YAML file is loaded: most runs never need it.
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{display}:{mark.line + 1}:{mark.column + 1}" if mark is not None else display
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+def _check_keys(path: str, where: str, table: dict[Any, Any], allowed: Sequence[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            name = _key_name(key)
+            hint = " (rule keys go in a [[rules]] table)" if name in _RULE_KEYS else ""
+            raise ConfigError(
+                f"{path}: {where}.{name}: unknown key{hint}" + _did_you_mean(key, allowed)
+            )
+
+
+def _settings(path: str, where: str, table: dict[str, Any]) -> dict[str, str]:
+    return {
+        key: _string_key(path, f"{where}.{key}", key, table[key])
+        for key in _SETTINGS_KEYS
+        if key in table
+    }
+
+
+def _rules(path: str, where: str, value: Any) -> list[Rule]:
+    if not isinstance(value, list):
+        raise ConfigError(
+            f"{path}: {where}: expected a list of tables ([[rules]]), got {_describe(value)}"
+        )
+    rules = []
+    for i, table in enumerate(value):
+        loc = f"{where}[{i}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: {loc}: expected a table, got {_describe(table)}")
+        _check_keys(path, loc, table, _RULE_KEYS)
+        if "modules" not in table:
+            raise ConfigError(f"{path}: {loc}: a rule needs 'modules'")
+        fields: dict[str, Any] = {}
+        for key, check in _GLOB_KEYS:
+            if key in table:
+                fields[key] = _globs(path, f"{loc}.{key}", table[key], check)
+        if not fields["modules"]:
+            raise ConfigError(f"{path}: {loc}.modules: expected at least one module glob")
+        if fields.get("include") == () and not fields.get("exclude"):
+            raise ConfigError(
+                f"{path}: {loc}.include: empty, and the rule excludes nothing;"
+                " expected at least one glob"
+            )
+        for key in ("color", "domain", "category", "message"):
+            if key in table:
+                fields[key] = _string_key(path, f"{loc}.{key}", key, table[key])
+        if "builtins" in table:
+            builtins = table["builtins"]
+            if not isinstance(builtins, bool):
+                raise ConfigError(
+                    f"{path}: {loc}.builtins: expected true or false, got {_describe(builtins)}"
+                )
+            fields["builtins"] = builtins
+        rules.append(Rule(origin=f"{path}: {loc}", **fields))
+    return rules
+
+
+_GLOB_KEYS: tuple[tuple[str, Callable[[str], str | None]], ...] = (
+    ("modules", module_glob_problem),
+    ("include", name_glob_problem),
+    ("exclude", name_glob_problem),
+)
+
+
+def _globs(path: str, loc: str, value: Any, check: Callable[[str], str | None]) -> tuple[str, ...]:
+    # A single string is accepted as a one-element list: `modules = "mypkg.*"` reads naturally.
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"{path}: {loc}: expected a list of strings, got {_describe(value)}")
+    for i, glob in enumerate(items):
+        problem = check(glob)
+        if problem:
+            suffix = f"[{i}]" if isinstance(value, list) else ""
+            raise ConfigError(f"{path}: {loc}{suffix}: {problem}")
+    return tuple(items)
+
+
+def _string_key(path: str, loc: str, key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{path}: {loc}: expected a string, got {_describe(value)}")
+    problem = None
+    if key == "color" and value != "auto":
+        try:
+            parse_color(value)
+        except ValueError as exc:
+            problem = str(exc)
+    elif key == "message":
+        problem = message_problem(value)
+    elif not value:
+        problem = "expected a non-empty string"
+    if problem:
+        raise ConfigError(f"{path}: {loc}: {problem}")
+    return value
+
+
+def _key_name(key: Any) -> str:
+    return key if isinstance(key, str) else repr(key)
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    kind = {int: "integer", float: "float", str: "string", list: "list", dict: "table"}.get(
+        type(value)
+    )
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{kind or type(value).__name__} {text}"
+
+
+def _did_you_mean(word: Any, choices: Any) -> str:
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
