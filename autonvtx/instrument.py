@@ -1,0 +1,386 @@
+"""Walk a module, wrap what the rules select with NVTX ranges, and record every decision."""
+from __future__ import annotations
+
+import functools
+import threading
+import types
+import weakref
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import wrapt
+
+from autonvtx import ranges
+from autonvtx.matching import Matcher, normalize_module
+
+# Dunders the interpreter calls only because a program named them in a statement or a call
+# (`Trainer(...)`, `with`, `for`, `obj[i]`, `obj()`): a range there is the program's vocabulary.
+# Every other dunder is a protocol hook the interpreter, the debugger, pickle, copy, dict/set,
+# the garbage collector or autonvtx itself call implicitly (`__repr__` in a traceback,
+# `__hash__`/`__eq__` in every dict lookup, `__getattr__` on every miss, `__del__` at any
+# point, even at shutdown, `__init_subclass__` while a class is created): those are skipped.
+WRAPPABLE_DUNDERS = frozenset({
+    "__init__", "__post_init__", "__call__",
+    "__enter__", "__exit__", "__aenter__", "__aexit__",
+    "__iter__", "__next__", "__aiter__", "__anext__",
+    "__getitem__", "__setitem__", "__delitem__",
+})
+
+# autonvtx's own machinery: wrapping it would put ranges inside the code that emits them.
+_REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes written in Python (settable attributes)
+_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
+_BUILTIN_TYPES = (types.BuiltinFunctionType,)
+_METHOD_LIKE = (functools.cached_property, functools.partialmethod, functools.singledispatchmethod)
+
+
+def _is_builtin(value: Any) -> bool:
+    kind = type(value)
+    # Cython compiles a module's functions to its own function type, one per Cython version.
+    return kind in _BUILTIN_TYPES or kind.__name__.endswith("cython_function_or_method")
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name[:2] == name[-2:] == "__"
+
+
+class RangeWrapper(wrapt.FunctionWrapper):
+    """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
+    the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A string means "a global of this name" (pickle docs, object.__reduce__): pickle
+        # stores module + qualname exactly as for the bare function and checks that the name
+        # leads back to this very wrapper; unpickling needs no autonvtx.
+        return self.__qualname__
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
+
+    def __copy__(self) -> RangeWrapper:
+        return self  # copy.copy(function) is the function (copy._copy_immutable)
+
+    def __deepcopy__(self, memo: Any) -> RangeWrapper:
+        return self
+
+
+class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
+    """A RangeWrapper bound by attribute access: pickles like a bound method does."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Like method.__reduce__: getattr(self, name). For `Class.method` (no instance)
+        # the owner class stands in, as the bare function pickles by `Class.method` too.
+        instance = self._self_instance
+        holder = self._self_owner if instance is None else instance
+        return getattr, (holder, self.__name__)
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
+
+    def __copy__(self) -> BoundRangeWrapper:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> BoundRangeWrapper:
+        return self
+
+
+RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper
+
+
+@dataclass
+class ModuleReport:
+    """What happened to one module: every name wrapped or skipped, each with its reason."""
+
+    module: str
+    wrapped: dict[str, str] = field(default_factory=dict)  # qualname -> reason
+    skipped: dict[str, str] = field(default_factory=dict)  # qualname -> reason
+    rebound: list[str] = field(default_factory=list)  # names pointed at an existing wrapper
+
+    def skip(self, qualname: str, reason: str) -> None:
+        self.skipped.setdefault(qualname, reason)
+
+    def skip_counts(self) -> Counter[str]:
+        return Counter(_reason_kind(reason) for reason in self.skipped.values())
+
+    def summary(self) -> str:
+        """One line for --verbose: `mod: wrapped 3, skipped 2 (1 property, 1 protocol method)`."""
+        counts = ", ".join(f"{n} {kind}" for kind, n in self.skip_counts().most_common())
+        line = f"{self.module}: wrapped {len(self.wrapped)}, skipped {len(self.skipped)}"
+        if counts:
+            line += f" ({counts})"
+        if self.rebound:
+            line += f", {len(self.rebound)} re-export(s) rebound"
+        return line
+
+    def lines(self) -> list[str]:
+        """One line per decision, `module:qualname: wrapped (why)` or `... skipped (why)`."""
+        out = [f"{self.module}:{q}: wrapped ({why})" for q, why in self.wrapped.items()]
+        out += [f"{self.module}:{q}: skipped ({why})" for q, why in self.skipped.items()]
+        return out
+
+
+def _reason_kind(reason: str) -> str:
+    # Reasons read "kind: detail"; counts group by kind.
+    return reason.split(":", 1)[0]
+
+
+class Instrumenter:
+    """Wraps selected functions, once each, and keeps every target module's reference to a
+    wrapped function pointing at its one wrapper."""
+
+    def __init__(self, matcher: Matcher) -> None:
+        self._matcher = matcher
+        self._config = matcher.config
+        # id(original) -> (original, wrapper); the original is held so its id stays unique.
+        self._wrappers: dict[int, tuple[Any, RangeWrapper]] = {}
+        # id(original) -> module-level names, in target modules, that still hold the
+        # original because they were bound before the original was wrapped.
+        self._pending: dict[int, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
+        self._main_seen: weakref.WeakKeyDictionary[types.ModuleType, dict[str, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._reports: dict[str, ModuleReport] = {}
+        # Guards only the dicts above; never held while anything else runs (no imports, no
+        # user code), so it cannot take part in an import deadlock.
+        self._lock = threading.Lock()
+
+    @property
+    def reports(self) -> dict[str, ModuleReport]:
+        return dict(self._reports)
+
+    def wrapped_count(self) -> int:
+        return len(self._wrappers)
+
+    def instrument(self, module: types.ModuleType) -> ModuleReport:
+        """Wrap what the rules select among the functions and classes defined in `module`."""
+        namespace = _module_dict(module)
+        return self._instrument_items(module, namespace, list(namespace.items()))
+
+    def instrument_main(self, module: types.ModuleType) -> ModuleReport:
+        """Incremental instrument() for a script's `__main__`, called after each top-level
+        statement: only names bound to a new function or class since the last call are walked."""
+        namespace = _module_dict(module)
+        seen = self._main_seen.setdefault(module, {})
+        fresh = [
+            (name, value)
+            for name, value in list(namespace.items())
+            if seen.get(name) is not value and _is_candidate(value)
+        ]
+        report = self._instrument_items(module, namespace, fresh)
+        for name, _ in fresh:
+            seen[name] = namespace.get(name)
+        return report
+
+    def _instrument_items(
+        self, module: types.ModuleType, namespace: dict[str, Any], items: list[tuple[str, Any]]
+    ) -> ModuleReport:
+        name = namespace.get("__name__")
+        if not isinstance(name, str):
+            name = "<unnamed module>"
+        report = self._reports.get(name)
+        if report is None:
+            report = self._reports[name] = ModuleReport(name)
+        if not items:
+            return report
+        if name.partition(".")[0] in _REFUSED_PACKAGES:
+            report.skip("<module>", "autonvtx machinery: never instrumented")
+            return report
+        try:
+            _ModuleWalk(self, module, namespace, name, report).walk(items)
+        except Exception as exc:  # never raise into the program's import
+            report.skip("<module>", f"instrumentation failed: {type(exc).__name__}: {exc}")
+        return report
+
+    def wrapper_for(self, func: Any, module: str, qualname: str, rule: Any) -> RangeWrapper:
+        """The one wrapper of `func`, created on first request; pending references rebound."""
+        with self._lock:
+            entry = self._wrappers.get(id(func))
+        if entry is not None:
+            return entry[1]
+        style = self._config.style(rule, module)
+        emitter = ranges.emitter_for(style, ranges.label_for(func, module, qualname))
+        wrapper = RangeWrapper(func, ranges.wrapper_for(func, emitter))
+        with self._lock:
+            entry = self._wrappers.setdefault(id(func), (func, wrapper))
+            pending = self._pending.pop(id(func), [])
+        for module_ref, attr in pending:
+            target = module_ref()
+            if target is not None:
+                namespace = _module_dict(target)
+                if namespace.get(attr) is func:
+                    namespace[attr] = entry[1]
+        return entry[1]
+
+    def existing_wrapper(self, value: Any) -> RangeWrapper | None:
+        with self._lock:
+            entry = self._wrappers.get(id(value))
+        return entry[1] if entry is not None and entry[0] is value else None
+
+    def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
+        with self._lock:
+            self._pending.setdefault(id(func), []).append((weakref.ref(module), attr))
+
+    def should_consider_module(self, name: str) -> bool:
+        return self._matcher.should_consider_module(name)
+
+    def select(self, module: str, qualname: str) -> Any:
+        return self._matcher.select(module, qualname)
+
+
+def _is_candidate(value: Any) -> bool:
+    kind = type(value)
+    return (
+        kind is types.FunctionType
+        or issubclass(kind, type)
+        or issubclass(kind, wrapt.FunctionWrapper)
+        or _is_builtin(value)
+    )
+
+
+class _ModuleWalk:
+    """One pass over a module's names. Reads only through vars() and type checks, so no
+    code of the program runs (no property, no __getattr__, no metaclass hook)."""
+
+    def __init__(
+        self,
+        instrumenter: Instrumenter,
+        module: types.ModuleType,
+        namespace: dict[str, Any],
+        name: str,
+        report: ModuleReport,
+    ) -> None:
+        self.inst = instrumenter
+        self.module = module
+        self.namespace = namespace
+        self.name = name
+        self.rule_module = normalize_module(name)
+        self.report = report
+        self.classes_seen: set[int] = set()
+
+    def walk(self, items: Iterable[tuple[str, Any]]) -> None:
+        for attr, value in items:
+            try:
+                self._visit_global(attr, value)
+            except Exception as exc:
+                self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
+
+    def _visit_global(self, attr: str, value: Any) -> None:
+        kind = type(value)
+        if issubclass(kind, RangeWrapper):
+            self.report.skip(attr, "already wrapped")
+            return
+        existing = self.inst.existing_wrapper(value)
+        if existing is not None:
+            # A re-export (or alias) of a function already wrapped at its definition site.
+            self.namespace[attr] = existing
+            self.report.rebound.append(attr)
+            return
+        if kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper):
+            home = value.__module__
+            if home != self.name:
+                self._remember(value, home, attr)
+                return
+            qualname = _qualname(value, attr)
+            if _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
+                self.report.skip(qualname, "protocol method: called implicitly")
+                return
+            wrapper = self._wrap(value, qualname)
+            if wrapper is not None:
+                self.namespace[attr] = wrapper
+        elif issubclass(kind, type):
+            if vars(value).get("__module__") == self.name:
+                self._visit_class(value, _qualname(value, attr))
+        elif _is_builtin(value):
+            if getattr(value, "__module__", None) == self.name:
+                qualname = getattr(value, "__qualname__", attr)
+                wrapper = self._wrap(value, qualname, builtin=True)
+                if wrapper is not None:
+                    self.namespace[attr] = wrapper
+
+    def _remember(self, func: Any, home: Any, attr: str) -> None:
+        # An imported function: wrapped (or not) where it is defined. If that module is a
+        # target instrumented later, this name is rebound to the wrapper then.
+        if isinstance(home, str) and self.inst.should_consider_module(home):
+            self.inst.remember_reference(func, self.module, attr)
+
+    def _visit_class(self, cls: type, qualname: str) -> None:
+        if id(cls) in self.classes_seen:
+            return
+        self.classes_seen.add(id(cls))
+        if not cls.__flags__ & _HEAPTYPE:
+            self.report.skip(qualname, "C type: its attributes cannot be set")
+            return
+        for attr, raw in list(vars(cls).items()):
+            member = f"{qualname}.{attr}"
+            try:
+                self._visit_member(cls, attr, raw, member)
+            except Exception as exc:
+                self.report.skip(member, f"cannot wrap: {type(exc).__name__}: {exc}")
+
+    def _visit_member(self, cls: type, attr: str, raw: Any, member: str) -> None:
+        kind = type(raw)
+        if kind is staticmethod or kind is classmethod:
+            func, rewrap = raw.__func__, kind
+        elif kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper):
+            func, rewrap = raw, None
+        elif issubclass(kind, type):
+            if vars(raw).get("__module__") == self.name and raw.__qualname__ == member:
+                self._visit_class(raw, member)
+            return
+        elif issubclass(kind, property):
+            self.report.skip(member, "property: descriptors are left untouched")
+            return
+        elif _is_builtin(raw):
+            self.report.skip(member, "builtin method: only module-level builtins are wrapped")
+            return
+        else:
+            # Data (slots' member descriptors, __dict__, constants) is not worth a line;
+            # callables and method-like descriptors are.
+            if callable(raw) or issubclass(kind, _METHOD_LIKE):
+                self.report.skip(member, f"not a plain function: {kind.__name__}")
+            return
+        if issubclass(type(func), RangeWrapper):
+            self.report.skip(member, "already wrapped")
+            return
+        if _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
+            self.report.skip(member, "protocol method: called implicitly")
+            return
+        existing = self.inst.existing_wrapper(func)
+        if existing is None:
+            if type(func) is not types.FunctionType and not issubclass(
+                type(func), wrapt.FunctionWrapper
+            ):
+                self.report.skip(member, f"not a plain function: {type(func).__name__}")
+                return
+            if func.__module__ != self.name:
+                self.report.skip(member, f"defined elsewhere: in {func.__module__}")
+                return
+            existing = self._wrap(func, _qualname(func, member))
+            if existing is None:
+                return
+        new = existing if rewrap is None else rewrap(existing)
+        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
+        type.__setattr__(cls, attr, new)
+
+    def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> RangeWrapper | None:
+        selection = self.inst.select(self.name, qualname)
+        if not selection.selected:
+            self.report.skip(qualname, f"not selected: {selection.reason}")
+            return None
+        if builtin and not selection.rule.builtins:
+            self.report.skip(qualname, "builtin: the rule does not set builtins = true")
+            return None
+        wrapper = self.inst.wrapper_for(func, self.rule_module, qualname, selection.rule)
+        self.report.wrapped[qualname] = selection.reason
+        return wrapper
+
+
+def _qualname(obj: Any, fallback: str) -> str:
+    # A function made by a factory (`f = make()`) is known by the name it is bound to, not
+    # by "make.<locals>.inner".
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(qualname, str) or "<locals>" in qualname:
+        return fallback
+    return qualname

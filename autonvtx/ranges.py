@@ -1,0 +1,239 @@
+"""Turn a selected function into NVTX ranges: attributes prepared once, push/pop per call."""
+from __future__ import annotations
+
+import os
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Coroutine, Generator
+
+from autonvtx.config import RangeStyle
+
+Thunk = Callable[[], None]
+# wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Label:
+    """What a range's message template can name about the function it covers."""
+
+    module: str
+    qualname: str
+    file: str
+    line: int
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rpartition(".")[2]
+
+    @property
+    def class_(self) -> str:
+        head, _, _ = self.qualname.rpartition(".")
+        # "f.<locals>.g" has no class: only a dotted prefix made of class names is one.
+        return "" if "<locals>" in head else head
+
+    def format(self, template: str) -> str:
+        return template.format(
+            module=self.module,
+            qualname=self.qualname,
+            name=self.name,
+            file=self.file,
+            line=self.line,
+            **{"class": self.class_},
+        )
+
+
+def label_for(func: Any, module: str, qualname: str) -> Label:
+    """The label of `func`, known in `module` as `qualname`; file and line come from its code."""
+    code = getattr(func, "__code__", None)
+    filename = getattr(code, "co_filename", "") or ""
+    return Label(
+        module=module,
+        qualname=qualname,
+        file=os.path.basename(filename),
+        line=getattr(code, "co_firstlineno", 0) or 0,
+    )
+
+
+@dataclass(frozen=True)
+class Emitter:
+    """A range ready to emit: `push()` and `pop()` take no arguments and allocate nothing."""
+
+    message: str
+    domain: str
+    push: Thunk
+    pop: Thunk
+
+
+def _nothing() -> None:
+    pass
+
+
+def emitter_for(style: RangeStyle, label: Label) -> Emitter:
+    """Register the message string and category, build the event attributes, bind push/pop."""
+    # Imported here, not at module level: `nvtx` imports numpy when it is installed, and the
+    # import hook must be in place before anything heavy is imported (numpy may be a target).
+    from functools import partial
+
+    from nvtx._lib import lib
+
+    message = label.format(style.message)
+    domain = _domain(style.domain)
+    if domain is lib.dummy_domain:
+        # No NVTX tool is attached (nsys absent, recorder not injected): nothing would be seen.
+        return Emitter(message, style.domain, _nothing, _nothing)
+    attributes = domain.get_event_attributes(
+        message=message, color=style.color, category=style.category
+    )
+    # The module-level push_range/pop_range take the C handles directly; Domain.push_range
+    # takes **kwargs and costs a dict per call. partial() keeps the call in C.
+    return Emitter(
+        message,
+        style.domain,
+        partial(lib.push_range, attributes, domain.handle),
+        partial(lib.pop_range, domain.handle),
+    )
+
+
+def _domain(name: str) -> Any:
+    # nvtx.get_domain caches Domain objects per name (lru_cache), so autonvtx shares the
+    # domain, its registered strings and its category ids with the program's own nvtx calls.
+    import nvtx
+
+    return nvtx.get_domain(name)
+
+
+def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
+    """The wrapt wrapper for `func`: one range per call, or per resumption for generators,
+    coroutines and async generators (a range never stays open across a suspension, so ranges
+    of interleaved tasks or generators cannot mis-nest on a thread)."""
+    push, pop = emitter.push, emitter.pop
+    code = getattr(func, "__code__", None)
+    flags = getattr(code, "co_flags", 0)
+    if flags & _CO_ASYNC_GENERATOR:
+
+        def call_async_generator(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            inner = wrapped(*args, **kwargs)
+            if type(inner) is not types.AsyncGeneratorType:
+                return inner  # a decorator in between changed what the call returns
+            return _named_like(_ranged_async_generator(inner, push, pop), inner)
+
+        return call_async_generator
+    if flags & _CO_COROUTINE:
+
+        def call_coroutine(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            inner = wrapped(*args, **kwargs)
+            if type(inner) is not types.CoroutineType:
+                return inner
+            return _named_like(_ranged_coroutine(inner, push, pop), inner)
+
+        return call_coroutine
+    if flags & _CO_GENERATOR:
+
+        def call_generator(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            inner = wrapped(*args, **kwargs)
+            if type(inner) is not types.GeneratorType:
+                return inner
+            return _named_like(_ranged_generator(inner, push, pop), inner)
+
+        return call_generator
+
+    def call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        push()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            pop()
+
+    return call
+
+
+def _named_like(outer: Any, inner: Any) -> Any:
+    # Generator, coroutine and async generator objects have writable names, shown by reprs,
+    # asyncio task reprs and "never awaited" warnings: the driver takes the driven one's.
+    outer.__name__ = inner.__name__
+    outer.__qualname__ = inner.__qualname__
+    return outer
+
+
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ASYNC_GENERATOR = 0x200
+
+
+def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:
+    """`yield from inner` spelled out (PEP 380), with a range around each resumption of inner."""
+    push()
+    try:
+        value = inner.send(None)
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        pop()
+    while True:
+        try:
+            sent = yield value
+        except GeneratorExit:
+            push()
+            try:
+                inner.close()
+            finally:
+                pop()
+            raise
+        except BaseException as exc:
+            push()
+            try:
+                value = inner.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                pop()
+        else:
+            push()
+            try:
+                value = inner.send(sent)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                pop()
+
+
+# The same driver as a generator-based coroutine, so that `await` accepts it: a coroutine's
+# steps are its send()/throw() calls made by the event loop. types.coroutine sets
+# CO_ITERABLE_COROUTINE on the function's code in place, hence a copy of the function.
+_ranged_steps = types.coroutine(
+    types.FunctionType(
+        _ranged_generator.__code__, _ranged_generator.__globals__, "_ranged_steps"
+    )
+)
+
+
+async def _ranged_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:
+    # A real coroutine object (inspect.iscoroutine, asyncio.create_task and `await` accept it)
+    # that drives `inner` one step at a time through _ranged_steps.
+    return await _ranged_steps(inner, push, pop)
+
+
+async def _ranged_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
+    """`async for` delegation spelled out: each asend/athrow/aclose awaitable is driven
+    step by step, with a range around each step."""
+    try:
+        value = await _ranged_steps(inner.asend(None), push, pop)
+    except StopAsyncIteration:
+        return
+    while True:
+        try:
+            sent = yield value
+        except GeneratorExit:
+            await _ranged_steps(inner.aclose(), push, pop)
+            raise
+        except BaseException as exc:
+            try:
+                value = await _ranged_steps(inner.athrow(exc), push, pop)
+            except StopAsyncIteration:
+                return
+        else:
+            try:
+                value = await _ranged_steps(inner.asend(sent), push, pop)
+            except StopAsyncIteration:
+                return
