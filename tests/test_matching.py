@@ -1,0 +1,198 @@
+"""Tests for autonvtx.matching: module filter, precedence, reasons, unmatched patterns."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autonvtx.config import COMMAND_LINE_ORIGIN, Config, Rule, load_config
+from autonvtx.matching import Matcher, Selection
+
+
+def make_file(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def rule(n: int, modules: tuple[str, ...], **kwargs: object) -> Rule:
+    return Rule(modules, origin=f"rules.toml: rules[{n}]", **kwargs)  # type: ignore[arg-type]
+
+
+def matcher(*rules: Rule) -> Matcher:
+    return Matcher(Config(rules=rules))
+
+
+# The cheap module filter, and glob semantics (case-sensitive fnmatch; '*' crosses dots).
+@pytest.mark.parametrize(
+    "globs, module, expected",
+    [
+        (("myproject", "myproject.*"), "myproject", True),
+        (("myproject", "myproject.*"), "myproject.model.layers", True),
+        (("myproject", "myproject.*"), "myprojectx", False),
+        (("myproject", "myproject.*"), "MyProject", False),
+        (("myproject", "myproject.*"), "other", False),
+        (("myproject.*",), "myproject", False),
+        (("*.models",), "a.b.models", True),
+        (("pkg?",), "pkg1", True),
+        (("pkg?",), "pkg10", False),
+        (("pkg[12]",), "pkg2", True),
+        (("pkg[!12]",), "pkg2", False),
+        (("pkg[!12]",), "pkg3", True),
+        (("__main__",), "__main__", True),
+        (("__main__",), "__mp_main__", True),
+        (("*",), "anything.at.all", True),
+        ((), "anything", False),
+    ],
+)
+def test_should_consider_module(globs: tuple[str, ...], module: str, expected: bool) -> None:
+    m = matcher(rule(0, globs)) if globs else Matcher(Config())
+    assert m.should_consider_module(module) is expected
+
+
+def test_non_target_modules_never_reach_the_rule_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = matcher(rule(0, ("myproject.*",)), rule(1, ("other",)))
+    looked_up: list[str] = []
+    real = m._compiled_for
+
+    def spy(module: str):  # type: ignore[no-untyped-def]
+        looked_up.append(module)
+        return real(module)
+
+    monkeypatch.setattr(m, "_compiled_for", spy)
+    for name in ("os", "json.decoder", "numpy", "myproject.model", "other", "otherwise"):
+        m.should_consider_module(name)
+    assert looked_up == ["myproject.model", "other"]
+
+
+def test_rules_for_module() -> None:
+    a, b, c = rule(0, ("pkg.*",)), rule(1, ("other",)), rule(2, ("pkg.sub", "x"))
+    m = matcher(a, b, c)
+    assert m.rules_for_module("pkg.sub") == (a, c)
+    assert m.rules_for_module("other") == (b,)
+    assert m.rules_for_module("nothing") == ()
+
+
+# Precedence. Rules targeting the module are read in order; a rule has an opinion on a
+# name when one of its globs matches (exclude beats include within the rule); the last
+# rule with an opinion decides.
+PRESET = rule(0, ("lib", "lib.*"), exclude=("_*", "*._*"), domain="lib")
+SCOPED = rule(1, ("lib.nn",), include=("Module.*",), color="red")
+VETO = rule(2, ("lib.nn",), include=(), exclude=("Module.__call__",))
+NARROW = rule(1, ("lib.*",), include=("Trainer.*",), exclude=("helper",))
+CLI = Rule(("lib.nn",), include=("Module.__call__",), origin=COMMAND_LINE_ORIGIN)
+
+
+@pytest.mark.parametrize(
+    "rules, module, qualname, expected",
+    [
+        # One rule: include, then exclude.
+        ((PRESET,), "lib", "train", (True, PRESET, "selected by rules.toml: rules[0] (include '*')")),
+        ((PRESET,), "lib.io", "Reader.read", (True, PRESET, "selected by rules.toml: rules[0] (include '*')")),
+        ((PRESET,), "lib", "_helper", (False, PRESET, "excluded by rules.toml: rules[0] (exclude '_*')")),
+        ((PRESET,), "lib", "Reader._fill", (False, PRESET, "excluded by rules.toml: rules[0] (exclude '*._*')")),
+        ((PRESET,), "other", "train", (False, None, "module not targeted")),
+        ((SCOPED,), "lib.nn", "relu", (False, None, "no rule includes it")),
+        # A later rule narrows nothing it does not mention: the preset still decides there.
+        ((PRESET, SCOPED), "lib.nn", "relu", (True, PRESET, "selected by rules.toml: rules[0] (include '*')")),
+        ((PRESET, SCOPED), "lib.nn", "Module.forward", (True, SCOPED, "selected by rules.toml: rules[1] (include 'Module.*')")),
+        # ... and a later include wins over an earlier exclude, saying so.
+        ((PRESET, SCOPED), "lib.nn", "Module._call_impl",
+         (True, SCOPED, "selected by rules.toml: rules[1] (include 'Module.*'), overriding rules.toml: rules[0] (exclude '*._*')")),
+        ((PRESET, SCOPED), "lib.nn", "_private", (False, PRESET, "excluded by rules.toml: rules[0] (exclude '_*')")),
+        # An exclude-only rule (include = []) vetoes earlier selections.
+        ((PRESET, SCOPED, VETO), "lib.nn", "Module.__call__",
+         (False, VETO, "excluded by rules.toml: rules[2] (exclude 'Module.__call__'), overriding rules.toml: rules[1] (include 'Module.*')")),
+        ((PRESET, SCOPED, VETO), "lib.nn", "Module.forward", (True, SCOPED, "selected by rules.toml: rules[1] (include 'Module.*')")),
+        # A later rule's exclude applies even to names its include does not cover.
+        ((PRESET, NARROW), "lib.train", "helper",
+         (False, NARROW, "excluded by rules.toml: rules[1] (exclude 'helper'), overriding rules.toml: rules[0] (include '*')")),
+        ((PRESET, NARROW), "lib.train", "Trainer.step", (True, NARROW, "selected by rules.toml: rules[1] (include 'Trainer.*')")),
+        ((PRESET, NARROW), "lib.train", "evaluate", (True, PRESET, "selected by rules.toml: rules[0] (include '*')")),
+        # Within one rule exclude beats include; a rule not targeting the module has no say.
+        ((NARROW,), "lib.train", "Trainer._x", (True, NARROW, "selected by rules.toml: rules[1] (include 'Trainer.*')")),
+        ((NARROW, PRESET), "lib.train", "Trainer.step",
+         (True, PRESET, "selected by rules.toml: rules[0] (include '*')")),
+        ((NARROW, PRESET), "lib", "Trainer.step", (True, PRESET, "selected by rules.toml: rules[0] (include '*')")),
+        # The command line comes last and wins.
+        ((PRESET, SCOPED, VETO, CLI), "lib.nn", "Module.__call__",
+         (True, CLI, "selected by command line (include 'Module.__call__'), overriding rules.toml: rules[2] (exclude 'Module.__call__')")),
+        # Same opinion twice: the later rule decides (its attributes apply), nothing overridden.
+        ((PRESET, rule(1, ("lib",), color="blue")), "lib", "train",
+         (True, rule(1, ("lib",), color="blue"), "selected by rules.toml: rules[1] (include '*')")),
+    ],
+)
+def test_select(rules: tuple[Rule, ...], module: str, qualname: str, expected: tuple[object, ...]) -> None:
+    assert matcher(*rules).select(module, qualname) == Selection(*expected)  # type: ignore[arg-type]
+
+
+def test_select_mp_main_as_main() -> None:
+    r = rule(0, ("__main__",), include=("work",))
+    m = matcher(r)
+    assert m.select("__mp_main__", "work") == m.select("__main__", "work") == Selection(
+        True, r, "selected by rules.toml: rules[0] (include 'work')"
+    )
+    assert m.rules_for_module("__mp_main__") == (r,)
+
+
+def test_precedence_follows_file_order(tmp_path: Path) -> None:
+    make_file(tmp_path / "preset.toml", """
+        [[rules]]
+        modules = ["app.*"]
+        exclude = ["_*"]
+    """)
+    make_file(tmp_path / "project.yaml", """
+        rules:
+          - modules: [app.core]
+            include: [_setup]
+            color: red
+    """)
+    config = load_config(["project.yaml"], extra_sources=["preset.toml"], cwd=str(tmp_path))
+    m = Matcher(config)
+    chosen = m.select("app.core", "_setup")
+    assert chosen.selected and chosen.rule is config.rules[1]
+    assert chosen.reason == (
+        "selected by project.yaml: rules[0] (include '_setup'),"
+        " overriding preset.toml: rules[0] (exclude '_*')"
+    )
+    assert not m.select("app.core", "_other").selected
+    assert config.style(chosen.rule, "app.core").color == 0xFFFF0000
+
+
+# Unmatched patterns: asked about some modules and names, which patterns never matched?
+@pytest.mark.parametrize(
+    "rules, asked, expected",
+    [
+        ((rule(0, ("myprojet.*",)),), [("myproject.model", None)],
+         ["rules.toml: rules[0].modules: 'myprojet.*' matched no module; did you mean 'myproject.*'?"]),
+        ((rule(0, ("myproject", "zzz")),), [("myproject", "f")],
+         ["rules.toml: rules[0].modules: 'zzz' matched no module"]),
+        ((rule(0, ("m",), include=("Trainr.*", "f"), exclude=("_*", "g")),),
+         [("m", "Trainer.step"), ("m", "f")],
+         ["rules.toml: rules[0].include: 'Trainr.*' matched no qualified name in the module it targets;"
+          " did you mean 'Trainer.*'?",
+          "rules.toml: rules[0].exclude: '_*' matched no qualified name in the module it targets",
+          "rules.toml: rules[0].exclude: 'g' matched no qualified name in the module it targets"]),
+        # A name both included and overridden still proves its globs right; '*' is never a typo.
+        ((rule(0, ("m.*",), exclude=("_*",)), rule(1, ("m.a",), include=("_x",))),
+         [("m.a", "_x"), ("m.b", "f")], []),
+        ((rule(0, ("m.*",), include=("Foo.*",)),), [("m.a", "f"), ("m.b", "g")],
+         ["rules.toml: rules[0].include: 'Foo.*' matched no qualified name in the 2 modules it targets"]),
+        # A rule whose modules matched nothing reports only that.
+        ((rule(0, ("nope",), include=("x",)),), [("m", "f")],
+         ["rules.toml: rules[0].modules: 'nope' matched no module"]),
+        ((Rule(("mypkg.*",), include=("Modle.*",), origin=COMMAND_LINE_ORIGIN),),
+         [("mypkg.a", "Model.fit"), ("mypkg", None)],
+         ["--include: 'Modle.*' matched no qualified name in the module it targets; did you mean 'Model.*'?"]),
+        ((Rule(("mypkgg",), origin=COMMAND_LINE_ORIGIN),), [("mypkg", None)],
+         ["--target: 'mypkgg' matched no module; did you mean 'mypkg'?"]),
+        ((rule(0, ("a",)),), [], ["rules.toml: rules[0].modules: 'a' matched no module"]),
+    ],
+)
+def test_unmatched_patterns(rules: tuple[Rule, ...], asked: list[tuple[str, str | None]], expected: list[str]) -> None:
+    m = matcher(*rules)
+    for module, qualname in asked:
+        if m.should_consider_module(module) and qualname is not None:
+            m.select(module, qualname)
+    assert m.unmatched_patterns() == expected
