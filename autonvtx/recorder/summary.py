@@ -147,10 +147,10 @@ def summary_notes(recordings: Iterable[ProcessRecording]) -> list[str]:
         )
     still_open = sum(1 for rec in recordings for r in rec.ranges if r.is_open)
     if still_open:
-        notes.append(f"{_count(still_open, 'range was', 'ranges were')} still open at exit; they are counted up to the moment the recording was written")
+        notes.append(f"{_count(still_open, 'range was', 'ranges were')} still open at exit (timed up to the moment the recording was written)")
     unmatched = sum(r.unmatched_pops for r in recordings)
     if unmatched:
-        notes.append(f"{_count(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close and were ignored")
+        notes.append(f"{_count(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
     return notes
 
 

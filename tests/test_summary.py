@@ -1,0 +1,255 @@
+"""Range statistics and their text, CSV and JSON forms, on recordings built by hand."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from autonvtx.recorder.model import ProcessRecording, Range
+from autonvtx.recorder.summary import (
+    RangeStats,
+    format_csv,
+    format_duration,
+    format_json,
+    format_text,
+    summarize,
+    summary_notes,
+    write_summary,
+)
+from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
+
+
+def push(name: str, start: int, end: int, *, tid: int = 1, domain: str = "d", **kw: object) -> Range:
+    return Range(1, tid, domain, name, start, end, **kw)  # type: ignore[arg-type]
+
+
+def stats_of(*ranges: Range, **kw: object) -> dict[str, RangeStats]:
+    rec = ProcessRecording(pid=1, ranges=list(ranges), **kw)  # type: ignore[arg-type]
+    return {s.name: s for s in summarize([rec])}
+
+
+def instances(durations: list[int]) -> list[Range]:
+    # Back to back on one thread, so none is nested in another.
+    ranges, t = [], 1_000
+    for d in durations:
+        ranges.append(push("f", t, t + d))
+        t += d
+    return ranges
+
+
+@pytest.mark.parametrize(
+    ("durations", "total", "mean", "median", "minimum", "maximum", "stddev"),
+    [
+        ([10], 10, 10.0, 10.0, 10, 10, 0.0),
+        ([20, 10], 30, 15.0, 15.0, 10, 20, math.sqrt(50)),
+        ([1, 2, 3, 4, 100], 110, 22.0, 3.0, 1, 100, math.sqrt(7610 / 4)),
+        ([5, 5, 5, 5], 20, 5.0, 5.0, 5, 5, 0.0),
+        ([0, 7, 3, 1000, 12, 6], 1028, 1028 / 6, 6.5, 0, 1000, 405.98210141),
+        ([10**15, 10**15 + 2], 2 * 10**15 + 2, 10**15 + 1, 10**15 + 1, 10**15, 10**15 + 2, math.sqrt(2)),
+    ],
+)
+def test_statistics(
+    durations: list[int], total: int, mean: float, median: float, minimum: int, maximum: int, stddev: float
+) -> None:
+    (s,) = stats_of(*instances(durations)).values()
+    assert (s.count, s.total_ns, s.self_ns, s.min_ns, s.max_ns) == (len(durations), total, total, minimum, maximum)
+    assert s.mean_ns == pytest.approx(mean)
+    assert s.median_ns == median
+    assert s.stddev_ns == pytest.approx(stddev, rel=1e-9)
+    assert (s.percent, s.open_count) == (100.0, 0)
+
+
+# Each case: ranges, then the expected self time per name (summed over instances).
+SELF_TIME_CASES = {
+    "leaf": ([push("a", 0, 10)], {"a": 10}),
+    "one child": ([push("a", 0, 10), push("b", 2, 5)], {"a": 7, "b": 3}),
+    "children in pop order": ([push("c", 6, 8), push("b", 2, 5), push("a", 0, 10)], {"a": 5, "b": 3, "c": 2}),
+    "only direct children count": (
+        [push("a", 0, 100), push("b", 10, 60), push("c", 20, 30), push("c", 40, 45)],
+        {"a": 50, "b": 35, "c": 15},
+    ),
+    "child with the parent's span": ([push("a", 0, 10), push("b", 0, 10)], {"a": 0, "b": 10}),
+    "siblings touching": ([push("a", 0, 10), push("b", 10, 20), push("c", 10, 15)], {"a": 10, "b": 5, "c": 5}),
+    "zero-length child": ([push("a", 0, 10), push("b", 4, 4)], {"a": 10, "b": 0}),
+    "other thread is not a child": ([push("a", 0, 10), push("b", 2, 5, tid=2)], {"a": 10, "b": 3}),
+    "other domain is a child": ([push("a", 0, 10), push("b", 2, 5, domain="torch")], {"a": 7, "b": 3}),
+    "start/end neither parent nor child": (
+        [push("a", 0, 10), push("s", 1, 3, kind="startend"), push("t", 0, 20, kind="startend"), push("b", 4, 6)],
+        {"a": 8, "s": 2, "t": 20, "b": 2},
+    ),
+    "recursion sums instances": ([push("f", 0, 10), push("f", 2, 8), push("f", 3, 4)], {"f": 10 - 6 + 6 - 1 + 1}),
+}
+
+
+@pytest.mark.parametrize(("ranges", "expected"), SELF_TIME_CASES.values(), ids=SELF_TIME_CASES.keys())
+def test_self_time(ranges: list[Range], expected: dict[str, int]) -> None:
+    assert {name: s.self_ns for name, s in stats_of(*ranges).items()} == expected
+
+
+def test_groups_by_domain_and_name_across_processes_and_sorts_by_total() -> None:
+    first = ProcessRecording(pid=1, ranges=[Range(1, 1, "x", "f", 0, 30), Range(1, 1, "y", "f", 40, 50)])
+    second = ProcessRecording(pid=2, ranges=[Range(2, 2, "x", "f", 0, 5), Range(2, 2, "x", "g", 10, 20)])
+    stats = summarize([first, second])
+    assert [(s.domain, s.name, s.count, s.total_ns) for s in stats] == [
+        ("x", "f", 2, 35),
+        ("x", "g", 1, 10),  # ties on total: by domain, then name
+        ("y", "f", 1, 10),
+    ]
+    assert sum(s.percent for s in stats) == pytest.approx(100.0)
+    assert stats[0].percent == pytest.approx(100 * 35 / 55)
+
+
+def test_open_instances_are_counted() -> None:
+    s = stats_of(push("a", 0, 10), push("a", 20, 50, is_open=True))["a"]
+    assert (s.count, s.open_count, s.total_ns) == (2, 1, 40)
+
+
+def test_nothing_recorded() -> None:
+    assert summarize([ProcessRecording(pid=1)]) == []
+    assert "(no ranges recorded)" in format_text([])
+
+
+@pytest.mark.parametrize(
+    ("ns", "text"),
+    [
+        (0, "0 ns"),
+        (812, "812 ns"),
+        (999.5, "1000 ns"),
+        (1_000, "1.000 us"),
+        (3_250, "3.250 us"),
+        (1_500_000, "1.500 ms"),
+        (999_999_999, "1000.000 ms"),
+        (1_204_000_000, "1.204 s"),
+        (3_723_000_000_000, "3,723.000 s"),
+    ],
+)
+def test_format_duration(ns: float, text: str) -> None:
+    assert format_duration(ns) == text
+
+
+def sample_stats() -> list[RangeStats]:
+    rec = ProcessRecording(
+        pid=1,
+        ranges=[
+            Range(1, 1, "autonvtx", "Trainer.step", 0, 2_500_000_000),
+            Range(1, 1, "autonvtx", "Encoder.forward", 100, 1_200_000_100),
+            Range(1, 1, "", "load_batch", 1_300_000_000, 1_300_000_812),
+            Range(1, 1, "", "load_batch", 1_400_000_000, 1_400_003_250, is_open=True),
+        ],
+    )
+    return summarize([rec])
+
+
+def test_format_text_table() -> None:
+    text = format_text(sample_stats(), notes=["3 events were dropped"])
+    lines = text.splitlines()
+    assert lines[0].split() == ["Time", "%", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max", "StdDev", "Range"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert lines[2].split() == ["67.6", "2.500", "s", "1.300", "s", "1", *["2.500", "s"] * 4, "0", "ns", "autonvtx:Trainer.step"]
+    assert lines[3].endswith("autonvtx:Encoder.forward")
+    assert lines[4].split()[:4] == ["0.0", "4.062", "us", "4.062"]
+    assert "2 (1 open)" in lines[4] and lines[4].endswith("  load_batch")  # default domain: the bare name
+    # Aligned: every number column ends where its header ends.
+    for header in ("Total", "Instances", "StdDev"):
+        column_end = lines[0].index(header) + len(header)
+        for line in lines[2:5]:
+            assert line[column_end - 1] != " " and line[column_end] == " ", (header, line)
+    assert lines[-2:] == ["", "Note: 3 events were dropped"]
+
+
+def test_format_text_without_notes_ends_with_the_table() -> None:
+    assert not format_text(sample_stats()).rstrip("\n").splitlines()[-1].startswith("Note")
+
+
+def test_csv_parses_back() -> None:
+    stats = sample_stats()
+    rows = list(csv.DictReader(io.StringIO(format_csv(stats))))
+    assert list(rows[0]) == [
+        "domain", "name", "count", "total_ns", "self_ns", "mean_ns", "median_ns",
+        "min_ns", "max_ns", "stddev_ns", "percent", "open_count",
+    ]
+    for row, s in zip(rows, stats):
+        assert (row["domain"], row["name"]) == (s.domain, s.name)
+        assert (int(row["count"]), int(row["total_ns"]), int(row["self_ns"]), int(row["open_count"])) == (
+            s.count, s.total_ns, s.self_ns, s.open_count
+        )
+        assert float(row["median_ns"]) == s.median_ns and float(row["stddev_ns"]) == s.stddev_ns
+    assert len(rows) == len(stats) == 3
+
+
+def test_json_parses_back() -> None:
+    stats = sample_stats()
+    document = json.loads(format_json(stats, notes=["a note"]))
+    assert document["notes"] == ["a note"]
+    assert [RangeStats(**entry) for entry in document["ranges"]] == stats
+
+
+@pytest.mark.parametrize(
+    ("rec", "expected"),
+    [
+        (ProcessRecording(pid=1), []),
+        (ProcessRecording(pid=1, dropped_events=1), ["1 event was dropped when"]),
+        (ProcessRecording(pid=1, dropped_events=12_345), ["12,345 events were dropped when"]),
+        (ProcessRecording(pid=1, ranges=[push("a", 0, 1, is_open=True)]), ["1 range was still open at exit"]),
+        (ProcessRecording(pid=1, unmatched_pops=2), ["2 pops or range ends had no open range"]),
+        (
+            ProcessRecording(pid=1, dropped_events=2, unmatched_pops=1, ranges=[push("a", 0, 1, is_open=True)] * 2),
+            ["2 events were dropped", "2 ranges were still open", "1 pop or range end had"],
+        ),
+    ],
+)
+def test_summary_notes(rec: ProcessRecording, expected: list[str]) -> None:
+    notes = summary_notes([rec])
+    assert len(notes) == len(expected)
+    for note, start in zip(notes, expected):
+        assert note.startswith(start)
+
+
+def test_write_summary_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    write_summary(sample_stats(), "-", notes=["n"])
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == format_text(sample_stats(), notes=["n"])
+
+
+@pytest.mark.parametrize(
+    ("name", "render"),
+    [
+        ("sum.csv", lambda s, n: format_csv(s)),
+        ("sum.CSV", lambda s, n: format_csv(s)),
+        ("sum.json", lambda s, n: format_json(s, notes=n)),
+        ("sum.txt", lambda s, n: format_text(s, notes=n)),
+        ("summary", lambda s, n: format_text(s, notes=n)),
+    ],
+)
+def test_write_summary_picks_the_form_by_extension(tmp_path: Path, name: str, render: object) -> None:
+    stats, notes = sample_stats(), ["n"]
+    path = tmp_path / name
+    path.write_text("old")
+    write_summary(stats, path, notes=notes)
+    assert path.read_text() == render(stats, notes)  # type: ignore[operator]
+    assert os.listdir(tmp_path) == [name]
+
+
+def test_summary_of_a_trace_matches_the_run(tmp_path: Path) -> None:
+    t0 = 9_876_543_210_123_457
+    rec = ProcessRecording(
+        pid=5,
+        ranges=[
+            Range(5, 5, "autonvtx", "step", t0, t0 + 1_001),
+            Range(5, 5, "", "inner", t0 + 1, t0 + 3),
+            Range(5, 6, "autonvtx", "step", t0 + 3, t0 + 7, is_open=True),
+            Range(5, 5, "io", "read", t0, t0 + 9, kind="startend", end_tid=6),
+        ],
+        unmatched_pops=1,
+    )
+    path = tmp_path / "run.json.gz"
+    write_chrome_trace([rec], path)
+    back = read_chrome_trace(path)
+    assert summarize(back) == summarize([rec])
+    assert summary_notes(back) == summary_notes([rec])
