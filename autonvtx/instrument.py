@@ -62,6 +62,9 @@ class RangeWrapper(wrapt.FunctionWrapper):
     def __copy__(self) -> RangeWrapper:
         return self  # copy.copy(function) is the function (copy._copy_immutable)
 
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)  # wrapt's repr names the proxy; programs print functions
+
     def __deepcopy__(self, memo: Any) -> RangeWrapper:
         return self
 
@@ -81,6 +84,9 @@ class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
 
     def __copy__(self) -> BoundRangeWrapper:
         return self
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
 
     def __deepcopy__(self, memo: Any) -> BoundRangeWrapper:
         return self
