@@ -1,0 +1,197 @@
+"""Wrapping is invisible to the program: one test per promised property, in-process."""
+from __future__ import annotations
+
+import abc
+import asyncio
+import copy
+import dataclasses
+import inspect
+import pickle
+import sys
+import types
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from autonvtx.config import Config, Rule
+from autonvtx.importer import ImportHook
+from autonvtx.instrument import Instrumenter, RangeWrapper
+from autonvtx.matching import Matcher
+
+MODULES = str(Path(__file__).resolve().parent / "modules")
+
+
+def _fixture_modules() -> set[str]:
+    return {name for name in sys.modules if name.partition(".")[0].startswith("inst_")}
+
+
+@pytest.fixture(autouse=True)
+def import_state_is_left_clean() -> Iterator[None]:
+    """Fails the test that leaves a finder installed or a fixture module in sys.modules."""
+    meta_path = list(sys.meta_path)
+    before = _fixture_modules()
+    yield
+    assert sys.meta_path == meta_path, "a finder was left on sys.meta_path"
+    assert _fixture_modules() == before, "fixture modules were left in sys.modules"
+
+
+@pytest.fixture
+def kinds() -> Iterator[types.ModuleType]:
+    """inst_shapes.kinds imported through the hook (uninstalled again: wrappers stay)."""
+    matcher = Matcher(Config(rules=(Rule(modules=("inst_shapes.*",), origin="test"),)))
+    hook = ImportHook(matcher, Instrumenter(matcher))
+    sys.path.insert(0, MODULES)
+    hook.install()
+    try:
+        import inst_shapes.kinds as module
+    finally:
+        hook.uninstall()
+        sys.path.remove(MODULES)
+    assert isinstance(module.plain, RangeWrapper)
+    yield module
+    for name in _fixture_modules():
+        del sys.modules[name]
+
+
+def test_signature(kinds: Any) -> None:
+    assert str(inspect.signature(kinds.plain)) == "(x)"
+    assert str(inspect.signature(kinds.Trainer().step)) == "(x)"
+    assert str(inspect.signature(kinds.Trainer.step)) == "(self, x)"
+    assert str(inspect.signature(kinds.Trainer.build)) == "()"
+    assert str(inspect.signature(kinds.Point)) == "(x: int, y: int = 0) -> None"
+
+
+def test_wrapped_is_the_original_function(kinds: Any) -> None:
+    original = kinds.plain.__wrapped__
+    assert type(original) is types.FunctionType
+    assert inspect.unwrap(kinds.plain) is original
+
+
+def test_names_doc_and_module(kinds: Any) -> None:
+    f = kinds.plain
+    assert (f.__name__, f.__qualname__, f.__doc__, f.__module__) == (
+        "plain", "plain", "Add one.", "inst_shapes.kinds"
+    )
+    step = kinds.Trainer().step
+    assert (step.__name__, step.__qualname__) == ("step", "Trainer.step")
+    assert kinds.Trainer.Inner.run.__qualname__ == "Trainer.Inner.run"
+
+
+def test_repr_is_the_functions(kinds: Any) -> None:
+    assert repr(kinds.plain) == repr(kinds.plain.__wrapped__)
+
+
+def test_isinstance_and_inspect_predicates(kinds: Any) -> None:
+    assert isinstance(kinds.plain, types.FunctionType)
+    assert inspect.isfunction(kinds.plain)
+    assert inspect.isgeneratorfunction(kinds.counter)
+    assert inspect.iscoroutinefunction(kinds.pause)
+    assert inspect.isasyncgenfunction(kinds.ticks)
+    assert kinds.plain == kinds.plain.__wrapped__
+    assert hash(kinds.plain) == hash(kinds.plain.__wrapped__)
+
+
+def test_generator_and_coroutine_objects_look_like_the_originals(kinds: Any) -> None:
+    gen = kinds.counter(2)
+    assert inspect.isgenerator(gen) and gen.__qualname__ == "counter"
+    assert list(gen) == [1, 2]
+    coro = kinds.pause("a", 1, [])
+    assert inspect.iscoroutine(coro) and coro.__qualname__ == "pause"
+    assert asyncio.run(coro) == "a"
+
+
+def test_static_and_class_methods_keep_their_descriptor_kind(kinds: Any) -> None:
+    Trainer = kinds.Trainer
+    assert type(vars(Trainer)["static"]) is staticmethod
+    assert type(vars(Trainer)["build"]) is classmethod
+    assert Trainer.static(4) == Trainer().static(4) == 4
+
+    class Sub(Trainer):
+        pass
+
+    assert type(Sub.build()) is Sub
+    assert type(Sub().build()) is Sub
+
+
+def test_bound_methods_bind_like_functions(kinds: Any) -> None:
+    t = kinds.Trainer(3)
+    assert t.step.__self__ is t
+    assert t.step(2) == kinds.Trainer.step(t, 2) == t(2) == 6
+
+
+def test_properties_are_untouched(kinds: Any) -> None:
+    assert type(vars(kinds.Trainer)["doubled"]) is property
+    assert kinds.Trainer(3).doubled == 6
+
+
+def test_pickling_by_reference(kinds: Any) -> None:
+    t = kinds.Trainer(3)
+    for obj in (kinds.plain, kinds.Trainer.static):
+        data = pickle.dumps(obj)
+        assert pickle.loads(data) is obj
+        assert b"autonvtx" not in data and b"wrapt" not in data  # loads without autonvtx
+    assert pickle.loads(pickle.dumps(kinds.Trainer.step))(t, 2) == 6
+    assert pickle.loads(pickle.dumps(t.step))(2) == 6
+    assert type(pickle.loads(pickle.dumps(kinds.Trainer.build))()) is kinds.Trainer
+    assert pickle.loads(pickle.dumps(kinds.Point(1, 2))) == kinds.Point(1, 2)
+
+
+def test_copy_returns_the_function_itself(kinds: Any) -> None:
+    assert copy.copy(kinds.plain) is kinds.plain
+    assert copy.deepcopy(kinds.plain) is kinds.plain
+    assert copy.deepcopy({"f": kinds.plain})["f"] is kinds.plain
+
+
+def test_singledispatch_dispatch_and_registration(kinds: Any) -> None:
+    assert kinds.describe(1) == "int"
+    assert kinds.describe("s") == "object"
+    kinds.describe.register(float, lambda obj: "float")
+    assert kinds.describe(1.5) == "float"
+    assert float in kinds.describe.registry
+
+
+def test_abstract_methods_stay_abstract(kinds: Any) -> None:
+    assert vars(kinds.Base)["area"].__isabstractmethod__
+    assert inspect.isabstract(kinds.Base)
+    with pytest.raises(TypeError):
+        kinds.Base()
+
+    class Incomplete(kinds.Base):
+        pass
+
+    with pytest.raises(TypeError):
+        Incomplete()
+    assert isinstance(kinds.Square(2), abc.ABC) and kinds.Square(2).area() == 4
+
+
+def test_dataclasses_behave_as_before(kinds: Any) -> None:
+    p = kinds.Point(1, 2)
+    assert [f.name for f in dataclasses.fields(p)] == ["x", "y"]
+    assert p == kinds.Point(1, 2) and repr(p) == "Point(x=1, y=2)"
+    assert dataclasses.replace(p, y=5).norm1() == 6
+    assert dataclasses.asdict(p) == {"x": 1, "y": 2}
+
+
+def test_slots(kinds: Any) -> None:
+    s = kinds.Slotted(3)
+    assert s.get() == 3
+    assert not hasattr(s, "__dict__")
+
+
+def test_metaclasses(kinds: Any) -> None:
+    assert type(kinds.WithMeta) is kinds.Meta
+    assert kinds.WithMeta().hello() == "hello"
+
+
+def test_function_attributes_read_and_write_through(kinds: Any) -> None:
+    assert kinds.marked.marker == 1
+    kinds.marked.other = 2
+    assert kinds.marked.__wrapped__.other == 2
+    assert kinds.marked.__dict__ == {"marker": 1, "other": 2}
+
+
+def test_protocol_dunders_are_left_alone(kinds: Any) -> None:
+    assert type(vars(kinds.Trainer)["__repr__"]) is types.FunctionType
+    assert type(vars(kinds.Point)["__eq__"]) is types.FunctionType
+    assert isinstance(vars(kinds.Trainer)["__init__"], RangeWrapper)
