@@ -75,7 +75,7 @@ def other_process() -> ProcessRecording:
 
 def load(path: Path) -> dict[str, Any]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as stream:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as stream:
         document: dict[str, Any] = json.load(stream)
     return document
 

@@ -55,13 +55,12 @@ def summarize(recordings: Iterable[ProcessRecording]) -> list[RangeStats]:
     for rec in recordings:
         for r, self_ns in _self_times(rec.ranges):
             key = (r.domain, r.name)
-            duration = r.end_ns - r.start_ns
             group = durations.get(key)
             if group is None:
                 group = durations[key] = []
                 self_times[key] = 0
                 open_counts[key] = 0
-            group.append(duration)
+            group.append(r.end_ns - r.start_ns)
             self_times[key] += self_ns
             if r.is_open:
                 open_counts[key] += 1
@@ -86,23 +85,24 @@ def _self_times(ranges: Sequence[Range]) -> list[tuple[Range, int]]:
     # Per thread in start order, parents before their children (the longer first on ties).
     pushes.sort(key=lambda r: (r.tid, r.start_ns, -r.end_ns))
     child_ns = [0] * len(pushes)
-    stack: list[int] = []  # indices into pushes of the enclosing ranges
+    stack: list[tuple[int, int]] = []  # (index into pushes, end) of the enclosing ranges
     previous_tid: int | None = None
     for index, r in enumerate(pushes):
         if r.tid != previous_tid:
             stack.clear()
             previous_tid = r.tid
-        start = r.start_ns
-        while stack and pushes[stack[-1]].end_ns <= start:
+        start, end = r.start_ns, r.end_ns
+        while stack and stack[-1][1] <= start:
             stack.pop()
         if stack:
-            parent = pushes[stack[-1]]
+            parent, parent_end = stack[-1]
             # Push/pop ranges on one thread nest by construction; clip anyway, so a
             # damaged recording yields odd numbers rather than negative self times.
-            child_ns[stack[-1]] += min(r.end_ns, parent.end_ns) - start
-        stack.append(index)
-    for index, r in enumerate(pushes):
-        result.append((r, max(0, r.end_ns - r.start_ns - child_ns[index])))
+            child_ns[parent] += (end if end < parent_end else parent_end) - start
+        stack.append((index, end))
+    for r, children in zip(pushes, child_ns):
+        own = r.end_ns - r.start_ns - children
+        result.append((r, own if own > 0 else 0))
     return result
 
 

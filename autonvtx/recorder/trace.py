@@ -83,7 +83,7 @@ def write_atomically(path: StrPath, write: Callable[[IO[str]], None], *, compres
         raise
 
 
-def _text(raw: IO[bytes]) -> io.TextIOWrapper:
+def _text(raw: IO[bytes] | gzip.GzipFile) -> io.TextIOWrapper:
     return io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
 
 
