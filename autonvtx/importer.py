@@ -1,0 +1,186 @@
+"""The import hook: hands each target module to the instrumenter right after it executed."""
+from __future__ import annotations
+
+import sys
+import threading
+import types
+import warnings
+from importlib.machinery import ModuleSpec
+from typing import Any, Callable, Protocol, Sequence
+
+_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
+# The script and `-m` targets never pass through an import hook: the runner instruments
+# them (Instrumenter.instrument_main). In the snapshot they are autonvtx's own entry point.
+_MAIN_NAMES = ("__main__", "__mp_main__")
+
+
+class _Matcher(Protocol):
+    def should_consider_module(self, name: str) -> bool: ...
+
+
+class _Instrumenter(Protocol):
+    def instrument(self, module: types.ModuleType) -> Any: ...
+
+
+class InstrumentingLoader:
+    """Stands in for a target module's real loader during its execution only: delegates
+    everything, runs the real exec_module, restores the real loader on the module, then
+    calls back (wrapt's _ImportHookChainedLoader does the same: chain, don't reimplement)."""
+
+    def __init__(
+        self,
+        loader: Any,
+        on_executed: Callable[[types.ModuleType], None],
+        on_skipped: Callable[[str, str], None],
+    ) -> None:
+        self.loader = loader
+        self._on_executed = on_executed
+        self._on_skipped = on_skipped
+
+    def __getattr__(self, name: str) -> Any:
+        # get_source, get_resource_reader, is_package, ... while the module executes
+        # (tracebacks and importlib.resources ask __loader__ / __spec__.loader).
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> Any:
+        create = getattr(self.loader, "create_module", None)
+        return None if create is None else create(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        try:
+            self.loader.exec_module(module)
+        finally:
+            self._restore(module)
+        # importlib hands out whatever sys.modules holds once the module has executed (a
+        # module may replace itself there); that is the object to instrument.
+        spec = _module_dict(module).get("__spec__")
+        name = getattr(spec, "name", None)
+        final = sys.modules.get(name, module) if isinstance(name, str) else module
+        if final is not module:
+            if not isinstance(final, types.ModuleType):
+                self._on_skipped(name, "replaced itself in sys.modules by a non-module object")
+                return
+            self._restore(final)
+        self._on_executed(final)
+
+    def _restore(self, module: types.ModuleType) -> None:
+        # Written to the module's dict directly: a module subclass's __setattr__ is the
+        # program's code, and nothing of the program runs on autonvtx's behalf.
+        namespace = _module_dict(module)
+        if namespace.get("__loader__") is self:
+            namespace["__loader__"] = self.loader
+        spec = namespace.get("__spec__")
+        if isinstance(spec, ModuleSpec) and spec.loader is self:
+            spec.loader = self.loader
+
+
+class InstrumentingFinder:
+    """First on sys.meta_path. Rejects non-target names with the matcher's cheap check; for
+    targets, asks the finders after it for the real spec and wraps only its loader."""
+
+    def __init__(self, hook: ImportHook) -> None:
+        self._hook = hook
+        self._busy = threading.local()  # names being looked up on this thread (re-entry)
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: Any = None
+    ) -> ModuleSpec | None:
+        hook = self._hook
+        if not hook.matcher.should_consider_module(fullname):
+            return None
+        busy = self._busy.__dict__.setdefault("names", set())
+        if fullname in busy:
+            return None  # a later finder called find_spec for the same name: step aside
+        busy.add(fullname)
+        try:
+            spec = self._real_spec(fullname, path, target)
+        finally:
+            busy.discard(fullname)
+        if spec is None:
+            return None
+        loader = spec.loader
+        if loader is None:
+            hook.note_skipped(fullname, "namespace package: no code to instrument")
+            return spec
+        if not hasattr(loader, "exec_module"):
+            hook.note_skipped(fullname, f"legacy loader without exec_module: {type(loader).__name__}")
+            return spec
+        if _is_lazy(loader):
+            hook.note_skipped(fullname, "lazy loader: the module executes on first attribute access")
+            return spec
+        spec.loader = InstrumentingLoader(loader, hook.module_executed, hook.note_skipped)
+        return spec
+
+    def _real_spec(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
+        finders = list(sys.meta_path)
+        try:
+            finders = finders[finders.index(self) + 1 :]
+        except ValueError:
+            pass  # called directly, not through sys.meta_path: ask everyone else
+        for finder in finders:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is None or finder is self:
+                continue
+            spec = find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def _is_lazy(loader: Any) -> bool:
+    lazy = getattr(sys.modules.get("importlib.util"), "LazyLoader", None)
+    return lazy is not None and isinstance(loader, lazy)
+
+
+class ImportHook:
+    """Instruments target modules as they are imported, and those already imported.
+
+    install() puts one finder first on sys.meta_path; uninstall() removes exactly that
+    finder. Wrappers already installed stay in place after uninstall(): functions keep
+    emitting ranges (removing them would mean finding every reference the program took).
+    """
+
+    def __init__(self, matcher: _Matcher, instrumenter: _Instrumenter) -> None:
+        self.matcher = matcher
+        self.instrumenter = instrumenter
+        self.skipped: dict[str, str] = {}  # module -> why the hook could not instrument it
+        self._finder: InstrumentingFinder | None = None
+
+    @property
+    def installed(self) -> bool:
+        return self._finder is not None
+
+    def install(self) -> None:
+        if self._finder is not None:
+            return
+        self._finder = InstrumentingFinder(self)
+        sys.meta_path.insert(0, self._finder)
+        for name, module in list(sys.modules.items()):
+            if name in _MAIN_NAMES or not isinstance(module, types.ModuleType):
+                continue
+            if getattr(_module_dict(module).get("__spec__"), "_initializing", False):
+                continue  # still executing: its loader is not ours, so it stays as it is
+            if self.matcher.should_consider_module(name):
+                self.module_executed(module)
+
+    def uninstall(self) -> None:
+        finder, self._finder = self._finder, None
+        if finder is None:
+            return
+        for i, entry in enumerate(sys.meta_path):
+            if entry is finder:
+                del sys.meta_path[i]
+                break
+
+    def module_executed(self, module: types.ModuleType) -> None:
+        try:
+            self.instrumenter.instrument(module)
+        except Exception as exc:  # instrumentation never breaks the program's import
+            name = getattr(module, "__name__", "?")
+            warnings.warn(f"autonvtx: {name}: not instrumented: {exc!r}", RuntimeWarning, 2)
+
+    def note_skipped(self, name: str, reason: str) -> None:
+        self.skipped[name] = reason

@@ -1,0 +1,283 @@
+"""The import hook: cheap rejection, chained loaders, clean install/uninstall, no deadlocks."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+import threading
+import types
+import zipfile
+from importlib.machinery import SourceFileLoader
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from autonvtx.config import Config, Rule
+from autonvtx.importer import ImportHook, InstrumentingLoader
+from autonvtx.instrument import Instrumenter, RangeWrapper
+from autonvtx.matching import Matcher
+
+
+def make_file(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def _fixture_modules() -> set[str]:
+    return {name for name in sys.modules if name.partition(".")[0].startswith("inst_")}
+
+
+@pytest.fixture(autouse=True)
+def import_state_is_left_clean() -> Iterator[None]:
+    """Fails the test that leaves a finder installed or a fixture module in sys.modules."""
+    meta_path = list(sys.meta_path)
+    before = _fixture_modules()
+    yield
+    assert sys.meta_path == meta_path, "a finder was left on sys.meta_path"
+    assert _fixture_modules() == before, "fixture modules were left in sys.modules"
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Iterator[Path]:
+    """A directory on sys.path for this test's modules; they are forgotten afterwards."""
+    sys.path.insert(0, str(tmp_path))
+    yield tmp_path
+    sys.path.remove(str(tmp_path))
+    for name in _fixture_modules():
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+class RecordingMatcher(Matcher):
+    """The real matcher, remembering every name the cheap check was asked about."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.considered: list[str] = []
+
+    def should_consider_module(self, name: str) -> bool:
+        self.considered.append(name)
+        return super().should_consider_module(name)
+
+
+def make_hook(*modules: str) -> ImportHook:
+    matcher = RecordingMatcher(Config(rules=(Rule(modules=modules, origin="test"),)))
+    return ImportHook(matcher, Instrumenter(matcher))
+
+
+@pytest.fixture
+def hook() -> Iterator[ImportHook]:
+    hook = make_hook("inst_target*")
+    hook.install()
+    yield hook
+    hook.uninstall()
+
+
+def test_install_puts_one_finder_first_and_uninstall_restores_meta_path() -> None:
+    before = list(sys.meta_path)
+    hook = make_hook("inst_target*")
+    hook.install()
+    hook.install()  # idempotent
+    assert sys.meta_path[1:] == before and sys.meta_path[0] not in before
+    hook.uninstall()
+    hook.uninstall()
+    assert sys.meta_path == before
+
+
+def test_target_module_is_instrumented_and_its_loader_restored(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_target_a.py", """
+        LOADER_SEEN = type(__loader__).__name__
+        SOURCE = __loader__.get_source(__name__)  # delegated while the module executes
+        def f():
+            return 1
+    """)
+    import inst_target_a as mod
+
+    assert isinstance(mod.f, RangeWrapper) and mod.f() == 1
+    assert mod.LOADER_SEEN == "InstrumentingLoader" and "def f" in mod.SOURCE
+    assert type(mod.__loader__) is SourceFileLoader
+    assert type(mod.__spec__.loader) is SourceFileLoader
+    assert "f" in hook.instrumenter.reports["inst_target_a"].wrapped
+
+
+def test_non_target_names_stop_at_the_cheap_check(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_other.py", "def g():\n    return 2\n")
+    make_file(src / "inst_target_b.py", "import inst_other\ndef f():\n    return 1\n")
+    finder = sys.meta_path[0]
+    looked_up: list[str] = []
+    real_spec = finder._real_spec
+
+    def recording_real_spec(fullname: str, path: Any, target: Any) -> Any:
+        looked_up.append(fullname)
+        return real_spec(fullname, path, target)
+
+    finder._real_spec = recording_real_spec
+    import inst_target_b
+
+    assert looked_up == ["inst_target_b"]
+    assert {"inst_other", "inst_target_b"} <= set(hook.matcher.considered)
+    assert type(inst_target_b.inst_other.__loader__) is SourceFileLoader
+    assert type(inst_target_b.inst_other.g) is types.FunctionType
+
+
+def test_already_imported_modules_are_patched_on_install(src: Path) -> None:
+    make_file(src / "inst_target_c.py", "def f():\n    return 1\n")
+    import inst_target_c
+
+    hook = make_hook("inst_target_c")
+    hook.install()
+    hook.uninstall()
+    assert isinstance(inst_target_c.f, RangeWrapper)
+
+
+def test_wrappers_stay_after_uninstall(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_target_d.py", "def f():\n    return 1\n")
+    import inst_target_d
+
+    hook.uninstall()
+    assert isinstance(inst_target_d.f, RangeWrapper)
+
+
+def test_a_finder_calling_find_spec_on_itself_does_not_recurse(hook: ImportHook, src: Path) -> None:
+    class ReentrantFinder:
+        """Like finders that resolve names by asking importlib again (and guard themselves)."""
+
+        def __init__(self) -> None:
+            self.busy = False
+            self.calls = 0
+
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+            if self.busy or not fullname.startswith("inst_"):
+                return None
+            self.calls += 1
+            self.busy = True
+            try:
+                return importlib.util.find_spec(fullname)
+            finally:
+                self.busy = False
+
+    reentrant = ReentrantFinder()
+    sys.meta_path.insert(1, reentrant)
+    try:
+        make_file(src / "inst_target_e.py", "def f():\n    return 1\n")
+        import inst_target_e
+    finally:
+        sys.meta_path.remove(reentrant)
+    assert reentrant.calls == 1
+    assert isinstance(inst_target_e.f, RangeWrapper)
+    assert type(inst_target_e.__loader__) is SourceFileLoader
+
+
+def test_import_that_starts_a_thread_importing_a_target_does_not_deadlock(
+    hook: ImportHook, src: Path
+) -> None:
+    make_file(src / "inst_target_spawner.py", """
+        import threading
+        def _load():
+            import inst_target_loaded
+        worker = threading.Thread(target=_load, daemon=True)
+        worker.start()
+        worker.join(timeout=30)
+        FINISHED = not worker.is_alive()
+        def f():
+            return 1
+    """)
+    make_file(src / "inst_target_loaded.py", "def g():\n    return 2\n")
+    import inst_target_spawner
+
+    assert inst_target_spawner.FINISHED
+    assert isinstance(sys.modules["inst_target_loaded"].g, RangeWrapper)
+    assert isinstance(inst_target_spawner.f, RangeWrapper)
+
+
+def test_namespace_package_is_imported_and_skipped_with_a_reason(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_target_ns" / "inner.py", "def f():\n    return 1\n")
+    import inst_target_ns.inner
+
+    assert hook.skipped["inst_target_ns"].startswith("namespace package")
+    assert isinstance(inst_target_ns.inner.f, RangeWrapper)
+
+
+def test_zip_imported_module_is_instrumented(hook: ImportHook, src: Path) -> None:
+    archive = src / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("inst_target_zipped.py", "def f():\n    return 1\n")
+    sys.path.insert(0, str(archive))
+    try:
+        import inst_target_zipped
+    finally:
+        sys.path.remove(str(archive))
+    assert isinstance(inst_target_zipped.f, RangeWrapper)
+    assert type(inst_target_zipped.__loader__).__name__ == "zipimporter"
+
+
+def test_failing_module_raises_its_own_error(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_target_broken.py", "raise KeyError('mine')\n")
+    with pytest.raises(KeyError, match="mine"):
+        import inst_target_broken  # noqa: F401
+    assert "inst_target_broken" not in sys.modules
+
+
+def test_instrumentation_failure_never_breaks_the_import(src: Path) -> None:
+    class BrokenInstrumenter:
+        def instrument(self, module: types.ModuleType) -> None:
+            raise RuntimeError("bug")
+
+    matcher = Matcher(Config(rules=(Rule(modules=("inst_target_f",), origin="t"),)))
+    hook = ImportHook(matcher, BrokenInstrumenter())
+    hook.install()
+    try:
+        make_file(src / "inst_target_f.py", "def f():\n    return 1\n")
+        with pytest.warns(RuntimeWarning, match="inst_target_f: not instrumented"):
+            import inst_target_f
+    finally:
+        hook.uninstall()
+    assert inst_target_f.f() == 1
+
+
+def test_module_replacing_itself_with_a_non_module_is_skipped(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_target_swap.py", """
+        import sys
+        class Namespace:
+            def f(self):
+                return 1
+        sys.modules[__name__] = Namespace()
+    """)
+    import inst_target_swap
+
+    assert inst_target_swap.f() == 1
+    assert "non-module" in hook.skipped["inst_target_swap"]
+
+
+def test_instrumenting_loader_delegates_what_it_does_not_override() -> None:
+    class Real:
+        def exec_module(self, module: types.ModuleType) -> None:
+            module.x = 1
+
+        def is_package(self, name: str) -> bool:
+            return True
+
+    seen: list[types.ModuleType] = []
+    loader = InstrumentingLoader(Real(), seen.append, lambda name, why: None)
+    assert loader.is_package("anything") is True
+    assert loader.create_module(importlib.util.spec_from_loader("m", loader)) is None
+    module = types.ModuleType("m")
+    module.__loader__ = loader
+    loader.exec_module(module)
+    assert seen == [module] and isinstance(module.__loader__, Real)
+
+
+def test_reentrant_lookup_in_one_thread_does_not_block_another(hook: ImportHook, src: Path) -> None:
+    # The re-entry guard is per thread: another thread importing a target while this one
+    # is inside a lookup still gets it instrumented.
+    make_file(src / "inst_target_g.py", "def f():\n    return 1\n")
+    finder = sys.meta_path[0]
+    finder._busy.__dict__.setdefault("names", set()).add("inst_target_g")
+    result: list[Any] = []
+    thread = threading.Thread(target=lambda: result.append(importlib.import_module("inst_target_g")))
+    thread.start()
+    thread.join(timeout=30)
+    finder._busy.names.clear()
+    assert result and isinstance(result[0].f, RangeWrapper)
