@@ -12,7 +12,7 @@ import sys
 import types
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Literal, Mapping, NoReturn
+from typing import Callable, Literal, Mapping, NoReturn, cast
 
 from autonvtx.errors import TargetNotFoundError
 
@@ -346,7 +346,7 @@ def _statement_codes(resolved: ResolvedTarget) -> list[types.CodeType] | None:
         return None
     filename = resolved.filename
     # compile() rather than ast.parse(), whose frame would show in a SyntaxError's traceback.
-    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    tree = cast(ast.Module, compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True))
     # Compiling the whole module first raises the SyntaxErrors only it can see (a late
     # `from __future__`, `global x` after `x = 1`) before any statement runs; its
     # warnings are left to the per-statement compiles so each is shown once.
