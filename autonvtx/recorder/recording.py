@@ -24,6 +24,9 @@ across threads. Ranges still open at the flush end at ``flush_ns`` with ``is_ope
 """
 from __future__ import annotations
 
+import dataclasses
+import gc
+import operator
 import os
 import struct
 from pathlib import Path
@@ -38,10 +41,11 @@ SUFFIX = ".anr"
 
 _HEADER = struct.Struct("<8sIIIIQqQQQ")
 _SECTION = struct.Struct("<IIQ")
-_U32 = struct.Struct("<I")
 _U32X2 = struct.Struct("<II")
 _U32X4 = struct.Struct("<IIII")
 _THREAD = struct.Struct("<IIQQII")
+_HEAD = struct.Struct("<IIQ")  # kind/flags/payload type/message kind as one word, domain, ts
+_U64 = struct.Struct("<Q")
 
 _T_END, _T_CMDLINE, _T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES = range(7)
 _PUSH, _POP, _START, _END, _MARK = 1, 2, 3, 4, 5
@@ -62,6 +66,63 @@ def _pad8(n: int) -> int:
     return (n + 7) & ~7
 
 
+class _DomainNames(Dict[int, str]):
+    """Domain id -> name; an id the file never named reads as its number."""
+
+    def __missing__(self, key: int) -> str:
+        return str(key)
+
+
+# Range and Mark are frozen dataclasses: their generated __init__ sets each field through
+# object.__setattr__, several microseconds per Range, too slow for millions of events. These
+# build the same objects by filling their __dict__ directly; _FAST_MODEL guards against a model change.
+_new = object.__new__
+_RANGE_FIELDS = ("pid", "tid", "domain", "name", "start_ns", "end_ns", "kind", "category", "color",
+                 "payload", "is_open", "end_tid")
+_MARK_FIELDS = ("pid", "tid", "domain", "name", "ts_ns", "category", "color", "payload")
+_FAST_MODEL = (tuple(f.name for f in dataclasses.fields(Range)) == _RANGE_FIELDS
+               and tuple(f.name for f in dataclasses.fields(Mark)) == _MARK_FIELDS)
+
+
+def _fast_range(pid: int, tid: int, domain: str, name: str, start_ns: int, end_ns: int, kind: str,
+                category: Optional[str], color: Optional[int], payload: Payload, is_open: bool,
+                end_tid: Optional[int]) -> Range:
+    obj: Range = _new(Range)
+    d = obj.__dict__
+    d["pid"] = pid
+    d["tid"] = tid
+    d["domain"] = domain
+    d["name"] = name
+    d["start_ns"] = start_ns
+    d["end_ns"] = end_ns
+    d["kind"] = kind
+    d["category"] = category
+    d["color"] = color
+    d["payload"] = payload
+    d["is_open"] = is_open
+    d["end_tid"] = end_tid
+    return obj
+
+
+def _fast_mark(pid: int, tid: int, domain: str, name: str, ts_ns: int, category: Optional[str],
+               color: Optional[int], payload: Payload) -> Mark:
+    obj: Mark = _new(Mark)
+    d = obj.__dict__
+    d["pid"] = pid
+    d["tid"] = tid
+    d["domain"] = domain
+    d["name"] = name
+    d["ts_ns"] = ts_ns
+    d["category"] = category
+    d["color"] = color
+    d["payload"] = payload
+    return obj
+
+
+_make_range: Callable[..., Range] = _fast_range if _FAST_MODEL else Range
+_make_mark: Callable[..., Mark] = _fast_mark if _FAST_MODEL else Mark
+
+
 class _Reader:
     """Parses one file; every failure becomes a TraceFormatError naming the file."""
 
@@ -74,14 +135,15 @@ class _Reader:
         return TraceFormatError(f"{self.path}: {what}; expected a recording written by autonvtx's native recorder")
 
     def layout(self, word: int) -> _Layout:
+        """The struct for what follows a record's 16-byte head, compiled once per head word."""
         kind, flags, payload_type, message_kind = (
             word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF, word >> 24)
-        if kind not in (_PUSH, _POP, _START, _END, _MARK) or flags & ~3 or message_kind > 2:
+        if kind not in (_PUSH, _START, _MARK) or flags & ~3 or message_kind > 2:
             raise self.fail(f"unknown event record {word:#010x}")
         if payload_type and payload_type not in _PAYLOAD_FORMATS:
             raise self.fail(f"unknown payload type {payload_type}")
-        has_id = kind in (_START, _END)
-        fmt = "<4xIQ" + ("Q" if has_id else "")
+        has_id = kind == _START
+        fmt = "<" + ("Q" if has_id else "")
         fmt += _PAYLOAD_FORMATS.get(payload_type, "")
         fmt += ("I" if flags & _F_COLOR else "") + ("I" if flags & _F_CATEGORY else "")
         fmt += "I" if message_kind else ""
@@ -167,7 +229,12 @@ class _Reader:
         pid = recording.pid
         layouts = self.layouts
         layout_of = self.layout
-        u32 = _U32.unpack_from
+        head = _HEAD.unpack_from
+        u64 = _U64.unpack_from
+        make_range = _make_range
+        make_mark = _make_mark
+        domain_names = _DomainNames(domains)
+        category_names = dict(categories)
         ranges: List[Range] = []
         marks: List[Mark] = []
         starts: Dict[int, Tuple[int, int, int, str, Optional[str], Optional[int], Payload]] = {}
@@ -175,38 +242,32 @@ class _Reader:
         unmatched = 0
         stacks: Dict[Tuple[int, int], List[_Open]] = {}
 
-        def category_name(domain: int, number: int) -> str:
-            return categories.get((domain, number), str(number))
-
         for tid, pos, end in threads:
             try:
                 while pos < end:
-                    word = u32(data, pos)[0]
+                    word, domain, ts = head(data, pos)
+                    pos += 16
+                    if word == _POP:
+                        stack = stacks.get((tid, domain))
+                        if stack:
+                            start_ts, name, category, color, payload = stack.pop()
+                            ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts,
+                                                     ts, "push", category, color, payload, False, None))
+                        else:
+                            unmatched += 1
+                        continue
+                    if word == _END:
+                        ends.append((u64(data, pos)[0], tid, ts))
+                        pos += 8
+                        continue
                     spec = layouts.get(word) or layout_of(word)
                     fields = spec[0].unpack_from(data, pos)
-                    kind = spec[1]
-                    domain = fields[0]
-                    ts = fields[1]
-                    if kind == _POP:
-                        pos += 16
-                        stack = stacks.get((tid, domain))
-                        if not stack:
-                            unmatched += 1
-                            continue
-                        start_ts, name, category, color, payload = stack.pop()
-                        ranges.append(Range(pid, tid, domains.get(domain, ""), name, start_ts, ts,
-                                            "push", category, color, payload))
-                        continue
-                    if kind == _END:
-                        pos += 24
-                        ends.append((fields[2], tid, ts))
-                        continue
-                    size = spec[0].size
-                    i = 2
+                    pos += spec[0].size
+                    i = 0
                     range_id = 0
                     if spec[2]:
-                        range_id = fields[2]
-                        i = 3
+                        range_id = fields[0]
+                        i = 1
                     payload: Payload = None
                     if spec[3]:
                         payload = fields[i]
@@ -217,31 +278,34 @@ class _Reader:
                         i += 1
                     category: Optional[str] = None
                     if spec[5]:
-                        category = category_name(domain, fields[i])
+                        key = (domain, fields[i])
+                        category = category_names.get(key)
+                        if category is None:
+                            category = category_names[key] = str(fields[i])
                         i += 1
                     message_kind = spec[6]
-                    if message_kind == _M_INLINE:
-                        length = fields[i]
-                        name = data[pos + size:pos + size + length].decode("utf-8", "replace")
-                        size += length
-                    elif message_kind == _M_REGISTERED:
+                    if message_kind == _M_REGISTERED:
                         name = strings.get(fields[i], "")
+                    elif message_kind == _M_INLINE:
+                        length = fields[i]
+                        name = data[pos:pos + length].decode("utf-8", "replace")
+                        pos += length
                     else:
                         name = ""
-                    pos += _pad8(size)
+                    pos = (pos + 7) & ~7
+                    kind = spec[1]
                     if kind == _PUSH:
-                        key = (tid, domain)
-                        stack = stacks.get(key)
+                        stack = stacks.get((tid, domain))
                         if stack is None:
-                            stack = stacks[key] = []
+                            stack = stacks[(tid, domain)] = []
                         stack.append((ts, name, category, color, payload))
                     elif kind == _START:
                         starts[range_id] = (tid, domain, ts, name, category, color, payload)
                     else:
-                        marks.append(Mark(pid, tid, domains.get(domain, ""), name, ts,
-                                          category, color, payload))
-            except struct.error as error:
-                raise self.fail(f"event stream of thread {tid} is truncated at byte {pos} ({error})") from None
+                        marks.append(make_mark(pid, tid, domain_names[domain], name, ts,
+                                               category, color, payload))
+            except (struct.error, KeyError) as error:
+                raise self.fail(f"event stream of thread {tid} is corrupt at byte {pos} ({error!r})") from None
             if pos != end:
                 raise self.fail(f"event record of thread {tid} runs past its section at byte {pos}")
 
@@ -252,21 +316,28 @@ class _Reader:
                 unmatched += 1
                 continue
             tid, domain, start_ts, name, category, color, payload = started
-            ranges.append(Range(pid, tid, domains.get(domain, ""), name, start_ts, ts, "startend",
-                                category, color, payload, False,
-                                end_tid if end_tid != tid else None))
+            ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, ts, "startend",
+                                     category, color, payload, False,
+                                     end_tid if end_tid != tid else None))
         for tid, domain, start_ts, name, category, color, payload in starts.values():
-            ranges.append(Range(pid, tid, domains.get(domain, ""), name, start_ts, flush_ns,
-                                "startend", category, color, payload, True))
+            ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, flush_ns,
+                                     "startend", category, color, payload, True, None))
         for (tid, domain), stack in stacks.items():
             for start_ts, name, category, color, payload in stack:
-                ranges.append(Range(pid, tid, domains.get(domain, ""), name, start_ts, flush_ns,
-                                    "push", category, color, payload, True))
-        ranges.sort(key=lambda r: (r.start_ns, -r.end_ns))
-        marks.sort(key=lambda m: m.ts_ns)
+                ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, flush_ns,
+                                         "push", category, color, payload, True, None))
+        ranges.sort(key=_range_order)
+        marks.sort(key=_mark_order)
         recording.ranges = ranges
         recording.marks = marks
         recording.unmatched_pops = unmatched
+
+
+def _range_order(r: Range) -> Tuple[int, int]:
+    return (r.start_ns, -r.end_ns)
+
+
+_mark_order = operator.attrgetter("ts_ns")
 
 
 def read_recording(path: PathLike) -> ProcessRecording:
@@ -276,7 +347,15 @@ def read_recording(path: PathLike) -> ProcessRecording:
             data = f.read()
     except OSError as error:
         raise TraceFormatError(f"{os.fspath(path)}: cannot read the recording: {error.strerror}") from None
-    return _Reader(path, data).read()
+    # Millions of small tuples and objects would trigger full collections over and over; nothing
+    # built here forms a cycle.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Reader(path, data).read()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def read_directory(directory: PathLike) -> list[ProcessRecording]:
