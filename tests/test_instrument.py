@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -315,3 +316,28 @@ def test_builtins_are_wrapped_only_when_the_rule_asks(tmp_path: Path) -> None:
     rec, out = record(tmp_path, body, rules=rules)
     assert [r.name for r in rec.ranges] == ["sqrt"]
     assert "builtin" in out
+
+
+def test_instrument_main_wraps_only_what_each_statement_defined() -> None:
+    from autonvtx.config import Config, Rule
+    from autonvtx.instrument import Instrumenter, RangeWrapper
+    from autonvtx.matching import Matcher
+
+    matcher = Matcher(Config(rules=(Rule(modules=("__main__",), origin="t"),)))
+    instrumenter = Instrumenter(matcher)
+    main = types.ModuleType("__main__")  # the runner's fresh __main__, not this process's
+    namespace = vars(main)
+    exec("def first():\n    return 1\n", namespace)
+    report = instrumenter.instrument_main(main)
+    assert list(report.wrapped) == ["first"]
+    wrapper = main.first
+    exec("x = 1\n", namespace)
+    instrumenter.instrument_main(main)  # nothing new: nothing walked
+    exec("class K:\n    def run(self):\n        return 2\n", namespace)
+    instrumenter.instrument_main(main)
+    assert list(report.wrapped) == ["first", "K.run"]
+    assert main.first is wrapper and isinstance(vars(main.K)["run"], RangeWrapper)
+    exec("def first():\n    return 3\n", namespace)  # redefined: the new function is wrapped
+    instrumenter.instrument_main(main)
+    assert main.first is not wrapper and main.first() == 3
+    assert isinstance(main.first, RangeWrapper)
