@@ -55,8 +55,8 @@ _M_NONE, _M_INLINE, _M_REGISTERED = 0, 1, 2
 # nvtxPayloadType_t -> struct code for the 8-byte payload slot (4-byte values come first).
 _PAYLOAD_FORMATS = {1: "Q", 2: "q", 3: "d", 4: "I4x", 5: "i4x", 6: "f4x"}
 
-# One parsed record's fixed part: (struct, kind, has_id, has_payload, has_color, has_category,
-# message kind). Records are keyed by their first 32-bit word, so each layout compiles once.
+# What follows a record's 16-byte head: (struct, kind, has_id, has_payload, has_color,
+# has_category, message kind), compiled once per distinct first 32-bit word of a record.
 _Layout = Tuple[struct.Struct, int, bool, bool, bool, bool, int]
 _Open = Tuple[int, str, Optional[str], Optional[int], Payload]  # start ts, name, cat, color, payload
 PathLike = Union[str, "os.PathLike[str]"]
@@ -162,6 +162,8 @@ class _Reader:
             raise self.fail(f"not an autonvtx recording (magic {magic!r})")
         if version != VERSION:
             raise self.fail(f"unsupported recording version {version} (this autonvtx reads {VERSION})")
+        if header_size < _HEADER.size:
+            raise self.fail(f"header size {header_size} is smaller than {_HEADER.size}")
         recording = ProcessRecording(pid=pid, ppid=ppid, flush_ns=flush_ns,
                                      realtime_offset_ns=offset, dropped_events=dropped)
         domains: Dict[int, str] = {0: ""}
@@ -242,13 +244,14 @@ class _Reader:
         unmatched = 0
         stacks: Dict[Tuple[int, int], List[_Open]] = {}
 
-        for tid, pos, end in threads:
+        # Stacks are per thread section, not per tid: the OS reuses the tids of finished threads.
+        for section, (tid, pos, end) in enumerate(threads):
             try:
                 while pos < end:
                     word, domain, ts = head(data, pos)
                     pos += 16
                     if word == _POP:
-                        stack = stacks.get((tid, domain))
+                        stack = stacks.get((section, domain))
                         if stack:
                             start_ts, name, category, color, payload = stack.pop()
                             ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts,
@@ -268,15 +271,15 @@ class _Reader:
                     if spec[2]:
                         range_id = fields[0]
                         i = 1
-                    payload: Payload = None
+                    payload = None
                     if spec[3]:
                         payload = fields[i]
                         i += 1
-                    color: Optional[int] = None
+                    color = None
                     if spec[4]:
                         color = fields[i]
                         i += 1
-                    category: Optional[str] = None
+                    category = None
                     if spec[5]:
                         key = (domain, fields[i])
                         category = category_names.get(key)
@@ -295,9 +298,9 @@ class _Reader:
                     pos = (pos + 7) & ~7
                     kind = spec[1]
                     if kind == _PUSH:
-                        stack = stacks.get((tid, domain))
+                        stack = stacks.get((section, domain))
                         if stack is None:
-                            stack = stacks[(tid, domain)] = []
+                            stack = stacks[(section, domain)] = []
                         stack.append((ts, name, category, color, payload))
                     elif kind == _START:
                         starts[range_id] = (tid, domain, ts, name, category, color, payload)
@@ -322,7 +325,8 @@ class _Reader:
         for tid, domain, start_ts, name, category, color, payload in starts.values():
             ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, flush_ns,
                                      "startend", category, color, payload, True, None))
-        for (tid, domain), stack in stacks.items():
+        for (section, domain), stack in stacks.items():
+            tid = threads[section][0]
             for start_ts, name, category, color, payload in stack:
                 ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, flush_ns,
                                          "push", category, color, payload, True, None))
