@@ -50,6 +50,25 @@ class RangeWrapper(wrapt.FunctionWrapper):
     """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
     the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
 
+    __slots__ = ()
+
+    @classmethod
+    def for_function(cls, func: Any, wrapper: Any) -> RangeWrapper:
+        """A wrapper for a plain function called by name (`f(x)`), without wrapt's per-call
+        `getattr(wrapped, "__self__")`: for a function that attribute is missing, and the
+        AttributeError it raises costs more than the range (wrapt 2.x, _wrappers.c
+        FunctionWrapperBase_call, bindings "function"/"callable"). Binding "staticmethod"
+        skips that lookup and still binds like a function when found on a class (the
+        descriptor is the function's own __get__, then the bound method's __self__ is used)."""
+        if type(func) is not types.FunctionType or _FUNCTION_WRAPPER_BASE is None:
+            return cls(func, wrapper)
+        self = _PlainFunctionWrapper(func, wrapper)
+        try:
+            _FUNCTION_WRAPPER_BASE.__init__(self, func, None, wrapper, None, "staticmethod")
+        except Exception:  # another wrapt: keep the wrapper wrapt made, slower but right
+            return cls(func, wrapper)
+        return self
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         # A string means "a global of this name" (pickle docs, object.__reduce__): pickle
         # stores module + qualname exactly as for the bare function and checks that the name
@@ -72,6 +91,8 @@ class RangeWrapper(wrapt.FunctionWrapper):
 class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
     """A RangeWrapper bound by attribute access: pickles like a bound method does."""
 
+    __slots__ = ()
+
     def __reduce_ex__(self, protocol: Any) -> Any:
         # Like method.__reduce__: getattr(self, name). For `Class.method` (no instance)
         # the owner class stands in, as the bare function pickles by `Class.method` too.
@@ -93,6 +114,25 @@ class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
 
 
 RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper
+
+
+class _PlainFunctionWrapper(RangeWrapper):
+    """A RangeWrapper around a plain Python function: binds as the function does, to a real
+    bound method around the wrapper (what obj.method is without autonvtx: inspect.ismethod,
+    __self__ and pickling follow). wrapt's own binding makes a BoundFunctionWrapper proxy on
+    every attribute access, several times the cost of the range. Wrappers of anything else
+    (a wrapt decorator's wrapper) keep wrapt's binding, which their wrapper may rely on."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
+_FUNCTION_WRAPPER_BASE = next(
+    (c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None
+)
 
 
 @dataclass
@@ -207,7 +247,7 @@ class Instrumenter:
             return entry[1]
         style = self._config.style(rule, module)
         emitter = ranges.emitter_for(style, ranges.label_for(func, module, qualname))
-        wrapper = RangeWrapper(func, ranges.wrapper_for(func, emitter))
+        wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
             entry = self._wrappers.setdefault(id(func), (func, wrapper))
             pending = self._pending.pop(id(func), [])

@@ -116,7 +116,8 @@ def test_static_and_class_methods_keep_their_descriptor_kind(kinds: Any) -> None
 
 def test_bound_methods_bind_like_functions(kinds: Any) -> None:
     t = kinds.Trainer(3)
-    assert t.step.__self__ is t
+    assert inspect.ismethod(t.step) and t.step.__self__ is t
+    assert t.step == t.step and t.step.__func__ is vars(kinds.Trainer)["step"]
     assert t.step(2) == kinds.Trainer.step(t, 2) == t(2) == 6
 
 
