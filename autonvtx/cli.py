@@ -166,14 +166,13 @@ def describe_target(kind: str, value: str, args: Sequence[str]) -> str:
 )
 def summary_command(trace: str, output: str | None) -> None:
     """Print the range statistics table of a saved TRACE (.json or .json.gz)."""
-    from autonvtx.recorder.session import recording_notes
-    from autonvtx.recorder.summary import summarize, write_summary
+    from autonvtx.recorder.summary import summarize, summary_notes, write_summary
     from autonvtx.recorder.trace import read_chrome_trace
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
     recordings = read_chrome_trace(trace)
-    notes = recording_notes(recordings)
+    notes = summary_notes(recordings)
     if output is None:
         from autonvtx.recorder.summary import format_text
 

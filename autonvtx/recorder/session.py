@@ -7,12 +7,14 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 from autonvtx import environment
 from autonvtx.errors import UsageError
+from autonvtx.recorder.model import ProcessRecording
 
 SUMMARY_TO_STDERR = "-"
 SUMMARY_SUFFIXES = (".txt", ".csv", ".json")
@@ -85,7 +87,9 @@ class RecordingSession:
         self._finished = False
 
     def start(self) -> None:
-        from autonvtx.recorder import native
+        # Everything finish() needs is imported now: at exit the program may have changed
+        # sys.path (the runner replaces sys.path[0]) or the working directory.
+        from autonvtx.recorder import native, recording, summary, trace  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -139,15 +143,18 @@ class RecordingSession:
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
         from autonvtx.recorder.recording import read_directory
-        from autonvtx.recorder.summary import summarize, write_summary
+        from autonvtx.recorder.summary import summarize, summary_notes, write_summary
         from autonvtx.recorder.trace import write_chrome_trace
 
         native.control().flush(os.path.join(directory, f"{os.getpid()}.anr"))
         recordings = read_directory(directory)
         for recording in recordings:
-            if recording.pid == os.getpid() and self.outputs.label:
-                recording.label = self.outputs.label
-        notes = recording_notes(recordings)
+            if recording.pid == os.getpid():
+                recording.label = self.outputs.label or recording.label
+                _name_live_threads(recording)
+        notes = summary_notes(recordings)
+        if not any(r.ranges or r.marks for r in recordings):
+            notes.append("no NVTX ranges or marks were recorded")
         for note in notes:
             print(f"autonvtx: {note}", file=sys.stderr)
         if self.outputs.trace is not None:
@@ -159,21 +166,22 @@ class RecordingSession:
                 print(f"autonvtx: summary written to {self.outputs.summary}", file=sys.stderr)
 
 
-def recording_notes(recordings: list) -> list[str]:  # type: ignore[type-arg]
-    """The things a reader of the results must not miss: lost events, open or unmatched ranges."""
-    notes = []
-    dropped = sum(r.dropped_events for r in recordings)
-    if dropped:
-        notes.append(
-            f"{dropped} NVTX events were dropped because the recorder's buffer was full; "
-            "raise the bound with --buffer-mb"
-        )
-    open_ranges = sum(1 for r in recordings for rng in r.ranges if rng.is_open)
-    if open_ranges:
-        notes.append(f"{open_ranges} ranges were still open at exit; they end at the exit time")
-    unmatched = sum(r.unmatched_pops for r in recordings)
-    if unmatched:
-        notes.append(f"{unmatched} range pops/ends had no matching push/start and were ignored")
-    if not any(r.ranges or r.marks for r in recordings):
-        notes.append("no NVTX ranges or marks were recorded")
-    return notes
+def _name_live_threads(recording: ProcessRecording) -> None:
+    """Give this process's threads their Python names where NVTX named none.
+
+    The OS name of a thread Python started is the process's own (Python before 3.14 does not
+    set it), which says nothing; the Python name of every thread still alive is better.
+    """
+    for thread in threading.enumerate():
+        tid = thread.native_id
+        if tid is not None and (tid not in recording.thread_names or tid == recording.pid or
+                                recording.thread_names[tid] == _process_comm()):
+            recording.thread_names[tid] = thread.name
+
+
+def _process_comm() -> str:
+    try:
+        with open("/proc/self/comm", encoding="utf-8") as comm:
+            return comm.read().strip()
+    except OSError:
+        return ""
