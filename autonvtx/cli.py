@@ -1,13 +1,20 @@
 """The `autonvtx` command line: parsing and wiring only."""
 from __future__ import annotations
 
+import atexit
 import os
 import sys
-from typing import Any, NoReturn, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
 import click
 
 from autonvtx.errors import AutonvtxError, UsageError
+
+if TYPE_CHECKING:
+    from autonvtx.config import Config
+    from autonvtx.importer import ImportHook
+    from autonvtx.instrument import Instrumenter
 
 TARGET_KEY = "autonvtx.target"
 
@@ -91,6 +98,42 @@ def cli() -> None:
     short_help="Run a Python program with NVTX ranges on the functions the rules select.",
 )
 @click.option(
+    "--config",
+    "configs",
+    multiple=True,
+    metavar="FILE",
+    help="Rules file (.toml, .yaml); repeatable, merged in order. Default: ./autonvtx.toml, "
+    "else [tool.autonvtx] in ./pyproject.toml.",
+)
+@click.option(
+    "-t",
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="GLOB",
+    help="Quick rule: annotate modules matching GLOB (e.g. 'mypkg.*'); repeatable.",
+)
+@click.option(
+    "--include",
+    "includes",
+    multiple=True,
+    metavar="GLOB",
+    help="With -t: only qualified names matching GLOB (e.g. 'Trainer.*'); repeatable.",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="GLOB",
+    help="With -t: never qualified names matching GLOB (e.g. '_*'); repeatable.",
+)
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="At exit, list per module what was wrapped and skipped (-vv: every decision with its reason).",
+)
+@click.option(
     "--trace",
     metavar="PATH",
     help="Record every NVTX event and write a Chrome/Perfetto trace (.json or .json.gz).",
@@ -106,7 +149,16 @@ def cli() -> None:
     metavar="MB",
     help="Memory bound of the recorder's event buffers per process (default 512).",
 )
-def run(trace: str | None, summary: str | None, buffer_mb: int | None) -> NoReturn:
+def run(
+    configs: tuple[str, ...],
+    targets: tuple[str, ...],
+    includes: tuple[str, ...],
+    excludes: tuple[str, ...],
+    verbose: int,
+    trace: str | None,
+    summary: str | None,
+    buffer_mb: int | None,
+) -> NoReturn:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
 
     \b
@@ -117,6 +169,7 @@ def run(trace: str | None, summary: str | None, buffer_mb: int | None) -> NoRetu
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     from autonvtx import runner
+    from autonvtx.config import load_config
     from autonvtx.recorder.session import Outputs, RecordingSession, check_outputs, other_tool_attached
 
     target = click.get_current_context().meta.get(TARGET_KEY)
@@ -127,6 +180,7 @@ def run(trace: str | None, summary: str | None, buffer_mb: int | None) -> NoRetu
         trace=trace, summary=summary, label=describe_target(kind, value, target_args), buffer_mb=buffer_mb
     )
     check_outputs(outputs)
+    config = load_config(configs, targets=targets, includes=includes, excludes=excludes)
 
     session = None
     if outputs.wanted:
@@ -140,13 +194,54 @@ def run(trace: str | None, summary: str | None, buffer_mb: int | None) -> NoRetu
         else:
             session = RecordingSession(outputs)
             session.start()
+    on_main_statement = start_instrumentation(config, verbose) if config.rules else None
     try:
         resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
     except AutonvtxError:
         if session is not None:
             session.cancel()
         raise
-    runner.execute(resolved)
+    runner.execute(resolved, on_main_statement=on_main_statement)
+
+
+def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType], object] | None:
+    """Install the import hook; return what the runner calls after each statement of `__main__`.
+
+    At exit, unmatched patterns are reported (typos are the most common mistake) and, with
+    --verbose, what was wrapped and skipped.
+    """
+    from autonvtx.importer import ImportHook
+    from autonvtx.instrument import Instrumenter
+    from autonvtx.matching import Matcher
+
+    matcher = Matcher(config)
+    instrumenter = Instrumenter(matcher)
+    hook = ImportHook(matcher, instrumenter)
+
+    def report() -> None:
+        for warning in matcher.unmatched_patterns():
+            print(f"autonvtx: warning: {warning}", file=sys.stderr)
+        if verbose:
+            for line in instrumentation_report(instrumenter, hook, detailed=verbose > 1):
+                print(f"autonvtx: {line}", file=sys.stderr)
+
+    atexit.register(report)
+    hook.install()
+    return instrumenter.instrument_main if matcher.should_consider_module("__main__") else None
+
+
+def instrumentation_report(instrumenter: Instrumenter, hook: ImportHook, *, detailed: bool) -> list[str]:
+    """--verbose: a line per module (every decision with -vv), then the totals."""
+    lines: list[str] = []
+    reports = sorted(instrumenter.reports.items())
+    for _, module_report in reports:
+        lines.extend(module_report.lines() if detailed else [module_report.summary()])
+    for module, why in sorted(hook.skipped.items()):
+        lines.append(f"{module}: not instrumented ({why})")
+    wrapped = sum(len(r.wrapped) for _, r in reports)
+    skipped = sum(len(r.skipped) for _, r in reports)
+    lines.append(f"wrapped {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
+    return lines
 
 
 def describe_target(kind: str, value: str, args: Sequence[str]) -> str:

@@ -155,8 +155,9 @@ class RecordingSession:
         notes = summary_notes(recordings)
         if not any(r.ranges or r.marks for r in recordings):
             notes.append("no NVTX ranges or marks were recorded")
-        for note in notes:
-            print(f"autonvtx: {note}", file=sys.stderr)
+        if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
+            for note in notes:
+                print(f"autonvtx: {note}", file=sys.stderr)
         if self.outputs.trace is not None:
             write_chrome_trace(recordings, self.outputs.trace)
             print(f"autonvtx: trace written to {self.outputs.trace}", file=sys.stderr)
