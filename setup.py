@@ -1,4 +1,5 @@
-"""Builds the native NVTX recorder as a plain shared library (metadata lives in pyproject.toml)."""
+"""Builds the native NVTX recorder as a plain shared library and autonvtx's NVTX client as an
+extension module (metadata lives in pyproject.toml)."""
 from __future__ import annotations
 
 import glob
@@ -11,6 +12,8 @@ from setuptools.command.build_ext import build_ext
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
+CLIENT = "autonvtx._nvtxclient"
+CLIENT_SOURCE = "autonvtx/_native/nvtxclient.c"
 
 
 def nvtx_include_dir() -> str:
@@ -48,6 +51,8 @@ class BuildPlainLibrary(build_ext):
         return filename
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
+        if ext.name == CLIENT:
+            return list(super().get_export_symbols(ext))
         # Not a Python module: there is no PyInit_ symbol to export.
         return ext.export_symbols
 
@@ -56,6 +61,8 @@ class BuildPlainLibrary(build_ext):
         super().build_extension(ext)
 
     def get_libraries(self, ext: Extension) -> list[str]:
+        if ext.name == CLIENT:
+            return list(super().get_libraries(ext))
         # Never link libpython: NVTX clients dlopen this library, possibly outside Python.
         return list(ext.libraries)
 
@@ -68,7 +75,19 @@ setup(
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             libraries=["pthread"],
             py_limited_api=False,
-        )
+        ),
+        # An NVTX client (the headers' implementation compiled in): on its first NVTX call it
+        # loads the tool NVTX_INJECTION64_PATH names. Built for the running Python (not the
+        # limited API: the per-call path uses vectorcall). optional: ranges.py falls back to
+        # pure Python when it is missing, so a failed build only warns.
+        Extension(
+            CLIENT,
+            sources=[CLIENT_SOURCE],
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            libraries=["dl"],
+            py_limited_api=False,
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": BuildPlainLibrary},
 )

@@ -8,6 +8,11 @@ from typing import Any, Callable, Coroutine, Generator
 
 from autonvtx.config import RangeStyle
 
+try:
+    from autonvtx import _nvtxclient as _native
+except ImportError:  # not built (no compiler, no NVTX headers): the pure-Python paths serve
+    _native = None
+
 Thunk = Callable[[], None]
 # wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -93,6 +98,14 @@ def emitter_for(style: RangeStyle, label: Label) -> Emitter:
         partial(lib.push_range, attributes, domain.handle),
         partial(lib.pop_range, domain.handle),
     )
+
+
+def name_thread(tid: int, name: str) -> None:
+    """Name the OS thread `tid` (``threading.get_native_id()``) for NVTX tools
+    (nvtxNameOsThreadA). Does nothing when the native extension ``autonvtx._nvtxclient`` is
+    not built: the `nvtx` package has no binding for it."""
+    if _native is not None:
+        _native.name_os_thread(tid, name)
 
 
 def _domain(name: str) -> Any:
