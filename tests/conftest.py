@@ -1,0 +1,84 @@
+"""Helpers shared by the test modules: writing files and running autonvtx as a user would."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_file(path: Path, text: str) -> Path:
+    """Write dedented `text` to `path` (parents created) and return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+@dataclass
+class Completed:
+    """One finished `autonvtx` command: its status, output, and the trace it wrote, if any."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    trace_path: Path | None = None
+
+    @property
+    def trace(self) -> dict[str, Any]:
+        assert self.trace_path is not None and self.trace_path.exists(), self.stderr
+        return json.loads(self.trace_path.read_text())
+
+    def ranges(self) -> list[dict[str, Any]]:
+        """The trace's complete ("X") events, in file order."""
+        return [e for e in self.trace["traceEvents"] if e.get("ph") == "X"]
+
+    def range_names(self) -> list[str]:
+        return [e["name"] for e in self.ranges()]
+
+
+def autonvtx_env(**extra: str) -> dict[str, str]:
+    """The environment a user's shell would give autonvtx: no NVTX tool attached yet."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}
+    env.update(extra)
+    return env
+
+
+def run_autonvtx(
+    *args: str,
+    cwd: Path,
+    trace: bool = True,
+    input: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Completed:
+    """`python -m autonvtx run [--trace cwd/trace.json] ARGS...` in `cwd`."""
+    trace_path = cwd / "trace.json" if trace else None
+    command = [sys.executable, "-m", "autonvtx", "run"]
+    if trace_path is not None:
+        command += ["--trace", str(trace_path)]
+    completed = subprocess.run(
+        [*command, *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env if env is not None else autonvtx_env(),
+        timeout=timeout,
+    )
+    return Completed(completed.returncode, completed.stdout, completed.stderr, trace_path)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A scratch directory to run programs in."""
+    directory = tmp_path / "work"
+    directory.mkdir()
+    return directory
