@@ -1,0 +1,364 @@
+"""`autonvtx run` end to end: rules in, ranges out, as the recorder saw them."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, autonvtx_env, make_file, run_autonvtx
+
+EXAMPLES = REPO / "examples"
+
+
+def nested_in(child: dict, parent: dict) -> bool:
+    return (
+        child["tid"] == parent["tid"]
+        and float(child["ts"]) >= float(parent["ts"])
+        and float(child["ts"]) + float(child["dur"]) <= float(parent["ts"]) + float(parent["dur"])
+    )
+
+
+def copy_example(name: str, destination: Path) -> Path:
+    target = destination / name
+    shutil.copytree(EXAMPLES / name, target)
+    return target
+
+
+# The examples, as the README runs them
+
+
+def test_quickstart_example_shows_loop_ranges_inside_f(workdir: Path) -> None:
+    example = copy_example("quickstart", workdir)
+    done = run_autonvtx("--summary", "quickstart.py", cwd=example)
+    assert done.returncode == 0, done.stderr
+    ranges = done.ranges()
+    [f] = [r for r in ranges if r["name"] == "f"]
+    loops = [r for r in ranges if r["name"] == "loop"]
+    assert len(loops) == 5
+    assert all(nested_in(loop, f) for loop in loops)
+    assert {r["cat"] for r in ranges} == {"quickstart"}
+    # The summary table goes to stderr, one row per range name.
+    assert "quickstart:f" in done.stderr and "quickstart:loop" in done.stderr
+
+
+def test_minitrain_example_annotates_the_package(workdir: Path) -> None:
+    example = copy_example("minitrain", workdir)
+    done = run_autonvtx("train.py", "--epochs", "2", cwd=example)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("loss per epoch:")
+    names = done.range_names()
+    assert names.count("Trainer.fit") == 1
+    assert names.count("Trainer.step") == 8  # 2 epochs x 4 batches
+    assert names.count("Linear.forward") == 24  # 3 layers per step
+    assert "main" in names
+    # Private helpers and dunders are excluded by the example's rules.
+    assert not any("._" in name for name in names)
+    ranges = done.ranges()
+    [fit] = [r for r in ranges if r["name"] == "Trainer.fit"]
+    assert all(nested_in(r, fit) for r in ranges if r["name"] == "Trainer.step")
+    # The later, narrower rule gives data loading its own category and color.
+    load = next(r for r in ranges if r["name"] == "BatchLoader.load_batch")
+    assert load["args"]["category"] == "data" and load["args"]["color"] == "#ffa500"
+    step = next(r for r in ranges if r["name"] == "Trainer.step")
+    assert "category" not in step["args"]
+
+
+def test_dataframe_example(workdir: Path) -> None:
+    pytest.importorskip("pandas")
+    example = copy_example("dataframe", workdir)
+    done = run_autonvtx("workflow.py", cwd=example)
+    assert done.returncode == 0, done.stderr
+    names = done.range_names()
+    for name in ("main", "make_frame", "agg_all", "split_agg", "join_means", "squared_diff"):
+        assert name in names
+    groupby = {r["name"]: r["args"].get("category") for r in done.ranges()}
+    assert groupby["agg_all"] == "groupby" and groupby["make_frame"] is None
+
+
+# Rules from the command line and from discovered config files
+
+
+def test_target_rule_from_command_line(workdir: Path) -> None:
+    make_file(workdir / "app/__init__.py", "")
+    make_file(
+        workdir / "app/core.py",
+        """
+        def public():
+            return _private() + 1
+
+        def _private():
+            return 1
+        """,
+    )
+    make_file(workdir / "main.py", "from app.core import public\nprint(public())\n")
+    done = run_autonvtx("-t", "app.*", "--exclude", "_*", "main.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "2\n"
+    assert done.range_names() == ["public"]
+
+
+@pytest.mark.parametrize(
+    ("file_name", "text"),
+    [
+        ("autonvtx.toml", "[[rules]]\nmodules = ['__main__']\ninclude = ['work']\n"),
+        ("pyproject.toml", "[project]\nname = 'x'\n\n[[tool.autonvtx.rules]]\nmodules = ['__main__']\ninclude = ['work']\n"),
+    ],
+)
+def test_config_discovered_in_working_directory(workdir: Path, file_name: str, text: str) -> None:
+    make_file(workdir / file_name, text)
+    make_file(workdir / "s.py", "def work():\n    return 1\n\ndef other():\n    return 2\n\nwork(); other()\n")
+    done = run_autonvtx("s.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.range_names() == ["work"]
+
+
+def test_standard_library_module_targeted_wholesale_behaves_the_same(workdir: Path) -> None:
+    """json's own unit tests pass with every json function wrapped, as they do plainly."""
+    test_package = Path(sys.base_prefix, "lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "test")
+    if not (test_package / "test_json").is_dir():
+        pytest.skip("this Python was built without its test suite")
+    plain = subprocess.run(
+        [sys.executable, "-m", "unittest", "test.test_json"], cwd=workdir, capture_output=True, text=True
+    )
+    done = run_autonvtx("-t", "json", "-t", "json.*", "--summary", "-m", "unittest", "test.test_json", cwd=workdir)
+    assert done.returncode == plain.returncode == 0, done.stderr[-2000:]
+    ran = [line for line in plain.stderr.splitlines() if line.startswith("Ran ")]
+    assert ran and ran[0].split(" in ")[0] in done.stderr
+    names = set(done.range_names())
+    assert {"dumps", "loads", "JSONDecoder.decode", "JSONEncoder.encode"} <= names
+
+
+# Bad input: a clear message, status 2, nothing run, no traceback
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ("[[rules]]\nmodules = ['x']\ncolour = 'red'\n", r"rules\.toml: rules\[0\]\.colour: unknown key; did you mean 'color'\?"),
+        ("[[rules]]\nmodules = 3\n", r"rules\.toml: rules\[0\]\.modules: expected a list of strings"),
+        ("[[rules]]\nmodules = ['x']\ninclude = ['[abc']\n", r"rules\.toml: rules\[0\]\.include\[0\]: bad glob '\[abc'"),
+        ("[autonvtx]\ncolor = 'grene'\n", r"rules\.toml: autonvtx\.color: unknown color 'grene'.*did you mean 'green'"),
+        ("[[rules]]\ninclude = ['x']\n", r"rules\.toml: rules\[0\]: a rule needs 'modules'"),
+        ("[[rules]\nmodules = ['x']\n", r"rules\.toml:1:\d+: invalid TOML"),
+        ("[autonvtx]\nmessage = '{qualnme}'\n", r"unknown field \{qualnme\}"),
+    ],
+)
+def test_bad_config_stops_before_the_target_runs(workdir: Path, config: str, message: str) -> None:
+    make_file(workdir / "rules.toml", config)
+    make_file(workdir / "s.py", "print('ran')\n")
+    done = run_autonvtx("--config", "rules.toml", "s.py", cwd=workdir)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("autonvtx: ")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    import re
+
+    assert re.search(message, done.stderr), done.stderr
+    assert not (workdir / "trace.json").exists()
+
+
+def test_bad_yaml_names_line_and_column(workdir: Path) -> None:
+    make_file(workdir / "rules.yaml", "rules:\n  - modules: [x\n    include: y\n")
+    make_file(workdir / "s.py", "print('ran')\n")
+    done = run_autonvtx("--config", "rules.yaml", "s.py", cwd=workdir)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("autonvtx: rules.yaml:") and "invalid YAML" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "missing.toml", "s.py"], "autonvtx: --config: no such file 'missing.toml'"),
+        (["--include", "x", "s.py"], "autonvtx: --include: applies to the -t/--target rule"),
+        (["--trace", "nodir/t.json", "s.py"], "autonvtx: --trace: directory"),
+        (["--trace", "t.txt", "s.py"], "autonvtx: --trace: 't.txt' must end in .json or .json.gz"),
+        (["--bogus", "s.py"], "autonvtx: run: No such option '--bogus'"),
+        ([], "autonvtx: run: missing SCRIPT, -m MODULE or -c CODE"),
+        (["-m"], "autonvtx: run: -m: option requires an argument"),
+        (["missing.py"], "autonvtx: can't open file"),
+        (["-m", "no_such_module_here"], "autonvtx: No module named no_such_module_here"),
+    ],
+)
+def test_bad_arguments(workdir: Path, args: list[str], message: str) -> None:
+    make_file(workdir / "s.py", "print('ran')\n")
+    done = run_autonvtx(*args, cwd=workdir, trace=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith(message), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_unmatched_patterns_are_reported_once_at_exit(workdir: Path) -> None:
+    make_file(workdir / "rules.toml", "[[rules]]\nmodules = ['__main__']\ninclude = ['wrok']\n")
+    make_file(workdir / "s.py", "def work():\n    print('worked')\n\nwork()\n")
+    done = run_autonvtx("--config", "rules.toml", "s.py", cwd=workdir)
+    assert done.returncode == 0
+    assert done.stdout == "worked\n"
+    warnings = [line for line in done.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "autonvtx: warning: rules.toml: rules[0].include: 'wrok' matched no qualified name "
+        "in the module it targets; did you mean 'work'?"
+    ]
+
+
+def test_verbose_lists_wrapped_and_skipped(workdir: Path) -> None:
+    make_file(
+        workdir / "s.py",
+        """
+        class Box:
+            def __init__(self):
+                self.size = 1
+            def __repr__(self):
+                return "Box()"
+            @property
+            def area(self):
+                return self.size
+            def grow(self):
+                self.size += 1
+
+        Box().grow()
+        """,
+    )
+    done = run_autonvtx("-t", "__main__", "-vv", "s.py", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any(line.startswith("autonvtx: __main__:Box.grow: wrapped") for line in lines)
+    assert any(line.startswith("autonvtx: __main__:Box.__repr__: skipped") for line in lines)
+    assert any(line.startswith("autonvtx: __main__:Box.area: skipped") for line in lines)
+    assert lines[-1].startswith("autonvtx: wrapped 2 functions in 1 modules")
+
+
+# --summary forms and `autonvtx summary`
+
+
+SLEEPS = """
+import time
+import nvtx
+
+with nvtx.annotate("long"):
+    time.sleep(0.2)
+with nvtx.annotate("short"):
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.parametrize("form", ["csv", "json"])
+def test_summary_written_to_file(workdir: Path, form: str) -> None:
+    make_file(workdir / "s.py", SLEEPS)
+    done = run_autonvtx("--summary", f"out.{form}", "s.py", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    text = (workdir / f"out.{form}").read_text()
+    if form == "json":
+        rows = {row["name"]: row for row in json.loads(text)["ranges"]}
+    else:
+        import csv
+
+        rows = {row["name"]: row for row in csv.DictReader(text.splitlines())}
+    assert float(rows["long"]["total_ns"]) > 5 * float(rows["short"]["total_ns"])
+
+
+def test_summary_flag_does_not_swallow_the_script(workdir: Path) -> None:
+    make_file(workdir / "s.py", "import sys\nprint(sys.argv)\n")
+    done = run_autonvtx("--summary", "s.py", "--summary", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "['s.py', '--summary']\n"
+    assert "Time %" in done.stderr
+
+
+def test_summary_command_recomputes_the_run_table(workdir: Path) -> None:
+    make_file(workdir / "s.py", SLEEPS)
+    done = run_autonvtx("--summary", "run.json", "s.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    again = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "summary", "trace.json", "-o", "again.json"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 0, again.stderr
+    assert json.loads((workdir / "again.json").read_text()) == json.loads((workdir / "run.json").read_text())
+
+
+def test_summary_command_on_a_bad_file(workdir: Path) -> None:
+    make_file(workdir / "bad.json", "not json")
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "summary", "bad.json"], cwd=workdir, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("autonvtx: ") and "bad.json" in done.stderr and "Traceback" not in done.stderr
+
+
+# The trace is written however the program ends
+
+
+@pytest.mark.parametrize(
+    ("ending", "status"),
+    [
+        ("pass", 0),
+        ("raise SystemExit(3)", 3),
+        ("raise ValueError('boom')", 1),
+        ("raise KeyboardInterrupt", 130),
+    ],
+)
+def test_trace_written_however_the_program_ends(workdir: Path, ending: str, status: int) -> None:
+    make_file(workdir / "s.py", f"import nvtx\nnvtx.push_range('left open')\nwith nvtx.annotate('done'):\n    pass\n{ending}\n")
+    done = run_autonvtx("s.py", cwd=workdir)
+    assert done.returncode == status, done.stderr
+    by_name = {r["name"]: r for r in done.ranges()}
+    assert "open" not in by_name["done"]["args"]
+    assert by_name["left open"]["args"]["open"] is True
+
+
+def test_trace_written_on_sigterm(workdir: Path) -> None:
+    make_file(
+        workdir / "s.py",
+        """
+        import nvtx, sys
+        nvtx.push_range("waiting")
+        print("ready", flush=True)
+        sys.stdin.read()
+        """,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "trace.json", "s.py"],
+        cwd=workdir,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=autonvtx_env(),
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline() == "ready\n"
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGTERM, stderr
+    trace = json.loads((workdir / "trace.json").read_text())
+    [waiting] = [e for e in trace["traceEvents"] if e.get("name") == "waiting"]
+    assert waiting["args"]["open"] is True
+
+
+def test_another_nvtx_tool_stays_in_charge(workdir: Path) -> None:
+    make_file(workdir / "s.py", "import nvtx\nwith nvtx.annotate('x'):\n    print('ran')\n")
+    env = autonvtx_env(NVTX_INJECTION64_PATH="/opt/other/libToolsInjection64.so")
+    done = run_autonvtx("--summary", "s.py", cwd=workdir, env=env)
+    assert done.returncode == 0
+    assert done.stdout == "ran\n"
+    assert done.stderr.count("another NVTX tool is attached") == 1
+    assert "/opt/other/libToolsInjection64.so" in done.stderr
+    assert not (workdir / "trace.json").exists()
+
+
+def test_program_output_and_stdin_untouched_under_the_recorder(workdir: Path) -> None:
+    make_file(workdir / "s.py", "import sys\ndata = sys.stdin.read()\nsys.stdout.write(data.upper())\n")
+    done = run_autonvtx("--summary", "s.py", cwd=workdir, input="hello\n")
+    assert done.returncode == 0
+    assert done.stdout == "HELLO\n"
+    assert os.path.exists(workdir / "trace.json")
