@@ -170,6 +170,7 @@ def run(
     """
     from autonvtx import runner
     from autonvtx.config import load_config
+    from autonvtx.plugins import load_plugins
     from autonvtx.recorder.session import Outputs, RecordingSession, check_outputs, other_tool_attached
 
     target = click.get_current_context().meta.get(TARGET_KEY)
@@ -181,6 +182,7 @@ def run(
     )
     check_outputs(outputs)
     config = load_config(configs, targets=targets, includes=includes, excludes=excludes)
+    load_plugins(config)  # a missing or malformed plugin stops us before anything starts
 
     session = None
     if outputs.wanted:
@@ -194,7 +196,9 @@ def run(
         else:
             session = RecordingSession(outputs)
             session.start()
-    on_main_statement = start_instrumentation(config, verbose) if config.rules else None
+    on_main_statement = (
+        start_instrumentation(config, verbose) if config.rules or config.plugins else None
+    )
     try:
         resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
     except AutonvtxError:
@@ -213,10 +217,12 @@ def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType]
     from autonvtx.importer import ImportHook
     from autonvtx.instrument import Instrumenter
     from autonvtx.matching import Matcher
+    from autonvtx.plugins import PluginActivator, load_plugins
 
     matcher = Matcher(config)
     instrumenter = Instrumenter(matcher)
     hook = ImportHook(matcher, instrumenter)
+    activator = PluginActivator(config, load_plugins(config))
 
     def report() -> None:
         for warning in matcher.unmatched_patterns():
@@ -224,8 +230,11 @@ def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType]
         if verbose:
             for line in instrumentation_report(instrumenter, hook, detailed=verbose > 1):
                 print(f"autonvtx: {line}", file=sys.stderr)
+            for line in activator.notes:
+                print(f"autonvtx: {line}", file=sys.stderr)
 
     atexit.register(report)
+    activator.install(hook)
     hook.install()
     return instrumenter.instrument_main if matcher.should_consider_module("__main__") else None
 

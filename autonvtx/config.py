@@ -12,7 +12,7 @@ import sys
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 from autonvtx.errors import ConfigError
 
@@ -23,6 +23,9 @@ COMMAND_LINE_ORIGIN = "command line"
 _COMMAND_LINE_FLAGS = {"modules": "--target", "include": "--include", "exclude": "--exclude"}
 
 _SETTINGS_KEYS = ("domain", "message", "color")
+# Keys of the [autonvtx] table that are not range settings: `description` is the one line
+# `autonvtx presets` prints; `plugins` and the `plugin` table configure framework plugins.
+_TABLE_KEYS = _SETTINGS_KEYS + ("description", "plugins", "plugin")
 _RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
 _DISCOVERED = ("autonvtx.toml", "pyproject.toml")
 
@@ -67,13 +70,32 @@ class RangeStyle:
     category: str | None
 
 
+Scalar = Union[str, int, float, bool]
+# A plugin's options: (plugin name, ((key, value), ...)), hashable and frozen like the rest.
+PluginOptions = tuple[tuple[str, tuple[tuple[str, Scalar], ...]], ...]
+
+
 @dataclass(frozen=True)
 class Config:
-    """The resolved configuration: settings, rules in precedence order, and their sources."""
+    """The resolved configuration: settings, rules in precedence order, and their sources.
+
+    `plugins` are the framework plugins to activate (built-in short names such as "torch",
+    or dotted module names), in the order first listed; `plugin_options` holds each plugin's
+    `[autonvtx.plugin.<name>]` table, later sources overriding earlier ones key by key.
+    """
 
     settings: Settings = Settings()
     rules: tuple[Rule, ...] = ()
     sources: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = ()
+    plugin_options: PluginOptions = ()
+
+    def options_for(self, plugin: str) -> dict[str, Scalar]:
+        """The merged `[autonvtx.plugin.<plugin>]` table (empty when none was written)."""
+        for name, options in self.plugin_options:
+            if name == plugin:
+                return dict(options)
+        return {}
 
     def style(self, rule: Rule, module: str) -> RangeStyle:
         """The range attributes for a function of `module` selected by `rule`."""
@@ -86,9 +108,9 @@ class Config:
         )
 
     def to_json(self) -> str:
-        return json.dumps(
-            {"version": 1, **dataclasses.asdict(self)}, separators=(",", ":"), sort_keys=True
-        )
+        data = dataclasses.asdict(self)
+        data["plugin_options"] = {name: dict(options) for name, options in self.plugin_options}
+        return json.dumps({"version": 1, **data}, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Config:
@@ -100,9 +122,16 @@ class Config:
                 settings=Settings(**data["settings"]),
                 rules=tuple(_rule_from_json(rule) for rule in data["rules"]),
                 sources=tuple(data["sources"]),
+                plugins=tuple(data.get("plugins", ())),
+                plugin_options=_freeze_options(data.get("plugin_options", {})),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"resolved configuration: unreadable ({exc})") from None
+
+
+def _freeze_options(options: dict[str, dict[str, Scalar]]) -> PluginOptions:
+    # Sorted, so that a config survives its JSON round trip (sort_keys) unchanged.
+    return tuple((name, tuple(sorted(options[name].items()))) for name in sorted(options))
 
 
 def _rule_from_json(data: dict[str, Any]) -> Rule:
@@ -243,15 +272,26 @@ def load_config(
     settings: dict[str, str] = {}
     rules: list[Rule] = []
     sources: list[str] = []
+    plugins: list[str] = []
+    options: dict[str, dict[str, Scalar]] = {}
     for arg, path in files:
-        file_settings, file_rules = _load_file(arg, path, base)
-        settings.update(file_settings)
-        rules.extend(file_rules)
+        loaded = _load_file(arg, path, base)
+        settings.update(loaded.settings)
+        rules.extend(loaded.rules)
+        plugins.extend(name for name in loaded.plugins if name not in plugins)
+        for name, table in loaded.plugin_options.items():
+            options.setdefault(name, {}).update(table)
         sources.append(path)
     if targets:
         rules.append(_command_line_rule(targets, includes, excludes))
         sources.append(COMMAND_LINE_ORIGIN)
-    return Config(Settings(**settings), tuple(rules), tuple(sources))
+    return Config(
+        Settings(**settings),
+        tuple(rules),
+        tuple(sources),
+        plugins=tuple(plugins),
+        plugin_options=_freeze_options(options),
+    )
 
 
 def _discover(base: str) -> list[tuple[str, str]]:
@@ -288,14 +328,33 @@ def _command_line_rule(
     )
 
 
-def _load_file(arg: str, path: str, base: str) -> tuple[dict[str, str], list[Rule]]:
+@dataclass
+class _FileConfig:
+    """What one file contributes, before merging."""
+
+    settings: dict[str, str]
+    rules: list[Rule]
+    plugins: list[str] = dataclasses.field(default_factory=list)
+    plugin_options: dict[str, dict[str, Scalar]] = dataclasses.field(default_factory=dict)
+    description: str | None = None
+
+
+def _load_file(arg: str, path: str, base: str) -> _FileConfig:
     full = os.path.join(base, path)
     if not os.path.isfile(full):
         raise ConfigError(f"{arg}: no such file {path!r}")
     ext = os.path.splitext(path)[1].lower()
-    kind = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}.get(ext)
+    kind = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".json": "json"}.get(ext)
     if kind is None:
-        raise ConfigError(f"{arg}: {path!r}: unsupported file type; expected .toml, .yaml or .yml")
+        raise ConfigError(
+            f"{arg}: {path!r}: unsupported file type; expected .toml, .yaml, .yml"
+            " or .json (Nsight Systems' --python-functions-trace format)"
+        )
+    if kind == "json":
+        # Imported here: only this file format needs it.
+        from autonvtx.nsysjson import read_nsys_json
+
+        return _FileConfig({}, read_nsys_json(path, full))
     data = _parse(path, full, kind)
     if os.path.basename(path) == "pyproject.toml":
         tool = data.get("tool")
@@ -305,11 +364,13 @@ def _load_file(arg: str, path: str, base: str) -> tuple[dict[str, str], list[Rul
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: tool.autonvtx: expected a table, got {_describe(table)}")
         rules = table.pop("rules", [])
-        _check_keys(path, "tool.autonvtx", table, _SETTINGS_KEYS + ("rules",))
-        return _settings(path, "tool.autonvtx", table), _rules(path, "tool.autonvtx.rules", rules)
+        _check_keys(path, "tool.autonvtx", table, _TABLE_KEYS + ("rules",))
+        loaded = _table(path, "tool.autonvtx", table)
+        loaded.rules = _rules(path, "tool.autonvtx.rules", rules)
+        return loaded
     for key in data:
         if key not in ("autonvtx", "rules"):
-            hint = " (global settings go in the [autonvtx] table)" if key in _SETTINGS_KEYS else ""
+            hint = " (global settings go in the [autonvtx] table)" if key in _TABLE_KEYS else ""
             raise ConfigError(
                 f"{path}: {_key_name(key)}: unknown key{hint}"
                 + _did_you_mean(key, ("autonvtx", "rules"))
@@ -317,8 +378,91 @@ def _load_file(arg: str, path: str, base: str) -> tuple[dict[str, str], list[Rul
     table = data.get("autonvtx", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: autonvtx: expected a table, got {_describe(table)}")
-    _check_keys(path, "autonvtx", table, _SETTINGS_KEYS)
-    return _settings(path, "autonvtx", table), _rules(path, "rules", data.get("rules", []))
+    _check_keys(path, "autonvtx", table, _TABLE_KEYS)
+    loaded = _table(path, "autonvtx", table)
+    loaded.rules = _rules(path, "rules", data.get("rules", []))
+    return loaded
+
+
+def read_description(path: str) -> str | None:
+    """The `description` of a preset file (its one line in `autonvtx presets`)."""
+    return _load_file("preset", path, os.getcwd()).description
+
+
+def _table(path: str, where: str, table: dict[str, Any]) -> _FileConfig:
+    loaded = _FileConfig(_settings(path, where, table), [])
+    if "description" in table:
+        loaded.description = _string_key(
+            path, f"{where}.description", "description", table["description"]
+        )
+    if "plugins" in table:
+        names = table["plugins"]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(
+                f"{path}: {where}.plugins: expected a list of plugin names, got {_describe(names)}"
+            )
+        for i, name in enumerate(names):
+            problem = plugin_name_problem(name)
+            if problem:
+                raise ConfigError(f"{path}: {where}.plugins[{i}]: {problem}")
+        loaded.plugins = list(names)
+    if "plugin" in table:
+        loaded.plugin_options = _plugin_tables(path, f"{where}.plugin", table["plugin"])
+    return loaded
+
+
+def _plugin_tables(path: str, where: str, value: Any) -> dict[str, dict[str, Scalar]]:
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{path}: {where}: expected a table of plugin tables ([{where}.<name>]),"
+            f" got {_describe(value)}"
+        )
+    tables: dict[str, dict[str, Scalar]] = {}
+    for name, options in value.items():
+        loc = f"{where}.{_key_name(name)}"
+        problem = plugin_name_problem(name) if isinstance(name, str) else "expected a name"
+        if problem:
+            raise ConfigError(f"{path}: {loc}: {problem}")
+        if not isinstance(options, dict):
+            raise ConfigError(f"{path}: {loc}: expected a table, got {_describe(options)}")
+        for key, option in options.items():
+            if not isinstance(option, (str, int, float, bool)):
+                raise ConfigError(
+                    f"{path}: {loc}.{_key_name(key)}: expected a string, number or boolean,"
+                    f" got {_describe(option)}"
+                )
+        tables[name] = dict(options)
+    return tables
+
+
+_PLUGIN_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z")
+
+
+def builtin_plugins() -> list[str]:
+    """The short names of the plugins shipped in autonvtx/plugins/ (found without importing)."""
+    folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(
+        name[:-3] for name in names if name.endswith(".py") and not name.startswith("_")
+    )
+
+
+def plugin_name_problem(name: str) -> str | None:
+    """Why `name` is not a plugin: a built-in short name or a dotted module name; or None."""
+    if "." in name:
+        if _PLUGIN_MODULE.match(name):
+            return None
+        return f"bad plugin module {name!r}; expected a dotted module name such as 'mypkg.nvtx_plugin'"
+    known = builtin_plugins()
+    if name in known:
+        return None
+    return (
+        f"unknown plugin {name!r}; expected one of {', '.join(map(repr, known)) or 'none'}"
+        " or a dotted module name" + _did_you_mean(name, known)
+    )
 
 
 def _parse(display: str, full: str, kind: str) -> dict[str, Any]:

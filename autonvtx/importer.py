@@ -86,7 +86,7 @@ class InstrumentingFinder:
         self, fullname: str, path: Sequence[str] | None = None, target: Any = None
     ) -> ModuleSpec | None:
         hook = self._hook
-        if not hook.matcher.should_consider_module(fullname):
+        if not hook.matcher.should_consider_module(fullname) and fullname not in hook.triggers:
             return None
         busy = self._busy.__dict__.setdefault("names", set())
         if fullname in busy:
@@ -148,6 +148,9 @@ class ImportHook:
         self.instrumenter = instrumenter
         self.skipped: dict[str, str] = {}  # module -> why the hook could not instrument it
         self._finder: InstrumentingFinder | None = None
+        # Post-import callbacks (wrapt's register_post_import_hook, for plugins): module
+        # name -> callbacks, each called once, right after that module executed.
+        self.triggers: dict[str, list[Callable[[types.ModuleType], None]]] = {}
 
     @property
     def installed(self) -> bool:
@@ -163,8 +166,18 @@ class ImportHook:
                 continue
             if getattr(_module_dict(module).get("__spec__"), "_initializing", False):
                 continue  # still executing: its loader is not ours, so it stays as it is
-            if self.matcher.should_consider_module(name):
+            if self.matcher.should_consider_module(name) or name in self.triggers:
                 self.module_executed(module)
+
+    def when_imported(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
+        """Call `callback(module)` once, right after module `name` has executed; at once if
+        it is already imported and the hook installed."""
+        module = sys.modules.get(name)
+        if self._finder is not None and isinstance(module, types.ModuleType):
+            if not getattr(_module_dict(module).get("__spec__"), "_initializing", False):
+                self._run_callback(name, callback, module)
+                return
+        self.triggers.setdefault(name, []).append(callback)
 
     def uninstall(self) -> None:
         finder, self._finder = self._finder, None
@@ -176,11 +189,31 @@ class ImportHook:
                 break
 
     def module_executed(self, module: types.ModuleType) -> None:
+        name = _module_dict(module).get("__name__")
+        if self.triggers and name in self.triggers:
+            # Instrument first (the module's own rules), then hand it to its callbacks.
+            callbacks = self.triggers.pop(name, [])
+            if self.matcher.should_consider_module(name):
+                self._instrument(module)
+            for callback in callbacks:
+                self._run_callback(name, callback, module)
+            return
+        self._instrument(module)
+
+    def _instrument(self, module: types.ModuleType) -> None:
         try:
             self.instrumenter.instrument(module)
         except Exception as exc:  # instrumentation never breaks the program's import
             name = getattr(module, "__name__", "?")
             warnings.warn(f"autonvtx: {name}: not instrumented: {exc!r}", RuntimeWarning, 2)
+
+    def _run_callback(
+        self, name: str, callback: Callable[[types.ModuleType], None], module: types.ModuleType
+    ) -> None:
+        try:
+            callback(module)
+        except Exception as exc:  # a post-import callback never breaks the program's import
+            warnings.warn(f"autonvtx: {name}: post-import callback failed: {exc!r}", RuntimeWarning, 2)
 
     def note_skipped(self, name: str, reason: str) -> None:
         self.skipped[name] = reason

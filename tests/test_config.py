@@ -374,8 +374,12 @@ BAD = [
      r"^pyproject\.toml: tool\.autonvtx\.rules\[0\]\.modules: expected a list of strings, got integer 1$"),
     ("pyproject.toml", '[project]\nname = "x"\n',
      r"^pyproject\.toml: no \[tool\.autonvtx\] table$"),
-    ("rules.json", "{}",
-     r"^--config: 'rules\.json': unsupported file type; expected \.toml, \.yaml or \.yml$"),
+    ("rules.ini", "",
+     r"^--config: 'rules\.ini': unsupported file type; expected \.toml, \.yaml, \.yml or \.json"),
+    ("autonvtx.toml", '[autonvtx]\ndescription = ""\n',
+     r"^autonvtx\.toml: autonvtx\.description: expected a non-empty string$"),
+    ("autonvtx.toml", 'plugins = ["x.y"]\n',
+     r"^autonvtx\.toml: plugins: unknown key \(global settings go in the \[autonvtx\] table\)$"),
 ]
 # fmt: on
 

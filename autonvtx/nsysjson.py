@@ -1,0 +1,143 @@
+"""Nsight Systems' --python-functions-trace JSON: read it as rules, and write it from a plan.
+
+The format (Nsight Systems User Guide, "Python Functions Trace"; the files it ships under
+PythonFunctionsTrace/) is a JSON list of objects::
+
+    [
+        {
+            "_comment": "CuPy Annotations",
+            "module": "cupy",
+            "domain": "CuPy",
+            "color": "black",
+            "functions": ["random.random", "dot", "sort"]
+        }
+    ]
+
+`functions` are exact names (no patterns) of functions reachable from `module`; `domain`
+and `color` (a color name, or "RRGGBB" hex, with or without "#") are optional; keys starting
+with "_" are comments. There is no way to name `__main__`.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from autonvtx.config import COLOR_NAMES, Rule, _did_you_mean
+from autonvtx.errors import ConfigError
+
+_ENTRY_KEYS = ("module", "functions", "domain", "color")
+_IDENTIFIER_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
+_HEX = re.compile(r"#?[0-9a-fA-F]{6}\Z")
+# fnmatch's special characters, escaped so an exact name stays exact as a glob.
+_GLOB_SPECIAL = re.compile(r"([*?\[])")
+
+
+def read_nsys_json(display: str, full: str) -> list[Rule]:
+    """The rules meaning what an Nsight Systems functions-trace file means.
+
+    Each function name `a.b.f` of module `m` selects the qualified name `a.b.f` in `m`,
+    and also `b.f` in `m.a` and `f` in `m.a.b`, since a dotted head may name a class or a
+    submodule and only the import can tell which. autonvtx wraps functions where they are
+    defined: a name that `m` only re-exports matches nothing and is reported as unmatched.
+    """
+    try:
+        with open(full, encoding="utf-8") as f:
+            data = json.load(f)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{display}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except OSError as exc:
+        raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
+    if not isinstance(data, list):
+        raise ConfigError(
+            f"{display}: expected a list of {{\"module\", \"functions\"}} objects"
+            " (Nsight Systems' --python-functions-trace format)"
+        )
+    rules: list[Rule] = []
+    for i, entry in enumerate(data):
+        rules.extend(_entry_rules(display, f"[{i}]", entry))
+    return rules
+
+
+def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{display}: {loc}: expected an object, got {type(entry).__name__}")
+    for key in entry:
+        if not (isinstance(key, str) and key.startswith("_")) and key not in _ENTRY_KEYS:
+            raise ConfigError(
+                f"{display}: {loc}.{key}: unknown key; expected {', '.join(_ENTRY_KEYS)}"
+                " (keys starting with '_' are comments)" + _did_you_mean(key, _ENTRY_KEYS)
+            )
+    module = entry.get("module")
+    if not isinstance(module, str) or not _IDENTIFIER_PATH.match(module):
+        raise ConfigError(
+            f"{display}: {loc}.module: expected a dotted module name, got {module!r}"
+        )
+    if module == "__main__":
+        raise ConfigError(
+            f"{display}: {loc}.module: Nsight Systems cannot trace '__main__';"
+            " use a TOML or YAML config for the script's own functions"
+        )
+    functions = entry.get("functions")
+    if not isinstance(functions, list) or not functions:
+        raise ConfigError(f"{display}: {loc}.functions: expected a non-empty list of names")
+    for j, name in enumerate(functions):
+        if not isinstance(name, str) or not _IDENTIFIER_PATH.match(name):
+            raise ConfigError(
+                f"{display}: {loc}.functions[{j}]: expected an exact dotted name such as"
+                f" 'Class.method' (no patterns), got {name!r}"
+            )
+    style: dict[str, str] = {}
+    if "domain" in entry:
+        domain = entry["domain"]
+        if not isinstance(domain, str) or not domain:
+            raise ConfigError(f"{display}: {loc}.domain: expected a non-empty string")
+        style["domain"] = domain
+    if "color" in entry:
+        style["color"] = _color(display, f"{loc}.color", entry["color"])
+    # Group the names by the module they would be defined in, for each possible split.
+    by_module: dict[str, list[str]] = {}
+    for name in functions:
+        parts = name.split(".")
+        for cut in range(len(parts)):
+            home = ".".join([module, *parts[:cut]])
+            by_module.setdefault(home, []).append(_escape(".".join(parts[cut:])))
+    origin = f"{display}: {loc}"
+    return [
+        Rule(modules=(home,), include=tuple(dict.fromkeys(names)), origin=origin, **style)
+        for home, names in by_module.items()
+    ]
+
+
+def _color(display: str, loc: str, value: Any) -> str:
+    if isinstance(value, str):
+        if _HEX.match(value):
+            return "#" + value.lstrip("#").lower()
+        if value.lower() in COLOR_NAMES:
+            return value.lower()
+    raise ConfigError(
+        f"{display}: {loc}: expected a color name or 'RRGGBB' hex, got {value!r}"
+    )
+
+
+def _escape(name: str) -> str:
+    return _GLOB_SPECIAL.sub(r"[\1]", name)
+
+
+def to_nsys_json(entries: Iterable[tuple[str, Sequence[str], str | None, int | None]]) -> str:
+    """Nsight Systems' JSON for (module, function names, domain, color) entries; a color is
+    0xAARRGGBB and is written as "RRGGBB"."""
+    out = []
+    for module, functions, domain, color in entries:
+        entry: dict[str, Any] = {"module": module}
+        if domain is not None:
+            entry["domain"] = domain
+        if color is not None:
+            entry["color"] = f"{color & 0xFFFFFF:06X}"
+        entry["functions"] = list(functions)
+        out.append(entry)
+    return json.dumps(out, indent=4) + "\n"
+

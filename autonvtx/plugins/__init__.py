@@ -1,0 +1,312 @@
+"""Framework plugins: the interface a plugin implements and the machinery that activates it.
+
+Rules wrap functions by name. Some frameworks need more than that: a range named by the
+model path of each `nn.Module`, one per CUDA kernel launch named by kernel, ranges that
+measure execution rather than graph building. A plugin does that work for one framework.
+
+Enabling a plugin
+-----------------
+A preset or config file lists plugins in its `[autonvtx]` table, and may give each its own
+options table of scalars::
+
+    [autonvtx]
+    plugins = ["torch"]                 # built-in: the module autonvtx.plugins.torch
+    # plugins = ["mypkg.nvtx_plugin"]   # third-party: any importable dotted module name
+
+    [autonvtx.plugin.torch]
+    layer_paths = true                  # read by the plugin as context.options["layer_paths"]
+
+Names are validated like every key: an unknown short name is an error with a "did you
+mean". Plugin modules are imported before the target runs (an import error or a missing
+`TRIGGER`/`activate` stops autonvtx with exit status 2), so a plugin module must be light:
+import the framework in `activate`, never at module level.
+
+Writing a plugin
+----------------
+A plugin module defines::
+
+    TRIGGER: str   # the framework module, e.g. "torch"
+
+    def activate(framework: types.ModuleType, context: autonvtx.plugins.PluginContext) -> None:
+        ...
+
+`activate` is called once, right after the program's import of `TRIGGER` has finished
+executing (from the import hook's post-import callback), or at once when `TRIGGER` was
+already imported when the hook was installed. It must not import the framework's heavy
+optional parts the program did not import itself. An exception from `activate` never
+reaches the program: it becomes one warning line on stderr and the plugin stays inactive.
+
+`autonvtx.ranges` is the only module that talks to NVTX: a plugin gets its ranges from the
+context, never from `nvtx` directly.
+
+`PluginContext`
+    `config`        the resolved `Config`.
+    `options`       the plugin's `[autonvtx.plugin.<name>]` table, read-only.
+    `style(domain=None, color=None, category=None, module=TRIGGER)`
+                    a `RangeStyle`; what is not given comes from the global settings
+                    (`color="auto"` or unset: the stable color of `module`).
+    `emitter(message, style)`
+                    a `ranges.Emitter` (`push()`/`pop()` take no arguments) for that message,
+                    cached per (message, style): call it for every dynamically named range,
+                    a cache hit is one dict lookup.
+    `note(line)`    a line for `--verbose`, printed at exit as `autonvtx: <plugin>: <line>`.
+    `wrap_function(owner, attr, message, style=None)`
+                    put a range around `owner.attr` (a class, a module or another object),
+                    using the same wrapper as rules do: `__wrapped__`, signature, name,
+                    static/class method kind and pickling are preserved, and nothing is
+                    wrapped twice (an attribute that already carries autonvtx's wrapper is
+                    left alone). `message` is the range's name, or a callable
+                    `(args, kwargs) -> str` called on every call with the arguments as the
+                    function receives them (for a method, `args[0]` is `self`); its result
+                    goes through `emitter`. Returns True when the attribute was wrapped.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import sys
+import threading
+import types
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+from autonvtx.config import Config, RangeStyle, Rule, Scalar
+from autonvtx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autonvtx import ranges
+
+# The range message of a wrapped attribute: a fixed name, or one computed from the call.
+Message = Union[str, Callable[[tuple[Any, ...], dict[str, Any]], str]]
+
+# Every literal message goes through the Label machinery as its qualname: the template
+# "{qualname}" renders it verbatim, braces and all.
+_VERBATIM = "{qualname}"
+
+
+def module_name(name: str) -> str:
+    """The module a configured plugin name refers to: short names are built-ins."""
+    return name if "." in name else f"{__name__}.{name}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Plugin:
+    """A configured plugin, imported and checked: its name, trigger and activate()."""
+
+    name: str
+    trigger: str
+    activate: Callable[[types.ModuleType, PluginContext], None]
+
+
+def load_plugins(config: Config) -> list[Plugin]:
+    """Import every plugin the config names; ConfigError if one is missing or malformed.
+    Runs before the target, so bad input stops everything before the program starts."""
+    plugins = []
+    for name in config.plugins:
+        target = module_name(name)
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ConfigError(f"plugin {name!r}: cannot import {target!r} ({exc})") from None
+        trigger = getattr(module, "TRIGGER", None)
+        activate = getattr(module, "activate", None)
+        if not isinstance(trigger, str) or not trigger:
+            raise ConfigError(
+                f"plugin {name!r}: {target}.TRIGGER: expected the framework's module name"
+                f" (a string), got {trigger!r}"
+            )
+        if not callable(activate):
+            raise ConfigError(f"plugin {name!r}: {target}.activate: expected a function")
+        plugins.append(Plugin(name, trigger, activate))
+    return plugins
+
+
+class PluginContext:
+    """What a plugin gets from autonvtx: the config, its options, styles, emitters, notes
+    and a wrapping helper. One per plugin; attributes are read-only."""
+
+    __slots__ = ("_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_warned")
+
+    def __init__(self, name: str, trigger: str, config: Config, notes: list[str]) -> None:
+        self._name = name
+        self._trigger = trigger
+        self._config = config
+        self._options: Mapping[str, Scalar] = types.MappingProxyType(config.options_for(name))
+        self._emitters: dict[tuple[str, RangeStyle], ranges.Emitter] = {}
+        self._notes = notes
+        self._warned = False
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def config(self) -> Config:
+        return self._config
+
+    @property
+    def options(self) -> Mapping[str, Scalar]:
+        return self._options
+
+    def style(
+        self,
+        domain: str | None = None,
+        color: str | None = None,
+        category: str | None = None,
+        module: str | None = None,
+    ) -> RangeStyle:
+        """A range style resolved against the global settings (as a rule's would be)."""
+        rule = Rule(
+            modules=(module or self._trigger,), color=color, domain=domain, category=category
+        )
+        style = self._config.style(rule, module or self._trigger)
+        return dataclasses.replace(style, message=_VERBATIM)
+
+    def emitter(self, message: str, style: RangeStyle) -> ranges.Emitter:
+        """The emitter for a range named `message` with `style`, built once and cached."""
+        key = (message, style)
+        found = self._emitters.get(key)
+        if found is not None:
+            return found
+        # Imported here: nvtx (and numpy through it) loads only once a range is needed.
+        from autonvtx import ranges
+
+        if style.message != _VERBATIM:
+            style = dataclasses.replace(style, message=_VERBATIM)
+        made = ranges.emitter_for(style, ranges.Label(self._trigger, message, "", 0))
+        return self._emitters.setdefault(key, made)
+
+    def note(self, line: str) -> None:
+        """A line for --verbose."""
+        self._notes.append(f"{self._name}: {line}")
+
+    def warn(self, line: str) -> None:
+        """A warning on stderr, once per plugin: later ones go to the --verbose notes."""
+        if not self._warned:
+            self._warned = True
+            print(f"autonvtx: warning: plugin {self._name!r}: {line}", file=sys.stderr)
+        else:
+            self.note(f"warning: {line}")
+
+    def wrap_function(
+        self, owner: Any, attr: str, message: Message, style: RangeStyle | None = None
+    ) -> bool:
+        """Put a range around `owner.attr`; False (with a note saying why) when it cannot."""
+        try:
+            return _wrap_attribute(self, owner, attr, message, style or self.style())
+        except Exception as exc:  # a plugin's wrapping never breaks the program
+            self.note(f"{_owner_name(owner)}.{attr}: not wrapped ({type(exc).__name__}: {exc})")
+            return False
+
+
+def _owner_name(owner: Any) -> str:
+    return str(getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or owner)
+
+
+def _wrap_attribute(
+    context: PluginContext, owner: Any, attr: str, message: Message, style: RangeStyle
+) -> bool:
+    # Imported here: wrapt and nvtx load only when a plugin actually wraps something.
+    import inspect
+
+    from autonvtx import ranges
+    from autonvtx.instrument import RangeWrapper
+
+    where = f"{_owner_name(owner)}.{attr}"
+    # The raw entry, never getattr: static and class methods keep their kind (wrapt's rule).
+    if isinstance(owner, (type, types.ModuleType)) and attr in vars(owner):
+        raw = vars(owner)[attr]
+    else:
+        raw = inspect.getattr_static(owner, attr)
+    rewrap: Any = None
+    func = raw
+    if isinstance(raw, (staticmethod, classmethod)):
+        func, rewrap = raw.__func__, type(raw)
+    if isinstance(func, RangeWrapper):
+        context.note(f"{where}: already wrapped")
+        return False
+    if not callable(func):
+        context.note(f"{where}: not wrapped (not callable: {type(func).__name__})")
+        return False
+    if isinstance(message, str):
+        wrapper = ranges.wrapper_for(func, context.emitter(message, style))
+    else:
+        wrapper = _dynamic_wrapper(context, message, style, where)
+    new: Any = RangeWrapper.for_function(func, wrapper)
+    if rewrap is not None:
+        new = rewrap(new)
+    if isinstance(owner, type):
+        # type.__setattr__, not setattr: a metaclass's __setattr__ is the framework's code.
+        type.__setattr__(owner, attr, new)
+    elif isinstance(owner, types.ModuleType):
+        vars(owner)[attr] = new
+    else:
+        setattr(owner, attr, new)
+    return True
+
+
+def _dynamic_wrapper(
+    context: PluginContext, message: Callable[..., str], style: RangeStyle, where: str
+) -> Any:
+    emitter = context.emitter
+    fallback = where
+
+    def call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        full = args if instance is None else (instance, *args)
+        try:
+            ranged = emitter(message(full, kwargs), style)
+        except Exception as exc:  # a naming bug in a plugin must not break the program
+            context.warn(f"{where}: range name failed ({type(exc).__name__}: {exc})")
+            ranged = emitter(fallback, style)
+        ranged.push()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            ranged.pop()
+
+    return call
+
+
+class PluginActivator:
+    """Activates each configured plugin once, when the program has imported its trigger.
+
+    `install(hook)` registers one post-import callback per trigger on the import hook; the
+    hook calls it right after the trigger module executed (or at once if it is imported
+    already). Activation errors become a warning line; the program never sees them.
+    """
+
+    def __init__(self, config: Config, plugins: list[Plugin]) -> None:
+        self.config = config
+        self.plugins = plugins
+        self.notes: list[str] = []
+        self.activated: list[str] = []
+        self._lock = threading.Lock()
+        self._done: set[str] = set()
+
+    def install(self, hook: Any) -> None:
+        for plugin in self.plugins:
+            hook.when_imported(plugin.trigger, self._callback(plugin))
+
+    def _callback(self, plugin: Plugin) -> Callable[[types.ModuleType], None]:
+        def on_import(framework: types.ModuleType) -> None:
+            self.activate(plugin, framework)
+
+        return on_import
+
+    def activate(self, plugin: Plugin, framework: types.ModuleType) -> None:
+        with self._lock:  # held only for the bookkeeping, never while the plugin runs
+            if plugin.name in self._done:
+                return
+            self._done.add(plugin.name)
+        context = PluginContext(plugin.name, plugin.trigger, self.config, self.notes)
+        try:
+            plugin.activate(framework, context)
+        except Exception as exc:
+            print(
+                f"autonvtx: warning: plugin {plugin.name!r}: activation failed"
+                f" ({type(exc).__name__}: {exc}); its ranges are off",
+                file=sys.stderr,
+            )
+            return
+        self.activated.append(plugin.name)
+        self.notes.append(f"{plugin.name}: activated on import of {plugin.trigger}")

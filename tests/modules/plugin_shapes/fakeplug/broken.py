@@ -1,0 +1,2 @@
+"""A plugin without activate()."""
+TRIGGER = "fakefw"
