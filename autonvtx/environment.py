@@ -14,3 +14,22 @@ RECORD_LIMIT_MB = "AUTONVTX_RECORD_LIMIT_MB"
 
 # "noop" attaches the recorder as a tool that does nothing (benchmarks' baseline).
 RECORDER_MODE = "AUTONVTX_RECORDER_MODE"
+
+# "1" forces the pure-Python range path even where autonvtx's native NVTX client
+# (autonvtx._nvtxclient) is built: the fallback, for tests and comparison; same events.
+PURE_PYTHON = "AUTONVTX_PURE_PYTHON"
+
+# Python's own search path: `autonvtx run` puts the child bootstrap directory (which holds only
+# `sitecustomize.py`) first on it, so every Python child process runs the bootstrap.
+PYTHONPATH = "PYTHONPATH"
+
+# The parent's resolved configuration as JSON (`Config.to_json()`): the rules Python child
+# processes instrument with. Set by `autonvtx run` when it has rules and follows children.
+CONFIG = "AUTONVTX_CONFIG"
+
+# `autonvtx run`'s -v count: with it, each child prints one line saying what it wrapped.
+VERBOSE = "AUTONVTX_VERBOSE"
+
+# "off" (`--no-children`): a Python child removes autonvtx's variables from its environment,
+# the bootstrap from PYTHONPATH, and runs untouched and unrecorded.
+CHILDREN = "AUTONVTX_CHILDREN"

@@ -62,6 +62,9 @@ class RangeWrapper(wrapt.FunctionWrapper):
         descriptor is the function's own __get__, then the bound method's __self__ is used)."""
         if type(func) is not types.FunctionType or _FUNCTION_WRAPPER_BASE is None:
             return cls(func, wrapper)
+        if _RangedFunctionWrapper is not None and ranges.is_native_range(wrapper):
+            ranged: RangeWrapper = _RangedFunctionWrapper(func, wrapper)
+            return ranged
         self = _PlainFunctionWrapper(func, wrapper)
         try:
             _FUNCTION_WRAPPER_BASE.__init__(self, func, None, wrapper, None, "staticmethod")
@@ -129,6 +132,14 @@ class _PlainFunctionWrapper(RangeWrapper):
         if instance is None:
             return self
         return types.MethodType(self, instance)
+
+# _PlainFunctionWrapper whose call is native: push, the function's own vectorcall, pop, in C
+# (wrapt's call path costs a dict, a tuple and a call of the wrapper, several times the
+# range); it binds as _PlainFunctionWrapper does, and `obj.method()` skips the bound method
+# as for a function. None without autonvtx's native NVTX client (or AUTONVTX_PURE_PYTHON=1).
+_RangedFunctionWrapper = ranges.ranged_function_type(
+    _PlainFunctionWrapper, f"{__name__}._RangedFunctionWrapper"
+)
 
 _FUNCTION_WRAPPER_BASE = next(
     (c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None
@@ -274,6 +285,11 @@ class Instrumenter:
     def select(self, module: str, qualname: str) -> Any:
         return self._matcher.select(module, qualname)
 
+    def set_member(self, cls: type, attr: str, value: Any) -> None:
+        """Put a wrapper on a class (a plan, autonvtx.listing, only records it)."""
+        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
+        type.__setattr__(cls, attr, value)
+
 
 def _is_candidate(value: Any) -> bool:
     kind = type(value)
@@ -407,8 +423,7 @@ class _ModuleWalk:
             if existing is None:
                 return
         new = existing if rewrap is None else rewrap(existing)
-        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
-        type.__setattr__(cls, attr, new)
+        self.inst.set_member(cls, attr, new)
 
     def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> RangeWrapper | None:
         selection = self.inst.select(self.name, qualname)

@@ -6,12 +6,24 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, Generator
 
+from autonvtx import environment
 from autonvtx.config import RangeStyle
 
-try:
-    from autonvtx import _nvtxclient as _native
-except ImportError:  # not built (no compiler, no NVTX headers): the pure-Python paths serve
-    _native = None
+
+def _load_client() -> Any:
+    try:
+        from autonvtx import _nvtxclient
+    except ImportError:  # not built (no compiler, no NVTX headers): the pure-Python path serves
+        return None
+    return _nvtxclient
+
+
+# autonvtx's native NVTX client, or None when it is not built.
+_client = _load_client()
+# The client when it serves the per-call range path; None (AUTONVTX_PURE_PYTHON=1, or not
+# built) sends every range through the `nvtx` package instead, with the same events (same
+# domain, registered message, color and category).
+_native = None if os.environ.get(environment.PURE_PYTHON, "") not in ("", "0") else _client
 
 Thunk = Callable[[], None]
 # wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
@@ -62,27 +74,43 @@ def label_for(func: Any, module: str, qualname: str) -> Label:
 
 @dataclass(frozen=True)
 class Emitter:
-    """A range ready to emit: `push()` and `pop()` take no arguments and allocate nothing."""
+    """A range ready to emit: `push()` and `pop()` take no arguments and allocate nothing.
+    `native` is the native client's prepared range when it serves this emitter."""
 
     message: str
     domain: str
     push: Thunk
     pop: Thunk
+    native: Any = None
 
 
 def _nothing() -> None:
     pass
 
 
+def is_native() -> bool:
+    """Whether ranges go through autonvtx's native client (else through the `nvtx` package)."""
+    return _native is not None
+
+
+def is_tool_configured() -> bool:
+    """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on
+    each client's first call (nsys sets it for its target, `--trace`/`--summary` for the
+    recorder). Without one, every NVTX call is a no-op and no range would be seen."""
+    return bool(os.environ.get(environment.NVTX_INJECTION64_PATH))
+
+
 def emitter_for(style: RangeStyle, label: Label) -> Emitter:
     """Register the message string and category, build the event attributes, bind push/pop."""
+    message = label.format(style.message)
+    if _native is not None:
+        return _native_emitter(style, message)
     # Imported here, not at module level: `nvtx` imports numpy when it is installed, and the
     # import hook must be in place before anything heavy is imported (numpy may be a target).
     from functools import partial
 
     from nvtx._lib import lib
 
-    message = label.format(style.message)
     domain = _domain(style.domain)
     if domain is lib.dummy_domain:
         # No NVTX tool is attached (nsys absent, recorder not injected): nothing would be seen.
@@ -100,12 +128,46 @@ def emitter_for(style: RangeStyle, label: Label) -> Emitter:
     )
 
 
+def _native_emitter(style: RangeStyle, message: str) -> Emitter:
+    category = 0
+    if style.category is not None:
+        # Category ids come from the `nvtx` package's Domain, which numbers and names them per
+        # domain: the program's own nvtx.annotate(category=...) then agrees with autonvtx on
+        # every id (two numberings would name one id twice, the last name winning).
+        domain = _domain(style.domain)
+        category = domain.get_category_id(style.category) if _is_enabled(domain) else 0
+    prepared = _native.Range(style.domain, message, style.color, category)
+    return Emitter(message, style.domain, prepared.push, prepared.pop, prepared)
+
+
+def _is_enabled(domain: Any) -> bool:
+    from nvtx._lib import lib
+
+    return domain is not lib.dummy_domain
+
+
+def ranged_function_type(base: type, name: str) -> type | None:
+    """A subclass `name` ("module.Class") of `base` (autonvtx's wrapt FunctionWrapper for plain
+    functions) whose instances, `cls(function, emitter.native)`, push, call and pop in C and
+    bind like functions; None without the native client."""
+    if _native is None:
+        return None
+    made: type = _native.ranged_function_type(base, name)
+    return made
+
+
+def is_native_range(wrapper: Any) -> bool:
+    """Whether `wrapper` (a wrapper_for() result) is a native range, for ranged_function_type."""
+    return _native is not None and type(wrapper) is _native.Range
+
+
 def name_thread(tid: int, name: str) -> None:
     """Name the OS thread `tid` (``threading.get_native_id()``) for NVTX tools
     (nvtxNameOsThreadA). Does nothing when the native extension ``autonvtx._nvtxclient`` is
-    not built: the `nvtx` package has no binding for it."""
-    if _native is not None:
-        _native.name_os_thread(tid, name)
+    not built: the `nvtx` package has no binding for it. AUTONVTX_PURE_PYTHON does not turn
+    it off (it selects the per-call range path only)."""
+    if _client is not None:
+        _client.name_os_thread(tid, name)
 
 
 def _domain(name: str) -> Any:
@@ -150,6 +212,12 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
             return _named_like(_ranged_generator(inner, push, pop), inner)
 
         return call_generator
+
+    if emitter.native is not None:
+        # Called as wrapt calls a wrapper, it pushes, calls and pops in C; and plain functions
+        # skip wrapt's call path altogether (ranged_function_type).
+        native: Wrapper = emitter.native
+        return native
 
     def call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         push()

@@ -34,6 +34,18 @@ hook = ImportHook(matcher, instrumenter)
 """
 
 
+@pytest.fixture(autouse=True, params=["native", "pure-python"])
+def range_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: ranges through autonvtx's native client, and through the pure-Python
+    fallback (AUTONVTX_PURE_PYTHON=1, which record()'s subprocess inherits)."""
+    from autonvtx import ranges
+
+    if request.param == "native" and ranges._client is None:
+        pytest.skip("autonvtx._nvtxclient is not built in this checkout")
+    monkeypatch.setenv(environment.PURE_PYTHON, "1" if request.param == "pure-python" else "0")
+    return str(request.param)
+
+
 def make_file(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip("\n"))

@@ -11,7 +11,7 @@ import pytest
 
 from autonvtx import environment, ranges
 from autonvtx.recorder import native
-from autonvtx.recorder.model import ProcessRecording
+from autonvtx.recorder.model import ProcessRecording, Range
 from autonvtx.recorder.recording import read_directory
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def record(tmp_path: Path, body: str) -> tuple[ProcessRecording, str]:
 
 
 needs_native = pytest.mark.skipif(
-    ranges._native is None, reason="autonvtx._nvtxclient is not built in this checkout"
+    ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout"
 )
 
 
@@ -75,7 +75,7 @@ def test_name_thread_names_os_threads_for_the_tool(tmp_path: Path) -> None:
 
 
 def test_name_thread_without_the_extension_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ranges, "_native", None)
+    monkeypatch.setattr(ranges, "_client", None)
     assert ranges.name_thread(1, "x") is None
 
 
@@ -86,4 +86,114 @@ def test_name_thread_without_the_extension_does_nothing(monkeypatch: pytest.Monk
 )
 def test_name_os_thread_rejects_bad_arguments(args: tuple[object, ...], error: type) -> None:
     with pytest.raises(error):
-        ranges._native.name_os_thread(*args)
+        ranges._client.name_os_thread(*args)
+
+
+EVENTS_PROGRAM = """
+import sys
+sys.path.insert(0, {modules!r})
+from autonvtx import ranges
+from autonvtx.config import Config, Rule
+from autonvtx.importer import ImportHook
+from autonvtx.instrument import Instrumenter
+from autonvtx.matching import Matcher
+rules = (  # the last rule that selects a function styles it
+    Rule(modules=("inst_shapes.*",), origin="t"),
+    Rule(modules=("inst_shapes.kinds",), include=("Trainer.*",), color="green",
+         domain="mine", category="model", origin="t"),
+)
+matcher = Matcher(Config(rules=rules))
+hook = ImportHook(matcher, Instrumenter(matcher))
+hook.install()
+import nvtx
+import inst_shapes.kinds as k
+with nvtx.annotate("user", domain="mine", category="io"):  # the program's own category
+    k.outer(1)
+t = k.Trainer(2)
+t.step(1); k.Trainer.static(1); t.build(); list(t.epochs(2))
+try:
+    k.fails()
+except ValueError:
+    pass
+print(ranges.is_native(), type(k.plain).__name__)
+"""
+
+
+def events(rec: ProcessRecording) -> list[tuple[object, ...]]:
+    """What a tool sees of each range, in order, with its nesting depth on its thread."""
+
+    def depth(inner: Range) -> int:
+        return sum(
+            1 for r in rec.ranges
+            if r is not inner and r.tid == inner.tid and r.start_ns <= inner.start_ns
+            and inner.end_ns <= r.end_ns
+        )
+
+    return [(r.name, r.domain, r.color, r.category, depth(r)) for r in rec.ranges]
+
+
+@needs_native
+def test_native_and_pure_python_paths_emit_identical_events(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    program = EVENTS_PROGRAM.format(modules=str(Path(__file__).parent / "modules"))
+    seen = {}
+    for pure in ("0", "1"):
+        monkeypatch.setenv(environment.PURE_PYTHON, pure)
+        rec, out = record(tmp_path / pure, program)
+        seen[pure] = (events(rec), out.split())
+    assert seen["0"][1] == ["True", "_RangedFunctionWrapper"]
+    assert seen["1"][1] == ["False", "_PlainFunctionWrapper"]
+    assert seen["0"][0] == seen["1"][0]
+    names = [e[0] for e in seen["0"][0]]
+    assert names[:3] == ["user", "outer", "plain"] and "Trainer.step" in names
+    categories = {e[0]: e[3] for e in seen["0"][0]}
+    assert (categories["user"], categories["Trainer.step"]) == ("io", "model")
+
+
+@needs_native
+def test_a_native_range_is_called_as_wrapt_calls_a_wrapper() -> None:
+    prepared = ranges._client.Range("autonvtx", "f", 0xFF00FF00, 0)
+    assert (prepared.domain, prepared.message) == ("autonvtx", "f")
+
+    def f(*args: object, **kwargs: object) -> object:
+        return args, kwargs
+
+    assert prepared(f, None, (1, 2), {"k": 3}) == ((1, 2), {"k": 3})
+    assert prepared(f, None, (), {}) == ((), {})
+    for bad in [(f, None, (1,)), (f, None, [1], {}), (f, None, (), [])]:
+        with pytest.raises(TypeError):
+            prepared(*bad)
+    with pytest.raises(ValueError):
+        ranges._client.Range("", "f")
+
+
+@needs_native
+def test_the_native_wrapper_type_is_collected_and_refuses_a_broken_state() -> None:
+    import gc
+    import weakref
+
+    from autonvtx import instrument
+
+    kind = instrument._RangedFunctionWrapper
+    prepared = ranges._client.Range("autonvtx", "f")
+
+    def f(x: object) -> object:
+        return x
+
+    wrapper = kind(f, prepared)
+    assert wrapper(1) == 1 and wrapper._self_range is prepared
+    holder = [wrapper]
+    f.cycle = holder  # type: ignore[attr-defined]  # function -> list -> wrapper -> function
+    alive = weakref.ref(wrapper)
+    del wrapper, holder, f
+    gc.collect()
+    assert alive() is None
+    broken = kind(lambda: 1, prepared)
+    del broken._self_range
+    with pytest.raises(TypeError, match="not initialized"):
+        broken()
+    with pytest.raises(TypeError):
+        kind(len, prepared)  # a builtin is not a plain function
+    with pytest.raises(TypeError):
+        kind(lambda: 1, object())

@@ -36,9 +36,18 @@ def import_state_is_left_clean() -> Iterator[None]:
     assert _fixture_modules() == before, "fixture modules were left in sys.modules"
 
 
-@pytest.fixture
-def kinds() -> Iterator[types.ModuleType]:
-    """inst_shapes.kinds imported through the hook (uninstalled again: wrappers stay)."""
+@pytest.fixture(params=["native", "pure-python"])
+def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
+    """inst_shapes.kinds imported through the hook (uninstalled again: wrappers stay), with
+    the native per-call path, then with the pure-Python fallback."""
+    from autonvtx import instrument, ranges
+
+    if request.param == "native":
+        if instrument._RangedFunctionWrapper is None:
+            pytest.skip("autonvtx._nvtxclient is not built in this checkout")
+    else:
+        monkeypatch.setattr(ranges, "_native", None)
+        monkeypatch.setattr(instrument, "_RangedFunctionWrapper", None)
     matcher = Matcher(Config(rules=(Rule(modules=("inst_shapes.*",), origin="test"),)))
     hook = ImportHook(matcher, Instrumenter(matcher))
     sys.path.insert(0, MODULES)
@@ -49,6 +58,7 @@ def kinds() -> Iterator[types.ModuleType]:
         hook.uninstall()
         sys.path.remove(MODULES)
     assert isinstance(module.plain, RangeWrapper)
+    assert (type(module.plain) is instrument._RangedFunctionWrapper) == (request.param == "native")
     yield module
     for name in _fixture_modules():
         del sys.modules[name]
