@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the quick subset CI runs, not the full suites")
     parser.add_argument("--cache", type=Path, help=f"download and environment cache (default: ${harness.CACHE_ENV} or a temp dir)")
     parser.add_argument("--trace", action="store_true", help="also write a trace of each annotated run (large: gigabytes for a full suite)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="set in both runs, e.g. AUTONVTX_PURE_PYTHON=1 (repeatable)")
     parser.add_argument("--workdir", type=Path, help="where JUnit files, traces, summaries and outputs of the runs go")
     options = parser.parse_args(argv)
     if options.workdir is not None:
@@ -50,10 +51,14 @@ def main(argv: list[str] | None = None) -> int:
             workdir=options.workdir,
             log=lambda text: print(text + "\n", flush=True),
             trace_too=options.trace,
+            extra_env=dict(item.split("=", 1) for item in options.env),
         )
     except harness.HarnessError as error:
         print(f"transparency: {error}", file=sys.stderr)
         return 2
+    if options.workdir is not None:
+        report = "\n\n".join(harness.format_result(result) for result in results)
+        (options.workdir / "report.txt").write_text(report + "\n")
     failed = [result.suite.name for result in results if not result.ok]
     print(f"transparency: {len(results) - len(failed)} of {len(results)} suite(s) ok" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -67,4 +67,5 @@ def test_suite_outcomes_are_unchanged_when_annotated(
     report = harness.format_result(result)
     with capsys.disabled():
         print("\n" + report)
-    assert result.ok, report
+    if not result.ok:
+        pytest.fail(report, pytrace=False)

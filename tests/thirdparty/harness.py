@@ -285,9 +285,8 @@ def ensure_environment(python: str, pins: Pins, suites: Sequence[Suite], archive
     reinstalled on every call so that its native recorder matches this checkout.
     """
     tag = python_tag(python)
-    key = hashlib.sha256(
-        "\n".join([tag, os.path.realpath(python), SUITES_FILE.read_text(), *sorted(str(p) for p in archives.values())]).encode()
-    ).hexdigest()[:12]
+    installed = [tag, os.path.realpath(python), *pins.test_requires, *sorted(path.name for path in archives.values())]
+    key = hashlib.sha256("\n".join(installed).encode()).hexdigest()[:12]
     root = cache / "venvs" / f"{tag.replace(' ', '-').lower()}-{key}"
     environment = Environment(root)
     with locked(cache / "venvs" / f".{root.name}.lock"):
@@ -322,6 +321,7 @@ class Run:
     outcomes: dict[str, str]
     census: dict[str, Any]
     output: str
+    log: Path
     trace: Path | None = None
     summary: Path | None = None
 
@@ -332,12 +332,20 @@ def _clean_env() -> dict[str, str]:
 
 
 def run_suite(
-    environment: Environment, suite: Suite, tree: Path, workdir: Path, mode: str, quick: bool, trace_too: bool = False
+    environment: Environment,
+    suite: Suite,
+    tree: Path,
+    workdir: Path,
+    mode: str,
+    quick: bool,
+    trace_too: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> Run:
     """Run the suite's tests once, plainly or under `autonvtx run`, from its unpacked sdist.
 
     The annotated run always writes a summary (what the range count is read from); a trace
     only with `trace_too`, since a full suite records millions of ranges (gigabytes of JSON).
+    `extra_env` goes to both runs (AUTONVTX_PURE_PYTHON=1 checks the pure-Python range path).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     junit = workdir / f"{mode}.junit.xml"
@@ -364,6 +372,7 @@ def run_suite(
             "PYTHONHASHSEED": "0",
             CENSUS_ENV: str(census),
             MODULES_ENV: ",".join(suite.modules),
+            **(extra_env or {}),
         }
     )
     # Hypothesis keeps examples in ./.hypothesis; neither run may see what the other saved.
@@ -371,7 +380,8 @@ def run_suite(
     start = time.perf_counter()
     completed = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     seconds = time.perf_counter() - start
-    (workdir / f"{mode}.output.txt").write_text(completed.stdout + completed.stderr)
+    log = workdir / f"{mode}.output.txt"
+    log.write_text(completed.stdout + completed.stderr)
     if not junit.exists():
         raise HarnessError(
             f"{suite.name}: the {mode} run wrote no JUnit XML (exit status {completed.returncode}):\n"
@@ -385,6 +395,7 @@ def run_suite(
         outcomes=parse_junit(junit),
         census=json.loads(census.read_text()) if census.exists() else {},
         output=completed.stdout + completed.stderr,
+        log=log,
         trace=trace if trace.exists() else None,
         summary=summary if summary.exists() else None,
     )
@@ -416,11 +427,11 @@ def parse_junit(path: Path) -> dict[str, str]:
 
 
 def _joined(outcomes: list[str]) -> str:
-    """['failed', 'failed', 'error'] -> '2 failed+error'."""
+    """['failed', 'failed', 'error'] -> 'failed x2+error'."""
     counts: dict[str, int] = {}
     for outcome in outcomes:
         counts[outcome] = counts.get(outcome, 0) + 1
-    return "+".join(outcome if count == 1 else f"{count} {outcome}" for outcome, count in counts.items())
+    return "+".join(outcome if count == 1 else f"{outcome} x{count}" for outcome, count in counts.items())
 
 
 @dataclass(frozen=True)
@@ -467,12 +478,16 @@ def count_ranges(summary: Path | None, trace: Path | None) -> int | None:
     return None
 
 
-# autonvtx's --verbose total line; the wording is the CLI's, so it is matched loosely.
-_VERBOSE_TOTAL = re.compile(r"autonvtx:.*?\b(\d+)\s+(?:functions?\s+|callables?\s+)?wrapped", re.IGNORECASE)
+# autonvtx's --verbose total line (autonvtx/cli.py, instrumentation_report):
+#   "autonvtx: wrapped 246 functions in 3 modules (38 skipped)"
+_VERBOSE_TOTAL = re.compile(r"^autonvtx: wrapped (\d+) functions? in \d+ modules?", re.MULTILINE)
 
 
 def verbose_wrapped(output: str) -> int | None:
-    """The total of wrapped functions autonvtx reported with --verbose, when it can be read."""
+    """The total of wrapped functions autonvtx reported with --verbose, when it can be read.
+
+    Several totals (child processes report their own) count as the largest.
+    """
     totals = [int(match.group(1)) for match in _VERBOSE_TOTAL.finditer(output)]
     return max(totals) if totals else None
 
@@ -504,10 +519,17 @@ class SuiteResult:
 
 
 def check_suite(
-    environment: Environment, suite: Suite, tree: Path, workdir: Path, python: str, quick: bool, trace_too: bool = False
+    environment: Environment,
+    suite: Suite,
+    tree: Path,
+    workdir: Path,
+    python: str,
+    quick: bool,
+    trace_too: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> SuiteResult:
-    plain = run_suite(environment, suite, tree, workdir, "plain", quick)
-    annotated = run_suite(environment, suite, tree, workdir, "annotated", quick, trace_too)
+    plain = run_suite(environment, suite, tree, workdir, "plain", quick, extra_env=extra_env)
+    annotated = run_suite(environment, suite, tree, workdir, "annotated", quick, trace_too, extra_env)
     result = SuiteResult(
         suite=suite,
         python=python,
@@ -530,10 +552,8 @@ def _problems(result: SuiteResult, environment: Environment) -> Iterator[str]:
     if result.plain.status not in (0, 1):
         yield f"the plain run ended with pytest exit status {result.plain.status}:\n{_tail(result.plain.output)}"
     if result.plain.status != result.annotated.status:
-        yield (
-            f"exit status {result.plain.status} plainly, {result.annotated.status} annotated:\n"
-            + _tail(result.annotated.output)
-        )
+        detail = "" if result.differences else ":\n" + _tail(result.annotated.output, 15)
+        yield f"pytest exit status {result.plain.status} plainly, {result.annotated.status} annotated (see {result.annotated.log}){detail}"
     if result.differences:
         yield f"{len(result.differences)} test(s) differ"
     site = str(environment.root)
@@ -597,6 +617,7 @@ def check(
     workdir: Path | None = None,
     log: Any = None,
     trace_too: bool = False,
+    extra_env: dict[str, str] | None = None,
 ) -> list[SuiteResult]:
     """Prepare and run every selected suite that supports `python`; one result per suite."""
     pins = load_pins()
@@ -610,7 +631,7 @@ def check(
     workdir = workdir or Path(tempfile.mkdtemp(prefix="autonvtx-thirdparty-"))
     results = []
     for suite in suites:
-        result = check_suite(environment, suite, trees[suite.name], workdir / suite.name, tag, quick, trace_too)
+        result = check_suite(environment, suite, trees[suite.name], workdir / suite.name, tag, quick, trace_too, extra_env)
         if log is not None:
             log(format_result(result))
         results.append(result)
