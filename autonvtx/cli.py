@@ -218,9 +218,19 @@ def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType]
     from autonvtx.instrument import Instrumenter
     from autonvtx.matching import Matcher
     from autonvtx.plugins import PluginActivator, load_plugins
+    from autonvtx.ranges import is_tool_configured
 
     matcher = Matcher(config)
-    instrumenter = Instrumenter(matcher)
+    # With no NVTX tool no range is seen: decide and report as usual, wrap nothing (free calls).
+    wrap = is_tool_configured()
+    if not wrap:
+        print(
+            "autonvtx: no NVTX tool is attached, so selected functions are left unwrapped; "
+            "to see their ranges run under Nsight Systems "
+            "(nsys profile -t nvtx autonvtx run ...) or add --trace/--summary",
+            file=sys.stderr,
+        )
+    instrumenter = Instrumenter(matcher, wrap=wrap)
     hook = ImportHook(matcher, instrumenter)
     activator = PluginActivator(config, load_plugins(config))
 

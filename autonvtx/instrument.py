@@ -185,11 +185,15 @@ def _reason_kind(reason: str) -> str:
 
 class Instrumenter:
     """Wraps selected functions, once each, and keeps every target module's reference to a
-    wrapped function pointing at its one wrapper."""
+    wrapped function pointing at its one wrapper.
 
-    def __init__(self, matcher: Matcher) -> None:
+    With `wrap=False` (no NVTX tool attached: no range could be seen) every decision is made
+    and reported, and selected functions are left as they are, at no cost per call."""
+
+    def __init__(self, matcher: Matcher, *, wrap: bool = True) -> None:
         self._matcher = matcher
         self._config = matcher.config
+        self.wraps = wrap
         # id(original) -> (original, wrapper); the original is held so its id stays unique.
         self._wrappers: dict[int, tuple[Any, RangeWrapper]] = {}
         # id(original) -> module-level names, in target modules, that still hold the
@@ -432,6 +436,9 @@ class _ModuleWalk:
             return None
         if builtin and not selection.rule.builtins:
             self.report.skip(qualname, "builtin: the rule does not set builtins = true")
+            return None
+        if not self.inst.wraps:
+            self.report.skip(qualname, f"no NVTX tool attached: {selection.reason}")
             return None
         wrapper = self.inst.wrapper_for(func, self.rule_module, qualname, selection.rule)
         self.report.wrapped[qualname] = selection.reason
