@@ -106,6 +106,14 @@ def cli() -> None:
     "else [tool.autonvtx] in ./pyproject.toml.",
 )
 @click.option(
+    "--preset",
+    "presets",
+    multiple=True,
+    metavar="NAME",
+    help="Shipped or installed rules for a framework (e.g. torch, pandas); repeatable. "
+    "See 'autonvtx presets'.",
+)
+@click.option(
     "-t",
     "--target",
     "targets",
@@ -134,6 +142,12 @@ def cli() -> None:
     help="At exit, list per module what was wrapped and skipped (-vv: every decision with its reason).",
 )
 @click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Run nothing: print what 'autonvtx list' would for the modules the target imports "
+    "at its top level (and its own functions).",
+)
+@click.option(
     "--trace",
     metavar="PATH",
     help="Record every NVTX event and write a Chrome/Perfetto trace (.json or .json.gz).",
@@ -151,10 +165,12 @@ def cli() -> None:
 )
 def run(
     configs: tuple[str, ...],
+    presets: tuple[str, ...],
     targets: tuple[str, ...],
     includes: tuple[str, ...],
     excludes: tuple[str, ...],
     verbose: int,
+    dry_run: bool,
     trace: str | None,
     summary: str | None,
     buffer_mb: int | None,
@@ -169,7 +185,6 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     from autonvtx import runner
-    from autonvtx.config import load_config
     from autonvtx.plugins import load_plugins
     from autonvtx.recorder.session import Outputs, RecordingSession, check_outputs, other_tool_attached
 
@@ -181,8 +196,11 @@ def run(
         trace=trace, summary=summary, label=describe_target(kind, value, target_args), buffer_mb=buffer_mb
     )
     check_outputs(outputs)
-    config = load_config(configs, targets=targets, includes=includes, excludes=excludes)
+    config = load_rules(configs, presets, targets, includes, excludes)
     load_plugins(config)  # a missing or malformed plugin stops us before anything starts
+    if dry_run:
+        dry_run_listing(config, runner.resolve(runner.Target(kind=kind, value=value, args=target_args)), verbose)
+        raise SystemExit(0)
 
     session = None
     if outputs.wanted:
@@ -206,6 +224,49 @@ def run(
             session.cancel()
         raise
     runner.execute(resolved, on_main_statement=on_main_statement)
+
+
+def load_rules(
+    configs: Sequence[str],
+    presets: Sequence[str],
+    targets: Sequence[str],
+    includes: Sequence[str],
+    excludes: Sequence[str],
+) -> Config:
+    """The config from presets, config files (or discovery) and the -t rule."""
+    from autonvtx.config import load_config
+    from autonvtx.presets import resolve_presets
+
+    return load_config(
+        configs,
+        targets=targets,
+        includes=includes,
+        excludes=excludes,
+        extra_sources=resolve_presets(presets),
+    )
+
+
+def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
+    """run --dry-run: the listing for the modules the target imports at its top level, and
+    for the target's own functions when rules select `__main__`."""
+    from autonvtx import listing
+
+    source = resolved.source
+    if isinstance(source, bytes):
+        source = source.decode("utf-8", "replace")
+    notes = []
+    if not isinstance(source, str):
+        notes.append(f"{resolved.filename}: no source to read its imports from")
+        source = ""
+    imports = [name for name in listing.top_level_imports(source, resolved.filename) if listing.is_module(name)]
+    notes += listing.import_modules(imports)
+    plan = listing.plan_modules(config, imports, notes)
+    main = listing.plan_main_source(config, source, resolved.filename)
+    for rule, planned in plan.selected:
+        planned.extend(p for r, p in main if r is rule)
+    click.echo(f"dry run: {describe_target(resolved.target.kind, resolved.target.value, resolved.target.args)}")
+    click.echo(f"top-level imports: {', '.join(imports) or '(none)'}")
+    click.echo(listing.format_text(plan, verbose=verbose > 0), nl=False)
 
 
 def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType], object] | None:
@@ -293,6 +354,120 @@ def summary_command(trace: str, output: str | None) -> None:
         click.echo(format_text(summarize(recordings), notes=notes), nl=False)
     else:
         write_summary(summarize(recordings), output, notes=notes)
+
+
+def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--config, --preset, -t/--target, --include, --exclude, as `run` has them."""
+    for option in reversed(
+        [
+            click.option("--config", "configs", multiple=True, metavar="FILE",
+                         help="Rules file (.toml, .yaml, or Nsight Systems' .json); repeatable."),
+            click.option("--preset", "presets", multiple=True, metavar="NAME",
+                         help="Shipped or installed rules for a framework; repeatable."),
+            click.option("-t", "--target", "targets", multiple=True, metavar="GLOB",
+                         help="Quick rule: modules matching GLOB; repeatable."),
+            click.option("--include", "includes", multiple=True, metavar="GLOB",
+                         help="With -t: only qualified names matching GLOB; repeatable."),
+            click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
+                         help="With -t: never qualified names matching GLOB; repeatable."),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+@cli.command("presets")
+def presets_command() -> None:
+    """List the presets: shipped with autonvtx and installed by other packages."""
+    from autonvtx.presets import all_presets, describe
+
+    known = all_presets()
+    width = max((len(name) for name in known), default=0)
+    for name, preset in known.items():
+        source = "" if preset.source == "autonvtx" else f" [{preset.source}]"
+        click.echo(f"{name.ljust(width)}  {describe(preset)}{source}")
+
+
+@cli.command("list")
+@rule_options
+@click.option("--json", "as_json", is_flag=True, help="Print the listing as JSON.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print every name skipped, with why.")
+@click.argument("modules", nargs=-1, required=True)
+def list_command(
+    configs: tuple[str, ...],
+    presets: tuple[str, ...],
+    targets: tuple[str, ...],
+    includes: tuple[str, ...],
+    excludes: tuple[str, ...],
+    as_json: bool,
+    verbose: bool,
+    modules: tuple[str, ...],
+) -> None:
+    """Import MODULE(s) and print, per rule, what it selects and which patterns matched nothing.
+
+    The decisions are the ones `autonvtx run` makes: the same walk, without wrapping.
+    """
+    from autonvtx import listing
+    from autonvtx.plugins import load_plugins
+
+    config = load_rules(configs, presets, targets, includes, excludes)
+    load_plugins(config)
+    sys.path.insert(0, os.getcwd())  # as `python -c "import MODULE"` would find it
+    notes = listing.import_modules(modules)
+    plan = listing.plan_modules(config, modules, notes)
+    click.echo(listing.format_json(plan) if as_json else listing.format_text(plan, verbose=verbose), nl=False)
+
+
+@cli.command("export")
+@rule_options
+@click.option("--format", "fmt", type=click.Choice(["nsys"]), default="nsys", show_default=True,
+              help="nsys: Nsight Systems' --python-functions-trace JSON.")
+@click.option("-o", "--output", metavar="PATH", help="Write to PATH instead of standard output.")
+@click.argument("modules", nargs=-1, required=True)
+def export_command(
+    configs: tuple[str, ...],
+    presets: tuple[str, ...],
+    targets: tuple[str, ...],
+    includes: tuple[str, ...],
+    excludes: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    modules: tuple[str, ...],
+) -> None:
+    """Resolve the rules against MODULE(s) (imported) into another tool's format.
+
+    \b
+      autonvtx export --format nsys --preset pandas pandas -o pandas.json
+      nsys profile --python-functions-trace=pandas.json python job.py
+    """
+    from autonvtx import listing
+    from autonvtx.nsysjson import plan_to_nsys_json
+
+    config = load_rules(configs, presets, targets, includes, excludes)
+    sys.path.insert(0, os.getcwd())
+    notes = listing.import_modules(modules)
+    plan = listing.plan_modules(config, modules, notes)
+    for note in notes:
+        print(f"autonvtx: export: {note}", file=sys.stderr)
+    for rule, _ in plan.selected:
+        for line in plan.unmatched.get(id(rule), []):
+            print(f"autonvtx: warning: {line}", file=sys.stderr)
+    text = plan_to_nsys_json(plan)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+@cli.command("init")
+@click.option("--pyproject", is_flag=True,
+              help="Append a [tool.autonvtx] table to ./pyproject.toml instead of writing ./autonvtx.toml.")
+def init_command(pyproject: bool) -> None:
+    """Write a commented starter config naming the frameworks installed here."""
+    from autonvtx.presets import write_starter
+
+    click.echo(write_starter(os.getcwd(), pyproject=pyproject))
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

@@ -24,8 +24,9 @@ _COMMAND_LINE_FLAGS = {"modules": "--target", "include": "--include", "exclude":
 
 _SETTINGS_KEYS = ("domain", "message", "color")
 # Keys of the [autonvtx] table that are not range settings: `description` is the one line
-# `autonvtx presets` prints; `plugins` and the `plugin` table configure framework plugins.
-_TABLE_KEYS = _SETTINGS_KEYS + ("description", "plugins", "plugin")
+# `autonvtx presets` prints; `presets` names presets the file builds on (as --preset does);
+# `plugins` and the `plugin` table configure framework plugins.
+_TABLE_KEYS = _SETTINGS_KEYS + ("description", "presets", "plugins", "plugin")
 _RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
 _DISCOVERED = ("autonvtx.toml", "pyproject.toml")
 
@@ -89,6 +90,12 @@ class Config:
     sources: tuple[str, ...] = ()
     plugins: tuple[str, ...] = ()
     plugin_options: PluginOptions = ()
+    preset_sources: tuple[str, ...] = ()  # the sources that are presets
+
+    def is_preset_rule(self, rule: Rule) -> bool:
+        """Whether `rule` comes from a preset (whose patterns cover several versions of a
+        framework, so a pattern matching nothing there is no typo)."""
+        return rule.origin.partition(": ")[0] in self.preset_sources
 
     def options_for(self, plugin: str) -> dict[str, Scalar]:
         """The merged `[autonvtx.plugin.<plugin>]` table (empty when none was written)."""
@@ -124,6 +131,7 @@ class Config:
                 sources=tuple(data["sources"]),
                 plugins=tuple(data.get("plugins", ())),
                 plugin_options=_freeze_options(data.get("plugin_options", {})),
+                preset_sources=tuple(data.get("preset_sources", ())),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"resolved configuration: unreadable ({exc})") from None
@@ -267,15 +275,22 @@ def load_config(
                 f"{flag}: applies to the -t/--target rule; expected -t/--target with it"
             )
     files = [("preset", p) for p in extra_sources] + [("--config", p) for p in config_paths]
+    preset_sources = list(extra_sources)
     if not files and not targets:
         files = _discover(base)
+    loaded_files = [(path, _load_file(arg, path, base)) for arg, path in files]
+    if any(loaded.presets for _, loaded in loaded_files):
+        # Presets a file names come before every file, as --preset ones do.
+        count = len(extra_sources)
+        named = _named_presets(loaded_files, base)
+        loaded_files[count:count] = named
+        preset_sources += [path for path, _ in named]
     settings: dict[str, str] = {}
     rules: list[Rule] = []
     sources: list[str] = []
     plugins: list[str] = []
     options: dict[str, dict[str, Scalar]] = {}
-    for arg, path in files:
-        loaded = _load_file(arg, path, base)
+    for path, loaded in loaded_files:
         settings.update(loaded.settings)
         rules.extend(loaded.rules)
         plugins.extend(name for name in loaded.plugins if name not in plugins)
@@ -291,7 +306,32 @@ def load_config(
         tuple(sources),
         plugins=tuple(plugins),
         plugin_options=_freeze_options(options),
+        preset_sources=tuple(preset_sources),
     )
+
+
+def _named_presets(
+    loaded_files: list[tuple[str, _FileConfig]], base: str
+) -> list[tuple[str, _FileConfig]]:
+    """The preset files that the files' `presets` keys name, transitively, each once, in
+    the order first named; none of those already loaded."""
+    from autonvtx.presets import preset_path
+
+    seen = {os.path.abspath(os.path.join(base, path)) for path, _ in loaded_files}
+    found: list[tuple[str, _FileConfig]] = []
+    pending = list(loaded_files)
+    while pending:
+        path, loaded = pending.pop(0)
+        for i, name in enumerate(loaded.presets):
+            where = f"{path}: {loaded.table}.presets[{i}]"
+            preset = preset_path(name, where)
+            if os.path.abspath(preset) in seen:
+                continue
+            seen.add(os.path.abspath(preset))
+            entry = (preset, _load_file("preset", preset, base))
+            found.append(entry)
+            pending.append(entry)
+    return found
 
 
 def _discover(base: str) -> list[tuple[str, str]]:
@@ -337,6 +377,8 @@ class _FileConfig:
     plugins: list[str] = dataclasses.field(default_factory=list)
     plugin_options: dict[str, dict[str, Scalar]] = dataclasses.field(default_factory=dict)
     description: str | None = None
+    presets: list[str] = dataclasses.field(default_factory=list)
+    table: str = "autonvtx"  # where its [autonvtx] keys live, for messages
 
 
 def _load_file(arg: str, path: str, base: str) -> _FileConfig:
@@ -390,11 +432,18 @@ def read_description(path: str) -> str | None:
 
 
 def _table(path: str, where: str, table: dict[str, Any]) -> _FileConfig:
-    loaded = _FileConfig(_settings(path, where, table), [])
+    loaded = _FileConfig(_settings(path, where, table), [], table=where)
     if "description" in table:
         loaded.description = _string_key(
             path, f"{where}.description", "description", table["description"]
         )
+    if "presets" in table:
+        names = table["presets"]
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(
+                f"{path}: {where}.presets: expected a list of preset names, got {_describe(names)}"
+            )
+        loaded.presets = list(names)
     if "plugins" in table:
         names = table["plugins"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):

@@ -39,7 +39,13 @@ _METHOD_LIKE = (functools.cached_property, functools.partialmethod, functools.si
 def _is_builtin(value: Any) -> bool:
     kind = type(value)
     # Cython compiles a module's functions to its own function type, one per Cython version.
-    return kind in _BUILTIN_TYPES or kind.__name__.endswith("cython_function_or_method")
+    # NumPy >= 1.25 makes its public functions C callables of type _ArrayFunctionDispatcher
+    # (NEP 18 dispatch), which behave like builtins.
+    return (
+        kind in _BUILTIN_TYPES
+        or kind.__name__.endswith("cython_function_or_method")
+        or kind.__name__ == "_ArrayFunctionDispatcher"
+    )
 
 
 def _is_dunder(name: str) -> bool:
@@ -420,7 +426,10 @@ class _ModuleWalk:
             ):
                 self.report.skip(member, f"not a plain function: {type(func).__name__}")
                 return
-            if func.__module__ != self.name:
+            # A class that names its public home in __module__ (pandas' and numpy's
+            # set_module) is walked there, while its methods keep the module they were
+            # written in: a qualname naming this class body still makes them its own.
+            if func.__module__ != self.name and getattr(func, "__qualname__", None) != member:
                 self.report.skip(member, f"defined elsewhere: in {func.__module__}")
                 return
             existing = self._wrap(func, _qualname(func, member))

@@ -105,10 +105,22 @@ class Matcher:
         return Selection(selected, rule, reason)
 
     def unmatched_patterns(self) -> list[str]:
-        """One warning line per pattern that matched nothing it was asked about."""
-        lines = []
+        """One warning line per pattern that matched nothing it was asked about. Presets'
+        patterns are left out: they name what several versions of a framework define, and a
+        program uses part of it (`autonvtx list` shows them all)."""
+        return [
+            line
+            for rule, lines in self.unmatched_by_rule()
+            if not self.config.is_preset_rule(rule)
+            for line in lines
+        ]
+
+    def unmatched_by_rule(self) -> list[tuple[Rule, list[str]]]:
+        """Per rule, in order, a line per pattern of it that matched nothing."""
+        result = []
         for c in self._rules:
             rule = c.rule
+            lines = []
             hit_modules = self._modules_of_rule[c.index]
             for i, glob in enumerate(rule.modules):
                 if (c.index, "modules", i) not in self._matched:
@@ -116,18 +128,18 @@ class Matcher:
                         f"{rule.where('modules')}: {glob!r} matched no module"
                         + _suggest(glob, self._seen_modules | set(self._by_module))
                     )
-            if not hit_modules:
-                continue  # its include/exclude globs were never tried: no news in them
-            names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
-            for key in ("include", "exclude"):
-                for i, glob in enumerate(getattr(rule, key)):
-                    if glob != "*" and (c.index, key, i) not in self._matched:
-                        lines.append(
-                            f"{rule.where(key)}: {glob!r} matched no qualified name"
-                            f" in {_plural(len(hit_modules), 'module')} it targets"
-                            + _suggest(glob, names)
-                        )
-        return lines
+            if hit_modules:  # else its include/exclude globs were never tried: no news in them
+                names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
+                for key in ("include", "exclude"):
+                    for i, glob in enumerate(getattr(rule, key)):
+                        if glob != "*" and (c.index, key, i) not in self._matched:
+                            lines.append(
+                                f"{rule.where(key)}: {glob!r} matched no qualified name"
+                                f" in {_plural(len(hit_modules), 'module')} it targets"
+                                + _suggest(glob, names)
+                            )
+            result.append((rule, lines))
+        return result
 
     def _compiled_for(self, module: str) -> tuple[_CompiledRule, ...]:
         try:

@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.config import COLOR_NAMES, Rule, _did_you_mean
 from autonvtx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autonvtx.listing import Plan
 
 _ENTRY_KEYS = ("module", "functions", "domain", "color")
 _IDENTIFIER_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
@@ -125,6 +128,23 @@ def _color(display: str, loc: str, value: Any) -> str:
 
 def _escape(name: str) -> str:
     return _GLOB_SPECIAL.sub(r"[\1]", name)
+
+
+def plan_to_nsys_json(plan: Plan) -> str:
+    """The functions a plan selects as Nsight Systems' JSON: one entry per (module, domain,
+    color), each function named where it is defined (so reading the file back selects the
+    same functions)."""
+    grouped: dict[tuple[str, str, int], list[str]] = {}
+    for rule, planned in plan.selected:
+        for p in planned:
+            if p.module == "__main__":
+                continue  # Nsight Systems cannot name the script's own functions
+            style = plan.config.style(rule, p.module)
+            grouped.setdefault((p.module, style.domain, style.color), []).append(p.qualname)
+    return to_nsys_json(
+        (module, sorted(set(names)), domain, color)
+        for (module, domain, color), names in sorted(grouped.items())
+    )
 
 
 def to_nsys_json(entries: Iterable[tuple[str, Sequence[str], str | None, int | None]]) -> str:

@@ -31,7 +31,7 @@ def make_file(path: Path, text: str) -> Path:
 
 
 def autonvtx_run(
-    tmp_path: Path, config: str, program: str, **env: str
+    tmp_path: Path, config: str, program: str, *, preload: str = "", **env: str
 ) -> tuple[subprocess.CompletedProcess[str], list[ProcessRecording]]:
     if native.library_path() is None:
         pytest.skip("the native recorder is not built in this checkout")
@@ -40,8 +40,10 @@ def autonvtx_run(
     trace = tmp_path / "trace.json"
     environ = {k: v for k, v in os.environ.items() if k != environment.NVTX_INJECTION64_PATH}
     environ["PYTHONPATH"] = os.pathsep.join([str(REPO), str(MODULES)])
+    # `preload` is imported before autonvtx's command line starts (and installs its hook).
+    launcher = f"import sys{', ' + preload if preload else ''}; from autonvtx.cli import main; main()"
     proc = subprocess.run(
-        [sys.executable, "-m", "autonvtx", "run", "-v", "--trace", str(trace), "prog.py"],
+        [sys.executable, "-c", launcher, "run", "-v", "--trace", str(trace), "prog.py"],
         cwd=tmp_path,
         env={**environ, **env},
         capture_output=True,
@@ -107,10 +109,10 @@ def test_activation_error_is_one_warning_and_the_program_runs(tmp_path: Path) ->
 
 
 def test_plugin_whose_trigger_is_already_imported_activates_at_install(tmp_path: Path) -> None:
-    config = '[autonvtx]\nplugins = ["fakeplug.late"]\n'
-    proc, recordings = autonvtx_run(tmp_path, config, "import json\njson.dumps(1)\n")
+    proc, recordings = autonvtx_run(tmp_path, PLUGIN_CONFIG, PROGRAM, preload="fakefw")
     assert proc.returncode == 0, proc.stderr
-    assert names(recordings, "autonvtx") == ["json.dumps"]
+    assert "op" in names(recordings, "fake")
+    assert "autonvtx: fakeplug.plugin: activated on import of fakefw" in proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -144,12 +146,12 @@ def test_config_merges_plugins_and_options(tmp_path: Path) -> None:
     """)
     make_file(tmp_path / "b.toml", """
         [autonvtx]
-        plugins = ["fakeplug.late", "fakeplug.plugin"]
+        plugins = ["fakeplug.broken", "fakeplug.plugin"]
         [autonvtx.plugin."fakeplug.plugin"]
         prefix = "b"
     """)
     config = load_config(["a.toml", "b.toml"], cwd=str(tmp_path))
-    assert config.plugins == ("fakeplug.plugin", "fakeplug.late")
+    assert config.plugins == ("fakeplug.plugin", "fakeplug.broken")
     assert config.options_for("fakeplug.plugin") == {"prefix": "b", "depth": 2}
     assert Config.from_json(config.to_json()) == config
 

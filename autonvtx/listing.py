@@ -1,0 +1,300 @@
+"""What the rules select, decided by the walk that wraps but without wrapping: `list`,
+`run --dry-run` and `export` print from here, so they never disagree with a real run."""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import json
+import os
+import sys
+import types
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from autonvtx.config import Config, Rule
+from autonvtx.errors import TargetNotFoundError
+from autonvtx.instrument import WRAPPABLE_DUNDERS, Instrumenter, ModuleReport
+from autonvtx.matching import Matcher
+
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ASYNC_GENERATOR = 0x200
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One function a run would wrap: where it is defined, what it is, and why."""
+
+    module: str
+    qualname: str
+    kind: str  # function, method, staticmethod, classmethod, generator, async, builtin
+    reason: str
+
+
+class _Placeholder:
+    """Stands where a run would install a wrapper, so the walk's "already wrapped" and
+    re-export logic decides exactly as in a run."""
+
+    __slots__ = ("planned",)
+
+    def __init__(self, planned: Planned) -> None:
+        self.planned = planned
+
+
+class PlanInstrumenter(Instrumenter):
+    """An Instrumenter that decides and records, and changes nothing: no wrapper is built
+    (no NVTX, no wrapt proxy), no class or module attribute is written."""
+
+    def __init__(self, matcher: Matcher) -> None:
+        super().__init__(matcher)
+        self.planned: list[tuple[Rule, Planned]] = []
+
+    def instrument(self, module: types.ModuleType) -> ModuleReport:
+        namespace = dict(vars(module))  # the walk rebinds names: let it rebind a copy
+        return self._instrument_items(module, namespace, list(namespace.items()))
+
+    def wrapper_for(self, func: Any, module: str, qualname: str, rule: Any) -> Any:
+        existing = self.existing_wrapper(func)
+        if existing is not None:
+            return existing
+        reason = self._matcher.select(module, qualname).reason
+        planned = Planned(module, qualname, _kind(func, module, qualname), reason)
+        placeholder = _Placeholder(planned)
+        self._wrappers[id(func)] = (func, placeholder)  # type: ignore[assignment]
+        self.planned.append((rule, planned))
+        return placeholder
+
+    def set_member(self, cls: type, attr: str, value: Any) -> None:
+        pass
+
+
+@dataclass
+class Plan:
+    """The outcome of a plan: per rule what it selects and which of its patterns matched
+    nothing, the modules walked, and what could not be imported."""
+
+    config: Config
+    selected: list[tuple[Rule, list[Planned]]] = field(default_factory=list)
+    unmatched: dict[int, list[str]] = field(default_factory=dict)  # id(rule) -> lines
+    modules: list[str] = field(default_factory=list)
+    reports: dict[str, ModuleReport] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def all_selected(self) -> list[Planned]:
+        return [p for _, planned in self.selected for p in planned]
+
+
+def plan_modules(config: Config, imported: Iterable[str], notes: Sequence[str] = ()) -> Plan:
+    """Walk every module in sys.modules that the rules target (after the caller imported
+    what it wanted) and record what a run would wrap."""
+    matcher = Matcher(config)
+    planner = PlanInstrumenter(matcher)
+    plan = Plan(config, notes=list(notes))
+    for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
+        module = sys.modules.get(name)
+        if isinstance(module, types.ModuleType) and matcher.should_consider_module(name):
+            planner.instrument(module)
+            plan.modules.append(name)
+    for name in imported:
+        matcher.should_consider_module(name)  # seen, for "did you mean" suggestions
+    by_rule: dict[int, list[Planned]] = {id(rule): [] for rule in config.rules}
+    for rule, planned in planner.planned:
+        by_rule.setdefault(id(rule), []).append(planned)
+    plan.selected = [
+        (rule, sorted(by_rule[id(rule)], key=lambda p: (p.module, p.qualname)))
+        for rule in config.rules
+    ]
+    plan.unmatched = {id(rule): lines for rule, lines in matcher.unmatched_by_rule()}
+    plan.reports = planner.reports
+    return plan
+
+
+def import_modules(names: Sequence[str]) -> list[str]:
+    """Import each named module as the program would; the import errors are returned as
+    notes (a module that fails to import is reported, never fatal), a missing module is."""
+    notes = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
+                raise TargetNotFoundError(f"No module named '{exc.name}'") from None
+            notes.append(f"{name}: import failed: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # the module's own code failed: list what did import
+            notes.append(f"{name}: import failed: {type(exc).__name__}: {exc}")
+    return notes
+
+
+def plan_main_source(config: Config, source: str, filename: str) -> list[tuple[Rule, Planned]]:
+    """What rules targeting `__main__` would select among the functions and classes a
+    script defines at its top level, read from its source (the script is not run)."""
+    matcher = Matcher(config)
+    if not matcher.should_consider_module("__main__"):
+        return []
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError:
+        return []
+    found: list[tuple[Rule, Planned]] = []
+
+    def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = node.name
+                if len(name) > 4 and name[:2] == name[-2:] == "__" and name not in WRAPPABLE_DUNDERS:
+                    continue
+                qualname = prefix + name
+                selection = matcher.select("__main__", qualname)
+                if selection.selected and selection.rule is not None:
+                    kind = _source_kind(node, in_class)
+                    found.append((selection.rule, Planned("__main__", qualname, kind, selection.reason)))
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.", True)
+            elif isinstance(node, (ast.If, ast.Try)) and not in_class:
+                visit(node.body, prefix, in_class)
+                visit(node.orelse, prefix, in_class)
+
+    visit(tree.body, "", False)
+    return found
+
+
+def _source_kind(node: ast.FunctionDef | ast.AsyncFunctionDef, in_class: bool) -> str:
+    decorators = {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
+    if isinstance(node, ast.AsyncFunctionDef):
+        return "async"
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
+        return "generator"
+    if in_class:
+        for kind in ("staticmethod", "classmethod"):
+            if kind in decorators:
+                return kind
+        return "method"
+    return "function"
+
+
+def top_level_imports(source: str, filename: str) -> list[str]:
+    """The absolute module names a script imports in its top-level statements (including
+    those under top-level if/try/with), in order; `from a import b` gives `a` and, when it
+    is a submodule, `a.b`."""
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                names.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.append(node.module)
+                names.extend(
+                    f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"
+                )
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+                visit(getattr(node, "finalbody", []))
+
+    visit(tree.body)
+    return list(dict.fromkeys(names))
+
+
+def is_module(name: str) -> bool:
+    """Whether `name` is an importable module (imports its parent package, not itself)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _kind(func: Any, module: str, qualname: str) -> str:
+    code = getattr(func, "__code__", None)
+    if code is None:
+        return "builtin"
+    flags = code.co_flags
+    if flags & (_CO_COROUTINE | _CO_ASYNC_GENERATOR):
+        return "async"
+    if flags & _CO_GENERATOR:
+        return "generator"
+    owner_path, _, attr = qualname.rpartition(".")
+    if not owner_path:
+        return "function"
+    owner: Any = sys.modules.get(module)
+    for part in owner_path.split("."):
+        owner = vars(owner).get(part) if hasattr(owner, "__dict__") else None
+    raw = vars(owner).get(attr) if isinstance(owner, type) else None
+    if isinstance(raw, staticmethod):
+        return "staticmethod"
+    if isinstance(raw, classmethod):
+        return "classmethod"
+    return "method" if isinstance(owner, type) else "function"
+
+
+# Output.
+def format_text(plan: Plan, *, verbose: bool = False) -> str:
+    """The human-readable listing: per rule its selections, then its unmatched patterns."""
+    lines: list[str] = []
+    for rule, planned in plan.selected:
+        lines.append(f"{rule.origin}: {_describe_rule(rule)}")
+        width = max((len(f"{p.module}:{p.qualname}") for p in planned), default=0)
+        for p in planned:
+            lines.append(f"  {p.module}:{p.qualname}".ljust(width + 4) + p.kind)
+        if not planned:
+            lines.append("  (selects nothing)")
+        for line in plan.unmatched.get(id(rule), []):
+            lines.append(f"  unmatched: {line}")
+    if verbose:
+        for name, report in sorted(plan.reports.items()):
+            for qualname, why in report.skipped.items():
+                lines.append(f"skipped {name}:{qualname} ({why})")
+    for note in plan.notes:
+        lines.append(note)
+    total = len(plan.all_selected())
+    lines.append(
+        f"{total} function{'s' if total != 1 else ''} selected in"
+        f" {len({p.module for p in plan.all_selected()})} of {len(plan.modules)} targeted"
+        f" module{'s' if len(plan.modules) != 1 else ''} by {len(plan.selected)}"
+        f" rule{'s' if len(plan.selected) != 1 else ''}"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def format_json(plan: Plan) -> str:
+    """The listing for tools."""
+    return json.dumps(
+        {
+            "rules": [
+                {
+                    "origin": rule.origin,
+                    "modules": list(rule.modules),
+                    "include": list(rule.include),
+                    "exclude": list(rule.exclude),
+                    "selected": [
+                        {"module": p.module, "qualname": p.qualname, "kind": p.kind, "reason": p.reason}
+                        for p in planned
+                    ],
+                    "unmatched": plan.unmatched.get(id(rule), []),
+                }
+                for rule, planned in plan.selected
+            ],
+            "modules": plan.modules,
+            "plugins": list(plan.config.plugins),
+            "notes": plan.notes,
+        },
+        indent=2,
+    ) + "\n"
+
+
+def _describe_rule(rule: Rule) -> str:
+    parts = [f"modules {', '.join(rule.modules)}"]
+    if rule.include != ("*",):
+        parts.append(f"include {', '.join(rule.include)}")
+    if rule.exclude:
+        parts.append(f"exclude {', '.join(rule.exclude)}")
+    return "; ".join(parts)
+
