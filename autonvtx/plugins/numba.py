@@ -1,0 +1,204 @@
+"""Numba CUDA plugin: a range around each kernel launch, named by the kernel, and around the
+host-side calls that move data or wait for the device.
+
+What gets a range (category "kernel launch" or "cuda"):
+
+- each launch of a `@cuda.jit` kernel (`kernel[grid, block](...)`, `kernel.forall(n)(...)`),
+  named by the kernel's qualified name: ``convolve``; with the option `launch_config = true`,
+  by name and launch configuration as written in the source: ``convolve[(7, 7), (32, 32)]``
+  (one range name per configuration seen);
+- ``cuda.to_device``, ``copy_to_host`` (device arrays' `copy_to_host`),
+  ``cuda.synchronize`` and ``Stream.synchronize``.
+
+What a launch range measures is the host side of the launch, and that depends on the
+arguments (seed 003: GPU work is asynchronous). With device arrays it is argument marshalling
+and the launch call: the kernel itself runs after the range ends, and shows up on the GPU row
+of Nsight Systems and under the next synchronizing call's range. With NumPy arrays Numba
+copies them to the device before the launch and back after it, and the copy back waits for
+the kernel, so the range covers transfers and execution. The first launch of a kernel for a
+new signature also compiles it. Device functions get no range (they are not launched).
+
+Under the CUDA simulator (`NUMBA_ENABLE_CUDASIM=1`) the same ranges are emitted, and since
+the simulator runs the kernel in Python inside the launch call, a launch range covers the
+whole simulated execution: useful to test a program's profile on a machine without a GPU.
+
+Options (`[autonvtx.plugin.numba]`): `launch_config` (default false), `transfers` (default
+true: the to_device/copy_to_host/synchronize ranges), `domain` (default: the global domain).
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autonvtx.config import RangeStyle
+    from autonvtx.plugins import PluginContext
+    from autonvtx.ranges import Emitter
+
+TRIGGER = "numba.cuda"
+
+_OPTIONS: dict[str, type] = {"launch_config": bool, "transfers": bool, "domain": str}
+
+# Marks a method this plugin installed, so that nothing is wrapped twice.
+_MARK = "__autonvtx_numba__"
+
+
+def activate(framework: types.ModuleType, context: PluginContext) -> None:
+    cuda = framework
+    options = _read_options(context)
+    domain = options.get("domain")
+    launches = LaunchNamer(
+        context,
+        context.style(domain=domain, category="kernel launch", module="numba.cuda"),
+        bool(options.get("launch_config", False)),
+    )
+    simulated = _is_simulator(cuda)
+    if simulated:
+        _patch_simulated_launch(launches, context)
+    else:
+        _patch_launch(launches, context)
+    if options.get("transfers", True):
+        _patch_transfers(cuda, simulated, context, domain)
+
+
+def _read_options(context: PluginContext) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for key, value in context.options.items():
+        expected = _OPTIONS.get(key)
+        if expected is None:
+            context.warn(f"unknown option {key!r} ignored; expected one of {', '.join(_OPTIONS)}")
+        elif type(value) is not expected:
+            context.warn(f"option {key!r}: expected {expected.__name__}, got {value!r}; default used")
+        else:
+            options[key] = value
+    return options
+
+
+def _is_simulator(cuda: types.ModuleType) -> bool:
+    # numba.cuda imports simulator_init instead of device_init when this is set (read once,
+    # at numba's import, from NUMBA_ENABLE_CUDASIM).
+    config = sys.modules.get("numba.core.config")
+    return bool(getattr(config, "ENABLE_CUDASIM", False))
+
+
+class LaunchNamer:
+    """The emitter of a launch: one per kernel (and launch configuration, if asked for)."""
+
+    def __init__(self, context: PluginContext, style: RangeStyle, launch_config: bool) -> None:
+        self._context = context
+        self._style = style
+        self._launch_config = launch_config
+        self._by_kernel: dict[Any, Emitter] = {}
+
+    def emitter(self, py_func: Any, griddim: Any, blockdim: Any) -> Emitter:
+        key = (py_func, griddim, blockdim) if self._launch_config else py_func
+        try:
+            found = self._by_kernel.get(key)
+        except TypeError:  # unhashable dimensions: name by kernel only
+            key, found = py_func, self._by_kernel.get(py_func)
+        if found is None:
+            name = str(getattr(py_func, "__qualname__", None) or getattr(py_func, "__name__", "kernel"))
+            if self._launch_config and key is not py_func:
+                name = f"{name}[{_dims(griddim)}, {_dims(blockdim)}]"
+            found = self._by_kernel[key] = self._context.emitter(name, self._style)
+        return found
+
+
+def _dims(dims: Any) -> str:
+    """(7, 7, 1) as "(7, 7)", (256, 1, 1) as "256": the launch as the source spells it."""
+    try:
+        values = [int(d) for d in dims]
+    except TypeError:
+        return str(dims)
+    while len(values) > 1 and values[-1] == 1:
+        values.pop()
+    return str(values[0]) if len(values) == 1 else str(tuple(values))
+
+
+def _patch_launch(launches: LaunchNamer, context: PluginContext) -> None:
+    # Every launch of a real kernel goes through CUDADispatcher.call (kernel[grid, block](...)
+    # builds a _LaunchConfiguration whose __call__ calls it; forall does the same). Imported
+    # here: numba.cuda imports it already, and the import fails cleanly without CUDA bits.
+    try:
+        from numba.cuda.dispatcher import CUDADispatcher
+    except ImportError as exc:
+        context.note(f"numba.cuda.dispatcher not importable ({exc}): no launch ranges")
+        return
+    original = vars(CUDADispatcher).get("call")
+    if not isinstance(original, types.FunctionType) or getattr(original, _MARK, False):
+        context.note("CUDADispatcher.call not found: no launch ranges")
+        return
+    emitter = launches.emitter
+
+    @functools.wraps(original)
+    def call(self: Any, args: Any, griddim: Any, blockdim: Any, stream: Any, sharedmem: Any) -> Any:
+        ranged = emitter(self.py_func, griddim, blockdim)
+        ranged.push()
+        try:
+            return original(self, args, griddim, blockdim, stream, sharedmem)
+        finally:
+            ranged.pop()
+
+    setattr(call, _MARK, True)
+    type.__setattr__(CUDADispatcher, "call", call)
+    context.note("CUDA kernel launches: a range per launch, named by kernel")
+
+
+def _patch_simulated_launch(launches: LaunchNamer, context: PluginContext) -> None:
+    try:
+        from numba.cuda.simulator.kernel import FakeCUDAKernel
+    except ImportError as exc:
+        context.note(f"CUDA simulator kernel class not importable ({exc}): no launch ranges")
+        return
+    original = vars(FakeCUDAKernel).get("__call__")
+    if not isinstance(original, types.FunctionType) or getattr(original, _MARK, False):
+        context.note("FakeCUDAKernel.__call__ not found: no launch ranges")
+        return
+    emitter = launches.emitter
+
+    @functools.wraps(original)
+    def __call__(self: Any, *args: Any) -> Any:
+        if self._device:  # a device function called from a simulated kernel: not a launch
+            return original(self, *args)
+        ranged = emitter(self.fn, self.grid_dim, self.block_dim)
+        ranged.push()
+        try:
+            return original(self, *args)
+        finally:
+            ranged.pop()
+
+    setattr(__call__, _MARK, True)
+    type.__setattr__(FakeCUDAKernel, "__call__", __call__)
+    context.note("CUDA kernel launches (simulator): a range per launch, named by kernel")
+
+
+def _patch_transfers(
+    cuda: types.ModuleType, simulated: bool, context: PluginContext, domain: str | None
+) -> None:
+    style = context.style(domain=domain, category="cuda", module="numba.cuda")
+    wrapped: list[str] = []
+
+    def wrap(owner: Any, attr: str, message: str) -> None:
+        if owner is not None and context.wrap_function(owner, attr, message, style):
+            wrapped.append(message)
+
+    # What programs call: the package's own attributes (`cuda.to_device(...)`).
+    wrap(cuda, "to_device", "cuda.to_device")
+    wrap(cuda, "synchronize", "cuda.synchronize")
+    if simulated:
+        wrap(_attribute("numba.cuda.simulator.cudadrv.devicearray", "FakeCUDAArray"),
+             "copy_to_host", "copy_to_host")
+        wrap(_attribute("numba.cuda.simulator.api", "stream"), "synchronize", "Stream.synchronize")
+    else:
+        wrap(_attribute("numba.cuda.cudadrv.devicearray", "DeviceNDArrayBase"),
+             "copy_to_host", "copy_to_host")
+        wrap(_attribute("numba.cuda.cudadrv.driver", "Stream"), "synchronize", "Stream.synchronize")
+    if wrapped:
+        context.note(f"transfers and waits: {', '.join(wrapped)}")
+
+
+def _attribute(module: str, name: str) -> Any:
+    return getattr(sys.modules.get(module), name, None)
+
