@@ -81,6 +81,8 @@ class Plan:
     modules: list[str] = field(default_factory=list)
     reports: dict[str, ModuleReport] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Per configured plugin: (name, trigger, what its plan() lists, a note when it lists nothing).
+    plugins: list[tuple[str, str, list[tuple[str, str, str]], str]] = field(default_factory=list)
 
     def all_selected(self) -> list[Planned]:
         return [p for _, planned in self.selected for p in planned]
@@ -108,7 +110,32 @@ def plan_modules(config: Config, imported: Iterable[str], notes: Sequence[str] =
     ]
     plan.unmatched = {id(rule): lines for rule, lines in matcher.unmatched_by_rule()}
     plan.reports = planner.reports
+    plan.plugins = plan_plugins(config)
     return plan
+
+
+def plan_plugins(config: Config) -> list[tuple[str, str, list[tuple[str, str, str]], str]]:
+    """What each configured plugin says it would put ranges on, for a framework that is
+    imported; plugins decide at run time, so this is their own account (their plan())."""
+    from autonvtx.plugins import PluginContext, load_plugins
+
+    out = []
+    for plugin in load_plugins(config):
+        framework = sys.modules.get(plugin.trigger)
+        entries: list[tuple[str, str, str]] = []
+        note = ""
+        if not isinstance(framework, types.ModuleType):
+            note = f"inactive here: {plugin.trigger} is not imported"
+        elif plugin.plan is None:
+            note = "decides at run time (the plugin has no plan() to list)"
+        else:
+            try:
+                context = PluginContext(plugin.name, plugin.trigger, config, [])
+                entries = sorted((str(m), str(q), str(k)) for m, q, k in plugin.plan(framework, context))
+            except Exception as exc:
+                note = f"plan() failed: {type(exc).__name__}: {exc}"
+        out.append((plugin.name, plugin.trigger, entries, note))
+    return out
 
 
 def import_modules(names: Sequence[str]) -> list[str]:
@@ -248,6 +275,13 @@ def format_text(plan: Plan, *, verbose: bool = False) -> str:
             lines.append("  (selects nothing)")
         for line in plan.unmatched.get(id(rule), []):
             lines.append(f"  unmatched: {line}")
+    for name, trigger, entries, note in plan.plugins:
+        lines.append(f"plugin {name} (activates on import of {trigger})")
+        width = max((len(f"{m}:{q}") for m, q, _ in entries), default=0)
+        for module, qualname, kind in entries:
+            lines.append(f"  {module}:{qualname}".ljust(width + 4) + kind)
+        if note:
+            lines.append(f"  {note}")
     if verbose:
         for name, report in sorted(plan.reports.items()):
             for qualname, why in report.skipped.items():
@@ -255,6 +289,9 @@ def format_text(plan: Plan, *, verbose: bool = False) -> str:
     for note in plan.notes:
         lines.append(note)
     total = len(plan.all_selected())
+    plugged = sum(len(entries) for _, _, entries, _ in plan.plugins)
+    if plugged:
+        lines.append(f"{plugged} function{'s' if plugged != 1 else ''} ranged by plugins")
     lines.append(
         f"{total} function{'s' if total != 1 else ''} selected in"
         f" {len({p.module for p in plan.all_selected()})} of {len(plan.modules)} targeted"
@@ -283,7 +320,15 @@ def format_json(plan: Plan) -> str:
                 for rule, planned in plan.selected
             ],
             "modules": plan.modules,
-            "plugins": list(plan.config.plugins),
+            "plugins": [
+                {
+                    "name": name,
+                    "trigger": trigger,
+                    "selected": [{"module": m, "qualname": q, "kind": k} for m, q, k in entries],
+                    "note": note,
+                }
+                for name, trigger, entries, note in plan.plugins
+            ],
             "notes": plan.notes,
         },
         indent=2,

@@ -478,6 +478,23 @@ def test_json_round_trip(tmp_path: Path) -> None:
     assert Config.from_json(Config().to_json()) == Config()
 
 
+def test_json_round_trip_keeps_plugins_and_presets(tmp_path: Path) -> None:
+    make_file(tmp_path / "p.toml", """
+        [autonvtx]
+        description = "a preset"
+        plugins = ["mypkg.plugin"]
+        [autonvtx.plugin."mypkg.plugin"]
+        flag = true
+        depth = 2
+        ratio = 0.5
+        name = "x"
+    """)
+    config = load_config([], extra_sources=["p.toml"], cwd=str(tmp_path))
+    assert config.preset_sources == ("p.toml",)
+    assert config.options_for("mypkg.plugin") == {"flag": True, "depth": 2, "ratio": 0.5, "name": "x"}
+    assert Config.from_json(config.to_json()) == config
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -196,3 +196,20 @@ def test_unmatched_patterns(rules: tuple[Rule, ...], asked: list[tuple[str, str 
         if m.should_consider_module(module) and qualname is not None:
             m.select(module, qualname)
     assert m.unmatched_patterns() == expected
+
+
+def test_unmatched_by_rule_and_presets_left_out_of_the_warnings() -> None:
+    preset = Rule(("numpy.fft",), include=("fft",), origin="/x/numpy.toml: rules[0]")
+    mine = rule(0, ("mypkg",), include=("trian",))
+    m = Matcher(Config(rules=(preset, mine), preset_sources=("/x/numpy.toml",)))
+    if m.should_consider_module("mypkg"):
+        m.select("mypkg", "train")
+    assert m.unmatched_by_rule() == [
+        (preset, ["/x/numpy.toml: rules[0].modules: 'numpy.fft' matched no module"]),
+        (mine, ["rules.toml: rules[0].include: 'trian' matched no qualified name in the module it targets; did you mean 'train'?"]),
+    ]
+    # A run warns about the user's own patterns only: a preset names what several versions
+    # of a framework define, and a program uses part of it.
+    assert m.unmatched_patterns() == [
+        "rules.toml: rules[0].include: 'trian' matched no qualified name in the module it targets; did you mean 'train'?"
+    ]

@@ -37,7 +37,16 @@ optional parts the program did not import itself. An exception from `activate` n
 reaches the program: it becomes one warning line on stderr and the plugin stays inactive.
 
 `autonvtx.ranges` is the only module that talks to NVTX: a plugin gets its ranges from the
-context, never from `nvtx` directly.
+context, never from `nvtx` directly. Without an NVTX tool attached (no nsys, no
+--trace/--summary) no range would be seen, and plugins are not activated at all.
+
+A plugin may also define what `autonvtx list` shows for it, without changing anything::
+
+    def plan(framework: types.ModuleType, context: PluginContext) -> Iterable[tuple[str, str, str]]:
+        ...   # (module, qualname, kind) of each function activate() would put a range on
+
+`kind` is free text ("forward", "method", "per call, named by model path" ...). `plan` is
+called by `autonvtx list`/`run --dry-run` when the framework is imported, never in a run.
 
 `PluginContext`
     `config`        the resolved `Config`.
@@ -67,7 +76,7 @@ import importlib
 import sys
 import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 from autonvtx.config import Config, RangeStyle, Rule, Scalar
@@ -96,6 +105,7 @@ class Plugin:
     name: str
     trigger: str
     activate: Callable[[types.ModuleType, PluginContext], None]
+    plan: Callable[[types.ModuleType, PluginContext], Iterable[tuple[str, str, str]]] | None = None
 
 
 def load_plugins(config: Config) -> list[Plugin]:
@@ -117,7 +127,8 @@ def load_plugins(config: Config) -> list[Plugin]:
             )
         if not callable(activate):
             raise ConfigError(f"plugin {name!r}: {target}.activate: expected a function")
-        plugins.append(Plugin(name, trigger, activate))
+        plan = getattr(module, "plan", None)
+        plugins.append(Plugin(name, trigger, activate, plan if callable(plan) else None))
     return plugins
 
 
@@ -284,6 +295,13 @@ class PluginActivator:
         self._done: set[str] = set()
 
     def install(self, hook: Any) -> None:
+        from autonvtx.ranges import is_tool_configured
+
+        if not is_tool_configured():
+            # As for rules: with no NVTX tool no range is seen, so nothing is changed.
+            for plugin in self.plugins:
+                self.notes.append(f"{plugin.name}: not activated (no NVTX tool is attached)")
+            return
         for plugin in self.plugins:
             hook.when_imported(plugin.trigger, self._callback(plugin))
 

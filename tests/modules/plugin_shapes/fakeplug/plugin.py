@@ -19,3 +19,8 @@ def activate(framework, context):
     context.note(f"second wrap of op: {again}")
     if os.environ.get("FAKEPLUG_FAIL"):
         raise RuntimeError("boom")
+
+
+def plan(framework, context):
+    yield "fakefw", "Layer.forward", "per call, named by layer"
+    yield "fakefw", "op", "function"
