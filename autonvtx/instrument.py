@@ -200,8 +200,13 @@ class Instrumenter:
         self._matcher = matcher
         self._config = matcher.config
         self.wraps = wrap
-        # id(original) -> (original, wrapper); the original is held so its id stays unique.
-        self._wrappers: dict[int, tuple[Any, RangeWrapper]] = {}
+        # (id(rule), module) -> RangeStyle: one per module, not one per function (the rules
+        # live as long as the config that holds them, so their ids stay theirs).
+        self._styles: dict[tuple[int, str], Any] = {}
+        self._texts: dict[str, str] = {}
+        # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
+        # stays unique).
+        self._wrappers: dict[int, RangeWrapper] = {}
         # id(original) -> module-level names, in target modules, that still hold the
         # original because they were bound before the original was wrapped.
         self._pending: dict[int, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
@@ -263,27 +268,33 @@ class Instrumenter:
     def wrapper_for(self, func: Any, module: str, qualname: str, rule: Any) -> RangeWrapper:
         """The one wrapper of `func`, created on first request; pending references rebound."""
         with self._lock:
-            entry = self._wrappers.get(id(func))
-        if entry is not None:
-            return entry[1]
-        style = self._config.style(rule, module)
+            found = self._wrappers.get(id(func))
+        if found is not None:
+            return found
+        style = self._styles.get((id(rule), module))
+        if style is None:
+            style = self._styles[id(rule), module] = self._config.style(rule, module)
         emitter = ranges.emitter_for(style, ranges.label_for(func, module, qualname))
         wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
-            entry = self._wrappers.setdefault(id(func), (func, wrapper))
+            found = self._wrappers.setdefault(id(func), wrapper)
             pending = self._pending.pop(id(func), [])
         for module_ref, attr in pending:
             target = module_ref()
             if target is not None:
                 namespace = _module_dict(target)
                 if namespace.get(attr) is func:
-                    namespace[attr] = entry[1]
-        return entry[1]
+                    namespace[attr] = found
+        return found
+
+    def shared(self, text: str) -> str:
+        """One kept copy of each distinct string (report reasons)."""
+        return self._texts.setdefault(text, text)
 
     def existing_wrapper(self, value: Any) -> RangeWrapper | None:
         with self._lock:
-            entry = self._wrappers.get(id(value))
-        return entry[1] if entry is not None and entry[0] is value else None
+            found = self._wrappers.get(id(value))
+        return found if found is not None and found.__wrapped__ is value else None
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
         with self._lock:
@@ -340,8 +351,17 @@ class _ModuleWalk:
 
     def _visit_global(self, attr: str, value: Any) -> None:
         kind = type(value)
+        if issubclass(kind, type):
+            if vars(value).get("__module__") == self.name:
+                self._visit_class(value, _qualname(value, attr))
+            return
         if issubclass(kind, RangeWrapper):
             self.report.skip(attr, "already wrapped")
+            return
+        is_function = kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper)
+        if not is_function and not _is_builtin(value):
+            # Data, modules, instances: most of a module's names, never wrapped (decided
+            # before any lookup: a package targeted wholesale has tens of thousands).
             return
         existing = self.inst.existing_wrapper(value)
         if existing is not None:
@@ -349,7 +369,7 @@ class _ModuleWalk:
             self.namespace[attr] = existing
             self.report.rebound.append(attr)
             return
-        if kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper):
+        if is_function:
             home = value.__module__
             if home != self.name:
                 self._remember(value, home, attr)
@@ -361,10 +381,7 @@ class _ModuleWalk:
             wrapper = self._wrap(value, qualname)
             if wrapper is not None:
                 self.namespace[attr] = wrapper
-        elif issubclass(kind, type):
-            if vars(value).get("__module__") == self.name:
-                self._visit_class(value, _qualname(value, attr))
-        elif _is_builtin(value):
+        else:
             if getattr(value, "__module__", None) == self.name:
                 qualname = getattr(value, "__qualname__", attr)
                 wrapper = self._wrap(value, qualname, builtin=True)
@@ -450,7 +467,8 @@ class _ModuleWalk:
             self.report.skip(qualname, f"no NVTX tool attached: {selection.reason}")
             return None
         wrapper = self.inst.wrapper_for(func, self.rule_module, qualname, selection.rule)
-        self.report.wrapped[qualname] = selection.reason
+        # Reasons repeat (one per rule and glob): one copy kept, not one per function.
+        self.report.wrapped[qualname] = self.inst.shared(selection.reason)
         return wrapper
 
 

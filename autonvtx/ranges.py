@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import os
 import types
-from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Generator
+from types import ModuleType
+from typing import Any, Callable, Coroutine, Generator, NamedTuple
 
 from autonvtx import environment
 from autonvtx.config import RangeStyle
 
 
-def _load_client() -> Any:
+def _load_client() -> ModuleType | None:
     try:
         from autonvtx import _nvtxclient
     except ImportError:  # not built (no compiler, no NVTX headers): the pure-Python path serves
@@ -30,8 +30,10 @@ Thunk = Callable[[], None]
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-@dataclass(frozen=True)
-class Label:
+# Label and Emitter are made once per wrapped function, thousands of times when a package is
+# targeted wholesale: named tuples build in a fraction of a frozen dataclass's time
+# (benchmarks/wholesale.py).
+class Label(NamedTuple):
     """What a range's message template can name about the function it covers."""
 
     module: str
@@ -50,6 +52,8 @@ class Label:
         return "" if "<locals>" in head else head
 
     def format(self, template: str) -> str:
+        if template == "{qualname}":  # the default: no formatting needed
+            return self.qualname
         return template.format(
             module=self.module,
             qualname=self.qualname,
@@ -64,16 +68,10 @@ def label_for(func: Any, module: str, qualname: str) -> Label:
     """The label of `func`, known in `module` as `qualname`; file and line come from its code."""
     code = getattr(func, "__code__", None)
     filename = getattr(code, "co_filename", "") or ""
-    return Label(
-        module=module,
-        qualname=qualname,
-        file=os.path.basename(filename),
-        line=getattr(code, "co_firstlineno", 0) or 0,
-    )
+    return Label(module, qualname, os.path.basename(filename), getattr(code, "co_firstlineno", 0) or 0)
 
 
-@dataclass(frozen=True)
-class Emitter:
+class Emitter(NamedTuple):
     """A range ready to emit: `push()` and `pop()` take no arguments and allocate nothing.
     `native` is the native client's prepared range when it serves this emitter."""
 
@@ -104,7 +102,7 @@ def emitter_for(style: RangeStyle, label: Label) -> Emitter:
     """Register the message string and category, build the event attributes, bind push/pop."""
     message = label.format(style.message)
     if _native is not None:
-        return _native_emitter(style, message)
+        return _native_emitter(_native, style, message)
     # Imported here, not at module level: `nvtx` imports numpy when it is installed, and the
     # import hook must be in place before anything heavy is imported (numpy may be a target).
     from functools import partial
@@ -128,7 +126,7 @@ def emitter_for(style: RangeStyle, label: Label) -> Emitter:
     )
 
 
-def _native_emitter(style: RangeStyle, message: str) -> Emitter:
+def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emitter:
     category = 0
     if style.category is not None:
         # Category ids come from the `nvtx` package's Domain, which numbers and names them per
@@ -136,7 +134,7 @@ def _native_emitter(style: RangeStyle, message: str) -> Emitter:
         # every id (two numberings would name one id twice, the last name winning).
         domain = _domain(style.domain)
         category = domain.get_category_id(style.category) if _is_enabled(domain) else 0
-    prepared = _native.Range(style.domain, message, style.color, category)
+    prepared = client.Range(style.domain, message, style.color, category)
     return Emitter(message, style.domain, prepared.push, prepared.pop, prepared)
 
 

@@ -1,0 +1,281 @@
+"""autonvtx's performance goals (issue 6), each measured and printed against its target.
+
+    python benchmarks/run.py            # the table (about a minute on 2 cores)
+    python benchmarks/run.py --quick    # tiny sizes: checks the benchmark code runs (CI)
+    python benchmarks/run.py --json out.json   # also write every figure measured
+
+Each measurement runs in its own process (whether a tool is attached, and which per-call
+path serves the ranges, are fixed at a process's start):
+
+    percall.py         goals 1, 2, 5   per-call cost with a no-op tool and with the recorder;
+                                       unselected functions; the recorder's rate in C
+    percall.py (pure)  goal 1, info    the same through the pure-Python fallback
+    notool_target.py   goal 3          `autonvtx run` with no tool attached
+    start-up           goal 4          `autonvtx run empty.py` against `python empty.py`
+    wholesale.py       goal 4          numpy and pandas instrumented wholesale
+
+Per-call figures are the fastest of many interleaved rounds in the thread's CPU time, and the
+process-level ones medians of several runs in CPU time (user + system): both stay meaningful
+on a machine shared with other work. Nothing here asserts a timing; "met?" compares the
+figure printed with its target.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+SHAPES = ("function", "method", "*args/**kwargs")
+
+
+@dataclass
+class Row:
+    goal: str
+    what: str
+    figure: str
+    target: str
+    met: bool | None  # None: printed for information, no target
+
+    def cells(self) -> list[str]:
+        met = "-" if self.met is None else ("yes" if self.met else "NO")
+        return [self.goal, self.what, self.figure, self.target, met]
+
+
+def user_env(**extra: str) -> dict[str, str]:
+    """The environment of a user's shell: no NVTX tool, no autonvtx settings, and bytecode
+    caches written as by default (with PYTHONDONTWRITEBYTECODE every start-up would compile
+    whatever has no cache yet)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
+    env.update(extra)
+    return env
+
+
+def worker(script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Any:
+    """Run benchmarks/`script` and return the JSON object it prints last."""
+    proc = subprocess.run(
+        [sys.executable, os.path.join(HERE, script), *args],
+        env=env if env is not None else user_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{script} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def autonvtx_command() -> list[str]:
+    """The console script next to this interpreter (what users run), else `python -m autonvtx`."""
+    script = os.path.join(os.path.dirname(sys.executable), "autonvtx")
+    return [script] if os.path.isfile(script) else [sys.executable, "-m", "autonvtx"]
+
+
+def child_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_run(command: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one run of `command`, which must succeed."""
+    cpu, wall = child_cpu_seconds(), time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    wall, cpu = time.perf_counter() - wall, child_cpu_seconds() - cpu
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr}")
+    return cpu, wall
+
+
+def ns(value: float) -> str:
+    return f"{value:.0f} ns"
+
+
+def goal1_rows(per: dict[str, Any], label: str, target: bool) -> list[Row]:
+    rows = []
+    for shape in SHAPES:
+        t = per["shapes"][shape]
+        ours, hand = t["autonvtx"] - t["plain"], t["nvtx.annotate"] - t["plain"]
+        ratio = ours / hand
+        rows.append(Row(
+            "1", f"{shape}: autonvtx / @nvtx.annotate overhead, no-op tool{label}",
+            f"{ratio:.2f}x ({ns(ours)} vs {ns(hand)}; plain call {ns(t['plain'])})",
+            "<= 0.5x" if target else "-", ratio <= 0.5 if target else None,
+        ))
+    return rows
+
+
+def recorder_rows(per: dict[str, Any]) -> list[Row]:
+    rows = []
+    for shape in SHAPES:
+        t = per["shapes"][shape]
+        ratio = t["autonvtx [record]"] / t["autonvtx"]
+        added = t["autonvtx [record]"] - t["autonvtx"]
+        over = (t["autonvtx [record]"] - t["plain"]) / max(1e-9, t["autonvtx"] - t["plain"])
+        rows.append(Row(
+            "1", f"{shape}: annotated call, recorder / no-op tool",
+            f"{ratio:.2f}x ({ns(t['autonvtx [record]'])} vs {ns(t['autonvtx'])}: +{ns(added)}; "
+            f"overhead {over:.1f}x)",
+            "<= 1.5x", ratio <= 1.5,
+        ))
+    return rows
+
+
+def goal2_row(per: dict[str, Any]) -> Row:
+    t = per["unselected_ns"]
+    ratio = t["instrumented module"] / t["plain"]
+    same, hooks = per["unselected_same_object"], per["global_hooks"]
+    return Row(
+        "2", "unselected function in an instrumented module / plain",
+        f"{ratio:.2f}x ({'the same function object' if same else 'REPLACED'}, "
+        f"{'a trace/profile hook is set' if hooks else 'no trace/profile hook'})",
+        "1.00x", same and not hooks,
+    )
+
+
+def goal3_rows(quick: bool, library: dict[str, Any]) -> list[Row]:
+    n, rounds = ("2000", "2") if quick else ("20000", "41")
+    with tempfile.TemporaryDirectory() as cwd:
+        proc = subprocess.run(
+            [*autonvtx_command(), "run", "-t", "__main__", "--include", "work",
+             os.path.join(HERE, "notool_target.py"), n, rounds],
+            cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=120,
+        )
+    if proc.returncode != 0:
+        raise RuntimeError(f"autonvtx run notool_target.py failed:\n{proc.stderr}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    hints = [line for line in proc.stderr.splitlines() if "no NVTX tool is attached" in line]
+    ratio = result["ns"]["work"] / result["ns"]["twin"]
+    rows = [Row(
+        "3", "no tool: `autonvtx run`, selected function / plain twin",
+        f"{ratio:.2f}x ({result['work_type']}, left unwrapped; "
+        f"how to attach a tool said {len(hints)}x)",
+        "<= 1.1x", ratio <= 1.1 and len(hints) == 1,
+    )]
+    for shape in SHAPES:
+        t = library["shapes"][shape]
+        rows.append(Row(
+            "3", f"{shape}: no tool, wrapped in-process (library use) / plain",
+            f"{t['autonvtx'] / t['plain']:.2f}x (+{ns(t['autonvtx'] - t['plain'])})", "-", None,
+        ))
+    return rows
+
+
+def startup_rows(quick: bool) -> list[Row]:
+    runs = 3 if quick else 15
+    env = user_env()
+    with tempfile.TemporaryDirectory() as cwd:
+        empty = os.path.join(cwd, "empty.py")
+        open(empty, "w").close()
+        python, ours = [sys.executable, empty], [*autonvtx_command(), "run", empty]
+        timed_run(python, cwd, env), timed_run(ours, cwd, env)  # warm the file cache
+        samples: dict[str, list[tuple[float, float]]] = {"python": [], "autonvtx": []}
+        for _ in range(runs):  # alternating, so that both see the same conditions
+            samples["python"].append(timed_run(python, cwd, env))
+            samples["autonvtx"].append(timed_run(ours, cwd, env))
+    cpu = {k: statistics.median(c for c, _ in v) for k, v in samples.items()}
+    wall = {k: statistics.median(w for _, w in v) for k, v in samples.items()}
+    added = (cpu["autonvtx"] - cpu["python"]) * 1000
+    return [Row(
+        "4", "start-up: `autonvtx run empty.py` - `python empty.py`",
+        f"+{added:.0f} ms CPU ({cpu['autonvtx'] * 1000:.0f} vs {cpu['python'] * 1000:.0f} ms; "
+        f"wall +{(wall['autonvtx'] - wall['python']) * 1000:.0f} ms; median of {runs})",
+        "<= 60 ms", added <= 60,
+    )]
+
+
+def wholesale_rows(quick: bool) -> list[Row]:
+    runs = 1 if quick else 5
+    plain, instrumented = [], []
+    for _ in range(runs):  # alternating, so that both see the same conditions
+        plain.append(worker("wholesale.py", "--plain"))
+        instrumented.append(worker("wholesale.py"))
+    if {r["checksum"] for r in plain} != {r["checksum"] for r in instrumented}:
+        raise RuntimeError("numpy/pandas compute differently when instrumented")
+    count = instrumented[0]["wrapped"]
+    seconds = statistics.median(r["seconds"] for r in instrumented) - statistics.median(
+        r["seconds"] for r in plain
+    )
+    memory = statistics.median(r["rss_bytes"] for r in instrumented) - statistics.median(
+        r["rss_bytes"] for r in plain
+    )
+    versions = ", ".join(f"{k} {v}" for k, v in instrumented[0]["versions"].items())
+    per_us, per_bytes = seconds * 1e6 / max(1, count), memory / max(1, count)
+    return [
+        Row("4", f"wholesale {versions}: time per wrapped function",
+            f"{per_us:.1f} us ({count} wrapped in {instrumented[0]['modules']} modules, "
+            f"+{seconds * 1000:.0f} ms CPU; median of {runs})", "<= 10 us", per_us <= 10),
+        Row("4", "wholesale: memory per wrapped function",
+            f"{per_bytes:.0f} B (+{memory / 2**20:.1f} MiB resident)", "<= 1 KiB", per_bytes <= 1024),
+    ]
+
+
+def goal5_rows(per: dict[str, Any]) -> list[Row]:
+    r = per["recorder"]
+    if "skipped" in r:
+        return [Row("5", "recorder", r["skipped"], ">= 10 M events/s", False)]
+    one, two = r["events_per_s_1_thread"] / 1e6, r["events_per_s_2_threads"] / 1e6
+    return [
+        Row("5", "recorder: events/s per thread into its buffers (push/pop loop in C)",
+            f"{one:.1f} M/s (2 threads at once: {two:.1f} M/s each; no-op tool "
+            f"{r['noop_events_per_s_1_thread'] / 1e6:.0f} M/s)", ">= 10 M/s", one >= 10),
+        Row("5", "recorder: memory per event",
+            f"{r['bytes_per_event']:.1f} B ({r['events']:,} events, {r['dropped']} dropped)",
+            "printed", None),
+    ]
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ["goal", "what", "figure", "target", "met?"]
+    table = [header] + [row.cells() for row in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (CI: the code runs)")
+    parser.add_argument("--json", metavar="PATH", help="also write every figure measured")
+    args = parser.parse_args(argv)
+    quick = ["--quick"] if args.quick else []
+    started = time.perf_counter()
+
+    native = worker("percall.py", *quick)
+    pure = worker("percall.py", *quick, env=user_env(AUTONVTX_PURE_PYTHON="1"))
+    library = worker("percall.py", *quick, "--tool", "none")
+    rows = goal1_rows(native, "", target=True)
+    rows += recorder_rows(native)
+    rows += goal1_rows(pure, " (pure-Python fallback)", target=False)
+    rows.append(goal2_row(native))
+    rows += goal3_rows(args.quick, library)
+    rows += startup_rows(args.quick)
+    rows += wholesale_rows(args.quick)
+    rows += goal5_rows(native)
+
+    print(f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+          f"native per-call path: {'yes' if native['native'] else 'NO (fallback)'}"
+          f"{' (quick: sizes too small for the figures to mean anything)' if args.quick else ''}")
+    print(format_table(rows))
+    print(f"({time.perf_counter() - started:.0f} s)")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"python": sys.version, "rows": [vars(r) for r in rows],
+                       "percall": native, "percall_pure": pure, "percall_no_tool": library},
+                      out, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
