@@ -163,6 +163,17 @@ def cli() -> None:
     metavar="MB",
     help="Memory bound of the recorder's event buffers per process (default 512).",
 )
+@click.option(
+    "--no-children",
+    is_flag=True,
+    help="Leave child processes alone: neither instrumented nor recorded.",
+)
+@click.option(
+    "--ranks",
+    metavar="LIST",
+    help="Under torchrun, Slurm or MPI, instrument and record only these ranks ('0,3', '0-3'); "
+    "the others run untouched.",
+)
 def run(
     configs: tuple[str, ...],
     presets: tuple[str, ...],
@@ -174,6 +185,8 @@ def run(
     trace: str | None,
     summary: str | None,
     buffer_mb: int | None,
+    no_children: bool,
+    ranks: str | None,
 ) -> NoReturn:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
 
@@ -186,21 +199,33 @@ def run(
     """
     from autonvtx import runner
     from autonvtx.plugins import load_plugins
+    from autonvtx.propagate import children
+    from autonvtx.propagate.ranks import detect_rank, label_with_rank, parse_ranks
     from autonvtx.recorder.session import Outputs, RecordingSession, check_outputs, other_tool_attached
 
     target = click.get_current_context().meta.get(TARGET_KEY)
     if target is None:
         raise UsageError("run: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx run --help')")
     kind, value, target_args = target
+    rank = detect_rank()
+    selected_ranks = parse_ranks(ranks) if ranks is not None else None
     outputs = Outputs(
-        trace=trace, summary=summary, label=describe_target(kind, value, target_args), buffer_mb=buffer_mb
-    )
+        trace=trace,
+        summary=summary,
+        label=label_with_rank(describe_target(kind, value, target_args), rank),
+        buffer_mb=buffer_mb,
+        children=not no_children,
+    ).for_rank(rank)
     check_outputs(outputs)
     config = load_rules(configs, presets, targets, includes, excludes)
     load_plugins(config)  # a missing or malformed plugin stops us before anything starts
     if dry_run:
         dry_run_listing(config, runner.resolve(runner.Target(kind=kind, value=value, args=target_args)), verbose)
         raise SystemExit(0)
+
+    if selected_ranks is not None and rank.rank not in selected_ranks:
+        # Not a rank to look at: it runs as plain `python` would, at full speed.
+        runner.execute(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
 
     session = None
     if outputs.wanted:
@@ -217,6 +242,7 @@ def run(
     on_main_statement = (
         start_instrumentation(config, verbose) if config.rules or config.plugins else None
     )
+    children.start(config, verbose=verbose, recording=session is not None, follow=not no_children)
     try:
         resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
     except AutonvtxError:
@@ -468,6 +494,21 @@ def init_command(pyproject: bool) -> None:
     from autonvtx.presets import write_starter
 
     click.echo(write_starter(os.getcwd(), pyproject=pyproject))
+
+
+@cli.command("merge")
+@click.argument("traces", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, metavar="PATH", help="The merged trace (.json or .json.gz).")
+def merge_command(traces: tuple[str, ...], output: str) -> None:
+    """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
+    from autonvtx.recorder.merge import check_inputs, merge_traces
+    from autonvtx.recorder.session import check_trace_path
+
+    check_inputs(traces)
+    check_trace_path("merge: -o", output)
+    for note in merge_traces(traces, output):
+        print(f"autonvtx: {note}", file=sys.stderr)
+    print(f"autonvtx: merged {len(traces)} traces into {output}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

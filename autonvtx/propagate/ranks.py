@@ -51,6 +51,11 @@ def detect_rank(environ: Mapping[str, str] | None = None) -> RankInfo:
     return RankInfo()
 
 
+def label_with_rank(label: str, info: RankInfo) -> str:
+    """How a process of a distributed job is named in traces: "rank 1: python train.py"."""
+    return f"rank {info.rank}: {label}" if info.is_distributed else label
+
+
 def _as_int(text: str | None) -> int | None:
     if text is None:
         return None

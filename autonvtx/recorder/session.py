@@ -1,19 +1,27 @@
-"""One recording from `autonvtx run`: attach the recorder, then write the trace and summary at exit."""
+"""One recording from `autonvtx run`: attach the recorder, then write the trace and summary at exit.
+
+Every process of a run writes its events into one directory, as `<pid>.anr`: the process
+`autonvtx run` started, and each child that follows it. A Python child also leaves `<pid>.json`
+there when it starts (its pid, parent and label). At exit the first process reads them all; a
+note without its recording is a child that died before writing it (a crash, `os._exit`,
+SIGKILL) or that still runs, and the trace and summary say so.
+"""
 from __future__ import annotations
 
 import atexit
+import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from autonvtx import environment
-from autonvtx.errors import UsageError
+from autonvtx.errors import TraceFormatError, UsageError
+from autonvtx.propagate.ranks import RankInfo, detect_rank, expand_output_name
 from autonvtx.recorder.model import ProcessRecording
 
 SUMMARY_TO_STDERR = "-"
@@ -29,24 +37,36 @@ class Outputs:
     summary: str | None = None  # SUMMARY_TO_STDERR or a path
     label: str = ""  # how the main process is named in the trace
     buffer_mb: int | None = None
+    children: bool = True  # child processes' recordings join the trace
 
     @property
     def wanted(self) -> bool:
         return self.trace is not None or self.summary is not None
 
+    def for_rank(self, info: RankInfo) -> Outputs:
+        """`{rank}` (and `{local_rank}`, `{world_size}`, `{pid}`) filled in the output names."""
+        summary = self.summary
+        if summary is not None and summary != SUMMARY_TO_STDERR:
+            summary = expand_output_name(summary, info)
+        trace = expand_output_name(self.trace, info) if self.trace is not None else None
+        return Outputs(trace, summary, self.label, self.buffer_mb, self.children)
+
 
 def check_outputs(outputs: Outputs) -> None:
     """Refuse before anything runs when an output could not be written at the end."""
     if outputs.trace is not None:
-        _check_writable("--trace", outputs.trace)
-        if not outputs.trace.endswith(TRACE_SUFFIXES):
-            raise UsageError(
-                f"--trace: {outputs.trace!r} must end in .json or .json.gz (Chrome trace-event JSON)"
-            )
+        check_trace_path("--trace", outputs.trace)
     if outputs.summary not in (None, SUMMARY_TO_STDERR):
         _check_writable("--summary", outputs.summary)
     if outputs.buffer_mb is not None and outputs.buffer_mb <= 0:
         raise UsageError(f"--buffer-mb: expected a positive number of MiB, got {outputs.buffer_mb}")
+
+
+def check_trace_path(option: str, path: str) -> None:
+    """Refuse a trace file name that could not be written, or would not be a Chrome trace."""
+    _check_writable(option, path)
+    if not path.endswith(TRACE_SUFFIXES):
+        raise UsageError(f"{option}: {path!r} must end in .json or .json.gz (Chrome trace-event JSON)")
 
 
 def _check_writable(option: str, path: str) -> None:
@@ -85,10 +105,15 @@ class RecordingSession:
         self._directory: str | None = None
         self._saved_env: dict[str, str | None] = {}
         self._finished = False
+        self._pid = os.getpid()
 
     def start(self) -> None:
         # Everything finish() needs is imported now: at exit the program may have changed
         # sys.path (the runner replaces sys.path[0]) or the working directory.
+        import shutil  # noqa: F401
+        import socket  # noqa: F401
+        import tempfile
+
         from autonvtx.recorder import native, recording, summary, trace  # noqa: F401
 
         library = native.library_path()
@@ -120,19 +145,29 @@ class RecordingSession:
             else:
                 os.environ[key] = value
         if self._directory is not None:
+            import shutil
+
             shutil.rmtree(self._directory, ignore_errors=True)
         self._finished = True
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.finish()
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
+        _die_of_sigterm()
 
     def finish(self) -> None:
-        """Flush this process's events, read every process's recording, write the outputs."""
+        """Flush this process's events, read every process's recording, write the outputs.
+
+        In a child forked without exec (it inherits this object, its atexit entry and its
+        SIGTERM handler) it only flushes the child's own events: the parent writes the outputs.
+        """
+        if os.getpid() != self._pid:
+            flush_process()
+            return
         if self._finished or self._directory is None:
             return
         self._finished = True
+        import shutil
+
         try:
             self._write_outputs(self._directory)
         except Exception as error:  # never turn the user's exit into our traceback
@@ -142,24 +177,33 @@ class RecordingSession:
 
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
-        from autonvtx.recorder.recording import read_directory
         from autonvtx.recorder.summary import summarize, summary_notes, write_summary
         from autonvtx.recorder.trace import write_chrome_trace
 
-        native.control().flush(os.path.join(directory, f"{os.getpid()}.anr"))
-        recordings = read_directory(directory)
+        native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
+        recordings, unreadable = _read_recordings(directory, None if self.outputs.children else self._pid)
+        process_notes = read_process_notes(directory) if self.outputs.children else {}
         for recording in recordings:
-            if recording.pid == os.getpid():
+            if recording.pid == self._pid:
                 recording.label = self.outputs.label or recording.label
                 _name_live_threads(recording)
-        notes = summary_notes(recordings)
+            elif recording.pid in process_notes:
+                recording.label = str(process_notes[recording.pid].get("label") or "")
+        missing = _missing_processes(process_notes, {r.pid for r in recordings})
+        for process in missing:
+            recordings.append(ProcessRecording(
+                pid=process["pid"], ppid=process["ppid"], label=f"{process['label']} (recording missing)"))
+        notes = summary_notes(recordings) + unreadable + [_missing_note(p) for p in missing]
         if not any(r.ranges or r.marks for r in recordings):
             notes.append("no NVTX ranges or marks were recorded")
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
             for note in notes:
                 print(f"autonvtx: {note}", file=sys.stderr)
         if self.outputs.trace is not None:
-            write_chrome_trace(recordings, self.outputs.trace)
+            metadata = {**clock_identity(), **_rank_metadata(detect_rank())}
+            if missing:
+                metadata["missing_processes"] = missing
+            write_chrome_trace(recordings, self.outputs.trace, metadata=metadata)
             print(f"autonvtx: trace written to {self.outputs.trace}", file=sys.stderr)
         if self.outputs.summary is not None:
             write_summary(summarize(recordings), self.outputs.summary, notes=notes)
@@ -186,3 +230,161 @@ def _process_comm() -> str:
             return comm.read().strip()
     except OSError:
         return ""
+
+
+# Every recording process (the first one and its children)
+
+
+def flush_process() -> None:
+    """Write this process's events so far to `$AUTONVTX_RECORD_DIR/<pid>.anr`; never raises.
+
+    Writing again replaces the file with everything recorded until then.
+    """
+    if not os.environ.get(environment.RECORD_DIR):
+        return
+    try:
+        _recorder_control().flush()
+    except OSError:
+        pass  # the run's first process already wrote the outputs and removed the directory
+
+
+def _recorder_control() -> Any:
+    from autonvtx.recorder import native
+
+    return native.control()
+
+
+_followed_pid = 0
+
+
+def follow_exit() -> None:
+    """Flush this process's events when it exits: normally, or by SIGTERM (as
+    `multiprocessing` ends pool workers and daemon processes). Once per process."""
+    global _followed_pid
+    if _followed_pid == os.getpid():
+        return
+    _followed_pid = os.getpid()
+    try:
+        # Loaded now, not in the SIGTERM handler: a handler that runs while the process is
+        # importing the same module on its way out would get a half-initialized one.
+        _recorder_control()
+    except OSError:
+        return
+    atexit.register(flush_process)
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _flush_on_sigterm)
+    except ValueError:
+        pass  # not the main thread: signal handlers can only be set there
+
+
+def _flush_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    flush_process()
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> None:
+    # The default action, so that the exit status is what it would have been without us.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+NOTE_SUFFIX = ".json"
+
+
+def note_process(label: str) -> None:
+    """Leave `<pid>.json` in the record directory: this process runs, and how to name it.
+
+    The first process compares these notes with the recordings present to name the children
+    whose recording is missing. Written atomically; never raises.
+    """
+    directory = os.environ.get(environment.RECORD_DIR)
+    if not directory:
+        return
+    pid = os.getpid()
+    note = {"pid": pid, "ppid": os.getppid(), "label": label}
+    temp = os.path.join(directory, f".{pid}{NOTE_SUFFIX}.tmp")
+    try:
+        with open(temp, "w", encoding="utf-8") as stream:
+            json.dump(note, stream)
+        os.replace(temp, os.path.join(directory, f"{pid}{NOTE_SUFFIX}"))
+    except OSError:
+        pass
+
+
+def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
+    """pid -> note, for every readable note in `directory`."""
+    notes: dict[int, dict[str, Any]] = {}
+    for path in Path(directory).glob("*" + NOTE_SUFFIX):
+        try:
+            note = json.loads(path.read_text(encoding="utf-8"))
+            notes[int(note["pid"])] = {
+                "pid": int(note["pid"]), "ppid": int(note.get("ppid", 0)), "label": str(note.get("label", ""))}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return notes
+
+
+def _read_recordings(directory: str, only_pid: int | None) -> tuple[list[ProcessRecording], list[str]]:
+    """The recordings in `directory` (only `only_pid`'s when given), sorted by pid, and a note
+    per file that could not be read: one bad file costs only its own process's events."""
+    from autonvtx.recorder.recording import SUFFIX, read_recording
+
+    recordings: list[ProcessRecording] = []
+    unreadable: list[str] = []
+    for path in sorted(Path(directory).glob("*" + SUFFIX)):
+        if only_pid is not None and path.stem != str(only_pid):
+            continue
+        try:
+            recordings.append(read_recording(path))
+        except TraceFormatError as error:
+            unreadable.append(f"{error}: the events of process {path.stem} are missing")
+    recordings.sort(key=lambda r: r.pid)
+    return recordings, unreadable
+
+
+def _missing_processes(notes: dict[int, dict[str, Any]], recorded: set[int]) -> list[dict[str, Any]]:
+    missing = []
+    for pid, note in sorted(notes.items()):
+        if pid not in recorded:
+            missing.append({**note, "reason": "still running" if _is_running(pid) else "ended without writing"})
+    return missing
+
+
+def _missing_note(process: dict[str, Any]) -> str:
+    who = f"process {process['pid']} ({process['label']})"
+    if process["reason"] == "still running":
+        return f"{who} was still running when the recording was written: its events are missing"
+    return f"{who} ended without writing its recording (a crash, os._exit or a kill): its events are missing"
+
+
+def _is_running(pid: int) -> bool:
+    """Whether `pid` is alive and not a zombie (a dead child its parent has not waited for)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as stat:
+            state = stat.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X", "x")
+
+
+def clock_identity() -> dict[str, str]:
+    """Which CLOCK_MONOTONIC the timestamps are on: the host, and its boot (the clock restarts
+    at each boot). Traces with the same `boot_id` line up exactly; `autonvtx merge` aligns
+    others through each process's `realtime_offset_ns`."""
+    import socket
+
+    identity = {"host": socket.gethostname()}
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as boot:
+            identity["boot_id"] = boot.read().strip()
+    except OSError:
+        pass
+    return identity
+
+
+def _rank_metadata(info: RankInfo) -> dict[str, object]:
+    if not info.is_distributed:
+        return {}
+    return {"rank": info.rank, "world_size": info.world_size, "local_rank": info.local_rank,
+            "launcher": info.launcher}

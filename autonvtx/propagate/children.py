@@ -1,0 +1,223 @@
+"""Python child processes run the parent's rules: what `autonvtx run` exports, what a child does.
+
+The parent puts the bootstrap directory (it holds only `sitecustomize.py`) first on PYTHONPATH
+and its resolved configuration in AUTONVTX_CONFIG; every Python child, whoever starts it
+(subprocess with `sys.executable`, multiprocessing, a launcher), runs `bootstrap()` during
+start-up, before its own code. Children forked without exec inherit the parent's state as it is.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from autonvtx import environment
+from autonvtx.propagate import threads, workers
+from autonvtx.propagate.ranks import detect_rank, label_with_rank
+
+if TYPE_CHECKING:
+    from autonvtx.config import Config
+
+BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
+
+# Variables a child that is left alone (--no-children) drops, so that neither it nor its own
+# children are recorded or instrumented.
+_RUN_VARIABLES = (
+    environment.CONFIG,
+    environment.VERBOSE,
+    environment.CHILDREN,
+    environment.RECORD_DIR,
+    environment.RECORD_LIMIT_MB,
+)
+
+_bootstrapped = False
+
+
+def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> None:
+    """Carry `autonvtx run` into this process's threads (their names) and, unless `follow` is
+    off (--no-children), into its Python children: `config`'s rules, and the recording."""
+    from autonvtx.ranges import is_tool_configured
+
+    threads.install()
+    if follow:
+        instrumenting = _has_rules(config) and is_tool_configured()
+        follow_children(config if instrumenting else None, verbose=verbose, recording=recording)
+    else:
+        leave_children_alone(recording=recording)
+
+
+def _has_rules(config: Config) -> bool:
+    return bool(config.rules or config.plugins)
+
+
+def follow_children(config: Config | None, *, verbose: int, recording: bool) -> None:
+    """Have this process's Python children run `config` (None: no rules) and, when this run
+    records, record them too. Does nothing when there is neither."""
+    if config is None and not recording:
+        return
+    if config is not None:
+        os.environ[environment.CONFIG] = config.to_json()
+    else:
+        os.environ.pop(environment.CONFIG, None)
+    if verbose:
+        os.environ[environment.VERBOSE] = str(verbose)
+    os.environ.pop(environment.CHILDREN, None)
+    _put_bootstrap_first()
+    workers.install(None, record=recording, role=None)
+
+
+def leave_children_alone(*, recording: bool) -> None:
+    """`--no-children`: children run untouched; those that inherit the recorder record nothing."""
+    if not recording:
+        return
+    os.environ[environment.CHILDREN] = "off"
+    os.environ.pop(environment.CONFIG, None)
+    _put_bootstrap_first()
+    workers.silence_fork_children()
+
+
+def bootstrap() -> None:
+    """A child's start-up (from the bootstrap's sitecustomize): the import hook with the parent's
+    rules, thread names, multiprocessing support, and a note that it is recorded. Once."""
+    global _bootstrapped
+    if _bootstrapped:
+        return
+    _bootstrapped = True
+    if os.environ.get(environment.CHILDREN) == "off":
+        _forget_run()
+        return
+    if _is_autonvtx_command():
+        return  # a nested `autonvtx run` sets itself up from its own options
+    role = workers.multiprocessing_role()
+    if role == "helper":
+        return  # multiprocessing's resource tracker: none of the program's code runs there
+    recording = bool(os.environ.get(environment.RECORD_DIR))
+    text = os.environ.get(environment.CONFIG)
+    instrumenter = _start_instrumentation(text) if text else None
+    threads.install()
+    workers.install(instrumenter, record=recording, role=role)
+    if recording and role in (None, "spawn"):
+        from autonvtx.recorder.session import follow_exit, note_process
+
+        # Registered now, before the program's own atexit handlers: it runs after them.
+        follow_exit()
+        if role is None:  # a multiprocessing child notes itself under its process name
+            note_process(process_label())
+
+
+def process_label() -> str:
+    """How this child is named in the trace: its multiprocessing name, else its command line."""
+    name = None
+    process = sys.modules.get("multiprocessing.process")
+    if process is not None:
+        current = process.current_process()
+        if getattr(current, "_parent_pid", None) is not None:
+            name = str(current.name)
+    if name is None:
+        argv = list(getattr(sys, "orig_argv", None) or sys.argv)
+        name = " ".join([os.path.basename(argv[0]), *argv[1:]]) if argv else f"pid {os.getpid()}"
+    return label_with_rank(name, detect_rank())
+
+
+def _start_instrumentation(config_text: str) -> Any:
+    """The parent's rules and plugins, installed as `autonvtx run` installs them (without its
+    reports: unmatched patterns are the parent's to warn about, a child rarely imports every
+    target); the instrumenter, or None when no NVTX tool is attached (nothing would be seen)."""
+    from autonvtx.config import Config
+    from autonvtx.importer import ImportHook
+    from autonvtx.matching import Matcher
+    from autonvtx.plugins import PluginActivator, load_plugins
+    from autonvtx.ranges import is_tool_configured
+
+    if not is_tool_configured():
+        return None
+    config = Config.from_json(config_text)
+    matcher = Matcher(config)
+    instrumenter = _LazyInstrumenter(matcher)
+    hook = ImportHook(matcher, instrumenter)
+    if _verbosity():
+        atexit.register(_report, instrumenter)
+    PluginActivator(config, load_plugins(config)).install(hook)
+    hook.install()
+    return instrumenter
+
+
+class _LazyInstrumenter:
+    """The Instrumenter, made when the first target module needs it: a child that imports
+    no target (most helper processes) never pays for importing wrapt."""
+
+    def __init__(self, matcher: Any) -> None:
+        self._matcher = matcher
+        self._instrumenter: Any = None
+
+    def should_consider_module(self, name: str) -> bool:
+        return bool(self._matcher.should_consider_module(name))
+
+    def instrument(self, module: Any) -> Any:
+        if self._instrumenter is None:
+            from autonvtx.instrument import Instrumenter
+
+            self._instrumenter = Instrumenter(self._matcher)
+        return self._instrumenter.instrument(module)
+
+    @property
+    def reports(self) -> dict[str, Any]:
+        return {} if self._instrumenter is None else dict(self._instrumenter.reports)
+
+
+def _report(instrumenter: Any) -> None:
+    # One line per child: unmatched-pattern warnings are the parent's to give (a child
+    # rarely imports every target).
+    reports = instrumenter.reports.values()
+    wrapped = sum(len(r.wrapped) for r in reports)
+    modules = sum(1 for r in reports if r.wrapped)
+    print(
+        f"autonvtx: process {os.getpid()} ({process_label()}): wrapped {_count(wrapped, 'function')} "
+        f"in {_count(modules, 'module')}",
+        file=sys.stderr,
+    )
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def _verbosity() -> int:
+    try:
+        return int(os.environ.get(environment.VERBOSE, "0"))
+    except ValueError:
+        return 0
+
+
+def _put_bootstrap_first() -> None:
+    # The user's own entries stay exactly as they were (an empty entry means something).
+    path = os.environ.get(environment.PYTHONPATH, "")
+    if path.split(os.pathsep)[0] != BOOTSTRAP_DIR:
+        os.environ[environment.PYTHONPATH] = os.pathsep.join([BOOTSTRAP_DIR, path]) if path else BOOTSTRAP_DIR
+
+
+def _forget_run() -> None:
+    """Drop the run's variables, the recorder (if it is ours) and the bootstrap from this
+    process's environment: it and its children run as if autonvtx were not there."""
+    from autonvtx.recorder import native
+
+    for name in _RUN_VARIABLES:
+        os.environ.pop(name, None)
+    injected = os.environ.get(environment.NVTX_INJECTION64_PATH)
+    ours = native.library_path()
+    if injected and ours and os.path.realpath(injected) == os.path.realpath(ours):
+        del os.environ[environment.NVTX_INJECTION64_PATH]
+    path = os.environ.get(environment.PYTHONPATH, "")
+    if path == BOOTSTRAP_DIR:
+        del os.environ[environment.PYTHONPATH]
+    elif path.startswith(BOOTSTRAP_DIR + os.pathsep):
+        os.environ[environment.PYTHONPATH] = path[len(BOOTSTRAP_DIR) + 1 :]
+
+
+def _is_autonvtx_command() -> bool:
+    argv = list(getattr(sys, "orig_argv", None) or [])
+    if "-m" in argv:
+        index = argv.index("-m")
+        return argv[index + 1 : index + 2] == ["autonvtx"]
+    return len(argv) > 1 and os.path.basename(argv[1]) == "autonvtx"

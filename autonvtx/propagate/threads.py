@@ -1,0 +1,111 @@
+"""Python thread names as OS thread names (what Nsight Systems shows) and NVTX thread names."""
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import threading
+from typing import Any, Callable
+
+# Linux keeps 15 bytes of a thread name (TASK_COMM_LEN is 16 with the NUL): prctl(2).
+OS_NAME_BYTES = 15
+
+# Python 3.14 names OS threads itself when they start (gh-59705, `_thread.set_name`).
+_PYTHON_NAMES_OS_THREADS = hasattr(_thread, "set_name")
+_CAN_NAME_OS_THREADS = sys.platform.startswith("linux")
+
+_original_bootstrap_inner: Callable[[threading.Thread], None] | None = None
+_original_name: property | None = None
+_fork_hook_registered = False
+
+
+def install() -> None:
+    """Name every thread as it starts, again when `thread.name` changes, and the ones alive now.
+
+    The main thread gets only its NVTX name: its OS name is the process's name (what `ps`,
+    `top` and `pkill` see), which Python leaves alone too.
+    """
+    global _original_bootstrap_inner, _original_name, _fork_hook_registered
+    if _original_bootstrap_inner is not None:
+        return
+    thread_class: Any = threading.Thread
+    _original_bootstrap_inner = thread_class._bootstrap_inner
+    _original_name = thread_class.__dict__["name"]
+    thread_class._bootstrap_inner = _bootstrap_inner
+    thread_class.name = property(_original_name.fget, _set_name, doc=_original_name.__doc__)
+    if not _fork_hook_registered:
+        # A fork child's recorder forgets the parent's thread names (they name other threads).
+        os.register_at_fork(after_in_child=_after_fork)
+        _fork_hook_registered = True
+    for thread in threading.enumerate():
+        if thread.native_id is not None:
+            name_thread(thread, thread.native_id)
+
+
+def uninstall() -> None:
+    """Stop naming threads; names already given stay."""
+    global _original_bootstrap_inner, _original_name
+    if _original_bootstrap_inner is None or _original_name is None:
+        return
+    thread_class: Any = threading.Thread
+    thread_class._bootstrap_inner = _original_bootstrap_inner
+    thread_class.name = _original_name
+    _original_bootstrap_inner = _original_name = None
+
+
+def is_installed() -> bool:
+    return _original_bootstrap_inner is not None
+
+
+def name_thread(thread: threading.Thread, tid: int) -> None:
+    """Give OS thread `tid` the Python name of `thread`; never raises."""
+    name = thread.name
+    try:
+        if thread is not threading.main_thread():
+            set_os_thread_name(tid, name)
+        from autonvtx.ranges import name_thread as name_nvtx_thread
+
+        name_nvtx_thread(tid, name)
+    except Exception:  # a name is a nicety: never break the program's thread
+        pass
+
+
+def set_os_thread_name(tid: int, name: str) -> None:
+    """Write the name the kernel keeps for thread `tid` of this process (truncated to 15 bytes)."""
+    if not _CAN_NAME_OS_THREADS or _PYTHON_NAMES_OS_THREADS:
+        return
+    # /proc/self/task/<tid>/comm names any thread of this process (proc(5)), where
+    # pthread_setname_np would need the thread's pthread_t and ctypes.
+    try:
+        with open(f"/proc/self/task/{tid}/comm", "wb", buffering=0) as comm:
+            comm.write(os_thread_name(name))
+    except OSError:
+        pass  # the thread ended meanwhile, or /proc is not mounted
+
+
+def os_thread_name(name: str) -> bytes:
+    """`name` as the kernel can keep it: UTF-8, cut to 15 bytes on a character boundary."""
+    encoded = name.encode("utf-8", "replace")[:OS_NAME_BYTES]
+    return encoded.decode("utf-8", "ignore").encode("utf-8")
+
+
+def _bootstrap_inner(self: threading.Thread) -> None:
+    # Runs first in the new thread: its ranges then already carry its name.
+    name_thread(self, threading.get_native_id())
+    assert _original_bootstrap_inner is not None
+    _original_bootstrap_inner(self)
+
+
+def _set_name(self: threading.Thread, name: str) -> None:
+    assert _original_name is not None and _original_name.fset is not None
+    _original_name.fset(self, name)
+    tid = self.native_id
+    if tid is not None and self.is_alive():
+        name_thread(self, tid)
+
+
+def _after_fork() -> None:
+    if _original_bootstrap_inner is None:
+        return
+    current = threading.current_thread()
+    name_thread(current, threading.get_native_id())
