@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -110,8 +111,7 @@ class RecordingSession:
     def start(self) -> None:
         # Everything finish() needs is imported now: at exit the program may have changed
         # sys.path (the runner replaces sys.path[0]) or the working directory.
-        import shutil  # noqa: F401
-        import socket  # noqa: F401
+        import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
         from autonvtx.recorder import native, recording, summary, trace  # noqa: F401
@@ -145,8 +145,6 @@ class RecordingSession:
             else:
                 os.environ[key] = value
         if self._directory is not None:
-            import shutil
-
             shutil.rmtree(self._directory, ignore_errors=True)
         self._finished = True
 
@@ -161,13 +159,12 @@ class RecordingSession:
         SIGTERM handler) it only flushes the child's own events: the parent writes the outputs.
         """
         if os.getpid() != self._pid:
-            flush_process()
+            if self.outputs.children:
+                flush_process()
             return
         if self._finished or self._directory is None:
             return
         self._finished = True
-        import shutil
-
         try:
             self._write_outputs(self._directory)
         except Exception as error:  # never turn the user's exit into our traceback
