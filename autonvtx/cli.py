@@ -278,6 +278,9 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
     from autonvtx import listing
 
     source = resolved.source
+    if source is None and resolved.filename.endswith(".py") and os.path.isfile(resolved.filename):
+        with open(resolved.filename, "rb") as f:  # -m targets are read when they run
+            source = f.read()
     if isinstance(source, bytes):
         source = source.decode("utf-8", "replace")
     notes = []
@@ -286,10 +289,7 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
         source = ""
     imports = [name for name in listing.top_level_imports(source, resolved.filename) if listing.is_module(name)]
     notes += listing.import_modules(imports)
-    plan = listing.plan_modules(config, imports, notes)
-    main = listing.plan_main_source(config, source, resolved.filename)
-    for rule, planned in plan.selected:
-        planned.extend(p for r, p in main if r is rule)
+    plan = listing.plan_modules(config, imports, notes, main_source=(source, resolved.filename))
     click.echo(f"dry run: {describe_target(resolved.target.kind, resolved.target.value, resolved.target.args)}")
     click.echo(f"top-level imports: {', '.join(imports) or '(none)'}")
     click.echo(listing.format_text(plan, verbose=verbose > 0), nl=False)
@@ -478,6 +478,13 @@ def export_command(
     for rule, _ in plan.selected:
         for line in plan.unmatched.get(id(rule), []):
             print(f"autonvtx: warning: {line}", file=sys.stderr)
+    if plan.plugins:
+        names = ", ".join(name for name, _, _, _ in plan.plugins)
+        print(
+            f"autonvtx: export: plugins ({names}) name their ranges at run time;"
+            " Nsight Systems' format cannot express them, so they are not exported",
+            file=sys.stderr,
+        )
     text = plan_to_nsys_json(plan)
     if output is None:
         click.echo(text, nl=False)

@@ -88,9 +88,15 @@ class Plan:
         return [p for _, planned in self.selected for p in planned]
 
 
-def plan_modules(config: Config, imported: Iterable[str], notes: Sequence[str] = ()) -> Plan:
+def plan_modules(
+    config: Config,
+    imported: Iterable[str],
+    notes: Sequence[str] = (),
+    main_source: tuple[str, str] | None = None,
+) -> Plan:
     """Walk every module in sys.modules that the rules target (after the caller imported
-    what it wanted) and record what a run would wrap."""
+    what it wanted) and record what a run would wrap; with `main_source` (source, filename),
+    also the functions that script defines, read from its source."""
     matcher = Matcher(config)
     planner = PlanInstrumenter(matcher)
     plan = Plan(config, notes=list(notes))
@@ -99,6 +105,9 @@ def plan_modules(config: Config, imported: Iterable[str], notes: Sequence[str] =
         if isinstance(module, types.ModuleType) and matcher.should_consider_module(name):
             planner.instrument(module)
             plan.modules.append(name)
+    if main_source is not None and matcher.should_consider_module("__main__"):
+        planner.planned.extend(_plan_main_source(matcher, *main_source))
+        plan.modules.append("__main__")
     for name in imported:
         matcher.should_consider_module(name)  # seen, for "did you mean" suggestions
     by_rule: dict[int, list[Planned]] = {id(rule): [] for rule in config.rules}
@@ -154,12 +163,9 @@ def import_modules(names: Sequence[str]) -> list[str]:
     return notes
 
 
-def plan_main_source(config: Config, source: str, filename: str) -> list[tuple[Rule, Planned]]:
+def _plan_main_source(matcher: Matcher, source: str, filename: str) -> list[tuple[Rule, Planned]]:
     """What rules targeting `__main__` would select among the functions and classes a
     script defines at its top level, read from its source (the script is not run)."""
-    matcher = Matcher(config)
-    if not matcher.should_consider_module("__main__"):
-        return []
     try:
         tree = ast.parse(source, filename)
     except SyntaxError:

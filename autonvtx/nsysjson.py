@@ -93,14 +93,10 @@ def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
                 f"{display}: {loc}.functions[{j}]: expected an exact dotted name such as"
                 f" 'Class.method' (no patterns), got {name!r}"
             )
-    style: dict[str, str] = {}
-    if "domain" in entry:
-        domain = entry["domain"]
-        if not isinstance(domain, str) or not domain:
-            raise ConfigError(f"{display}: {loc}.domain: expected a non-empty string")
-        style["domain"] = domain
-    if "color" in entry:
-        style["color"] = _color(display, f"{loc}.color", entry["color"])
+    domain = entry.get("domain")
+    if domain is not None and (not isinstance(domain, str) or not domain):
+        raise ConfigError(f"{display}: {loc}.domain: expected a non-empty string")
+    color = _color(display, f"{loc}.color", entry["color"]) if "color" in entry else None
     # Group the names by the module they would be defined in, for each possible split.
     by_module: dict[str, list[str]] = {}
     for name in functions:
@@ -110,7 +106,13 @@ def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
             by_module.setdefault(home, []).append(_escape(".".join(parts[cut:])))
     origin = f"{display}: {loc}"
     return [
-        Rule(modules=(home,), include=tuple(dict.fromkeys(names)), origin=origin, **style)
+        Rule(
+            modules=(home,),
+            include=tuple(dict.fromkeys(names)),
+            domain=domain,
+            color=color,
+            origin=origin,
+        )
         for home, names in by_module.items()
     ]
 

@@ -206,6 +206,14 @@ def test_dry_run_lists_the_targets_imports_and_runs_nothing(tmp_path: Path) -> N
     }
 
 
+def test_dry_run_of_a_module_reads_its_source(tmp_path: Path) -> None:
+    done = autonvtx("run", "--dry-run", "-t", "__main__", "--include", "main", "-m", "json.tool", "x.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "json" in done.stdout.splitlines()[1].split(": ", 1)[1].split(", ")
+    assert listed(done.stdout) == {"__main__:main": "function"}
+    assert "unmatched" not in done.stdout
+
+
 def test_top_level_imports_reads_only_the_top_level() -> None:
     source = """
 import a, b.c
