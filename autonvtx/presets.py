@@ -189,8 +189,8 @@ def starter_text(cwd: str, *, table: str = "autonvtx", rules: str = "rules") -> 
     if frameworks:
         lines.append("# Frameworks installed here: " + ", ".join(frameworks) + ".")
     if with_preset:
-        lines.append("# Their presets (`autonvtx presets` lists all) are enabled below; remove")
-        lines.append("# those you do not need: each adds ranges on the framework's public API.")
+        lines.append("# Their presets (`autonvtx presets` lists all) are enabled below. Each acts")
+        lines.append("# only in a program that imports its framework; remove those you do not want.")
     lines += [f"[{table}]"]
     presets_line = "presets = [" + ", ".join(f'"{n}"' for n in with_preset) + "]"
     lines.append(presets_line if with_preset else '# presets = ["torch"]')
