@@ -241,17 +241,22 @@ _CO_ASYNC_GENERATOR = 0x200
 
 
 def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:
-    """`yield from inner` spelled out (PEP 380), with a range around each resumption of inner."""
+    """`yield from inner` spelled out (PEP 380), with a range around each resumption of inner.
+
+    Values pass through `box`, which is empty whenever this frame is suspended: a plain
+    generator keeps neither what it yielded nor what it was sent alive while it waits, and
+    programs rely on that (more-itertools' islice_extended tests check it with weakrefs).
+    """
     push()
     try:
-        value = inner.send(None)
+        box = [inner.send(None)]
     except StopIteration as stop:
         return stop.value
     finally:
         pop()
     while True:
         try:
-            sent = yield value
+            box.append((yield box.pop()))
         except GeneratorExit:
             push()
             try:
@@ -262,7 +267,7 @@ def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any
         except BaseException as exc:
             push()
             try:
-                value = inner.throw(exc)
+                box.append(inner.throw(exc))
             except StopIteration as stop:
                 return stop.value
             finally:
@@ -270,7 +275,7 @@ def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any
         else:
             push()
             try:
-                value = inner.send(sent)
+                box.append(inner.send(box.pop()))
             except StopIteration as stop:
                 return stop.value
             finally:
@@ -296,23 +301,24 @@ async def _ranged_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: T
 async def _ranged_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
     """`async for` delegation spelled out: each asend/athrow/aclose awaitable is driven
     step by step, with a range around each step."""
+    # `box` as in _ranged_generator: nothing yielded or sent stays alive while suspended.
     try:
-        value = await _ranged_steps(inner.asend(None), push, pop)
+        box = [await _ranged_steps(inner.asend(None), push, pop)]
     except StopAsyncIteration:
         return
     while True:
         try:
-            sent = yield value
+            box.append((yield box.pop()))
         except GeneratorExit:
             await _ranged_steps(inner.aclose(), push, pop)
             raise
         except BaseException as exc:
             try:
-                value = await _ranged_steps(inner.athrow(exc), push, pop)
+                box.append(await _ranged_steps(inner.athrow(exc), push, pop))
             except StopAsyncIteration:
                 return
         else:
             try:
-                value = await _ranged_steps(inner.asend(sent), push, pop)
+                box.append(await _ranged_steps(inner.asend(box.pop()), push, pop))
             except StopAsyncIteration:
                 return

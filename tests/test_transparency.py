@@ -206,3 +206,25 @@ def test_protocol_dunders_are_left_alone(kinds: Any) -> None:
     assert type(vars(kinds.Trainer)["__repr__"]) is types.FunctionType
     assert type(vars(kinds.Point)["__eq__"]) is types.FunctionType
     assert isinstance(vars(kinds.Trainer)["__init__"], RangeWrapper)
+
+
+def test_generators_keep_nothing_they_yielded_or_were_sent_alive(kinds: Any) -> None:
+    import weakref
+
+    gen = kinds.fresh_items(3)
+    yielded = weakref.ref(next(gen))
+    assert yielded() is None, "the wrapper kept the yielded value alive"
+    sent = kinds.Item()
+    sent_ref = weakref.ref(sent)
+    yielded = weakref.ref(gen.send(sent))
+    del sent
+    assert yielded() is None and sent_ref() is None, "the wrapper kept a value alive"
+    gen.close()
+
+    async def drive() -> None:
+        agen = kinds.fresh_async_items(2)
+        first = weakref.ref(await agen.__anext__())
+        assert first() is None, "the async wrapper kept the yielded value alive"
+        await agen.aclose()
+
+    asyncio.run(drive())

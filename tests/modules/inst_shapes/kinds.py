@@ -150,3 +150,19 @@ def _describe_int(obj: int):
 
 def _private():
     return "private"
+
+
+class Item:
+    """A fresh object per yield, to check that nothing else keeps it alive."""
+
+
+def fresh_items(n):
+    for _ in range(n):
+        received = yield Item()
+        del received
+
+
+async def fresh_async_items(n):
+    for _ in range(n):
+        received = yield Item()
+        del received
