@@ -80,3 +80,13 @@ def test_jitted_calls_are_ranged_at_dispatch_only(workdir: Path) -> None:
             o is not r and o.tid == r.tid and o.start_ns <= r.start_ns and r.end_ns <= o.end_ns
             for o in ranges
         ), r.name
+
+
+def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "list", "--preset", "jax", "jax"],
+        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "jax:jit " in done.stdout and "'jit(name)'" in done.stdout
+    assert "jax._src.array:ArrayImpl.block_until_ready" in done.stdout

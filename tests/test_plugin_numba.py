@@ -2,6 +2,8 @@
 (on the CUDA simulator, and on the real launch path with a stand-in for the compiled kernel)."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -121,3 +123,15 @@ def test_real_launch_path_is_ranged_without_a_gpu(workdir: Path) -> None:
         "call",
     ]
     assert [r.name for r in rec.ranges if r.domain == "numba"] == ["axpy[4, 256]", "axpy[2, 32]"]
+
+
+def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "list", "--preset", "numba", "numba.cuda"],
+        cwd=workdir, capture_output=True, text=True, timeout=120,
+        env=autonvtx_env(NUMBA_ENABLE_CUDASIM="0"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "numba.cuda.dispatcher:CUDADispatcher.call" in done.stdout
+    assert "each kernel launch, named 'kernel'" in done.stdout
+    assert "numba.cuda:to_device" in done.stdout

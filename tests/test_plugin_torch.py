@@ -265,3 +265,19 @@ def test_options_turn_paths_and_kinds_off_and_typos_warn(workdir: Path) -> None:
     rec, _, err = record(workdir, "--preset", "torch", "--config", "extra.toml", "prog.py")
     assert [r.name for r in rec.ranges] == ["Sequential", "Linear", "Tanh"]
     assert "plugin 'torch': unknown option 'layer_path' ignored" in err
+
+
+def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "list", "--preset", "torch", "torch.nn"],
+        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
+    listed = {words[0]: " ".join(words[1:]) for words in lines if words}
+    assert listed["torch.nn.modules.module:Module._call_impl"].startswith("every module call")
+    assert listed["torch.nn.modules.linear:Linear.forward"] == "forward"
+    assert listed["torch.nn.modules.loss:CrossEntropyLoss.forward"] == "loss forward"
+    assert "torch.optim.adamw:AdamW.step" in listed or "torch.optim.adam:Adam.step" in listed
+    assert "torch.autograd:backward" in listed
+    assert "torch.utils.data.dataloader:_BaseDataLoaderIter.__next__" in listed

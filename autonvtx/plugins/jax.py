@@ -54,6 +54,19 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
         _patch_sync(jax, context, context.style(domain=domain, category="sync", module="jax"))
 
 
+def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
+    """What activate() would range, for `autonvtx list`."""
+    options = _read_options(context)
+    entries = [("jax", "jit", "each dispatch of a function it makes, named 'jit(name)'")]
+    if options.get("sync", True):
+        entries += [
+            ("jax", "block_until_ready", "'jax.block_until_ready'"),
+            ("jax", "device_get", "'jax.device_get'"),
+            ("jax._src.array", "ArrayImpl.block_until_ready", "'Array.block_until_ready'"),
+        ]
+    return entries
+
+
 def _read_options(context: PluginContext) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in context.options.items():

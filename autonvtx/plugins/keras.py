@@ -82,6 +82,28 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
                 context.wrap_function(owner, attr, _class_message(attr), style)
 
 
+def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
+    """What activate() would range, for `autonvtx list`."""
+    keras = framework
+    options = _read_options(context)
+    entries: list[tuple[str, str, str]] = []
+    if options.get("layers", True):
+        entries.append(("keras.src.layers.layer", "Layer.__call__",
+                        "every executed layer call, named 'path (Class)'"))
+    if options.get("optimizer", True):
+        owner = _defining_class(getattr(getattr(keras, "optimizers", None), "Optimizer", None), "apply")
+        if owner is not None:
+            entries.append((owner.__module__, f"{owner.__qualname__}.apply",
+                            "when executing, named '<optimizer class>.apply'"))
+    if options.get("training", True):
+        for attr in ("fit", "evaluate", "predict"):
+            owner = _defining_class(getattr(keras, "Model", None), attr)
+            if owner is not None:
+                entries.append((owner.__module__, f"{owner.__qualname__}.{attr}",
+                                f"named '<model class>.{attr}'"))
+    return entries
+
+
 def _read_options(context: PluginContext) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in context.options.items():

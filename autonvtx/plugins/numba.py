@@ -63,6 +63,28 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
         _patch_transfers(cuda, simulated, context, domain)
 
 
+def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
+    """What activate() would range, for `autonvtx list`."""
+    options = _read_options(context)
+    naming = "'kernel[grid, block]'" if options.get("launch_config", False) else "'kernel'"
+    if _is_simulator(framework):
+        entries = [("numba.cuda.simulator.kernel", "FakeCUDAKernel.__call__",
+                    f"each simulated kernel launch, named {naming}")]
+        array, stream = "numba.cuda.simulator.cudadrv.devicearray.FakeCUDAArray", "numba.cuda.simulator.api.stream"
+    else:
+        entries = [("numba.cuda.dispatcher", "CUDADispatcher.call",
+                    f"each kernel launch, named {naming}")]
+        array, stream = "numba.cuda.cudadrv.devicearray.DeviceNDArrayBase", "numba.cuda.cudadrv.driver.Stream"
+    if options.get("transfers", True):
+        entries.append(("numba.cuda", "to_device", "'cuda.to_device'"))
+        entries.append(("numba.cuda", "synchronize", "'cuda.synchronize'"))
+        for path, attr, name in ((array, "copy_to_host", "'copy_to_host'"),
+                                 (stream, "synchronize", "'Stream.synchronize'")):
+            module, _, cls = path.rpartition(".")
+            entries.append((module, f"{cls}.{attr}", name))
+    return entries
+
+
 def _read_options(context: PluginContext) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in context.options.items():

@@ -54,15 +54,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
     if eager is None:
         context.note("tensorflow.python.eager.context.executing_eagerly not found: no ranges")
         return
-    targets = (
-        ("functions", "tensorflow.python.eager.polymorphic_function.polymorphic_function",
-         "Function", "__call__", "function", _function_name),
-        ("gradients", "tensorflow.python.eager.backprop", "GradientTape", "gradient",
-         "backward", lambda args: "GradientTape.gradient"),
-        ("datasets", "tensorflow.python.data.ops.iterator_ops", "OwnedIterator", "__next__",
-         "data", lambda args: "tf.data next"),
-    )
-    for option, module, cls_name, attr, category, name_of in targets:
+    for option, module, cls_name, attr, category, name_of in _TARGETS:
         if not options.get(option, True):
             continue
         cls = getattr(sys.modules.get(module), cls_name, None)
@@ -73,6 +65,17 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
             context.note(f"{cls_name}.{attr}: ranges when executing eagerly")
         else:
             context.note(f"{module}.{cls_name}.{attr} not found: no {option} ranges")
+
+
+def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
+    """What activate() would range, for `autonvtx list`."""
+    options = _read_options(context)
+    return [
+        (module, f"{cls_name}.{attr}", f"when executing eagerly, named {example}")
+        for option, module, cls_name, attr, _, name_of in _TARGETS
+        if options.get(option, True)
+        for example in [_EXAMPLES[option]]
+    ]
 
 
 def _read_options(context: PluginContext) -> dict[str, Any]:
@@ -100,6 +103,22 @@ def _function_name(args: tuple[Any, ...]) -> str:
     function = args[0]
     name = getattr(function, "_name", None) or getattr(function, "__name__", "function")
     return f"tf.function({name})"
+
+
+# (option, module, class, method, category, range name from the call's arguments)
+_TARGETS: tuple[tuple[str, str, str, str, str, Callable[[tuple[Any, ...]], str]], ...] = (
+    ("functions", "tensorflow.python.eager.polymorphic_function.polymorphic_function",
+     "Function", "__call__", "function", _function_name),
+    ("gradients", "tensorflow.python.eager.backprop", "GradientTape", "gradient",
+     "backward", lambda args: "GradientTape.gradient"),
+    ("datasets", "tensorflow.python.data.ops.iterator_ops", "OwnedIterator", "__next__",
+     "data", lambda args: "tf.data next"),
+)
+_EXAMPLES = {
+    "functions": "'tf.function(<name>)'",
+    "gradients": "'GradientTape.gradient'",
+    "datasets": "'tf.data next'",
+}
 
 
 def _named(

@@ -77,6 +77,35 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
         _patch_dataloader(context, domain, is_compiling)
 
 
+def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
+    """What activate() would range, for `autonvtx list`: every module class's forward (all
+    reached through Module._call_impl), optimizer methods, autograd, the DataLoader."""
+    torch = framework
+    options = _read_options(context)
+    entries: list[tuple[str, str, str]] = []
+    if options.get("modules", True):
+        naming = "path (Class)" if options.get("layer_paths", True) else "Class"
+        entries.append(("torch.nn.modules.module", "Module._call_impl",
+                        f"every module call, named '{naming}'"))
+        for cls in _subclasses(torch.nn.Module):
+            if "forward" in vars(cls):
+                kind = "loss forward" if _is_loss_class(cls) else "forward"
+                entries.append((cls.__module__, f"{cls.__qualname__}.forward", kind))
+    if options.get("optimizer", True):
+        for cls in _subclasses(torch.optim.Optimizer):
+            for attr in ("step", "zero_grad"):
+                if attr in vars(cls):
+                    entries.append((cls.__module__, f"{cls.__qualname__}.{attr}",
+                                    f"'<optimizer class>.{attr}'"))
+    if options.get("backward", True):
+        entries.append(("torch.autograd", "backward", "'backward' (Tensor.backward calls it)"))
+        entries.append(("torch.autograd", "grad", "'autograd.grad'"))
+    if options.get("dataloader", True):
+        entries.append(("torch.utils.data.dataloader", "_BaseDataLoaderIter.__next__",
+                        "'DataLoader.__next__ (<dataset class>)' per batch"))
+    return entries
+
+
 def _read_options(context: PluginContext) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for key, value in context.options.items():
@@ -256,9 +285,13 @@ def _class_name(module: Any) -> str:
 
 
 def _is_loss(module: Any) -> bool:
+    return _is_loss_class(type(module))
+
+
+def _is_loss_class(cls: type) -> bool:
     loss = sys.modules.get("torch.nn.modules.loss")
     base = getattr(loss, "_Loss", None)
-    return base is not None and isinstance(module, base)
+    return isinstance(base, type) and issubclass(cls, base)
 
 
 class _CallState(threading.local):
@@ -376,13 +409,15 @@ def _wrap_method(
 
 
 def _subclasses(cls: type) -> list[type]:
-    found: list[type] = []
+    """`cls` and its subclasses, each once (a class reached through several bases too)."""
+    found: dict[type, None] = {}
     stack = [cls]
     while stack:
         current = stack.pop()
-        found.append(current)
-        stack.extend(current.__subclasses__())
-    return found
+        if current not in found:
+            found[current] = None
+            stack.extend(current.__subclasses__())
+    return list(found)
 
 
 def _patch_optimizers(
