@@ -135,6 +135,12 @@ COMPILE_PROGRAM = """
     print("script", torch.allclose(scripted(x), block(x), atol=1e-6))
     traced = torch.jit.trace(block, x)
     print("trace", torch.allclose(traced(x), block(x), atol=1e-6))
+
+    mlp = block.mlp
+    print("fx", torch.allclose(torch.fx.symbolic_trace(mlp)(x), mlp(x)))
+    exported = torch.export.export(mlp, (x,))
+    ops = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+    print("export", torch.allclose(exported.module()(x), mlp(x)), ops)
 """
 
 
@@ -151,6 +157,8 @@ def test_compile_has_no_graph_breaks_and_jit_script_and_trace_work(workdir: Path
         "graphs, breaks 2 1",
         "script True",
         "trace True",
+        "fx True",
+        "export True ['aten.linear.default', 'aten.relu.default', 'aten.linear.default']",
         "",
     ]
     ranges = rec.ranges

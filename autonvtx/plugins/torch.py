@@ -17,7 +17,14 @@ asynchronous, so a range covers launching the kernels, not running them):
 
 None of these emit anything while `torch.compile` (dynamo) or `torch.export` traces: the
 check is `torch.compiler.is_compiling()`, which dynamo folds to a constant, so no NVTX call
-and no graph break enters a compiled graph. A compiled region is one range at its caller.
+and no graph break enters a compiled graph. A compiled model is one range
+(``OptimizedModule(Model)``); a `torch.jit.script`/`trace` module is one range named by its
+original class, its submodules run inside TorchScript.
+
+Module ranges come from a replacement of `nn.Module._call_impl` that looks the module up in
+a table of names built once per root model; it costs about 0.7 us per module call with the
+recorder attached (PyTorch's own call costs about 0.6 us on the same machine), against
+about 2 us for global forward hooks.
 
 Options (`[autonvtx.plugin.torch]`): `layer_paths` (default true; false names module ranges
 by class only), `modules`, `optimizer`, `backward`, `dataloader` (each default true: turn a
