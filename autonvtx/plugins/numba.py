@@ -156,7 +156,10 @@ def _patch_launch(launches: LaunchNamer, context: PluginContext) -> None:
 
     @functools.wraps(original)
     def call(self: Any, args: Any, griddim: Any, blockdim: Any, stream: Any, sharedmem: Any) -> Any:
-        ranged = emitter(self.py_func, griddim, blockdim)
+        try:
+            ranged = emitter(self.py_func, griddim, blockdim)
+        except Exception:  # naming never breaks a launch: no range then
+            return original(self, args, griddim, blockdim, stream, sharedmem)
         ranged.push()
         try:
             return original(self, args, griddim, blockdim, stream, sharedmem)
@@ -184,7 +187,10 @@ def _patch_simulated_launch(launches: LaunchNamer, context: PluginContext) -> No
     def __call__(self: Any, *args: Any) -> Any:
         if self._device:  # a device function called from a simulated kernel: not a launch
             return original(self, *args)
-        ranged = emitter(self.fn, self.grid_dim, self.block_dim)
+        try:
+            ranged = emitter(self.fn, self.grid_dim, self.block_dim)
+        except Exception:  # naming never breaks a launch: no range then
+            return original(self, *args)
         ranged.push()
         try:
             return original(self, *args)

@@ -342,7 +342,10 @@ def _patch_module_call(
                     return original(self, *args, **kwargs)
                 finally:
                     emitter.pop()
-        table, emitter = enter(self, tables)
+        try:
+            table, emitter = enter(self, tables)
+        except Exception:  # naming must never break the program's forward: no range then
+            return original(self, *args, **kwargs)
         tables.append(table)
         emitter.push()
         try:
@@ -370,7 +373,10 @@ def _ranged(
     def ranged(*args: Any, **kwargs: Any) -> Any:
         if is_compiling():
             return func(*args, **kwargs)
-        emitter = emitter_for(args)
+        try:
+            emitter = emitter_for(args)
+        except Exception:  # naming never breaks the call: no range then
+            return func(*args, **kwargs)
         emitter.push()
         try:
             return func(*args, **kwargs)
