@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import os
+import platform
 import sys
 import sysconfig
 
@@ -67,12 +68,18 @@ class BuildPlainLibrary(build_ext):
         return list(ext.libraries)
 
 
+# The recorder's thread-local buffer pointer through TLS descriptors: glibc places a dlopen'ed
+# library's TLS in its static surplus when there is room, and the access is then a load from
+# %fs like initial-exec's; when there is none it falls back to dynamic TLS instead of failing
+# the dlopen (which initial-exec would do).
+RECORDER_FLAGS = ["-mtls-dialect=gnu2"] if platform.machine() in ("x86_64", "AMD64") else []
+
 setup(
     ext_modules=[
         Extension(
             LIBRARY,
             sources=[SOURCE],
-            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,
         ),

@@ -274,6 +274,96 @@ def test_fork_child_records_only_its_own_events(tmp_path: Path, child_exit: str)
     assert not any(r.is_open for r in parent.ranges)
 
 
+@pytest.mark.parametrize("clock", ["default", "monotonic"])
+def test_timestamps_are_clock_monotonic_ns_in_parent_and_forked_child(tmp_path: Path, clock: str) -> None:
+    """Where the recorder stamps events with the TSC (constant_tsc and nonstop_tsc), the flush
+    converts them to CLOCK_MONOTONIC ns: each recorded time lies between time.monotonic_ns()
+    read just before and just after the event, in the parent and in a forked child, through the
+    fast paths (registered message, autonvtx's own client), the general ones (inline messages,
+    start/end, marks) and across chunks; AUTONVTX_RECORDER_CLOCK=monotonic uses clock_gettime."""
+    recordings, out = run_python(tmp_path, """
+        import json, os, time, nvtx
+        from autonvtx import ranges
+        times = {}
+        domain = nvtx.get_domain("align")
+        attributes = domain.get_event_attributes(message="registered", color="blue")
+        def around(name, call):
+            before = time.monotonic_ns()
+            call()
+            times[name] = (before, time.monotonic_ns())
+        def events(prefix):
+            around(prefix + "push-inline", lambda: nvtx.push_range(prefix + "inline"))
+            time.sleep(0.002)
+            around(prefix + "pop-inline", nvtx.pop_range)
+            around(prefix + "push-registered", lambda: domain.push_range(attributes))
+            around(prefix + "pop-registered", domain.pop_range)
+            if ranges._client is not None:  # autonvtx's own NVTX client
+                range_ = ranges._client.Range("align", prefix + "client", 0xFF0000FF, 0)
+                around(prefix + "push-client", range_.push)
+                around(prefix + "pop-client", range_.pop)
+            holder = {}
+            around(prefix + "start", lambda: holder.setdefault("id", nvtx.start_range(prefix + "startend")))
+            around(prefix + "end", lambda: nvtx.end_range(holder["id"]))
+            around(prefix + "mark", lambda: nvtx.mark(prefix + "mark"))
+        events("a-")
+        for _ in range(30_000):  # past the first chunk into the next ones
+            domain.push_range(attributes)
+            domain.pop_range()
+        events("b-")
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(0.01)
+            times.clear()  # the parent's, inherited
+            events("child-")
+            with open("child.json", "w") as f:
+                json.dump(times, f)
+            from autonvtx.recorder import native
+            native.control().flush(None)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        events("c-")
+        with open("child.json") as f:
+            child = json.load(f)
+        import ctypes
+        from autonvtx.recorder import native
+        tsc = ctypes.CDLL(native.library_path()).autonvtx_recorder_uses_tsc()
+        print(json.dumps({"parent": os.getpid(), "child": pid, "times": times, "child_times": child,
+                          "tsc": tsc}))
+    """, **({} if clock == "default" else {"AUTONVTX_RECORDER_CLOCK": "monotonic"}))
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split() for line in f if line.startswith("flags")), [])
+    stable_tsc = "constant_tsc" in flags and "nonstop_tsc" in flags
+    assert out["tsc"] == (clock == "default" and stable_tsc)
+    tolerance = 20_000  # ns
+    by_pid = {r.pid: r for r in recordings}
+    assert set(by_pid) == {out["parent"], out["child"]}
+    for pid, times in ((out["parent"], out["times"]), (out["child"], out["child_times"])):
+        recording = by_pid[pid]
+        named = {r.name: r for r in recording.ranges if r.domain == "align" or r.name.endswith("inline")
+                 or r.name.endswith("startend")}
+        marks = {m.name: m for m in recording.marks}
+        checked = 0
+        for prefix in {name.split("-")[0] + "-" for name in times}:
+            def within(event: str, ns: int) -> None:
+                before, after = times[prefix + event]
+                assert before - tolerance <= ns <= after + tolerance, (prefix + event, before, ns, after)
+            for kind in ("inline", "client"):
+                if prefix + "push-" + kind not in times:
+                    continue
+                r = named[prefix + kind]
+                within("push-" + kind, r.start_ns)
+                within("pop-" + kind, r.end_ns)
+            r = named[prefix + "startend"]
+            within("start", r.start_ns)
+            within("end", r.end_ns)
+            within("mark", marks[prefix + "mark"].ts_ns)
+            checked += 1
+        registered = [r for r in recording.ranges if r.name == "registered"]
+        assert registered and all(r.start_ns <= r.end_ns for r in registered)
+        assert checked == (1 if pid == out["child"] else 3)
+        assert not any(r.is_open for r in recording.ranges)
+
+
 def test_exit_writes_recording_unless_already_flushed(tmp_path: Path) -> None:
     recordings, out = run_python(tmp_path, """
         import json, os, nvtx

@@ -65,10 +65,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <wchar.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define HAVE_TSC 1
+#endif
 
 #define EXPORT __attribute__((visibility("default")))
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -76,7 +81,8 @@
 
 #define FORMAT_VERSION 1u
 #define HEADER_SIZE 64u
-#define CHUNK_BYTES (128u * 1024u)
+#define CHUNK_BYTES (128u * 1024u)  /* a thread's first chunk (and any the budget allows only so small) */
+#define BIG_CHUNK_MAP (2u * 1024u * 1024u) /* later chunks: one transparent huge page each */
 #define MAX_MESSAGE (64u * 1024u)
 #define MAX_CLIENTS 256
 #define NAME_BYTES 64
@@ -175,11 +181,115 @@ static __thread thread_buffer* t_buffer;
 
 /* ---- time, ids ---- */
 
-static inline uint64_t now_ns(void)
+static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Event timestamps. Where the CPU's time-stamp counter runs at a constant rate in every
+ * power state (cpuinfo flags constant_tsc and nonstop_tsc), records hold raw TSC ticks
+ * (__rdtsc: about half the cost of the vDSO clock_gettime), and the flush converts them to
+ * CLOCK_MONOTONIC ns with a line through two anchors, each a TSC and CLOCK_MONOTONIC read
+ * together: one when the library loads (again in a forked child, whose buffers start empty),
+ * one at the flush. Every event lies between the anchors, so its converted time is off by no
+ * more than the anchors' own reading error (tens of ns). Elsewhere records hold
+ * CLOCK_MONOTONIC ns directly. Files always hold CLOCK_MONOTONIC ns.
+ * AUTONVTX_RECORDER_CLOCK=monotonic forces clock_gettime.
+ */
+static int g_use_tsc;
+static uint64_t g_anchor_tsc, g_anchor_ns;
+
+static __attribute__((noinline)) uint64_t now_ns_call(void) { return now_ns(); }
+
+static inline uint64_t now_ts(void)
+{
+#ifdef HAVE_TSC
+    if (LIKELY(g_use_tsc))
+        return __rdtsc();
+#endif
+    return now_ns_call();
+}
+
+/* A (TSC, CLOCK_MONOTONIC ns) pair read as close together as a few tries allow. */
+static void read_anchor(uint64_t* tsc, uint64_t* ns)
+{
+#ifdef HAVE_TSC
+    uint64_t best = UINT64_MAX;
+    int i;
+    for (i = 0; i < 5; ++i) {
+        uint64_t t0 = __rdtsc();
+        uint64_t n = now_ns();
+        uint64_t t1 = __rdtsc();
+        if (t1 >= t0 && t1 - t0 < best) {
+            best = t1 - t0;
+            *tsc = t0 + (t1 - t0) / 2;
+            *ns = n;
+        }
+    }
+    if (best != UINT64_MAX)
+        return;
+#endif
+    *tsc = 0;
+    *ns = now_ns();
+}
+
+static int cpu_has_stable_tsc(void)
+{
+#ifdef HAVE_TSC
+    char line[8192];
+    int found = 0;
+    FILE* f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "flags", 5) == 0) {
+            /* Tokens are space-separated; the line ends with a newline. */
+            found = strstr(line, " constant_tsc ") != NULL && strstr(line, " nonstop_tsc") != NULL;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+#else
+    return 0;
+#endif
+}
+
+static void choose_clock(void)
+{
+    const char* clock = getenv("AUTONVTX_RECORDER_CLOCK");
+    g_use_tsc = !(clock && strcmp(clock, "monotonic") == 0) && cpu_has_stable_tsc();
+    if (g_use_tsc)
+        read_anchor(&g_anchor_tsc, &g_anchor_ns);
+}
+
+/* Converts recorded timestamps to CLOCK_MONOTONIC ns at a flush. */
+typedef struct ts_convert {
+    int on;
+    uint64_t tsc0, ns0;
+    double ns_per_tick;
+} ts_convert;
+
+static ts_convert conversion_at(uint64_t flush_tsc, uint64_t flush_ns)
+{
+    ts_convert c = { 0, 0, 0, 0.0 };
+    if (!g_use_tsc)
+        return c;
+    c.on = 1;
+    c.tsc0 = g_anchor_tsc;
+    c.ns0 = g_anchor_ns;
+    if (flush_tsc > g_anchor_tsc && flush_ns > g_anchor_ns)
+        c.ns_per_tick = (double)(flush_ns - g_anchor_ns) / (double)(flush_tsc - g_anchor_tsc);
+    return c;
+}
+
+static inline uint64_t convert_ts(const ts_convert* c, uint64_t ts)
+{
+    double d = (double)(int64_t)(ts - c->tsc0) * c->ns_per_tick;
+    return (uint64_t)((int64_t)c->ns0 + (int64_t)(d < 0 ? d - 0.5 : d + 0.5));
 }
 
 static uint32_t os_tid(void) { return (uint32_t)syscall(SYS_gettid); }
@@ -220,26 +330,79 @@ static void drop(thread_buffer* b)
         atomic_fetch_add_explicit(&g_lost, 1, memory_order_relaxed);
 }
 
-static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
+/*
+ * Chunks are mapped directly. A thread's first chunk is small (128 KiB, ordinary pages); once a
+ * thread has filled one, the next ones are 2 MiB, aligned and advised as a transparent huge page
+ * where the kernel offers them: one page fault per 2 MiB of events instead of one per 4 KiB
+ * (faults cost several ns per event, more in a VM). The budget counts mapped bytes.
+ */
+static chunk* chunk_map(size_t size, int huge)
 {
-    size_t cap = n > CHUNK_BYTES ? n : CHUNK_BYTES;
-    uint64_t size = sizeof(chunk) + cap;
-    if (b->full)
+    char* p;
+    if (!huge) {
+        p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : (chunk*)(void*)p;
+    }
+    p = mmap(NULL, size + BIG_CHUNK_MAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
         return NULL;
-    uint64_t before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
+    {
+        uintptr_t start = ((uintptr_t)p + BIG_CHUNK_MAP - 1) & ~(uintptr_t)(BIG_CHUNK_MAP - 1);
+        size_t head = start - (uintptr_t)p;
+        size_t tail = BIG_CHUNK_MAP - head;
+        if (head)
+            munmap(p, head);
+        if (tail)
+            munmap((char*)start + size, tail);
+        p = (char*)start;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(p, size, MADV_HUGEPAGE);
+#endif
+    return (chunk*)(void*)p;
+}
+
+static void chunk_unmap(chunk* c)
+{
+    munmap(c, sizeof(chunk) + c->cap);
+}
+
+/* A new chunk of at least n bytes taken from the budget, or NULL. */
+static chunk* chunk_new(size_t n, int big)
+{
+    uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > CHUNK_BYTES ? n : CHUNK_BYTES);
+    uint64_t before;
+    chunk* c;
+    if (big && n + sizeof(chunk) > size)
+        return NULL;
+    before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
     if (before + size > g_limit) {
         atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
-        b->full = 1;
         return NULL;
     }
-    chunk* c = malloc(size);
+    c = chunk_map(size, big);
     if (!c) {
         atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
         return NULL;
     }
     atomic_init(&c->next, NULL);
     atomic_init(&c->used, 0);
-    c->cap = cap;
+    c->cap = size - sizeof(chunk);
+    return c;
+}
+
+static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
+{
+    chunk* c;
+    if (b->full)
+        return NULL;
+    c = b->tail ? chunk_new(n, 1) : NULL;
+    if (!c)
+        c = chunk_new(n, 0);
+    if (!c) {
+        b->full = 1;
+        return NULL;
+    }
     if (b->tail)
         atomic_store_explicit(&b->tail->next, c, memory_order_release);
     else
@@ -329,7 +492,7 @@ static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
     h->payload_type = 0;
     h->message_kind = 0;
     h->domain = domain;
-    h->ts = now_ns();
+    h->ts = now_ts();
     if (id)
         memcpy(p + sizeof(record_head), &id, 8);
     commit(b, n);
@@ -354,7 +517,7 @@ static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const 
     h->payload_type = 0;
     h->message_kind = M_INLINE;
     h->domain = domain;
-    h->ts = now_ns();
+    h->ts = now_ts();
     char* q = p + sizeof(record_head);
     if (id) {
         memcpy(q, &id, 8);
@@ -476,7 +639,7 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
     h->payload_type = payload_type;
     h->message_kind = message_kind;
     h->domain = domain;
-    h->ts = now_ns();
+    h->ts = now_ts();
     char* q = p + sizeof(record_head);
     if (id) {
         memcpy(q, &id, 8);
@@ -532,6 +695,95 @@ static inline int depth_pop(void)
     return b->depth;
 }
 
+/*
+ * The hot paths: a push whose message is a registered string (autonvtx's ranges, nvtx's
+ * annotate with a domain) and a pop, when the thread's current chunk has room. They write the
+ * same records as write_attributes/write_simple with whole-word stores and one commit; anything
+ * else (first event of a thread, a full chunk, inline or wide messages, payloads) returns 0 and
+ * takes the general path.
+ */
+static inline int push_fast(uint32_t domain, const nvtxEventAttributes_t* a, int* depth)
+{
+    thread_buffer* b = t_buffer;
+    if (UNLIKELY(!b || !a || a->messageType != NVTX_MESSAGE_TYPE_REGISTERED || !a->message.registered
+                 || (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64
+                     && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT)))
+        return 0;
+    chunk* c = b->tail;
+    size_t used = b->tail_used;
+    if (UNLIKELY(!c || used + 32 > c->cap))
+        return 0;
+    uint32_t words[4];
+    unsigned k = 0;
+    uint64_t flags = 0;
+    if (a->colorType == NVTX_COLOR_ARGB) {
+        flags |= F_COLOR;
+        words[k++] = a->color;
+    }
+    if (a->category != 0) {
+        flags |= F_CATEGORY;
+        words[k++] = a->category;
+    }
+    words[k++] = ((const string_entry*)(const void*)a->message.registered)->id;
+    words[k] = 0;
+    char* p = c->data + used;
+    uint64_t head = (uint64_t)K_PUSH | (flags << 8) | ((uint64_t)M_REGISTERED << 24)
+                  | ((uint64_t)domain << 32);
+    uint64_t ts = now_ts();
+    memcpy(p, &head, 8);
+    memcpy(p + 8, &ts, 8);
+    memcpy(p + 16, words, 8);
+    size_t n = 24;
+    if (k > 2) {
+        memcpy(p + 24, words + 2, 8);
+        n = 32;
+    }
+    used += n;
+    b->tail_used = used;
+    atomic_store_explicit(&c->used, used, memory_order_release);
+    atomic_store_explicit(&b->events,
+        atomic_load_explicit(&b->events, memory_order_relaxed) + 1, memory_order_relaxed);
+    *depth = b->depth++;
+    return 1;
+}
+
+static inline int pop_fast(uint32_t domain, int* depth)
+{
+    thread_buffer* b = t_buffer;
+    if (UNLIKELY(!b))
+        return 0;
+    chunk* c = b->tail;
+    size_t used = b->tail_used;
+    if (UNLIKELY(!c || used + 16 > c->cap))
+        return 0;
+    char* p = c->data + used;
+    uint64_t head = (uint64_t)K_POP | ((uint64_t)domain << 32);
+    uint64_t ts = now_ts();
+    memcpy(p, &head, 8);
+    memcpy(p + 8, &ts, 8);
+    used += 16;
+    b->tail_used = used;
+    atomic_store_explicit(&c->used, used, memory_order_release);
+    atomic_store_explicit(&b->events,
+        atomic_load_explicit(&b->events, memory_order_relaxed) + 1, memory_order_relaxed);
+    if (b->depth > 0)
+        b->depth--;
+    *depth = b->depth;
+    return 1;
+}
+
+static __attribute__((noinline)) int push_slow(uint32_t domain, const nvtxEventAttributes_t* a)
+{
+    write_attributes(K_PUSH, domain, 0, a);
+    return depth_push();
+}
+
+static __attribute__((noinline)) int pop_slow(uint32_t domain)
+{
+    write_simple(K_POP, domain, 0);
+    return depth_pop();
+}
+
 /* ---- recording callbacks: CORE ---- */
 
 static void NVTX_API rec_MarkEx(const nvtxEventAttributes_t* a) { write_attributes(K_MARK, 0, 0, a); }
@@ -563,8 +815,10 @@ static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { if (id) write_simple(K_END
 
 static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 {
-    write_attributes(K_PUSH, 0, 0, a);
-    return depth_push();
+    int depth;
+    if (LIKELY(push_fast(0, a, &depth)))
+        return depth;
+    return push_slow(0, a);
 }
 static int NVTX_API rec_RangePushA(const char* m)
 {
@@ -578,8 +832,10 @@ static int NVTX_API rec_RangePushW(const wchar_t* m)
 }
 static int NVTX_API rec_RangePop(void)
 {
-    write_simple(K_POP, 0, 0);
-    return depth_pop();
+    int depth;
+    if (LIKELY(pop_fast(0, &depth)))
+        return depth;
+    return pop_slow(0);
 }
 
 /* ---- metadata: categories, thread names, domains, registered strings ---- */
@@ -681,13 +937,17 @@ static nvtxRangeId_t NVTX_API rec_DomainRangeStartEx(nvtxDomainHandle_t d, const
 static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { if (id) write_simple(K_END, domain_id(d), id); }
 static int NVTX_API rec_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
-    write_attributes(K_PUSH, domain_id(d), 0, a);
-    return depth_push();
+    int depth;
+    if (LIKELY(push_fast(domain_id(d), a, &depth)))
+        return depth;
+    return push_slow(domain_id(d), a);
 }
 static int NVTX_API rec_DomainRangePop(nvtxDomainHandle_t d)
 {
-    write_simple(K_POP, domain_id(d), 0);
-    return depth_pop();
+    int depth;
+    if (LIKELY(pop_fast(domain_id(d), &depth)))
+        return depth;
+    return pop_slow(domain_id(d));
 }
 static void NVTX_API rec_DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t c, const char* n) { add_named(&g_categories, domain_id(d), c, strdup(n ? n : "")); }
 static void NVTX_API rec_DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t c, const wchar_t* n) { add_named(&g_categories, domain_id(d), c, dup_wide(n)); }
@@ -784,7 +1044,7 @@ static void free_chunks(thread_buffer* b)
     chunk* c = atomic_load(&b->head);
     while (c) {
         chunk* next = atomic_load(&c->next);
-        free(c);
+        chunk_unmap(c);
         c = next;
     }
 }
@@ -823,6 +1083,8 @@ static void atfork_child(void)
     atomic_store(&g_lost, 0);
     atomic_store(&g_flushed, 0);
     g_pid = getpid();
+    if (g_use_tsc)
+        read_anchor(&g_anchor_tsc, &g_anchor_ns);
     if (self) {
         atomic_store(&self->head, NULL);
         self->tail = NULL;
@@ -846,6 +1108,7 @@ static __attribute__((constructor)) void on_load(void)
 {
     g_pid = getpid();
     configure();
+    choose_clock();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 }
 
@@ -893,6 +1156,8 @@ EXPORT void autonvtx_recorder_set_mode(int noop)
 }
 
 EXPORT int autonvtx_recorder_mode(void) { return atomic_load(&g_mode_noop); }
+/* 1 when events are stamped with the TSC (converted at flush), 0 with clock_gettime. */
+EXPORT int autonvtx_recorder_uses_tsc(void) { return g_use_tsc; }
 EXPORT int autonvtx_recorder_is_attached(void) { return atomic_load(&g_attached); }
 
 /* out: events recorded, events dropped, bytes of committed records, bytes of chunks allocated. */
@@ -984,6 +1249,67 @@ static uint64_t thread_stream_bytes(thread_buffer* b, chunk** last, size_t* last
     return total;
 }
 
+/* Bytes of the record at p (its length follows from its head), or 0 if it runs past `avail`. */
+static size_t record_size(const char* p, size_t avail)
+{
+    record_head h;
+    size_t n = sizeof(record_head);
+    if (avail < n)
+        return 0;
+    memcpy(&h, p, sizeof(h));
+    if (h.kind == K_START || h.kind == K_END)
+        n += 8;
+    if (h.payload_type)
+        n += 8;
+    if (h.flags & F_COLOR)
+        n += 4;
+    if (h.flags & F_CATEGORY)
+        n += 4;
+    if (h.message_kind == M_REGISTERED) {
+        n += 4;
+    } else if (h.message_kind == M_INLINE) {
+        uint32_t len;
+        if (avail < n + 4)
+            return 0;
+        memcpy(&len, p + n, 4);
+        n += 4 + (size_t)len;
+    }
+    n = ALIGN8(n);
+    return n <= avail ? n : 0;
+}
+
+/* Writes `n` bytes of committed records, their timestamps converted to CLOCK_MONOTONIC ns. */
+static void put_events(writer* w, const ts_convert* conv, const char* data, size_t n)
+{
+    static char copy[256 * 1024]; /* flushes hold g_lock; longer than any record */
+    size_t done = 0;
+    if (!conv->on) {
+        put(w, data, n);
+        return;
+    }
+    while (done < n) {
+        size_t take = n - done < sizeof(copy) ? n - done : sizeof(copy);
+        size_t pos = 0;
+        memcpy(copy, data + done, take);
+        while (pos < take) {
+            size_t size = record_size(copy + pos, take - pos);
+            uint64_t ts;
+            if (size == 0)
+                break;
+            memcpy(&ts, copy + pos + 8, 8);
+            ts = convert_ts(conv, ts);
+            memcpy(copy + pos + 8, &ts, 8);
+            pos += size;
+        }
+        if (pos == 0) { /* a record that does not fit the copy (none is that long) */
+            w->failed = 1;
+            return;
+        }
+        put(w, copy, pos);
+        done += pos;
+    }
+}
+
 static int write_recording(FILE* f, uint64_t out[3])
 {
     writer w = { f, 0, 0 };
@@ -997,9 +1323,17 @@ static int write_recording(FILE* f, uint64_t out[3])
     static char cmdline[65536];
     size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
 
+    ts_convert conv;
+    uint64_t flush_tsc = 0;
+
     clock_gettime(CLOCK_REALTIME, &real);
     clock_gettime(CLOCK_MONOTONIC, &mono);
     flush_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
+    if (g_use_tsc) {
+        read_anchor(&flush_tsc, &flush_ns);
+        /* The realtime offset keeps its pair of reads; flush_ns is the anchor's own. */
+    }
+    conv = conversion_at(flush_tsc, flush_ns);
     offset = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000ll
            + ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
 
@@ -1118,11 +1452,11 @@ static int write_recording(FILE* f, uint64_t out[3])
         for (c = atomic_load_explicit(&b->head, memory_order_acquire); c;
              c = atomic_load_explicit(&c->next, memory_order_acquire)) {
             if (c == last) {
-                put(&w, c->data, last_used);
+                put_events(&w, &conv, c->data, last_used);
                 break;
             }
             /* A chunk with a successor is final: its owner never writes to it again. */
-            put(&w, c->data, atomic_load_explicit(&c->used, memory_order_acquire));
+            put_events(&w, &conv, c->data, atomic_load_explicit(&c->used, memory_order_acquire));
         }
     }
     section(&w, T_END, 0);
