@@ -37,7 +37,42 @@ _METHOD_LIKE = (functools.cached_property, functools.partialmethod, functools.si
 
 
 def _is_builtin(value: Any) -> bool:
-    kind = type(value)
+    return _kind(type(value)) == _BUILTIN
+
+
+# What a value's type makes it, for the walk: decided once per type, not per value (a package
+# targeted wholesale has tens of thousands of globals and class members, nearly all data).
+_DATA, _CLASS, _RANGE_WRAPPER, _FUNCTION, _BUILTIN, _STATIC_OR_CLASS, _PROPERTY, _OTHER_CALLABLE = range(8)
+_kinds: dict[type, int] = {}
+
+
+def _kind(kind: type) -> int:
+    try:
+        return _kinds[kind]
+    except KeyError:
+        pass
+    if issubclass(kind, type):
+        found = _CLASS
+    elif issubclass(kind, RangeWrapper):
+        found = _RANGE_WRAPPER
+    elif kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper):
+        found = _FUNCTION
+    elif kind is staticmethod or kind is classmethod:
+        found = _STATIC_OR_CLASS
+    elif issubclass(kind, property):
+        found = _PROPERTY
+    elif _is_builtin_type(kind):
+        found = _BUILTIN
+    elif issubclass(kind, _METHOD_LIKE) or any("__call__" in vars(k) for k in kind.__mro__):
+        found = _OTHER_CALLABLE  # callable(value), from its type as callable() decides
+    else:
+        found = _DATA
+    if len(_kinds) < 10_000:  # types made on the fly are not kept alive without bound
+        _kinds[kind] = found
+    return found
+
+
+def _is_builtin_type(kind: type) -> bool:
     # Cython compiles a module's functions to its own function type, one per Cython version.
     # NumPy >= 1.25 makes its public functions C callables of type _ArrayFunctionDispatcher
     # (NEP 18 dispatch), which behave like builtins.
@@ -274,7 +309,10 @@ class Instrumenter:
         style = self._styles.get((id(rule), module))
         if style is None:
             style = self._styles[id(rule), module] = self._config.style(rule, module)
-        emitter = ranges.emitter_for(style, ranges.label_for(func, module, qualname))
+        if style.message == "{qualname}":  # the default: no file or line to look up
+            emitter = ranges.emitter_with_message(style, qualname)
+        else:
+            emitter = ranges.emitter_for(style, ranges.label_for(func, module, qualname))
         wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
             found = self._wrappers.setdefault(id(func), wrapper)
@@ -350,18 +388,19 @@ class _ModuleWalk:
                 self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
 
     def _visit_global(self, attr: str, value: Any) -> None:
-        kind = type(value)
-        if issubclass(kind, type):
+        kind = _kinds.get(type(value))
+        if kind is None:
+            kind = _kind(type(value))
+        if kind == _DATA or kind >= _STATIC_OR_CLASS:
+            # Data, modules, instances: most of a module's names, never wrapped (decided
+            # before any lookup: a package targeted wholesale has tens of thousands).
+            return
+        if kind == _CLASS:
             if vars(value).get("__module__") == self.name:
                 self._visit_class(value, _qualname(value, attr))
             return
-        if issubclass(kind, RangeWrapper):
+        if kind == _RANGE_WRAPPER:
             self.report.skip(attr, "already wrapped")
-            return
-        is_function = kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper)
-        if not is_function and not _is_builtin(value):
-            # Data, modules, instances: most of a module's names, never wrapped (decided
-            # before any lookup: a package targeted wholesale has tens of thousands).
             return
         existing = self.inst.existing_wrapper(value)
         if existing is not None:
@@ -369,7 +408,7 @@ class _ModuleWalk:
             self.namespace[attr] = existing
             self.report.rebound.append(attr)
             return
-        if is_function:
+        if kind == _FUNCTION:
             home = value.__module__
             if home != self.name:
                 self._remember(value, home, attr)
@@ -401,34 +440,37 @@ class _ModuleWalk:
         if not cls.__flags__ & _HEAPTYPE:
             self.report.skip(qualname, "C type: its attributes cannot be set")
             return
+        kinds = _kinds
         for attr, raw in list(vars(cls).items()):
-            member = f"{qualname}.{attr}"
+            kind = kinds.get(type(raw))
+            if kind is None:
+                kind = _kind(type(raw))
+            if kind == _DATA:
+                # Data (slots' member descriptors, __dict__, constants) is not worth a line.
+                continue
             try:
-                self._visit_member(cls, attr, raw, member)
+                self._visit_member(cls, attr, raw, kind, qualname)
             except Exception as exc:
-                self.report.skip(member, f"cannot wrap: {type(exc).__name__}: {exc}")
+                self.report.skip(f"{qualname}.{attr}", f"cannot wrap: {type(exc).__name__}: {exc}")
 
-    def _visit_member(self, cls: type, attr: str, raw: Any, member: str) -> None:
-        kind = type(raw)
-        if kind is staticmethod or kind is classmethod:
-            func, rewrap = raw.__func__, kind
-        elif kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper):
+    def _visit_member(self, cls: type, attr: str, raw: Any, kind: int, qualname: str) -> None:
+        member = f"{qualname}.{attr}"
+        if kind == _STATIC_OR_CLASS:
+            func, rewrap = raw.__func__, type(raw)
+        elif kind == _FUNCTION or kind == _RANGE_WRAPPER:
             func, rewrap = raw, None
-        elif issubclass(kind, type):
+        elif kind == _CLASS:
             if vars(raw).get("__module__") == self.name and raw.__qualname__ == member:
                 self._visit_class(raw, member)
             return
-        elif issubclass(kind, property):
+        elif kind == _PROPERTY:
             self.report.skip(member, "property: descriptors are left untouched")
             return
-        elif _is_builtin(raw):
+        elif kind == _BUILTIN:
             self.report.skip(member, "builtin method: only module-level builtins are wrapped")
             return
-        else:
-            # Data (slots' member descriptors, __dict__, constants) is not worth a line;
-            # callables and method-like descriptors are.
-            if callable(raw) or issubclass(kind, _METHOD_LIKE):
-                self.report.skip(member, f"not a plain function: {kind.__name__}")
+        else:  # callables and method-like descriptors are worth a line
+            self.report.skip(member, f"not a plain function: {type(raw).__name__}")
             return
         if issubclass(type(func), RangeWrapper):
             self.report.skip(member, "already wrapped")
@@ -467,8 +509,9 @@ class _ModuleWalk:
             self.report.skip(qualname, f"no NVTX tool attached: {selection.reason}")
             return None
         wrapper = self.inst.wrapper_for(func, self.rule_module, qualname, selection.rule)
-        # Reasons repeat (one per rule and glob): one copy kept, not one per function.
-        self.report.wrapped[qualname] = self.inst.shared(selection.reason)
+        # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
+        # per function.
+        self.report.wrapped[qualname] = selection.reason
         return wrapper
 
 

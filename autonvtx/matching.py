@@ -6,20 +6,54 @@ import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from autonvtx.config import Config, Rule
 
 _Match = Callable[[str], "re.Match[str] | None"]
 
 
-@dataclass(frozen=True)
 class Selection:
-    """The decision for one function: whether it is wrapped, the deciding rule, and why."""
+    """The decision for one function: whether it is wrapped, the deciding rule, and why.
 
-    selected: bool
-    rule: Rule | None
-    reason: str
+    `reason` is a line of text built when first asked for (and shared between decisions that
+    read the same): instrumenting a package wholesale decides for thousands of names."""
+
+    __slots__ = ("selected", "rule", "_reason", "_matcher", "_opinions", "_qualname")
+
+    def __init__(self, selected: bool, rule: Rule | None, reason: str | None = None) -> None:
+        self.selected = selected
+        self.rule = rule
+        self._reason = reason
+        self._matcher: Matcher | None = None
+        self._opinions: list[tuple[_CompiledRule, bool]] | None = None
+        self._qualname = ""
+
+    @property
+    def reason(self) -> str:
+        if self._reason is None:
+            matcher, opinions = self._matcher, self._opinions
+            self._reason = (
+                matcher._reason(opinions, self._qualname)
+                if matcher is not None and opinions is not None
+                else ""
+            )
+            self._matcher = self._opinions = None
+        return self._reason
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Selection):
+            return NotImplemented
+        return (self.selected, self.rule, self.reason) == (other.selected, other.rule, other.reason)
+
+    def __hash__(self) -> int:
+        return hash((self.selected, self.rule, self.reason))
+
+    def __repr__(self) -> str:
+        return f"Selection(selected={self.selected!r}, rule={self.rule!r}, reason={self.reason!r})"
+
+
+_NOT_TARGETED = Selection(False, None, "module not targeted")
+_NO_RULE_INCLUDES = Selection(False, None, "no rule includes it")
 
 
 def normalize_module(name: str) -> str:
@@ -32,7 +66,8 @@ def _compile(glob: str) -> _Match:
 
 
 class _CompiledRule:
-    __slots__ = ("rule", "index", "modules", "include", "exclude")
+    __slots__ = ("rule", "index", "modules", "include", "exclude", "include_any", "exclude_any",
+                 "pending")
 
     def __init__(self, rule: Rule, index: int) -> None:
         self.rule = rule
@@ -40,6 +75,36 @@ class _CompiledRule:
         self.modules = [_compile(g) for g in rule.modules]
         self.include = [_compile(g) for g in rule.include]
         self.exclude = [_compile(g) for g in rule.exclude]
+        # Whether any include (exclude) glob matches, in one regex match; None: no glob.
+        self.include_any = _compile_any(rule.include)
+        self.exclude_any = _compile_any(rule.exclude)
+        # (key, index, match) of the include/exclude globs not yet seen matching a name: only
+        # those are tried one by one (for unmatched_patterns()), and they are few once a
+        # program has run a while.
+        self.pending = [("exclude", i, m) for i, m in enumerate(self.exclude)] + [
+            ("include", i, m) for i, m in enumerate(self.include)
+        ]
+
+
+def _always(name: str) -> bool:
+    return True
+
+
+def _compile_any(globs: tuple[str, ...]) -> Callable[[str], object] | None:
+    if not globs:
+        return None
+    if "*" in globs:
+        return _always
+    return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match
+
+
+def _first_index(matches: list[_Match], name: str) -> int:
+    if len(matches) == 1:
+        return 0
+    for i, match in enumerate(matches):
+        if match(name):
+            return i
+    raise AssertionError("no glob matches")  # callers know one does
 
 
 class Matcher:
@@ -65,6 +130,7 @@ class Matcher:
         self._matched: set[tuple[int, str, int]] = set()
         self._modules_of_rule: dict[int, set[str]] = {i: set() for i in range(len(self._rules))}
         self._names_in_module: dict[str, set[str]] = {}
+        self._reasons: dict[tuple[int, ...], str] = {}
 
     def should_consider_module(self, name: str) -> bool:
         """The cheap name-only check: could any rule select something in this module?"""
@@ -79,30 +145,73 @@ class Matcher:
         return tuple(c.rule for c in self._compiled_for(normalize_module(module)))
 
     def select(self, module: str, qualname: str) -> Selection:
-        module = normalize_module(module)
-        rules = self._compiled_for(module)
+        if module == "__mp_main__":
+            module = "__main__"
+        rules = self._by_module.get(module)
+        if rules is None:
+            rules = self._compiled_for(module)
         if not rules:
-            return Selection(False, None, "module not targeted")
-        self._names_in_module.setdefault(module, set()).add(qualname)
-        # (rule, verdict, key, glob) per rule with an opinion. Every glob is tried, not only
-        # up to the first hit, so that unmatched_patterns() knows exactly what matched.
-        opinions: list[tuple[Rule, bool, str, str]] = []
+            return _NOT_TARGETED
+        names = self._names_in_module.get(module)
+        if names is None:
+            names = self._names_in_module[module] = set()
+        names.add(qualname)
+        # (rule, verdict) per rule with an opinion, decided with one regex per key; the globs
+        # that matched are found one by one only among those not yet seen matching, so that
+        # unmatched_patterns() knows exactly what matched.
+        opinions: list[tuple[_CompiledRule, bool]] = []
         for c in rules:
-            excluded = self._first_hit(c, "exclude", c.exclude, qualname)
-            included = self._first_hit(c, "include", c.include, qualname)
-            if excluded is not None:
-                opinions.append((c.rule, False, "exclude", c.rule.exclude[excluded]))
-            elif included is not None:
-                opinions.append((c.rule, True, "include", c.rule.include[included]))
+            if c.pending:
+                self._note_matches(c, qualname)
+            exclude_any = c.exclude_any
+            if exclude_any is not None and exclude_any(qualname):
+                opinions.append((c, False))
+            else:
+                include_any = c.include_any
+                if include_any is not None and include_any(qualname):
+                    opinions.append((c, True))
         if not opinions:
-            return Selection(False, None, "no rule includes it")
-        rule, selected, key, glob = opinions[-1]
-        reason = f"{'selected' if selected else 'excluded'} by {rule.origin} ({key} {glob!r})"
-        for other, other_selected, other_key, other_glob in reversed(opinions[:-1]):
+            return _NO_RULE_INCLUDES
+        c, selected = opinions[-1]
+        decided = Selection(selected, c.rule)
+        decided._matcher, decided._opinions, decided._qualname = self, opinions, qualname
+        return decided
+
+    def _note_matches(self, c: _CompiledRule, qualname: str) -> None:
+        hit = [p for p in c.pending if p[2](qualname)]
+        if hit:
+            for key, i, _ in hit:
+                self._matched.add((c.index, key, i))
+            c.pending = [p for p in c.pending if p not in hit]
+
+    def _reason(self, opinions: list[tuple[_CompiledRule, bool]], qualname: str) -> str:
+        c, selected = opinions[-1]
+        parts: tuple[int, ...] = (c.index, selected, self._first_glob(c, selected, qualname))
+        for other, other_selected in reversed(opinions[:-1]):
             if other_selected != selected:
-                reason += f", overriding {other.origin} ({other_key} {other_glob!r})"
+                parts += (other.index, self._first_glob(other, other_selected, qualname))
                 break
-        return Selection(selected, rule, reason)
+        reason = self._reasons.get(parts)
+        if reason is None:
+            reason = self._reasons[parts] = self._reason_text(parts)
+        return reason
+
+    @staticmethod
+    def _first_glob(c: _CompiledRule, selected: bool, qualname: str) -> int:
+        return _first_index(c.include if selected else c.exclude, qualname)
+
+    def _reason_text(self, parts: tuple[int, ...]) -> str:
+        def opinion(index: int, selected: bool, glob_index: int) -> str:
+            rule = self._rules[index].rule
+            key = "include" if selected else "exclude"
+            glob = getattr(rule, key)[glob_index]
+            return f"{rule.origin} ({key} {glob!r})"
+
+        selected = bool(parts[1])
+        reason = f"{'selected' if selected else 'excluded'} by {opinion(parts[0], selected, parts[2])}"
+        if len(parts) > 3:
+            reason += f", overriding {opinion(parts[3], not selected, parts[4])}"
+        return reason
 
     def unmatched_patterns(self) -> list[str]:
         """One warning line per pattern that matched nothing it was asked about. Presets'
@@ -155,17 +264,6 @@ class Matcher:
                 self._matched.update((c.index, "modules", i) for i in hits)
         result = self._by_module[module] = tuple(found)
         return result
-
-    def _first_hit(
-        self, c: _CompiledRule, key: str, matches: list[_Match], name: str
-    ) -> int | None:
-        first = None
-        for i, match in enumerate(matches):
-            if match(name):
-                self._matched.add((c.index, key, i))
-                if first is None:
-                    first = i
-        return first
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")

@@ -98,9 +98,16 @@ def is_tool_configured() -> bool:
     return bool(os.environ.get(environment.NVTX_INJECTION64_PATH))
 
 
+_new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__ (thousands are made)
+
+
 def emitter_for(style: RangeStyle, label: Label) -> Emitter:
     """Register the message string and category, build the event attributes, bind push/pop."""
-    message = label.format(style.message)
+    return emitter_with_message(style, label.format(style.message))
+
+
+def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
+    """emitter_for() with the message already made from the style's template."""
     if _native is not None:
         return _native_emitter(_native, style, message)
     # Imported here, not at module level: `nvtx` imports numpy when it is installed, and the
@@ -135,7 +142,10 @@ def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emit
         domain = _domain(style.domain)
         category = domain.get_category_id(style.category) if _is_enabled(domain) else 0
     prepared = client.Range(style.domain, message, style.color, category)
-    return Emitter(message, style.domain, prepared.push, prepared.pop, prepared)
+    emitter: Emitter = _new_tuple(
+        Emitter, (message, style.domain, prepared.push, prepared.pop, prepared)
+    )
+    return emitter
 
 
 def _is_enabled(domain: Any) -> bool:
