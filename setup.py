@@ -59,7 +59,14 @@ class BuildPlainLibrary(build_ext):
 
     def build_extension(self, ext: Extension) -> None:
         ext.include_dirs.append(nvtx_include_dir())
-        super().build_extension(ext)
+        try:
+            super().build_extension(ext)
+        except Exception:
+            # A compiler without TLS descriptors (older clang): the default TLS dialect.
+            if not any(flag in ext.extra_compile_args for flag in RECORDER_FLAGS):
+                raise
+            ext.extra_compile_args = [f for f in ext.extra_compile_args if f not in RECORDER_FLAGS]
+            super().build_extension(ext)
 
     def get_libraries(self, ext: Extension) -> list[str]:
         if ext.name == CLIENT:
