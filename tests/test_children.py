@@ -157,6 +157,43 @@ def test_crashed_children_lose_only_their_own_events(workdir: Path) -> None:
     assert only(recordings, "crasher (recording missing)").ranges == []
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_sigterm_is_handled_even_where_the_main_thread_cannot(workdir: Path, method: str) -> None:
+    # Python runs signal handlers in the main thread only, between bytecodes: a main thread
+    # that entered a blocking C call just after SIGTERM arrived (a pool worker taking the
+    # queue lock its terminating parent holds) never runs one. SIGTERM blocked in the main
+    # thread makes that case certain: only autonvtx's watcher thread can see the signal.
+    make_file(workdir / "program.py", """
+        import multiprocessing, signal, sys, threading
+
+        def work():
+            return 1
+
+        def stuck(lock, ready):
+            work()
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            ready.set()
+            lock.acquire()
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context(sys.argv[1])
+            lock, ready = context.Lock(), context.Event()
+            lock.acquire()
+            process = context.Process(target=stuck, args=(lock, ready), name="stuck")
+            process.start()
+            ready.wait()
+            process.terminate()
+            process.join()
+            print(process.exitcode, threading.active_count())
+    """)
+    done = run_autonvtx("-t", "__main__", "program.py", method, cwd=workdir, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["-15", "1"]  # died of SIGTERM; no thread of ours in sight
+    stuck = only(read_chrome_trace(done.trace_path), "stuck")
+    assert counts(stuck) == Counter({"stuck": 1, "work": 1})
+    assert [r.name for r in stuck.ranges if r.is_open] == ["stuck"]  # written while it waited
+
+
 def test_no_children_leaves_children_uninstrumented_and_unrecorded(workdir: Path) -> None:
     make_file(workdir / "program.py", """
         import multiprocessing, os

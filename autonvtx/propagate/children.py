@@ -98,7 +98,8 @@ def bootstrap() -> None:
     threads.install()
     workers.install(instrumenter, record=recording, role=role)
     if recording and role in (None, "spawn"):
-        from autonvtx.recorder.session import follow_exit, note_process
+        from autonvtx.recorder.session import note_process
+        from autonvtx.recorder.shutdown import follow_exit
 
         # Registered now, before the program's own atexit handlers: it runs after them.
         follow_exit()

@@ -128,7 +128,7 @@ def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
             return original(self, *args, **kwargs)
         finally:
             if not _exits_normally:
-                from autonvtx.recorder.session import flush_process
+                from autonvtx.recorder.shutdown import flush_process
 
                 flush_process()
 
@@ -138,7 +138,8 @@ def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
 
 def _process_started(process: Any) -> None:
     try:
-        from autonvtx.recorder.session import follow_exit, note_process
+        from autonvtx.recorder.session import note_process
+        from autonvtx.recorder.shutdown import follow_exit
 
         # The SIGTERM handler first: a child terminated before it is set leaves no note either,
         # rather than a note that reads as a crash.

@@ -12,17 +12,16 @@ import atexit
 import json
 import os
 import shutil
-import signal
 import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from autonvtx import environment
 from autonvtx.errors import TraceFormatError, UsageError
 from autonvtx.propagate.ranks import RankInfo, detect_rank, expand_output_name
+from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
 
 SUMMARY_TO_STDERR = "-"
@@ -98,7 +97,7 @@ class RecordingSession:
 
     The trace is written from an `atexit` handler registered before the target runs, so it runs
     after the target's own handlers; SIGTERM is turned into the same write followed by the
-    default SIGTERM death, so the exit status stays what it would have been.
+    default SIGTERM death (`shutdown.on_sigterm`), so the exit status stays what it would have been.
     """
 
     def __init__(self, outputs: Outputs) -> None:
@@ -133,8 +132,7 @@ class RecordingSession:
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         atexit.register(self.finish)
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, self._on_sigterm)
+        shutdown.on_sigterm(self.finish)
 
     def cancel(self) -> None:
         """Undo start() when the target never ran (it was not found)."""
@@ -148,10 +146,6 @@ class RecordingSession:
             shutil.rmtree(self._directory, ignore_errors=True)
         self._finished = True
 
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
-        self.finish()
-        _die_of_sigterm()
-
     def finish(self) -> None:
         """Flush this process's events, read every process's recording, write the outputs.
 
@@ -160,7 +154,7 @@ class RecordingSession:
         """
         if os.getpid() != self._pid:
             if self.outputs.children:
-                flush_process()
+                shutdown.flush_process()
             return
         if self._finished or self._directory is None:
             return
@@ -229,61 +223,7 @@ def _process_comm() -> str:
         return ""
 
 
-# Every recording process (the first one and its children)
-
-
-def flush_process() -> None:
-    """Write this process's events so far to `$AUTONVTX_RECORD_DIR/<pid>.anr`; never raises.
-
-    Writing again replaces the file with everything recorded until then.
-    """
-    if not os.environ.get(environment.RECORD_DIR):
-        return
-    try:
-        _recorder_control().flush()
-    except OSError:
-        pass  # the run's first process already wrote the outputs and removed the directory
-
-
-def _recorder_control() -> Any:
-    from autonvtx.recorder import native
-
-    return native.control()
-
-
-_followed_pid = 0
-
-
-def follow_exit() -> None:
-    """Flush this process's events when it exits: normally, or by SIGTERM (as
-    `multiprocessing` ends pool workers and daemon processes). Once per process."""
-    global _followed_pid
-    if _followed_pid == os.getpid():
-        return
-    _followed_pid = os.getpid()
-    try:
-        # Loaded now, not in the SIGTERM handler: a handler that runs while the process is
-        # importing the same module on its way out would get a half-initialized one.
-        _recorder_control()
-    except OSError:
-        return
-    atexit.register(flush_process)
-    try:
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, _flush_on_sigterm)
-    except ValueError:
-        pass  # not the main thread: signal handlers can only be set there
-
-
-def _flush_on_sigterm(signum: int, frame: FrameType | None) -> None:
-    flush_process()
-    _die_of_sigterm()
-
-
-def _die_of_sigterm() -> None:
-    # The default action, so that the exit status is what it would have been without us.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+# Every recording child
 
 
 NOTE_SUFFIX = ".json"

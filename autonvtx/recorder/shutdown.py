@@ -1,0 +1,203 @@
+"""A recording process writes its events when it ends: at exit, and on SIGTERM from any thread.
+
+SIGTERM is how `multiprocessing` ends pool workers (`Pool.terminate()`, `with Pool()`) and
+daemon processes, and how launchers stop jobs. A Python-level handler alone is not enough:
+it runs only in the main thread, between bytecodes, and a main thread that enters a blocking
+C call just after the signal arrived (a pool worker taking its queue's lock, which its
+terminating parent holds) never runs it: the process would live on, and the parent that
+waits for it would hang. So the handler is doubled by a thread of ours, woken through
+`signal.set_wakeup_fd()` by CPython's C-level handler itself: whichever runs first writes the
+events, then the process ends by SIGTERM's default action, with the status it would have had.
+"""
+from __future__ import annotations
+
+import _thread
+import atexit
+import os
+import signal
+import threading
+from types import FrameType
+from typing import Any, Callable
+
+from autonvtx import environment
+
+
+def flush_process() -> None:
+    """Write this process's events so far to `$AUTONVTX_RECORD_DIR/<pid>.anr`; never raises.
+
+    Writing again replaces the file with everything recorded until then.
+    """
+    if not os.environ.get(environment.RECORD_DIR):
+        return
+    try:
+        _recorder_control().flush()
+    except OSError:
+        pass  # the run's first process already wrote the outputs and removed the directory
+
+
+def _recorder_control() -> Any:
+    from autonvtx.recorder import native
+
+    return native.control()
+
+
+_followed_pid = 0
+
+
+def follow_exit() -> None:
+    """A child's events are written when it exits, normally or by SIGTERM. Once per process."""
+    global _followed_pid
+    if _followed_pid == os.getpid():
+        return
+    _followed_pid = os.getpid()
+    try:
+        _recorder_control()  # loaded now, not on the way out
+    except OSError:
+        return
+    atexit.register(flush_process)
+    on_sigterm(flush_process)
+
+
+_action: Callable[[], None] | None = None
+_action_lock = threading.Lock()
+_acted_pid = 0
+_watch_fds: tuple[int, int] | None = None  # the wakeup pipe (read end, write end)
+_fork_hooks_registered = False
+_masks_before_fork: dict[int, set[int | signal.Signals]] = {}  # forking thread -> its mask
+
+
+def on_sigterm(action: Callable[[], None]) -> bool:
+    """On SIGTERM run `action` (once), then end the process as SIGTERM would.
+
+    Only where SIGTERM has its default action, or ours already: a program's own handler stays
+    in charge. Main thread only (Python sets signal handlers there); False where not set.
+    """
+    global _action
+    try:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is not signal.SIG_DFL and current is not _handle_sigterm:
+            return False
+        signal.signal(signal.SIGTERM, _handle_sigterm)
+    except ValueError:
+        return False
+    _action = action
+    _watch_wakeups()
+    _register_fork_hooks()
+    return True
+
+
+def _handle_sigterm(signum: int, frame: FrameType | None) -> None:
+    _act_and_die()
+
+
+def _act_and_die() -> None:
+    global _acted_pid
+    with _action_lock:  # the second caller waits until the first has written everything
+        if _acted_pid != os.getpid():
+            _acted_pid = os.getpid()
+            try:
+                if _action is not None:
+                    _action()
+            except Exception:
+                pass
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> None:
+    # The default action, so that the exit status is what it would have been without us.
+    if threading.get_ident() == threading.main_thread().ident:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    else:  # Python sets handlers from the main thread only; the C library does not mind
+        _libc_signal(signal.SIGTERM, None)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _libc_signal(signum: int, handler: None) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal(signum, handler)
+
+
+def _watch_wakeups() -> None:
+    """Start the thread CPython's C-level signal handler wakes (through the wakeup fd)."""
+    global _watch_fds
+    if _watch_fds is not None:
+        return
+    import ctypes  # noqa: F401  (_libc_signal needs it in the watcher, perhaps mid-import elsewhere)
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    except ValueError:
+        previous = None
+    if previous != -1:  # not the main thread, or the program's own (asyncio): left to it
+        if previous is not None:
+            signal.set_wakeup_fd(previous)
+        os.close(read_fd)
+        os.close(write_fd)
+        return
+    _watch_fds = (read_fd, write_fd)
+    # A raw thread: threading.enumerate() and active_count() stay what the program expects.
+    _thread.start_new_thread(_watch, (read_fd,))
+
+
+def _watch(read_fd: int) -> None:
+    while True:
+        try:
+            signals = os.read(read_fd, 64)
+        except OSError:
+            return
+        if not signals:
+            return
+        if signal.SIGTERM in signals:
+            _act_and_die()
+            return
+
+
+def _register_fork_hooks() -> None:
+    global _fork_hooks_registered
+    if not _fork_hooks_registered:
+        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                            after_in_child=_after_fork_in_child)
+        _fork_hooks_registered = True
+
+
+def _before_fork() -> None:
+    # SIGTERM is held back while the process forks: CPython drops every signal that reaches a
+    # fork child before it has reset its signal state there (_PySignal_AfterFork, bpo-9535),
+    # and a child with our handler would then live on. Blocked, it waits until the child is
+    # ready for it.
+    _masks_before_fork[threading.get_ident()] = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+
+def _after_fork_in_parent() -> None:
+    _restore_mask()
+
+
+def _after_fork_in_child() -> None:
+    global _action_lock, _watch_fds
+    _action_lock = threading.Lock()  # another thread may have held it at the fork
+    inherited, _watch_fds = _watch_fds, None
+    if inherited is not None:
+        # The parent's pipe: its watcher would read this child's signals.
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:
+            pass
+        for fd in inherited:
+            os.close(fd)
+    # Then SIGTERM again (a pending one reaches the Python handler: no wakeup fd yet), and a
+    # watcher of the child's own, started with SIGTERM unblocked so that it inherits that mask.
+    _restore_mask()
+    if inherited is not None and signal.getsignal(signal.SIGTERM) is _handle_sigterm:
+        _watch_wakeups()
+
+
+def _restore_mask() -> None:
+    mask = _masks_before_fork.pop(threading.get_ident(), None)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
