@@ -5,9 +5,11 @@ daemon processes, and how launchers stop jobs. A Python-level handler alone is n
 it runs only in the main thread, between bytecodes, and a main thread that enters a blocking
 C call just after the signal arrived (a pool worker taking its queue's lock, which its
 terminating parent holds) never runs it: the process would live on, and the parent that
-waits for it would hang. So the handler is doubled by a thread of ours, woken through
-`signal.set_wakeup_fd()` by CPython's C-level handler itself: whichever runs first writes the
-events, then the process ends by SIGTERM's default action, with the status it would have had.
+waits for it would hang. So in a child the handler is doubled by a thread of ours, woken
+through `signal.set_wakeup_fd()` by CPython's C-level handler itself: whichever runs first
+writes the events, then the process ends by SIGTERM's default action, with the status it
+would have had. (Not in the first process: there a SIGTERM comes from outside, rarely at such
+a moment, and a thread would make Python 3.12+ warn at each of its forks.)
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ def follow_exit() -> None:
     except OSError:
         return
     atexit.register(flush_process)
-    on_sigterm(flush_process)
+    on_sigterm(flush_process, watch=True)
 
 
 _action: Callable[[], None] | None = None
@@ -66,8 +68,9 @@ _fork_hooks_registered = False
 _masks_before_fork: dict[int, set[int | signal.Signals]] = {}  # forking thread -> its mask
 
 
-def on_sigterm(action: Callable[[], None]) -> bool:
-    """On SIGTERM run `action` (once), then end the process as SIGTERM would.
+def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
+    """On SIGTERM run `action` (once), then end the process as SIGTERM would; with `watch`, also
+    when the main thread cannot run the handler.
 
     Only where SIGTERM has its default action, or ours already: a program's own handler stays
     in charge. Main thread only (Python sets signal handlers there); False where not set.
@@ -81,7 +84,8 @@ def on_sigterm(action: Callable[[], None]) -> bool:
     except ValueError:
         return False
     _action = action
-    _watch_wakeups()
+    if watch:
+        _watch_wakeups()
     _register_fork_hooks()
     return True
 
@@ -125,6 +129,14 @@ def _watch_wakeups() -> None:
     """Start the thread CPython's C-level signal handler wakes (through the wakeup fd)."""
     global _watch_fds
     if _watch_fds is not None:
+        # Another at-fork hook may have reset it since (asyncio's does, 3.12+): ours again,
+        # unless the program has set its own.
+        try:
+            current = signal.set_wakeup_fd(_watch_fds[1], warn_on_full_buffer=False)
+            if current not in (-1, _watch_fds[1]):
+                signal.set_wakeup_fd(current)
+        except ValueError:
+            pass
         return
     import ctypes  # noqa: F401  (_libc_signal needs it in the watcher, perhaps mid-import elsewhere)
 
