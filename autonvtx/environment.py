@@ -33,3 +33,7 @@ VERBOSE = "AUTONVTX_VERBOSE"
 # "off" (`--no-children`): a Python child removes autonvtx's variables from its environment,
 # the bootstrap from PYTHONPATH, and runs untouched and unrecorded.
 CHILDREN = "AUTONVTX_CHILDREN"
+
+# "monotonic" makes the recorder read CLOCK_MONOTONIC for each event instead of the TSC
+# (read by the native recorder itself; named here so every variable is listed in one place).
+RECORDER_CLOCK = "AUTONVTX_RECORDER_CLOCK"
