@@ -199,6 +199,20 @@ class PluginContext:
         else:
             self.note(f"warning: {line}")
 
+    def read_options(self, schema: Mapping[str, type]) -> dict[str, Any]:
+        """The options from `[autonvtx.plugin.<name>]` that `schema` (option -> type) knows,
+        of the right type; any other is warned about and left out, so its default applies."""
+        options: dict[str, Any] = {}
+        for key, value in self._options.items():
+            expected = schema.get(key)
+            if expected is None:
+                self.warn(f"unknown option {key!r} ignored; expected one of {', '.join(schema)}")
+            elif type(value) is not expected:
+                self.warn(f"option {key!r}: expected {expected.__name__}, got {value!r}; default used")
+            else:
+                options[key] = value
+        return options
+
     def wrap_function(
         self, owner: Any, attr: str, message: Message, style: RangeStyle | None = None
     ) -> bool:

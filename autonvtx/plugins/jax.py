@@ -47,7 +47,7 @@ _MARK = "__autonvtx_jax__"
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     jax = framework
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     domain = options.get("domain")
     _patch_jit(jax, context, context.style(domain=domain, category="jit", module="jax"))
     if options.get("sync", True):
@@ -56,7 +56,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     entries = [("jax", "jit", "each dispatch of a function it makes, named 'jit(name)'")]
     if options.get("sync", True):
         entries += [
@@ -65,19 +65,6 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
             ("jax._src.array", "ArrayImpl.block_until_ready", "'Array.block_until_ready'"),
         ]
     return entries
-
-
-def _read_options(context: PluginContext) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in context.options.items():
-        expected = _OPTIONS.get(key)
-        if expected is None:
-            context.warn(f"unknown option {key!r} ignored; expected one of {', '.join(_OPTIONS)}")
-        elif type(value) is not expected:
-            context.warn(f"option {key!r}: expected {expected.__name__}, got {value!r}; default used")
-        else:
-            options[key] = value
-    return options
 
 
 def _is_dispatching_function(jax: types.ModuleType) -> Callable[[tuple[Any, ...]], bool]:

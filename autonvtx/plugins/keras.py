@@ -47,7 +47,7 @@ _MARK = "__autonvtx_keras__"
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     keras = framework
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     domain = options.get("domain")
     executing = _executing_function(keras, context)
     layer_module = sys.modules.get("keras.src.layers.layer")
@@ -85,7 +85,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
     keras = framework
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     entries: list[tuple[str, str, str]] = []
     if options.get("layers", True):
         entries.append(("keras.src.layers.layer", "Layer.__call__",
@@ -102,19 +102,6 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
                 entries.append((owner.__module__, f"{owner.__qualname__}.{attr}",
                                 f"named '<model class>.{attr}'"))
     return entries
-
-
-def _read_options(context: PluginContext) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in context.options.items():
-        expected = _OPTIONS.get(key)
-        if expected is None:
-            context.warn(f"unknown option {key!r} ignored; expected one of {', '.join(_OPTIONS)}")
-        elif type(value) is not expected:
-            context.warn(f"option {key!r}: expected {expected.__name__}, got {value!r}; default used")
-        else:
-            options[key] = value
-    return options
 
 
 def _executing_function(keras: types.ModuleType, context: PluginContext) -> Callable[[], bool]:

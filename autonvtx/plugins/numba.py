@@ -47,7 +47,7 @@ _MARK = "__autonvtx_numba__"
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     cuda = framework
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     domain = options.get("domain")
     launches = LaunchNamer(
         context,
@@ -65,7 +65,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     naming = "'kernel[grid, block]'" if options.get("launch_config", False) else "'kernel'"
     if _is_simulator(framework):
         entries = [("numba.cuda.simulator.kernel", "FakeCUDAKernel.__call__",
@@ -83,19 +83,6 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
             module, _, cls = path.rpartition(".")
             entries.append((module, f"{cls}.{attr}", name))
     return entries
-
-
-def _read_options(context: PluginContext) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in context.options.items():
-        expected = _OPTIONS.get(key)
-        if expected is None:
-            context.warn(f"unknown option {key!r} ignored; expected one of {', '.join(_OPTIONS)}")
-        elif type(value) is not expected:
-            context.warn(f"option {key!r}: expected {expected.__name__}, got {value!r}; default used")
-        else:
-            options[key] = value
-    return options
 
 
 def _is_simulator(cuda: types.ModuleType) -> bool:

@@ -48,7 +48,7 @@ _MARK = "__autonvtx_tensorflow__"
 
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     domain = options.get("domain")
     eager = _executing_eagerly_function()
     if eager is None:
@@ -69,26 +69,13 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     return [
         (module, f"{cls_name}.{attr}", f"when executing eagerly, named {example}")
         for option, module, cls_name, attr, _, name_of in _TARGETS
         if options.get(option, True)
         for example in [_EXAMPLES[option]]
     ]
-
-
-def _read_options(context: PluginContext) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in context.options.items():
-        expected = _OPTIONS.get(key)
-        if expected is None:
-            context.warn(f"unknown option {key!r} ignored; expected one of {', '.join(_OPTIONS)}")
-        elif type(value) is not expected:
-            context.warn(f"option {key!r}: expected {expected.__name__}, got {value!r}; default used")
-        else:
-            options[key] = value
-    return options
 
 
 def _executing_eagerly_function() -> Callable[[], bool] | None:

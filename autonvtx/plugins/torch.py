@@ -70,7 +70,7 @@ _MARK = "__autonvtx_torch__"
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     torch = framework
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     is_compiling = _is_compiling_function(torch)
     domain = options.get("domain")
     if options.get("modules", True):
@@ -88,7 +88,7 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
     """What activate() would range, for `autonvtx list`: every module class's forward (all
     reached through Module._call_impl), optimizer methods, autograd, the DataLoader."""
     torch = framework
-    options = _read_options(context)
+    options = context.read_options(_OPTIONS)
     entries: list[tuple[str, str, str]] = []
     if options.get("modules", True):
         naming = "path (Class)" if options.get("layer_paths", True) else "Class"
@@ -111,21 +111,6 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
         entries.append(("torch.utils.data.dataloader", "_BaseDataLoaderIter.__next__",
                         "'DataLoader.__next__ (<dataset class>)' per batch"))
     return entries
-
-
-def _read_options(context: PluginContext) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for key, value in context.options.items():
-        expected = _OPTIONS.get(key)
-        if expected is None:
-            context.warn(f"unknown option {key!r} ignored; expected one of {', '.join(_OPTIONS)}")
-        elif type(value) is not expected:
-            context.warn(
-                f"option {key!r}: expected {expected.__name__}, got {value!r}; default used"
-            )
-        else:
-            options[key] = value
-    return options
 
 
 def _is_compiling_function(torch: types.ModuleType) -> Callable[[], bool]:
