@@ -76,6 +76,32 @@ def run_autonvtx(
     return Completed(completed.returncode, completed.stdout, completed.stderr, trace_path)
 
 
+def run_under_recorder(tmp_path: Path, source: str) -> tuple[list[Any], str]:
+    """Run the program `source` with the native recorder attached (as `autonvtx run --trace`
+    would attach it); every process's recording, and the program's stdout."""
+    from autonvtx import environment
+    from autonvtx.recorder import native
+    from autonvtx.recorder.recording import read_directory
+
+    library = native.library_path()
+    if library is None:
+        pytest.skip("the native recorder is not built in this checkout")
+    program = make_file(tmp_path / "prog.py", source)
+    out = tmp_path / "rec"
+    out.mkdir()
+    env = dict(os.environ)
+    env.pop(environment.RECORDER_MODE, None)
+    env[environment.NVTX_INJECTION64_PATH] = library
+    env[environment.RECORD_DIR] = str(out)
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run(
+        [sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return read_directory(out), proc.stdout
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A scratch directory to run programs in."""

@@ -1,9 +1,6 @@
 """Ranges emitted by wrapped functions, observed through the native recorder."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 import types
 from collections import Counter
@@ -13,9 +10,8 @@ import pytest
 
 from autonvtx import environment
 from autonvtx.config import auto_color
-from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.recording import read_directory
+from conftest import run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = Path(__file__).resolve().parent / "modules"
@@ -46,38 +42,16 @@ def range_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     return str(request.param)
 
 
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
-
-
 def record(
     tmp_path: Path, body: str, *, rules: str = SHAPES, settings: str = "Settings()"
 ) -> tuple[ProcessRecording, str]:
     """Run PRELUDE + body under the recorder; the one process's recording and its stdout."""
-    library = native.library_path()
-    if library is None:
-        pytest.skip("the native recorder is not built in this checkout")
     prelude = PRELUDE.format(modules=str(MODULES), settings=settings, rules=rules)
-    program = make_file(tmp_path / "prog.py", prelude + textwrap.dedent(body))
-    out = tmp_path / "rec"
-    out.mkdir()
-    env = dict(os.environ)
-    env.pop(environment.RECORDER_MODE, None)
-    env[environment.NVTX_INJECTION64_PATH] = library
-    env[environment.RECORD_DIR] = str(out)
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run(
-        [sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    recordings = read_directory(out)
+    recordings, stdout = run_under_recorder(tmp_path, prelude + textwrap.dedent(body))
     assert len(recordings) == 1
     assert recordings[0].unmatched_pops == 0
     assert not [r for r in recordings[0].ranges if r.is_open]
-    return recordings[0], proc.stdout
+    return recordings[0], stdout
 
 
 def named(recording: ProcessRecording, name: str) -> list[Range]:

@@ -1,48 +1,21 @@
 """autonvtx's own NVTX client (ranges.py and its native extension), observed through the recorder."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from autonvtx import environment, ranges
-from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.recording import read_directory
+from conftest import run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
-
-
 def record(tmp_path: Path, body: str) -> tuple[ProcessRecording, str]:
     """Run `body` under the recorder; the one process's recording and its stdout."""
-    library = native.library_path()
-    if library is None:
-        pytest.skip("the native recorder is not built in this checkout")
-    program = make_file(tmp_path / "prog.py", body)
-    out = tmp_path / "rec"
-    out.mkdir()
-    env = dict(os.environ)
-    env.pop(environment.RECORDER_MODE, None)
-    env[environment.NVTX_INJECTION64_PATH] = library
-    env[environment.RECORD_DIR] = str(out)
-    env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run(
-        [sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (recording,) = read_directory(out)
-    return recording, proc.stdout
+    (recording,), stdout = run_under_recorder(tmp_path, body)
+    return recording, stdout
 
 
 needs_native = pytest.mark.skipif(
