@@ -8,7 +8,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 def make_file(path: Path, text: str) -> Path:
     """Write dedented `text` to `path` (parents created) and return the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
 
 
@@ -100,6 +100,21 @@ def run_under_recorder(tmp_path: Path, source: str) -> tuple[list[Any], str]:
     )
     assert proc.returncode == 0, proc.stderr
     return read_directory(out), proc.stdout
+
+
+def fixture_modules() -> set[str]:
+    """The test fixture packages (tests/modules/inst_*) currently imported."""
+    return {name for name in sys.modules if name.partition(".")[0].startswith("inst_")}
+
+
+@pytest.fixture
+def import_state_is_left_clean() -> Iterator[None]:
+    """Fails the test that leaves a finder installed or a fixture module in sys.modules."""
+    meta_path = list(sys.meta_path)
+    before = fixture_modules()
+    yield
+    assert sys.meta_path == meta_path, "a finder was left on sys.meta_path"
+    assert fixture_modules() == before, "fixture modules were left in sys.modules"
 
 
 @pytest.fixture

@@ -21,12 +21,7 @@ from autonvtx.config import (
     parse_color,
 )
 from autonvtx.errors import AutonvtxError, ConfigError
-
-
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
+from conftest import make_file
 
 
 def run_python(code: str, **env: str) -> str:

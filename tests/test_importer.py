@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-import textwrap
 import threading
 import types
 import zipfile
@@ -17,26 +16,9 @@ from autonvtx.config import Config, Rule
 from autonvtx.importer import ImportHook, InstrumentingLoader
 from autonvtx.instrument import Instrumenter, RangeWrapper
 from autonvtx.matching import Matcher
+from conftest import fixture_modules, make_file
 
-
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
-
-
-def _fixture_modules() -> set[str]:
-    return {name for name in sys.modules if name.partition(".")[0].startswith("inst_")}
-
-
-@pytest.fixture(autouse=True)
-def import_state_is_left_clean() -> Iterator[None]:
-    """Fails the test that leaves a finder installed or a fixture module in sys.modules."""
-    meta_path = list(sys.meta_path)
-    before = _fixture_modules()
-    yield
-    assert sys.meta_path == meta_path, "a finder was left on sys.meta_path"
-    assert _fixture_modules() == before, "fixture modules were left in sys.modules"
+pytestmark = pytest.mark.usefixtures("import_state_is_left_clean")
 
 
 @pytest.fixture
@@ -45,7 +27,7 @@ def src(tmp_path: Path) -> Iterator[Path]:
     sys.path.insert(0, str(tmp_path))
     yield tmp_path
     sys.path.remove(str(tmp_path))
-    for name in _fixture_modules():
+    for name in fixture_modules():
         del sys.modules[name]
     importlib.invalidate_caches()
 

@@ -1,19 +1,13 @@
 """Tests for autonvtx.matching: module filter, precedence, reasons, unmatched patterns."""
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from autonvtx.config import COMMAND_LINE_ORIGIN, Config, Rule, load_config
 from autonvtx.matching import Matcher, Selection
-
-
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
+from conftest import make_file
 
 
 def rule(n: int, modules: tuple[str, ...], **kwargs: object) -> Rule:

@@ -6,7 +6,6 @@ import os
 import pickle
 import subprocess
 import sys
-import textwrap
 import types
 from pathlib import Path
 
@@ -19,15 +18,10 @@ from autonvtx.plugins import PluginActivator, PluginContext, load_plugins
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
+from conftest import make_file
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = Path(__file__).resolve().parent / "modules" / "plugin_shapes"
-
-
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def autonvtx_run(

@@ -7,7 +7,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,10 @@ from autonvtx.errors import TraceFormatError
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.recording import read_directory, read_recording
+from conftest import make_file
 
 LIBRARY = native.library_path()
 pytestmark = pytest.mark.skipif(LIBRARY is None, reason="the native recorder is not built")
-
-
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 def run_python(tmp_path: Path, code: str, **env_extra: str) -> tuple[list[ProcessRecording], dict]:

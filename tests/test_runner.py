@@ -17,6 +17,7 @@ import pytest
 
 import autonvtx
 from autonvtx import runner
+from conftest import make_file
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "modules" / "runner"
@@ -82,12 +83,6 @@ class Outcome(NamedTuple):
     status: int
     stdout: str
     stderr: str
-
-
-def make_file(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return path
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:

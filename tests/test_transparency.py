@@ -18,22 +18,11 @@ from autonvtx.config import Config, Rule
 from autonvtx.importer import ImportHook
 from autonvtx.instrument import Instrumenter, RangeWrapper
 from autonvtx.matching import Matcher
+from conftest import fixture_modules
+
+pytestmark = pytest.mark.usefixtures("import_state_is_left_clean")
 
 MODULES = str(Path(__file__).resolve().parent / "modules")
-
-
-def _fixture_modules() -> set[str]:
-    return {name for name in sys.modules if name.partition(".")[0].startswith("inst_")}
-
-
-@pytest.fixture(autouse=True)
-def import_state_is_left_clean() -> Iterator[None]:
-    """Fails the test that leaves a finder installed or a fixture module in sys.modules."""
-    meta_path = list(sys.meta_path)
-    before = _fixture_modules()
-    yield
-    assert sys.meta_path == meta_path, "a finder was left on sys.meta_path"
-    assert _fixture_modules() == before, "fixture modules were left in sys.modules"
 
 
 @pytest.fixture(params=["native", "pure-python"])
@@ -60,7 +49,7 @@ def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     assert isinstance(module.plain, RangeWrapper)
     assert (type(module.plain) is instrument._RangedFunctionWrapper) == (request.param == "native")
     yield module
-    for name in _fixture_modules():
+    for name in fixture_modules():
         del sys.modules[name]
 
 
