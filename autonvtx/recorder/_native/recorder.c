@@ -1219,6 +1219,37 @@ static void section(writer* w, uint32_t tag, uint64_t length)
     put_u64(w, length);
 }
 
+/* Categories (domain, id, length, 0, name) or thread names (tid, length, name). They are kept
+   newest first in memory; readers let the last entry win, so they are written oldest first. */
+static void write_named(writer* w, named_entry* list, int is_category)
+{
+    size_t count = 0, i = 0;
+    named_entry *e, **all;
+    for (e = list; e; e = e->next)
+        ++count;
+    if (count == 0)
+        return;
+    all = malloc(count * sizeof(*all));
+    if (!all) {
+        w->failed = 1;
+        return;
+    }
+    for (e = list; e; e = e->next)
+        all[i++] = e;
+    while (count-- > 0) {
+        size_t n = strlen(all[count]->name);
+        put_u32(w, all[count]->a);
+        if (is_category)
+            put_u32(w, all[count]->b);
+        put_u32(w, (uint32_t)n);
+        if (is_category)
+            put_u32(w, 0);
+        put(w, all[count]->name, n);
+        pad(w, n);
+    }
+    free(all);
+}
+
 static size_t read_cmdline(char* buf, size_t cap)
 {
     size_t n = 0;
@@ -1386,52 +1417,13 @@ static int write_recording(FILE* f, uint64_t out[3])
     for (e = g_categories; e; e = e->next)
         len += 16 + ALIGN8(strlen(e->name));
     section(&w, T_CATEGORIES, len);
-    /* Newest first in memory; readers let the last entry win, so write oldest first. */
-    {
-        size_t count = 0, i;
-        named_entry** all;
-        for (e = g_categories; e; e = e->next)
-            ++count;
-        all = count ? malloc(count * sizeof(*all)) : NULL;
-        if (count && !all)
-            w.failed = 1;
-        for (i = 0, e = g_categories; all && e; e = e->next)
-            all[i++] = e;
-        for (i = count; all && i-- > 0;) {
-            size_t n = strlen(all[i]->name);
-            put_u32(&w, all[i]->a);
-            put_u32(&w, all[i]->b);
-            put_u32(&w, (uint32_t)n);
-            put_u32(&w, 0);
-            put(&w, all[i]->name, n);
-            pad(&w, n);
-        }
-        free(all);
-    }
+    write_named(&w, g_categories, 1);
 
     len = 0;
     for (e = g_thread_names; e; e = e->next)
         len += 8 + ALIGN8(strlen(e->name));
     section(&w, T_THREAD_NAMES, len);
-    {
-        size_t count = 0, i;
-        named_entry** all;
-        for (e = g_thread_names; e; e = e->next)
-            ++count;
-        all = count ? malloc(count * sizeof(*all)) : NULL;
-        if (count && !all)
-            w.failed = 1;
-        for (i = 0, e = g_thread_names; all && e; e = e->next)
-            all[i++] = e;
-        for (i = count; all && i-- > 0;) {
-            size_t n = strlen(all[i]->name);
-            put_u32(&w, all[i]->a);
-            put_u32(&w, (uint32_t)n);
-            put(&w, all[i]->name, n);
-            pad(&w, n);
-        }
-        free(all);
-    }
+    write_named(&w, g_thread_names, 0);
 
     for (b = g_threads; b; b = b->next) {
         chunk* last;
