@@ -234,6 +234,7 @@ class Instrumenter:
     def __init__(self, matcher: Matcher, *, wrap: bool = True) -> None:
         self._matcher = matcher
         self._config = matcher.config
+        self.select = matcher.select  # (module, qualname) -> Selection
         self.wraps = wrap
         # (id(rule), module) -> RangeStyle: one per module, not one per function (the rules
         # live as long as the config that holds them, so their ids stay theirs).
@@ -302,27 +303,34 @@ class Instrumenter:
 
     def wrapper_for(self, func: Any, module: str, qualname: str, rule: Any) -> RangeWrapper:
         """The one wrapper of `func`, created on first request; pending references rebound."""
-        with self._lock:
-            found = self._wrappers.get(id(func))
+        # Reads take no lock: a dict lookup is atomic (the GIL, or the dict's own lock on a
+        # free-threaded build); the lock makes "first wrapper wins" and the rebinding atomic.
+        found = self._wrappers.get(id(func))
         if found is not None:
             return found
         style = self._styles.get((id(rule), module))
         if style is None:
             style = self._styles[id(rule), module] = self._config.style(rule, module)
         if style.message == "{qualname}":  # the default: no file or line to look up
-            emitter = ranges.emitter_with_message(style, qualname)
+            message = qualname
         else:
-            emitter = ranges.emitter_for(style, ranges.label_for(func, module, qualname))
-        wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
+            message = ranges.label_for(func, module, qualname).format(style.message)
+        native = ranges.native_call_range(func, style, message)
+        if native is not None and _RangedFunctionWrapper is not None:
+            wrapper: RangeWrapper = _RangedFunctionWrapper(func, native)
+        else:
+            emitter = ranges.emitter_with_message(style, message)
+            wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
             found = self._wrappers.setdefault(id(func), wrapper)
-            pending = self._pending.pop(id(func), [])
-        for module_ref, attr in pending:
-            target = module_ref()
-            if target is not None:
-                namespace = _module_dict(target)
-                if namespace.get(attr) is func:
-                    namespace[attr] = found
+            pending = self._pending.pop(id(func), None) if self._pending else None
+        if pending:
+            for module_ref, attr in pending:
+                target = module_ref()
+                if target is not None:
+                    namespace = _module_dict(target)
+                    if namespace.get(attr) is func:
+                        namespace[attr] = found
         return found
 
     def shared(self, text: str) -> str:
@@ -330,8 +338,7 @@ class Instrumenter:
         return self._texts.setdefault(text, text)
 
     def existing_wrapper(self, value: Any) -> RangeWrapper | None:
-        with self._lock:
-            found = self._wrappers.get(id(value))
+        found = self._wrappers.get(id(value))  # no lock: see wrapper_for
         return found if found is not None and found.__wrapped__ is value else None
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
@@ -340,9 +347,6 @@ class Instrumenter:
 
     def should_consider_module(self, name: str) -> bool:
         return self._matcher.should_consider_module(name)
-
-    def select(self, module: str, qualname: str) -> Any:
-        return self._matcher.select(module, qualname)
 
     def set_member(self, cls: type, attr: str, value: Any) -> None:
         """Put a wrapper on a class (a plan, autonvtx.listing, only records it)."""
@@ -381,20 +385,21 @@ class _ModuleWalk:
         self.classes_seen: set[int] = set()
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
+        kinds = _kinds
         for attr, value in items:
+            kind = kinds.get(type(value))
+            if kind is None:
+                kind = _kind(type(value))
+            if kind == _DATA or kind >= _STATIC_OR_CLASS:
+                # Data, modules, instances: most of a module's names, never wrapped (decided
+                # here, before any call: a package targeted wholesale has tens of thousands).
+                continue
             try:
-                self._visit_global(attr, value)
+                self._visit_global(attr, value, kind)
             except Exception as exc:
                 self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
 
-    def _visit_global(self, attr: str, value: Any) -> None:
-        kind = _kinds.get(type(value))
-        if kind is None:
-            kind = _kind(type(value))
-        if kind == _DATA or kind >= _STATIC_OR_CLASS:
-            # Data, modules, instances: most of a module's names, never wrapped (decided
-            # before any lookup: a package targeted wholesale has tens of thousands).
-            return
+    def _visit_global(self, attr: str, value: Any, kind: int) -> None:
         if kind == _CLASS:
             if vars(value).get("__module__") == self.name:
                 self._visit_class(value, _qualname(value, attr))
@@ -414,7 +419,7 @@ class _ModuleWalk:
                 self._remember(value, home, attr)
                 return
             qualname = _qualname(value, attr)
-            if _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
+            if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
                 self.report.skip(qualname, "protocol method: called implicitly")
                 return
             wrapper = self._wrap(value, qualname)
@@ -475,7 +480,7 @@ class _ModuleWalk:
         if issubclass(type(func), RangeWrapper):
             self.report.skip(member, "already wrapped")
             return
-        if _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
+        if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
             self.report.skip(member, "protocol method: called implicitly")
             return
         existing = self.inst.existing_wrapper(func)

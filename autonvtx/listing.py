@@ -37,10 +37,11 @@ class _Placeholder:
     """Stands where a run would install a wrapper, so the walk's "already wrapped" and
     re-export logic decides exactly as in a run."""
 
-    __slots__ = ("planned",)
+    __slots__ = ("planned", "__wrapped__")
 
-    def __init__(self, planned: Planned) -> None:
+    def __init__(self, planned: Planned, func: Any) -> None:
         self.planned = planned
+        self.__wrapped__ = func  # as a wrapper's: existing_wrapper() finds re-exports by it
 
 
 class PlanInstrumenter(Instrumenter):
@@ -61,8 +62,8 @@ class PlanInstrumenter(Instrumenter):
             return existing
         reason = self._matcher.select(module, qualname).reason
         planned = Planned(module, qualname, _kind(func, module, qualname), reason)
-        placeholder = _Placeholder(planned)
-        self._wrappers[id(func)] = (func, placeholder)  # type: ignore[assignment]
+        placeholder = _Placeholder(planned, func)
+        self._wrappers[id(func)] = placeholder  # type: ignore[assignment]
         self.planned.append((rule, planned))
         return placeholder
 

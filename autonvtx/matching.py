@@ -131,14 +131,24 @@ class Matcher:
         self._modules_of_rule: dict[int, set[str]] = {i: set() for i in range(len(self._rules))}
         self._names_in_module: dict[str, set[str]] = {}
         self._reasons: dict[tuple[int, ...], str] = {}
+        # module -> the one Selection of every name in it, for modules whose rules cannot tell
+        # names apart (include "*", no exclude: a package targeted wholesale); decided once.
+        self._uniform: dict[str, Selection] = {}
+        self._considered: dict[str, bool] = {}  # should_consider_module(), by module name
 
     def should_consider_module(self, name: str) -> bool:
         """The cheap name-only check: could any rule select something in this module?"""
-        name = normalize_module(name)
-        if self._any_module(name) is None:
-            self._seen_modules.add(name)
-            return False
-        return bool(self._compiled_for(name))
+        known = self._considered.get(name)
+        if known is not None:  # asked again for every function a module re-exports
+            return known
+        module = normalize_module(name)
+        if self._any_module(module) is None:
+            self._seen_modules.add(module)
+            known = False
+        else:
+            known = bool(self._compiled_for(module))
+        self._considered[name] = known
+        return known
 
     def rules_for_module(self, module: str) -> tuple[Rule, ...]:
         """The rules whose `modules` globs match `module`, in precedence order."""
@@ -147,15 +157,26 @@ class Matcher:
     def select(self, module: str, qualname: str) -> Selection:
         if module == "__mp_main__":
             module = "__main__"
+        uniform = self._uniform.get(module)
+        if uniform is not None:
+            return uniform
         rules = self._by_module.get(module)
         if rules is None:
             rules = self._compiled_for(module)
         if not rules:
             return _NOT_TARGETED
+        if all(c.exclude_any is None and c.rule.include in ((), ("*",)) for c in rules):
+            decided = self._decide(rules, qualname)
+            decided.reason  # made now: this Selection is shared by every name of the module
+            self._uniform[module] = decided
+            return decided
         names = self._names_in_module.get(module)
         if names is None:
             names = self._names_in_module[module] = set()
         names.add(qualname)
+        return self._decide(rules, qualname)
+
+    def _decide(self, rules: tuple[_CompiledRule, ...], qualname: str) -> Selection:
         # (rule, verdict) per rule with an opinion, decided with one regex per key; the globs
         # that matched are found one by one only among those not yet seen matching, so that
         # unmatched_patterns() knows exactly what matched.

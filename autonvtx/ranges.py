@@ -134,6 +134,14 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
 
 
 def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emitter:
+    prepared = _prepared_range(client, style, message)
+    emitter: Emitter = _new_tuple(
+        Emitter, (message, style.domain, prepared.push, prepared.pop, prepared)
+    )
+    return emitter
+
+
+def _prepared_range(client: ModuleType, style: RangeStyle, message: str) -> Any:
     category = 0
     if style.category is not None:
         # Category ids come from the `nvtx` package's Domain, which numbers and names them per
@@ -141,11 +149,19 @@ def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emit
         # every id (two numberings would name one id twice, the last name winning).
         domain = _domain(style.domain)
         category = domain.get_category_id(style.category) if _is_enabled(domain) else 0
-    prepared = client.Range(style.domain, message, style.color, category)
-    emitter: Emitter = _new_tuple(
-        Emitter, (message, style.domain, prepared.push, prepared.pop, prepared)
-    )
-    return emitter
+    return client.Range(style.domain, message, style.color, category)
+
+
+def native_call_range(func: Any, style: RangeStyle, message: str) -> Any:
+    """The native range that wraps each call of `func` whole (for ranged_function_type), or
+    None where wrapper_for() must decide: no native client, or `func` suspends (generators
+    and coroutines get a range per resumption). One call, no Emitter: the instrumenter makes
+    thousands when a package is targeted wholesale."""
+    if _native is None or type(func) is not types.FunctionType:
+        return None
+    if func.__code__.co_flags & _SUSPENDS:
+        return None
+    return _prepared_range(_native, style, message)
 
 
 def _is_enabled(domain: Any) -> bool:
@@ -248,6 +264,7 @@ def _named_like(outer: Any, inner: Any) -> Any:
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
 _CO_ASYNC_GENERATOR = 0x200
+_SUSPENDS = _CO_GENERATOR | _CO_COROUTINE | _CO_ASYNC_GENERATOR
 
 
 def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:

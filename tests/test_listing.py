@@ -60,6 +60,17 @@ def test_list_prints_what_each_rule_selects_with_kinds(tmp_path: Path) -> None:
     assert re.search(r"^\d+ functions selected in 1 of 2 targeted modules by 1 rule$", done.stdout, re.M)
 
 
+def test_list_of_a_reexport_walked_after_its_definition_is_clean(tmp_path: Path) -> None:
+    """kinds is imported (and walked) before reexport: the plan finds its planned wrapper as a
+    run finds the real one, and says nothing of reexport's names, not "cannot wrap"."""
+    done = autonvtx("list", "-v", "-t", "inst_shapes.*", "inst_shapes.kinds", "inst_shapes.reexport",
+                    cwd=tmp_path, extra_path=MODULES)
+    assert done.returncode == 0, done.stderr
+    assert "inst_shapes.kinds:plain" in listed(done.stdout)
+    assert "cannot wrap" not in done.stdout + done.stderr
+    assert "inst_shapes.reexport:" not in done.stdout + done.stderr
+
+
 def test_list_and_run_decide_the_same(tmp_path: Path) -> None:
     """list uses the walk a run uses: the selected set equals what -vv says was wrapped."""
     args = ["-t", "inst_shapes.*", "--exclude", "*.norm1"]
