@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from autonvtx.config import Config
     from autonvtx.importer import ImportHook
     from autonvtx.instrument import Instrumenter
+    from autonvtx.plugins import Plugin
 
 TARGET_KEY = "autonvtx.target"
 
@@ -49,8 +50,6 @@ def split_target_arguments(
     `--summary` takes a value only when it is written `--summary=PATH` or the next argument
     ends in .txt/.csv/.json, so `autonvtx run --summary train.py` runs train.py.
     """
-    from autonvtx.recorder.session import SUMMARY_SUFFIXES, SUMMARY_TO_STDERR
-
     ours: list[str] = []
     i = 0
     while i < len(args):
@@ -67,6 +66,9 @@ def split_target_arguments(
             if token.startswith(flag) and not token.startswith("--"):
                 return ours, (kind, token[len(flag) :], tuple(args[i + 1 :]))
         if token == "--summary":
+            # Imported here: a run without --summary does not load outputs (start-up, issue 6).
+            from autonvtx.recorder.outputs import SUMMARY_SUFFIXES, SUMMARY_TO_STDERR
+
             following = args[i + 1] if i + 1 < len(args) else ""
             if following.endswith(SUMMARY_SUFFIXES) and not following.startswith("-"):
                 ours.append(f"--summary={following}")
@@ -198,37 +200,49 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     from autonvtx import runner
-    from autonvtx.plugins import load_plugins
     from autonvtx.propagate import children
-    from autonvtx.propagate.ranks import detect_rank, label_with_rank, parse_ranks
-    from autonvtx.recorder.session import Outputs, RecordingSession, check_outputs, other_tool_attached
 
     target = click.get_current_context().meta.get(TARGET_KEY)
     if target is None:
         raise UsageError("run: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx run --help')")
     kind, value, target_args = target
-    rank = detect_rank()
-    selected_ranks = parse_ranks(ranks) if ranks is not None else None
-    outputs = Outputs(
-        trace=trace,
-        summary=summary,
-        label=label_with_rank(describe_target(kind, value, target_args), rank),
-        buffer_mb=buffer_mb,
-        children=not no_children,
-    ).for_rank(rank)
-    check_outputs(outputs)
+    left_out = False  # by --ranks: this rank runs as plain `python` would
+    outputs = None
+    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None:
+        # Imported only for these options: a plain run loads neither (start-up, issue 6).
+        from autonvtx.propagate.ranks import detect_rank, label_with_rank, parse_ranks
+        from autonvtx.recorder.outputs import Outputs, check_outputs
+
+        rank = detect_rank()
+        left_out = ranks is not None and rank.rank not in parse_ranks(ranks)
+        outputs = Outputs(
+            trace=trace,
+            summary=summary,
+            label=label_with_rank(describe_target(kind, value, target_args), rank),
+            buffer_mb=buffer_mb,
+            children=not no_children,
+        ).for_rank(rank)
+        check_outputs(outputs)
     config = load_rules(configs, presets, targets, includes, excludes)
-    load_plugins(config)  # a missing or malformed plugin stops us before anything starts
+    plugins: list[Plugin] = []
+    if config.plugins:
+        # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
+        from autonvtx.plugins import load_plugins
+
+        plugins = load_plugins(config)  # a missing or malformed plugin stops us before anything starts
     if dry_run:
         dry_run_listing(config, runner.resolve(runner.Target(kind=kind, value=value, args=target_args)), verbose)
         raise SystemExit(0)
 
-    if selected_ranks is not None and rank.rank not in selected_ranks:
+    if left_out:
         # Not a rank to look at: it runs as plain `python` would, at full speed.
         runner.execute(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
 
     session = None
-    if outputs.wanted:
+    if outputs is not None and outputs.wanted:
+        # Imported only when recording: start-up cost of a plain run (issue 6).
+        from autonvtx.recorder.session import RecordingSession, other_tool_attached
+
         other = other_tool_attached()
         if other is not None:
             print(
@@ -240,7 +254,7 @@ def run(
             session = RecordingSession(outputs)
             session.start()
     on_main_statement = (
-        start_instrumentation(config, verbose) if config.rules or config.plugins else None
+        start_instrumentation(config, plugins, verbose) if config.rules or config.plugins else None
     )
     children.start(config, verbose=verbose, recording=session is not None, follow=not no_children)
     try:
@@ -261,14 +275,19 @@ def load_rules(
 ) -> Config:
     """The config from presets, config files (or discovery) and the -t rule."""
     from autonvtx.config import load_config
-    from autonvtx.presets import resolve_presets
 
+    sources: list[str] = []
+    if presets:
+        # Imported only then: start-up cost of a run without --preset (issue 6).
+        from autonvtx.presets import resolve_presets
+
+        sources = resolve_presets(presets)
     return load_config(
         configs,
         targets=targets,
         includes=includes,
         excludes=excludes,
-        extra_sources=resolve_presets(presets),
+        extra_sources=sources,
     )
 
 
@@ -295,7 +314,9 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
     click.echo(listing.format_text(plan, verbose=verbose > 0), nl=False)
 
 
-def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType], object] | None:
+def start_instrumentation(
+    config: Config, plugins: list[Plugin], verbose: int
+) -> Callable[[ModuleType], object] | None:
     """Install the import hook; return what the runner calls after each statement of `__main__`.
 
     At exit, unmatched patterns are reported (typos are the most common mistake) and, with
@@ -304,7 +325,7 @@ def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType]
     from autonvtx.importer import ImportHook
     from autonvtx.instrument import Instrumenter
     from autonvtx.matching import Matcher
-    from autonvtx.plugins import PluginActivator, load_plugins
+    from autonvtx.plugins import PluginActivator
     from autonvtx.ranges import is_tool_configured
 
     matcher = Matcher(config)
@@ -319,7 +340,7 @@ def start_instrumentation(config: Config, verbose: int) -> Callable[[ModuleType]
         )
     instrumenter = Instrumenter(matcher, wrap=wrap)
     hook = ImportHook(matcher, instrumenter)
-    activator = PluginActivator(config, load_plugins(config))
+    activator = PluginActivator(config, plugins)
 
     def report() -> None:
         for warning in matcher.unmatched_patterns():
@@ -509,7 +530,7 @@ def init_command(pyproject: bool) -> None:
 def merge_command(traces: tuple[str, ...], output: str) -> None:
     """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
     from autonvtx.recorder.merge import check_inputs, merge_traces
-    from autonvtx.recorder.session import check_trace_path
+    from autonvtx.recorder.outputs import check_trace_path
 
     check_inputs(traces)
     check_trace_path("merge: -o", output)

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
 import os
 import re
-import string
 import sys
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
@@ -115,12 +111,16 @@ class Config:
         )
 
     def to_json(self) -> str:
+        import json  # imported here: start-up cost of a run with no rules (issue 6)
+
         data = dataclasses.asdict(self)
         data["plugin_options"] = {name: dict(options) for name, options in self.plugin_options}
         return json.dumps({"version": 1, **data}, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Config:
+        import json  # imported here: start-up cost of a run with no rules (issue 6)
+
         try:
             data = json.loads(text)
             if data.pop("version") != 1:
@@ -168,12 +168,13 @@ _AUTO_PALETTE = (
     0xE25822, 0x2B3D26,
 )
 # fmt: on
-_HEX_COLOR = re.compile(r"#[0-9a-fA-F]{6}\Z")
+# Patterns are compiled on first use (re caches them), not at import: start-up cost (issue 6).
+_HEX_COLOR = r"#[0-9a-fA-F]{6}\Z"
 
 
 def parse_color(text: str) -> int:
     """A color name or "#rrggbb" as 0xFFRRGGBB; ValueError (with a suggestion) otherwise."""
-    if _HEX_COLOR.match(text):
+    if re.match(_HEX_COLOR, text):
         return 0xFF000000 | int(text[1:], 16)
     rgb = COLOR_NAMES.get(text.lower())
     if rgb is None:
@@ -186,11 +187,13 @@ def parse_color(text: str) -> int:
 
 def auto_color(module_name: str) -> int:
     """A stable color for a module: the same in every process and run (crc32, not hash())."""
+    import zlib  # imported here: start-up cost of a run with no rules (issue 6)
+
     return 0xFF000000 | _AUTO_PALETTE[zlib.crc32(module_name.encode()) % len(_AUTO_PALETTE)]
 
 
 # Globs.
-_MODULE_GLOB = re.compile(r"[\w*?\[\]!^-]+(?:\.[\w*?\[\]!^-]+)*\Z")
+_MODULE_GLOB = r"[\w*?\[\]!^-]+(?:\.[\w*?\[\]!^-]+)*\Z"  # compiled on first use
 
 
 def glob_problem(glob: str) -> str | None:
@@ -219,7 +222,7 @@ def glob_problem(glob: str) -> str | None:
 
 def module_glob_problem(glob: str) -> str | None:
     problem = glob_problem(glob)
-    if problem is None and not _MODULE_GLOB.match(glob):
+    if problem is None and not re.match(_MODULE_GLOB, glob):
         hint = " (it looks like a file path)" if "/" in glob or glob.endswith(".py") else ""
         problem = (
             f"bad module glob {glob!r}{hint}; expected a dotted module name such as"
@@ -240,6 +243,8 @@ def name_glob_problem(glob: str) -> str | None:
 
 def message_problem(template: str) -> str | None:
     """Why `template` is not a valid `message`, or None."""
+    import string  # imported here: start-up cost of a run with no rules (issue 6)
+
     allowed = ", ".join(f"{{{f}}}" for f in MESSAGE_FIELDS)
     try:
         parsed = list(string.Formatter().parse(template))
@@ -484,7 +489,7 @@ def _plugin_tables(path: str, where: str, value: Any) -> dict[str, dict[str, Sca
     return tables
 
 
-_PLUGIN_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z")
+_PLUGIN_MODULE = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z"  # compiled on first use
 
 
 def builtin_plugins() -> list[str]:
@@ -502,7 +507,7 @@ def builtin_plugins() -> list[str]:
 def plugin_name_problem(name: str) -> str | None:
     """Why `name` is not a plugin: a built-in short name or a dotted module name; or None."""
     if "." in name:
-        if _PLUGIN_MODULE.match(name):
+        if re.match(_PLUGIN_MODULE, name):
             return None
         return f"bad plugin module {name!r}; expected a dotted module name such as 'mypkg.nvtx_plugin'"
     known = builtin_plugins()
@@ -678,5 +683,7 @@ def _describe(value: Any) -> str:
 def _did_you_mean(word: Any, choices: Any) -> str:
     if not isinstance(word, str):
         return ""
+    import difflib  # imported here: only a mistake needs it, and it costs start-up (issue 6)
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""

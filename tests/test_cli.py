@@ -382,3 +382,24 @@ def test_without_an_nvtx_tool_nothing_is_wrapped_and_autonvtx_says_how_to_attach
     assert [line for line in lines if "no NVTX tool is attached" in line] == [lines[0]]
     assert "nsys profile" in lines[0] and "--trace/--summary" in lines[0]
     assert "autonvtx: __main__:work: skipped (no NVTX tool attached: " in done.stderr
+
+
+# Start-up (issue 6): a run loads only what its options need
+
+
+def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets(workdir: Path) -> None:
+    optional = ["autonvtx.recorder.session", "autonvtx.plugins", "autonvtx.presets", "autonvtx.propagate.ranks"]
+    make_file(
+        workdir / "probe.py",
+        f"""
+        import sys
+        print(*[name for name in {optional!r} if name in sys.modules])
+        """,
+    )
+    plain = run_autonvtx("probe.py", cwd=workdir, trace=False)
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "\n"
+    # The probe does see them in a run that needs them.
+    needed = run_autonvtx("--preset", "numpy", "probe.py", cwd=workdir)
+    assert needed.returncode == 0, needed.stderr
+    assert needed.stdout.split() == optional

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from autonvtx import environment
 from autonvtx.propagate import threads, workers
-from autonvtx.propagate.ranks import detect_rank, label_with_rank
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
@@ -37,11 +36,14 @@ _bootstrapped = False
 def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> None:
     """Carry `autonvtx run` into this process's threads (their names) and, unless `follow` is
     off (--no-children), into its Python children: `config`'s rules, and the recording."""
-    from autonvtx.ranges import is_tool_configured
-
     threads.install()
     if follow:
-        instrumenting = _has_rules(config) and is_tool_configured()
+        instrumenting = False
+        if _has_rules(config):
+            # Imported only then: a run without rules does not load ranges (start-up, issue 6).
+            from autonvtx.ranges import is_tool_configured
+
+            instrumenting = is_tool_configured()
         follow_children(config if instrumenting else None, verbose=verbose, recording=recording)
     else:
         leave_children_alone(recording=recording)
@@ -109,6 +111,8 @@ def bootstrap() -> None:
 
 def process_label() -> str:
     """How this child is named in the trace: its multiprocessing name, else its command line."""
+    from autonvtx.propagate.ranks import detect_rank, label_with_rank  # start-up cost (issue 6)
+
     name = None
     process = sys.modules.get("multiprocessing.process")
     if process is not None:

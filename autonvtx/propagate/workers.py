@@ -18,8 +18,6 @@ import sys
 import types
 from typing import Any, Callable
 
-from autonvtx.propagate.ranks import detect_rank, label_with_rank
-
 # What the `-c` code of an interpreter multiprocessing started begins with (Lib/multiprocessing/
 # spawn.py get_command_line, forkserver.py ensure_running, resource_tracker.py ensure_running).
 _SPAWN_CODE = "from multiprocessing.spawn import"
@@ -138,6 +136,7 @@ def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
 
 def _process_started(process: Any) -> None:
     try:
+        from autonvtx.propagate.ranks import detect_rank, label_with_rank
         from autonvtx.recorder.session import note_process
         from autonvtx.recorder.shutdown import follow_exit
 

@@ -1,0 +1,75 @@
+"""Where `--trace`/`--summary` write, checked before anything runs.
+
+Kept apart from `recorder.session` so that a run that records nothing never imports the
+recorder (start-up cost, issue 6): `autonvtx run` parses `--summary` and checks `--buffer-mb`
+on every run.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autonvtx.errors import UsageError
+
+if TYPE_CHECKING:
+    from autonvtx.propagate.ranks import RankInfo
+
+SUMMARY_TO_STDERR = "-"
+SUMMARY_SUFFIXES = (".txt", ".csv", ".json")
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """Where the user asked the recording to go."""
+
+    trace: str | None = None
+    summary: str | None = None  # SUMMARY_TO_STDERR or a path
+    label: str = ""  # how the main process is named in the trace
+    buffer_mb: int | None = None
+    children: bool = True  # child processes' recordings join the trace
+
+    @property
+    def wanted(self) -> bool:
+        return self.trace is not None or self.summary is not None
+
+    def for_rank(self, info: RankInfo) -> Outputs:
+        """`{rank}` (and `{local_rank}`, `{world_size}`, `{pid}`) filled in the output names."""
+        from autonvtx.propagate.ranks import expand_output_name
+
+        summary = self.summary
+        if summary is not None and summary != SUMMARY_TO_STDERR:
+            summary = expand_output_name(summary, info)
+        trace = expand_output_name(self.trace, info) if self.trace is not None else None
+        return Outputs(trace, summary, self.label, self.buffer_mb, self.children)
+
+
+def check_outputs(outputs: Outputs) -> None:
+    """Refuse before anything runs when an output could not be written at the end."""
+    if outputs.trace is not None:
+        check_trace_path("--trace", outputs.trace)
+    if outputs.summary not in (None, SUMMARY_TO_STDERR):
+        _check_writable("--summary", outputs.summary)
+    if outputs.buffer_mb is not None and outputs.buffer_mb <= 0:
+        raise UsageError(f"--buffer-mb: expected a positive number of MiB, got {outputs.buffer_mb}")
+
+
+def check_trace_path(option: str, path: str) -> None:
+    """Refuse a trace file name that could not be written, or would not be a Chrome trace."""
+    _check_writable(option, path)
+    if not path.endswith(TRACE_SUFFIXES):
+        raise UsageError(f"{option}: {path!r} must end in .json or .json.gz (Chrome trace-event JSON)")
+
+
+def _check_writable(option: str, path: str) -> None:
+    # Imported here: only a named output needs it, and a plain run would pay ~5 ms (issue 6).
+    from pathlib import Path
+
+    parent = Path(path).expanduser().resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{option}: directory '{parent}' does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{option}: directory '{parent}' is not writable")
+    if Path(path).is_dir():
+        raise UsageError(f"{option}: '{path}' is a directory; expected a file name")
