@@ -235,6 +235,7 @@ class Instrumenter:
         self._matcher = matcher
         self._config = matcher.config
         self.select = matcher.select  # (module, qualname) -> Selection
+        self.uniform_selection = matcher.uniform_selection
         self.wraps = wrap
         # (id(rule), module) -> RangeStyle: one per module, not one per function (the rules
         # live as long as the config that holds them, so their ids stay theirs).
@@ -383,6 +384,9 @@ class _ModuleWalk:
         self.rule_module = normalize_module(name)
         self.report = report
         self.classes_seen: set[int] = set()
+        # The decision for every name when the rules cannot tell this module's names apart (a
+        # package targeted wholesale), else None: then each name is asked about.
+        self.uniform = instrumenter.uniform_selection(name)
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
         kinds = _kinds
@@ -459,51 +463,56 @@ class _ModuleWalk:
                 self.report.skip(f"{qualname}.{attr}", f"cannot wrap: {type(exc).__name__}: {exc}")
 
     def _visit_member(self, cls: type, attr: str, raw: Any, kind: int, qualname: str) -> None:
-        member = f"{qualname}.{attr}"
-        if kind == _STATIC_OR_CLASS:
-            func, rewrap = raw.__func__, type(raw)
-        elif kind == _FUNCTION or kind == _RANGE_WRAPPER:
+        if kind == _FUNCTION or kind == _RANGE_WRAPPER:
             func, rewrap = raw, None
-        elif kind == _CLASS:
-            if vars(raw).get("__module__") == self.name and raw.__qualname__ == member:
-                self._visit_class(raw, member)
-            return
-        elif kind == _PROPERTY:
-            self.report.skip(member, "property: descriptors are left untouched")
-            return
-        elif kind == _BUILTIN:
-            self.report.skip(member, "builtin method: only module-level builtins are wrapped")
-            return
-        else:  # callables and method-like descriptors are worth a line
-            self.report.skip(member, f"not a plain function: {type(raw).__name__}")
+        elif kind == _STATIC_OR_CLASS:
+            func, rewrap = raw.__func__, type(raw)
+        else:
+            self._visit_other_member(attr, raw, kind, f"{qualname}.{attr}")
             return
         if issubclass(type(func), RangeWrapper):
-            self.report.skip(member, "already wrapped")
+            self.report.skip(f"{qualname}.{attr}", "already wrapped")
             return
         if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
-            self.report.skip(member, "protocol method: called implicitly")
+            self.report.skip(f"{qualname}.{attr}", "protocol method: called implicitly")
             return
         existing = self.inst.existing_wrapper(func)
         if existing is None:
             if type(func) is not types.FunctionType and not issubclass(
                 type(func), wrapt.FunctionWrapper
             ):
-                self.report.skip(member, f"not a plain function: {type(func).__name__}")
+                self.report.skip(f"{qualname}.{attr}", f"not a plain function: {type(func).__name__}")
                 return
+            own = getattr(func, "__qualname__", None)
             # A class that names its public home in __module__ (pandas' and numpy's
             # set_module) is walked there, while its methods keep the module they were
             # written in: a qualname naming this class body still makes them its own.
-            if func.__module__ != self.name and getattr(func, "__qualname__", None) != member:
-                self.report.skip(member, f"defined elsewhere: in {func.__module__}")
+            if func.__module__ != self.name and own != f"{qualname}.{attr}":
+                self.report.skip(f"{qualname}.{attr}", f"defined elsewhere: in {func.__module__}")
                 return
-            existing = self._wrap(func, _qualname(func, member))
+            if not isinstance(own, str) or "<locals>" in own:
+                own = f"{qualname}.{attr}"  # made by a factory: known by where it is bound
+            existing = self._wrap(func, own)
             if existing is None:
                 return
         new = existing if rewrap is None else rewrap(existing)
         self.inst.set_member(cls, attr, new)
 
+    def _visit_other_member(self, attr: str, raw: Any, kind: int, member: str) -> None:
+        if kind == _CLASS:
+            if vars(raw).get("__module__") == self.name and raw.__qualname__ == member:
+                self._visit_class(raw, member)
+        elif kind == _PROPERTY:
+            self.report.skip(member, "property: descriptors are left untouched")
+        elif kind == _BUILTIN:
+            self.report.skip(member, "builtin method: only module-level builtins are wrapped")
+        else:  # callables and method-like descriptors are worth a line
+            self.report.skip(member, f"not a plain function: {type(raw).__name__}")
+
     def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> RangeWrapper | None:
-        selection = self.inst.select(self.name, qualname)
+        selection = self.uniform
+        if selection is None:
+            selection = self.inst.select(self.name, qualname)
         if not selection.selected:
             self.report.skip(qualname, f"not selected: {selection.reason}")
             return None

@@ -54,6 +54,7 @@ class Selection:
 
 _NOT_TARGETED = Selection(False, None, "module not targeted")
 _NO_RULE_INCLUDES = Selection(False, None, "no rule includes it")
+_UNDECIDED = object()
 
 
 def normalize_module(name: str) -> str:
@@ -132,8 +133,8 @@ class Matcher:
         self._names_in_module: dict[str, set[str]] = {}
         self._reasons: dict[tuple[int, ...], str] = {}
         # module -> the one Selection of every name in it, for modules whose rules cannot tell
-        # names apart (include "*", no exclude: a package targeted wholesale); decided once.
-        self._uniform: dict[str, Selection] = {}
+        # names apart (include "*", no exclude: a package targeted wholesale); None: they can.
+        self._uniform: dict[str, Selection | None] = {}
         self._considered: dict[str, bool] = {}  # should_consider_module(), by module name
 
     def should_consider_module(self, name: str) -> bool:
@@ -157,24 +158,34 @@ class Matcher:
     def select(self, module: str, qualname: str) -> Selection:
         if module == "__mp_main__":
             module = "__main__"
-        uniform = self._uniform.get(module)
+        uniform = self._uniform.get(module, _UNDECIDED)
+        if uniform is _UNDECIDED:
+            uniform = self.uniform_selection(module)
         if uniform is not None:
-            return uniform
-        rules = self._by_module.get(module)
-        if rules is None:
-            rules = self._compiled_for(module)
+            return uniform  # type: ignore[return-value]
+        rules = self._compiled_for(module)
         if not rules:
             return _NOT_TARGETED
-        if all(c.exclude_any is None and c.rule.include in ((), ("*",)) for c in rules):
-            decided = self._decide(rules, qualname)
-            decided.reason  # made now: this Selection is shared by every name of the module
-            self._uniform[module] = decided
-            return decided
         names = self._names_in_module.get(module)
         if names is None:
             names = self._names_in_module[module] = set()
         names.add(qualname)
         return self._decide(rules, qualname)
+
+    def uniform_selection(self, module: str) -> Selection | None:
+        """The one Selection of every name in `module` when its rules cannot tell names apart
+        (each includes "*" or nothing, none excludes: a package targeted wholesale), else None.
+        Names decided this way are not kept for did-you-mean: no glob of these rules needs one."""
+        module = normalize_module(module)
+        if module in self._uniform:
+            return self._uniform[module]
+        rules = self._compiled_for(module)
+        uniform = None
+        if rules and all(c.exclude_any is None and c.rule.include in ((), ("*",)) for c in rules):
+            uniform = self._decide(rules, "*")
+            uniform.reason  # made now: the Selection is shared by every name of the module
+        self._uniform[module] = uniform
+        return uniform
 
     def _decide(self, rules: tuple[_CompiledRule, ...], qualname: str) -> Selection:
         # (rule, verdict) per rule with an opinion, decided with one regex per key; the globs
