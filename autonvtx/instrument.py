@@ -182,6 +182,9 @@ _RangedFunctionWrapper = ranges.ranged_function_type(
     _PlainFunctionWrapper, f"{__name__}._RangedFunctionWrapper"
 )
 
+# _RangedFunctionWrapper(function, its native range) in one C call (ranges.ranged_wrapper_factory).
+_make_ranged = ranges.ranged_wrapper_factory(_RangedFunctionWrapper)
+
 _FUNCTION_WRAPPER_BASE = next(
     (c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None
 )
@@ -237,8 +240,9 @@ class Instrumenter:
         self.select = matcher.select  # (module, qualname) -> Selection
         self.uniform_selection = matcher.uniform_selection
         self.wraps = wrap
-        # (id(rule), module) -> RangeStyle: one per module, not one per function (the rules
-        # live as long as the config that holds them, so their ids stay theirs).
+        # (id(rule), module) -> (RangeStyle, *ranges.style_arguments(it)): one per module, not
+        # one per function (the rules live as long as the config that holds them, so their ids
+        # stay theirs).
         self._styles: dict[tuple[int, str], Any] = {}
         self._texts: dict[str, str] = {}
         # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
@@ -309,17 +313,19 @@ class Instrumenter:
         found = self._wrappers.get(id(func))
         if found is not None:
             return found
-        style = self._styles.get((id(rule), module))
-        if style is None:
-            style = self._styles[id(rule), module] = self._config.style(rule, module)
+        styled = self._styles.get((id(rule), module))
+        if styled is None:
+            style = self._config.style(rule, module)
+            styled = self._styles[id(rule), module] = (style, *ranges.style_arguments(style))
+        style, domain, color, category = styled
         if style.message == "{qualname}":  # the default: no file or line to look up
             message = qualname
         else:
             message = ranges.label_for(func, module, qualname).format(style.message)
-        native = ranges.native_call_range(func, style, message)
-        if native is not None and _RangedFunctionWrapper is not None:
-            wrapper: RangeWrapper = _RangedFunctionWrapper(func, native)
-        else:
+        wrapper = None
+        if _make_ranged is not None and type(func) is types.FunctionType:
+            wrapper = _make_ranged(func, domain, message, color, category)
+        if wrapper is None:  # generators and coroutines, wrapt wrappers, no native client
             emitter = ranges.emitter_with_message(style, message)
             wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
@@ -349,10 +355,10 @@ class Instrumenter:
     def should_consider_module(self, name: str) -> bool:
         return self._matcher.should_consider_module(name)
 
-    def set_member(self, cls: type, attr: str, value: Any) -> None:
-        """Put a wrapper on a class (a plan, autonvtx.listing, only records it)."""
-        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
-        type.__setattr__(cls, attr, value)
+    # set_member(cls, attr, wrapper) puts a wrapper on a class (a plan, autonvtx.listing, only
+    # records it). type.__setattr__, not setattr: a metaclass's __setattr__ is the program's
+    # code; and called as it is, with no Python frame around it (thousands when wholesale).
+    set_member = staticmethod(type.__setattr__)
 
 
 def _is_candidate(value: Any) -> bool:
@@ -387,6 +393,10 @@ class _ModuleWalk:
         # The decision for every name when the rules cannot tell this module's names apart (a
         # package targeted wholesale), else None: then each name is asked about.
         self.uniform = instrumenter.uniform_selection(name)
+        self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
+        # id(original) -> its wrapper, read directly (existing_wrapper() without the call): the
+        # walk asks for every function it meets.
+        self.wrappers = instrumenter._wrappers
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
         kinds = _kinds
@@ -411,8 +421,8 @@ class _ModuleWalk:
         if kind == _RANGE_WRAPPER:
             self.report.skip(attr, "already wrapped")
             return
-        existing = self.inst.existing_wrapper(value)
-        if existing is not None:
+        existing = self.wrappers.get(id(value))
+        if existing is not None and existing.__wrapped__ is value:
             # A re-export (or alias) of a function already wrapped at its definition site.
             self.namespace[attr] = existing
             self.report.rebound.append(attr)
@@ -476,8 +486,8 @@ class _ModuleWalk:
         if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
             self.report.skip(f"{qualname}.{attr}", "protocol method: called implicitly")
             return
-        existing = self.inst.existing_wrapper(func)
-        if existing is None:
+        existing = self.wrappers.get(id(func))
+        if existing is None or existing.__wrapped__ is not func:
             if type(func) is not types.FunctionType and not issubclass(
                 type(func), wrapt.FunctionWrapper
             ):
@@ -510,22 +520,23 @@ class _ModuleWalk:
             self.report.skip(member, f"not a plain function: {type(raw).__name__}")
 
     def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> RangeWrapper | None:
-        selection = self.uniform
+        selection, reason = self.uniform, self.uniform_reason
         if selection is None:
             selection = self.inst.select(self.name, qualname)
+            reason = selection.reason
         if not selection.selected:
-            self.report.skip(qualname, f"not selected: {selection.reason}")
+            self.report.skip(qualname, f"not selected: {reason}")
             return None
         if builtin and not selection.rule.builtins:
             self.report.skip(qualname, "builtin: the rule does not set builtins = true")
             return None
         if not self.inst.wraps:
-            self.report.skip(qualname, f"no NVTX tool attached: {selection.reason}")
+            self.report.skip(qualname, f"no NVTX tool attached: {reason}")
             return None
         wrapper = self.inst.wrapper_for(func, self.rule_module, qualname, selection.rule)
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
         # per function.
-        self.report.wrapped[qualname] = selection.reason
+        self.report.wrapped[qualname] = reason
         return wrapper
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import types
+from functools import partial
 from types import ModuleType
 from typing import Any, Callable, Coroutine, Generator, NamedTuple
 
@@ -112,8 +113,6 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
         return _native_emitter(_native, style, message)
     # Imported here, not at module level: `nvtx` imports numpy when it is installed, and the
     # import hook must be in place before anything heavy is imported (numpy may be a target).
-    from functools import partial
-
     from nvtx._lib import lib
 
     domain = _domain(style.domain)
@@ -134,34 +133,45 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
 
 
 def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emitter:
-    prepared = _prepared_range(client, style, message)
+    prepared = client.Range(style.domain, message, style.color, _category_id(style))
     emitter: Emitter = _new_tuple(
         Emitter, (message, style.domain, prepared.push, prepared.pop, prepared)
     )
     return emitter
 
 
-def _prepared_range(client: ModuleType, style: RangeStyle, message: str) -> Any:
-    category = 0
-    if style.category is not None:
-        # Category ids come from the `nvtx` package's Domain, which numbers and names them per
-        # domain: the program's own nvtx.annotate(category=...) then agrees with autonvtx on
-        # every id (two numberings would name one id twice, the last name winning).
-        domain = _domain(style.domain)
-        category = domain.get_category_id(style.category) if _is_enabled(domain) else 0
-    return client.Range(style.domain, message, style.color, category)
+def _category_id(style: RangeStyle) -> int:
+    if style.category is None:
+        return 0
+    # Category ids come from the `nvtx` package's Domain, which numbers and names them per
+    # domain: the program's own nvtx.annotate(category=...) then agrees with autonvtx on
+    # every id (two numberings would name one id twice, the last name winning).
+    domain = _domain(style.domain)
+    return domain.get_category_id(style.category) if _is_enabled(domain) else 0
 
 
-def native_call_range(func: Any, style: RangeStyle, message: str) -> Any:
-    """The native range that wraps each call of `func` whole (for ranged_function_type), or
-    None where wrapper_for() must decide: no native client, or `func` suspends (generators
-    and coroutines get a range per resumption). One call, no Emitter: the instrumenter makes
-    thousands when a package is targeted wholesale."""
-    if _native is None or type(func) is not types.FunctionType:
+def style_arguments(style: RangeStyle) -> tuple[str, int, int]:
+    """(domain, color, category id): what a ranged_wrapper_factory() maker takes of a style,
+    worked out once per style rather than once per function."""
+    return style.domain, style.color, _category_id(style)
+
+
+RangedMaker = Callable[[Any, str, str, int, int], Any]
+
+
+def ranged_wrapper_factory(wrapper_type: type | None) -> RangedMaker | None:
+    """`make(func, domain, message, color, category)`: a `wrapper_type` (from
+    ranged_function_type) around `func`, whose calls push, call and pop in C; None when `func`
+    suspends (generators and coroutines get a range per resumption: wrapper_for()). One C call
+    per function, no Python frame: the instrumenter makes thousands when a package is
+    targeted wholesale. None without the native client."""
+    # getattr: an extension built from older sources (an editable install not rebuilt) lacks
+    # it, and the slower path serves the same ranges.
+    native_make = getattr(_native, "ranged_wrapper", None)
+    if native_make is None or wrapper_type is None:
         return None
-    if func.__code__.co_flags & _SUSPENDS:
-        return None
-    return _prepared_range(_native, style, message)
+    make: RangedMaker = partial(native_make, wrapper_type)
+    return make
 
 
 def _is_enabled(domain: Any) -> bool:
@@ -264,7 +274,6 @@ def _named_like(outer: Any, inner: Any) -> Any:
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
 _CO_ASYNC_GENERATOR = 0x200
-_SUSPENDS = _CO_GENERATOR | _CO_COROUTINE | _CO_ASYNC_GENERATOR
 
 
 def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:

@@ -142,6 +142,37 @@ def test_a_native_range_is_called_as_wrapt_calls_a_wrapper() -> None:
 
 
 @needs_native
+def test_the_one_call_maker_wraps_plain_functions_and_leaves_suspending_ones() -> None:
+    from autonvtx import instrument
+
+    make = ranges.ranged_wrapper_factory(instrument._RangedFunctionWrapper)
+    assert make is not None
+
+    def f(x: object) -> object:
+        return x
+
+    def gen() -> object:
+        yield 1
+
+    async def coro() -> None:
+        pass
+
+    wrapper = make(f, "autonvtx", "f-message", 0xFF00FF00, 0)
+    assert type(wrapper) is instrument._RangedFunctionWrapper and wrapper(7) == 7
+    assert wrapper.__wrapped__ is f
+    assert (wrapper._self_range.domain, wrapper._self_range.message) == ("autonvtx", "f-message")
+    # Generators and coroutines get a range per resumption, made in Python: the maker declines.
+    assert make(gen, "autonvtx", "gen", 0, 0) is None
+    assert make(coro, "autonvtx", "coro", 0, 0) is None
+    with pytest.raises(TypeError):
+        make(len, "autonvtx", "len", 0, 0)  # a builtin is not a plain function
+    with pytest.raises(TypeError):
+        ranges._client.ranged_wrapper(instrument.RangeWrapper, f, "autonvtx", "f", 0, 0)
+    with pytest.raises(ValueError):
+        make(f, "", "f", 0, 0)
+
+
+@needs_native
 def test_the_native_wrapper_type_is_collected_and_refuses_a_broken_state() -> None:
     import gc
     import weakref

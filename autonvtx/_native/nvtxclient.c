@@ -75,24 +75,14 @@ typedef struct {
 
 static PyTypeObject RangeType;
 
-static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
+/* Fill a fresh Range: domain handle, registered message and the event attributes. */
+static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
+                         unsigned long color, unsigned long category)
 {
-    static char* keywords[] = {"domain", "message", "color", "category", NULL};
-    PyObject* domain_name;
-    PyObject* message;
-    unsigned long color = 0;
-    unsigned long category = 0;
     nvtxStringHandle_t registered;
-
-    if (self->domain_name != NULL) {
-        PyErr_SetString(PyExc_TypeError, "Range is initialized once");
-        return -1;
-    }
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UU|kk:Range", keywords,
-                                     &domain_name, &message, &color, &category))
-        return -1;
     const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
     const char* message_utf8 = PyUnicode_AsUTF8(message);
+
     if (domain_utf8 == NULL || message_utf8 == NULL)
         return -1;
     if (*domain_utf8 == '\0') {
@@ -125,6 +115,24 @@ static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
     Py_INCREF(message);
     self->message = message;
     return 0;
+}
+
+static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
+{
+    static char* keywords[] = {"domain", "message", "color", "category", NULL};
+    PyObject* domain_name;
+    PyObject* message;
+    unsigned long color = 0;
+    unsigned long category = 0;
+
+    if (self->domain_name != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Range is initialized once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UU|kk:Range", keywords,
+                                     &domain_name, &message, &color, &category))
+        return -1;
+    return range_prepare(self, domain_name, message, color, category);
 }
 
 static void Range_dealloc(RangeObject* self)
@@ -432,6 +440,64 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
     return type;
 }
 
+PyDoc_STRVAR(ranged_wrapper_doc,
+"ranged_wrapper(cls, function, domain, message, color, category, /)\n--\n\n"
+"cls(function, Range(domain, message, color, category)) in one call, for `cls` made by\n"
+"ranged_function_type; None when `function` is a generator, coroutine or async generator\n"
+"function (those get a range per resumption, made in Python). Instrumenting a package\n"
+"wholesale makes thousands: no Python frame, no argument parsing for the Range.");
+
+static PyObject* ranged_wrapper(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    const int suspends = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
+    PyObject* cls;
+    PyObject* function;
+    RangeObject* range;
+    PyObject* call_args[2];
+    PyObject* wrapper;
+    unsigned long color, category;
+    (void)module;
+
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyUnicode_Check(args[2]) ||
+        !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "ranged_wrapper(cls: type, function, domain: str, message: str, "
+                        "color: int, category: int)");
+        return NULL;
+    }
+    cls = args[0];
+    function = args[1];
+    if (((PyTypeObject*)cls)->tp_init != ranged_init) {
+        PyErr_SetString(PyExc_TypeError, "ranged_wrapper: cls must come from ranged_function_type");
+        return NULL;
+    }
+    if (!PyFunction_Check(function)) {
+        PyErr_Format(PyExc_TypeError, "ranged_wrapper wraps a plain function, not %.100s",
+                     Py_TYPE(function)->tp_name);
+        return NULL;
+    }
+    if (((PyCodeObject*)PyFunction_GET_CODE(function))->co_flags & suspends)
+        Py_RETURN_NONE;
+    color = PyLong_AsUnsignedLongMask(args[4]);
+    if (color == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    category = PyLong_AsUnsignedLongMask(args[5]);
+    if (category == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    range = (RangeObject*)Range_new(&RangeType, NULL, NULL);
+    if (range == NULL)
+        return NULL;
+    if (range_prepare(range, args[2], args[3], color, category) < 0) {
+        Py_DECREF(range);
+        return NULL;
+    }
+    call_args[0] = function;
+    call_args[1] = (PyObject*)range;
+    wrapper = PyObject_Vectorcall(cls, call_args, 2, NULL);
+    Py_DECREF(range);
+    return wrapper;
+}
+
 PyDoc_STRVAR(push_pop_loop_doc,
 "push_pop_loop(range, n, /)\n--\n\n"
 "Push and pop `range` n times in C with the GIL released: what the attached tool costs per\n"
@@ -468,6 +534,7 @@ static PyMethodDef module_methods[] = {
     {"name_os_thread", (PyCFunction)(void (*)(void))name_os_thread, METH_FASTCALL, name_os_thread_doc},
     {"ranged_function_type", (PyCFunction)(void (*)(void))ranged_function_type, METH_FASTCALL,
      ranged_function_type_doc},
+    {"ranged_wrapper", (PyCFunction)(void (*)(void))ranged_wrapper, METH_FASTCALL, ranged_wrapper_doc},
     {NULL, NULL, 0, NULL},
 };
 
