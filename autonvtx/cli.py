@@ -326,7 +326,7 @@ def start_instrumentation(
     from autonvtx.instrument import Instrumenter
     from autonvtx.matching import Matcher
     from autonvtx.plugins import PluginActivator
-    from autonvtx.ranges import is_tool_configured
+    from autonvtx.environment import is_tool_configured
 
     matcher = Matcher(config)
     # With no NVTX tool no range is seen: decide and report as usual, wrap nothing (free calls).

@@ -1,6 +1,8 @@
 """Every environment variable autonvtx reads or sets, in one place (listed in the README)."""
 from __future__ import annotations
 
+import os
+
 # NVTX's own variable: the injection library every NVTX client in the process loads on its
 # first NVTX call (the interface Nsight Systems uses too).
 NVTX_INJECTION64_PATH = "NVTX_INJECTION64_PATH"
@@ -37,3 +39,10 @@ CHILDREN = "AUTONVTX_CHILDREN"
 # "monotonic" makes the recorder read CLOCK_MONOTONIC for each event instead of the TSC
 # (read by the native recorder itself; named here so every variable is listed in one place).
 RECORDER_CLOCK = "AUTONVTX_RECORDER_CLOCK"
+
+
+def is_tool_configured() -> bool:
+    """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on
+    each client's first call (nsys sets it for its target, `--trace`/`--summary` for the
+    recorder). Without one, every NVTX call is a no-op and no range would be seen."""
+    return bool(os.environ.get(NVTX_INJECTION64_PATH))

@@ -92,13 +92,6 @@ def is_native() -> bool:
     return _native is not None
 
 
-def is_tool_configured() -> bool:
-    """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on
-    each client's first call (nsys sets it for its target, `--trace`/`--summary` for the
-    recorder). Without one, every NVTX call is a no-op and no range would be seen."""
-    return bool(os.environ.get(environment.NVTX_INJECTION64_PATH))
-
-
 _new_tuple = tuple.__new__  # a NamedTuple without its Python-level __new__ (thousands are made)
 
 

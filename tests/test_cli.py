@@ -387,8 +387,9 @@ def test_without_an_nvtx_tool_nothing_is_wrapped_and_autonvtx_says_how_to_attach
 # Start-up (issue 6): a run loads only what its options need
 
 
-def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets(workdir: Path) -> None:
-    optional = ["autonvtx.recorder.session", "autonvtx.plugins", "autonvtx.presets", "autonvtx.propagate.ranks"]
+def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets_nor_ranges(workdir: Path) -> None:
+    optional = ["autonvtx.recorder.session", "autonvtx.plugins", "autonvtx.presets", "autonvtx.propagate.ranks",
+                "autonvtx.ranges"]
     make_file(
         workdir / "probe.py",
         f"""

@@ -309,7 +309,7 @@ class PluginActivator:
         self._done: set[str] = set()
 
     def install(self, hook: Any) -> None:
-        from autonvtx.ranges import is_tool_configured
+        from autonvtx.environment import is_tool_configured
 
         if not is_tool_configured():
             # As for rules: with no NVTX tool no range is seen, so nothing is changed.

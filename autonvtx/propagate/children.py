@@ -38,12 +38,7 @@ def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> Non
     off (--no-children), into its Python children: `config`'s rules, and the recording."""
     threads.install()
     if follow:
-        instrumenting = False
-        if _has_rules(config):
-            # Imported only then: a run without rules does not load ranges (start-up, issue 6).
-            from autonvtx.ranges import is_tool_configured
-
-            instrumenting = is_tool_configured()
+        instrumenting = _has_rules(config) and environment.is_tool_configured()
         follow_children(config if instrumenting else None, verbose=verbose, recording=recording)
     else:
         leave_children_alone(recording=recording)
@@ -133,9 +128,8 @@ def _start_instrumentation(config_text: str) -> Any:
     from autonvtx.importer import ImportHook
     from autonvtx.matching import Matcher
     from autonvtx.plugins import PluginActivator, load_plugins
-    from autonvtx.ranges import is_tool_configured
 
-    if not is_tool_configured():
+    if not environment.is_tool_configured():
         return None
     config = Config.from_json(config_text)
     matcher = Matcher(config)

@@ -7,6 +7,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from autonvtx import environment
+
 # Linux keeps 15 bytes of a thread name (TASK_COMM_LEN is 16 with the NUL): prctl(2).
 OS_NAME_BYTES = 15
 
@@ -63,9 +65,10 @@ def name_thread(thread: threading.Thread, tid: int) -> None:
     try:
         if thread is not threading.main_thread():
             set_os_thread_name(tid, name)
-        from autonvtx.ranges import name_thread as name_nvtx_thread
+        if environment.is_tool_configured():  # else no tool would see it: ranges not loaded
+            from autonvtx.ranges import name_thread as name_nvtx_thread
 
-        name_nvtx_thread(tid, name)
+            name_nvtx_thread(tid, name)
     except Exception:  # a name is a nicety: never break the program's thread
         pass
 
