@@ -87,6 +87,42 @@ def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name[:2] == name[-2:] == "__"
 
 
+# Protocol methods wrapt's proxy types define (for whatever object they proxy) that a function
+# does not have. Duck-typing code asks for them: torch's context_decorator refuses a callable
+# for which hasattr(ctx, "__enter__") holds, and is handed bound methods of wrapped functions.
+_PROTOCOLS_FUNCTIONS_LACK = (
+    "__enter__", "__exit__", "__aenter__", "__aexit__",
+    "__len__", "__getitem__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
+    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__",
+    "__ceil__", "__bytes__",
+)
+
+
+class _LacksProtocol(AttributeError, TypeError):
+    """An AttributeError to getattr()/hasattr(), a TypeError to the statement or builtin that
+    uses the protocol (`with w:`, `len(w)`, `w[0]`): what each sees of a function."""
+
+
+class _Lacking:
+    """Stands on autonvtx's wrapper types for a protocol method that functions lack (wrapt's
+    would forward to the function and fail only when called)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        raise _LacksProtocol(f"'function' object has no attribute '{self.name}'")
+
+
+def _lacking_what_functions_lack(cls: type) -> type:
+    for name in _PROTOCOLS_FUNCTIONS_LACK:
+        setattr(cls, name, _Lacking(name))
+    return cls
+
+
+@_lacking_what_functions_lack
 class RangeWrapper(wrapt.FunctionWrapper):
     """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
     the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
@@ -132,6 +168,7 @@ class RangeWrapper(wrapt.FunctionWrapper):
         return self
 
 
+@_lacking_what_functions_lack
 class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
     """A RangeWrapper bound by attribute access: pickles like a bound method does."""
 

@@ -1,6 +1,7 @@
 """The torch preset and plugin, observed through the recorder on real (CPU) PyTorch programs."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -289,3 +290,37 @@ def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
     assert "torch.optim.adamw:AdamW.step" in listed or "torch.optim.adam:Adam.step" in listed
     assert "torch.autograd:backward" in listed
     assert "torch.utils.data.dataloader:_BaseDataLoaderIter.__next__" in listed
+
+
+def test_all_of_torch_wrapped_wholesale_still_imports_and_trains(workdir: Path) -> None:
+    """Every function torch defines, wrapped: torch's own duck typing must see what it sees
+    without autonvtx (its context_decorator refuses a callable with __enter__, and is handed
+    bound methods of wrapped functions while torch imports)."""
+    make_file(workdir / "step.py", """
+        import torch
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = torch.nn.functional.mse_loss(model(torch.ones(4, 8)), torch.zeros(4, 1))
+        loss.backward()
+        optimizer.step()
+
+
+        @torch.no_grad()  # context_decorator(self.clone, evaluate): clone is a wrapped method
+        def evaluate(m):
+            return m(torch.ones(1, 8))
+
+
+        print(round(float(evaluate(model).sum()), 4))
+    """)
+    plain = subprocess.run([sys.executable, "step.py"], cwd=workdir, capture_output=True, text=True,
+                           timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    rec, out, err = record(workdir, "-t", "torch", "-t", "torch.*", "-v", "step.py")
+    assert out == plain.stdout
+    wrapped = int(re.search(r"wrapped (\d+) functions in (\d+) modules", err).group(1))
+    assert wrapped > 5000, err
+    names = Counter(r.name for r in rec.ranges)
+    assert names["SGD.step"] == 1 and names["mse_loss"] == 1, names.most_common(20)
+    assert names["_DecoratorContextManager.clone"] >= 1, names.most_common(20)

@@ -91,6 +91,28 @@ def test_isinstance_and_inspect_predicates(kinds: Any) -> None:
     assert hash(kinds.plain) == hash(kinds.plain.__wrapped__)
 
 
+def test_duck_typing_sees_only_what_a_function_has(kinds: Any) -> None:
+    """wrapt's proxy types define protocol methods for whatever they proxy; a function has none
+    of these, and code asks (torch's context_decorator: hasattr(ctx, "__enter__"))."""
+    from autonvtx.instrument import _PROTOCOLS_FUNCTIONS_LACK
+
+    originals = [kinds.plain.__wrapped__, types.MethodType(kinds.Trainer.step.__wrapped__, 1)]
+    wrapped = [kinds.plain, kinds.Trainer().step, kinds.Trainer.step, kinds.counter]
+    for name in _PROTOCOLS_FUNCTIONS_LACK:
+        assert not any(hasattr(f, name) for f in originals), name  # the list is right
+        assert not any(hasattr(f, name) for f in wrapped), name
+        assert getattr(kinds.plain, name, None) is None
+    # Using a protocol fails as for a function, with a TypeError.
+    for use in (len, lambda f: f[0], lambda f: 1 in f, int, float, round, reversed, bytes):
+        with pytest.raises(TypeError):
+            use(kinds.plain)
+    with pytest.raises(TypeError):
+        with kinds.plain:
+            pass
+    # What functions do have still works.
+    assert bool(kinds.plain) and callable(kinds.plain) and kinds.Trainer().step(3) == 6
+
+
 def test_generator_and_coroutine_objects_look_like_the_originals(kinds: Any) -> None:
     gen = kinds.counter(2)
     assert inspect.isgenerator(gen) and gen.__qualname__ == "counter"
