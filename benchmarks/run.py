@@ -23,6 +23,7 @@ the two sides of each comparison see the same conditions. Nothing here asserts a
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -197,42 +198,71 @@ def startup_rows(quick: bool) -> list[Row]:
     )]
 
 
-def wholesale_rows(quick: bool) -> list[Row]:
-    """Goal 4, wholesale: the import of numpy and pandas, instrumented against plain, in
-    alternating pairs. The import's CPU time varies by a quarter from run to run on a shared
-    machine, as much as the difference measured; a slow spell stretches both runs of a pair
-    alike, so the figure is the median of the pairs' ratios applied to the fastest plain import
-    (best-of-each and median differences are printed next to it)."""
-    runs = 1 if quick else 15
+def wholesale(packages: str, runs: int) -> dict[str, Any]:
+    """`packages` imported instrumented wholesale against plain, in `runs` alternating pairs.
+
+    The import's CPU time varies by a quarter from run to run on a shared machine, as much as
+    the difference measured; a slow spell stretches both runs of a pair alike, so the time is
+    the median of the pairs' ratios applied to the fastest plain import (best-of-each and
+    median differences are kept beside it)."""
     plain, instrumented = [], []
     for _ in range(runs):  # alternating, so that both see the same conditions
-        plain.append(worker("wholesale.py", "--plain"))
-        instrumented.append(worker("wholesale.py"))
+        plain.append(worker("wholesale.py", "--plain", "--packages", packages))
+        instrumented.append(worker("wholesale.py", "--packages", packages))
     if {r["checksum"] for r in plain} != {r["checksum"] for r in instrumented}:
-        raise RuntimeError("numpy/pandas compute differently when instrumented")
+        raise RuntimeError(f"{packages} compute differently when instrumented")
     count = max(1, instrumented[0]["wrapped"])
     plain_s = [r["seconds"] for r in plain]
     instrumented_s = [r["seconds"] for r in instrumented]
     ratio = statistics.median(i / p for i, p in zip(instrumented_s, plain_s))
-    seconds = (ratio - 1) * min(plain_s)
-    best = min(instrumented_s) - min(plain_s)
-    median = statistics.median(instrumented_s) - statistics.median(plain_s)
-    walking = min(r["hook_seconds"] for r in instrumented)
     memory = statistics.median(r["rss_bytes"] for r in instrumented) - statistics.median(
         r["rss_bytes"] for r in plain
     )
-    versions = ", ".join(f"{k} {v}" for k, v in instrumented[0]["versions"].items())
-    per_us, per_bytes = seconds * 1e6 / count, memory / count
-    return [
-        Row("4", f"wholesale {versions}: time per wrapped function",
-            f"{per_us:.1f} us ({count} wrapped in {instrumented[0]['modules']} modules: import "
-            f"x{ratio:.3f}, +{seconds * 1000:.0f} ms CPU, median of {runs} pairs; best-of-each "
-            f"{best * 1e6 / count:.1f} us, medians {median * 1e6 / count:.1f} us; walking and "
-            f"wrapping {walking * 1e6 / count:.1f} us)",
+    return {
+        "count": count,
+        "modules": instrumented[0]["modules"],
+        "versions": ", ".join(f"{k} {v}" for k, v in instrumented[0]["versions"].items()),
+        "ratio": ratio,
+        "seconds": (ratio - 1) * min(plain_s),
+        "best": min(instrumented_s) - min(plain_s),
+        "median": statistics.median(instrumented_s) - statistics.median(plain_s),
+        "walking": min(r["hook_seconds"] for r in instrumented),
+        "full_collections": (statistics.median(r["full_collections"] for r in plain),
+                             statistics.median(r["full_collections"] for r in instrumented)),
+        "memory": memory,
+    }
+
+
+def time_figure(w: dict[str, Any], runs: int) -> str:
+    count = w["count"]
+    return (
+        f"{w['seconds'] * 1e6 / count:.1f} us ({count} wrapped in {w['modules']} modules: import "
+        f"x{w['ratio']:.3f}, +{w['seconds'] * 1000:.0f} ms CPU, median of {runs} pairs; "
+        f"best-of-each {w['best'] * 1e6 / count:.1f} us, medians {w['median'] * 1e6 / count:.1f} us; "
+        f"walking and wrapping {w['walking'] * 1e6 / count:.1f} us; full GC passes "
+        f"{w['full_collections'][0]:g} plain, {w['full_collections'][1]:g} instrumented)"
+    )
+
+
+def wholesale_rows(quick: bool) -> list[Row]:
+    """Goal 4, wholesale: numpy and pandas (the goal's figure), and torch for information when
+    it is installed (its import is four times longer: fewer pairs)."""
+    runs = 1 if quick else 15
+    w = wholesale("numpy,pandas", runs)
+    per_us, per_bytes = w["seconds"] * 1e6 / w["count"], w["memory"] / w["count"]
+    rows = [
+        Row("4", f"wholesale {w['versions']}: time per wrapped function", time_figure(w, runs),
             "<= 10 us", per_us <= 10),
         Row("4", "wholesale: memory per wrapped function",
-            f"{per_bytes:.0f} B (+{memory / 2**20:.1f} MiB resident)", "<= 1 KiB", per_bytes <= 1024),
+            f"{per_bytes:.0f} B (+{w['memory'] / 2**20:.1f} MiB resident)", "<= 1 KiB",
+            per_bytes <= 1024),
     ]
+    if importlib.util.find_spec("torch") is not None:
+        runs = 1 if quick else 5
+        t = wholesale("torch", runs)
+        rows.append(Row("4", f"wholesale {t['versions']}: time, memory per wrapped function",
+                        f"{time_figure(t, runs)}, {t['memory'] / t['count']:.0f} B", "-", None))
+    return rows
 
 
 def goal5_rows(per: dict[str, Any]) -> list[Row]:

@@ -6,12 +6,13 @@ every module of theirs targeted, against the same imports with nothing targeted.
 
 The native recorder is attached in its no-op mode, as under a profiler, so that selected
 functions are really wrapped. Time is the importing thread's CPU time (a busy machine's
-preemption left out), and separately the part spent walking modules and wrapping; memory is
-the growth of the resident set over the imports.
+preemption left out), and separately the part spent walking modules and wrapping and the
+garbage collector's full passes; memory is the growth of the resident set over the imports.
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -75,6 +76,17 @@ def main() -> int:
     else:
         from autonvtx import instrument, ranges  # noqa: F401,F811
 
+    full_collections = [0, 0.0]  # the collector's full passes during the imports: count, seconds
+
+    def on_collection(phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                full_collections[1] -= time.thread_time()
+            else:
+                full_collections[0] += 1
+                full_collections[1] += time.thread_time()
+
+    gc.callbacks.append(on_collection)
     rss_before = resident_bytes()
     start = time.thread_time()
     if hook is not None:
@@ -83,6 +95,14 @@ def main() -> int:
         importlib.import_module(package)
     seconds = time.thread_time() - start
     rss_after = resident_bytes()
+    gc.callbacks.remove(on_collection)
+    # What the timed imports did (the workflow below may import more, lazily).
+    walked_seconds = walked[0]
+    wrapped = instrumenter.wrapped_count() if instrumenter is not None else 0
+    modules = len(instrumenter.reports) if instrumenter is not None else 0
+    skipped = 0
+    if instrumenter is not None:
+        skipped = sum(len(r.skipped) for r in instrumenter.reports.values())
 
     # The instrumented packages still work: a small workflow through both.
     import numpy
@@ -90,20 +110,30 @@ def main() -> int:
 
     frame = pandas.DataFrame({"k": numpy.arange(100) % 7, "v": numpy.linspace(0.0, 1.0, 100)})
     checksum = float(frame.groupby("k")["v"].sum().round(6).sum())
+    if "torch" in packages:  # and a small training step through torch
+        import torch
+
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loss = torch.nn.functional.mse_loss(model(torch.ones(4, 8)), torch.zeros(4, 1))
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            checksum += round(float(model(torch.ones(1, 8)).sum()), 5)
     if hook is not None:
         hook.uninstall()
-    skipped = 0
-    if instrumenter is not None:
-        skipped = sum(len(r.skipped) for r in instrumenter.reports.values())
     print(json.dumps({
         "packages": packages,
         "instrumented": hook is not None,
         "seconds": seconds,
-        "hook_seconds": walked[0],
+        "hook_seconds": walked_seconds,
+        "full_collections": full_collections[0],
+        "full_collection_seconds": full_collections[1],
         "rss_bytes": rss_after - rss_before,
-        "wrapped": instrumenter.wrapped_count() if instrumenter is not None else 0,
+        "wrapped": wrapped,
         "skipped": skipped,
-        "modules": len(instrumenter.reports) if instrumenter is not None else 0,
+        "modules": modules,
         "checksum": checksum,
         "versions": {p: getattr(sys.modules[p], "__version__", "?") for p in packages},
     }))
