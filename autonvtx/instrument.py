@@ -90,9 +90,11 @@ def _is_dunder(name: str) -> bool:
 # Protocol methods wrapt's proxy types define (for whatever object they proxy) that a function
 # does not have. Duck-typing code asks for them: torch's context_decorator refuses a callable
 # for which hasattr(ctx, "__enter__") holds, and is handed bound methods of wrapped functions.
+# Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
+# would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
 _PROTOCOLS_FUNCTIONS_LACK = (
     "__enter__", "__exit__", "__aenter__", "__aexit__",
-    "__len__", "__getitem__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
+    "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
     "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__",
     "__ceil__", "__bytes__",
 )
@@ -122,7 +124,6 @@ def _lacking_what_functions_lack(cls: type) -> type:
     return cls
 
 
-@_lacking_what_functions_lack
 class RangeWrapper(wrapt.FunctionWrapper):
     """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
     the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
@@ -168,7 +169,6 @@ class RangeWrapper(wrapt.FunctionWrapper):
         return self
 
 
-@_lacking_what_functions_lack
 class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
     """A RangeWrapper bound by attribute access: pickles like a bound method does."""
 
@@ -197,6 +197,7 @@ class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
 RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper
 
 
+@_lacking_what_functions_lack  # only here: a wrapt decorator's wrapper may wrap a class
 class _PlainFunctionWrapper(RangeWrapper):
     """A RangeWrapper around a plain Python function: binds as the function does, to a real
     bound method around the wrapper (what obj.method is without autonvtx: inspect.ismethod,
@@ -362,7 +363,9 @@ class Instrumenter:
         wrapper = None
         if _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
-        if wrapper is None:  # generators and coroutines, wrapt wrappers, no native client
+        # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
+        # no native client (or one built from older sources, without ranged_wrapper).
+        if wrapper is None:
             emitter = ranges.emitter_with_message(style, message)
             wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
@@ -392,10 +395,10 @@ class Instrumenter:
     def should_consider_module(self, name: str) -> bool:
         return self._matcher.should_consider_module(name)
 
-    # set_member(cls, attr, wrapper) puts a wrapper on a class (a plan, autonvtx.listing, only
-    # records it). type.__setattr__, not setattr: a metaclass's __setattr__ is the program's
-    # code; and called as it is, with no Python frame around it (thousands when wholesale).
-    set_member = staticmethod(type.__setattr__)
+    def set_member(self, cls: type, attr: str, value: Any) -> None:
+        """Put a wrapper on a class (a plan, autonvtx.listing, only records it)."""
+        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
+        type.__setattr__(cls, attr, value)
 
 
 def _is_candidate(value: Any) -> bool:
@@ -431,9 +434,6 @@ class _ModuleWalk:
         # package targeted wholesale), else None: then each name is asked about.
         self.uniform = instrumenter.uniform_selection(name)
         self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
-        # id(original) -> its wrapper, read directly (existing_wrapper() without the call): the
-        # walk asks for every function it meets.
-        self.wrappers = instrumenter._wrappers
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
         kinds = _kinds
@@ -458,8 +458,8 @@ class _ModuleWalk:
         if kind == _RANGE_WRAPPER:
             self.report.skip(attr, "already wrapped")
             return
-        existing = self.wrappers.get(id(value))
-        if existing is not None and existing.__wrapped__ is value:
+        existing = self.inst.existing_wrapper(value)
+        if existing is not None:
             # A re-export (or alias) of a function already wrapped at its definition site.
             self.namespace[attr] = existing
             self.report.rebound.append(attr)
@@ -523,8 +523,8 @@ class _ModuleWalk:
         if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
             self.report.skip(f"{qualname}.{attr}", "protocol method: called implicitly")
             return
-        existing = self.wrappers.get(id(func))
-        if existing is None or existing.__wrapped__ is not func:
+        existing = self.inst.existing_wrapper(func)
+        if existing is None:
             if type(func) is not types.FunctionType and not issubclass(
                 type(func), wrapt.FunctionWrapper
             ):

@@ -6,7 +6,6 @@ import ast
 import importlib
 import importlib.util
 import json
-import os
 import sys
 import types
 from collections.abc import Iterable, Sequence

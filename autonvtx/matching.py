@@ -174,16 +174,17 @@ class Matcher:
 
     def uniform_selection(self, module: str) -> Selection | None:
         """The one Selection of every name in `module` when its rules cannot tell names apart
-        (each includes "*" or nothing, none excludes: a package targeted wholesale), else None.
+        (each includes "*" and none excludes: a package targeted wholesale), else None.
         Names decided this way are not kept for did-you-mean: no glob of these rules needs one."""
         module = normalize_module(module)
         if module in self._uniform:
             return self._uniform[module]
         rules = self._compiled_for(module)
         uniform = None
-        if rules and all(c.exclude_any is None and c.rule.include in ((), ("*",)) for c in rules):
-            uniform = self._decide(rules, "*")
-            uniform.reason  # made now: the Selection is shared by every name of the module
+        if rules and all(c.exclude_any is None and c.rule.include == ("*",) for c in rules):
+            decided = self._decide(rules, "*")
+            # Shared by every name of the module: its reason made now, no opinions kept.
+            uniform = Selection(decided.selected, decided.rule, decided.reason)
         self._uniform[module] = uniform
         return uniform
 

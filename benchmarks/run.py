@@ -12,12 +12,15 @@ path serves the ranges, are fixed at a process's start):
     percall.py (pure)  goal 1, info    the same through the pure-Python fallback
     notool_target.py   goal 3          `autonvtx run` with no tool attached
     start-up           goal 4          `autonvtx run empty.py` against `python empty.py`
-    wholesale.py       goal 4          numpy and pandas instrumented wholesale
+    wholesale.py       goal 4          numpy and pandas (and torch, for information)
+                                       instrumented wholesale
 
 Every figure is the fastest of several interleaved measurements in CPU time (the thread's for
 per-call loops, user + system of the child for whole processes; process-level medians are
 printed next to it): on a machine shared with other work that is the run least disturbed, and
-the two sides of each comparison see the same conditions. Nothing here asserts a timing;
+the two sides of each comparison see the same conditions. The wholesale figure is the one
+exception: the median of paired ratios applied to the fastest plain import, so also a figure
+for the least disturbed conditions (wholesale() says why). Nothing here asserts a timing;
 "met?" compares the figure printed with its target.
 """
 from __future__ import annotations
@@ -239,7 +242,7 @@ def time_figure(w: dict[str, Any], runs: int) -> str:
         f"{w['seconds'] * 1e6 / count:.1f} us ({count} wrapped in {w['modules']} modules: import "
         f"x{w['ratio']:.3f}, +{w['seconds'] * 1000:.0f} ms CPU, median of {runs} pairs; "
         f"best-of-each {w['best'] * 1e6 / count:.1f} us, medians {w['median'] * 1e6 / count:.1f} us; "
-        f"walking and wrapping {w['walking'] * 1e6 / count:.1f} us; full GC passes "
+        f"walking and wrapping {w['walking'] * 1e6 / count:.1f} us at best; full GC passes "
         f"{w['full_collections'][0]:g} plain, {w['full_collections'][1]:g} instrumented)"
     )
 

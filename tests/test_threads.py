@@ -135,3 +135,21 @@ def test_thread_names_reach_os_and_recorder_in_parent_and_children(workdir: Path
     assert "child-worker" in child.thread_names.values()
     named = {r.tid for r in parent.ranges if r.name == "work"}
     assert {parent.thread_names[tid] for tid in named} == {"data-loader", "pool_0"}
+
+
+def test_threads_started_after_the_program_drops_the_tool_variable_are_still_named(
+    workdir: Path,
+) -> None:
+    """Whether names go to NVTX is decided when naming is installed: a program that removes
+    NVTX_INJECTION64_PATH (to leave its own children unprofiled) is still recorded whole."""
+    make_file(workdir / "program.py", """
+        import os, threading
+        os.environ.pop("NVTX_INJECTION64_PATH")
+        thread = threading.Thread(target=lambda: None, name="loader-worker")
+        thread.start()
+        thread.join()
+    """)
+    done = run_autonvtx("program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    (recording,) = read_chrome_trace(done.trace_path)
+    assert set(recording.thread_names.values()) == {"MainThread", "loader-worker"}

@@ -109,8 +109,45 @@ def test_duck_typing_sees_only_what_a_function_has(kinds: Any) -> None:
     with pytest.raises(TypeError):
         with kinds.plain:
             pass
+    # iter() refuses a wrapper as it refuses a function (no sequence protocol to fall back on).
+    with pytest.raises(TypeError):
+        iter(kinds.plain)
     # What functions do have still works.
     assert bool(kinds.plain) and callable(kinds.plain) and kinds.Trainer().step(3) == 6
+
+
+def test_a_wrapt_decorated_class_keeps_its_protocols() -> None:
+    """A wrapt decorator's wrapper can wrap anything: the protocols a function lacks are hidden
+    only on wrappers of plain functions."""
+    import enum
+    import typing
+
+    import wrapt
+
+    @wrapt.decorator
+    def logged(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return wrapped(*args, **kwargs)
+
+    module = types.ModuleType("deco_classes")
+    module.__dict__["__name__"] = "deco_classes"
+    T = typing.TypeVar("T")
+
+    class Box(typing.Generic[T]):
+        pass
+
+    class Color(enum.Enum):
+        RED = 1
+        BLUE = 2
+
+    for cls in (Box, Color):
+        cls.__module__ = "deco_classes"
+        module.__dict__[cls.__name__] = logged(cls)
+    matcher = Matcher(Config(rules=(Rule(modules=("deco_classes",), origin="test"),)))
+    Instrumenter(matcher).instrument(module)
+    box, color = module.Box, module.Color
+    assert isinstance(box, RangeWrapper) and isinstance(color, RangeWrapper)
+    assert box[int] is not None and len(color) == 2 and color["RED"] is Color.RED
+    assert Color.BLUE in color and hasattr(color, "__len__")
 
 
 def test_generator_and_coroutine_objects_look_like_the_originals(kinds: Any) -> None:

@@ -19,6 +19,10 @@ _CAN_NAME_OS_THREADS = sys.platform.startswith("linux")
 _original_bootstrap_inner: Callable[[threading.Thread], None] | None = None
 _original_name: property | None = None
 _fork_hook_registered = False
+# Whether names also go to NVTX: decided once, at install (after `autonvtx run` attached the
+# recorder), so a program that later drops NVTX_INJECTION64_PATH from its environment (to keep
+# its own children unprofiled) still has its threads named in this process's recording.
+_names_to_nvtx = False
 
 
 def install() -> None:
@@ -27,9 +31,10 @@ def install() -> None:
     The main thread gets only its NVTX name: its OS name is the process's name (what `ps`,
     `top` and `pkill` see), which Python leaves alone too.
     """
-    global _original_bootstrap_inner, _original_name, _fork_hook_registered
+    global _original_bootstrap_inner, _original_name, _fork_hook_registered, _names_to_nvtx
     if _original_bootstrap_inner is not None:
         return
+    _names_to_nvtx = environment.is_tool_configured()  # else no tool would see the names
     thread_class: Any = threading.Thread
     _original_bootstrap_inner = thread_class._bootstrap_inner
     _original_name = thread_class.__dict__["name"]
@@ -65,7 +70,7 @@ def name_thread(thread: threading.Thread, tid: int) -> None:
     try:
         if thread is not threading.main_thread():
             set_os_thread_name(tid, name)
-        if environment.is_tool_configured():  # else no tool would see it: ranges not loaded
+        if _names_to_nvtx:  # ranges (the NVTX client) is loaded only then: start-up, issue 6
             from autonvtx.ranges import name_thread as name_nvtx_thread
 
             name_nvtx_thread(tid, name)
