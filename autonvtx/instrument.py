@@ -102,12 +102,12 @@ _PROTOCOLS_FUNCTIONS_LACK = (
 
 class _LacksProtocol(AttributeError, TypeError):
     """An AttributeError to getattr()/hasattr(), a TypeError to the statement or builtin that
-    uses the protocol (`with w:`, `len(w)`, `w[0]`): what each sees of a function."""
+    uses the protocol (`with w:`, `len(w)`, `int(w)`): what each sees of a function."""
 
 
 class _Lacking:
-    """Stands on autonvtx's wrapper types for a protocol method that functions lack (wrapt's
-    would forward to the function and fail only when called)."""
+    """Stands on the wrapper type of plain functions for a protocol method that functions lack
+    (wrapt's would forward to the function and fail only when called)."""
 
     __slots__ = ("name",)
 
