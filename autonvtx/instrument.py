@@ -389,8 +389,13 @@ class Instrumenter:
         return found if found is not None and found.__wrapped__ is value else None
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
+        reference = (weakref.ref(module), attr)
         with self._lock:
-            self._pending.setdefault(id(func), []).append((weakref.ref(module), attr))
+            pending = self._pending.get(id(func))
+            if pending is None:
+                self._pending[id(func)] = [reference]
+            else:
+                pending.append(reference)
 
     def should_consider_module(self, name: str) -> bool:
         return self._matcher.should_consider_module(name)
