@@ -154,11 +154,12 @@ def test_plan_wraps_nothing() -> None:
 
 
 def test_list_is_fast_on_a_big_package(tmp_path: Path) -> None:
-    pytest.importorskip("pandas")
+    pandas = pytest.importorskip("pandas")
     done = autonvtx("list", "--preset", "pandas", "pandas", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert re.search(r"^(\d+) functions selected in \d+ of \d+ targeted modules by 4 rules$", done.stdout, re.M)
-    assert "unmatched" not in done.stdout  # the preset matches this pandas exactly
+    if int(pandas.__version__.split(".")[0]) >= 3:  # the version the preset is verified on
+        assert "unmatched" not in done.stdout  # the preset matches this pandas exactly
 
 
 def test_list_shows_what_plugins_would_do(tmp_path: Path) -> None:

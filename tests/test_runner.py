@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -337,11 +338,17 @@ def test_failing_parent_package_is_a_traceback(launcher: str, tmp_path: Path) ->
     make_file(tmp_path / "pkg" / "mod.py", "")
     python = run_python(["-m", "pkg.mod"], tmp_path)
     ours = run_ours(launcher, ["-m", "pkg.mod"], tmp_path)
-    # Python's traceback also shows two `<frozen runpy>` frames, which we do not run.
-    without_runpy = "".join(
-        line for line in python.stderr.splitlines(keepends=True) if "<frozen runpy>" not in line
-    )
-    assert ours == Outcome(1, python.stdout, without_runpy)
+    # Python's traceback also shows two runpy frames, which we do not run: `<frozen runpy>`
+    # lines (3.11+), or runpy.py lines each followed by its source line (3.10).
+    kept, skip_source = [], False
+    for line in python.stderr.splitlines(keepends=True):
+        if skip_source and line.startswith("    ") and not line.lstrip().startswith("File "):
+            skip_source = False
+            continue
+        skip_source = "<frozen runpy>" in line or re.search(r'File ".*runpy\.py", line', line)
+        if not skip_source:
+            kept.append(line)
+    assert ours == Outcome(1, python.stdout, "".join(kept))
 
 
 # -- statement by statement -----------------------------------------------------------
