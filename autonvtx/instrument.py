@@ -282,6 +282,7 @@ class Instrumenter:
         # one per function (the rules live as long as the config that holds them, so their ids
         # stay theirs).
         self._styles: dict[tuple[int, str], Any] = {}
+        self._distinct_styles: dict[Any, Any] = {}
         self._texts: dict[str, str] = {}
         # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
         # stays unique).
@@ -354,7 +355,9 @@ class Instrumenter:
         styled = self._styles.get((id(rule), module))
         if styled is None:
             style = self._config.style(rule, module)
-            styled = self._styles[id(rule), module] = (style, *ranges.style_arguments(style))
+            styled = (style, *ranges.style_arguments(style))
+            # One kept copy of each distinct style, not one per module.
+            styled = self._styles[id(rule), module] = self._distinct_styles.setdefault(styled, styled)
         style, domain, color, category = styled
         if style.message == "{qualname}":  # the default: no file or line to look up
             message = qualname

@@ -135,6 +135,7 @@ class Matcher:
         # module -> the one Selection of every name in it, for modules whose rules cannot tell
         # names apart (include "*", no exclude: a package targeted wholesale); None: they can.
         self._uniform: dict[str, Selection | None] = {}
+        self._uniform_by_rules: dict[tuple[int, ...], Selection] = {}
         self._considered: dict[str, bool] = {}  # should_consider_module(), by module name
 
     def should_consider_module(self, name: str) -> bool:
@@ -182,9 +183,14 @@ class Matcher:
         rules = self._compiled_for(module)
         uniform = None
         if rules and all(c.exclude_any is None and c.rule.include == ("*",) for c in rules):
-            decided = self._decide(rules, "*")
-            # Shared by every name of the module: its reason made now, no opinions kept.
-            uniform = Selection(decided.selected, decided.rule, decided.reason)
+            # One per set of rules, shared by every module they target alike (hundreds when a
+            # package is targeted wholesale): its reason made now, no opinions kept.
+            key = tuple(c.index for c in rules)
+            uniform = self._uniform_by_rules.get(key)
+            if uniform is None:
+                decided = self._decide(rules, "*")
+                uniform = Selection(decided.selected, decided.rule, decided.reason)
+                self._uniform_by_rules[key] = uniform
         self._uniform[module] = uniform
         return uniform
 
