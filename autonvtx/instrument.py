@@ -375,12 +375,7 @@ class Instrumenter:
             found = self._wrappers.setdefault(id(func), wrapper)
             pending = self._pending.pop(id(func), None) if self._pending else None
         if pending:
-            for module_ref, attr in pending:
-                target = module_ref()
-                if target is not None:
-                    namespace = _module_dict(target)
-                    if namespace.get(attr) is func:
-                        namespace[attr] = found
+            _rebind(func, found, pending)
         return found
 
     def shared(self, text: str) -> str:
@@ -392,13 +387,21 @@ class Instrumenter:
         return found if found is not None and found.__wrapped__ is value else None
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
+        """Rebind `module.attr` (now `func`) to func's wrapper once there is one."""
         reference = (weakref.ref(module), attr)
         with self._lock:
-            pending = self._pending.get(id(func))
-            if pending is None:
-                self._pending[id(func)] = [reference]
-            else:
-                pending.append(reference)
+            # Under the lock wrapper_for() takes to publish a wrapper and collect its pending
+            # references: either the wrapper exists now, or it will find this reference.
+            found = self._wrappers.get(id(func))
+            if found is None:
+                pending = self._pending.get(id(func))
+                if pending is None:
+                    self._pending[id(func)] = [reference]
+                else:
+                    pending.append(reference)
+                return
+        # Wrapped meanwhile, on another thread (the walk asked existing_wrapper() just before).
+        _rebind(func, found, [reference])
 
     def should_consider_module(self, name: str) -> bool:
         return self._matcher.should_consider_module(name)
@@ -407,6 +410,18 @@ class Instrumenter:
         """Put a wrapper on a class (a plan, autonvtx.listing, only records it)."""
         # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
         type.__setattr__(cls, attr, value)
+
+
+def _rebind(
+    func: Any, wrapper: Any, references: list[tuple[weakref.ref[types.ModuleType], str]]
+) -> None:
+    """Point each module name that still holds `func` at its wrapper."""
+    for module_ref, attr in references:
+        target = module_ref()
+        if target is not None:
+            namespace = _module_dict(target)
+            if namespace.get(attr) is func:
+                namespace[attr] = wrapper
 
 
 def _is_candidate(value: Any) -> bool:

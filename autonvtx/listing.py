@@ -69,6 +69,9 @@ class PlanInstrumenter(Instrumenter):
     def set_member(self, cls: type, attr: str, value: Any) -> None:
         pass
 
+    def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
+        pass  # a plan rebinds no module name
+
 
 @dataclass
 class Plan:

@@ -327,3 +327,26 @@ def test_instrument_main_wraps_only_what_each_statement_defined() -> None:
     instrumenter.instrument_main(main)
     assert main.first is not wrapper and main.first() == 3
     assert isinstance(main.first, RangeWrapper)
+
+
+def test_a_reference_remembered_after_its_function_was_wrapped_is_rebound_at_once() -> None:
+    """Another thread may wrap a function between the walk's existing_wrapper() and its
+    remember_reference(): the reference is then rebound there and then, not left pending."""
+    import types as _types
+
+    from autonvtx.config import Config, Rule
+    from autonvtx.instrument import Instrumenter
+    from autonvtx.matching import Matcher
+
+    def helper() -> int:
+        return 1
+
+    matcher = Matcher(Config(rules=(Rule(modules=("home",), origin="test"),)))
+    instrumenter = Instrumenter(matcher)
+    rule = matcher.config.rules[0]
+    wrapper = instrumenter.wrapper_for(helper, "home", "helper", rule)
+    user = _types.ModuleType("user")
+    user.helper = helper  # type: ignore[attr-defined]
+    instrumenter.remember_reference(helper, user, "helper")
+    assert user.helper is wrapper  # type: ignore[attr-defined]
+    assert not instrumenter._pending
