@@ -210,35 +210,10 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     coroutines and async generators (a range never stays open across a suspension, so ranges
     of interleaved tasks or generators cannot mis-nest on a thread)."""
     push, pop = emitter.push, emitter.pop
-    code = getattr(func, "__code__", None)
-    flags = getattr(code, "co_flags", 0)
-    if flags & _CO_ASYNC_GENERATOR:
-
-        def call_async_generator(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            inner = wrapped(*args, **kwargs)
-            if type(inner) is not types.AsyncGeneratorType:
-                return inner  # a decorator in between changed what the call returns
-            return _named_like(_ranged_async_generator(inner, push, pop), inner)
-
-        return call_async_generator
-    if flags & _CO_COROUTINE:
-
-        def call_coroutine(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            inner = wrapped(*args, **kwargs)
-            if type(inner) is not types.CoroutineType:
-                return inner
-            return _named_like(_ranged_coroutine(inner, push, pop), inner)
-
-        return call_coroutine
-    if flags & _CO_GENERATOR:
-
-        def call_generator(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            inner = wrapped(*args, **kwargs)
-            if type(inner) is not types.GeneratorType:
-                return inner
-            return _named_like(_ranged_generator(inner, push, pop), inner)
-
-        return call_generator
+    flags = getattr(getattr(func, "__code__", None), "co_flags", 0)
+    for flag, kind, ranged in _SUSPENDING:
+        if flags & flag:
+            return _suspending_call(kind, ranged, push, pop)
 
     if emitter.native is not None:
         # Called as wrapt calls a wrapper, it pushes, calls and pops in C; and plain functions
@@ -254,6 +229,16 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
             pop()
 
     return call
+
+
+def _suspending_call(kind: type, ranged: Callable[..., Any], push: Thunk, pop: Thunk) -> Wrapper:
+    def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        inner = wrapped(*args, **kwargs)
+        if type(inner) is not kind:
+            return inner  # a decorator in between changed what the call returns
+        return _named_like(ranged(inner, push, pop), inner)
+
+    return call_suspending
 
 
 def _named_like(outer: Any, inner: Any) -> Any:
@@ -351,3 +336,13 @@ async def _ranged_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
                 box.append(await _ranged_steps(inner.asend(box.pop()), push, pop))
             except StopAsyncIteration:
                 return
+
+
+# What wrapper_for() checks a function's code flags for, in this order (a generator-based
+# coroutine is a generator): the object its call returns, and the driver that puts a range
+# around each resumption of it.
+_SUSPENDING = (
+    (_CO_ASYNC_GENERATOR, types.AsyncGeneratorType, _ranged_async_generator),
+    (_CO_COROUTINE, types.CoroutineType, _ranged_coroutine),
+    (_CO_GENERATOR, types.GeneratorType, _ranged_generator),
+)
