@@ -477,6 +477,19 @@ static char* dup_wide(const wchar_t* w)
 
 #define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
 
+/* Fills a reserved record's head; the timestamp is taken last, once the space is ours. */
+static inline void put_head(char* p, uint8_t kind, uint8_t flags, uint8_t payload_type,
+                            uint8_t message_kind, uint32_t domain)
+{
+    record_head* h = (record_head*)p;
+    h->kind = kind;
+    h->flags = flags;
+    h->payload_type = payload_type;
+    h->message_kind = message_kind;
+    h->domain = domain;
+    h->ts = now_ts();
+}
+
 static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
 {
     thread_buffer* b = buffer();
@@ -486,13 +499,7 @@ static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
         drop(b);
         return;
     }
-    record_head* h = (record_head*)p;
-    h->kind = kind;
-    h->flags = 0;
-    h->payload_type = 0;
-    h->message_kind = 0;
-    h->domain = domain;
-    h->ts = now_ts();
+    put_head(p, kind, 0, 0, 0, domain);
     if (id)
         memcpy(p + sizeof(record_head), &id, 8);
     commit(b, n);
@@ -511,13 +518,7 @@ static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const 
         drop(b);
         return;
     }
-    record_head* h = (record_head*)p;
-    h->kind = kind;
-    h->flags = 0;
-    h->payload_type = 0;
-    h->message_kind = M_INLINE;
-    h->domain = domain;
-    h->ts = now_ts();
+    put_head(p, kind, 0, 0, M_INLINE, domain);
     char* q = p + sizeof(record_head);
     if (id) {
         memcpy(q, &id, 8);
@@ -633,13 +634,7 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
         free(wide_big);
         return;
     }
-    record_head* h = (record_head*)p;
-    h->kind = kind;
-    h->flags = flags;
-    h->payload_type = payload_type;
-    h->message_kind = message_kind;
-    h->domain = domain;
-    h->ts = now_ts();
+    put_head(p, kind, flags, payload_type, message_kind, domain);
     char* q = p + sizeof(record_head);
     if (id) {
         memcpy(q, &id, 8);
