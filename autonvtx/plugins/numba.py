@@ -28,9 +28,10 @@ true: the to_device/copy_to_host/synchronize ranges), `domain` (default: the glo
 from __future__ import annotations
 
 import functools
+import importlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
@@ -130,63 +131,72 @@ def _patch_launch(launches: LaunchNamer, context: PluginContext) -> None:
     # Every launch of a real kernel goes through CUDADispatcher.call (kernel[grid, block](...)
     # builds a _LaunchConfiguration whose __call__ calls it; forall does the same). Imported
     # here: numba.cuda imports it already, and the import fails cleanly without CUDA bits.
-    try:
-        from numba.cuda.dispatcher import CUDADispatcher
-    except ImportError as exc:
-        context.note(f"numba.cuda.dispatcher not importable ({exc}): no launch ranges")
-        return
-    original = vars(CUDADispatcher).get("call")
-    if not isinstance(original, types.FunctionType) or getattr(original, _MARK, False):
-        context.note("CUDADispatcher.call not found: no launch ranges")
-        return
     emitter = launches.emitter
 
-    @functools.wraps(original)
-    def call(self: Any, args: Any, griddim: Any, blockdim: Any, stream: Any, sharedmem: Any) -> Any:
-        try:
-            ranged = emitter(self.py_func, griddim, blockdim)
-        except Exception:  # naming never breaks a launch: no range then
-            return original(self, args, griddim, blockdim, stream, sharedmem)
-        ranged.push()
-        try:
-            return original(self, args, griddim, blockdim, stream, sharedmem)
-        finally:
-            ranged.pop()
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(self: Any, args: Any, griddim: Any, blockdim: Any, stream: Any, sharedmem: Any) -> Any:
+            try:
+                ranged = emitter(self.py_func, griddim, blockdim)
+            except Exception:  # naming never breaks a launch: no range then
+                return original(self, args, griddim, blockdim, stream, sharedmem)
+            ranged.push()
+            try:
+                return original(self, args, griddim, blockdim, stream, sharedmem)
+            finally:
+                ranged.pop()
 
-    setattr(call, _MARK, True)
-    type.__setattr__(CUDADispatcher, "call", call)
-    context.note("CUDA kernel launches: a range per launch, named by kernel")
+        return call
+
+    _replace_launch_method("numba.cuda.dispatcher", "CUDADispatcher", "call", make, context, "")
 
 
 def _patch_simulated_launch(launches: LaunchNamer, context: PluginContext) -> None:
-    try:
-        from numba.cuda.simulator.kernel import FakeCUDAKernel
-    except ImportError as exc:
-        context.note(f"CUDA simulator kernel class not importable ({exc}): no launch ranges")
-        return
-    original = vars(FakeCUDAKernel).get("__call__")
-    if not isinstance(original, types.FunctionType) or getattr(original, _MARK, False):
-        context.note("FakeCUDAKernel.__call__ not found: no launch ranges")
-        return
     emitter = launches.emitter
 
-    @functools.wraps(original)
-    def __call__(self: Any, *args: Any) -> Any:
-        if self._device:  # a device function called from a simulated kernel: not a launch
-            return original(self, *args)
-        try:
-            ranged = emitter(self.fn, self.grid_dim, self.block_dim)
-        except Exception:  # naming never breaks a launch: no range then
-            return original(self, *args)
-        ranged.push()
-        try:
-            return original(self, *args)
-        finally:
-            ranged.pop()
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def __call__(self: Any, *args: Any) -> Any:
+            if self._device:  # a device function called from a simulated kernel: not a launch
+                return original(self, *args)
+            try:
+                ranged = emitter(self.fn, self.grid_dim, self.block_dim)
+            except Exception:  # naming never breaks a launch: no range then
+                return original(self, *args)
+            ranged.push()
+            try:
+                return original(self, *args)
+            finally:
+                ranged.pop()
 
-    setattr(__call__, _MARK, True)
-    type.__setattr__(FakeCUDAKernel, "__call__", __call__)
-    context.note("CUDA kernel launches (simulator): a range per launch, named by kernel")
+        return __call__
+
+    _replace_launch_method(
+        "numba.cuda.simulator.kernel", "FakeCUDAKernel", "__call__", make, context, " (simulator)"
+    )
+
+
+def _replace_launch_method(
+    module: str,
+    class_name: str,
+    attr: str,
+    make: Callable[[Callable[..., Any]], Callable[..., Any]],
+    context: PluginContext,
+    flavour: str,
+) -> None:
+    """Replace `module.class_name.attr` (the function every kernel launch goes through) by
+    `make(original)`, marked so that a second activation leaves it as it is."""
+    try:
+        owner = getattr(importlib.import_module(module), class_name)
+    except (ImportError, AttributeError) as exc:
+        context.note(f"{module}.{class_name} not importable ({exc}): no launch ranges")
+        return
+    original = vars(owner).get(attr)
+    if not isinstance(original, types.FunctionType) or getattr(original, _MARK, False):
+        context.note(f"{class_name}.{attr} not found: no launch ranges")
+        return
+    replacement = functools.wraps(original)(make(original))
+    setattr(replacement, _MARK, True)
+    type.__setattr__(owner, attr, replacement)
+    context.note(f"CUDA kernel launches{flavour}: a range per launch, named by kernel")
 
 
 def _patch_transfers(
