@@ -210,7 +210,7 @@ def run(
     outputs = None
     if ranks is not None or trace is not None or summary is not None or buffer_mb is not None:
         # Imported only for these options: a plain run loads neither (start-up, issue 6).
-        from autonvtx.propagate.ranks import detect_rank, label_with_rank, parse_ranks
+        from autonvtx.ranks import detect_rank, label_with_rank, parse_ranks
         from autonvtx.recorder.outputs import Outputs, check_outputs
 
         rank = detect_rank()

@@ -388,7 +388,7 @@ def test_without_an_nvtx_tool_nothing_is_wrapped_and_autonvtx_says_how_to_attach
 
 
 def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets_nor_ranges(workdir: Path) -> None:
-    optional = ["autonvtx.recorder.session", "autonvtx.plugins", "autonvtx.presets", "autonvtx.propagate.ranks",
+    optional = ["autonvtx.recorder.session", "autonvtx.plugins", "autonvtx.presets", "autonvtx.ranks",
                 "autonvtx.ranges"]
     make_file(
         workdir / "probe.py",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from autonvtx.errors import UsageError
-from autonvtx.propagate.ranks import RankInfo, detect_rank, expand_output_name, parse_ranks
+from autonvtx.ranks import RankInfo, detect_rank, expand_output_name, parse_ranks
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def bootstrap() -> None:
 
 def process_label() -> str:
     """How this child is named in the trace: its multiprocessing name, else its command line."""
-    from autonvtx.propagate.ranks import detect_rank, label_with_rank  # start-up cost (issue 6)
+    from autonvtx.ranks import detect_rank, label_with_rank  # start-up cost (issue 6)
 
     name = None
     process = sys.modules.get("multiprocessing.process")

@@ -136,7 +136,7 @@ def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
 
 def _process_started(process: Any) -> None:
     try:
-        from autonvtx.propagate.ranks import detect_rank, label_with_rank
+        from autonvtx.ranks import detect_rank, label_with_rank
         from autonvtx.recorder.session import note_process
         from autonvtx.recorder.shutdown import follow_exit
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from autonvtx.errors import UsageError
 
 if TYPE_CHECKING:
-    from autonvtx.propagate.ranks import RankInfo
+    from autonvtx.ranks import RankInfo
 
 SUMMARY_TO_STDERR = "-"
 SUMMARY_SUFFIXES = (".txt", ".csv", ".json")
@@ -36,7 +36,7 @@ class Outputs:
 
     def for_rank(self, info: RankInfo) -> Outputs:
         """`{rank}` (and `{local_rank}`, `{world_size}`, `{pid}`) filled in the output names."""
-        from autonvtx.propagate.ranks import expand_output_name
+        from autonvtx.ranks import expand_output_name
 
         summary = self.summary
         if summary is not None and summary != SUMMARY_TO_STDERR:

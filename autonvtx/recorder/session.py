@@ -19,7 +19,7 @@ from typing import Any
 
 from autonvtx import environment
 from autonvtx.errors import TraceFormatError, UsageError
-from autonvtx.propagate.ranks import RankInfo, detect_rank
+from autonvtx.ranks import RankInfo, detect_rank
 from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, Outputs
