@@ -13,8 +13,6 @@ from autonvtx.errors import AutonvtxError, UsageError
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
-    from autonvtx.importer import ImportHook
-    from autonvtx.instrument import Instrumenter
     from autonvtx.plugins import Plugin
 
 TARGET_KEY = "autonvtx.target"
@@ -317,58 +315,16 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
 def start_instrumentation(
     config: Config, plugins: list[Plugin], verbose: int
 ) -> Callable[[ModuleType], object] | None:
-    """Install the import hook; return what the runner calls after each statement of `__main__`.
+    """Install the rules and plugins; return what the runner calls after each statement of
+    `__main__`. At exit, unmatched patterns are reported and, with -v, what was wrapped."""
+    from autonvtx.control import NO_TOOL_NOTE, Instrumentation
 
-    At exit, unmatched patterns are reported (typos are the most common mistake) and, with
-    --verbose, what was wrapped and skipped.
-    """
-    from autonvtx.importer import ImportHook
-    from autonvtx.instrument import Instrumenter
-    from autonvtx.matching import Matcher
-    from autonvtx.plugins import PluginActivator
-    from autonvtx.environment import is_tool_configured
-
-    matcher = Matcher(config)
-    # With no NVTX tool no range is seen: decide and report as usual, wrap nothing (free calls).
-    wrap = is_tool_configured()
-    if not wrap:
-        print(
-            "autonvtx: no NVTX tool is attached, so selected functions are left unwrapped; "
-            "to see their ranges run under Nsight Systems "
-            "(nsys profile -t nvtx autonvtx run ...) or add --trace/--summary",
-            file=sys.stderr,
-        )
-    instrumenter = Instrumenter(matcher, wrap=wrap)
-    hook = ImportHook(matcher, instrumenter)
-    activator = PluginActivator(config, plugins)
-
-    def report() -> None:
-        for warning in matcher.unmatched_patterns():
-            print(f"autonvtx: warning: {warning}", file=sys.stderr)
-        if verbose:
-            for line in instrumentation_report(instrumenter, hook, detailed=verbose > 1):
-                print(f"autonvtx: {line}", file=sys.stderr)
-            for line in activator.notes:
-                print(f"autonvtx: {line}", file=sys.stderr)
-
-    atexit.register(report)
-    activator.install(hook)
-    hook.install()
-    return instrumenter.instrument_main if matcher.should_consider_module("__main__") else None
-
-
-def instrumentation_report(instrumenter: Instrumenter, hook: ImportHook, *, detailed: bool) -> list[str]:
-    """--verbose: a line per module (every decision with -vv), then the totals."""
-    lines: list[str] = []
-    reports = sorted(instrumenter.reports.items())
-    for _, module_report in reports:
-        lines.extend(module_report.lines() if detailed else [module_report.summary()])
-    for module, why in sorted(hook.skipped.items()):
-        lines.append(f"{module}: not instrumented ({why})")
-    wrapped = sum(len(r.wrapped) for _, r in reports)
-    skipped = sum(len(r.skipped) for _, r in reports)
-    lines.append(f"wrapped {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
-    return lines
+    instrumentation = Instrumentation(config, plugins=plugins)
+    if not instrumentation.applies:
+        print(f"autonvtx: {NO_TOOL_NOTE}", file=sys.stderr)
+    atexit.register(instrumentation.print_report, verbose)
+    instrumentation.install()
+    return instrumentation.main_hook
 
 
 def describe_target(kind: str, value: str, args: Sequence[str]) -> str:

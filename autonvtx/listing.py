@@ -14,8 +14,9 @@ from typing import Any
 
 from autonvtx.config import Config, Rule
 from autonvtx.errors import TargetNotFoundError
-from autonvtx.instrument import WRAPPABLE_DUNDERS, Instrumenter, ModuleReport
+from autonvtx.engines.plan import PlanEngine
 from autonvtx.matching import Matcher
+from autonvtx.walk import WRAPPABLE_DUNDERS, ModuleReport, Walker
 
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
@@ -30,47 +31,6 @@ class Planned:
     qualname: str
     kind: str  # function, method, staticmethod, classmethod, generator, async, builtin
     reason: str
-
-
-class _Placeholder:
-    """Stands where a run would install a wrapper, so the walk's "already wrapped" and
-    re-export logic decides exactly as in a run."""
-
-    __slots__ = ("planned", "__wrapped__")
-
-    def __init__(self, planned: Planned, func: Any) -> None:
-        self.planned = planned
-        self.__wrapped__ = func  # as a wrapper's: existing_wrapper() finds re-exports by it
-
-
-class PlanInstrumenter(Instrumenter):
-    """An Instrumenter that decides and records, and changes nothing: no wrapper is built
-    (no NVTX, no wrapt proxy), no class or module attribute is written."""
-
-    def __init__(self, matcher: Matcher) -> None:
-        super().__init__(matcher)
-        self.planned: list[tuple[Rule, Planned]] = []
-
-    def instrument(self, module: types.ModuleType) -> ModuleReport:
-        namespace = dict(vars(module))  # the walk rebinds names: let it rebind a copy
-        return self._instrument_items(module, namespace, list(namespace.items()))
-
-    def wrapper_for(self, func: Any, module: str, qualname: str, rule: Any) -> Any:
-        existing = self.existing_wrapper(func)
-        if existing is not None:
-            return existing
-        reason = self._matcher.select(module, qualname).reason
-        planned = Planned(module, qualname, _kind(func, module, qualname), reason)
-        placeholder = _Placeholder(planned, func)
-        self._wrappers[id(func)] = placeholder  # type: ignore[assignment]
-        self.planned.append((rule, planned))
-        return placeholder
-
-    def set_member(self, cls: type, attr: str, value: Any) -> None:
-        pass
-
-    def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
-        pass  # a plan rebinds no module name
 
 
 @dataclass
@@ -101,21 +61,27 @@ def plan_modules(
     what it wanted) and record what a run would wrap; with `main_source` (source, filename),
     also the functions that script defines, read from its source."""
     matcher = Matcher(config)
-    planner = PlanInstrumenter(matcher)
+    engine = PlanEngine()
+    planner = Walker(matcher, engine)
     plan = Plan(config, notes=list(notes))
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
         module = sys.modules.get(name)
         if isinstance(module, types.ModuleType) and matcher.should_consider_module(name):
             planner.instrument(module)
             plan.modules.append(name)
+    planned = [
+        (p.rule, Planned(p.module, p.qualname, _kind(p.__wrapped__, p.module, p.qualname),
+                         matcher.select(p.module, p.qualname).reason))
+        for p in engine.planned
+    ]
     if main_source is not None and matcher.should_consider_module("__main__"):
-        planner.planned.extend(_plan_main_source(matcher, *main_source))
+        planned.extend(_plan_main_source(matcher, *main_source))
         plan.modules.append("__main__")
     for name in imported:
         matcher.should_consider_module(name)  # seen, for "did you mean" suggestions
     by_rule: dict[int, list[Planned]] = {id(rule): [] for rule in config.rules}
-    for rule, planned in planner.planned:
-        by_rule.setdefault(id(rule), []).append(planned)
+    for rule, one in planned:
+        by_rule.setdefault(id(rule), []).append(one)
     plan.selected = [
         (rule, sorted(by_rule[id(rule)], key=lambda p: (p.module, p.qualname)))
         for rule in config.rules

@@ -111,7 +111,7 @@ def instrumented_module(source: str, name: str) -> tuple[types.ModuleType, Any]:
     """`source` run as module `name`, instrumented as `autonvtx run -t name --exclude
     unselected` would; returns the module and its instrumenter."""
     from autonvtx.config import Config, Rule
-    from autonvtx.instrument import Instrumenter
+    from autonvtx.walk import Walker
     from autonvtx.matching import Matcher
 
     module = types.ModuleType(name)
@@ -119,7 +119,7 @@ def instrumented_module(source: str, name: str) -> tuple[types.ModuleType, Any]:
     sys.modules[name] = module
     before = dict(vars(module))
     rule = Rule(modules=(name,), exclude=("unselected",), origin="benchmark")
-    instrumenter = Instrumenter(Matcher(Config(rules=(rule,))))
+    instrumenter = Walker(Matcher(Config(rules=(rule,))))
     instrumenter.instrument(module)
     module.__dict__["_bench_before"] = before
     return module, instrumenter
@@ -156,7 +156,7 @@ def main() -> int:
     result: dict[str, Any] = {
         "native": ranges.is_native(),
         "tool": args.tool,
-        "wrapped": instrumenter.wrapped_count(),
+        "wrapped": instrumenter.engine.wrapped_count(),
         "wrapper_type": type(module.function).__name__,
         "n": n,
         "rounds": rounds,

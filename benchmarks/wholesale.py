@@ -54,15 +54,16 @@ def main() -> int:
     if not args.plain:
         # autonvtx's own modules are imported first (as `autonvtx run` does before the target),
         # so both runs time only the packages' imports and what instrumenting them costs.
-        from autonvtx import instrument, ranges  # noqa: F401
+        from autonvtx import ranges, walk  # noqa: F401
+        from autonvtx.engines import wrap  # noqa: F401
         from autonvtx.config import Config, Rule
         from autonvtx.importer import ImportHook
-        from autonvtx.instrument import Instrumenter
+        from autonvtx.walk import Walker
         from autonvtx.matching import Matcher
 
         modules = tuple(m for p in packages for m in (p, f"{p}.*"))
         matcher = Matcher(Config(rules=(Rule(modules=modules, origin="benchmark"),)))
-        instrumenter = Instrumenter(matcher)
+        instrumenter = Walker(matcher)
         hook = ImportHook(matcher, instrumenter)
         walk = instrumenter.instrument
 
@@ -75,7 +76,8 @@ def main() -> int:
 
         instrumenter.instrument = timed_walk  # type: ignore[method-assign]
     else:
-        from autonvtx import instrument, ranges  # noqa: F401,F811
+        from autonvtx import ranges, walk  # noqa: F401,F811
+        from autonvtx.engines import wrap  # noqa: F401,F811
 
     full_collections = [0]  # the collector's full passes during the imports
 
@@ -95,7 +97,7 @@ def main() -> int:
     gc.callbacks.remove(on_collection)
     # What the timed imports did (the workflow below may import more, lazily).
     walked_seconds = walked[0]
-    wrapped = instrumenter.wrapped_count() if instrumenter is not None else 0
+    wrapped = instrumenter.engine.wrapped_count() if instrumenter is not None else 0
     modules = len(instrumenter.reports) if instrumenter is not None else 0
     skipped = 0
     if instrumenter is not None:

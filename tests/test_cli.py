@@ -394,13 +394,16 @@ def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets_nor_rang
         workdir / "probe.py",
         f"""
         import sys
+        if len(sys.argv) > 1:
+            import numpy
         print(*[name for name in {optional!r} if name in sys.modules])
         """,
     )
     plain = run_autonvtx("probe.py", cwd=workdir, trace=False)
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout == "\n"
-    # The probe does see them in a run that needs them.
-    needed = run_autonvtx("--preset", "numpy", "probe.py", cwd=workdir)
+    # The probe does see them in a run that needs them: a preset with a plugin (torch's), and
+    # a target imported (ranges are made when the first target module is walked).
+    needed = run_autonvtx("--preset", "numpy", "--preset", "torch", "probe.py", "import", cwd=workdir)
     assert needed.returncode == 0, needed.stderr
     assert needed.stdout.split() == optional

@@ -14,7 +14,8 @@ import pytest
 
 from autonvtx.config import Config, Rule
 from autonvtx.importer import ImportHook, InstrumentingLoader
-from autonvtx.instrument import Instrumenter, RangeWrapper
+from autonvtx.engines.wrap import RangeWrapper
+from autonvtx.walk import Walker
 from autonvtx.matching import Matcher
 from conftest import fixture_modules, make_file
 
@@ -46,7 +47,7 @@ class RecordingMatcher(Matcher):
 
 def make_hook(*modules: str) -> ImportHook:
     matcher = RecordingMatcher(Config(rules=(Rule(modules=modules, origin="test"),)))
-    return ImportHook(matcher, Instrumenter(matcher))
+    return ImportHook(matcher, Walker(matcher))
 
 
 @pytest.fixture

@@ -22,10 +22,10 @@ import sys
 sys.path.insert(0, {modules!r})
 from autonvtx.config import Config, Rule, Settings
 from autonvtx.matching import Matcher
-from autonvtx.instrument import Instrumenter
+from autonvtx.walk import Walker
 from autonvtx.importer import ImportHook
 matcher = Matcher(Config(settings={settings}, rules=({rules},)))
-instrumenter = Instrumenter(matcher)
+instrumenter = Walker(matcher)
 hook = ImportHook(matcher, instrumenter)
 """
 
@@ -306,11 +306,12 @@ def test_builtins_are_wrapped_only_when_the_rule_asks(tmp_path: Path) -> None:
 
 def test_instrument_main_wraps_only_what_each_statement_defined() -> None:
     from autonvtx.config import Config, Rule
-    from autonvtx.instrument import Instrumenter, RangeWrapper
+    from autonvtx.engines.wrap import RangeWrapper
     from autonvtx.matching import Matcher
+    from autonvtx.walk import Walker
 
     matcher = Matcher(Config(rules=(Rule(modules=("__main__",), origin="t"),)))
-    instrumenter = Instrumenter(matcher)
+    instrumenter = Walker(matcher)
     main = types.ModuleType("__main__")  # the runner's fresh __main__, not this process's
     namespace = vars(main)
     exec("def first():\n    return 1\n", namespace)
@@ -330,23 +331,21 @@ def test_instrument_main_wraps_only_what_each_statement_defined() -> None:
 
 
 def test_a_reference_remembered_after_its_function_was_wrapped_is_rebound_at_once() -> None:
-    """Another thread may wrap a function between the walk's existing_wrapper() and its
+    """Another thread may wrap a function between the walk's existing() and its
     remember_reference(): the reference is then rebound there and then, not left pending."""
     import types as _types
 
     from autonvtx.config import Config, Rule
-    from autonvtx.instrument import Instrumenter
-    from autonvtx.matching import Matcher
+    from autonvtx.engines.wrap import WrapEngine
 
     def helper() -> int:
         return 1
 
-    matcher = Matcher(Config(rules=(Rule(modules=("home",), origin="test"),)))
-    instrumenter = Instrumenter(matcher)
-    rule = matcher.config.rules[0]
-    wrapper = instrumenter.wrapper_for(helper, "home", "helper", rule)
+    config = Config(rules=(Rule(modules=("home",), origin="test"),))
+    engine = WrapEngine(config)
+    wrapper = engine.apply(helper, "home", "helper", config.rules[0])
     user = _types.ModuleType("user")
     user.helper = helper  # type: ignore[attr-defined]
-    instrumenter.remember_reference(helper, user, "helper")
+    engine.remember_reference(helper, user, "helper")
     assert user.helper is wrapper  # type: ignore[attr-defined]
-    assert not instrumenter._pending
+    assert not engine._pending

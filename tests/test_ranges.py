@@ -68,7 +68,7 @@ sys.path.insert(0, {modules!r})
 from autonvtx import ranges
 from autonvtx.config import Config, Rule
 from autonvtx.importer import ImportHook
-from autonvtx.instrument import Instrumenter
+from autonvtx.walk import Walker
 from autonvtx.matching import Matcher
 rules = (  # the last rule that selects a function styles it
     Rule(modules=("inst_shapes.*",), origin="t"),
@@ -76,7 +76,7 @@ rules = (  # the last rule that selects a function styles it
          domain="mine", category="model", origin="t"),
 )
 matcher = Matcher(Config(rules=rules))
-hook = ImportHook(matcher, Instrumenter(matcher))
+hook = ImportHook(matcher, Walker(matcher))
 hook.install()
 import nvtx
 import inst_shapes.kinds as k
@@ -143,7 +143,7 @@ def test_a_native_range_is_called_as_wrapt_calls_a_wrapper() -> None:
 
 @needs_native
 def test_the_one_call_maker_wraps_plain_functions_and_leaves_suspending_ones() -> None:
-    from autonvtx import instrument
+    from autonvtx.engines import wrap as instrument
 
     make = ranges.ranged_wrapper_factory(instrument._RangedFunctionWrapper)
     assert make is not None
@@ -177,7 +177,7 @@ def test_the_native_wrapper_type_is_collected_and_refuses_a_broken_state() -> No
     import gc
     import weakref
 
-    from autonvtx import instrument
+    from autonvtx.engines import wrap as instrument
 
     kind = instrument._RangedFunctionWrapper
     prepared = ranges._client.Range("autonvtx", "f")

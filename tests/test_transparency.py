@@ -16,7 +16,8 @@ import pytest
 
 from autonvtx.config import Config, Rule
 from autonvtx.importer import ImportHook
-from autonvtx.instrument import Instrumenter, RangeWrapper
+from autonvtx.engines.wrap import RangeWrapper
+from autonvtx.walk import Walker
 from autonvtx.matching import Matcher
 from conftest import fixture_modules
 
@@ -29,7 +30,8 @@ MODULES = str(Path(__file__).resolve().parent / "modules")
 def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
     """inst_shapes.kinds imported through the hook (uninstalled again: wrappers stay), with
     the native per-call path, then with the pure-Python fallback."""
-    from autonvtx import instrument, ranges
+    from autonvtx.engines import wrap as instrument
+    from autonvtx import ranges
 
     if request.param == "native":
         if instrument._RangedFunctionWrapper is None:
@@ -38,7 +40,7 @@ def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         monkeypatch.setattr(ranges, "_native", None)
         monkeypatch.setattr(instrument, "_RangedFunctionWrapper", None)
     matcher = Matcher(Config(rules=(Rule(modules=("inst_shapes.*",), origin="test"),)))
-    hook = ImportHook(matcher, Instrumenter(matcher))
+    hook = ImportHook(matcher, Walker(matcher))
     sys.path.insert(0, MODULES)
     hook.install()
     try:
@@ -94,7 +96,7 @@ def test_isinstance_and_inspect_predicates(kinds: Any) -> None:
 def test_duck_typing_sees_only_what_a_function_has(kinds: Any) -> None:
     """wrapt's proxy types define protocol methods for whatever they proxy; a function has none
     of these, and code asks (torch's context_decorator: hasattr(ctx, "__enter__"))."""
-    from autonvtx.instrument import _PROTOCOLS_FUNCTIONS_LACK
+    from autonvtx.engines.wrap import _PROTOCOLS_FUNCTIONS_LACK
 
     originals = [kinds.plain.__wrapped__, types.MethodType(kinds.Trainer.step.__wrapped__, 1)]
     wrapped = [kinds.plain, kinds.Trainer().step, kinds.Trainer.step, kinds.counter]
@@ -143,7 +145,7 @@ def test_a_wrapt_decorated_class_keeps_its_protocols() -> None:
         cls.__module__ = "deco_classes"
         module.__dict__[cls.__name__] = logged(cls)
     matcher = Matcher(Config(rules=(Rule(modules=("deco_classes",), origin="test"),)))
-    Instrumenter(matcher).instrument(module)
+    Walker(matcher).instrument(module)
     box, color = module.Box, module.Color
     assert isinstance(box, RangeWrapper) and isinstance(color, RangeWrapper)
     assert box[int] is not None and len(color) == 2 and color["RED"] is Color.RED

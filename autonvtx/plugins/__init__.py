@@ -136,9 +136,18 @@ class PluginContext:
     """What a plugin gets from autonvtx: the config, its options, styles, emitters, notes
     and a wrapping helper. One per plugin; attributes are read-only."""
 
-    __slots__ = ("_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_warned")
+    __slots__ = (
+        "_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_warned", "_written"
+    )
 
-    def __init__(self, name: str, trigger: str, config: Config, notes: list[str]) -> None:
+    def __init__(
+        self,
+        name: str,
+        trigger: str,
+        config: Config,
+        notes: list[str],
+        written: list[tuple[Any, str, Any, Any]] | None = None,
+    ) -> None:
         self._name = name
         self._trigger = trigger
         self._config = config
@@ -146,6 +155,9 @@ class PluginContext:
         self._emitters: dict[tuple[str, RangeStyle], ranges.Emitter] = {}
         self._notes = notes
         self._warned = False
+        # Every attribute this plugin replaced, (holder, attr, original, replacement), so that
+        # an uninstall can put the originals back.
+        self._written = written
 
     @property
     def name(self) -> str:
@@ -232,41 +244,20 @@ def _wrap_attribute(
     context: PluginContext, owner: Any, attr: str, message: Message, style: RangeStyle
 ) -> bool:
     # Imported here: wrapt and nvtx load only when a plugin actually wraps something.
-    import inspect
-
     from autonvtx import ranges
-    from autonvtx.instrument import RangeWrapper
+    from autonvtx.engines.wrap import patch_attribute
 
     where = f"{_owner_name(owner)}.{attr}"
-    # The raw entry, never getattr: static and class methods keep their kind (wrapt's rule).
-    if isinstance(owner, (type, types.ModuleType)) and attr in vars(owner):
-        raw = vars(owner)[attr]
-    else:
-        raw = inspect.getattr_static(owner, attr)
-    rewrap: Any = None
-    func = raw
-    if isinstance(raw, (staticmethod, classmethod)):
-        func, rewrap = raw.__func__, type(raw)
-    if isinstance(func, RangeWrapper):
-        context.note(f"{where}: already wrapped")
+
+    def make(func: Any) -> ranges.Wrapper:
+        if isinstance(message, str):
+            return ranges.wrapper_for(func, context.emitter(message, style))
+        return _dynamic_wrapper(context, message, style, where)
+
+    why_not = patch_attribute(owner, attr, make, context._written)
+    if why_not is not None:
+        context.note(f"{where}: {why_not}")
         return False
-    if not callable(func):
-        context.note(f"{where}: not wrapped (not callable: {type(func).__name__})")
-        return False
-    if isinstance(message, str):
-        wrapper = ranges.wrapper_for(func, context.emitter(message, style))
-    else:
-        wrapper = _dynamic_wrapper(context, message, style, where)
-    new: Any = RangeWrapper.for_function(func, wrapper)
-    if rewrap is not None:
-        new = rewrap(new)
-    if isinstance(owner, type):
-        # type.__setattr__, not setattr: a metaclass's __setattr__ is the framework's code.
-        type.__setattr__(owner, attr, new)
-    elif isinstance(owner, types.ModuleType):
-        vars(owner)[attr] = new
-    else:
-        setattr(owner, attr, new)
     return True
 
 
@@ -305,6 +296,7 @@ class PluginActivator:
         self.plugins = plugins
         self.notes: list[str] = []
         self.activated: list[str] = []
+        self.written: list[tuple[Any, str, Any, Any]] = []  # what plugins replaced
         self._lock = threading.Lock()
         self._done: set[str] = set()
 
@@ -330,7 +322,7 @@ class PluginActivator:
             if plugin.name in self._done:
                 return
             self._done.add(plugin.name)
-        context = PluginContext(plugin.name, plugin.trigger, self.config, self.notes)
+        context = PluginContext(plugin.name, plugin.trigger, self.config, self.notes, self.written)
         try:
             plugin.activate(framework, context)
         except Exception as exc:
@@ -342,3 +334,12 @@ class PluginActivator:
             return
         self.activated.append(plugin.name)
         self.notes.append(f"{plugin.name}: activated on import of {plugin.trigger}")
+
+    def restore(self) -> int:
+        """Put back what the plugins replaced through the context (see restore_writes)."""
+        if not self.written:
+            return 0
+        from autonvtx.engines.wrap import restore_writes
+
+        written, self.written = self.written, []
+        return restore_writes(written)

@@ -17,6 +17,7 @@ from autonvtx.propagate import threads, workers
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
+    from autonvtx.control import Instrumentation
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
 
@@ -91,9 +92,9 @@ def bootstrap() -> None:
         return  # multiprocessing's resource tracker: none of the program's code runs there
     recording = bool(os.environ.get(environment.RECORD_DIR))
     text = os.environ.get(environment.CONFIG)
-    instrumenter = _start_instrumentation(text) if text else None
+    instrumentation = _start_instrumentation(text) if text else None
     threads.install()
-    workers.install(instrumenter, record=recording, role=role)
+    workers.install(instrumentation, record=recording, role=role)
     if recording and role in (None, "spawn"):
         from autonvtx.recorder.session import note_process
         from autonvtx.recorder.shutdown import follow_exit
@@ -120,66 +121,24 @@ def process_label() -> str:
     return label_with_rank(name, detect_rank())
 
 
-def _start_instrumentation(config_text: str) -> Any:
+def _start_instrumentation(config_text: str) -> Instrumentation | None:
     """The parent's rules and plugins, installed as `autonvtx run` installs them (without its
-    reports: unmatched patterns are the parent's to warn about, a child rarely imports every
-    target); the instrumenter, or None when no NVTX tool is attached (nothing would be seen)."""
+    warnings: unmatched patterns are the parent's to report, a child rarely imports every
+    target); None when no NVTX tool is attached (nothing would be seen)."""
     from autonvtx.config import Config
-    from autonvtx.importer import ImportHook
-    from autonvtx.matching import Matcher
-    from autonvtx.plugins import PluginActivator, load_plugins
+    from autonvtx.control import Instrumentation
 
     if not environment.is_tool_configured():
         return None
-    config = Config.from_json(config_text)
-    matcher = Matcher(config)
-    instrumenter = _LazyInstrumenter(matcher)
-    hook = ImportHook(matcher, instrumenter)
+    instrumentation = Instrumentation(Config.from_json(config_text))
     if _verbosity():
-        atexit.register(_report, instrumenter)
-    PluginActivator(config, load_plugins(config)).install(hook)
-    hook.install()
-    return instrumenter
+        atexit.register(_report, instrumentation)
+    instrumentation.install()
+    return instrumentation
 
 
-class _LazyInstrumenter:
-    """The Instrumenter, made when the first target module needs it: a child that imports
-    no target (most helper processes) never pays for importing wrapt."""
-
-    def __init__(self, matcher: Any) -> None:
-        self._matcher = matcher
-        self._instrumenter: Any = None
-
-    def should_consider_module(self, name: str) -> bool:
-        return bool(self._matcher.should_consider_module(name))
-
-    def instrument(self, module: Any) -> Any:
-        if self._instrumenter is None:
-            from autonvtx.instrument import Instrumenter
-
-            self._instrumenter = Instrumenter(self._matcher)
-        return self._instrumenter.instrument(module)
-
-    @property
-    def reports(self) -> dict[str, Any]:
-        return {} if self._instrumenter is None else dict(self._instrumenter.reports)
-
-
-def _report(instrumenter: Any) -> None:
-    # One line per child: unmatched-pattern warnings are the parent's to give (a child
-    # rarely imports every target).
-    reports = instrumenter.reports.values()
-    wrapped = sum(len(r.wrapped) for r in reports)
-    modules = sum(1 for r in reports if r.wrapped)
-    print(
-        f"autonvtx: process {os.getpid()} ({process_label()}): wrapped {_count(wrapped, 'function')} "
-        f"in {_count(modules, 'module')}",
-        file=sys.stderr,
-    )
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number} {noun}{'' if number == 1 else 's'}"
+def _report(instrumentation: Instrumentation) -> None:
+    print(f"autonvtx: {instrumentation.process_line(process_label())}", file=sys.stderr)
 
 
 def _verbosity() -> int:

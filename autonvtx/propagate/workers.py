@@ -16,7 +16,10 @@ import functools
 import os
 import sys
 import types
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from autonvtx.control import Instrumentation
 
 # What the `-c` code of an interpreter multiprocessing started begins with (Lib/multiprocessing/
 # spawn.py get_command_line, forkserver.py ensure_running, resource_tracker.py ensure_running).
@@ -24,7 +27,7 @@ _SPAWN_CODE = "from multiprocessing.spawn import"
 _FORKSERVER_CODE = "from multiprocessing.forkserver import"
 _HELPER_CODE = "from multiprocessing."
 
-_instrumenter: Any = None
+_instrumentation: Instrumentation | None = None
 _record = False
 _silence_forks = False
 _exits_normally = False  # a spawn child returns from _bootstrap into sys.exit(): atexit flushes
@@ -60,14 +63,14 @@ def _command_code(argv: list[str]) -> str | None:
     return None
 
 
-def install(instrumenter: Any, *, record: bool, role: str | None) -> None:
+def install(instrumentation: Instrumentation | None, *, record: bool, role: str | None) -> None:
     """Prepare this process's multiprocessing children (and itself, when it is one).
 
-    `instrumenter` instruments `__mp_main__` (None: no rules); `record`: this run records, so
+    `instrumentation` instruments `__mp_main__` (None: no rules); `record`: this run records, so
     each multiprocessing child notes itself and flushes its events.
     """
-    global _instrumenter, _record, _exits_normally
-    _instrumenter = instrumenter
+    global _instrumentation, _record, _exits_normally
+    _instrumentation = instrumentation
     _record = record
     _exits_normally = role == "spawn"
     _register_fork_hook()
@@ -76,7 +79,7 @@ def install(instrumenter: Any, *, record: bool, role: str | None) -> None:
         import multiprocessing.process
         import multiprocessing.spawn
 
-        if instrumenter is not None:
+        if instrumentation is not None:
             _patch_main_fixups(multiprocessing.spawn)
         if record:
             _patch_process_bootstrap(multiprocessing.process)
@@ -163,13 +166,13 @@ def _instrumenting(fixup: Callable[[str], None]) -> Callable[[str], None]:
     def fixup_then_instrument(argument: str) -> None:
         fixup(argument)
         main = sys.modules.get("__mp_main__")
-        if isinstance(main, types.ModuleType) and _instrumenter is not None:
-            instrument_mp_main(_instrumenter, main)
+        if isinstance(main, types.ModuleType) and _instrumentation is not None:
+            instrument_mp_main(_instrumentation, main)
 
     return fixup_then_instrument
 
 
-def instrument_mp_main(instrumenter: Any, main: types.ModuleType) -> None:
+def instrument_mp_main(instrumentation: Instrumentation, main: types.ModuleType) -> None:
     """Instrument the main script multiprocessing re-ran as `__mp_main__`; never raises.
 
     runpy ran it in a temporary module and copied its globals into `main`: the script's
@@ -177,11 +180,11 @@ def instrument_mp_main(instrumenter: Any, main: types.ModuleType) -> None:
     in `main` is rebound there too (else calls from one function to another would miss it).
     """
     try:
-        if not instrumenter.should_consider_module("__mp_main__"):
+        if not instrumentation.should_consider_module("__mp_main__"):
             return
         namespace = vars(main)
         before = dict(namespace)
-        instrumenter.instrument(main)
+        instrumentation.instrument_module(main)
         rebound = {name: value for name, value in namespace.items() if before.get(name) is not value}
         script_globals = {
             id(value.__globals__): value.__globals__

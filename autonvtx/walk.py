@@ -1,17 +1,16 @@
-"""Walk a module, wrap what the rules select with NVTX ranges, and record every decision."""
+"""Walk a module: decide, for every function and method it defines, whether the rules select it
+(and why), and hand the selected ones to an engine."""
 from __future__ import annotations
 
 import functools
-import threading
+import sys
 import types
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-import wrapt
-
-from autonvtx import ranges
+from autonvtx.engines import RANGE_MARK, Engine
 from autonvtx.matching import Matcher, normalize_module
 
 # Dunders the interpreter calls only because a program named them in a statement or a call
@@ -53,9 +52,9 @@ def _kind(kind: type) -> int:
         pass
     if issubclass(kind, type):
         found = _CLASS
-    elif issubclass(kind, RangeWrapper):
+    elif any(RANGE_MARK in vars(k) for k in kind.__mro__):
         found = _RANGE_WRAPPER
-    elif kind is types.FunctionType or issubclass(kind, wrapt.FunctionWrapper):
+    elif kind is types.FunctionType or is_wrapt_function_wrapper(kind):
         found = _FUNCTION
     elif kind is staticmethod or kind is classmethod:
         found = _STATIC_OR_CLASS
@@ -87,145 +86,12 @@ def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name[:2] == name[-2:] == "__"
 
 
-# Protocol methods wrapt's proxy types define (for whatever object they proxy) that a function
-# does not have. Duck-typing code asks for them: torch's context_decorator refuses a callable
-# for which hasattr(ctx, "__enter__") holds, and is handed bound methods of wrapped functions.
-# Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
-# would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
-_PROTOCOLS_FUNCTIONS_LACK = (
-    "__enter__", "__exit__", "__aenter__", "__aexit__",
-    "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
-    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__",
-    "__ceil__", "__bytes__",
-)
-
-
-class _LacksProtocol(AttributeError, TypeError):
-    """An AttributeError to getattr()/hasattr(), a TypeError to the statement or builtin that
-    uses the protocol (`with w:`, `len(w)`, `int(w)`): what each sees of a function."""
-
-
-class _Lacking:
-    """Stands on the wrapper type of plain functions for a protocol method that functions lack
-    (wrapt's would forward to the function and fail only when called)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, instance: Any, owner: Any = None) -> Any:
-        raise _LacksProtocol(f"'function' object has no attribute '{self.name}'")
-
-
-def _lacking_what_functions_lack(cls: type) -> type:
-    for name in _PROTOCOLS_FUNCTIONS_LACK:
-        setattr(cls, name, _Lacking(name))
-    return cls
-
-
-class RangeWrapper(wrapt.FunctionWrapper):
-    """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
-    the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
-
-    __slots__ = ()
-
-    @classmethod
-    def for_function(cls, func: Any, wrapper: Any) -> RangeWrapper:
-        """A wrapper for a plain function called by name (`f(x)`), without wrapt's per-call
-        `getattr(wrapped, "__self__")`: for a function that attribute is missing, and the
-        AttributeError it raises costs more than the range (wrapt 2.x, _wrappers.c
-        FunctionWrapperBase_call, bindings "function"/"callable"). Binding "staticmethod"
-        skips that lookup and still binds like a function when found on a class (the
-        descriptor is the function's own __get__, then the bound method's __self__ is used)."""
-        if type(func) is not types.FunctionType or _FUNCTION_WRAPPER_BASE is None:
-            return cls(func, wrapper)
-        if _RangedFunctionWrapper is not None and ranges.is_native_range(wrapper):
-            ranged: RangeWrapper = _RangedFunctionWrapper(func, wrapper)
-            return ranged
-        self = _PlainFunctionWrapper(func, wrapper)
-        try:
-            _FUNCTION_WRAPPER_BASE.__init__(self, func, None, wrapper, None, "staticmethod")
-        except Exception:  # another wrapt: keep the wrapper wrapt made, slower but right
-            return cls(func, wrapper)
-        return self
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # A string means "a global of this name" (pickle docs, object.__reduce__): pickle
-        # stores module + qualname exactly as for the bare function and checks that the name
-        # leads back to this very wrapper; unpickling needs no autonvtx.
-        return self.__qualname__
-
-    def __reduce__(self) -> Any:
-        return self.__reduce_ex__(2)
-
-    def __copy__(self) -> RangeWrapper:
-        return self  # copy.copy(function) is the function (copy._copy_immutable)
-
-    def __repr__(self) -> str:
-        return repr(self.__wrapped__)  # wrapt's repr names the proxy; programs print functions
-
-    def __deepcopy__(self, memo: Any) -> RangeWrapper:
-        return self
-
-
-class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
-    """A RangeWrapper bound by attribute access: pickles like a bound method does."""
-
-    __slots__ = ()
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # Like method.__reduce__: getattr(self, name). For `Class.method` (no instance)
-        # the owner class stands in, as the bare function pickles by `Class.method` too.
-        instance = self._self_instance
-        holder = self._self_owner if instance is None else instance
-        return getattr, (holder, self.__name__)
-
-    def __reduce__(self) -> Any:
-        return self.__reduce_ex__(2)
-
-    def __copy__(self) -> BoundRangeWrapper:
-        return self
-
-    def __repr__(self) -> str:
-        return repr(self.__wrapped__)
-
-    def __deepcopy__(self, memo: Any) -> BoundRangeWrapper:
-        return self
-
-
-RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper
-
-
-@_lacking_what_functions_lack  # only here: a wrapt decorator's wrapper may wrap a class
-class _PlainFunctionWrapper(RangeWrapper):
-    """A RangeWrapper around a plain Python function: binds as the function does, to a real
-    bound method around the wrapper (what obj.method is without autonvtx: inspect.ismethod,
-    __self__ and pickling follow). wrapt's own binding makes a BoundFunctionWrapper proxy on
-    every attribute access, several times the cost of the range. Wrappers of anything else
-    (a wrapt decorator's wrapper) keep wrapt's binding, which their wrapper may rely on."""
-
-    __slots__ = ()
-
-    def __get__(self, instance: Any, owner: Any = None) -> Any:
-        if instance is None:
-            return self
-        return types.MethodType(self, instance)
-
-# _PlainFunctionWrapper whose call is native: push, the function's own vectorcall, pop, in C
-# (wrapt's call path costs a dict, a tuple and a call of the wrapper, several times the
-# range); it binds as _PlainFunctionWrapper does, and `obj.method()` skips the bound method
-# as for a function. None without autonvtx's native NVTX client (or AUTONVTX_PURE_PYTHON=1).
-_RangedFunctionWrapper = ranges.ranged_function_type(
-    _PlainFunctionWrapper, f"{__name__}._RangedFunctionWrapper"
-)
-
-# _RangedFunctionWrapper(function, its native range) in one C call (ranges.ranged_wrapper_factory).
-_make_ranged = ranges.ranged_wrapper_factory(_RangedFunctionWrapper)
-
-_FUNCTION_WRAPPER_BASE = next(
-    (c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None
-)
+def is_wrapt_function_wrapper(kind: type) -> bool:
+    """Whether `kind` is a wrapt FunctionWrapper (a wrapt decorator's): a function to wrap.
+    Asked of sys.modules, not by importing wrapt: a program that never imported wrapt has
+    none, and a run that wraps nothing never pays for importing it."""
+    wrapt = sys.modules.get("wrapt")
+    return wrapt is not None and issubclass(kind, wrapt.FunctionWrapper)
 
 
 @dataclass
@@ -265,49 +131,76 @@ def _reason_kind(reason: str) -> str:
     return reason.split(":", 1)[0]
 
 
-class Instrumenter:
-    """Wraps selected functions, once each, and keeps every target module's reference to a
-    wrapped function pointing at its one wrapper.
+class Walker:
+    """Decides, module by module, what the rules select, and hands each selected function to
+    the engine (made on first need: a process that imports no target never loads it).
 
-    With `wrap=False` (no NVTX tool attached: no range could be seen) every decision is made
+    With `apply=False` (no NVTX tool attached: no range could be seen) every decision is made
     and reported, and selected functions are left as they are, at no cost per call."""
 
-    def __init__(self, matcher: Matcher, *, wrap: bool = True) -> None:
+    def __init__(
+        self,
+        matcher: Matcher,
+        engine: Engine | None = None,
+        *,
+        apply: bool = True,
+        make_engine: Callable[[], Engine] | None = None,
+    ) -> None:
         self._matcher = matcher
-        self._config = matcher.config
         self.select = matcher.select  # (module, qualname) -> Selection
         self.uniform_selection = matcher.uniform_selection
-        self.wraps = wrap
-        # (id(rule), module) -> (RangeStyle, *ranges.style_arguments(it)): one per module, not
-        # one per function (the rules live as long as the config that holds them, so their ids
-        # stay theirs).
-        self._styles: dict[tuple[int, str], Any] = {}
-        self._distinct_styles: dict[Any, Any] = {}
-        self._texts: dict[str, str] = {}
-        # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
-        # stays unique).
-        self._wrappers: dict[int, RangeWrapper] = {}
-        # id(original) -> module-level names, in target modules, that still hold the
-        # original because they were bound before the original was wrapped.
-        self._pending: dict[int, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
+        self.applies = apply
+        self._engine = engine
+        self._make_engine = make_engine
         self._main_seen: weakref.WeakKeyDictionary[types.ModuleType, dict[str, Any]] = (
             weakref.WeakKeyDictionary()
         )
         self._reports: dict[str, ModuleReport] = {}
-        # Guards only the dicts above; never held while anything else runs (no imports, no
-        # user code), so it cannot take part in an import deadlock.
-        self._lock = threading.Lock()
+        # Modules met while the engine itself was being imported, walked right after.
+        self._deferred: list[types.ModuleType] | None = None
+
+    @property
+    def built_engine(self) -> Engine | None:
+        """The engine, or None when no module needed it yet."""
+        return self._engine
+
+    @property
+    def engine(self) -> Engine:
+        engine = self._engine
+        if engine is None:
+            engine = self._engine = self._new_engine()
+        return engine
+
+    def _new_engine(self) -> Engine:
+        if self._make_engine is not None:
+            return self._make_engine()
+        from autonvtx.engines.wrap import WrapEngine
+
+        return WrapEngine(self._matcher.config)
 
     @property
     def reports(self) -> dict[str, ModuleReport]:
         return dict(self._reports)
 
-    def wrapped_count(self) -> int:
-        return len(self._wrappers)
-
     def instrument(self, module: types.ModuleType) -> ModuleReport:
-        """Wrap what the rules select among the functions and classes defined in `module`."""
+        """Decide, and apply, what the rules select among the functions and classes defined
+        in `module`."""
+        if self._engine is None:
+            if self._deferred is not None:
+                # Importing the engine imported this target (wrapt imports bisect, say):
+                # walked once the engine is ready, not with a half-imported engine.
+                self._deferred.append(module)
+                return self._report_for(_module_dict(module).get("__name__"))
+            self._deferred = []
+            try:
+                self._engine = self._new_engine()
+            finally:
+                deferred, self._deferred = self._deferred, None
+            for earlier in deferred:
+                self.instrument(earlier)
         namespace = _module_dict(module)
+        if not self._engine.changes_namespaces:
+            namespace = dict(namespace)  # the walk rebinds names: let it rebind a copy
         return self._instrument_items(module, namespace, list(namespace.items()))
 
     def instrument_main(self, module: types.ModuleType) -> ModuleReport:
@@ -329,11 +222,8 @@ class Instrumenter:
         self, module: types.ModuleType, namespace: dict[str, Any], items: list[tuple[str, Any]]
     ) -> ModuleReport:
         name = namespace.get("__name__")
-        if not isinstance(name, str):
-            name = "<unnamed module>"
-        report = self._reports.get(name)
-        if report is None:
-            report = self._reports[name] = ModuleReport(name)
+        report = self._report_for(name)
+        name = report.module
         if not items:
             return report
         if name.partition(".")[0] in _REFUSED_PACKAGES:
@@ -345,83 +235,16 @@ class Instrumenter:
             report.skip("<module>", f"instrumentation failed: {type(exc).__name__}: {exc}")
         return report
 
-    def wrapper_for(self, func: Any, module: str, qualname: str, rule: Any) -> RangeWrapper:
-        """The one wrapper of `func`, created on first request; pending references rebound."""
-        # Reads take no lock: a dict lookup is atomic (the GIL, or the dict's own lock on a
-        # free-threaded build); the lock makes "first wrapper wins" and the rebinding atomic.
-        found = self._wrappers.get(id(func))
-        if found is not None:
-            return found
-        styled = self._styles.get((id(rule), module))
-        if styled is None:
-            style = self._config.style(rule, module)
-            styled = (style, *ranges.style_arguments(style))
-            # One kept copy of each distinct style, not one per module.
-            styled = self._styles[id(rule), module] = self._distinct_styles.setdefault(styled, styled)
-        style, domain, color, category = styled
-        if style.message == "{qualname}":  # the default: no file or line to look up
-            message = qualname
-        else:
-            message = ranges.label_for(func, module, qualname).format(style.message)
-        wrapper = None
-        if _make_ranged is not None and type(func) is types.FunctionType:
-            wrapper = _make_ranged(func, domain, message, color, category)
-        # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
-        # no native client (or one built from older sources, without ranged_wrapper).
-        if wrapper is None:
-            emitter = ranges.emitter_with_message(style, message)
-            wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
-        with self._lock:
-            found = self._wrappers.setdefault(id(func), wrapper)
-            pending = self._pending.pop(id(func), None) if self._pending else None
-        if pending:
-            _rebind(func, found, pending)
-        return found
-
-    def shared(self, text: str) -> str:
-        """One kept copy of each distinct string (report reasons)."""
-        return self._texts.setdefault(text, text)
-
-    def existing_wrapper(self, value: Any) -> RangeWrapper | None:
-        found = self._wrappers.get(id(value))  # no lock: see wrapper_for
-        return found if found is not None and found.__wrapped__ is value else None
-
-    def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
-        """Rebind `module.attr` (now `func`) to func's wrapper once there is one."""
-        reference = (weakref.ref(module), attr)
-        with self._lock:
-            # Under the lock wrapper_for() takes to publish a wrapper and collect its pending
-            # references: either the wrapper exists now, or it will find this reference.
-            found = self._wrappers.get(id(func))
-            if found is None:
-                pending = self._pending.get(id(func))
-                if pending is None:
-                    self._pending[id(func)] = [reference]
-                else:
-                    pending.append(reference)
-                return
-        # Wrapped meanwhile, on another thread (the walk asked existing_wrapper() just before).
-        _rebind(func, found, [reference])
+    def _report_for(self, name: Any) -> ModuleReport:
+        if not isinstance(name, str):
+            name = "<unnamed module>"
+        report = self._reports.get(name)
+        if report is None:
+            report = self._reports[name] = ModuleReport(name)
+        return report
 
     def should_consider_module(self, name: str) -> bool:
         return self._matcher.should_consider_module(name)
-
-    def set_member(self, cls: type, attr: str, value: Any) -> None:
-        """Put a wrapper on a class (a plan, autonvtx.listing, only records it)."""
-        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
-        type.__setattr__(cls, attr, value)
-
-
-def _rebind(
-    func: Any, wrapper: Any, references: list[tuple[weakref.ref[types.ModuleType], str]]
-) -> None:
-    """Point each module name that still holds `func` at its wrapper."""
-    for module_ref, attr in references:
-        target = module_ref()
-        if target is not None:
-            namespace = _module_dict(target)
-            if namespace.get(attr) is func:
-                namespace[attr] = wrapper
 
 
 def _is_candidate(value: Any) -> bool:
@@ -429,7 +252,7 @@ def _is_candidate(value: Any) -> bool:
     return (
         kind is types.FunctionType
         or issubclass(kind, type)
-        or issubclass(kind, wrapt.FunctionWrapper)
+        or is_wrapt_function_wrapper(kind)
         or _is_builtin(value)
     )
 
@@ -440,13 +263,14 @@ class _ModuleWalk:
 
     def __init__(
         self,
-        instrumenter: Instrumenter,
+        walker: Walker,
         module: types.ModuleType,
         namespace: dict[str, Any],
         name: str,
         report: ModuleReport,
     ) -> None:
-        self.inst = instrumenter
+        self.walker = walker
+        self.engine = walker.engine
         self.module = module
         self.namespace = namespace
         self.name = name
@@ -455,7 +279,7 @@ class _ModuleWalk:
         self.classes_seen: set[int] = set()
         # The decision for every name when the rules cannot tell this module's names apart (a
         # package targeted wholesale), else None: then each name is asked about.
-        self.uniform = instrumenter.uniform_selection(name)
+        self.uniform = walker.uniform_selection(name)
         self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
@@ -481,10 +305,10 @@ class _ModuleWalk:
         if kind == _RANGE_WRAPPER:
             self.report.skip(attr, "already wrapped")
             return
-        existing = self.inst.existing_wrapper(value)
+        existing = self.engine.existing(value)
         if existing is not None:
             # A re-export (or alias) of a function already wrapped at its definition site.
-            self.namespace[attr] = existing
+            self.engine.bind(self.namespace, attr, existing)
             self.report.rebound.append(attr)
             return
         if kind == _FUNCTION:
@@ -498,19 +322,19 @@ class _ModuleWalk:
                 return
             wrapper = self._wrap(value, qualname)
             if wrapper is not None:
-                self.namespace[attr] = wrapper
+                self.engine.bind(self.namespace, attr, wrapper)
         else:
             if getattr(value, "__module__", None) == self.name:
                 qualname = getattr(value, "__qualname__", attr)
                 wrapper = self._wrap(value, qualname, builtin=True)
                 if wrapper is not None:
-                    self.namespace[attr] = wrapper
+                    self.engine.bind(self.namespace, attr, wrapper)
 
     def _remember(self, func: Any, home: Any, attr: str) -> None:
         # An imported function: wrapped (or not) where it is defined. If that module is a
         # target instrumented later, this name is rebound to the wrapper then.
-        if isinstance(home, str) and self.inst.should_consider_module(home):
-            self.inst.remember_reference(func, self.module, attr)
+        if isinstance(home, str) and self.walker.should_consider_module(home):
+            self.engine.remember_reference(func, self.module, attr)
 
     def _visit_class(self, cls: type, qualname: str) -> None:
         if id(cls) in self.classes_seen:
@@ -540,17 +364,15 @@ class _ModuleWalk:
         else:
             self._visit_other_member(attr, raw, kind, f"{qualname}.{attr}")
             return
-        if issubclass(type(func), RangeWrapper):
+        if _kind(type(func)) == _RANGE_WRAPPER:
             self.report.skip(f"{qualname}.{attr}", "already wrapped")
             return
         if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
             self.report.skip(f"{qualname}.{attr}", "protocol method: called implicitly")
             return
-        existing = self.inst.existing_wrapper(func)
+        existing = self.engine.existing(func)
         if existing is None:
-            if type(func) is not types.FunctionType and not issubclass(
-                type(func), wrapt.FunctionWrapper
-            ):
+            if type(func) is not types.FunctionType and not is_wrapt_function_wrapper(type(func)):
                 self.report.skip(f"{qualname}.{attr}", f"not a plain function: {type(func).__name__}")
                 return
             own = getattr(func, "__qualname__", None)
@@ -566,7 +388,7 @@ class _ModuleWalk:
             if existing is None:
                 return
         new = existing if rewrap is None else rewrap(existing)
-        self.inst.set_member(cls, attr, new)
+        self.engine.set_member(cls, attr, new)
 
     def _visit_other_member(self, attr: str, raw: Any, kind: int, member: str) -> None:
         if kind == _CLASS:
@@ -579,10 +401,10 @@ class _ModuleWalk:
         else:  # callables and method-like descriptors are worth a line
             self.report.skip(member, f"not a plain function: {type(raw).__name__}")
 
-    def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> RangeWrapper | None:
+    def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> Any:
         selection, reason = self.uniform, self.uniform_reason
         if selection is None:
-            selection = self.inst.select(self.name, qualname)
+            selection = self.walker.select(self.name, qualname)
             reason = selection.reason
         if not selection.selected:
             self.report.skip(qualname, f"not selected: {reason}")
@@ -590,10 +412,10 @@ class _ModuleWalk:
         if builtin and not selection.rule.builtins:
             self.report.skip(qualname, "builtin: the rule does not set builtins = true")
             return None
-        if not self.inst.wraps:
+        if not self.walker.applies:
             self.report.skip(qualname, f"no NVTX tool attached: {reason}")
             return None
-        wrapper = self.inst.wrapper_for(func, self.rule_module, qualname, selection.rule)
+        wrapper = self.engine.apply(func, self.rule_module, qualname, selection.rule)
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
         # per function.
         self.report.wrapped[qualname] = reason

@@ -1,0 +1,149 @@
+"""The one place that assembles instrumentation: matcher, walk, engine, import hook, plugins
+and reporting. `autonvtx run`, the child-process bootstrap, the start-up hook and the public
+API all go through `Instrumentation`; nothing else builds this machinery."""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import TYPE_CHECKING, Any, Callable
+
+from autonvtx.environment import is_tool_configured
+from autonvtx.importer import ImportHook
+from autonvtx.matching import Matcher
+from autonvtx.walk import Walker
+
+if TYPE_CHECKING:
+    from autonvtx.config import Config
+    from autonvtx.engines import Engine
+    from autonvtx.plugins import Plugin, PluginActivator
+
+NO_TOOL_NOTE = (
+    "no NVTX tool is attached, so selected functions are left unwrapped; "
+    "to see their ranges run under Nsight Systems "
+    "(nsys profile -t nvtx autonvtx run ...) or add --trace/--summary"
+)
+
+
+class Instrumentation:
+    """Rules and plugins of one `Config`, installed into this process and taken back out.
+
+    `install()` puts the import hook in place, walks the target modules already imported and
+    activates plugins when their framework is imported; `uninstall()` removes the hook and, when
+    made `restorable`, puts back every function it replaced. Without an NVTX tool attached no
+    range could be seen: every decision is still made and reported, and nothing is changed.
+    `plugins` are the config's plugins, loaded by the caller (so bad plugins stop a run before
+    its target starts); None loads them here.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        plugins: list[Plugin] | None = None,
+        restorable: bool = False,
+    ) -> None:
+        self.config = config
+        self.matcher = Matcher(config)
+        self.applies = is_tool_configured()
+        self._restorable = restorable
+        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine)
+        self.hook = ImportHook(self.matcher, self.walker)
+        self.activator: PluginActivator | None = None
+        if config.plugins:
+            # Imported only then: a run without plugins does not pay for it (start-up).
+            from autonvtx.plugins import PluginActivator, load_plugins
+
+            found = load_plugins(config) if plugins is None else plugins
+            self.activator = PluginActivator(config, found)
+
+    def _make_engine(self) -> Engine:
+        # Imported when the first target module is walked: a process that imports no target
+        # never loads wrapt.
+        from autonvtx.engines.wrap import WrapEngine
+
+        return WrapEngine(self.config, restorable=self._restorable)
+
+    @property
+    def installed(self) -> bool:
+        return self.hook.installed
+
+    def install(self) -> None:
+        """Hook imports, instrument the target modules already imported, arm the plugins."""
+        if self.hook.installed:
+            return
+        if self.activator is not None:
+            self.activator.install(self.hook)
+        self.hook.install()
+
+    def uninstall(self) -> None:
+        """Remove the import hook (sys.meta_path as found) and, if restorable, every wrapper."""
+        self.hook.uninstall()
+        engine = self.walker.built_engine
+        restore = getattr(engine, "restore", None)
+        if self._restorable and restore is not None:
+            restore()
+        if self.activator is not None and self._restorable:
+            self.activator.restore()
+
+    def should_consider_module(self, name: str) -> bool:
+        return self.matcher.should_consider_module(name)
+
+    def instrument_module(self, module: types.ModuleType) -> None:
+        """Walk `module` now: one the hook cannot see (`__mp_main__` re-run by multiprocessing;
+        a notebook's `__main__`, walked incrementally: only what is new since the last call)."""
+        if module.__name__ == "__main__":
+            self.walker.instrument_main(module)
+        else:
+            self.walker.instrument(module)
+
+    @property
+    def main_hook(self) -> Callable[[types.ModuleType], object] | None:
+        """What the runner calls after each top-level statement of `__main__`, when rules
+        target it (the script never passes through the import hook)."""
+        if self.matcher.should_consider_module("__main__"):
+            return self.walker.instrument_main
+        return None
+
+    # Reporting: every caller prints from here, so -v, the API and children agree.
+    def warnings(self) -> list[str]:
+        """Patterns that matched nothing (typos are the most common mistake)."""
+        return [f"warning: {line}" for line in self.matcher.unmatched_patterns()]
+
+    def report_lines(self, *, detailed: bool) -> list[str]:
+        """-v: a line per module (-vv: every decision with its reason), then totals and notes."""
+        lines: list[str] = []
+        reports = sorted(self.walker.reports.items())
+        for _, module_report in reports:
+            lines.extend(module_report.lines() if detailed else [module_report.summary()])
+        for module, why in sorted(self.hook.skipped.items()):
+            lines.append(f"{module}: not instrumented ({why})")
+        wrapped = sum(len(r.wrapped) for _, r in reports)
+        skipped = sum(len(r.skipped) for _, r in reports)
+        lines.append(f"wrapped {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
+        if self.activator is not None:
+            lines.extend(self.activator.notes)
+        return lines
+
+    def process_line(self, label: str) -> str:
+        """One line for a child process: what it wrapped (its parent warns about patterns)."""
+        reports = self.walker.reports.values()
+        wrapped = sum(len(r.wrapped) for r in reports)
+        modules = sum(1 for r in reports if r.wrapped)
+        return (
+            f"process {os.getpid()} ({label}): wrapped {_count(wrapped, 'function')}"
+            f" in {_count(modules, 'module')}"
+        )
+
+    def print_report(self, verbose: int, file: Any = None) -> None:
+        """What `autonvtx run` prints at exit: warnings, then with -v what was instrumented."""
+        out = sys.stderr if file is None else file
+        lines = self.warnings()
+        if verbose:
+            lines += self.report_lines(detailed=verbose > 1)
+        for line in lines:
+            print(f"autonvtx: {line}", file=out)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"

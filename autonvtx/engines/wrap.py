@@ -1,0 +1,335 @@
+"""The wrap engine: a selected function is replaced, where it is bound, by a transparent wrapt
+wrapper whose calls push and pop its range; and the one patching helper plugins use too."""
+from __future__ import annotations
+
+import threading
+import types
+import weakref
+from typing import Any, Callable
+
+import wrapt
+
+from autonvtx import ranges
+from autonvtx.config import Config, Rule
+from autonvtx.engines import RANGE_MARK
+
+_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
+
+# Protocol methods wrapt's proxy types define (for whatever object they proxy) that a function
+# does not have. Duck-typing code asks for them: torch's context_decorator refuses a callable
+# for which hasattr(ctx, "__enter__") holds, and is handed bound methods of wrapped functions.
+# Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
+# would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
+_PROTOCOLS_FUNCTIONS_LACK = (
+    "__enter__", "__exit__", "__aenter__", "__aexit__",
+    "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
+    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__",
+    "__ceil__", "__bytes__",
+)
+
+
+class _LacksProtocol(AttributeError, TypeError):
+    """An AttributeError to getattr()/hasattr(), a TypeError to the statement or builtin that
+    uses the protocol (`with w:`, `len(w)`, `int(w)`): what each sees of a function."""
+
+
+class _Lacking:
+    """Stands on the wrapper type of plain functions for a protocol method that functions lack
+    (wrapt's would forward to the function and fail only when called)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        raise _LacksProtocol(f"'function' object has no attribute '{self.name}'")
+
+
+def _lacking_what_functions_lack(cls: type) -> type:
+    for name in _PROTOCOLS_FUNCTIONS_LACK:
+        setattr(cls, name, _Lacking(name))
+    return cls
+
+
+class RangeWrapper(wrapt.FunctionWrapper):
+    """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
+    the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def for_function(cls, func: Any, wrapper: Any) -> RangeWrapper:
+        """A wrapper for a plain function called by name (`f(x)`), without wrapt's per-call
+        `getattr(wrapped, "__self__")`: for a function that attribute is missing, and the
+        AttributeError it raises costs more than the range (wrapt 2.x, _wrappers.c
+        FunctionWrapperBase_call, bindings "function"/"callable"). Binding "staticmethod"
+        skips that lookup and still binds like a function when found on a class (the
+        descriptor is the function's own __get__, then the bound method's __self__ is used)."""
+        if type(func) is not types.FunctionType or _FUNCTION_WRAPPER_BASE is None:
+            return cls(func, wrapper)
+        if _RangedFunctionWrapper is not None and ranges.is_native_range(wrapper):
+            ranged: RangeWrapper = _RangedFunctionWrapper(func, wrapper)
+            return ranged
+        self = _PlainFunctionWrapper(func, wrapper)
+        try:
+            _FUNCTION_WRAPPER_BASE.__init__(self, func, None, wrapper, None, "staticmethod")
+        except Exception:  # another wrapt: keep the wrapper wrapt made, slower but right
+            return cls(func, wrapper)
+        return self
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A string means "a global of this name" (pickle docs, object.__reduce__): pickle
+        # stores module + qualname exactly as for the bare function and checks that the name
+        # leads back to this very wrapper; unpickling needs no autonvtx.
+        return self.__qualname__
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
+
+    def __copy__(self) -> RangeWrapper:
+        return self  # copy.copy(function) is the function (copy._copy_immutable)
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)  # wrapt's repr names the proxy; programs print functions
+
+    def __deepcopy__(self, memo: Any) -> RangeWrapper:
+        return self
+
+
+class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
+    """A RangeWrapper bound by attribute access: pickles like a bound method does."""
+
+    __slots__ = ()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Like method.__reduce__: getattr(self, name). For `Class.method` (no instance)
+        # the owner class stands in, as the bare function pickles by `Class.method` too.
+        instance = self._self_instance
+        holder = self._self_owner if instance is None else instance
+        return getattr, (holder, self.__name__)
+
+    def __reduce__(self) -> Any:
+        return self.__reduce_ex__(2)
+
+    def __copy__(self) -> BoundRangeWrapper:
+        return self
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __deepcopy__(self, memo: Any) -> BoundRangeWrapper:
+        return self
+
+
+RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper
+setattr(RangeWrapper, RANGE_MARK, True)
+setattr(BoundRangeWrapper, RANGE_MARK, True)
+
+
+@_lacking_what_functions_lack  # only here: a wrapt decorator's wrapper may wrap a class
+class _PlainFunctionWrapper(RangeWrapper):
+    """A RangeWrapper around a plain Python function: binds as the function does, to a real
+    bound method around the wrapper (what obj.method is without autonvtx: inspect.ismethod,
+    __self__ and pickling follow). wrapt's own binding makes a BoundFunctionWrapper proxy on
+    every attribute access, several times the cost of the range. Wrappers of anything else
+    (a wrapt decorator's wrapper) keep wrapt's binding, which their wrapper may rely on."""
+
+    __slots__ = ()
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return types.MethodType(self, instance)
+
+# _PlainFunctionWrapper whose call is native: push, the function's own vectorcall, pop, in C
+# (wrapt's call path costs a dict, a tuple and a call of the wrapper, several times the
+# range); it binds as _PlainFunctionWrapper does, and `obj.method()` skips the bound method
+# as for a function. None without autonvtx's native NVTX client (or AUTONVTX_PURE_PYTHON=1).
+_RangedFunctionWrapper = ranges.ranged_function_type(
+    _PlainFunctionWrapper, f"{__name__}._RangedFunctionWrapper"
+)
+
+# _RangedFunctionWrapper(function, its native range) in one C call (ranges.ranged_wrapper_factory).
+_make_ranged = ranges.ranged_wrapper_factory(_RangedFunctionWrapper)
+
+_FUNCTION_WRAPPER_BASE = next(
+    (c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None
+)
+
+
+class WrapEngine:
+    """Wraps selected functions, once each, and keeps every target module's reference to a
+    wrapped function pointing at its one wrapper."""
+
+    changes_namespaces = True
+
+    def __init__(self, config: Config, *, restorable: bool = False) -> None:
+        self._config = config
+        # With `restorable` (the API's install()), every write is remembered, so that restore()
+        # can put the originals back; a run never uninstalls and keeps no such list.
+        self._written: list[tuple[Any, str, Any, Any]] | None = [] if restorable else None
+        # (id(rule), module) -> (RangeStyle, *ranges.style_arguments(it)): one per module, not
+        # one per function (the rules live as long as the config that holds them, so their ids
+        # stay theirs).
+        self._styles: dict[tuple[int, str], Any] = {}
+        self._distinct_styles: dict[Any, Any] = {}
+        # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
+        # stays unique).
+        self._wrappers: dict[int, RangeWrapper] = {}
+        # id(original) -> module-level names, in target modules, that still hold the
+        # original because they were bound before the original was wrapped.
+        self._pending: dict[int, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
+        # Guards only the dicts above; never held while anything else runs (no imports, no
+        # user code), so it cannot take part in an import deadlock.
+        self._lock = threading.Lock()
+
+    def wrapped_count(self) -> int:
+        return len(self._wrappers)
+
+    def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> RangeWrapper:
+        """The one wrapper of `func`, created on first request; pending references rebound."""
+        # Reads take no lock: a dict lookup is atomic (the GIL, or the dict's own lock on a
+        # free-threaded build); the lock makes "first wrapper wins" and the rebinding atomic.
+        found = self._wrappers.get(id(func))
+        if found is not None:
+            return found
+        styled = self._styles.get((id(rule), module))
+        if styled is None:
+            style = self._config.style(rule, module)
+            styled = (style, *ranges.style_arguments(style))
+            # One kept copy of each distinct style, not one per module.
+            styled = self._styles[id(rule), module] = self._distinct_styles.setdefault(styled, styled)
+        style, domain, color, category = styled
+        if style.message == "{qualname}":  # the default: no file or line to look up
+            message = qualname
+        else:
+            message = ranges.label_for(func, module, qualname).format(style.message)
+        wrapper = None
+        if _make_ranged is not None and type(func) is types.FunctionType:
+            wrapper = _make_ranged(func, domain, message, color, category)
+        # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
+        # no native client (or one built from older sources, without ranged_wrapper).
+        if wrapper is None:
+            emitter = ranges.emitter_with_message(style, message)
+            wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
+        with self._lock:
+            found = self._wrappers.setdefault(id(func), wrapper)
+            pending = self._pending.pop(id(func), None) if self._pending else None
+        if pending:
+            self._rebind(func, found, pending)
+        return found
+
+    def existing(self, value: Any) -> RangeWrapper | None:
+        found = self._wrappers.get(id(value))  # no lock: see apply
+        return found if found is not None and found.__wrapped__ is value else None
+
+    def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
+        """Rebind `module.attr` (now `func`) to func's wrapper once there is one."""
+        reference = (weakref.ref(module), attr)
+        with self._lock:
+            # Under the lock apply() takes to publish a wrapper and collect its pending
+            # references: either the wrapper exists now, or it will find this reference.
+            found = self._wrappers.get(id(func))
+            if found is None:
+                pending = self._pending.get(id(func))
+                if pending is None:
+                    self._pending[id(func)] = [reference]
+                else:
+                    pending.append(reference)
+                return
+        # Wrapped meanwhile, on another thread (the walk asked existing() just before).
+        self._rebind(func, found, [reference])
+
+    def _rebind(
+        self, func: Any, wrapper: Any, references: list[tuple[weakref.ref[types.ModuleType], str]]
+    ) -> None:
+        """Point each module name that still holds `func` at its wrapper."""
+        for module_ref, attr in references:
+            target = module_ref()
+            if target is not None:
+                namespace = _module_dict(target)
+                if namespace.get(attr) is func:
+                    self.bind(namespace, attr, wrapper)
+
+    def bind(self, namespace: dict[str, Any], attr: str, value: Any) -> None:
+        if self._written is not None:
+            self._written.append((namespace, attr, namespace.get(attr), value))
+        namespace[attr] = value
+
+    def set_member(self, cls: type, attr: str, value: Any) -> None:
+        if self._written is not None:
+            self._written.append((cls, attr, vars(cls).get(attr), value))
+        # type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code.
+        type.__setattr__(cls, attr, value)
+
+    def restore(self) -> int:
+        """Put back every original this engine replaced, where the wrapper is still in place
+        (a name the program rebound since is its own); the count restored."""
+        if not self._written:
+            return 0
+        written, self._written = self._written, []
+        return restore_writes(written)
+
+
+def restore_writes(written: list[tuple[Any, str, Any, Any]]) -> int:
+    """Undo (holder, attr, original, wrapper) writes, newest first, where the wrapper is still
+    what the holder (a module namespace or a class) has."""
+    restored = 0
+    for holder, attr, original, wrapper in reversed(written):
+        current = holder.get(attr) if isinstance(holder, dict) else vars(holder).get(attr)
+        if current is not wrapper:
+            continue
+        if isinstance(holder, dict):
+            holder[attr] = original
+        else:
+            type.__setattr__(holder, attr, original)
+        restored += 1
+    return restored
+
+
+def is_range_wrapper(value: Any) -> bool:
+    """Whether `value` is a wrapper of autonvtx's (from a rule or a plugin)."""
+    return isinstance(value, RangeWrapper)
+
+
+def patch_attribute(
+    owner: Any,
+    attr: str,
+    make: Callable[[Any], ranges.Wrapper],
+    written: list[tuple[Any, str, Any, Any]] | None = None,
+) -> str | None:
+    """Put a range wrapper around `owner.attr` (a class, a module or another object), the
+    wrapper rules install: `make(function)` gives its wrapt wrapper callable. Static and class
+    methods keep their kind, nothing is wrapped twice, no metaclass or module `__setattr__`
+    runs; the write is appended to `written` (see restore_writes). None when done, else why not."""
+    import inspect
+
+    # The raw entry, never getattr: static and class methods keep their kind (wrapt's rule).
+    if isinstance(owner, (type, types.ModuleType)) and attr in vars(owner):
+        raw = vars(owner)[attr]
+    else:
+        raw = inspect.getattr_static(owner, attr)
+    rewrap: Any = None
+    func = raw
+    if isinstance(raw, (staticmethod, classmethod)):
+        func, rewrap = raw.__func__, type(raw)
+    if isinstance(func, RangeWrapper):
+        return "already wrapped"
+    if not callable(func):
+        return f"not wrapped (not callable: {type(func).__name__})"
+    new: Any = RangeWrapper.for_function(func, make(func))
+    if rewrap is not None:
+        new = rewrap(new)
+    if isinstance(owner, type):
+        holder: Any = owner
+        type.__setattr__(owner, attr, new)
+    elif isinstance(owner, types.ModuleType):
+        holder = _module_dict(owner)
+        holder[attr] = new
+    else:
+        setattr(owner, attr, new)
+        return None  # an instance's attribute: not restorable through its class
+    if written is not None:
+        written.append((holder, attr, raw, new))
+    return None
