@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
@@ -18,6 +19,20 @@ if TYPE_CHECKING:
     from autonvtx.plugins import Plugin
 
 TARGET_KEY = "autonvtx.target"
+
+
+@dataclass(frozen=True)
+class TargetRun:
+    """The target, found and ready: `run` returns it and :func:`main` executes it once click
+    has returned, so the target finds click's context stack as `python` leaves it (empty)."""
+
+    resolved: Any
+    on_main_statement: Callable[[ModuleType], object] | None = None
+
+    def execute(self) -> NoReturn:
+        from autonvtx import runner
+
+        runner.execute(self.resolved, on_main_statement=self.on_main_statement)
 
 
 class RunCommand(click.Command):
@@ -189,7 +204,7 @@ def run(
     buffer_mb: int | None,
     no_children: bool,
     ranks: str | None,
-) -> NoReturn:
+) -> TargetRun:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
 
     \b
@@ -236,7 +251,7 @@ def run(
 
     if left_out:
         # Not a rank to look at: it runs as plain `python` would, at full speed.
-        runner.execute(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
+        return TargetRun(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
 
     session = None
     if outputs is not None and outputs.wanted:
@@ -263,7 +278,7 @@ def run(
         if session is not None:
             session.cancel()
         raise
-    runner.execute(resolved, on_main_statement=on_main_statement)
+    return TargetRun(resolved, on_main_statement)
 
 
 def load_rules(
@@ -542,7 +557,10 @@ def merge_command(traces: tuple[str, ...], output: str) -> None:
 def main(argv: Sequence[str] | None = None) -> Any:
     """Console-script entry: controlled errors print one line, never a traceback."""
     try:
-        return cli.main(args=list(argv) if argv is not None else None, prog_name="autonvtx", standalone_mode=False)
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="autonvtx", standalone_mode=False)
+        if isinstance(result, TargetRun):
+            result.execute()  # outside click's contexts: a click program must not see ours
+        return result
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
         raise SystemExit(error.exit_status) from None
