@@ -562,7 +562,8 @@ def main(argv: Sequence[str] | None = None) -> Any:
             result.execute()  # outside click's contexts: a click program must not see ours
         return result
     except AutonvtxError as error:
-        print(f"autonvtx: {error}", file=sys.stderr)
+        for line in str(error).splitlines():  # one problem a line (a config's, all at once)
+            print(f"autonvtx: {line}", file=sys.stderr)
         raise SystemExit(error.exit_status) from None
     except click.exceptions.Abort:
         print("autonvtx: aborted", file=sys.stderr)

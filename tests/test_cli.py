@@ -164,6 +164,17 @@ def test_bad_config_stops_before_the_target_runs(workdir: Path, config: str, mes
     assert not (workdir / "trace.json").exists()
 
 
+def test_every_config_problem_is_one_line_of_its_own(workdir: Path) -> None:
+    make_file(workdir / "rules.toml", "[autonvtx]\ndomian = 'x'\n[[rules]]\nmodules = ['x']\ninclde = ['y']\n")
+    make_file(workdir / "s.py", "print('ran')\n")
+    done = run_autonvtx("--config", "rules.toml", "s.py", cwd=workdir)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        "autonvtx: rules.toml: autonvtx.domian: unknown key; did you mean 'domain'?",
+        "autonvtx: rules.toml: rules[0].inclde: unknown key; did you mean 'include'?",
+    ]
+
+
 def test_bad_yaml_names_line_and_column(workdir: Path) -> None:
     make_file(workdir / "rules.yaml", "rules:\n  - modules: [x\n    include: y\n")
     make_file(workdir / "s.py", "print('ran')\n")
