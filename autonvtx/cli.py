@@ -246,7 +246,9 @@ def run(
 
         plugins = load_plugins(config)  # a missing or malformed plugin stops us before anything starts
     if dry_run:
-        dry_run_listing(config, runner.resolve(runner.Target(kind=kind, value=value, args=target_args)), verbose)
+        resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
+        say_if_no_rules(config, "run")
+        dry_run_listing(config, resolved, verbose)
         raise SystemExit(0)
 
     if left_out:
@@ -278,6 +280,7 @@ def run(
         if session is not None:
             session.cancel()
         raise
+    say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
     return TargetRun(resolved, on_main_statement)
 
 
@@ -304,6 +307,18 @@ def load_rules(
         excludes=excludes,
         extra_sources=sources,
     )
+
+
+def say_if_no_rules(config: Config, command: str) -> None:
+    """With no rules given and none discovered, say so once on stderr, and where we looked:
+    a command without rules most often means a config in another directory or a forgotten -t."""
+    if not config.sources:
+        print(
+            f"autonvtx: {command}: no rules found: looked for ./autonvtx.toml and [tool.autonvtx]"
+            " in ./pyproject.toml; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
+            " (autonvtx init writes a starter ./autonvtx.toml)",
+            file=sys.stderr,
+        )
 
 
 def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
@@ -473,6 +488,7 @@ def list_command(
     from autonvtx.plugins import load_plugins
 
     config = load_rules(configs, presets, targets, includes, excludes)
+    say_if_no_rules(config, "list")
     load_plugins(config)
     sys.path.insert(0, os.getcwd())  # as `python -c "import MODULE"` would find it
     notes = listing.import_modules(modules)
@@ -506,6 +522,7 @@ def export_command(
     from autonvtx.nsysjson import plan_to_nsys_json
 
     config = load_rules(configs, presets, targets, includes, excludes)
+    say_if_no_rules(config, "export")
     sys.path.insert(0, os.getcwd())
     notes = listing.import_modules(modules)
     plan = listing.plan_modules(config, modules, notes)

@@ -206,6 +206,37 @@ def test_bad_arguments(workdir: Path, args: list[str], message: str) -> None:
     assert "Traceback" not in done.stderr
 
 
+NO_RULES = (
+    "autonvtx: {command}: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
+    " ./pyproject.toml; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
+    " (autonvtx init writes a starter ./autonvtx.toml)"
+)
+
+
+def test_no_rules_is_said_once_with_where_autonvtx_looked(workdir: Path) -> None:
+    # Issue 11, 9: a run with no rules at all ran silently.
+    make_file(workdir / "s.py", "print('ran')\n")
+    make_file(workdir / "pyproject.toml", "[project]\nname = 'x'\n")  # no [tool.autonvtx]: not a config
+    done = run_autonvtx("s.py", cwd=workdir, trace=False)
+    assert (done.returncode, done.stdout) == (0, "ran\n")
+    assert done.stderr.splitlines() == [NO_RULES.format(command="run")]
+    listed = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "list", "json"],
+        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.splitlines() == [NO_RULES.format(command="list")]
+
+
+@pytest.mark.parametrize("given", [["-t", "nothing_here"], ["--preset", "numpy"], ["--config", "rules.toml"], []])
+def test_rules_given_or_discovered_say_nothing_of_it(workdir: Path, given: list[str]) -> None:
+    make_file(workdir / "s.py", "print('ran')\n")
+    make_file(workdir / ("rules.toml" if given else "autonvtx.toml"), "[[rules]]\nmodules = ['x']\n")
+    done = run_autonvtx(*given, "s.py", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    assert "no rules found" not in done.stderr
+
+
 def test_unmatched_patterns_are_reported_once_at_exit(workdir: Path) -> None:
     make_file(workdir / "rules.toml", "[[rules]]\nmodules = ['__main__']\ninclude = ['wrok']\n")
     make_file(workdir / "s.py", "def work():\n    print('worked')\n\nwork()\n")

@@ -108,10 +108,19 @@ def run_python(args: list[str], cwd: Path, stdin: str | None = None, env: dict[s
     return _run([sys.executable, *args], cwd, stdin, env)
 
 
+# `autonvtx run` with no rules says so first, on stderr; the rest must be python's.
+NO_RULES_NOTE = re.compile(r"\Aautonvtx: run: no rules found: [^\n]*\n")
+
+
 def run_ours(
     launcher: str, args: list[str], cwd: Path, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> Outcome:
-    return _run([*LAUNCHERS[launcher], *args], cwd, stdin, env)
+    outcome = _run([*LAUNCHERS[launcher], *args], cwd, stdin, env)
+    if launcher in ("python-m", "console-script"):
+        stderr, noted = NO_RULES_NOTE.subn("", outcome.stderr)
+        assert noted == 1 or outcome.status == 2, outcome.stderr  # said once, unless refused
+        outcome = outcome._replace(stderr=stderr)
+    return outcome
 
 
 def assert_same_as_python(
