@@ -47,6 +47,10 @@ class RunCommand(click.Command):
         ctx.meta[TARGET_KEY] = target
         return super().parse_args(ctx, ours)
 
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        # The target is split off before click parses, so click does not know to show it.
+        return [*super().collect_usage_pieces(ctx), "SCRIPT", "[ARGS]..."]
+
 
 def _value_options(command: click.Command) -> set[str]:
     names: set[str] = set()
@@ -119,7 +123,8 @@ def cli() -> None:
     "configs",
     multiple=True,
     metavar="FILE",
-    help="Rules file (.toml, .yaml); repeatable, merged in order. Default: ./autonvtx.toml, "
+    help="Rules file (.toml, .yaml, or Nsight Systems' .json); repeatable, merged in order. "
+    "Default: ./autonvtx.toml, "
     "else [tool.autonvtx] in ./pyproject.toml.",
 )
 @click.option(
@@ -337,7 +342,7 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
         notes.append(f"{resolved.filename}: no source to read its imports from")
         source = ""
     imports = [name for name in listing.top_level_imports(source, resolved.filename) if listing.is_module(name)]
-    notes += listing.import_modules(imports)
+    notes += listing.import_modules(imports, where="run")
     plan = listing.plan_modules(config, imports, notes, main_source=(source, resolved.filename))
     click.echo(f"dry run: {describe_target(resolved.target.kind, resolved.target.value, resolved.target.args)}")
     click.echo(f"top-level imports: {', '.join(imports) or '(none)'}")
@@ -491,7 +496,7 @@ def list_command(
     say_if_no_rules(config, "list")
     load_plugins(config)
     sys.path.insert(0, os.getcwd())  # as `python -c "import MODULE"` would find it
-    notes = listing.import_modules(modules)
+    notes = listing.import_modules(modules, where="list")
     plan = listing.plan_modules(config, modules, notes)
     click.echo(listing.format_json(plan) if as_json else listing.format_text(plan, verbose=verbose), nl=False)
 
@@ -524,7 +529,7 @@ def export_command(
     config = load_rules(configs, presets, targets, includes, excludes)
     say_if_no_rules(config, "export")
     sys.path.insert(0, os.getcwd())
-    notes = listing.import_modules(modules)
+    notes = listing.import_modules(modules, where="export")
     plan = listing.plan_modules(config, modules, notes)
     for note in notes:
         print(f"autonvtx: export: {note}", file=sys.stderr)
@@ -565,10 +570,25 @@ def merge_command(traces: tuple[str, ...], output: str) -> None:
     from autonvtx.recorder.outputs import check_trace_path
 
     check_inputs(traces)
+    check_distinct_files("merge", traces)
     check_trace_path("merge: -o", output)
     for note in merge_traces(traces, output):
         print(f"autonvtx: {note}", file=sys.stderr)
-    print(f"autonvtx: merged {len(traces)} traces into {output}", file=sys.stderr)
+    noun = "trace" if len(traces) == 1 else "traces"
+    print(f"autonvtx: merged {len(traces)} {noun} into {output}", file=sys.stderr)
+
+
+def check_distinct_files(where: str, paths: Sequence[str]) -> None:
+    """A file named twice (by any path) is a mistake: merged twice, its events would show
+    twice on the timeline."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        status = os.stat(path)
+        key = (status.st_dev, status.st_ino)
+        first = seen.get(key)
+        seen[key] = path
+        if first is not None:
+            raise UsageError(f"{where}: '{path}': the same file as '{first}'; expected each trace once")
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
