@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
@@ -18,6 +19,20 @@ if TYPE_CHECKING:
 TARGET_KEY = "autonvtx.target"
 
 
+@dataclass(frozen=True)
+class TargetRun:
+    """The target, found and ready: `run` returns it and :func:`main` executes it once click
+    has returned, so the target finds click's context stack as `python` leaves it (empty)."""
+
+    resolved: Any
+    on_main_statement: Callable[[ModuleType], object] | None = None
+
+    def execute(self) -> NoReturn:
+        from autonvtx import runner
+
+        runner.execute(self.resolved, on_main_statement=self.on_main_statement)
+
+
 class RunCommand(click.Command):
     """`run` stops parsing its own options at the target: everything after belongs to the target.
 
@@ -29,6 +44,10 @@ class RunCommand(click.Command):
         ours, target = split_target_arguments(args, _value_options(self))
         ctx.meta[TARGET_KEY] = target
         return super().parse_args(ctx, ours)
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        # The target is split off before click parses, so click does not know to show it.
+        return [*super().collect_usage_pieces(ctx), "SCRIPT", "[ARGS]..."]
 
 
 def _value_options(command: click.Command) -> set[str]:
@@ -102,7 +121,8 @@ def cli() -> None:
     "configs",
     multiple=True,
     metavar="FILE",
-    help="Rules file (.toml, .yaml); repeatable, merged in order. Default: ./autonvtx.toml, "
+    help="Rules file (.toml, .yaml, or Nsight Systems' .json); repeatable, merged in order. "
+    "Default: ./autonvtx.toml, "
     "else [tool.autonvtx] in ./pyproject.toml.",
 )
 @click.option(
@@ -187,7 +207,7 @@ def run(
     buffer_mb: int | None,
     no_children: bool,
     ranks: str | None,
-) -> NoReturn:
+) -> TargetRun:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
 
     \b
@@ -229,12 +249,14 @@ def run(
 
         plugins = load_plugins(config)  # a missing or malformed plugin stops us before anything starts
     if dry_run:
-        dry_run_listing(config, runner.resolve(runner.Target(kind=kind, value=value, args=target_args)), verbose)
+        resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
+        say_if_no_rules(config, "run")
+        dry_run_listing(config, resolved, verbose)
         raise SystemExit(0)
 
     if left_out:
         # Not a rank to look at: it runs as plain `python` would, at full speed.
-        runner.execute(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
+        return TargetRun(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
 
     session = None
     if outputs is not None and outputs.wanted:
@@ -261,7 +283,8 @@ def run(
         if session is not None:
             session.cancel()
         raise
-    runner.execute(resolved, on_main_statement=on_main_statement)
+    say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
+    return TargetRun(resolved, on_main_statement)
 
 
 def load_rules(
@@ -289,6 +312,18 @@ def load_rules(
     )
 
 
+def say_if_no_rules(config: Config, command: str) -> None:
+    """With no rules given and none discovered, say so once on stderr, and where we looked:
+    a command without rules most often means a config in another directory or a forgotten -t."""
+    if not config.sources:
+        print(
+            f"autonvtx: {command}: no rules found: looked for ./autonvtx.toml and [tool.autonvtx]"
+            " in ./pyproject.toml; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
+            " (autonvtx init writes a starter ./autonvtx.toml)",
+            file=sys.stderr,
+        )
+
+
 def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
     """run --dry-run: the listing for the modules the target imports at its top level, and
     for the target's own functions when rules select `__main__`."""
@@ -305,7 +340,7 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
         notes.append(f"{resolved.filename}: no source to read its imports from")
         source = ""
     imports = [name for name in listing.top_level_imports(source, resolved.filename) if listing.is_module(name)]
-    notes += listing.import_modules(imports)
+    notes += listing.import_modules(imports, where="run")
     plan = listing.plan_modules(config, imports, notes, main_source=(source, resolved.filename))
     click.echo(f"dry run: {describe_target(resolved.target.kind, resolved.target.value, resolved.target.args)}")
     click.echo(f"top-level imports: {', '.join(imports) or '(none)'}")
@@ -414,9 +449,10 @@ def list_command(
     from autonvtx.plugins import load_plugins
 
     config = load_rules(configs, presets, targets, includes, excludes)
+    say_if_no_rules(config, "list")
     load_plugins(config)
     sys.path.insert(0, os.getcwd())  # as `python -c "import MODULE"` would find it
-    notes = listing.import_modules(modules)
+    notes = listing.import_modules(modules, where="list")
     plan = listing.plan_modules(config, modules, notes)
     click.echo(listing.format_json(plan) if as_json else listing.format_text(plan, verbose=verbose), nl=False)
 
@@ -447,8 +483,9 @@ def export_command(
     from autonvtx.nsysjson import plan_to_nsys_json
 
     config = load_rules(configs, presets, targets, includes, excludes)
+    say_if_no_rules(config, "export")
     sys.path.insert(0, os.getcwd())
-    notes = listing.import_modules(modules)
+    notes = listing.import_modules(modules, where="export")
     plan = listing.plan_modules(config, modules, notes)
     for note in notes:
         print(f"autonvtx: export: {note}", file=sys.stderr)
@@ -489,18 +526,37 @@ def merge_command(traces: tuple[str, ...], output: str) -> None:
     from autonvtx.recorder.outputs import check_trace_path
 
     check_inputs(traces)
+    check_distinct_files("merge", traces)
     check_trace_path("merge: -o", output)
     for note in merge_traces(traces, output):
         print(f"autonvtx: {note}", file=sys.stderr)
-    print(f"autonvtx: merged {len(traces)} traces into {output}", file=sys.stderr)
+    noun = "trace" if len(traces) == 1 else "traces"
+    print(f"autonvtx: merged {len(traces)} {noun} into {output}", file=sys.stderr)
+
+
+def check_distinct_files(where: str, paths: Sequence[str]) -> None:
+    """A file named twice (by any path) is a mistake: merged twice, its events would show
+    twice on the timeline."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        status = os.stat(path)
+        key = (status.st_dev, status.st_ino)
+        first = seen.get(key)
+        seen[key] = path
+        if first is not None:
+            raise UsageError(f"{where}: '{path}': the same file as '{first}'; expected each trace once")
 
 
 def main(argv: Sequence[str] | None = None) -> Any:
     """Console-script entry: controlled errors print one line, never a traceback."""
     try:
-        return cli.main(args=list(argv) if argv is not None else None, prog_name="autonvtx", standalone_mode=False)
+        result = cli.main(args=list(argv) if argv is not None else None, prog_name="autonvtx", standalone_mode=False)
+        if isinstance(result, TargetRun):
+            result.execute()  # outside click's contexts: a click program must not see ours
+        return result
     except AutonvtxError as error:
-        print(f"autonvtx: {error}", file=sys.stderr)
+        for line in str(error).splitlines():  # one problem a line (a config's, all at once)
+            print(f"autonvtx: {line}", file=sys.stderr)
         raise SystemExit(error.exit_status) from None
     except click.exceptions.Abort:
         print("autonvtx: aborted", file=sys.stderr)

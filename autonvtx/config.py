@@ -6,7 +6,8 @@ import dataclasses
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -283,7 +284,12 @@ def load_config(
     preset_sources = list(extra_sources)
     if not files and not targets:
         files = _discover(base)
-    loaded_files = [(path, _load_file(arg, path, base)) for arg, path in files]
+    problems = Problems()
+    loaded_files = []
+    for arg, path in files:
+        with problems.collect():
+            loaded_files.append((path, _load_file(arg, path, base)))
+    problems.raise_any()
     if any(loaded.presets for _, loaded in loaded_files):
         # Presets a file names come before every file, as --preset ones do.
         count = len(extra_sources)
@@ -386,6 +392,29 @@ class _FileConfig:
     table: str = "autonvtx"  # where its [autonvtx] keys live, for messages
 
 
+class Problems:
+    """Every problem found in a config, reported together in one ConfigError, one line
+    each, as linters do: a run shows all the mistakes of a file, not the first one."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.messages.append(message)
+
+    @contextmanager
+    def collect(self) -> Iterator[None]:
+        """A check inside that raises ConfigError adds its lines, and the load goes on."""
+        try:
+            yield
+        except ConfigError as exc:
+            self.messages.extend(str(exc).splitlines())
+
+    def raise_any(self) -> None:
+        if self.messages:
+            raise ConfigError("\n".join(self.messages))
+
+
 def _load_file(arg: str, path: str, base: str) -> _FileConfig:
     full = os.path.join(base, path)
     if not os.path.isfile(full):
@@ -411,23 +440,28 @@ def _load_file(arg: str, path: str, base: str) -> _FileConfig:
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: tool.autonvtx: expected a table, got {_describe(table)}")
         rules = table.pop("rules", [])
-        _check_keys(path, "tool.autonvtx", table, _TABLE_KEYS + ("rules",))
-        loaded = _table(path, "tool.autonvtx", table)
-        loaded.rules = _rules(path, "tool.autonvtx.rules", rules)
+        problems = Problems()
+        _check_keys(path, "tool.autonvtx", table, _TABLE_KEYS + ("rules",), problems)
+        loaded = _table(path, "tool.autonvtx", table, problems)
+        loaded.rules = _rules(path, "tool.autonvtx.rules", rules, problems)
+        problems.raise_any()
         return loaded
+    problems = Problems()
     for key in data:
         if key not in ("autonvtx", "rules"):
             hint = " (global settings go in the [autonvtx] table)" if key in _TABLE_KEYS else ""
-            raise ConfigError(
+            problems.add(
                 f"{path}: {_key_name(key)}: unknown key{hint}"
                 + _did_you_mean(key, ("autonvtx", "rules"))
             )
     table = data.get("autonvtx", {})
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: autonvtx: expected a table, got {_describe(table)}")
-    _check_keys(path, "autonvtx", table, _TABLE_KEYS)
-    loaded = _table(path, "autonvtx", table)
-    loaded.rules = _rules(path, "rules", data.get("rules", []))
+        problems.add(f"{path}: autonvtx: expected a table, got {_describe(table)}")
+        table = {}
+    _check_keys(path, "autonvtx", table, _TABLE_KEYS, problems)
+    loaded = _table(path, "autonvtx", table, problems)
+    loaded.rules = _rules(path, "rules", data.get("rules", []), problems)
+    problems.raise_any()
     return loaded
 
 
@@ -436,12 +470,22 @@ def read_description(path: str) -> str | None:
     return _load_file("preset", path, os.getcwd()).description
 
 
-def _table(path: str, where: str, table: dict[str, Any]) -> _FileConfig:
-    loaded = _FileConfig(_settings(path, where, table), [], table=where)
+def _table(path: str, where: str, table: dict[str, Any], problems: Problems) -> _FileConfig:
+    loaded = _FileConfig(_settings(path, where, table, problems), [], table=where)
     if "description" in table:
-        loaded.description = _string_key(
-            path, f"{where}.description", "description", table["description"]
-        )
+        with problems.collect():
+            loaded.description = _string_key(
+                path, f"{where}.description", "description", table["description"]
+            )
+    with problems.collect():
+        _table_lists(path, where, table, loaded)
+    if "plugin" in table:
+        with problems.collect():
+            loaded.plugin_options = _plugin_tables(path, f"{where}.plugin", table["plugin"])
+    return loaded
+
+
+def _table_lists(path: str, where: str, table: dict[str, Any], loaded: _FileConfig) -> None:
     if "presets" in table:
         names = table["presets"]
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
@@ -460,9 +504,6 @@ def _table(path: str, where: str, table: dict[str, Any]) -> _FileConfig:
             if problem:
                 raise ConfigError(f"{path}: {where}.plugins[{i}]: {problem}")
         loaded.plugins = list(names)
-    if "plugin" in table:
-        loaded.plugin_options = _plugin_tables(path, f"{where}.plugin", table["plugin"])
-    return loaded
 
 
 def _plugin_tables(path: str, where: str, value: Any) -> dict[str, dict[str, Scalar]]:
@@ -568,60 +609,76 @@ def _parse_yaml(display: str, text: str) -> Any:
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
 
 
-def _check_keys(path: str, where: str, table: dict[Any, Any], allowed: Sequence[str]) -> None:
+def _check_keys(
+    path: str, where: str, table: dict[Any, Any], allowed: Sequence[str], problems: Problems
+) -> None:
     for key in table:
         if key not in allowed:
             name = _key_name(key)
             hint = " (rule keys go in a [[rules]] table)" if name in _RULE_KEYS else ""
-            raise ConfigError(
+            problems.add(
                 f"{path}: {where}.{name}: unknown key{hint}" + _did_you_mean(key, allowed)
             )
 
 
-def _settings(path: str, where: str, table: dict[str, Any]) -> dict[str, str]:
-    return {
-        key: _string_key(path, f"{where}.{key}", key, table[key])
-        for key in _SETTINGS_KEYS
-        if key in table
-    }
+def _settings(path: str, where: str, table: dict[str, Any], problems: Problems) -> dict[str, str]:
+    settings = {}
+    for key in _SETTINGS_KEYS:
+        if key in table:
+            with problems.collect():
+                settings[key] = _string_key(path, f"{where}.{key}", key, table[key])
+    return settings
 
 
-def _rules(path: str, where: str, value: Any) -> list[Rule]:
+def _rules(path: str, where: str, value: Any, problems: Problems) -> list[Rule]:
     if not isinstance(value, list):
-        raise ConfigError(
+        problems.add(
             f"{path}: {where}: expected a list of tables ([[rules]]), got {_describe(value)}"
         )
+        return []
     rules = []
     for i, table in enumerate(value):
         loc = f"{where}[{i}]"
         if not isinstance(table, dict):
-            raise ConfigError(f"{path}: {loc}: expected a table, got {_describe(table)}")
-        _check_keys(path, loc, table, _RULE_KEYS)
+            problems.add(f"{path}: {loc}: expected a table, got {_describe(table)}")
+            continue
+        _check_keys(path, loc, table, _RULE_KEYS, problems)
         if "modules" not in table:
-            raise ConfigError(f"{path}: {loc}: a rule needs 'modules'")
-        fields: dict[str, Any] = {}
-        for key, check in _GLOB_KEYS:
-            if key in table:
-                fields[key] = _globs(path, f"{loc}.{key}", table[key], check)
-        if not fields["modules"]:
-            raise ConfigError(f"{path}: {loc}.modules: expected at least one module glob")
-        if fields.get("include") == () and not fields.get("exclude"):
-            raise ConfigError(
-                f"{path}: {loc}.include: empty, and the rule excludes nothing;"
-                " expected at least one glob"
-            )
-        for key in ("color", "domain", "category", "message"):
-            if key in table:
-                fields[key] = _string_key(path, f"{loc}.{key}", key, table[key])
-        if "builtins" in table:
-            builtins = table["builtins"]
-            if not isinstance(builtins, bool):
-                raise ConfigError(
-                    f"{path}: {loc}.builtins: expected true or false, got {_describe(builtins)}"
-                )
-            fields["builtins"] = builtins
-        rules.append(Rule(origin=f"{path}: {loc}", **fields))
+            problems.add(f"{path}: {loc}: a rule needs 'modules'")
+        fields = _rule_fields(path, loc, table, problems)
+        if "modules" in fields:
+            rules.append(Rule(origin=f"{path}: {loc}", **fields))
     return rules
+
+
+def _rule_fields(path: str, loc: str, table: dict[str, Any], problems: Problems) -> dict[str, Any]:
+    """The valid keys of one rule table; the problems of the others go to `problems`."""
+    fields: dict[str, Any] = {}
+    for key, check in _GLOB_KEYS:
+        if key in table:
+            with problems.collect():
+                fields[key] = _globs(path, f"{loc}.{key}", table[key], check)
+    if fields.get("modules") == ():
+        problems.add(f"{path}: {loc}.modules: expected at least one module glob")
+    exclude_failed = "exclude" in table and "exclude" not in fields  # already reported
+    if fields.get("include") == () and not fields.get("exclude") and not exclude_failed:
+        problems.add(
+            f"{path}: {loc}.include: empty, and the rule excludes nothing;"
+            " expected at least one glob"
+        )
+    for key in ("color", "domain", "category", "message"):
+        if key in table:
+            with problems.collect():
+                fields[key] = _string_key(path, f"{loc}.{key}", key, table[key])
+    if "builtins" in table:
+        builtins = table["builtins"]
+        if isinstance(builtins, bool):
+            fields["builtins"] = builtins
+        else:
+            problems.add(
+                f"{path}: {loc}.builtins: expected true or false, got {_describe(builtins)}"
+            )
+    return fields
 
 
 _GLOB_KEYS: tuple[tuple[str, Callable[[str], str | None]], ...] = (
@@ -636,11 +693,13 @@ def _globs(path: str, loc: str, value: Any, check: Callable[[str], str | None]) 
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
         raise ConfigError(f"{path}: {loc}: expected a list of strings, got {_describe(value)}")
+    problems = Problems()
     for i, glob in enumerate(items):
         problem = check(glob)
         if problem:
             suffix = f"[{i}]" if isinstance(value, list) else ""
-            raise ConfigError(f"{path}: {loc}{suffix}: {problem}")
+            problems.add(f"{path}: {loc}{suffix}: {problem}")
+    problems.raise_any()
     return tuple(items)
 
 

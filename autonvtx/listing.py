@@ -116,16 +116,20 @@ def plan_plugins(config: Config) -> list[tuple[str, str, list[tuple[str, str, st
     return out
 
 
-def import_modules(names: Sequence[str]) -> list[str]:
+def import_modules(names: Sequence[str], *, where: str) -> list[str]:
     """Import each named module as the program would; the import errors are returned as
-    notes (a module that fails to import is reported, never fatal), a missing module is."""
+    notes (a module that fails to import is reported, never fatal), a missing module is
+    fatal, its message located at `where` (the command)."""
     notes = []
     for name in names:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
-                raise TargetNotFoundError(f"No module named '{exc.name}'") from None
+                raise TargetNotFoundError(
+                    f"{where}: No module named '{exc.name}';"
+                    " expected a module importable from the working directory or sys.path"
+                ) from None
             notes.append(f"{name}: import failed: {type(exc).__name__}: {exc}")
         except Exception as exc:  # the module's own code failed: list what did import
             notes.append(f"{name}: import failed: {type(exc).__name__}: {exc}")

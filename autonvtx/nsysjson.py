@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from autonvtx.config import COLOR_NAMES, Rule, _did_you_mean
+from autonvtx.config import COLOR_NAMES, Problems, Rule, _did_you_mean
 from autonvtx.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -60,8 +60,11 @@ def read_nsys_json(display: str, full: str) -> list[Rule]:
             " (Nsight Systems' --python-functions-trace format)"
         )
     rules: list[Rule] = []
+    problems = Problems()  # the first problem of every entry, all in one run
     for i, entry in enumerate(data):
-        rules.extend(_entry_rules(display, f"[{i}]", entry))
+        with problems.collect():
+            rules.extend(_entry_rules(display, f"[{i}]", entry))
+    problems.raise_any()
     return rules
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -31,6 +32,37 @@ def copy_example(name: str, destination: Path) -> Path:
 
 
 # The examples, as the README runs them
+
+
+def test_readme_first_command_leaves_the_checkout_clean() -> None:
+    # What the README's first command writes must not show up as untracked in `git status`.
+    first_block = (REPO / "README.md").read_text().split("```bash\n", 1)[1].split("```", 1)[0]
+    outputs = re.findall(r"--trace (\S+)", first_block)
+    assert outputs, first_block
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    for output in outputs:
+        ignored = subprocess.run(["git", "check-ignore", "-q", output], cwd=REPO)
+        assert ignored.returncode == 0, f"{output} would be left untracked in the checkout"
+
+
+def test_readme_says_how_to_run_every_test_as_ci_does() -> None:
+    readme = (REPO / "README.md").read_text()
+    head = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    ci = (REPO / ".ci" / "run").read_text()
+    [frameworks] = [line for line in ci.splitlines() if "pip install" in line and "torch" in line]
+    assert ".ci/run" in head
+    for name in ("torch", "numba", "jax", "tensorflow"):
+        assert name in frameworks and name in head, name
+
+
+def test_examples_and_presets_speak_in_the_projects_own_words() -> None:
+    # "Seed 000" and "shared/seeds/..." are the project's working notes, meaningless to a user.
+    internal = re.compile(r"\bseeds? \d{3}\b|shared/seeds", re.IGNORECASE)
+    files = [*EXAMPLES.rglob("*.py"), *EXAMPLES.rglob("*.toml"), *(REPO / "configs").glob("*.toml")]
+    found = [f"{path.relative_to(REPO)}: {line.strip()}" for path in files
+             for line in path.read_text().splitlines() if internal.search(line)]
+    assert found == []
 
 
 def test_quickstart_example_shows_loop_ranges_inside_f(workdir: Path) -> None:
@@ -164,6 +196,17 @@ def test_bad_config_stops_before_the_target_runs(workdir: Path, config: str, mes
     assert not (workdir / "trace.json").exists()
 
 
+def test_every_config_problem_is_one_line_of_its_own(workdir: Path) -> None:
+    make_file(workdir / "rules.toml", "[autonvtx]\ndomian = 'x'\n[[rules]]\nmodules = ['x']\ninclde = ['y']\n")
+    make_file(workdir / "s.py", "print('ran')\n")
+    done = run_autonvtx("--config", "rules.toml", "s.py", cwd=workdir)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines() == [
+        "autonvtx: rules.toml: autonvtx.domian: unknown key; did you mean 'domain'?",
+        "autonvtx: rules.toml: rules[0].inclde: unknown key; did you mean 'include'?",
+    ]
+
+
 def test_bad_yaml_names_line_and_column(workdir: Path) -> None:
     make_file(workdir / "rules.yaml", "rules:\n  - modules: [x\n    include: y\n")
     make_file(workdir / "s.py", "print('ran')\n")
@@ -193,6 +236,48 @@ def test_bad_arguments(workdir: Path, args: list[str], message: str) -> None:
     assert done.stdout == ""
     assert done.stderr.startswith(message), done.stderr
     assert "Traceback" not in done.stderr
+
+
+NO_RULES = (
+    "autonvtx: {command}: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
+    " ./pyproject.toml; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
+    " (autonvtx init writes a starter ./autonvtx.toml)"
+)
+
+
+def test_no_rules_is_said_once_with_where_autonvtx_looked(workdir: Path) -> None:
+    # Issue 11, 9: a run with no rules at all ran silently.
+    make_file(workdir / "s.py", "print('ran')\n")
+    make_file(workdir / "pyproject.toml", "[project]\nname = 'x'\n")  # no [tool.autonvtx]: not a config
+    done = run_autonvtx("s.py", cwd=workdir, trace=False)
+    assert (done.returncode, done.stdout) == (0, "ran\n")
+    assert done.stderr.splitlines() == [NO_RULES.format(command="run")]
+    listed = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "list", "json"],
+        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.splitlines() == [NO_RULES.format(command="list")]
+
+
+@pytest.mark.parametrize("given", [["-t", "nothing_here"], ["--preset", "numpy"], ["--config", "rules.toml"], []])
+def test_rules_given_or_discovered_say_nothing_of_it(workdir: Path, given: list[str]) -> None:
+    make_file(workdir / "s.py", "print('ran')\n")
+    make_file(workdir / ("rules.toml" if given else "autonvtx.toml"), "[[rules]]\nmodules = ['x']\n")
+    done = run_autonvtx(*given, "s.py", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    assert "no rules found" not in done.stderr
+
+
+def test_run_help_shows_the_target_and_every_config_format(workdir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--help"],
+        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[0] == "Usage: autonvtx run [OPTIONS] SCRIPT [ARGS]..."
+    config_help = done.stdout.partition("--config FILE")[2].partition("--preset")[0]
+    assert ".toml" in config_help and ".yaml" in config_help and ".json" in config_help
 
 
 def test_unmatched_patterns_are_reported_once_at_exit(workdir: Path) -> None:

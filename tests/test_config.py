@@ -386,6 +386,54 @@ def test_bad_config(tmp_path: Path, name: str, text: str, message: str) -> None:
     assert isinstance(info.value, AutonvtxError) and info.value.exit_status == 2
 
 
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    # Issue 11, 8: as linters do, one run lists every mistake, each with its file and key.
+    text = """
+        colour = "red"
+        [autonvtx]
+        domian = "a"
+        color = "grene"
+        [[rules]]
+        modules = ["a", "b c", "src/x.py"]
+        inclde = ["x"]
+        [[rules]]
+        color = "bleu"
+        builtins = "yes"
+        [[rules]]
+        modules = "ok"
+        exclude = "[x"
+    """
+    with pytest.raises(ConfigError) as info:
+        load(tmp_path, "rules.toml", text)
+    lines = str(info.value).splitlines()
+    assert [line.partition(": unknown")[0].partition(": bad")[0].partition(": expected")[0]
+            .partition(": a rule")[0] for line in lines] == [
+        "rules.toml: colour",
+        "rules.toml: autonvtx.domian",
+        "rules.toml: autonvtx.color",
+        "rules.toml: rules[0].inclde",
+        "rules.toml: rules[0].modules[1]",
+        "rules.toml: rules[0].modules[2]",
+        "rules.toml: rules[1]",
+        "rules.toml: rules[1].color",
+        "rules.toml: rules[1].builtins",
+        "rules.toml: rules[2].exclude",
+    ], lines
+    assert "did you mean 'domain'?" in lines[1] and "did you mean 'include'?" in lines[3]
+
+
+def test_problems_of_several_files_are_reported_together(tmp_path: Path) -> None:
+    make_file(tmp_path / "a.toml", "[autonvtx]\ndomian = 'x'\n")
+    make_file(tmp_path / "b.yaml", "rules:\n  - modules: [a]\n    colr: red\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(["a.toml", "missing.toml", "b.yaml"], cwd=str(tmp_path))
+    assert str(info.value).splitlines() == [
+        "a.toml: autonvtx.domian: unknown key; did you mean 'domain'?",
+        "--config: no such file 'missing.toml'",
+        "b.yaml: rules[0].colr: unknown key; did you mean 'color'?",
+    ]
+
+
 def test_malformed_toml_position(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"^rules\.toml:3:7: invalid TOML: Invalid value$"):
         load(tmp_path, "rules.toml", '[autonvtx]\ndomain = "a"\ncolor=?\n')

@@ -125,7 +125,8 @@ def test_list_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["list", "-t", "x", "no_such_module_here"], "autonvtx: No module named 'no_such_module_here'"),
+        (["list", "-t", "x", "no_such_module_here"], "autonvtx: list: No module named 'no_such_module_here'; expected"),
+        (["export", "-t", "x", "no_such_module_here"], "autonvtx: export: No module named 'no_such_module_here'; expected"),
         (["list", "--preset", "nupmy", "numpy"], "autonvtx: --preset: unknown preset 'nupmy'"),
         (["list", "-t", "x"], "autonvtx: list: Missing argument 'MODULES...'."),
     ],

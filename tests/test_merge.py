@@ -124,9 +124,19 @@ def test_merge_command(tmp_path: Path) -> None:
     assert [r.pid for r in read_chrome_trace(tmp_path / "all.json")] == [100, 200]
 
 
+def test_merge_command_counts_in_words(tmp_path: Path) -> None:
+    trace(tmp_path / "t.0.json", [process(100, "python a.py", 5_000, offset=OFFSET_A)], boot_id=BOOT_A)
+    done = merge_command("t.0.json", "-o", "all.json", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "autonvtx: merged 1 trace into all.json\n")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["t.0.json", "t.0.json", "-o", "all.json"],
+         "autonvtx: merge: 't.0.json': the same file as 't.0.json'; expected each trace once\n"),
+        (["t.0.json", "./t.0.json", "-o", "all.json"],
+         "autonvtx: merge: './t.0.json': the same file as 't.0.json'; expected each trace once\n"),
         (["t.0.json", "nope.json", "-o", "all.json"], "autonvtx: merge: no such file 'nope.json'\n"),
         (["t.0.json", "-o", "all.txt"], "autonvtx: merge: -o: 'all.txt' must end in .json or .json.gz"),
         (["t.0.json"], "Missing option '-o'"),

@@ -88,6 +88,18 @@ def test_bad_files(tmp_path: Path, text: str, message: str) -> None:
         load_config(["a.json"], cwd=str(tmp_path))
 
 
+def test_every_bad_entry_is_reported_at_once(tmp_path: Path) -> None:
+    make_file(tmp_path / "a.json", '''
+        [{"module": "m", "function": ["f"]}, {"module": "ok", "functions": ["f"]},
+         {"module": "m", "functions": ["f"], "color": "nope"}]
+    ''')
+    with pytest.raises(ConfigError) as info:
+        load_config(["a.json"], cwd=str(tmp_path))
+    assert [line.partition(": ")[2].partition(":")[0] for line in str(info.value).splitlines()] == [
+        "[0].function", "[2].color",
+    ]
+
+
 def test_run_with_an_nsys_file_as_config(tmp_path: Path) -> None:
     make_file(tmp_path / "trace.nsys.json", """
         [{"module": "inst_shapes.kinds", "domain": "shapes", "color": "0000FF",

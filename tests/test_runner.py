@@ -108,10 +108,19 @@ def run_python(args: list[str], cwd: Path, stdin: str | None = None, env: dict[s
     return _run([sys.executable, *args], cwd, stdin, env)
 
 
+# `autonvtx run` with no rules says so first, on stderr; the rest must be python's.
+NO_RULES_NOTE = re.compile(r"\Aautonvtx: run: no rules found: [^\n]*\n")
+
+
 def run_ours(
     launcher: str, args: list[str], cwd: Path, stdin: str | None = None, env: dict[str, str] | None = None
 ) -> Outcome:
-    return _run([*LAUNCHERS[launcher], *args], cwd, stdin, env)
+    outcome = _run([*LAUNCHERS[launcher], *args], cwd, stdin, env)
+    if launcher in ("python-m", "console-script"):
+        stderr, noted = NO_RULES_NOTE.subn("", outcome.stderr)
+        assert noted == 1 or outcome.status == 2, outcome.stderr  # said once, unless refused
+        outcome = outcome._replace(stderr=stderr)
+    return outcome
 
 
 def assert_same_as_python(
@@ -217,6 +226,66 @@ def test_atexit_sees_main_as_python_leaves_it(launcher: str, tmp_path: Path) -> 
     )
     out = assert_same_as_python(launcher, ["late.py"], tmp_path)
     assert out.stdout == "True False\n"
+
+
+CLICK_APP = """
+import click
+from click.globals import _local
+
+print("outside any command:", click.get_current_context(silent=True))
+
+
+def chain(ctx):
+    names = []
+    while ctx is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return names
+
+
+@click.group()
+@click.option("--name", default="world")
+@click.pass_context
+def app(ctx, name):
+    print("group sees:", chain(ctx), "stack depth", len(getattr(_local, "stack", [])))
+    ctx.obj = name
+
+
+@app.command()
+@click.pass_context
+def hello(ctx):
+    print("command sees:", chain(ctx), "root", ctx.find_root().info_name, "obj", ctx.obj)
+    print("stack depth", len(_local.stack), "current is mine", click.get_current_context() is ctx)
+
+
+@app.command()
+def fail():
+    raise click.UsageError("no such thing")
+
+
+if __name__ == "__main__":
+    app()
+"""
+
+
+@pytest.mark.parametrize("args", [["--name", "you", "hello"], ["fail"], ["--help"], []])
+def test_click_program_sees_no_click_state_of_ours(launcher: str, tmp_path: Path, args: list[str]) -> None:
+    # Issue 11, 1: autonvtx is a click program itself; the target must not find our contexts.
+    make_file(tmp_path / "app.py", CLICK_APP)
+    out = assert_same_as_python(launcher, ["app.py", *args], tmp_path)
+    assert out.stdout.startswith("outside any command: None\n")
+
+
+def test_click_program_under_rules_sees_no_click_state_of_ours(tmp_path: Path) -> None:
+    # With rules selecting __main__ the script runs statement by statement, and is recorded.
+    make_file(tmp_path / "app.py", CLICK_APP)
+    expected = run_python(["app.py", "hello"], tmp_path)
+    ours = _run(
+        [sys.executable, "-m", "autonvtx", "run", "-t", "__main__", "--trace", "t.json", "app.py", "hello"],
+        tmp_path, None, None,
+    )
+    assert (ours.status, ours.stdout) == (expected.status, expected.stdout)
+    assert ours.stdout.startswith("outside any command: None\n")
 
 
 @pytest.mark.parametrize("how", ["script", "module"])

@@ -1,4 +1,4 @@
-"""Seed 000's data workflow on the CPU: build frames, then group-by aggregations done two ways.
+"""A pandas data workflow on the CPU: build frames, then group-by aggregations done two ways.
 
 With no annotation in the code, autonvtx.toml beside it gives every step a range, so the
 timeline shows why one `agg` beats three separate group-bys:

@@ -1,5 +1,5 @@
-"""The multiprocessing example of "NVTX: an annotation tool for profiling code in Python"
-(shared/seeds/000), with its @nvtx.annotate decorators removed: autonvtx.toml puts them back.
+"""Two spawned "calculate" processes beside the main one, and no NVTX annotation in the code:
+the ranges a hand-annotated version would get from @nvtx.annotate come from autonvtx.toml.
 
     autonvtx run --trace multiprocess.json --summary multiprocess.py
 

@@ -1,4 +1,6 @@
-"""Seed 000's quick start, annotated by hand with nvtx.annotate: what autonvtx replaces.
+"""The quick start annotated by hand with nvtx.annotate, as one would without autonvtx.
+
+quickstart.py is the same program with no annotation: its autonvtx.toml gives the same ranges.
 
     autonvtx run --trace quickstart.json --summary examples/quickstart/annotated.py
 """
