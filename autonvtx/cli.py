@@ -295,7 +295,7 @@ def load_rules(
     excludes: Sequence[str],
 ) -> Config:
     """The config from presets, config files (or discovery) and the -t rule."""
-    from autonvtx.config import load_config
+    from autonvtx.configfile import load_config
 
     sources: list[str] = []
     if presets:
@@ -417,13 +417,14 @@ def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @cli.command("presets")
 def presets_command() -> None:
     """List the presets: shipped with autonvtx and installed by other packages."""
-    from autonvtx.presets import all_presets, describe
+    from autonvtx.configfile import describe_preset
+    from autonvtx.presets import all_presets
 
     known = all_presets()
     width = max((len(name) for name in known), default=0)
     for name, preset in known.items():
         source = "" if preset.source == "autonvtx" else f" [{preset.source}]"
-        click.echo(f"{name.ljust(width)}  {describe(preset)}{source}")
+        click.echo(f"{name.ljust(width)}  {describe_preset(preset)}{source}")
 
 
 @cli.command("list")
@@ -480,7 +481,7 @@ def export_command(
       nsys profile --python-functions-trace=pandas.json python job.py
     """
     from autonvtx import listing
-    from autonvtx.nsysjson import plan_to_nsys_json
+    from autonvtx.export import plan_to_nsys_json
 
     config = load_rules(configs, presets, targets, includes, excludes)
     say_if_no_rules(config, "export")
@@ -512,7 +513,7 @@ def export_command(
               help="Append a [tool.autonvtx] table to ./pyproject.toml instead of writing ./autonvtx.toml.")
 def init_command(pyproject: bool) -> None:
     """Write a commented starter config naming the frameworks installed here."""
-    from autonvtx.presets import write_starter
+    from autonvtx.starter import write_starter
 
     click.echo(write_starter(os.getcwd(), pyproject=pyproject))
 

@@ -406,16 +406,17 @@ class _ModuleWalk:
         if selection is None:
             selection = self.walker.select(self.name, qualname)
             reason = selection.reason
-        if not selection.selected:
+        rule = selection.rule
+        if not selection.selected or rule is None:
             self.report.skip(qualname, f"not selected: {reason}")
             return None
-        if builtin and not selection.rule.builtins:
+        if builtin and not rule.builtins:
             self.report.skip(qualname, "builtin: the rule does not set builtins = true")
             return None
         if not self.walker.applies:
             self.report.skip(qualname, f"no NVTX tool attached: {reason}")
             return None
-        wrapper = self.engine.apply(func, self.rule_module, qualname, selection.rule)
+        wrapper = self.engine.apply(func, self.rule_module, qualname, rule)
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
         # per function.
         self.report.wrapped[qualname] = reason

@@ -10,16 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx.config import (
-    COMMAND_LINE_ORIGIN,
-    Config,
-    RangeStyle,
-    Rule,
-    Settings,
-    auto_color,
-    load_config,
-    parse_color,
-)
+from autonvtx.config import COMMAND_LINE_ORIGIN, Config, RangeStyle, Rule, Settings, auto_color, parse_color
+from autonvtx.configfile import load_config
 from autonvtx.errors import AutonvtxError, ConfigError
 from conftest import make_file
 
@@ -568,7 +560,7 @@ def test_yaml_is_imported_only_for_yaml(tmp_path: Path) -> None:
     make_file(tmp_path / "rules.yaml", "rules:\n  - modules: [a]\n")
     code = textwrap.dedent(f"""
         import sys
-        from autonvtx.config import load_config
+        from autonvtx.configfile import load_config
         load_config(["rules.toml"], cwd={str(tmp_path)!r})
         print("yaml" in sys.modules)
         load_config(["rules.yaml"], cwd={str(tmp_path)!r})

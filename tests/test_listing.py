@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from autonvtx import listing
-from autonvtx.config import Config, Rule, load_config
+from autonvtx.config import Config, Rule
+from autonvtx.configfile import load_config
 from conftest import REPO, autonvtx_env, make_file, run_autonvtx
 
 MODULES = REPO / "tests" / "modules"
@@ -289,7 +290,7 @@ def _importable(name: str) -> bool:
 
 def test_init_imports_no_framework() -> None:
     code = (
-        "import sys; from autonvtx.presets import starter_text; starter_text('.'); "
+        "import sys; from autonvtx.starter import starter_text; starter_text('.'); "
         "print(sorted(m for m in ('numpy', 'pandas', 'torch') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx.config import COMMAND_LINE_ORIGIN, Config, Rule, load_config
+from autonvtx.config import COMMAND_LINE_ORIGIN, Config, Rule
+from autonvtx.configfile import load_config
 from autonvtx.matching import Matcher, Selection
 from conftest import make_file
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx.config import load_config, parse_color
+from autonvtx.config import parse_color
+from autonvtx.configfile import load_config
 from autonvtx.errors import ConfigError
-from autonvtx.nsysjson import to_nsys_json
+from autonvtx.export import to_nsys_json
 from conftest import REPO, autonvtx_env, make_file, run_autonvtx
 
 MODULES = REPO / "tests" / "modules"

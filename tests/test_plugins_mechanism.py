@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from autonvtx import environment
-from autonvtx.config import Config, auto_color, load_config, parse_color
+from autonvtx.config import Config, auto_color, parse_color
+from autonvtx.configfile import load_config
 from autonvtx.errors import ConfigError
 from autonvtx.plugins import PluginActivator, PluginContext, load_plugins
 from autonvtx.recorder import native
@@ -171,7 +172,7 @@ def test_bad_plugin_config(tmp_path: Path, text: str, message: str) -> None:
 def test_unknown_builtin_plugin_suggests_a_close_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from autonvtx import config as config_module
+    from autonvtx.configfile import tables as config_module
 
     monkeypatch.setattr(config_module, "builtin_plugins", lambda: ["numba", "torch"])
     make_file(tmp_path / "c.toml", '[autonvtx]\nplugins = ["troch"]\n')

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx import presets as presets_module
-from autonvtx.config import Config, load_config
+from autonvtx.config import Config
+from autonvtx.configfile import describe_preset, load_config
 from autonvtx.errors import ConfigError
 from autonvtx.presets import all_presets, resolve_presets, shipped_presets
 from conftest import REPO, autonvtx_env, make_file, run_autonvtx
@@ -53,7 +53,7 @@ def test_every_shipped_preset_loads_and_describes_itself(name: str) -> None:
     config = load_config([], extra_sources=[path])
     assert config.rules or config.plugins
     assert config.preset_sources == (path,)
-    description = presets_module.describe(shipped_presets()[name])
+    description = describe_preset(shipped_presets()[name])
     assert description and not description.startswith("("), description
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from autonvtx import environment
 from autonvtx.propagate import threads, workers

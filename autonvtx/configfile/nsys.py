@@ -1,4 +1,4 @@
-"""Nsight Systems' --python-functions-trace JSON: read it as rules, and write it from a plan.
+"""Nsight Systems' --python-functions-trace JSON read as rules (`autonvtx.export` writes it).
 
 The format (Nsight Systems User Guide, "Python Functions Trace"; the files it ships under
 PythonFunctionsTrace/) is a JSON list of objects::
@@ -21,14 +21,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from autonvtx.config import COLOR_NAMES, Problems, Rule, _did_you_mean
-from autonvtx.errors import ConfigError
-
-if TYPE_CHECKING:
-    from autonvtx.listing import Plan
+from autonvtx.config import COLOR_NAMES, Rule
+from autonvtx.configfile.problems import Problems
+from autonvtx.errors import ConfigError, did_you_mean
 
 _ENTRY_KEYS = ("module", "functions", "domain", "color")
 _IDENTIFIER_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
@@ -75,7 +72,7 @@ def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
         if not (isinstance(key, str) and key.startswith("_")) and key not in _ENTRY_KEYS:
             raise ConfigError(
                 f"{display}: {loc}.{key}: unknown key; expected {', '.join(_ENTRY_KEYS)}"
-                " (keys starting with '_' are comments)" + _did_you_mean(key, _ENTRY_KEYS)
+                " (keys starting with '_' are comments)" + did_you_mean(key, _ENTRY_KEYS)
             )
     module = entry.get("module")
     if not isinstance(module, str) or not _IDENTIFIER_PATH.match(module):
@@ -133,36 +130,3 @@ def _color(display: str, loc: str, value: Any) -> str:
 
 def _escape(name: str) -> str:
     return _GLOB_SPECIAL.sub(r"[\1]", name)
-
-
-def plan_to_nsys_json(plan: Plan) -> str:
-    """The functions a plan selects as Nsight Systems' JSON: one entry per (module, domain,
-    color), each function named where it is defined (so reading the file back selects the
-    same functions)."""
-    grouped: dict[tuple[str, str, int], list[str]] = {}
-    for rule, planned in plan.selected:
-        for p in planned:
-            if p.module == "__main__":
-                continue  # Nsight Systems cannot name the script's own functions
-            style = plan.config.style(rule, p.module)
-            grouped.setdefault((p.module, style.domain, style.color), []).append(p.qualname)
-    return to_nsys_json(
-        (module, sorted(set(names)), domain, color)
-        for (module, domain, color), names in sorted(grouped.items())
-    )
-
-
-def to_nsys_json(entries: Iterable[tuple[str, Sequence[str], str | None, int | None]]) -> str:
-    """Nsight Systems' JSON for (module, function names, domain, color) entries; a color is
-    0xAARRGGBB and is written as "RRGGBB"."""
-    out = []
-    for module, functions, domain, color in entries:
-        entry: dict[str, Any] = {"module": module}
-        if domain is not None:
-            entry["domain"] = domain
-        if color is not None:
-            entry["color"] = f"{color & 0xFFFFFF:06X}"
-        entry["functions"] = list(functions)
-        out.append(entry)
-    return json.dumps(out, indent=4) + "\n"
-

@@ -1,0 +1,76 @@
+"""Config file formats: TOML and YAML parsed into plain data, with the line and column of a
+syntax error in the message."""
+from __future__ import annotations
+
+import re
+import sys
+from typing import Any
+
+from autonvtx.errors import ConfigError
+
+
+def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
+    """The top-level mapping of the `kind` ("toml" or "yaml") file `full`, named `display`."""
+    try:
+        with open(full, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
+    data = _parse_toml(display, text) if kind == "toml" else _parse_yaml(display, text)
+    if data is None:  # an empty YAML document
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{display}: expected a mapping at the top level, got {describe_value(data)}")
+    return data
+
+
+def _parse_toml(display: str, text: str) -> Any:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        # Python < 3.14 has the position only in the message: "... (at line 3, column 7)".
+        found = re.search(r" \(at line (\d+), column (\d+)\)$", message)
+        if found:
+            message = message[: found.start()]
+            line, col = found.group(1), found.group(2)
+        else:
+            message = re.sub(r" \(at end of document\)$", "", message)
+            line, col = str(text.count("\n") + 1), str(len(text.rsplit("\n", 1)[-1]) + 1)
+        raise ConfigError(f"{display}:{line}:{col}: invalid TOML: {message}") from None
+
+
+def _parse_yaml(display: str, text: str) -> Any:
+    # PyYAML is imported only when a YAML file is loaded: most runs never need it.
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{display}:{mark.line + 1}:{mark.column + 1}" if mark is not None else display
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+
+
+
+
+def describe_value(value: Any) -> str:
+    """A value as messages show it: its TOML/YAML type, then its repr, cut short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    kind = {int: "integer", float: "float", str: "string", list: "list", dict: "table"}.get(
+        type(value)
+    )
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{kind or type(value).__name__} {text}"
