@@ -10,6 +10,8 @@ import sysconfig
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+from setuptools.command.editable_wheel import editable_wheel
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
@@ -75,6 +77,31 @@ class BuildPlainLibrary(build_ext):
         return list(ext.libraries)
 
 
+# One line Python's site module runs at every start-up (a .pth file in site-packages): it
+# imports autonvtx only when AUTONVTX_RULES is set, so a process without it pays one dict lookup.
+STARTUP_PTH = "autonvtx-autostart.pth"
+
+
+class BuildPyWithStartup(build_py):
+    """Puts the start-up .pth at the root of the wheel, which installs into site-packages."""
+
+    def run(self) -> None:
+        super().run()
+        self.copy_file(STARTUP_PTH, os.path.join(self.build_lib, STARTUP_PTH))
+
+    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
+        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, STARTUP_PTH)]
+
+
+class EditableWheelWithStartup(editable_wheel):
+    """`pip install -e .`: an editable wheel holds only a path hook, so the start-up .pth is
+    added beside it (setuptools' _install_namespaces writes there for the same reason)."""
+
+    def _install_namespaces(self, installation_dir: str, pth_prefix: str) -> None:
+        super()._install_namespaces(installation_dir, pth_prefix)
+        self.copy_file(STARTUP_PTH, os.path.join(installation_dir, STARTUP_PTH))
+
+
 # The recorder's thread-local buffer pointer through TLS descriptors: glibc places a dlopen'ed
 # library's TLS in its static surplus when there is room, and the access is then a load from
 # %fs like initial-exec's; when there is none it falls back to dynamic TLS instead of failing
@@ -103,5 +130,9 @@ setup(
             optional=True,
         ),
     ],
-    cmdclass={"build_ext": BuildPlainLibrary},
+    cmdclass={
+        "build_ext": BuildPlainLibrary,
+        "build_py": BuildPyWithStartup,
+        "editable_wheel": EditableWheelWithStartup,
+    },
 )

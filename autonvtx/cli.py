@@ -295,21 +295,9 @@ def load_rules(
     excludes: Sequence[str],
 ) -> Config:
     """The config from presets, config files (or discovery) and the -t rule."""
-    from autonvtx.configfile import load_config
+    from autonvtx.configfile import load_rules as load
 
-    sources: list[str] = []
-    if presets:
-        # Imported only then: start-up cost of a run without --preset (issue 6).
-        from autonvtx.presets import resolve_presets
-
-        sources = resolve_presets(presets)
-    return load_config(
-        configs,
-        targets=targets,
-        includes=includes,
-        excludes=excludes,
-        extra_sources=sources,
-    )
+    return load(configs, presets=presets, targets=targets, includes=includes, excludes=excludes)
 
 
 def say_if_no_rules(config: Config, command: str) -> None:

@@ -40,9 +40,23 @@ CHILDREN = "AUTONVTX_CHILDREN"
 # (read by the native recorder itself; named here so every variable is listed in one place).
 RECORDER_CLOCK = "AUTONVTX_RECORDER_CLOCK"
 
+# A rules file: a Python process started with it in its environment instruments itself at
+# start-up (the `autonvtx-autostart.pth` hook the package installs), no launcher needed:
+# `nsys profile env AUTONVTX_RULES=rules.toml python train.py`, a Jupyter kernel. Children
+# inherit it. AUTONVTX_VERBOSE=1 makes each such process say what it instrumented.
+RULES = "AUTONVTX_RULES"
+
 
 def is_tool_configured() -> bool:
     """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on
     each client's first call (nsys sets it for its target, `--trace`/`--summary` for the
     recorder). Without one, every NVTX call is a no-op and no range would be seen."""
     return bool(os.environ.get(NVTX_INJECTION64_PATH))
+
+
+def verbosity() -> int:
+    """AUTONVTX_VERBOSE as a number (0 when unset or unreadable)."""
+    try:
+        return int(os.environ.get(VERBOSE, "0"))
+    except ValueError:
+        return 0

@@ -76,9 +76,12 @@ def run_autonvtx(
     return Completed(completed.returncode, completed.stdout, completed.stderr, trace_path)
 
 
-def run_under_recorder(tmp_path: Path, source: str) -> tuple[list[Any], str]:
+def run_under_recorder(
+    tmp_path: Path, source: str, *, env: dict[str, str] | None = None, stderr: list[str] | None = None
+) -> tuple[list[Any], str]:
     """Run the program `source` with the native recorder attached (as `autonvtx run --trace`
-    would attach it); every process's recording, and the program's stdout."""
+    would attach it); every process's recording, and the program's stdout. `env` is added to
+    the environment; the program's stderr is appended to `stderr` when given."""
     from autonvtx import environment
     from autonvtx.recorder import native
     from autonvtx.recorder.recording import read_directory
@@ -89,16 +92,20 @@ def run_under_recorder(tmp_path: Path, source: str) -> tuple[list[Any], str]:
     program = make_file(tmp_path / "prog.py", source)
     out = tmp_path / "rec"
     out.mkdir()
+    extra = env or {}
     env = dict(os.environ)
     env.pop(environment.RECORDER_MODE, None)
     env[environment.NVTX_INJECTION64_PATH] = library
     env[environment.RECORD_DIR] = str(out)
     env["PYTHONPATH"] = str(REPO)
+    env.update(extra)
     proc = subprocess.run(
         [sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
+    if stderr is not None:
+        stderr.append(proc.stderr)
     return read_directory(out), proc.stdout
 
 

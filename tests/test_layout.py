@@ -47,7 +47,7 @@ def imports_of(module: str, path: str, known: set[str]) -> Iterator[tuple[str, s
                 continue
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
-                if submodule in known:
+                if submodule in known or submodule in EXTENSIONS:
                     yield submodule, "", node.lineno
                 else:
                     yield base, alias.name, node.lineno
@@ -66,12 +66,10 @@ def graph() -> tuple[dict[str, set[str]], list[str]]:
     for module, path in files.items():
         for target, name, line in imports_of(module, path, known):
             if target not in known:
-                continue  # the extension modules (autonvtx._nvtxclient)
+                continue  # an extension module: the native half of the module importing it
             if target != module:
                 edges[module].add(target)
             leaf = name or target.rpartition(".")[2]
-            if f"{target}.{name}" in EXTENSIONS:
-                continue  # a native half is imported by the module it serves
             if leaf.startswith("_") and not leaf.startswith("__") and not (not name and _same_package(module, target)):
                 private.append(f"{module}:{line} imports {target}{'.' + name if name else ''}")
     return edges, private

@@ -24,7 +24,7 @@ from autonvtx.errors import ConfigError
 if TYPE_CHECKING:
     from autonvtx.presets import Preset
 
-__all__ = ["DISCOVERED", "describe_preset", "discover", "load_config", "read_description"]
+__all__ = ["DISCOVERED", "describe_preset", "discover", "load_config", "load_rules", "read_description"]
 
 # Where a run without --config, --preset or -t looks for rules, in this order.
 DISCOVERED = ("autonvtx.toml", "pyproject.toml")
@@ -84,6 +84,28 @@ def load_config(
         plugins=tuple(plugins),
         plugin_options=freeze_options(options),
         preset_sources=tuple(preset_sources),
+    )
+
+
+def load_rules(
+    configs: Sequence[str] = (),
+    *,
+    presets: Sequence[str] = (),
+    targets: Sequence[str] = (),
+    includes: Sequence[str] = (),
+    excludes: Sequence[str] = (),
+    cwd: str | None = None,
+) -> Config:
+    """What `autonvtx run`'s rule options say: named presets, config files (or the discovered
+    one), and the -t rule, merged."""
+    sources: list[str] = []
+    if presets:
+        # Imported only then: start-up cost of a run without --preset (issue 6).
+        from autonvtx.presets import resolve_presets
+
+        sources = resolve_presets(presets)
+    return load_config(
+        configs, targets=targets, includes=includes, excludes=excludes, cwd=cwd, extra_sources=sources
     )
 
 

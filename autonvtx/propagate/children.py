@@ -85,7 +85,7 @@ def bootstrap() -> None:
     if os.environ.get(environment.CHILDREN) == "off":
         _forget_run()
         return
-    if _is_autonvtx_command():
+    if is_autonvtx_command():
         return  # a nested `autonvtx run` sets itself up from its own options
     role = workers.multiprocessing_role()
     if role == "helper":
@@ -131,7 +131,7 @@ def _start_instrumentation(config_text: str) -> Instrumentation | None:
     if not environment.is_tool_configured():
         return None
     instrumentation = Instrumentation(Config.from_json(config_text))
-    if _verbosity():
+    if environment.verbosity():
         atexit.register(_report, instrumentation)
     instrumentation.install()
     return instrumentation
@@ -139,13 +139,6 @@ def _start_instrumentation(config_text: str) -> Instrumentation | None:
 
 def _report(instrumentation: Instrumentation) -> None:
     print(f"autonvtx: {instrumentation.process_line(process_label())}", file=sys.stderr)
-
-
-def _verbosity() -> int:
-    try:
-        return int(os.environ.get(environment.VERBOSE, "0"))
-    except ValueError:
-        return 0
 
 
 def _put_bootstrap_first() -> None:
@@ -173,7 +166,8 @@ def _forget_run() -> None:
         os.environ[environment.PYTHONPATH] = path[len(BOOTSTRAP_DIR) + 1 :]
 
 
-def _is_autonvtx_command() -> bool:
+def is_autonvtx_command() -> bool:
+    """Whether this process is the `autonvtx` command itself (which sets itself up)."""
     argv = list(getattr(sys, "orig_argv", None) or [])
     if "-m" in argv:
         index = argv.index("-m")

@@ -1,0 +1,223 @@
+"""The library face: `autonvtx.install()` in a program or notebook, and the IPython extension
+(`%load_ext autonvtx`, then `%autonvtx -t 'mypkg.*'`)."""
+from __future__ import annotations
+
+import os
+import sys
+import types
+from collections.abc import Sequence
+from typing import Any, Union
+
+from autonvtx.config import Config
+from autonvtx.control import NO_TOOL_NOTE, Instrumentation
+from autonvtx.errors import UsageError
+
+ConfigSource = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], Config, None]
+
+
+class Installation:
+    """What `install()` returns: `uninstall()` (also on leaving a `with` block) removes the
+    import hook and puts back every function and method it replaced."""
+
+    def __init__(self, instrumentation: Instrumentation) -> None:
+        self._instrumentation = instrumentation
+
+    @property
+    def active(self) -> bool:
+        return self._instrumentation.installed
+
+    @property
+    def config(self) -> Config:
+        return self._instrumentation.config
+
+    def report(self, *, detailed: bool = False) -> list[str]:
+        """What was instrumented, as `autonvtx run -v` (`-vv` with `detailed`) prints it."""
+        return self._instrumentation.warnings() + self._instrumentation.report_lines(detailed=detailed)
+
+    def instrument_main(self) -> None:
+        """Walk `__main__` again: functions it defined since install() get their ranges too
+        (rules must target `__main__`; the IPython extension does this after every cell)."""
+        main = sys.modules.get("__main__")
+        if isinstance(main, types.ModuleType) and self._instrumentation.main_hook is not None:
+            self._instrumentation.instrument_module(main)
+
+    def uninstall(self) -> None:
+        self._instrumentation.uninstall()
+
+    def __enter__(self) -> Installation:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.uninstall()
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "uninstalled"
+        return f"<autonvtx.Installation {state}, {len(self.config.rules)} rules>"
+
+
+def install(
+    config: ConfigSource = None,
+    *,
+    presets: Sequence[str] = (),
+    targets: Sequence[str] = (),
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> Installation:
+    """Give the functions the rules select NVTX ranges, from now on, in this process.
+
+    `config` is a rules file (TOML, YAML, pyproject.toml or Nsight Systems' JSON), a list of
+    them, or a `Config`; with no config, preset or target, `./autonvtx.toml` or `[tool.autonvtx]`
+    in `./pyproject.toml` is used, as `autonvtx run` does. Modules already imported are
+    instrumented at once, later imports as they happen, `__main__` too when a rule targets it.
+    Bad rules raise `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
+    """
+    resolved = _resolve(config, presets, targets, include, exclude)
+    if not (resolved.rules or resolved.plugins):
+        raise UsageError(
+            "install: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
+            " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
+        )
+    instrumentation = Instrumentation(resolved, restorable=True)
+    if not instrumentation.applies:
+        print(f"autonvtx: {NO_TOOL_NOTE}", file=sys.stderr)
+    instrumentation.install()
+    installation = Installation(instrumentation)
+    installation.instrument_main()
+    return installation
+
+
+def _resolve(
+    config: ConfigSource,
+    presets: Sequence[str],
+    targets: Sequence[str],
+    include: Sequence[str],
+    exclude: Sequence[str],
+) -> Config:
+    from autonvtx.configfile import load_rules
+
+    for name, value in (("presets", presets), ("targets", targets), ("include", include), ("exclude", exclude)):
+        if isinstance(value, str):
+            raise UsageError(f"install: {name}: expected a list of strings, got the string {value!r}")
+    if isinstance(config, Config):
+        if presets or targets or include or exclude:
+            raise UsageError("install: config: a Config object cannot be combined with presets or targets")
+        return config
+    if config is None:
+        paths: list[str] = []
+    elif isinstance(config, (str, os.PathLike)):
+        paths = [os.fspath(config)]
+    else:
+        paths = [os.fspath(path) for path in config]
+    return load_rules(paths, presets=presets, targets=targets, includes=include, excludes=exclude)
+
+
+# IPython: %load_ext autonvtx, then %autonvtx [rule options] | %autonvtx off | %autonvtx
+_active: Installation | None = None
+
+MAGIC_USAGE = (
+    "usage: %autonvtx [--config FILE] [--preset NAME] [-t GLOB [--include GLOB] [--exclude GLOB]] [-v]"
+    " | %autonvtx off | %autonvtx (show what is instrumented)"
+)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext autonvtx`: registers the `%autonvtx` line magic, and walks `__main__` after
+    each cell so that functions defined in cells are selectable (module `__main__`)."""
+    ipython.register_magic_function(_magic, magic_kind="line", magic_name="autonvtx")
+    ipython.events.register("post_run_cell", _after_cell)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    global _active
+    if _active is not None:
+        _active.uninstall()
+        _active = None
+    try:
+        ipython.events.unregister("post_run_cell", _after_cell)
+    except ValueError:
+        pass
+
+
+def _after_cell(*_: object) -> None:
+    if _active is not None and _active.active:
+        _active.instrument_main()
+
+
+def _magic(line: str) -> None:
+    global _active
+    from autonvtx.errors import AutonvtxError
+
+    try:
+        words = _split(line)
+        if words == ["off"]:
+            _magic_off()
+            return
+        options = _parse_magic(words)
+    except UsageError as error:
+        print(f"autonvtx: {error}\n{MAGIC_USAGE}", file=sys.stderr)
+        return
+    verbose = options.pop("verbose")
+    if not any(options.values()):
+        lines = _active.report(detailed=verbose > 1) if _active is not None else ["nothing is installed"]
+        for text in lines:
+            print(f"autonvtx: {text}")
+        return
+    if _active is not None:
+        _active.uninstall()
+        _active = None
+    try:
+        _active = install(options.pop("configs") or None, **options)
+    except AutonvtxError as error:
+        print(f"autonvtx: {error}", file=sys.stderr)
+        return
+    summary = _active.report()[-1] if not verbose else "\n".join(_active.report(detailed=verbose > 1))
+    print(f"autonvtx: installed: {summary}")
+
+
+def _magic_off() -> None:
+    global _active
+    if _active is None:
+        print("autonvtx: nothing is installed")
+        return
+    _active.uninstall()
+    _active = None
+    print("autonvtx: uninstalled; every replaced function is back")
+
+
+def _split(line: str) -> list[str]:
+    import shlex
+
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%autonvtx: {exc}") from None
+
+
+# The magic's options are `autonvtx run`'s rule options, by the same names.
+_MAGIC_OPTIONS = {
+    "--config": "configs", "--preset": "presets", "-t": "targets", "--target": "targets",
+    "--include": "include", "--exclude": "exclude",
+}
+
+
+def _parse_magic(words: Sequence[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {"configs": [], "presets": [], "targets": [], "include": [], "exclude": [], "verbose": 0}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in ("-v", "--verbose", "-vv"):
+            options["verbose"] += 2 if word == "-vv" else 1
+            i += 1
+            continue
+        name, has_value, value = word.partition("=")
+        key = _MAGIC_OPTIONS.get(name)
+        if key is None:
+            raise UsageError(f"%autonvtx: {word!r}: unknown option")
+        if not has_value:
+            if i + 1 >= len(words):
+                raise UsageError(f"%autonvtx: {name}: option requires an argument")
+            value = words[i + 1]
+            i += 1
+        options[key].append(value)
+        i += 1
+    return options

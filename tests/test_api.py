@@ -1,0 +1,188 @@
+"""The public API: autonvtx.install() / uninstall(), the IPython extension, and start-up from
+AUTONVTX_RULES with no launcher; every range seen through the recorder."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import autonvtx
+from conftest import REPO, autonvtx_env, make_file, run_autonvtx, run_under_recorder
+
+MYMOD = """
+    def work(x):
+        return x + 1
+
+    class Model:
+        def step(self):
+            return work(1)
+
+        @staticmethod
+        def helper():
+            return 2
+"""
+
+
+def names(recordings: list) -> list[str]:
+    return [r.name for rec in recordings for r in sorted(rec.ranges, key=lambda r: r.start_ns)]
+
+
+def test_install_ranges_then_uninstall_restores_every_function(tmp_path: Path) -> None:
+    make_file(tmp_path / "mymod.py", MYMOD)
+    recordings, out = run_under_recorder(
+        tmp_path,
+        """
+        import autonvtx, mymod
+        work, step, helper = mymod.work, vars(mymod.Model)["step"], vars(mymod.Model)["helper"]
+        handle = autonvtx.install(targets=["mymod"])
+        print(mymod.work is work, type(vars(mymod.Model)["helper"]).__name__)
+        mymod.work(1); mymod.Model().step(); mymod.Model.helper()
+        handle.uninstall()
+        print(mymod.work is work, vars(mymod.Model)["step"] is step, vars(mymod.Model)["helper"] is helper)
+        mymod.work(2)  # after uninstall: no range
+        with autonvtx.install(targets=["mymod"], exclude=["Model.*"]) as again:
+            mymod.work(3); mymod.Model().step()
+        print(mymod.work is work, again.active)
+        """,
+    )
+    assert out.split("\n")[:3] == ["False staticmethod", "True True True", "True False"]
+    # The second install excludes Model.step, not the work() it calls.
+    assert names(recordings) == ["work", "Model.step", "work", "Model.helper", "work", "work"]
+
+
+def test_install_sees_later_imports_and_main_functions(tmp_path: Path) -> None:
+    make_file(tmp_path / "mymod.py", MYMOD)
+    recordings, _ = run_under_recorder(
+        tmp_path,
+        """
+        import autonvtx
+
+        def train():
+            return 1
+
+        handle = autonvtx.install(targets=["mymod", "__main__"])
+        import mymod  # imported after install(): instrumented as it is imported
+        train(); mymod.work(1)
+        print("\\n".join(handle.report()))
+        """,
+    )
+    assert names(recordings) == ["train", "work"]
+
+
+def test_install_is_used_under_autonvtx_run(tmp_path: Path) -> None:
+    make_file(tmp_path / "mymod.py", MYMOD)
+    make_file(
+        tmp_path / "prog.py",
+        """
+        import autonvtx, mymod
+        with autonvtx.install(config="rules.toml"):
+            mymod.work(1)
+        mymod.work(2)
+        """,
+    )
+    make_file(tmp_path / "rules.toml", '[[rules]]\nmodules = ["mymod"]\ndomain = "api"\n')
+    done = run_autonvtx("prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [(e["name"], e["cat"]) for e in done.ranges()] == [("work", "api")]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"config": "missing.toml"}, autonvtx.ConfigError, r"no such file 'missing.toml'"),
+        ({"targets": "mymod"}, autonvtx.UsageError, r"install: targets: expected a list of strings"),
+        ({"targets": ["my mod"]}, autonvtx.ConfigError, r"--target: bad glob 'my mod'"),
+        ({}, autonvtx.UsageError, r"install: no rules found: looked for ./autonvtx.toml"),
+    ],
+)
+def test_bad_input_raises_autonvtx_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kwargs: dict, error: type, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=message):
+        autonvtx.install(**kwargs)
+    assert issubclass(error, autonvtx.AutonvtxError) and not issubclass(error, SystemExit)
+
+
+def test_importing_the_package_stays_cheap() -> None:
+    code = "import sys, autonvtx; print(sorted(m for m in sys.modules if m.startswith('autonvtx')))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**autonvtx_env(), "PYTHONPATH": str(REPO)},
+    ).stdout
+    assert out.strip() == "['autonvtx', 'autonvtx.errors']"
+
+
+def test_ipython_extension_instruments_cells(tmp_path: Path) -> None:
+    pytest.importorskip("IPython")
+    ipython = shutil.which("ipython", path=os.path.dirname(sys.executable))
+    if ipython is None:
+        pytest.skip("no ipython command beside this Python")
+    make_file(tmp_path / "mymod.py", MYMOD)
+    session = "\n".join(
+        [
+            "ip = get_ipython()",
+            "ip.run_line_magic('load_ext', 'autonvtx')",
+            "ip.run_line_magic('autonvtx', \"-t __main__ -t mymod --exclude 'Model.*'\")",
+            "ip.run_cell('import mymod\\ndef cell_fn():\\n    return mymod.work(1)')",
+            "ip.run_cell('cell_fn(); mymod.Model().step()')",
+            "ip.run_line_magic('autonvtx', '')",
+            "ip.run_line_magic('autonvtx', 'off')",
+            "ip.run_cell('cell_fn()')",
+            "ip.run_line_magic('autonvtx', '--bogus')",
+        ]
+    )
+    errors: list[str] = []
+    recordings, out = run_under_recorder(
+        tmp_path,
+        f"""
+        import subprocess, sys
+        done = subprocess.run([{ipython!r}, "--quick", "--no-banner", "-c", {session!r}],
+                              capture_output=True, text=True)
+        sys.stdout.write(done.stdout)
+        sys.stderr.write(done.stderr)
+        """,
+        env={"IPYTHONDIR": str(tmp_path / "ipython")},
+        stderr=errors,
+    )
+    assert "autonvtx: installed: wrapped 0 functions in 1 modules (0 skipped)" in out, out + errors[0]
+    # `%autonvtx` alone: what the cells and the import since then brought.
+    assert "autonvtx: wrapped 2 functions in 2 modules (2 skipped)" in out
+    assert "autonvtx: uninstalled; every replaced function is back" in out
+    assert "'--bogus': unknown option" in errors[0]
+    assert sorted(names(recordings)) == ["cell_fn", "work", "work"]  # work() inside Model.step too
+
+
+AUTOSTART = """
+    import subprocess, sys, mymod
+    mymod.work(1)
+    subprocess.run([sys.executable, "-c", "import mymod; mymod.Model().step()"], check=True)
+"""
+
+
+def test_autonvtx_rules_instruments_a_plain_python_and_its_children(tmp_path: Path) -> None:
+    if not (Path(sys.prefix) / "lib").glob("python*/site-packages/autonvtx-autostart.pth"):
+        pytest.skip("autonvtx is not installed in this Python (the .pth comes with the install)")
+    make_file(tmp_path / "mymod.py", MYMOD)
+    make_file(tmp_path / "rules.toml", '[[rules]]\nmodules = ["mymod"]\n')
+    errors: list[str] = []
+    recordings, _ = run_under_recorder(
+        tmp_path, AUTOSTART, env={"AUTONVTX_RULES": "rules.toml", "AUTONVTX_VERBOSE": "1"}, stderr=errors
+    )
+    assert sorted(names(recordings)) == ["Model.step", "work", "work"]
+    assert len([line for line in errors[0].splitlines() if "wrapped 3 functions in 1 module" in line]) == 2
+
+
+def test_a_bad_autonvtx_rules_file_is_one_line_and_the_program_runs(tmp_path: Path) -> None:
+    make_file(tmp_path / "mymod.py", MYMOD)
+    make_file(tmp_path / "rules.toml", '[[rules]]\nmodule = ["mymod"]\n')
+    errors: list[str] = []
+    recordings, _ = run_under_recorder(tmp_path, AUTOSTART, env={"AUTONVTX_RULES": "rules.toml"}, stderr=errors)
+    assert names(recordings) == []
+    lines = [line for line in errors[0].splitlines() if line.startswith("autonvtx:")]
+    assert len(lines) == 2  # the program and its child, each once
+    assert "AUTONVTX_RULES=rules.toml: not instrumented:" in lines[0] and "rules[0].module" in lines[0]
