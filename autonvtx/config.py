@@ -40,6 +40,10 @@ class Rule:
     message: str | None = None
     builtins: bool = False
     origin: str = ""
+    reading_of: str = ""
+    """Set on the rules read from one entry of an Nsight Systems JSON file (its location):
+    a name `a.f` there is `a.f` in the module or `f` in submodule `a`, and the reader writes
+    a rule per reading. A name is unmatched when no reading of it matched."""
 
     def where(self, key: str) -> str:
         """The location of one of this rule's keys, as messages name it."""

@@ -1,6 +1,7 @@
 """The import hook: hands each target module to the instrumenter right after it executed."""
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import types
@@ -72,6 +73,20 @@ class InstrumentingLoader:
         spec = namespace.get("__spec__")
         if isinstance(spec, ModuleSpec) and spec.loader is self:
             spec.loader = self.loader
+
+
+# While a target module executes, InstrumentingLoader.exec_module's frame sits between
+# importlib's. `warnings` skips importlib's frames when it counts a stacklevel: those whose
+# file name contains both "importlib" and "_bootstrap" (warnings._is_internal_filename, and
+# is_internal_frame/is_internal_filename in Python/_warnings.c, 3.10 to 3.13). Our frame gets
+# such a name too, so `warn(..., stacklevel=2)` in a module being imported points at the
+# importing line, and the filters (e.g. DeprecationWarning shown in __main__) decide as under
+# plain Python. The name starts with this file's path: tracebacks still say whose frame it
+# is, and the runner trims it as it trims all of ours.
+LOADER_FRAME_FILENAME = f"{os.path.abspath(__file__)} (chained loader, as importlib._bootstrap)"
+InstrumentingLoader.exec_module.__code__ = InstrumentingLoader.exec_module.__code__.replace(
+    co_filename=LOADER_FRAME_FILENAME
+)
 
 
 class InstrumentingFinder:

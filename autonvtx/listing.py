@@ -245,7 +245,8 @@ def _kind(func: Any, module: str, qualname: str) -> str:
 def format_text(plan: Plan, *, verbose: bool = False) -> str:
     """The human-readable listing: per rule its selections, then its unmatched patterns."""
     lines: list[str] = []
-    for rule, planned in plan.selected:
+    blocks = _entries(plan.selected)
+    for rule, planned in blocks:
         lines.append(f"{rule.origin}: {_describe_rule(rule)}")
         width = max((len(f"{p.module}:{p.qualname}") for p in planned), default=0)
         for p in planned:
@@ -274,8 +275,8 @@ def format_text(plan: Plan, *, verbose: bool = False) -> str:
     lines.append(
         f"{total} function{'s' if total != 1 else ''} selected in"
         f" {len({p.module for p in plan.all_selected()})} of {len(plan.modules)} targeted"
-        f" module{'s' if len(plan.modules) != 1 else ''} by {len(plan.selected)}"
-        f" rule{'s' if len(plan.selected) != 1 else ''}"
+        f" module{'s' if len(plan.modules) != 1 else ''} by {len(blocks)}"
+        f" rule{'s' if len(blocks) != 1 else ''}"
     )
     return "\n".join(lines) + "\n"
 
@@ -314,7 +315,25 @@ def format_json(plan: Plan) -> str:
     ) + "\n"
 
 
+def _entries(selected: list[tuple[Rule, list[Planned]]]) -> list[tuple[Rule, list[Planned]]]:
+    """The rules as the user wrote them: the readings of one Nsight Systems entry (see
+    config.Rule.reading_of) folded into its first rule, which names every function."""
+    blocks: list[tuple[Rule, list[Planned]]] = []
+    first: dict[str, list[Planned]] = {}
+    for rule, planned in selected:
+        if rule.reading_of and rule.reading_of in first:
+            first[rule.reading_of].extend(planned)
+            continue
+        block = (rule, list(planned))
+        blocks.append(block)
+        if rule.reading_of:
+            first[rule.reading_of] = block[1]
+    return [(rule, sorted(planned, key=lambda p: (p.module, p.qualname))) for rule, planned in blocks]
+
+
 def _describe_rule(rule: Rule) -> str:
+    if rule.reading_of:  # an Nsight Systems entry, in its own words
+        return f"module {rule.modules[0]}; functions {', '.join(rule.include)}"
     parts = [f"modules {', '.join(rule.modules)}"]
     if rule.include != ("*",):
         parts.append(f"include {', '.join(rule.include)}")

@@ -266,8 +266,16 @@ class Matcher:
     def unmatched_by_rule(self) -> list[tuple[Rule, list[str]]]:
         """Per rule, in order, a line per pattern of it that matched nothing."""
         result = []
+        readings: dict[str, list[_CompiledRule]] = {}
+        for c in self._rules:
+            if c.rule.reading_of:
+                readings.setdefault(c.rule.reading_of, []).append(c)
         for c in self._rules:
             rule = c.rule
+            if rule.reading_of:
+                group = readings[rule.reading_of]
+                result.append((rule, self._unmatched_readings(group) if c is group[0] else []))
+                continue
             lines = []
             hit_modules = self._modules_of_rule[c.index]
             for i, glob in enumerate(rule.modules):
@@ -288,6 +296,33 @@ class Matcher:
                             )
             result.append((rule, lines))
         return result
+
+    def _unmatched_readings(self, group: list[_CompiledRule]) -> list[str]:
+        """The unmatched names of one Nsight Systems entry, whose rules are its readings: the
+        first targets the entry's module with every name, the others a submodule each with
+        the names' tails (see config.Rule.reading_of)."""
+        first = group[0].rule
+        module = first.modules[0]
+        if (group[0].index, "modules", 0) not in self._matched:
+            return [
+                f"{first.where('module')}: {module!r} matched no module"
+                + _suggest(module, self._seen_modules | set(self._by_module))
+            ]
+        found: set[str] = set()
+        seen: set[str] = set()
+        for c in group:
+            prefix = c.rule.modules[0][len(module) + 1 :]
+            prefix += "." if prefix else ""
+            found.update(prefix + glob for i, glob in enumerate(c.rule.include)
+                         if (c.index, "include", i) in self._matched)
+            for hit in self._modules_of_rule[c.index]:
+                seen.update(prefix + name for name in self._names_in_module.get(hit, ()))
+        return [
+            f"{first.where('functions')}: {name!r} matched no function defined in {module!r}"
+            " or its submodules" + _suggest(name, seen)
+            for name in first.include
+            if name not in found
+        ]
 
     def _compiled_for(self, module: str) -> tuple[_CompiledRule, ...]:
         try:

@@ -264,3 +264,53 @@ def test_reentrant_lookup_in_one_thread_does_not_block_another(hook: ImportHook,
     thread.join(timeout=30)
     finder._busy.names.clear()
     assert result and isinstance(result[0].f, RangeWrapper)
+
+
+# -- warnings raised while a target module imports ------------------------------------
+
+WARNING_PROGRAM = {
+    "main.py": "import lib_a\nimport lib_dep\nprint(lib_a.value + lib_dep.value)\n",
+    # lib_dep warns about itself at the line importing it (in __main__), as a deprecated
+    # module does; lib_b warns at the line of lib_a importing lib_a, three levels up.
+    "lib_dep.py": "import warnings\nwarnings.warn('lib_dep is deprecated', DeprecationWarning, stacklevel=2)\nvalue = 1\n",
+    "lib_a.py": "import lib_b\nvalue = lib_b.value\n",
+    "lib_b.py": "import warnings\nwarnings.warn('from lib_b', UserWarning, stacklevel=3)\nvalue = 2\n",
+}
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        [],
+        ["-W", "error::DeprecationWarning"],
+        ["-W", "ignore::DeprecationWarning:__main__"],
+        ["-W", "error::UserWarning:__main__"],
+        ["-W", "always"],
+        ["-X", "frozen_modules=off"],
+    ],
+)
+def test_import_time_warnings_are_attributed_as_python_attributes_them(tmp_path: Path, flags: list[str]) -> None:
+    # Issue 11, 3: our loader's frame must be as invisible to `warnings` as importlib's.
+    import os
+    import subprocess
+
+    from autonvtx.recorder import native
+
+    library = native.library_path()
+    if library is None:
+        pytest.skip("the native recorder is not built in this checkout")
+    for name, text in WARNING_PROGRAM.items():
+        make_file(tmp_path / name, text)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_", "PYTHONWARNINGS"))}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+
+    def run(*args: str, **extra: str) -> tuple[int, str, str]:
+        done = subprocess.run([sys.executable, *flags, *args], cwd=tmp_path, capture_output=True,
+                              text=True, env={**env, **extra}, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    expected = run("main.py")
+    # A no-op tool attached: functions are wrapped, and autonvtx has nothing to say.
+    ours = run("-m", "autonvtx", "run", "-t", "lib_*", "main.py",
+               NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop")
+    assert ours == expected

@@ -145,6 +145,59 @@ def test_export_resolves_globs_into_exact_names_that_read_back_the_same(tmp_path
     assert json.loads(back.stdout) == data
 
 
+def test_exported_file_reads_back_without_warnings_and_selects_what_list_showed(tmp_path: Path) -> None:
+    # Issue 11, 5: classes (Trainer.step), nested classes (Trainer.Inner.run) and re-exports
+    # (inst_shapes.reexport.plain) must come back as they went out, with nothing "unmatched".
+    make_file(tmp_path / "rules.toml", """
+        [[rules]]
+        modules = ["inst_shapes", "inst_shapes.*"]
+        exclude = ["_*", "*._*"]
+    """)
+    exported = autonvtx("export", "--config", "rules.toml", "inst_shapes.reexport", "-o", "fx.json", cwd=tmp_path)
+    assert (exported.returncode, exported.stderr) == (0, "")
+
+    def listed(config: str) -> tuple[set[tuple[str, str, str]], str]:
+        done = autonvtx("list", "--json", "--config", config, "inst_shapes.reexport", cwd=tmp_path)
+        assert (done.returncode, done.stderr) == (0, "")
+        rules = json.loads(done.stdout)["rules"]
+        assert [rule["unmatched"] for rule in rules] == [[] for _ in rules]
+        selected = {(s["module"], s["qualname"], s["kind"]) for rule in rules for s in rule["selected"]}
+        text = autonvtx("list", "--config", config, "inst_shapes.reexport", cwd=tmp_path).stdout
+        return selected, text
+
+    before, _ = listed("rules.toml")
+    after, text = listed("fx.json")
+    assert after == before
+    assert {"Trainer.step", "Trainer.Inner.run", "plain"} <= {qualname for _, qualname, _ in after}
+    assert "unmatched" not in text and "(selects nothing)" not in text
+    assert text.count("fx.json: [0]") == 1  # one entry, listed once
+    run = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--config", "fx.json", "--trace", "t.json",
+         "-c", "import inst_shapes.reexport as r; r.plain(1)"],
+        cwd=tmp_path, env=autonvtx_env(PYTHONPATH=os.pathsep.join([str(REPO), str(MODULES)])),
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "warning" not in run.stderr, run.stderr
+
+
+def test_a_name_no_reading_of_which_matched_is_reported_once(tmp_path: Path) -> None:
+    make_file(tmp_path / "a.json", """
+        [{"module": "inst_shapes.kinds", "functions": ["Trainer.step", "Trainer.stpe", "plian", "Trainer.Inner.run"]},
+         {"module": "inst_shapes.nosuch", "functions": ["f"]}]
+    """)
+    done = autonvtx("list", "--config", "a.json", "inst_shapes.kinds", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    unmatched = [line.strip() for line in done.stdout.splitlines() if "unmatched" in line]
+    assert unmatched == [
+        "unmatched: a.json: [0].functions: 'Trainer.stpe' matched no function defined in"
+        " 'inst_shapes.kinds' or its submodules; did you mean 'Trainer.step'?",
+        "unmatched: a.json: [0].functions: 'plian' matched no function defined in"
+        " 'inst_shapes.kinds' or its submodules; did you mean 'plain'?",
+        "unmatched: a.json: [1].module: 'inst_shapes.nosuch' matched no module; did you mean 'inst_shapes.kinds'?",
+    ]
+
+
 def test_export_to_a_file(tmp_path: Path) -> None:
     done = autonvtx("export", "-t", "inst_shapes.kinds", "--include", "plain", "-o", "out.json", "inst_shapes.kinds", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -112,6 +112,7 @@ def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
             domain=domain,
             color=color,
             origin=origin,
+            reading_of=origin,
         )
         for home, names in by_module.items()
     ]
