@@ -80,6 +80,8 @@ def install(
     instrumentation = Instrumentation(resolved, restorable=True)
     if not instrumentation.applies:
         print(f"autonvtx: {NO_TOOL_NOTE}", file=sys.stderr)
+    elif instrumentation.engine_note is not None:
+        print(f"autonvtx: {instrumentation.engine_note}", file=sys.stderr)
     instrumentation.install()
     installation = Installation(instrumentation)
     installation.instrument_main()

@@ -111,50 +111,52 @@ def cli() -> None:
     """NVTX ranges on any Python program's own functions, without touching its source."""
 
 
+# The rule options of `run`, `list` and `export` (and %autonvtx in IPython), declared once.
+RULE_OPTIONS = [
+    click.option(
+        "--config", "configs", multiple=True, metavar="FILE",
+        help="Rules file (.toml, .yaml, .yml, or Nsight Systems' functions-trace .json); repeatable,"
+        " merged in order. Default: ./autonvtx.toml, else [tool.autonvtx] in ./pyproject.toml.",
+    ),
+    click.option(
+        "--preset", "presets", multiple=True, metavar="NAME",
+        help="Shipped or installed rules for a framework (e.g. torch, pandas); repeatable."
+        " See 'autonvtx presets'.",
+    ),
+    click.option(
+        "-t", "--target", "targets", multiple=True, metavar="GLOB",
+        help="Quick rule: annotate modules matching GLOB (e.g. 'mypkg.*'); repeatable.",
+    ),
+    click.option(
+        "--include", "includes", multiple=True, metavar="GLOB",
+        help="With -t: only qualified names matching GLOB (e.g. 'Trainer.*'); repeatable.",
+    ),
+    click.option(
+        "--exclude", "excludes", multiple=True, metavar="GLOB",
+        help="With -t: never qualified names matching GLOB (e.g. '_*'); repeatable.",
+    ),
+    click.option(
+        "--engine", type=click.Choice(["auto", "code", "wrap"]), default=None,
+        help="How rules put ranges on functions: code (sys.monitoring, Python 3.12+, replaces"
+        " nothing), wrap (wrappers), auto (code where it can run; the default, or the config's"
+        " [autonvtx] engine).",
+    ),
+]
+
+
+def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--config, --preset, -t/--target, --include, --exclude, --engine."""
+    for option in reversed(RULE_OPTIONS):
+        command = option(command)
+    return command
+
+
 @cli.command(
     cls=RunCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
     short_help="Run a Python program with NVTX ranges on the functions the rules select.",
 )
-@click.option(
-    "--config",
-    "configs",
-    multiple=True,
-    metavar="FILE",
-    help="Rules file (.toml, .yaml, or Nsight Systems' .json); repeatable, merged in order. "
-    "Default: ./autonvtx.toml, "
-    "else [tool.autonvtx] in ./pyproject.toml.",
-)
-@click.option(
-    "--preset",
-    "presets",
-    multiple=True,
-    metavar="NAME",
-    help="Shipped or installed rules for a framework (e.g. torch, pandas); repeatable. "
-    "See 'autonvtx presets'.",
-)
-@click.option(
-    "-t",
-    "--target",
-    "targets",
-    multiple=True,
-    metavar="GLOB",
-    help="Quick rule: annotate modules matching GLOB (e.g. 'mypkg.*'); repeatable.",
-)
-@click.option(
-    "--include",
-    "includes",
-    multiple=True,
-    metavar="GLOB",
-    help="With -t: only qualified names matching GLOB (e.g. 'Trainer.*'); repeatable.",
-)
-@click.option(
-    "--exclude",
-    "excludes",
-    multiple=True,
-    metavar="GLOB",
-    help="With -t: never qualified names matching GLOB (e.g. '_*'); repeatable.",
-)
+@rule_options
 @click.option(
     "-v",
     "--verbose",
@@ -200,6 +202,7 @@ def run(
     targets: tuple[str, ...],
     includes: tuple[str, ...],
     excludes: tuple[str, ...],
+    engine: str | None,
     verbose: int,
     dry_run: bool,
     trace: str | None,
@@ -241,7 +244,7 @@ def run(
             children=not no_children,
         ).for_rank(rank)
         check_outputs(outputs)
-    config = load_rules(configs, presets, targets, includes, excludes)
+    config = load_rules(configs, presets, targets, includes, excludes, engine)
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -293,11 +296,12 @@ def load_rules(
     targets: Sequence[str],
     includes: Sequence[str],
     excludes: Sequence[str],
+    engine: str | None = None,
 ) -> Config:
-    """The config from presets, config files (or discovery) and the -t rule."""
+    """The config from presets, config files (or discovery), the -t rule and --engine."""
     from autonvtx.configfile import load_rules as load
 
-    return load(configs, presets=presets, targets=targets, includes=includes, excludes=excludes)
+    return load(configs, presets=presets, targets=targets, includes=includes, excludes=excludes, engine=engine)
 
 
 def say_if_no_rules(config: Config, command: str) -> None:
@@ -345,6 +349,8 @@ def start_instrumentation(
     instrumentation = Instrumentation(config, plugins=plugins)
     if not instrumentation.applies:
         print(f"autonvtx: {NO_TOOL_NOTE}", file=sys.stderr)
+    elif instrumentation.engine_note is not None:
+        print(f"autonvtx: {instrumentation.engine_note}", file=sys.stderr)
     atexit.register(instrumentation.print_report, verbose)
     instrumentation.install()
     return instrumentation.main_hook
@@ -382,26 +388,6 @@ def summary_command(trace: str, output: str | None) -> None:
         write_summary(summarize(recordings), output, notes=notes)
 
 
-def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--config, --preset, -t/--target, --include, --exclude, as `run` has them."""
-    for option in reversed(
-        [
-            click.option("--config", "configs", multiple=True, metavar="FILE",
-                         help="Rules file (.toml, .yaml, or Nsight Systems' .json); repeatable."),
-            click.option("--preset", "presets", multiple=True, metavar="NAME",
-                         help="Shipped or installed rules for a framework; repeatable."),
-            click.option("-t", "--target", "targets", multiple=True, metavar="GLOB",
-                         help="Quick rule: modules matching GLOB; repeatable."),
-            click.option("--include", "includes", multiple=True, metavar="GLOB",
-                         help="With -t: only qualified names matching GLOB; repeatable."),
-            click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
-                         help="With -t: never qualified names matching GLOB; repeatable."),
-        ]
-    ):
-        command = option(command)
-    return command
-
-
 @cli.command("presets")
 def presets_command() -> None:
     """List the presets: shipped with autonvtx and installed by other packages."""
@@ -426,6 +412,7 @@ def list_command(
     targets: tuple[str, ...],
     includes: tuple[str, ...],
     excludes: tuple[str, ...],
+    engine: str | None,
     as_json: bool,
     verbose: bool,
     modules: tuple[str, ...],
@@ -437,7 +424,7 @@ def list_command(
     from autonvtx import listing
     from autonvtx.plugins import load_plugins
 
-    config = load_rules(configs, presets, targets, includes, excludes)
+    config = load_rules(configs, presets, targets, includes, excludes, engine)
     say_if_no_rules(config, "list")
     load_plugins(config)
     sys.path.insert(0, os.getcwd())  # as `python -c "import MODULE"` would find it
@@ -458,6 +445,7 @@ def export_command(
     targets: tuple[str, ...],
     includes: tuple[str, ...],
     excludes: tuple[str, ...],
+    engine: str | None,
     fmt: str,
     output: str | None,
     modules: tuple[str, ...],
@@ -471,7 +459,7 @@ def export_command(
     from autonvtx import listing
     from autonvtx.export import plan_to_nsys_json
 
-    config = load_rules(configs, presets, targets, includes, excludes)
+    config = load_rules(configs, presets, targets, includes, excludes, engine)
     say_if_no_rules(config, "export")
     sys.path.insert(0, os.getcwd())
     notes = listing.import_modules(modules, where="export")

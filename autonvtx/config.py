@@ -25,6 +25,9 @@ class Settings:
     domain: str = "autonvtx"
     message: str = "{qualname}"
     color: str = "auto"
+    # How rules put ranges on functions: "code" (sys.monitoring, 3.12+), "wrap" (wrappers),
+    # "auto" (code where it can run, else wrap).
+    engine: str = "auto"
 
 
 @dataclass(frozen=True)

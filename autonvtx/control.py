@@ -8,6 +8,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
+from autonvtx.engines import choose_engine
 from autonvtx.environment import is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
@@ -47,7 +48,10 @@ class Instrumentation:
         self.matcher = Matcher(config)
         self.applies = is_tool_configured()
         self._restorable = restorable
-        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine)
+        # Which engine rules use; `engine_note` says why the one asked for could not be used.
+        self.engine_name, self.engine_note = choose_engine(config.settings.engine)
+        verb = "monitored" if self.engine_name == "code" else "wrapped"
+        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine, verb=verb)
         self.hook = ImportHook(self.matcher, self.walker)
         self.activator: PluginActivator | None = None
         if config.plugins:
@@ -59,7 +63,18 @@ class Instrumentation:
 
     def _make_engine(self) -> Engine:
         # Imported when the first target module is walked: a process that imports no target
-        # never loads wrapt.
+        # never loads wrapt (nor, with the code engine, ever).
+        if self.engine_name == "code":
+            from autonvtx import ranges
+            from autonvtx.engines.code import CodeEngine
+
+            monitor = ranges.CodeMonitor()
+            why_not = monitor.install()
+            if why_not is None:
+                return CodeEngine(self.config, monitor, restorable=self._restorable)
+            # Taken since choose_engine() asked (another tool claimed the last free id).
+            self.engine_note = f"the code engine cannot run ({why_not}); using the wrap engine"
+            self.walker.verb = "wrapped"
         from autonvtx.engines.wrap import WrapEngine
 
         return WrapEngine(self.config, restorable=self._restorable)
@@ -110,6 +125,13 @@ class Instrumentation:
         """Patterns that matched nothing (typos are the most common mistake)."""
         return [f"warning: {line}" for line in self.matcher.unmatched_patterns()]
 
+    def engine_line(self) -> str:
+        """Which engine the rules use, and why when it is not the one asked for."""
+        if self.engine_note is not None:
+            return self.engine_note
+        return {"code": "engine: code (sys.monitoring; no function replaced)",
+                "wrap": "engine: wrap (functions replaced by wrappers)"}[self.engine_name]
+
     def report_lines(self, *, detailed: bool) -> list[str]:
         """-v: a line per module (-vv: every decision with its reason), then totals and notes."""
         lines: list[str] = []
@@ -120,7 +142,8 @@ class Instrumentation:
             lines.append(f"{module}: not instrumented ({why})")
         wrapped = sum(len(r.wrapped) for _, r in reports)
         skipped = sum(len(r.skipped) for _, r in reports)
-        lines.append(f"wrapped {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
+        lines.append(self.engine_line())
+        lines.append(f"{self.walker.verb} {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
         if self.activator is not None:
             lines.extend(self.activator.notes)
         return lines
@@ -131,7 +154,7 @@ class Instrumentation:
         wrapped = sum(len(r.wrapped) for r in reports)
         modules = sum(1 for r in reports if r.wrapped)
         return (
-            f"process {os.getpid()} ({label}): wrapped {_count(wrapped, 'function')}"
+            f"process {os.getpid()} ({label}): {self.walker.verb} {_count(wrapped, 'function')}"
             f" in {_count(modules, 'module')}"
         )
 

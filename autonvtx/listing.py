@@ -14,6 +14,7 @@ from typing import Any
 
 from autonvtx.config import Config, Rule
 from autonvtx.errors import TargetNotFoundError
+from autonvtx.engines import choose_engine
 from autonvtx.engines.plan import PlanEngine
 from autonvtx.matching import Matcher
 from autonvtx.walk import WRAPPABLE_DUNDERS, ModuleReport, Walker
@@ -61,9 +62,10 @@ def plan_modules(
     what it wanted) and record what a run would wrap; with `main_source` (source, filename),
     also the functions that script defines, read from its source."""
     matcher = Matcher(config)
-    engine = PlanEngine()
+    engine_name, engine_note = choose_engine(config.settings.engine)
+    engine = PlanEngine(reaches_nested=engine_name == "code")
     planner = Walker(matcher, engine)
-    plan = Plan(config, notes=list(notes))
+    plan = Plan(config, notes=list(notes) + ([engine_note] if engine_note else []))
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
         module = sys.modules.get(name)
         if isinstance(module, types.ModuleType) and matcher.should_consider_module(name):
@@ -219,7 +221,7 @@ def is_module(name: str) -> bool:
 
 
 def _kind(func: Any, module: str, qualname: str) -> str:
-    code = getattr(func, "__code__", None)
+    code = func if isinstance(func, types.CodeType) else getattr(func, "__code__", None)
     if code is None:
         return "builtin"
     flags = code.co_flags
@@ -227,6 +229,8 @@ def _kind(func: Any, module: str, qualname: str) -> str:
         return "async"
     if flags & _CO_GENERATOR:
         return "generator"
+    if code is func:
+        return "nested"  # a code object the code engine reaches inside another function
     owner_path, _, attr = qualname.rpartition(".")
     if not owner_path:
         return "function"

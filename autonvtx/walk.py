@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from autonvtx.codes import code_of, nested_codes
 from autonvtx.engines import RANGE_MARK, Engine
 from autonvtx.matching import Matcher, normalize_module
 
@@ -99,6 +100,7 @@ class ModuleReport:
     """What happened to one module: every name wrapped or skipped, each with its reason."""
 
     module: str
+    verb: str = "wrapped"  # what the engine does to a selected function ("monitored": code engine)
     wrapped: dict[str, str] = field(default_factory=dict)  # qualname -> reason
     skipped: dict[str, str] = field(default_factory=dict)  # qualname -> reason
     rebound: list[str] = field(default_factory=list)  # names pointed at an existing wrapper
@@ -112,7 +114,7 @@ class ModuleReport:
     def summary(self) -> str:
         """One line for --verbose: `mod: wrapped 3, skipped 2 (1 property, 1 protocol method)`."""
         counts = ", ".join(f"{n} {kind}" for kind, n in self.skip_counts().most_common())
-        line = f"{self.module}: wrapped {len(self.wrapped)}, skipped {len(self.skipped)}"
+        line = f"{self.module}: {self.verb} {len(self.wrapped)}, skipped {len(self.skipped)}"
         if counts:
             line += f" ({counts})"
         if self.rebound:
@@ -121,7 +123,7 @@ class ModuleReport:
 
     def lines(self) -> list[str]:
         """One line per decision, `module:qualname: wrapped (why)` or `... skipped (why)`."""
-        out = [f"{self.module}:{q}: wrapped ({why})" for q, why in self.wrapped.items()]
+        out = [f"{self.module}:{q}: {self.verb} ({why})" for q, why in self.wrapped.items()]
         out += [f"{self.module}:{q}: skipped ({why})" for q, why in self.skipped.items()]
         return out
 
@@ -145,11 +147,13 @@ class Walker:
         *,
         apply: bool = True,
         make_engine: Callable[[], Engine] | None = None,
+        verb: str = "wrapped",
     ) -> None:
         self._matcher = matcher
         self.select = matcher.select  # (module, qualname) -> Selection
         self.uniform_selection = matcher.uniform_selection
         self.applies = apply
+        self.verb = verb
         self._engine = engine
         self._make_engine = make_engine
         self._main_seen: weakref.WeakKeyDictionary[types.ModuleType, dict[str, Any]] = (
@@ -240,7 +244,7 @@ class Walker:
             name = "<unnamed module>"
         report = self._reports.get(name)
         if report is None:
-            report = self._reports[name] = ModuleReport(name)
+            report = self._reports[name] = ModuleReport(name, self.verb)
         return report
 
     def should_consider_module(self, name: str) -> bool:
@@ -271,6 +275,8 @@ class _ModuleWalk:
     ) -> None:
         self.walker = walker
         self.engine = walker.engine
+        # The code engine ranges code objects: functions nested in the ones walked too.
+        self.reaches_nested = bool(getattr(self.engine, "reaches_nested", False))
         self.module = module
         self.namespace = namespace
         self.name = name
@@ -402,6 +408,8 @@ class _ModuleWalk:
             self.report.skip(member, f"not a plain function: {type(raw).__name__}")
 
     def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> Any:
+        if self.reaches_nested and not builtin:
+            self._visit_nested(func)
         selection, reason = self.uniform, self.uniform_reason
         if selection is None:
             selection = self.walker.select(self.name, qualname)
@@ -421,6 +429,35 @@ class _ModuleWalk:
         # per function.
         self.report.wrapped[qualname] = reason
         return wrapper
+
+
+    def _visit_nested(self, func: Any) -> None:
+        """Decide about the functions defined inside `func`, by their `co_qualname`
+        (`make_step.<locals>.step`); lambdas and generator expressions have no name to
+        select by and are left alone."""
+        code = code_of(func)
+        if code is None:
+            return
+        for inner in nested_codes(code):
+            name = inner.co_name
+            if name[:1] == "<":
+                continue
+            qualname = inner.co_qualname
+            if name[:2] == "__" and _is_dunder(name) and name not in WRAPPABLE_DUNDERS:
+                self.report.skip(qualname, "protocol method: called implicitly")
+                continue
+            selection, reason = self.uniform, self.uniform_reason
+            if selection is None:
+                selection = self.walker.select(self.name, qualname)
+                reason = selection.reason
+            rule = selection.rule
+            if not selection.selected or rule is None:
+                self.report.skip(qualname, f"not selected: {reason}")
+            elif not self.walker.applies:
+                self.report.skip(qualname, f"no NVTX tool attached: {reason}")
+            else:
+                self.engine.apply_code(inner, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+                self.report.wrapped[qualname] = reason
 
 
 def _qualname(obj: Any, fallback: str) -> str:

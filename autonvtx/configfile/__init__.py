@@ -19,6 +19,7 @@ from autonvtx.config import (
 from autonvtx.configfile.formats import parse_file
 from autonvtx.configfile.problems import Problems
 from autonvtx.configfile.tables import FileConfig, load_file, read_description
+from autonvtx.engines import ENGINES
 from autonvtx.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,8 +39,10 @@ def load_config(
     excludes: Sequence[str] = (),
     cwd: str | None = None,
     extra_sources: Sequence[str] = (),
+    engine: str | None = None,
 ) -> Config:
-    """Merge presets, config files and the command-line rule, in that order of precedence."""
+    """Merge presets, config files and the command-line rule, in that order of precedence;
+    `engine` (--engine) overrides what the files say."""
     base = cwd if cwd is not None else os.getcwd()
     for flag, values in (("--include", includes), ("--exclude", excludes)):
         if values and not targets:
@@ -77,6 +80,10 @@ def load_config(
     if targets:
         rules.append(_command_line_rule(targets, includes, excludes))
         sources.append(COMMAND_LINE_ORIGIN)
+    if engine is not None:
+        if engine not in ENGINES:
+            raise ConfigError(f"--engine: unknown engine {engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
+        settings["engine"] = engine
     return Config(
         Settings(**settings),
         tuple(rules),
@@ -95,9 +102,10 @@ def load_rules(
     includes: Sequence[str] = (),
     excludes: Sequence[str] = (),
     cwd: str | None = None,
+    engine: str | None = None,
 ) -> Config:
     """What `autonvtx run`'s rule options say: named presets, config files (or the discovered
-    one), and the -t rule, merged."""
+    one), the -t rule and --engine, merged."""
     sources: list[str] = []
     if presets:
         # Imported only then: start-up cost of a run without --preset (issue 6).
@@ -105,7 +113,8 @@ def load_rules(
 
         sources = resolve_presets(presets)
     return load_config(
-        configs, targets=targets, includes=includes, excludes=excludes, cwd=cwd, extra_sources=sources
+        configs, targets=targets, includes=includes, excludes=excludes, cwd=cwd, extra_sources=sources,
+        engine=engine,
     )
 
 

@@ -19,9 +19,10 @@ from autonvtx.config import (
 )
 from autonvtx.configfile.formats import describe_value, parse_file
 from autonvtx.configfile.problems import Problems
+from autonvtx.engines import ENGINES
 from autonvtx.errors import ConfigError, did_you_mean
 
-SETTINGS_KEYS = ("domain", "message", "color")
+SETTINGS_KEYS = ("domain", "message", "color", "engine")
 # Keys of the [autonvtx] table that are not range settings: `description` is the one line
 # `autonvtx presets` prints; `presets` names presets the file builds on (as --preset does);
 # `plugins` and the `plugin` table configure framework plugins.
@@ -293,6 +294,10 @@ def _string_key(path: str, loc: str, key: str, value: Any) -> str:
             problem = str(exc)
     elif key == "message":
         problem = message_problem(value)
+    elif key == "engine" and value not in ENGINES:
+        problem = f"unknown engine {value!r}; expected one of {', '.join(map(repr, ENGINES))}" + did_you_mean(
+            value, ENGINES
+        )
     elif not value:
         problem = "expected a non-empty string"
     if problem:

@@ -13,10 +13,13 @@ An engine has these methods, called by `autonvtx.walk.Walker`:
                         it to func's stand-in once there is one
     changes_namespaces  whether the walk may rebind module names (a plan may not)
 
-`wrap` replaces functions with transparent wrappers (every Python version); `plan` records.
+`wrap` replaces functions with transparent wrappers (every Python version); `code` turns on
+sys.monitoring events for selected code objects and replaces nothing (3.12+; it also decides
+about functions nested in others: `reaches_nested`, `apply_code(code, ...)`); `plan` records.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Protocol
 
 from autonvtx.config import Rule
@@ -38,3 +41,22 @@ class Engine(Protocol):
     def set_member(self, cls: type, attr: str, value: Any) -> None: ...
 
     def remember_reference(self, func: Any, module: Any, attr: str) -> None: ...
+
+
+ENGINES = ("auto", "code", "wrap")
+
+
+def choose_engine(setting: str) -> tuple[str, str | None]:
+    """The engine `[autonvtx] engine = setting` gives here: ("code" or "wrap", None), or
+    ("wrap", the one line saying why the code engine cannot run) when it was wanted and cannot.
+    `auto` is the code engine on 3.12+ and the wrap engine before, silently."""
+    if setting == "wrap":
+        return "wrap", None
+    if setting == "auto" and sys.version_info < (3, 12):
+        return "wrap", None
+    from autonvtx import ranges  # the native client says whether its callbacks are there
+
+    reason = ranges.monitoring_available()
+    if reason is None:
+        return "code", None
+    return "wrap", f"engine {setting!r}: the code engine cannot run ({reason}); using the wrap engine"

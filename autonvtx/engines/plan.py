@@ -25,7 +25,9 @@ class PlanEngine:
 
     changes_namespaces = False
 
-    def __init__(self) -> None:
+    def __init__(self, *, reaches_nested: bool = False) -> None:
+        # As the engine a run would use: the code engine decides about nested functions too.
+        self.reaches_nested = reaches_nested
         self._placeholders: dict[int, Placeholder] = {}
         self.planned: list[Placeholder] = []
 
@@ -36,6 +38,10 @@ class PlanEngine:
         placeholder = self._placeholders[id(func)] = Placeholder(func, module, qualname, rule)
         self.planned.append(placeholder)
         return placeholder
+
+    def apply_code(self, code: Any, module: str, qualname: str, rule: Rule) -> None:
+        """A nested function's code object, as the code engine would monitor it."""
+        self.apply(code, module, qualname, rule)
 
     def existing(self, func: Any) -> Placeholder | None:
         found = self._placeholders.get(id(func))

@@ -1,0 +1,33 @@
+"""Code objects of functions: the code a call runs, and the code defined inside it (the walk
+selects nested functions by their `co_qualname`; the code engine monitors code objects)."""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+
+def code_of(func: Any) -> types.CodeType | None:
+    """The code object a call of `func` runs: a function's own, or the function a wrapt
+    decorator's wrapper (or any `__wrapped__` chain) leads to; None for builtins."""
+    seen = 0
+    while type(func) is not types.FunctionType and seen < 100:
+        inner = getattr(func, "__wrapped__", None)
+        if inner is None:
+            return None
+        func, seen = inner, seen + 1
+    code = func.__code__
+    return code if isinstance(code, types.CodeType) else None
+
+
+def nested_codes(code: types.CodeType) -> list[types.CodeType]:
+    """The code objects defined inside `code`, at any depth (functions, methods of classes
+    defined in functions, lambdas, generator expressions), outermost first."""
+    found: list[types.CodeType] = []
+    pending = [code]
+    while pending:
+        current = pending.pop()
+        for const in current.co_consts:
+            if isinstance(const, types.CodeType):
+                found.append(const)
+                pending.append(const)
+    return found

@@ -1,0 +1,85 @@
+"""The code engine (Python 3.12+): a selected function's code object gets its range through
+`sys.monitoring` (PEP 669), so no function object is replaced. Every function ever made from
+that code has the range, however it is referenced (a registry, `from x import f` taken earlier,
+a `functools.partial`, a closure), and `is`, `id`, pickling and `sys._getframe` see plain
+Python. Builtins (`builtins = true` rules) have no code object: they keep the wrap engine."""
+from __future__ import annotations
+
+import os
+import types
+from typing import TYPE_CHECKING, Any
+
+from autonvtx import ranges
+from autonvtx.codes import code_of
+from autonvtx.config import Config, Rule
+
+if TYPE_CHECKING:
+    from autonvtx.engines.wrap import WrapEngine
+
+
+class CodeEngine:
+    """Monitors the code of each selected function with autonvtx's native sys.monitoring
+    callbacks; binds nothing. `monitor` is an installed `ranges.CodeMonitor`."""
+
+    changes_namespaces = True  # it writes nothing, but a builtin's fallback wrapper is bound
+    reaches_nested = True
+
+    def __init__(self, config: Config, monitor: ranges.CodeMonitor, *, restorable: bool = False) -> None:
+        self._config = config
+        self._monitor = monitor
+        self._restorable = restorable
+        self._styles: dict[tuple[int, str], Any] = {}
+        self._fallback: WrapEngine | None = None
+
+    def monitored_count(self) -> int:
+        return self._monitor.monitored()
+
+    def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> Any:
+        code = code_of(func)
+        if code is None:  # a builtin: only a wrapper can put a range around it
+            return self._wrap_engine().apply(func, module, qualname, rule)
+        self.apply_code(code, module, qualname, rule)
+        return None
+
+    def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
+        """Give every run of `code` the range `rule` styles for `module:qualname`; the first
+        decision about a code object stands (a factory's inner function is met both by the
+        name it is bound to and inside its factory)."""
+        if self._monitor.is_monitored(code):
+            return
+        style = self._styles.get((id(rule), module))
+        if style is None:
+            style = self._styles[id(rule), module] = self._config.style(rule, module)
+        if style.message == "{qualname}":
+            message = qualname
+        else:
+            label = ranges.Label(module, qualname, os.path.basename(code.co_filename), code.co_firstlineno)
+            message = label.format(style.message)
+        self._monitor.monitor(code, ranges.emitter_with_message(style, message))
+
+    def existing(self, func: Any) -> Any:
+        return self._fallback.existing(func) if self._fallback is not None else None
+
+    def bind(self, namespace: dict[str, Any], attr: str, value: Any) -> None:
+        self._wrap_engine().bind(namespace, attr, value)
+
+    def set_member(self, cls: type, attr: str, value: Any) -> None:
+        self._wrap_engine().set_member(cls, attr, value)
+
+    def remember_reference(self, func: Any, module: Any, attr: str) -> None:
+        pass  # a monitored code object needs no rebinding: every reference runs it
+
+    def restore(self) -> int:
+        """Stop monitoring (and unwrap the builtins' fallback wrappers)."""
+        restored = self._monitor.monitored()
+        self._monitor.uninstall()
+        if self._fallback is not None:
+            restored += self._fallback.restore()
+        return restored
+
+    def _wrap_engine(self) -> WrapEngine:
+        if self._fallback is None:
+            from autonvtx.engines.wrap import WrapEngine  # wrapt only for a builtin
+
+            self._fallback = WrapEngine(self._config, restorable=self._restorable)
+        return self._fallback
