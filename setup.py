@@ -14,7 +14,9 @@ from setuptools.command.build_ext import build_ext
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
 CLIENT = "autonvtx._nvtxclient"
-CLIENT_SOURCE = "autonvtx/_native/nvtxclient.c"
+CLIENT_SOURCES = [
+    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring")
+]
 
 
 def nvtx_include_dir() -> str:
@@ -96,7 +98,8 @@ setup(
         # pure Python when it is missing, so a failed build only warns.
         Extension(
             CLIENT,
-            sources=[CLIENT_SOURCE],
+            sources=CLIENT_SOURCES,
+            depends=["autonvtx/_native/nvtxclient.h"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             libraries=["dl"],
             py_limited_api=False,

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import types
 from functools import partial
 from types import ModuleType
@@ -210,10 +211,11 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     coroutines and async generators (a range never stays open across a suspension, so ranges
     of interleaved tasks or generators cannot mis-nest on a thread)."""
     push, pop = emitter.push, emitter.pop
-    flags = getattr(getattr(func, "__code__", None), "co_flags", 0)
-    for flag, kind, ranged in _SUSPENDING:
-        if flags & flag:
-            return _suspending_call(kind, ranged, push, pop)
+    kind = _suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0))
+    if kind is not None:
+        if emitter.native is not None and _drivers_set:
+            return _native_suspending_call(emitter.native.drive, kind)
+        return _suspending_call(*_PURE_DRIVERS[kind], push, pop)
 
     if emitter.native is not None:
         # Called as wrapt calls a wrapper, it pushes, calls and pops in C; and plain functions
@@ -229,6 +231,35 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
             pop()
 
     return call
+
+
+# What a generator-like function's call returns, numbered as the native client numbers them
+# (nvtxclient.h, enum suspending_kind).
+_GENERATOR, _ITERABLE_COROUTINE, _COROUTINE, _ASYNC_GENERATOR = range(4)
+_CO_GENERATOR = 0x20
+_CO_COROUTINE = 0x80
+_CO_ITERABLE_COROUTINE = 0x100
+_CO_ASYNC_GENERATOR = 0x200
+
+
+def _suspending_kind(flags: int) -> int | None:
+    # In this order: a generator-based coroutine (types.coroutine) is a generator too.
+    if flags & _CO_ASYNC_GENERATOR:
+        return _ASYNC_GENERATOR
+    if flags & _CO_COROUTINE:
+        return _COROUTINE
+    if flags & _CO_GENERATOR:
+        return _ITERABLE_COROUTINE if flags & _CO_ITERABLE_COROUTINE else _GENERATOR
+    return None
+
+
+def _native_suspending_call(drive: Callable[[Any, int], Any], kind: int) -> Wrapper:
+    # Only for what is not a plain function (a wrapt decorator's wrapper, say): plain
+    # functions take the native client's ranged wrapper, which drives in C with no frame here.
+    def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return drive(wrapped(*args, **kwargs), kind)
+
+    return call_suspending
 
 
 def _suspending_call(kind: type, ranged: Callable[..., Any], push: Thunk, pop: Thunk) -> Wrapper:
@@ -249,13 +280,29 @@ def _named_like(outer: Any, inner: Any) -> Any:
     return outer
 
 
-_CO_GENERATOR = 0x20
-_CO_COROUTINE = 0x80
-_CO_ASYNC_GENERATOR = 0x200
+# The native drivers (steps.c): what the program gets stays a real generator, coroutine or
+# async generator; the native RangedSteps it delegates to pushes and pops around each
+# resumption of the driven one.
+def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
+    return (yield from steps)
+
+
+# A generator-based coroutine (types.coroutine) must stay awaitable: types.coroutine sets
+# CO_ITERABLE_COROUTINE on the function's code in place, hence a copy of the function.
+_drive_iterable_coroutine = types.coroutine(
+    types.FunctionType(
+        _drive_generator.__code__, _drive_generator.__globals__, "_drive_iterable_coroutine"
+    )
+)
+
+
+async def _drive_coroutine(steps: Any) -> Any:
+    return await steps
 
 
 def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:
-    """`yield from inner` spelled out (PEP 380), with a range around each resumption of inner.
+    """The pure-Python path: `yield from inner` spelled out (PEP 380), with a range around
+    each resumption of inner.
 
     Values pass through `box`, which is empty whenever this frame is suspended: a plain
     generator keeps neither what it yielded nor what it was sent alive while it waits, and
@@ -297,8 +344,7 @@ def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any
 
 
 # The same driver as a generator-based coroutine, so that `await` accepts it: a coroutine's
-# steps are its send()/throw() calls made by the event loop. types.coroutine sets
-# CO_ITERABLE_COROUTINE on the function's code in place, hence a copy of the function.
+# steps are its send()/throw() calls made by the event loop.
 _ranged_steps = types.coroutine(
     types.FunctionType(
         _ranged_generator.__code__, _ranged_generator.__globals__, "_ranged_steps"
@@ -306,43 +352,220 @@ _ranged_steps = types.coroutine(
 )
 
 
+class _CoroutineCloser:
+    """Holds the coroutine a pure-Python stand-in drives, and closes it when the stand-in lets
+    go of it: a stand-in closed before it ever ran runs nothing, and the coroutine it drives
+    would warn "was never awaited" although the program closed it as it should. Closing
+    is what the coroutine's own finalizer does a moment later otherwise."""
+
+    __slots__ = ("coroutine",)
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        self.coroutine = coroutine
+
+    def __del__(self) -> None:
+        self.coroutine.close()
+
+
 async def _ranged_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:
     # A real coroutine object (inspect.iscoroutine, asyncio.create_task and `await` accept it)
     # that drives `inner` one step at a time through _ranged_steps.
-    return await _ranged_steps(inner, push, pop)
+    closer = _CoroutineCloser(inner)
+    del inner
+    return await _ranged_steps(closer.coroutine, push, pop)
 
 
-async def _ranged_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
+async def _ranged_async_generator(inner: Any, steps: Callable[[Any], Any]) -> Any:
     """`async for` delegation spelled out: each asend/athrow/aclose awaitable is driven
-    step by step, with a range around each step."""
+    through `steps(awaitable)`, which puts a range around each of its steps (a native
+    RangedSteps, or _ranged_steps on the pure-Python path)."""
     # `box` as in _ranged_generator: nothing yielded or sent stays alive while suspended.
     try:
-        box = [await _ranged_steps(inner.asend(None), push, pop)]
+        box = [await steps(inner.asend(None))]
     except StopAsyncIteration:
         return
     while True:
         try:
             box.append((yield box.pop()))
         except GeneratorExit:
-            await _ranged_steps(inner.aclose(), push, pop)
+            await steps(inner.aclose())
             raise
         except BaseException as exc:
             try:
-                box.append(await _ranged_steps(inner.athrow(exc), push, pop))
+                box.append(await steps(inner.athrow(exc)))
             except StopAsyncIteration:
                 return
         else:
             try:
-                box.append(await _ranged_steps(inner.asend(box.pop()), push, pop))
+                box.append(await steps(inner.asend(box.pop())))
             except StopAsyncIteration:
                 return
 
 
-# What wrapper_for() checks a function's code flags for, in this order (a generator-based
-# coroutine is a generator): the object its call returns, and the driver that puts a range
-# around each resumption of it.
-_SUSPENDING = (
-    (_CO_ASYNC_GENERATOR, types.AsyncGeneratorType, _ranged_async_generator),
-    (_CO_COROUTINE, types.CoroutineType, _ranged_coroutine),
-    (_CO_GENERATOR, types.GeneratorType, _ranged_generator),
+def _pure_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
+    return _ranged_async_generator(inner, partial(_ranged_steps, push=push, pop=pop))
+
+
+# By kind: the object a call returns, and the pure-Python driver around each resumption.
+_PURE_DRIVERS: dict[int, tuple[type, Callable[..., Any]]] = {
+    _GENERATOR: (types.GeneratorType, _ranged_generator),
+    _ITERABLE_COROUTINE: (types.GeneratorType, _ranged_steps),
+    _COROUTINE: (types.CoroutineType, _ranged_coroutine),
+    _ASYNC_GENERATOR: (types.AsyncGeneratorType, _pure_async_generator),
+}
+
+
+def _set_native_drivers() -> bool:
+    set_drivers = getattr(_client, "set_drivers", None)
+    if set_drivers is None:  # not built, or built from older sources
+        return False
+    # In enum suspending_kind's order.
+    set_drivers(_drive_generator, _drive_iterable_coroutine, _drive_coroutine, _ranged_async_generator)
+    return True
+
+
+_drivers_set = _set_native_drivers()
+
+
+# ---- The code engine's layer (Python 3.12+, PEP 669) ----
+
+# Tool ids tried in this order: 3 and 4 have no role sys.monitoring names; then the optimizer's,
+# the debugger's, the profiler's (cProfile takes 2 on 3.12+) and last coverage.py's (1), the
+# tool most often run together with autonvtx.
+_TOOL_IDS = (4, 3, 5, 0, 2, 1)
+
+
+def monitoring_available() -> str | None:
+    """None when the code engine can run here (CodeMonitor.install() would succeed), else a
+    one-line reason: Python before 3.12, AUTONVTX_PURE_PYTHON set, the native client not
+    built (or built without it), no free sys.monitoring tool id, or a CodeMonitor already
+    installed."""
+    if sys.version_info < (3, 12):
+        return f"Python {sys.version_info[0]}.{sys.version_info[1]} has no sys.monitoring (3.12+)"
+    if _native is None:
+        if _client is not None:
+            return f"{environment.PURE_PYTHON} is set"
+        return "autonvtx's native client (autonvtx._nvtxclient) is not built"
+    if not hasattr(_native, "monitoring_push"):
+        return "autonvtx's native client was built without the code engine (rebuild: pip install -e .)"
+    if CodeMonitor.active is not None:
+        return f"autonvtx already monitors code with sys.monitoring tool id {CodeMonitor.active.tool_id}"
+    if _free_tool_id() is None:
+        holders = ", ".join(f"{i}: {sys.monitoring.get_tool(i)!r}" for i in range(6))
+        return f"no free sys.monitoring tool id (held: {holders})"
+    return None
+
+
+def _free_tool_id() -> int | None:
+    return next((i for i in _TOOL_IDS if sys.monitoring.get_tool(i) is None), None)
+
+
+class CodeMonitor:
+    """NVTX ranges on code objects through sys.monitoring (PEP 669): every function made from
+    a monitored code object gets its range, however it is referenced, and no function object
+    is replaced.
+
+    install() claims a free tool id ("autonvtx") and registers native callbacks: push on
+    PY_START, PY_RESUME and PY_THROW, pop on PY_RETURN, PY_YIELD and PY_UNWIND, so a
+    generator or coroutine gets a range per resumption and every exit pops. monitor(code,
+    emitter) attaches the emitter's native range to the code object (a code extra, found in
+    O(1) by the callbacks) and turns on the local events for it. PY_UNWIND and PY_THROW can
+    only be global: for code without a range the callback returns at once. uninstall()
+    turns off every event this monitor turned on, detaches every range and frees the tool id.
+    One CodeMonitor is installed at a time in a process."""
+
+    # The installed one (the code extra index the callbacks read is per process).
+    active: CodeMonitor | None = None
+
+    def __init__(self) -> None:
+        self.tool_id: int | None = None
+        self._codes: set[types.CodeType] = set()
+
+    def install(self) -> str | None:
+        """Claim a tool id and register the callbacks: None, or why the code engine cannot
+        run here (monitoring_available()), with nothing changed."""
+        if self.tool_id is not None:
+            return None
+        reason = monitoring_available()
+        if reason is not None:
+            return reason
+        monitoring = sys.monitoring
+        for tool_id in _TOOL_IDS:
+            try:
+                monitoring.use_tool_id(tool_id, "autonvtx")
+            except ValueError:  # taken (by another thread since monitoring_available())
+                continue
+            break
+        else:
+            return "no free sys.monitoring tool id"
+        events, client = monitoring.events, _native
+        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW):
+            monitoring.register_callback(tool_id, event, client.monitoring_push)
+        for event in (events.PY_RETURN, events.PY_YIELD, events.PY_UNWIND):
+            monitoring.register_callback(tool_id, event, client.monitoring_pop)
+        monitoring.set_events(tool_id, events.PY_UNWIND | events.PY_THROW)
+        self.tool_id = tool_id
+        CodeMonitor.active = self
+        return None
+
+    def monitor(self, code: types.CodeType, emitter: Emitter | Any) -> None:
+        """Give every run of `code` the range of `emitter` (an Emitter made by emitter_for()
+        on the native path, or its `native` Range); replaces a range given before."""
+        tool_id = self._installed_tool_id()
+        prepared = emitter.native if isinstance(emitter, Emitter) else emitter
+        if prepared is None:
+            raise ValueError("CodeMonitor.monitor: the emitter has no native range (pure-Python path)")
+        _native.attach(code, prepared)
+        sys.monitoring.set_local_events(tool_id, code, _LOCAL_EVENTS)
+        self._codes.add(code)
+
+    def unmonitor(self, code: types.CodeType) -> None:
+        """Stop giving `code` ranges; nothing happens for code this monitor does not monitor."""
+        if code not in self._codes:
+            return
+        self._codes.discard(code)
+        sys.monitoring.set_local_events(self._installed_tool_id(), code, 0)
+        _native.detach(code)
+
+    def is_monitored(self, code: types.CodeType) -> bool:
+        return code in self._codes
+
+    def monitored(self) -> int:
+        """How many code objects this monitor gives ranges."""
+        return len(self._codes)
+
+    def uninstall(self) -> None:
+        """Undo install() and every monitor(): no event, callback, range or tool id of
+        autonvtx's is left. A frame that is running now keeps the range it pushed open."""
+        tool_id = self.tool_id
+        if tool_id is None:
+            return
+        monitoring = sys.monitoring
+        for code in self._codes:
+            monitoring.set_local_events(tool_id, code, 0)
+            _native.detach(code)
+        self._codes.clear()
+        monitoring.set_events(tool_id, 0)
+        events = monitoring.events
+        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW, events.PY_RETURN,
+                      events.PY_YIELD, events.PY_UNWIND):
+            monitoring.register_callback(tool_id, event, None)
+        monitoring.free_tool_id(tool_id)
+        self.tool_id = None
+        if CodeMonitor.active is self:
+            CodeMonitor.active = None
+
+    def _installed_tool_id(self) -> int:
+        if self.tool_id is None:
+            raise RuntimeError("CodeMonitor is not installed")
+        return self.tool_id
+
+
+_LOCAL_EVENTS = (
+    sys.monitoring.events.PY_START
+    | sys.monitoring.events.PY_RESUME
+    | sys.monitoring.events.PY_RETURN
+    | sys.monitoring.events.PY_YIELD
+    if sys.version_info >= (3, 12)
+    else 0
 )

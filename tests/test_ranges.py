@@ -142,7 +142,7 @@ def test_a_native_range_is_called_as_wrapt_calls_a_wrapper() -> None:
 
 
 @needs_native
-def test_the_one_call_maker_wraps_plain_functions_and_leaves_suspending_ones() -> None:
+def test_the_one_call_maker_wraps_plain_and_suspending_functions() -> None:
     from autonvtx import instrument
 
     make = ranges.ranged_wrapper_factory(instrument._RangedFunctionWrapper)
@@ -161,9 +161,10 @@ def test_the_one_call_maker_wraps_plain_functions_and_leaves_suspending_ones() -
     assert type(wrapper) is instrument._RangedFunctionWrapper and wrapper(7) == 7
     assert wrapper.__wrapped__ is f
     assert (wrapper._self_range.domain, wrapper._self_range.message) == ("autonvtx", "f-message")
-    # Generators and coroutines get a range per resumption, made in Python: the maker declines.
-    assert make(gen, "autonvtx", "gen", 0, 0) is None
-    assert make(coro, "autonvtx", "coro", 0, 0) is None
+    # Generators and coroutines: the wrapper drives what they return, a range per resumption.
+    for suspending in (gen, coro):
+        made = make(suspending, "autonvtx", suspending.__name__, 0, 0)
+        assert type(made) is instrument._RangedFunctionWrapper and made.__wrapped__ is suspending
     with pytest.raises(TypeError):
         make(len, "autonvtx", "len", 0, 0)  # a builtin is not a plain function
     with pytest.raises(TypeError):
