@@ -367,12 +367,15 @@ class _CoroutineCloser:
         self.coroutine.close()
 
 
-async def _ranged_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:
+async def _ranged_coroutine(closer: _CoroutineCloser, push: Thunk, pop: Thunk) -> Any:
     # A real coroutine object (inspect.iscoroutine, asyncio.create_task and `await` accept it)
-    # that drives `inner` one step at a time through _ranged_steps.
-    closer = _CoroutineCloser(inner)
-    del inner
+    # that drives the coroutine one step at a time through _ranged_steps.
     return await _ranged_steps(closer.coroutine, push, pop)
+
+
+def _pure_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:
+    # The closer is made here, not in the coroutine's body, which may never run.
+    return _ranged_coroutine(_CoroutineCloser(inner), push, pop)
 
 
 async def _ranged_async_generator(inner: Any, steps: Callable[[Any], Any]) -> Any:
@@ -410,7 +413,7 @@ def _pure_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
 _PURE_DRIVERS: dict[int, tuple[type, Callable[..., Any]]] = {
     _GENERATOR: (types.GeneratorType, _ranged_generator),
     _ITERABLE_COROUTINE: (types.GeneratorType, _ranged_steps),
-    _COROUTINE: (types.CoroutineType, _ranged_coroutine),
+    _COROUTINE: (types.CoroutineType, _pure_coroutine),
     _ASYNC_GENERATOR: (types.AsyncGeneratorType, _pure_async_generator),
 }
 
