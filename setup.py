@@ -100,7 +100,8 @@ setup(
             CLIENT,
             sources=CLIENT_SOURCES,
             depends=["autonvtx/_native/nvtxclient.h"],
-            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            # RECORDER_FLAGS: the code engine's per-thread stack of open ranges is thread-local.
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["dl"],
             py_limited_api=False,
             optional=True,

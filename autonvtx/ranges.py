@@ -473,9 +473,11 @@ class CodeMonitor:
     generator or coroutine gets a range per resumption and every exit pops. monitor(code,
     emitter) attaches the emitter's native range to the code object (a code extra, found in
     O(1) by the callbacks) and turns on the local events for it. PY_UNWIND and PY_THROW can
-    only be global: for code without a range the callback returns at once. uninstall()
-    turns off every event this monitor turned on, detaches every range and frees the tool id.
-    One CodeMonitor is installed at a time in a process."""
+    only be global: for code without a range the callback returns at once. A frame already
+    running when its code gets monitored pushed nothing, and its exit pops nothing (the native
+    callbacks keep each thread's open ranges). uninstall() turns off every event this monitor
+    turned on, detaches every range and frees the tool id. One CodeMonitor is installed at a
+    time in a process."""
 
     # The installed one (the code extra index the callbacks read is per process).
     active: CodeMonitor | None = None

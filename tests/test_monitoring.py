@@ -215,6 +215,36 @@ def test_a_nested_closure_is_monitored_through_its_code_object(tmp_path: Path) -
     assert nested(rec) == ["make_step.<locals>.step"] * 3
 
 
+def test_a_frame_running_when_its_code_gets_monitored_pops_nothing(tmp_path: Path) -> None:
+    rec, _ = record(
+        tmp_path,
+        """
+        import nvtx
+
+        def leaf():
+            return 1
+
+        def running():
+            watch(running)        # this frame pushed nothing: its return must pop nothing
+            leaf()
+            return 2
+
+        def recursing(n):
+            if n == 0:
+                watch(recursing)  # the frames below pushed nothing either
+                return recursing(-1)
+            return 0 if n < 0 else recursing(n - 1)
+
+        watch(leaf)
+        with nvtx.annotate("user", domain="autonvtx"):  # the program's own range, same domain
+            running()
+            recursing(2)
+        running()
+        """,
+    )
+    assert nested(rec) == ["user", "  leaf", "  recursing", "running", "  leaf"]
+
+
 def test_uninstall_stops_the_ranges_and_leaves_no_trace(tmp_path: Path) -> None:
     rec, out = record(
         tmp_path,

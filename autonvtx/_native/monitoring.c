@@ -16,6 +16,9 @@
 
 #if PY_VERSION_HEX >= 0x030C0000
 
+#include <pthread.h>
+#include <stdlib.h>
+
 static Py_ssize_t extra_index = -1;
 
 static void release_range(void* extra)
@@ -33,12 +36,51 @@ static inline RangeObject* range_of(PyObject* const* args, Py_ssize_t nargs)
     return (RangeObject*)extra;
 }
 
+/* The code objects whose ranges this thread has open, innermost last. A frame that was
+ * already running when its code got monitored ends with PY_RETURN or PY_UNWIND without having
+ * pushed: its pop must not close the range of a frame below it (or count as a pop with no
+ * push), so a pop happens only for the code on top. Deeper than SHADOW_DEPTH, pops are
+ * trusted (only the depth is counted). Frames nest on a thread, and a generator's range closes
+ * at each suspension, so the top is always the innermost running frame that pushed. */
+#define SHADOW_DEPTH 256
+typedef struct {
+    Py_ssize_t depth;
+    PyObject* codes[SHADOW_DEPTH]; /* borrowed: compared, never dereferenced */
+} shadow_stack;
+
+/* Only a pointer is thread-local: eight bytes fit in the static TLS a dlopen'ed module may
+ * use (TLS descriptors then cost a load), where the stack itself would not. The stack is made
+ * on a thread's first push and freed when the thread exits (shadow_key's destructor). */
+static _Thread_local shadow_stack* shadow;
+static pthread_key_t shadow_key;
+
+static shadow_stack* thread_shadow(void)
+{
+    shadow_stack* stack = shadow;
+    if (stack == NULL) {
+        stack = calloc(1, sizeof *stack);
+        if (stack == NULL || pthread_setspecific(shadow_key, stack) != 0) {
+            free(stack);
+            return NULL; /* no memory: this thread's pops are trusted */
+        }
+        shadow = stack;
+    }
+    return stack;
+}
+
 static PyObject* monitoring_push(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
 {
     RangeObject* range = range_of(args, nargs);
     (void)module;
-    if (range != NULL)
+    if (range != NULL) {
+        shadow_stack* stack = thread_shadow();
+        if (stack != NULL) {
+            if (stack->depth < SHADOW_DEPTH)
+                stack->codes[stack->depth] = args[0];
+            stack->depth++;
+        }
         range_push(range);
+    }
     Py_RETURN_NONE;
 }
 
@@ -46,9 +88,22 @@ static PyObject* monitoring_pop(PyObject* module, PyObject* const* args, Py_ssiz
 {
     RangeObject* range = range_of(args, nargs);
     (void)module;
-    if (range != NULL)
+    if (range != NULL) {
+        shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
+        if (stack != NULL) {
+            Py_ssize_t top = stack->depth - 1;
+            if (top < 0 || (top < SHADOW_DEPTH && stack->codes[top] != args[0]))
+                Py_RETURN_NONE; /* this frame pushed nothing */
+            stack->depth = top;
+        }
         range_pop(range);
+    }
     Py_RETURN_NONE;
+}
+
+static void free_shadow(void* stack)
+{
+    free(stack);
 }
 
 static int check_code(PyObject* code, const char* where)
@@ -125,8 +180,16 @@ int monitoring_add_to_module(PyObject* module)
     /* One index per process (this module is single-phase, never re-initialised); there are
      * 255 (MAX_CO_EXTRA_USERS), shared with other users such as debuggers' extensions. */
     if (extra_index < 0) {
+        if (pthread_key_create(&shadow_key, free_shadow) != 0) {
+            PyErr_SetString(PyExc_OSError, "autonvtx: pthread_key_create failed");
+            return -1;
+        }
         extra_index = PyUnstable_Eval_RequestCodeExtraIndex(release_range);
         if (extra_index < 0) {
+        if (pthread_key_create(&shadow_key, free_shadow) != 0) {
+            PyErr_SetString(PyExc_OSError, "autonvtx: pthread_key_create failed");
+            return -1;
+        }
             /* No index left: the module still loads; ranges.py reports the code engine
              * unavailable (no monitoring_push attribute). */
             PyErr_Clear();
