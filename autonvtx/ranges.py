@@ -6,10 +6,11 @@ import sys
 import types
 from functools import partial
 from types import ModuleType
-from typing import Any, Callable, Coroutine, Generator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from autonvtx import environment
+from autonvtx import environment, resumptions
 from autonvtx.config import RangeStyle
+from autonvtx.resumptions import Thunk, Wrapper
 
 
 def _load_client() -> ModuleType | None:
@@ -26,10 +27,6 @@ _client = _load_client()
 # built) sends every range through the `nvtx` package instead, with the same events (same
 # domain, registered message, color and category).
 _native = None if os.environ.get(environment.PURE_PYTHON, "") not in ("", "0") else _client
-
-Thunk = Callable[[], None]
-# wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
-Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
 # Label and Emitter are made once per wrapped function, thousands of times when a package is
@@ -211,11 +208,11 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     coroutines and async generators (a range never stays open across a suspension, so ranges
     of interleaved tasks or generators cannot mis-nest on a thread)."""
     push, pop = emitter.push, emitter.pop
-    kind = _suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0))
+    kind = resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0))
     if kind is not None:
         if emitter.native is not None and _drivers_set:
-            return _native_suspending_call(emitter.native.drive, kind)
-        return _suspending_call(*_PURE_DRIVERS[kind], push, pop)
+            return resumptions.native_wrapper(emitter.native.drive, kind)
+        return resumptions.pure_wrapper(kind, push, pop)
 
     if emitter.native is not None:
         # Called as wrapt calls a wrapper, it pushes, calls and pops in C; and plain functions
@@ -233,197 +230,11 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     return call
 
 
-# What a generator-like function's call returns, numbered as the native client numbers them
-# (nvtxclient.h, enum suspending_kind).
-_GENERATOR, _ITERABLE_COROUTINE, _COROUTINE, _ASYNC_GENERATOR = range(4)
-_CO_GENERATOR = 0x20
-_CO_COROUTINE = 0x80
-_CO_ITERABLE_COROUTINE = 0x100
-_CO_ASYNC_GENERATOR = 0x200
-
-
-def _suspending_kind(flags: int) -> int | None:
-    # In this order: a generator-based coroutine (types.coroutine) is a generator too.
-    if flags & _CO_ASYNC_GENERATOR:
-        return _ASYNC_GENERATOR
-    if flags & _CO_COROUTINE:
-        return _COROUTINE
-    if flags & _CO_GENERATOR:
-        return _ITERABLE_COROUTINE if flags & _CO_ITERABLE_COROUTINE else _GENERATOR
-    return None
-
-
-def _native_suspending_call(drive: Callable[[Any, int], Any], kind: int) -> Wrapper:
-    # Only for what is not a plain function (a wrapt decorator's wrapper, say): plain
-    # functions take the native client's ranged wrapper, which drives in C with no frame here.
-    def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        return drive(wrapped(*args, **kwargs), kind)
-
-    return call_suspending
-
-
-def _suspending_call(kind: type, ranged: Callable[..., Any], push: Thunk, pop: Thunk) -> Wrapper:
-    def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        inner = wrapped(*args, **kwargs)
-        if type(inner) is not kind:
-            return inner  # a decorator in between changed what the call returns
-        return _named_like(ranged(inner, push, pop), inner)
-
-    return call_suspending
-
-
-def _named_like(outer: Any, inner: Any) -> Any:
-    # Generator, coroutine and async generator objects have writable names, shown by reprs,
-    # asyncio task reprs and "never awaited" warnings: the driver takes the driven one's.
-    outer.__name__ = inner.__name__
-    outer.__qualname__ = inner.__qualname__
-    return outer
-
-
-# The native drivers (steps.c): what the program gets stays a real generator, coroutine or
-# async generator; the native RangedSteps it delegates to pushes and pops around each
-# resumption of the driven one.
-def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
-    return (yield from steps)
-
-
-# A generator-based coroutine (types.coroutine) must stay awaitable: types.coroutine sets
-# CO_ITERABLE_COROUTINE on the function's code in place, hence a copy of the function.
-_drive_iterable_coroutine = types.coroutine(
-    types.FunctionType(
-        _drive_generator.__code__, _drive_generator.__globals__, "_drive_iterable_coroutine"
-    )
-)
-
-
-async def _drive_coroutine(steps: Any) -> Any:
-    return await steps
-
-
-def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:
-    """The pure-Python path: `yield from inner` spelled out (PEP 380), with a range around
-    each resumption of inner.
-
-    Values pass through `box`, which is empty whenever this frame is suspended: a plain
-    generator keeps neither what it yielded nor what it was sent alive while it waits, and
-    programs rely on that (more-itertools' islice_extended tests check it with weakrefs).
-    """
-    push()
-    try:
-        box = [inner.send(None)]
-    except StopIteration as stop:
-        return stop.value
-    finally:
-        pop()
-    while True:
-        try:
-            box.append((yield box.pop()))
-        except GeneratorExit:
-            push()
-            try:
-                inner.close()
-            finally:
-                pop()
-            raise
-        except BaseException as exc:
-            push()
-            try:
-                box.append(inner.throw(exc))
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                pop()
-        else:
-            push()
-            try:
-                box.append(inner.send(box.pop()))
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                pop()
-
-
-# The same driver as a generator-based coroutine, so that `await` accepts it: a coroutine's
-# steps are its send()/throw() calls made by the event loop.
-_ranged_steps = types.coroutine(
-    types.FunctionType(
-        _ranged_generator.__code__, _ranged_generator.__globals__, "_ranged_steps"
-    )
-)
-
-
-class _CoroutineCloser:
-    """Holds the coroutine a pure-Python stand-in drives, and closes it when the stand-in lets
-    go of it: a stand-in closed before it ever ran runs nothing, and the coroutine it drives
-    would warn "was never awaited" although the program closed it as it should. Closing
-    is what the coroutine's own finalizer does a moment later otherwise."""
-
-    __slots__ = ("coroutine",)
-
-    def __init__(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        self.coroutine = coroutine
-
-    def __del__(self) -> None:
-        self.coroutine.close()
-
-
-async def _ranged_coroutine(closer: _CoroutineCloser, push: Thunk, pop: Thunk) -> Any:
-    # A real coroutine object (inspect.iscoroutine, asyncio.create_task and `await` accept it)
-    # that drives the coroutine one step at a time through _ranged_steps.
-    return await _ranged_steps(closer.coroutine, push, pop)
-
-
-def _pure_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:
-    # The closer is made here, not in the coroutine's body, which may never run.
-    return _ranged_coroutine(_CoroutineCloser(inner), push, pop)
-
-
-async def _ranged_async_generator(inner: Any, steps: Callable[[Any], Any]) -> Any:
-    """`async for` delegation spelled out: each asend/athrow/aclose awaitable is driven
-    through `steps(awaitable)`, which puts a range around each of its steps (a native
-    RangedSteps, or _ranged_steps on the pure-Python path)."""
-    # `box` as in _ranged_generator: nothing yielded or sent stays alive while suspended.
-    try:
-        box = [await steps(inner.asend(None))]
-    except StopAsyncIteration:
-        return
-    while True:
-        try:
-            box.append((yield box.pop()))
-        except GeneratorExit:
-            await steps(inner.aclose())
-            raise
-        except BaseException as exc:
-            try:
-                box.append(await steps(inner.athrow(exc)))
-            except StopAsyncIteration:
-                return
-        else:
-            try:
-                box.append(await steps(inner.asend(box.pop())))
-            except StopAsyncIteration:
-                return
-
-
-def _pure_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
-    return _ranged_async_generator(inner, partial(_ranged_steps, push=push, pop=pop))
-
-
-# By kind: the object a call returns, and the pure-Python driver around each resumption.
-_PURE_DRIVERS: dict[int, tuple[type, Callable[..., Any]]] = {
-    _GENERATOR: (types.GeneratorType, _ranged_generator),
-    _ITERABLE_COROUTINE: (types.GeneratorType, _ranged_steps),
-    _COROUTINE: (types.CoroutineType, _pure_coroutine),
-    _ASYNC_GENERATOR: (types.AsyncGeneratorType, _pure_async_generator),
-}
-
-
 def _set_native_drivers() -> bool:
     set_drivers = getattr(_client, "set_drivers", None)
     if set_drivers is None:  # not built, or built from older sources
         return False
-    # In enum suspending_kind's order.
-    set_drivers(_drive_generator, _drive_iterable_coroutine, _drive_coroutine, _ranged_async_generator)
+    set_drivers(*resumptions.NATIVE_DRIVERS)
     return True
 
 
@@ -454,13 +265,18 @@ def monitoring_available() -> str | None:
     if CodeMonitor.active is not None:
         return f"autonvtx already monitors code with sys.monitoring tool id {CodeMonitor.active.tool_id}"
     if _free_tool_id() is None:
-        holders = ", ".join(f"{i}: {sys.monitoring.get_tool(i)!r}" for i in range(6))
+        holders = ", ".join(f"{i}: {_sys_monitoring().get_tool(i)!r}" for i in range(6))
         return f"no free sys.monitoring tool id (held: {holders})"
     return None
 
 
+def _sys_monitoring() -> Any:
+    # Python 3.12+ only: callers run once monitoring_available() has said yes.
+    return sys.monitoring  # type: ignore[attr-defined, unused-ignore]
+
+
 def _free_tool_id() -> int | None:
-    return next((i for i in _TOOL_IDS if sys.monitoring.get_tool(i) is None), None)
+    return next((i for i in _TOOL_IDS if _sys_monitoring().get_tool(i) is None), None)
 
 
 class CodeMonitor:
@@ -484,6 +300,7 @@ class CodeMonitor:
 
     def __init__(self) -> None:
         self.tool_id: int | None = None
+        self._client: ModuleType | None = None  # the native client, once installed
         self._codes: set[types.CodeType] = set()
 
     def install(self) -> str | None:
@@ -494,7 +311,7 @@ class CodeMonitor:
         reason = monitoring_available()
         if reason is not None:
             return reason
-        monitoring = sys.monitoring
+        monitoring = _sys_monitoring()
         for tool_id in _TOOL_IDS:
             try:
                 monitoring.use_tool_id(tool_id, "autonvtx")
@@ -504,24 +321,25 @@ class CodeMonitor:
         else:
             return "no free sys.monitoring tool id"
         events, client = monitoring.events, _native
+        assert client is not None  # monitoring_available() said so
         for event in (events.PY_START, events.PY_RESUME, events.PY_THROW):
             monitoring.register_callback(tool_id, event, client.monitoring_push)
         for event in (events.PY_RETURN, events.PY_YIELD, events.PY_UNWIND):
             monitoring.register_callback(tool_id, event, client.monitoring_pop)
         monitoring.set_events(tool_id, events.PY_UNWIND | events.PY_THROW)
-        self.tool_id = tool_id
+        self.tool_id, self._client = tool_id, client
         CodeMonitor.active = self
         return None
 
     def monitor(self, code: types.CodeType, emitter: Emitter | Any) -> None:
         """Give every run of `code` the range of `emitter` (an Emitter made by emitter_for()
         on the native path, or its `native` Range); replaces a range given before."""
-        tool_id = self._installed_tool_id()
+        tool_id, client = self._installed()
         prepared = emitter.native if isinstance(emitter, Emitter) else emitter
         if prepared is None:
             raise ValueError("CodeMonitor.monitor: the emitter has no native range (pure-Python path)")
-        _native.attach(code, prepared)
-        sys.monitoring.set_local_events(tool_id, code, _LOCAL_EVENTS)
+        client.attach(code, prepared)
+        _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         self._codes.add(code)
 
     def unmonitor(self, code: types.CodeType) -> None:
@@ -529,8 +347,9 @@ class CodeMonitor:
         if code not in self._codes:
             return
         self._codes.discard(code)
-        sys.monitoring.set_local_events(self._installed_tool_id(), code, 0)
-        _native.detach(code)
+        tool_id, client = self._installed()
+        _sys_monitoring().set_local_events(tool_id, code, 0)
+        client.detach(code)
 
     def is_monitored(self, code: types.CodeType) -> bool:
         return code in self._codes
@@ -542,13 +361,13 @@ class CodeMonitor:
     def uninstall(self) -> None:
         """Undo install() and every monitor(): no event, callback, range or tool id of
         autonvtx's is left. A frame that is running now keeps the range it pushed open."""
-        tool_id = self.tool_id
-        if tool_id is None:
+        if self.tool_id is None:
             return
-        monitoring = sys.monitoring
+        tool_id, client = self._installed()
+        monitoring = _sys_monitoring()
         for code in self._codes:
             monitoring.set_local_events(tool_id, code, 0)
-            _native.detach(code)
+            client.detach(code)
         self._codes.clear()
         monitoring.set_events(tool_id, 0)
         events = monitoring.events
@@ -556,21 +375,20 @@ class CodeMonitor:
                       events.PY_YIELD, events.PY_UNWIND):
             monitoring.register_callback(tool_id, event, None)
         monitoring.free_tool_id(tool_id)
-        self.tool_id = None
+        self.tool_id = self._client = None
         if CodeMonitor.active is self:
             CodeMonitor.active = None
 
-    def _installed_tool_id(self) -> int:
-        if self.tool_id is None:
+    def _installed(self) -> tuple[int, ModuleType]:
+        if self.tool_id is None or self._client is None:
             raise RuntimeError("CodeMonitor is not installed")
-        return self.tool_id
+        return self.tool_id, self._client
 
 
-_LOCAL_EVENTS = (
-    sys.monitoring.events.PY_START
-    | sys.monitoring.events.PY_RESUME
-    | sys.monitoring.events.PY_RETURN
-    | sys.monitoring.events.PY_YIELD
-    if sys.version_info >= (3, 12)
-    else 0
-)
+def _local_events() -> int:
+    events = _sys_monitoring().events
+    flags: int = events.PY_START | events.PY_RESUME | events.PY_RETURN | events.PY_YIELD
+    return flags
+
+
+_LOCAL_EVENTS = _local_events() if sys.version_info >= (3, 12) else 0
