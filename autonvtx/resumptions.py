@@ -3,6 +3,7 @@ wrapper engine's stand-ins, on the native path (a real generator or coroutine de
 native client's RangedSteps) and the pure-Python one."""
 from __future__ import annotations
 
+import sys
 import types
 from functools import partial
 from typing import Any, Callable, Coroutine, Generator
@@ -69,8 +70,22 @@ def _named_like(outer: Any, inner: Any) -> Any:
 # The native drivers (steps.c): what the program gets stays a real generator, coroutine or
 # async generator; the native RangedSteps it delegates to pushes and pops around each
 # resumption of the driven one.
-def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
-    return (yield from steps)
+if sys.version_info >= (3, 12):
+    # 3.12+ resumes the native object through tp_iternext, which keeps a returned value for
+    # result() instead of raising StopIteration(value) (RangedSteps' iternext says why).
+    def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
+        return steps.result((yield from steps))
+
+    async def _drive_coroutine(steps: Any) -> Any:
+        return steps.result(await steps)
+
+else:
+
+    def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
+        return (yield from steps)
+
+    async def _drive_coroutine(steps: Any) -> Any:
+        return await steps
 
 
 # A generator-based coroutine (types.coroutine) must stay awaitable: types.coroutine sets
@@ -80,10 +95,6 @@ _drive_iterable_coroutine = types.coroutine(
         _drive_generator.__code__, _drive_generator.__globals__, "_drive_iterable_coroutine"
     )
 )
-
-
-async def _drive_coroutine(steps: Any) -> Any:
-    return await steps
 
 
 def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:

@@ -241,6 +241,15 @@ try:
     g.send(5)
 except StopIteration as stop:
     print(stop.value)
+def delegating():
+    return (yield from ranged(gen)())  # resumed by next(): the return value comes back too
+
+print(list(delegating()), end=" ")
+try:
+    next(iter(delegating()))
+    next(d := delegating()); next(d)
+except StopIteration as stop:
+    print(stop.value)
 g = ranged(gives)()
 alive = weakref.ref(next(g))          # a plain generator keeps nothing it yielded
 print(alive() is None)
@@ -258,12 +267,13 @@ def test_generator_drivers_keep_values_types_and_names(
     monkeypatch.setenv(environment.PURE_PYTHON, pure)
     rec, out = record(tmp_path, DRIVERS_PROGRAM)
     assert out.splitlines() == [
-        "True gen 1", "(5, 'a tuple')", "True", "True coro legacy",
+        "True gen 1", "(5, 'a tuple')", "[1] (None, 'a tuple')", "True", "True coro legacy",
     ]
     assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
-    # gen: two resumptions; gives: one, then close(); coro: two steps, legacy one in each.
+    # gen: two resumptions each time, and one for the close() of the one dropped after one;
+    # gives: one, then close(); coro: two steps, legacy one in each.
     assert [r.name for r in rec.ranges] == [
-        "gen", "gen", "gives", "gives", "coro", "legacy", "coro", "legacy",
+        *["gen"] * 8, "gives", "gives", "coro", "legacy", "coro", "legacy",
     ]
 
 

@@ -5,7 +5,8 @@
  * What a wrapped generator function returns must stay a real generator (inspect.isgenerator,
  * types.GeneratorType, asyncio's checks for coroutines), so the object handed to the program
  * is made by a two-line Python driver from ranges.py: `return (yield from steps)` for a
- * generator, `return await steps` for a coroutine. `steps`, a RangedSteps, is the native part:
+ * generator, `return await steps` for a coroutine (3.12+: through steps.result(), see
+ * Steps_iternext). `steps`, a RangedSteps, is the native part:
  * the driver's SEND reaches its am_send (3.10, 3.11: PyIter_Send) or its tp_iternext and send
  * method (3.12+), and the driver's throw() and close() reach its throw and close methods
  * (genobject.c, _gen_throw and gen_close_iter, for a delegate that is not a generator); each
@@ -26,6 +27,8 @@ typedef struct {
     PyObject* inner;      /* the generator, coroutine or awaitable iterator driven */
     RangeObject* range;
     int started;          /* resumed, thrown into or closed at least once */
+    int keeps_result;     /* tp_iternext keeps a returned value for result() */
+    PyObject* result;     /* what the driven object returned, when tp_iternext kept it */
 } StepsObject;
 
 static PyTypeObject StepsType;
@@ -64,6 +67,8 @@ PyObject* steps_new(PyObject* inner, RangeObject* range)
     Py_INCREF(range);
     self->range = range;
     self->started = 0;
+    self->keeps_result = 0;
+    self->result = NULL;
     PyObject_GC_Track(self);
     return (PyObject*)self;
 }
@@ -95,6 +100,13 @@ static void set_stop_iteration(PyObject* value)
     }
 }
 
+/* Python 3.12+'s SEND resumes a delegate that is not a generator through tp_iternext (when
+ * sending None, as event loops and for-loops do), and a value returned comes back as
+ * StopIteration(value), an exception made and caught on every call of a coroutine that
+ * returns something. Instead the value is kept here and the end reported as StopIteration
+ * (None) without an exception (NULL with nothing raised); the 3.12+ generator and coroutine
+ * drivers then take it with result(). 3.10 and 3.11 resume through am_send, which returns the
+ * value itself. Other users (the async generator driver's steps) get StopIteration(value). */
 static PyObject* Steps_iternext(StepsObject* self)
 {
     PyObject* result;
@@ -102,14 +114,27 @@ static PyObject* Steps_iternext(StepsObject* self)
     case PYGEN_NEXT:
         return result;
     case PYGEN_RETURN:
-        /* NULL with nothing raised is StopIteration(None) to every caller of tp_iternext. */
-        if (result != Py_None)
+        if (result == Py_None) {
+            Py_DECREF(result);
+        } else if (self->keeps_result) {
+            Py_XSETREF(self->result, result);
+        } else {
             set_stop_iteration(result);
-        Py_DECREF(result);
+            Py_DECREF(result);
+        }
         return NULL;
     default:
         return NULL;
     }
+}
+
+static PyObject* Steps_result(StepsObject* self, PyObject* value)
+{
+    PyObject* kept = self->result;
+    if (kept == NULL)
+        return Py_NewRef(value);
+    self->result = NULL;
+    return kept;
 }
 
 static PyObject* Steps_send(StepsObject* self, PyObject* arg)
@@ -195,6 +220,7 @@ static int Steps_traverse(StepsObject* self, visitproc visit, void* arg)
 {
     Py_VISIT(self->inner);
     Py_VISIT(self->range);
+    Py_VISIT(self->result);
     return 0;
 }
 
@@ -202,6 +228,7 @@ static int Steps_clear(StepsObject* self)
 {
     Py_CLEAR(self->inner);
     Py_CLEAR(self->range);
+    Py_CLEAR(self->result);
     return 0;
 }
 
@@ -242,6 +269,9 @@ static PyMethodDef Steps_methods[] = {
     {"throw", (PyCFunction)(void (*)(void))Steps_throw, METH_FASTCALL,
      "Throw into the driven object, in the range."},
     {"close", (PyCFunction)Steps_close, METH_NOARGS, "Close the driven object, in the range."},
+    {"result", (PyCFunction)Steps_result, METH_O,
+     "result(value, /)\n--\n\nWhat the driven object returned if iteration ended it (taken "
+     "once), else `value` (what `yield from`/`await` on this object gave)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -308,8 +338,13 @@ PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind)
     args[0] = inner;
     if (kind == KIND_ASYNC_GENERATOR)
         args[1] = PyObject_GetAttr((PyObject*)range, str_steps);
-    else
+    else {
         args[1] = steps_new(inner, range);
+#if PY_VERSION_HEX >= 0x030C0000
+        if (args[1] != NULL)
+            ((StepsObject*)args[1])->keeps_result = 1; /* the drivers call result() */
+#endif
+    }
     if (args[1] == NULL) {
         Py_DECREF(inner);
         return NULL;
