@@ -230,6 +230,15 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     return call
 
 
+def prepared_range(domain: str, message: str, color: int, category: int) -> Any:
+    """A native Range (what CodeMonitor.monitor() takes), with `domain`, `color` and
+    `category` as style_arguments() gives them: lighter than an Emitter (no push/pop bound
+    methods) where thousands of code objects get one. None without the native client."""
+    if _native is None:
+        return None
+    return _native.Range(domain, message, color, category)
+
+
 def _set_native_drivers() -> bool:
     set_drivers = getattr(_client, "set_drivers", None)
     if set_drivers is None:  # not built, or built from older sources
@@ -301,7 +310,9 @@ class CodeMonitor:
     def __init__(self) -> None:
         self.tool_id: int | None = None
         self._client: ModuleType | None = None  # the native client, once installed
-        self._codes: set[types.CodeType] = set()
+        # What uninstall() must undo. A list, not a set: 8 bytes a code object where a set
+        # takes ~20, thousands of times over; membership is the code extra's (O(1)).
+        self._codes: list[types.CodeType] = []
 
     def install(self) -> str | None:
         """Claim a tool id and register the callbacks: None, or why the code engine cannot
@@ -332,27 +343,31 @@ class CodeMonitor:
         return None
 
     def monitor(self, code: types.CodeType, emitter: Emitter | Any) -> None:
-        """Give every run of `code` the range of `emitter` (an Emitter made by emitter_for()
-        on the native path, or its `native` Range); replaces a range given before."""
+        """Give every run of `code` the range of `emitter`: a Range from prepared_range()
+        (the lightest), or an Emitter made on the native path (its `native` Range). Replaces
+        a range given before."""
         tool_id, client = self._installed()
         prepared = emitter.native if isinstance(emitter, Emitter) else emitter
         if prepared is None:
             raise ValueError("CodeMonitor.monitor: the emitter has no native range (pure-Python path)")
+        known = client.attached(code) is not None
         client.attach(code, prepared)
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
-        self._codes.add(code)
+        if not known:
+            self._codes.append(code)
 
     def unmonitor(self, code: types.CodeType) -> None:
         """Stop giving `code` ranges; nothing happens for code this monitor does not monitor."""
-        if code not in self._codes:
+        if not self.is_monitored(code):
             return
-        self._codes.discard(code)
         tool_id, client = self._installed()
         _sys_monitoring().set_local_events(tool_id, code, 0)
         client.detach(code)
+        self._codes.remove(code)  # O(n): unmonitoring is rare
 
     def is_monitored(self, code: types.CodeType) -> bool:
-        return code in self._codes
+        client = self._client
+        return client is not None and client.attached(code) is not None
 
     def monitored(self) -> int:
         """How many code objects this monitor gives ranges."""

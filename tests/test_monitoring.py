@@ -290,6 +290,11 @@ def test_the_range_is_released_with_the_code_or_when_detached() -> None:
         attached = ranges._client.attached(f.__code__) is native
         counts.append(sys.getrefcount(native))
         assert attached and monitor.is_monitored(f.__code__) and monitor.monitored() == 1
+        # Monitored again: the new range replaces the first, which is released.
+        monitor.monitor(f.__code__, ranges.prepared_range("autonvtx", "again", 0, 0))
+        counts.append(sys.getrefcount(native))
+        assert ranges._client.attached(f.__code__).message == "again"
+        assert monitor.monitored() == 1
         monitor.unmonitor(f.__code__)
         counts.append(sys.getrefcount(native))
         assert not monitor.is_monitored(f.__code__) and ranges._client.attached(f.__code__) is None
@@ -301,7 +306,7 @@ def test_the_range_is_released_with_the_code_or_when_detached() -> None:
         del code
         counts.append(sys.getrefcount(native))
         held = counts[0]
-        assert counts == [held, held + 1, held, held + 1, held]
+        assert counts == [held, held + 1, held, held, held + 1, held]
     finally:
         monitor.uninstall()
 
