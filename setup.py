@@ -16,7 +16,9 @@ from setuptools.command.editable_wheel import editable_wheel
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
 CLIENT = "autonvtx._nvtxclient"
-CLIENT_SOURCE = "autonvtx/_native/nvtxclient.c"
+CLIENT_SOURCES = [
+    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring")
+]
 
 
 def nvtx_include_dir() -> str:
@@ -123,8 +125,10 @@ setup(
         # pure Python when it is missing, so a failed build only warns.
         Extension(
             CLIENT,
-            sources=[CLIENT_SOURCE],
-            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            sources=CLIENT_SOURCES,
+            depends=["autonvtx/_native/nvtxclient.h"],
+            # RECORDER_FLAGS: the code engine's per-thread stack of open ranges is thread-local.
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["dl"],
             py_limited_api=False,
             optional=True,

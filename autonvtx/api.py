@@ -2,6 +2,7 @@
 (`%load_ext autonvtx`, then `%autonvtx -t 'mypkg.*'`)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import types
@@ -62,6 +63,7 @@ def install(
     targets: Sequence[str] = (),
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    engine: str | None = None,
 ) -> Installation:
     """Give the functions the rules select NVTX ranges, from now on, in this process.
 
@@ -69,9 +71,11 @@ def install(
     them, or a `Config`; with no config, preset or target, `./autonvtx.toml` or `[tool.autonvtx]`
     in `./pyproject.toml` is used, as `autonvtx run` does. Modules already imported are
     instrumented at once, later imports as they happen, `__main__` too when a rule targets it.
-    Bad rules raise `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
+    `engine` is "code" (sys.monitoring, 3.12+: no function is replaced), "wrap" or "auto"
+    (the default: the config's, else code where it can run). Bad rules raise
+    `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
     """
-    resolved = _resolve(config, presets, targets, include, exclude)
+    resolved = _resolve(config, presets, targets, include, exclude, engine)
     if not (resolved.rules or resolved.plugins):
         raise UsageError(
             "install: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
@@ -94,6 +98,7 @@ def _resolve(
     targets: Sequence[str],
     include: Sequence[str],
     exclude: Sequence[str],
+    engine: str | None,
 ) -> Config:
     from autonvtx.configfile import load_rules
 
@@ -103,6 +108,8 @@ def _resolve(
     if isinstance(config, Config):
         if presets or targets or include or exclude:
             raise UsageError("install: config: a Config object cannot be combined with presets or targets")
+        if engine is not None:
+            return dataclasses.replace(config, settings=dataclasses.replace(config.settings, engine=engine))
         return config
     if config is None:
         paths: list[str] = []
@@ -110,7 +117,7 @@ def _resolve(
         paths = [os.fspath(config)]
     else:
         paths = [os.fspath(path) for path in config]
-    return load_rules(paths, presets=presets, targets=targets, includes=include, excludes=exclude)
+    return load_rules(paths, presets=presets, targets=targets, includes=include, excludes=exclude, engine=engine)
 
 
 # IPython: %load_ext autonvtx, then %autonvtx [rule options] | %autonvtx off | %autonvtx

@@ -11,7 +11,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 # The script and `-m` targets never pass through an import hook: the runner instruments
-# them (Instrumenter.instrument_main). In the snapshot they are autonvtx's own entry point.
+# them (Walker.instrument_main). In the snapshot they are autonvtx's own entry point.
 _MAIN_NAMES = ("__main__", "__mp_main__")
 
 

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import os
+import sys
 import types
 from functools import partial
 from types import ModuleType
-from typing import Any, Callable, Coroutine, Generator, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from autonvtx import environment
+from autonvtx import environment, resumptions
 from autonvtx.config import RangeStyle
+from autonvtx.resumptions import Thunk, Wrapper
 
 
 def _load_client() -> ModuleType | None:
@@ -25,10 +27,6 @@ _client = _load_client()
 # built) sends every range through the `nvtx` package instead, with the same events (same
 # domain, registered message, color and category).
 _native = None if os.environ.get(environment.PURE_PYTHON, "") not in ("", "0") else _client
-
-Thunk = Callable[[], None]
-# wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
-Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
 # Label and Emitter are made once per wrapped function, thousands of times when a package is
@@ -210,10 +208,11 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     coroutines and async generators (a range never stays open across a suspension, so ranges
     of interleaved tasks or generators cannot mis-nest on a thread)."""
     push, pop = emitter.push, emitter.pop
-    flags = getattr(getattr(func, "__code__", None), "co_flags", 0)
-    for flag, kind, ranged in _SUSPENDING:
-        if flags & flag:
-            return _suspending_call(kind, ranged, push, pop)
+    kind = resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0))
+    if kind is not None:
+        if emitter.native is not None and _drivers_set:
+            return resumptions.native_wrapper(emitter.native.drive, kind)
+        return resumptions.pure_wrapper(kind, push, pop)
 
     if emitter.native is not None:
         # Called as wrapt calls a wrapper, it pushes, calls and pops in C; and plain functions
@@ -231,118 +230,180 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     return call
 
 
-def _suspending_call(kind: type, ranged: Callable[..., Any], push: Thunk, pop: Thunk) -> Wrapper:
-    def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        inner = wrapped(*args, **kwargs)
-        if type(inner) is not kind:
-            return inner  # a decorator in between changed what the call returns
-        return _named_like(ranged(inner, push, pop), inner)
-
-    return call_suspending
-
-
-def _named_like(outer: Any, inner: Any) -> Any:
-    # Generator, coroutine and async generator objects have writable names, shown by reprs,
-    # asyncio task reprs and "never awaited" warnings: the driver takes the driven one's.
-    outer.__name__ = inner.__name__
-    outer.__qualname__ = inner.__qualname__
-    return outer
+def prepared_range(domain: str, message: str, color: int, category: int) -> Any:
+    """A native Range (what CodeMonitor.monitor() takes), with `domain`, `color` and
+    `category` as style_arguments() gives them: lighter than an Emitter (no push/pop bound
+    methods) where thousands of code objects get one. None without the native client."""
+    if _native is None:
+        return None
+    return _native.Range(domain, message, color, category)
 
 
-_CO_GENERATOR = 0x20
-_CO_COROUTINE = 0x80
-_CO_ASYNC_GENERATOR = 0x200
+def _set_native_drivers() -> bool:
+    set_drivers = getattr(_client, "set_drivers", None)
+    if set_drivers is None:  # not built, or built from older sources
+        return False
+    set_drivers(*resumptions.NATIVE_DRIVERS)
+    return True
 
 
-def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any, Any]:
-    """`yield from inner` spelled out (PEP 380), with a range around each resumption of inner.
+_drivers_set = _set_native_drivers()
 
-    Values pass through `box`, which is empty whenever this frame is suspended: a plain
-    generator keeps neither what it yielded nor what it was sent alive while it waits, and
-    programs rely on that (more-itertools' islice_extended tests check it with weakrefs).
-    """
-    push()
-    try:
-        box = [inner.send(None)]
-    except StopIteration as stop:
-        return stop.value
-    finally:
-        pop()
-    while True:
-        try:
-            box.append((yield box.pop()))
-        except GeneratorExit:
-            push()
+
+# ---- The code engine's layer (Python 3.12+, PEP 669) ----
+
+# Tool ids tried in this order: 3 and 4 have no role sys.monitoring names; then the optimizer's,
+# the debugger's, the profiler's (cProfile takes 2 on 3.12+) and last coverage.py's (1), the
+# tool most often run together with autonvtx.
+_TOOL_IDS = (4, 3, 5, 0, 2, 1)
+
+
+def monitoring_available() -> str | None:
+    """None when the code engine can run here (CodeMonitor.install() would succeed), else a
+    one-line reason: Python before 3.12, AUTONVTX_PURE_PYTHON set, the native client not
+    built (or built without it), no free sys.monitoring tool id, or a CodeMonitor already
+    installed."""
+    if sys.version_info < (3, 12):
+        return f"Python {sys.version_info[0]}.{sys.version_info[1]} has no sys.monitoring (3.12+)"
+    if _native is None:
+        if _client is not None:
+            return f"{environment.PURE_PYTHON} is set"
+        return "autonvtx's native client (autonvtx._nvtxclient) is not built"
+    if not hasattr(_native, "monitoring_push"):
+        return "autonvtx's native client was built without the code engine (rebuild: pip install -e .)"
+    if CodeMonitor.active is not None:
+        return f"autonvtx already monitors code with sys.monitoring tool id {CodeMonitor.active.tool_id}"
+    if _free_tool_id() is None:
+        holders = ", ".join(f"{i}: {_sys_monitoring().get_tool(i)!r}" for i in range(6))
+        return f"no free sys.monitoring tool id (held: {holders})"
+    return None
+
+
+def _sys_monitoring() -> Any:
+    # Python 3.12+ only: callers run once monitoring_available() has said yes.
+    return sys.monitoring  # type: ignore[attr-defined, unused-ignore]
+
+
+def _free_tool_id() -> int | None:
+    return next((i for i in _TOOL_IDS if _sys_monitoring().get_tool(i) is None), None)
+
+
+class CodeMonitor:
+    """NVTX ranges on code objects through sys.monitoring (PEP 669): every function made from
+    a monitored code object gets its range, however it is referenced, and no function object
+    is replaced.
+
+    install() claims a free tool id ("autonvtx") and registers native callbacks: push on
+    PY_START, PY_RESUME and PY_THROW, pop on PY_RETURN, PY_YIELD and PY_UNWIND, so a
+    generator or coroutine gets a range per resumption and every exit pops. monitor(code,
+    emitter) attaches the emitter's native range to the code object (a code extra, found in
+    O(1) by the callbacks) and turns on the local events for it. PY_UNWIND and PY_THROW can
+    only be global: for code without a range the callback returns at once. A frame already
+    running when its code gets monitored pushed nothing, and its exit pops nothing (the native
+    callbacks keep each thread's open ranges). uninstall() turns off every event this monitor
+    turned on, detaches every range and frees the tool id. One CodeMonitor is installed at a
+    time in a process."""
+
+    # The installed one (the code extra index the callbacks read is per process).
+    active: CodeMonitor | None = None
+
+    def __init__(self) -> None:
+        self.tool_id: int | None = None
+        self._client: ModuleType | None = None  # the native client, once installed
+        # What uninstall() must undo. A list, not a set: 8 bytes a code object where a set
+        # takes ~20, thousands of times over; membership is the code extra's (O(1)).
+        self._codes: list[types.CodeType] = []
+
+    def install(self) -> str | None:
+        """Claim a tool id and register the callbacks: None, or why the code engine cannot
+        run here (monitoring_available()), with nothing changed."""
+        if self.tool_id is not None:
+            return None
+        reason = monitoring_available()
+        if reason is not None:
+            return reason
+        monitoring = _sys_monitoring()
+        for tool_id in _TOOL_IDS:
             try:
-                inner.close()
-            finally:
-                pop()
-            raise
-        except BaseException as exc:
-            push()
-            try:
-                box.append(inner.throw(exc))
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                pop()
+                monitoring.use_tool_id(tool_id, "autonvtx")
+            except ValueError:  # taken (by another thread since monitoring_available())
+                continue
+            break
         else:
-            push()
-            try:
-                box.append(inner.send(box.pop()))
-            except StopIteration as stop:
-                return stop.value
-            finally:
-                pop()
+            return "no free sys.monitoring tool id"
+        events, client = monitoring.events, _native
+        assert client is not None  # monitoring_available() said so
+        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW):
+            monitoring.register_callback(tool_id, event, client.monitoring_push)
+        for event in (events.PY_RETURN, events.PY_YIELD, events.PY_UNWIND):
+            monitoring.register_callback(tool_id, event, client.monitoring_pop)
+        monitoring.set_events(tool_id, events.PY_UNWIND | events.PY_THROW)
+        self.tool_id, self._client = tool_id, client
+        CodeMonitor.active = self
+        return None
+
+    def monitor(self, code: types.CodeType, emitter: Emitter | Any) -> None:
+        """Give every run of `code` the range of `emitter`: a Range from prepared_range()
+        (the lightest), or an Emitter made on the native path (its `native` Range). Replaces
+        a range given before."""
+        tool_id, client = self._installed()
+        prepared = emitter.native if isinstance(emitter, Emitter) else emitter
+        if prepared is None:
+            raise ValueError("CodeMonitor.monitor: the emitter has no native range (pure-Python path)")
+        known = client.attached(code) is not None
+        client.attach(code, prepared)
+        _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
+        if not known:
+            self._codes.append(code)
+
+    def unmonitor(self, code: types.CodeType) -> None:
+        """Stop giving `code` ranges; nothing happens for code this monitor does not monitor."""
+        if not self.is_monitored(code):
+            return
+        tool_id, client = self._installed()
+        _sys_monitoring().set_local_events(tool_id, code, 0)
+        client.detach(code)
+        self._codes.remove(code)  # O(n): unmonitoring is rare
+
+    def is_monitored(self, code: types.CodeType) -> bool:
+        client = self._client
+        return client is not None and client.attached(code) is not None
+
+    def monitored(self) -> int:
+        """How many code objects this monitor gives ranges."""
+        return len(self._codes)
+
+    def uninstall(self) -> None:
+        """Undo install() and every monitor(): no event, callback, range or tool id of
+        autonvtx's is left. A frame that is running now keeps the range it pushed open."""
+        if self.tool_id is None:
+            return
+        tool_id, client = self._installed()
+        monitoring = _sys_monitoring()
+        for code in self._codes:
+            monitoring.set_local_events(tool_id, code, 0)
+            client.detach(code)
+        self._codes.clear()
+        monitoring.set_events(tool_id, 0)
+        events = monitoring.events
+        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW, events.PY_RETURN,
+                      events.PY_YIELD, events.PY_UNWIND):
+            monitoring.register_callback(tool_id, event, None)
+        monitoring.free_tool_id(tool_id)
+        self.tool_id = self._client = None
+        if CodeMonitor.active is self:
+            CodeMonitor.active = None
+
+    def _installed(self) -> tuple[int, ModuleType]:
+        if self.tool_id is None or self._client is None:
+            raise RuntimeError("CodeMonitor is not installed")
+        return self.tool_id, self._client
 
 
-# The same driver as a generator-based coroutine, so that `await` accepts it: a coroutine's
-# steps are its send()/throw() calls made by the event loop. types.coroutine sets
-# CO_ITERABLE_COROUTINE on the function's code in place, hence a copy of the function.
-_ranged_steps = types.coroutine(
-    types.FunctionType(
-        _ranged_generator.__code__, _ranged_generator.__globals__, "_ranged_steps"
-    )
-)
+def _local_events() -> int:
+    events = _sys_monitoring().events
+    flags: int = events.PY_START | events.PY_RESUME | events.PY_RETURN | events.PY_YIELD
+    return flags
 
 
-async def _ranged_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:
-    # A real coroutine object (inspect.iscoroutine, asyncio.create_task and `await` accept it)
-    # that drives `inner` one step at a time through _ranged_steps.
-    return await _ranged_steps(inner, push, pop)
-
-
-async def _ranged_async_generator(inner: Any, push: Thunk, pop: Thunk) -> Any:
-    """`async for` delegation spelled out: each asend/athrow/aclose awaitable is driven
-    step by step, with a range around each step."""
-    # `box` as in _ranged_generator: nothing yielded or sent stays alive while suspended.
-    try:
-        box = [await _ranged_steps(inner.asend(None), push, pop)]
-    except StopAsyncIteration:
-        return
-    while True:
-        try:
-            box.append((yield box.pop()))
-        except GeneratorExit:
-            await _ranged_steps(inner.aclose(), push, pop)
-            raise
-        except BaseException as exc:
-            try:
-                box.append(await _ranged_steps(inner.athrow(exc), push, pop))
-            except StopAsyncIteration:
-                return
-        else:
-            try:
-                box.append(await _ranged_steps(inner.asend(box.pop()), push, pop))
-            except StopAsyncIteration:
-                return
-
-
-# What wrapper_for() checks a function's code flags for, in this order (a generator-based
-# coroutine is a generator): the object its call returns, and the driver that puts a range
-# around each resumption of it.
-_SUSPENDING = (
-    (_CO_ASYNC_GENERATOR, types.AsyncGeneratorType, _ranged_async_generator),
-    (_CO_COROUTINE, types.CoroutineType, _ranged_coroutine),
-    (_CO_GENERATOR, types.GeneratorType, _ranged_generator),
-)
+_LOCAL_EVENTS = _local_events() if sys.version_info >= (3, 12) else 0

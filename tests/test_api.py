@@ -31,25 +31,33 @@ def names(recordings: list) -> list[str]:
     return [r.name for rec in recordings for r in sorted(rec.ranges, key=lambda r: r.start_ns)]
 
 
-def test_install_ranges_then_uninstall_restores_every_function(tmp_path: Path) -> None:
+ENGINES = [
+    "wrap",
+    pytest.param("code", marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="needs sys.monitoring")),
+]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_install_ranges_then_uninstall_restores_every_function(tmp_path: Path, engine: str) -> None:
     make_file(tmp_path / "mymod.py", MYMOD)
     recordings, out = run_under_recorder(
         tmp_path,
-        """
+        f"""
         import autonvtx, mymod
         work, step, helper = mymod.work, vars(mymod.Model)["step"], vars(mymod.Model)["helper"]
-        handle = autonvtx.install(targets=["mymod"])
+        handle = autonvtx.install(targets=["mymod"], engine={engine!r})
         print(mymod.work is work, type(vars(mymod.Model)["helper"]).__name__)
         mymod.work(1); mymod.Model().step(); mymod.Model.helper()
         handle.uninstall()
         print(mymod.work is work, vars(mymod.Model)["step"] is step, vars(mymod.Model)["helper"] is helper)
         mymod.work(2)  # after uninstall: no range
-        with autonvtx.install(targets=["mymod"], exclude=["Model.*"]) as again:
+        with autonvtx.install(targets=["mymod"], exclude=["Model.*"], engine={engine!r}) as again:
             mymod.work(3); mymod.Model().step()
         print(mymod.work is work, again.active)
         """,
     )
-    assert out.split("\n")[:3] == ["False staticmethod", "True True True", "True False"]
+    # The wrap engine replaces functions while installed; the code engine never does.
+    assert out.split("\n")[:3] == [f"{engine == 'code'} staticmethod", "True True True", "True False"]
     # The second install excludes Model.step, not the work() it calls.
     assert names(recordings) == ["work", "Model.step", "work", "Model.helper", "work", "work"]
 
@@ -149,9 +157,10 @@ def test_ipython_extension_instruments_cells(tmp_path: Path) -> None:
         env={"IPYTHONDIR": str(tmp_path / "ipython")},
         stderr=errors,
     )
-    assert "autonvtx: installed: wrapped 0 functions in 1 modules (0 skipped)" in out, out + errors[0]
+    verb = "monitored" if sys.version_info >= (3, 12) else "wrapped"  # the default engine's
+    assert f"autonvtx: installed: {verb} 0 functions in 1 modules (0 skipped)" in out, out + errors[0]
     # `%autonvtx` alone: what the cells and the import since then brought.
-    assert "autonvtx: wrapped 2 functions in 2 modules (2 skipped)" in out
+    assert f"autonvtx: {verb} 2 functions in 2 modules (2 skipped)" in out
     assert "autonvtx: uninstalled; every replaced function is back" in out
     assert "'--bogus': unknown option" in errors[0]
     assert sorted(names(recordings)) == ["cell_fn", "work", "work"]  # work() inside Model.step too
@@ -174,7 +183,8 @@ def test_autonvtx_rules_instruments_a_plain_python_and_its_children(tmp_path: Pa
         tmp_path, AUTOSTART, env={"AUTONVTX_RULES": "rules.toml", "AUTONVTX_VERBOSE": "1"}, stderr=errors
     )
     assert sorted(names(recordings)) == ["Model.step", "work", "work"]
-    assert len([line for line in errors[0].splitlines() if "wrapped 3 functions in 1 module" in line]) == 2
+    verb = "monitored" if sys.version_info >= (3, 12) else "wrapped"  # the default engine's
+    assert len([line for line in errors[0].splitlines() if f"{verb} 3 functions in 1 module" in line]) == 2
 
 
 def test_a_bad_autonvtx_rules_file_is_one_line_and_the_program_runs(tmp_path: Path) -> None:

@@ -1,13 +1,15 @@
 """autonvtx's own NVTX client (ranges.py and its native extension), observed through the recorder."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from autonvtx import environment, ranges
 from autonvtx.recorder.model import ProcessRecording, Range
-from conftest import run_under_recorder
+from conftest import make_file, run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,7 +144,7 @@ def test_a_native_range_is_called_as_wrapt_calls_a_wrapper() -> None:
 
 
 @needs_native
-def test_the_one_call_maker_wraps_plain_functions_and_leaves_suspending_ones() -> None:
+def test_the_one_call_maker_wraps_plain_and_suspending_functions() -> None:
     from autonvtx.engines import wrap as instrument
 
     make = ranges.ranged_wrapper_factory(instrument._RangedFunctionWrapper)
@@ -161,9 +163,10 @@ def test_the_one_call_maker_wraps_plain_functions_and_leaves_suspending_ones() -
     assert type(wrapper) is instrument._RangedFunctionWrapper and wrapper(7) == 7
     assert wrapper.__wrapped__ is f
     assert (wrapper._self_range.domain, wrapper._self_range.message) == ("autonvtx", "f-message")
-    # Generators and coroutines get a range per resumption, made in Python: the maker declines.
-    assert make(gen, "autonvtx", "gen", 0, 0) is None
-    assert make(coro, "autonvtx", "coro", 0, 0) is None
+    # Generators and coroutines: the wrapper drives what they return, a range per resumption.
+    for suspending in (gen, coro):
+        made = make(suspending, "autonvtx", suspending.__name__, 0, 0)
+        assert type(made) is instrument._RangedFunctionWrapper and made.__wrapped__ is suspending
     with pytest.raises(TypeError):
         make(len, "autonvtx", "len", 0, 0)  # a builtin is not a plain function
     with pytest.raises(TypeError):
@@ -201,3 +204,109 @@ def test_the_native_wrapper_type_is_collected_and_refuses_a_broken_state() -> No
         kind(len, prepared)  # a builtin is not a plain function
     with pytest.raises(TypeError):
         kind(lambda: 1, object())
+
+
+DRIVERS_PROGRAM = """
+import asyncio, inspect, types, weakref
+from autonvtx import ranges
+from autonvtx.config import RangeStyle
+
+def ranged(func):
+    style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None)
+    wrapper = ranges.wrapper_for(func, ranges.emitter_with_message(style, func.__qualname__))
+    return lambda *args, **kwargs: wrapper(func, None, args, kwargs)
+
+def gen():
+    got = yield 1
+    return (got, "a tuple")          # StopIteration's value, not its args
+
+class Box:
+    pass
+
+def gives():
+    yield Box()
+    yield None
+
+@types.coroutine
+def legacy():
+    yield
+    return "legacy"
+
+async def coro():
+    return await ranged(legacy)()
+
+g = ranged(gen)()
+print(inspect.isgenerator(g), g.__qualname__, next(g))
+try:
+    g.send(5)
+except StopIteration as stop:
+    print(stop.value)
+def delegating():
+    return (yield from ranged(gen)())  # resumed by next(): the return value comes back too
+
+print(list(delegating()), end=" ")
+try:
+    next(iter(delegating()))
+    next(d := delegating()); next(d)
+except StopIteration as stop:
+    print(stop.value)
+g = ranged(gives)()
+alive = weakref.ref(next(g))          # a plain generator keeps nothing it yielded
+print(alive() is None)
+g.close()                             # a resumption too: GeneratorExit at its yield
+c = ranged(coro)()
+print(inspect.iscoroutine(c), c.__qualname__, asyncio.run(c))
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_generator_drivers_keep_values_types_and_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pure: str
+) -> None:
+    monkeypatch.setenv(environment.PURE_PYTHON, pure)
+    rec, out = record(tmp_path, DRIVERS_PROGRAM)
+    assert out.splitlines() == [
+        "True gen 1", "(5, 'a tuple')", "[1] (None, 'a tuple')", "True", "True coro legacy",
+    ]
+    assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
+    # gen: two resumptions each time, and one for the close() of the one dropped after one;
+    # gives: one, then close(); coro: two steps, legacy one in each.
+    assert [r.name for r in rec.ranges] == [
+        *["gen"] * 8, "gives", "gives", "coro", "legacy", "coro", "legacy",
+    ]
+
+
+CLOSED_COROUTINE_PROGRAM = """
+async def fetch():
+    return 1
+
+async def main():
+    return await fetch()
+
+import asyncio
+asyncio.run(main())
+closed = fetch()
+closed.close()                     # closed before it ran: no warning, as under python
+dropped = fetch()
+del dropped                        # dropped before it ran: one warning, as under python
+print("done")
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_coroutine_closed_before_it_ran_does_not_warn(workdir: Path, pure: str) -> None:
+    from conftest import autonvtx_env, run_autonvtx
+
+    script = make_file(workdir / "fetch.py", CLOSED_COROUTINE_PROGRAM)
+    env = autonvtx_env(PYTHONWARNINGS="error", **{environment.PURE_PYTHON: pure})
+    plain = subprocess.run(
+        [sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True
+    )
+    ours = run_autonvtx("-t", "__main__", str(script), cwd=workdir, env=env)
+    assert plain.returncode == ours.returncode == 0, ours.stderr
+    assert ours.stdout == plain.stdout == "done\n"
+    warned = [line for line in plain.stderr.splitlines() if "never awaited" in line]
+    assert len(warned) == 1 and warned[0].startswith("RuntimeWarning: coroutine 'fetch'")
+    assert [line for line in ours.stderr.splitlines() if "never awaited" in line] == warned
+    assert ours.range_names().count("fetch") == 1  # the awaited one, wrapped

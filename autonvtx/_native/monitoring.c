@@ -1,0 +1,210 @@
+/*
+ * The code engine's native half (Python 3.12+, PEP 669): sys.monitoring callbacks that push
+ * and pop the Range attached to a code object, and the attachment itself.
+ *
+ * A Range hangs on its code object as a code extra (PyUnstable_Code_SetExtra, an index this
+ * module requests once): the callbacks find it in O(1) from the code object sys.monitoring
+ * passes them, and a code object without one (PY_UNWIND and PY_THROW are global events, so
+ * every code object's exceptions reach the callback) costs one pointer test. The extra holds a
+ * strong reference, released by detach() or when the code object dies (the free function).
+ *
+ * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
+ * resumes a suspended generator) and monitoring_pop for PY_RETURN, PY_YIELD and PY_UNWIND: a
+ * range per run of the frame between suspensions, as the wrapper engine gives.
+ */
+#include "nvtxclient.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static Py_ssize_t extra_index = -1;
+
+static void release_range(void* extra)
+{
+    Py_XDECREF((PyObject*)extra);
+}
+
+static inline RangeObject* range_of(PyObject* const* args, Py_ssize_t nargs)
+{
+    void* extra = NULL;
+    if (nargs < 1 || !PyCode_Check(args[0]))
+        return NULL;
+    /* Cannot fail for a code object: a missing slot reads as NULL. */
+    (void)PyUnstable_Code_GetExtra(args[0], extra_index, &extra);
+    return (RangeObject*)extra;
+}
+
+/* The code objects whose ranges this thread has open, innermost last. A frame that was
+ * already running when its code got monitored ends with PY_RETURN or PY_UNWIND without having
+ * pushed: its pop must not close the range of a frame below it (or count as a pop with no
+ * push), so a pop happens only for the code on top. Deeper than SHADOW_DEPTH, pops are
+ * trusted (only the depth is counted). Frames nest on a thread, and a generator's range closes
+ * at each suspension, so the top is always the innermost running frame that pushed. */
+#define SHADOW_DEPTH 256
+typedef struct {
+    Py_ssize_t depth;
+    PyObject* codes[SHADOW_DEPTH]; /* borrowed: compared, never dereferenced */
+} shadow_stack;
+
+/* Only a pointer is thread-local: eight bytes fit in the static TLS a dlopen'ed module may
+ * use (TLS descriptors then cost a load), where the stack itself would not. The stack is made
+ * on a thread's first push and freed when the thread exits (shadow_key's destructor). */
+static _Thread_local shadow_stack* shadow;
+static pthread_key_t shadow_key;
+
+static shadow_stack* thread_shadow(void)
+{
+    shadow_stack* stack = shadow;
+    if (stack == NULL) {
+        stack = calloc(1, sizeof *stack);
+        if (stack == NULL || pthread_setspecific(shadow_key, stack) != 0) {
+            free(stack);
+            return NULL; /* no memory: this thread's pops are trusted */
+        }
+        shadow = stack;
+    }
+    return stack;
+}
+
+static PyObject* monitoring_push(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    RangeObject* range = range_of(args, nargs);
+    (void)module;
+    if (range != NULL) {
+        shadow_stack* stack = thread_shadow();
+        if (stack != NULL) {
+            if (stack->depth < SHADOW_DEPTH)
+                stack->codes[stack->depth] = args[0];
+            stack->depth++;
+        }
+        range_push(range);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject* monitoring_pop(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    RangeObject* range = range_of(args, nargs);
+    (void)module;
+    if (range != NULL) {
+        shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
+        if (stack != NULL) {
+            Py_ssize_t top = stack->depth - 1;
+            if (top < 0 || (top < SHADOW_DEPTH && stack->codes[top] != args[0]))
+                Py_RETURN_NONE; /* this frame pushed nothing */
+            stack->depth = top;
+        }
+        range_pop(range);
+    }
+    Py_RETURN_NONE;
+}
+
+static void free_shadow(void* stack)
+{
+    free(stack);
+}
+
+static int check_code(PyObject* code, const char* where)
+{
+    if (!PyCode_Check(code)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a code object, not %.100s", where,
+                     Py_TYPE(code)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject* attach(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "attach(code, range)");
+        return NULL;
+    }
+    if (check_code(args[0], "attach") < 0)
+        return NULL;
+    if (!Py_IS_TYPE(args[1], &RangeType) || ((RangeObject*)args[1])->domain_name == NULL) {
+        PyErr_SetString(PyExc_TypeError, "attach: range must be an initialized Range");
+        return NULL;
+    }
+    Py_INCREF(args[1]);
+    /* The previous extra, if any, goes to release_range. */
+    if (PyUnstable_Code_SetExtra(args[0], extra_index, args[1]) < 0) {
+        Py_DECREF(args[1]);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject* detach(PyObject* module, PyObject* code)
+{
+    (void)module;
+    if (check_code(code, "detach") < 0)
+        return NULL;
+    if (PyUnstable_Code_SetExtra(code, extra_index, NULL) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject* attached(PyObject* module, PyObject* code)
+{
+    void* extra = NULL;
+    (void)module;
+    if (check_code(code, "attached") < 0)
+        return NULL;
+    if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
+        return NULL;
+    return Py_NewRef(extra != NULL ? (PyObject*)extra : Py_None);
+}
+
+static PyMethodDef monitoring_methods[] = {
+    {"monitoring_push", (PyCFunction)(void (*)(void))monitoring_push, METH_FASTCALL,
+     "monitoring_push(code, offset, /, *rest)\n--\n\n"
+     "sys.monitoring callback: push the Range attached to `code`, if any."},
+    {"monitoring_pop", (PyCFunction)(void (*)(void))monitoring_pop, METH_FASTCALL,
+     "monitoring_pop(code, offset, /, *rest)\n--\n\n"
+     "sys.monitoring callback: pop the Range attached to `code`, if any."},
+    {"attach", (PyCFunction)(void (*)(void))attach, METH_FASTCALL,
+     "attach(code, range, /)\n--\n\nAttach `range` to `code` (replacing any attached before)."},
+    {"detach", (PyCFunction)detach, METH_O,
+     "detach(code, /)\n--\n\nRelease the Range attached to `code`, if any."},
+    {"attached", (PyCFunction)attached, METH_O,
+     "attached(code, /)\n--\n\nThe Range attached to `code`, or None."},
+    {NULL, NULL, 0, NULL},
+};
+
+int monitoring_add_to_module(PyObject* module)
+{
+    /* One index per process (this module is single-phase, never re-initialised); there are
+     * 255 (MAX_CO_EXTRA_USERS), shared with other users such as debuggers' extensions. */
+    if (extra_index < 0) {
+        if (pthread_key_create(&shadow_key, free_shadow) != 0) {
+            PyErr_SetString(PyExc_OSError, "autonvtx: pthread_key_create failed");
+            return -1;
+        }
+        extra_index = PyUnstable_Eval_RequestCodeExtraIndex(release_range);
+        if (extra_index < 0) {
+        if (pthread_key_create(&shadow_key, free_shadow) != 0) {
+            PyErr_SetString(PyExc_OSError, "autonvtx: pthread_key_create failed");
+            return -1;
+        }
+            /* No index left: the module still loads; ranges.py reports the code engine
+             * unavailable (no monitoring_push attribute). */
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return PyModule_AddFunctions(module, monitoring_methods);
+}
+
+#else
+
+int monitoring_add_to_module(PyObject* module)
+{
+    (void)module;
+    return 0;
+}
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * What the parts of autonvtx._nvtxclient share: the Range object and the hooks each part
+ * gives module initialisation.
+ *
+ *   nvtxclient.c  the module: thread naming, the recorder benchmark loop, initialisation
+ *   range.c       Range: one function's range, prepared once
+ *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
+ *   steps.c       RangedSteps: a range around each resumption of a generator or coroutine
+ *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
+ */
+#ifndef AUTONVTX_NVTXCLIENT_H
+#define AUTONVTX_NVTXCLIENT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <nvtx3/nvToolsExt.h>
+
+typedef struct {
+    PyObject_HEAD
+    nvtxDomainHandle_t domain;
+    nvtxEventAttributes_t attributes;
+    int enabled;        /* a tool is attached: NVTX gave this client a domain handle */
+    PyObject* domain_name;
+    PyObject* message;
+    vectorcallfunc vectorcall;
+} RangeObject;
+
+extern PyTypeObject RangeType;
+
+static inline void range_push(RangeObject* r)
+{
+    if (r->enabled)
+        nvtxDomainRangePushEx(r->domain, &r->attributes);
+}
+
+static inline void range_pop(RangeObject* r)
+{
+    if (r->enabled)
+        nvtxDomainRangePop(r->domain);
+}
+
+/* A new initialised Range (range.c). */
+RangeObject* range_new_prepared(PyObject* domain_name, PyObject* message, unsigned long color,
+                                unsigned long category);
+
+/* What a generator-like function's call returns, in the order of steps.c's drivers. */
+enum suspending_kind {
+    KIND_GENERATOR,
+    KIND_ITERABLE_COROUTINE, /* a generator function decorated by types.coroutine */
+    KIND_COROUTINE,
+    KIND_ASYNC_GENERATOR,
+    KIND_COUNT
+};
+
+/* The kind of a function with these code flags; -1 when its calls do not suspend. */
+int suspending_kind(int co_flags);
+
+/* `inner` (a new reference, or NULL) driven with a range around each of its resumptions,
+ * in an object of the type it has (steps.c); `inner` itself when it is not of the type
+ * `kind` promises, or when no NVTX tool listens. Steals `inner`. */
+PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind);
+
+/* A RangedSteps driving `inner` (steps.c). */
+PyObject* steps_new(PyObject* inner, RangeObject* range);
+
+/* Whether ranges.py gave steps.c the Python functions it drives through (set_drivers). */
+int steps_ready(void);
+
+int range_add_to_module(PyObject* module);
+int ranged_add_to_module(PyObject* module);
+int steps_add_to_module(PyObject* module);
+int monitoring_add_to_module(PyObject* module);
+
+#endif

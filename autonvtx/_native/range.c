@@ -1,0 +1,252 @@
+/*
+ * Range: one function's range, prepared once (domain handle, registered message, ARGB color,
+ * category in an nvtxEventAttributes_t). push()/pop() for Python callers; called as wrapt
+ * calls a wrapper, `range(wrapped, instance, args, kwargs)`, it pushes, calls and pops;
+ * drive(inner, kind) puts a range around each resumption of a generator or coroutine.
+ */
+#include "nvtxclient.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Fill a fresh Range: domain handle, registered message and the event attributes. */
+static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
+                         unsigned long color, unsigned long category)
+{
+    nvtxStringHandle_t registered;
+    const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
+    const char* message_utf8 = PyUnicode_AsUTF8(message);
+
+    if (domain_utf8 == NULL || message_utf8 == NULL)
+        return -1;
+    if (*domain_utf8 == '\0') {
+        PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
+        return -1;
+    }
+    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
+     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
+    self->domain = nvtxDomainCreateA(domain_utf8);
+    self->enabled = self->domain != NULL;
+    registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
+
+    memset(&self->attributes, 0, sizeof self->attributes);
+    self->attributes.version = NVTX_VERSION;
+    self->attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    /* The same fields nvtx's EventAttributes sets: ARGB color always, category 0 = none. */
+    self->attributes.colorType = NVTX_COLOR_ARGB;
+    self->attributes.color = (uint32_t)color;
+    self->attributes.category = (uint32_t)category;
+    self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
+    if (registered != NULL) {
+        self->attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+        self->attributes.message.registered = registered;
+    } else {
+        self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        self->attributes.message.ascii = NULL;
+    }
+    Py_INCREF(domain_name);
+    self->domain_name = domain_name;
+    Py_INCREF(message);
+    self->message = message;
+    return 0;
+}
+
+static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
+{
+    static char* keywords[] = {"domain", "message", "color", "category", NULL};
+    PyObject* domain_name;
+    PyObject* message;
+    unsigned long color = 0;
+    unsigned long category = 0;
+
+    if (self->domain_name != NULL) {
+        PyErr_SetString(PyExc_TypeError, "Range is initialized once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "UU|kk:Range", keywords,
+                                     &domain_name, &message, &color, &category))
+        return -1;
+    return range_prepare(self, domain_name, message, color, category);
+}
+
+static void Range_dealloc(RangeObject* self)
+{
+    /* The domain handle is never destroyed: other Ranges and nvtx's own Domain objects in this
+     * process may hold the same name, and NVTX domains live as long as the process anyway. */
+    Py_XDECREF(self->domain_name);
+    Py_XDECREF(self->message);
+    Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static PyObject* Range_push(RangeObject* self, PyObject* unused)
+{
+    (void)unused;
+    range_push(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject* Range_pop(RangeObject* self, PyObject* unused)
+{
+    (void)unused;
+    range_pop(self);
+    Py_RETURN_NONE;
+}
+
+/* wrapt's wrapper protocol: range(wrapped, instance, args, kwargs). */
+static PyObject* Range_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                  PyObject* kwnames)
+{
+    RangeObject* self = (RangeObject*)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject* call_args;
+    PyObject* call_kwargs;
+    PyObject* result;
+
+    if (self->domain_name == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Range is not initialized");
+        return NULL;
+    }
+    if (nargs != 4 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a Range is called as wrapt calls a wrapper: (wrapped, instance, args, kwargs)");
+        return NULL;
+    }
+    call_args = args[2];
+    call_kwargs = args[3];
+    if (!PyTuple_Check(call_args) || (call_kwargs != Py_None && !PyDict_Check(call_kwargs))) {
+        PyErr_SetString(PyExc_TypeError, "Range: args must be a tuple and kwargs a dict");
+        return NULL;
+    }
+    if (call_kwargs == Py_None || PyDict_GET_SIZE(call_kwargs) == 0)
+        call_kwargs = NULL;
+    range_push(self);
+    result = PyObject_Call(args[0], call_args, call_kwargs);
+    range_pop(self);
+    return result;
+}
+
+static PyObject* Range_repr(RangeObject* self)
+{
+    if (self->domain_name == NULL)
+        return PyUnicode_FromString("<Range (uninitialized)>");
+    return PyUnicode_FromFormat("<Range %R in domain %R%s>", self->message, self->domain_name,
+                                self->enabled ? "" : " (no NVTX tool attached)");
+}
+
+static PyObject* Range_get_enabled(RangeObject* self, void* closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->enabled);
+}
+
+static PyObject* Range_get_domain(RangeObject* self, void* closure)
+{
+    (void)closure;
+    PyObject* v = self->domain_name ? self->domain_name : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+static PyObject* Range_get_message(RangeObject* self, void* closure)
+{
+    (void)closure;
+    PyObject* v = self->message ? self->message : Py_None;
+    Py_INCREF(v);
+    return v;
+}
+
+static PyObject* Range_drive(RangeObject* self, PyObject* const* args, Py_ssize_t nargs)
+{
+    long kind;
+    if (nargs != 2 || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "drive(inner, kind: int)");
+        return NULL;
+    }
+    kind = PyLong_AsLong(args[1]);
+    if (kind < 0 || kind >= KIND_COUNT) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "drive: kind must be 0 to %d", KIND_COUNT - 1);
+        return NULL;
+    }
+    Py_INCREF(args[0]);
+    return steps_drive(self, args[0], (int)kind);
+}
+
+static PyObject* Range_steps(RangeObject* self, PyObject* inner)
+{
+    return steps_new(inner, self);
+}
+
+static PyMethodDef Range_methods[] = {
+    {"steps", (PyCFunction)Range_steps, METH_O,
+     "steps(inner, /)\n--\n\nA RangedSteps driving `inner` with this range around each resumption."},
+    {"push", (PyCFunction)Range_push, METH_NOARGS, "Push this range on the calling thread."},
+    {"drive", (PyCFunction)(void (*)(void))Range_drive, METH_FASTCALL,
+     "drive(inner, kind, /)\n--\n\n`inner` (what a generator, coroutine or async generator "
+     "function returned; `kind` as suspending_kind() gives) with this range around each of its "
+     "resumptions."},
+    {"pop", (PyCFunction)Range_pop, METH_NOARGS, "Pop the innermost range of this domain on the calling thread."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Range_getset[] = {
+    {"enabled", (getter)Range_get_enabled, NULL, "Whether an NVTX tool is attached to this client.", NULL},
+    {"domain", (getter)Range_get_domain, NULL, "The NVTX domain's name.", NULL},
+    {"message", (getter)Range_get_message, NULL, "The registered message.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject* Range_new(PyTypeObject* type, PyObject* args, PyObject* kwds)
+{
+    RangeObject* self = (RangeObject*)type->tp_alloc(type, 0);
+    (void)args;
+    (void)kwds;
+    if (self != NULL)
+        self->vectorcall = Range_vectorcall;
+    return (PyObject*)self;
+}
+
+PyTypeObject RangeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.Range",
+    .tp_basicsize = sizeof(RangeObject),
+    .tp_dealloc = (destructor)Range_dealloc,
+    .tp_vectorcall_offset = offsetof(RangeObject, vectorcall),
+    .tp_repr = (reprfunc)Range_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = PyDoc_STR("Range(domain, message, color=0, category=0)\n--\n\n"
+                        "One function's NVTX range, prepared once: the domain handle, the "
+                        "registered message, ARGB color and category id."),
+    .tp_methods = Range_methods,
+    .tp_getset = Range_getset,
+    .tp_init = (initproc)Range_init,
+    .tp_new = Range_new,
+};
+
+
+RangeObject* range_new_prepared(PyObject* domain_name, PyObject* message, unsigned long color,
+                                unsigned long category)
+{
+    RangeObject* range = (RangeObject*)Range_new(&RangeType, NULL, NULL);
+    if (range == NULL)
+        return NULL;
+    if (range_prepare(range, domain_name, message, color, category) < 0) {
+        Py_DECREF(range);
+        return NULL;
+    }
+    return range;
+}
+
+int range_add_to_module(PyObject* module)
+{
+    if (PyType_Ready(&RangeType) < 0)
+        return -1;
+    Py_INCREF(&RangeType);
+    if (PyModule_AddObject(module, "Range", (PyObject*)&RangeType) < 0) {
+        Py_DECREF(&RangeType);
+        return -1;
+    }
+    return 0;
+}

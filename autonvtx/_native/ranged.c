@@ -1,0 +1,288 @@
+/*
+ * ranged_function_type(base): a subclass of autonvtx's wrapt FunctionWrapper for plain Python
+ * functions whose call is a vectorcall in C (push, call the function with the caller's
+ * arguments untouched, pop on every exit path), bypassing wrapt's tp_call (a dict and a
+ * 4-tuple per call, then a call of the wrapper), and which binds like a function: __get__
+ * gives a bound method, and Py_TPFLAGS_METHOD_DESCRIPTOR lets `obj.method(x)` skip making
+ * one, exactly as CPython does for functions (PEP 590). For generator, coroutine and async
+ * generator functions the call drives what the function returns instead (steps.c).
+ */
+#include "nvtxclient.h"
+
+#include <stddef.h>
+#include <structmember.h>
+
+/* ---- the ranged function wrapper type ---- */
+
+/* Lives right after the base's fields; the type's tp_vectorcall_offset points at it, so the
+ * call path finds it without knowing which base it was made for. */
+typedef struct {
+    vectorcallfunc vectorcall;
+    PyObject* function;   /* the plain function: called directly, not through wrapt */
+    PyObject* range;      /* its Range */
+} ranged_fields;
+
+#define RANGED_FIELDS(op) ((ranged_fields*)((char*)(op) + Py_TYPE(op)->tp_vectorcall_offset))
+
+static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                                   PyObject* kwnames)
+{
+    ranged_fields* fields = RANGED_FIELDS(self);
+    PyObject* function = fields->function;
+    PyObject* range = fields->range;
+    PyObject* result;
+
+    /* Both are writable members (subtype_dealloc and subtype_traverse only manage writable
+     * T_OBJECT_EX members), so a program could have replaced or deleted them. */
+    if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return NULL;
+    }
+    if (!((RangeObject*)range)->enabled)
+        return PyObject_Vectorcall(function, args, nargsf, kwnames);
+    nvtxDomainRangePushEx(((RangeObject*)range)->domain, &((RangeObject*)range)->attributes);
+    result = PyObject_Vectorcall(function, args, nargsf, kwnames);
+    nvtxDomainRangePop(((RangeObject*)range)->domain);
+    return result;
+}
+
+/* A generator, coroutine or async generator function: what the call returns is driven, a
+ * range around each of its resumptions (steps.c), not around the call that makes it. */
+static PyObject* ranged_suspending_call(PyObject* self, PyObject* const* args, size_t nargsf,
+                                        PyObject* kwnames, int kind)
+{
+    ranged_fields* fields = RANGED_FIELDS(self);
+    PyObject* function = fields->function;
+    PyObject* range = fields->range;
+
+    if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return NULL;
+    }
+    return steps_drive((RangeObject*)range, PyObject_Vectorcall(function, args, nargsf, kwnames),
+                       kind);
+}
+
+#define SUSPENDING_VECTORCALL(name, kind)                                                     \
+    static PyObject* name(PyObject* self, PyObject* const* args, size_t nargsf,               \
+                          PyObject* kwnames)                                                  \
+    {                                                                                         \
+        return ranged_suspending_call(self, args, nargsf, kwnames, kind);                     \
+    }
+SUSPENDING_VECTORCALL(ranged_generator_vectorcall, KIND_GENERATOR)
+SUSPENDING_VECTORCALL(ranged_iterable_coroutine_vectorcall, KIND_ITERABLE_COROUTINE)
+SUSPENDING_VECTORCALL(ranged_coroutine_vectorcall, KIND_COROUTINE)
+SUSPENDING_VECTORCALL(ranged_async_generator_vectorcall, KIND_ASYNC_GENERATOR)
+
+/* The call path of a ranged wrapper around `function`, by what its calls return. */
+static vectorcallfunc ranged_call_path(PyObject* function)
+{
+    static const vectorcallfunc by_kind[KIND_COUNT] = {
+        ranged_generator_vectorcall,
+        ranged_iterable_coroutine_vectorcall,
+        ranged_coroutine_vectorcall,
+        ranged_async_generator_vectorcall,
+    };
+    int kind = suspending_kind(((PyCodeObject*)PyFunction_GET_CODE(function))->co_flags);
+    return kind < 0 ? ranged_vectorcall : by_kind[kind];
+}
+
+/* The function's own binding (func_descr_get): itself from the class, a bound method from an
+ * instance. */
+static PyObject* ranged_descr_get(PyObject* self, PyObject* obj, PyObject* type)
+{
+    (void)type;
+    if (obj == NULL || obj == Py_None) {
+        Py_INCREF(self);
+        return self;
+    }
+    return PyMethod_New(self, obj);
+}
+
+static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds);
+
+static PyTypeObject* ranged_base_init_type(PyObject* self)
+{
+    PyTypeObject* type = Py_TYPE(self);
+    while (type != NULL && type->tp_init != ranged_init)
+        type = type->tp_base;
+    return type != NULL ? type->tp_base : NULL;
+}
+
+/* __init__(function, range): wrapt's own __init__ (its wrapped object, wrapper and binding:
+ * attribute proxying, __wrapped__ and the rest stay wrapt's), then the two call fields. */
+static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds)
+{
+    PyObject* function;
+    PyObject* range;
+    PyTypeObject* base = ranged_base_init_type(self);
+    ranged_fields* fields = RANGED_FIELDS(self);
+
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "ranged function wrapper takes no keyword arguments");
+        return -1;
+    }
+    if (!PyArg_UnpackTuple(args, "ranged function wrapper", 2, 2, &function, &range))
+        return -1;
+    if (!PyFunction_Check(function)) {
+        PyErr_Format(PyExc_TypeError, "ranged function wrapper wraps a plain function, not %.100s",
+                     Py_TYPE(function)->tp_name);
+        return -1;
+    }
+    if (!Py_IS_TYPE(range, &RangeType) || ((RangeObject*)range)->domain_name == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ranged function wrapper needs an initialized Range");
+        return -1;
+    }
+    if (base == NULL || base->tp_init == NULL || base->tp_init(self, args, NULL) < 0)
+        return -1;
+    fields->vectorcall = ranged_call_path(function);
+    Py_INCREF(function);
+    Py_XSETREF(fields->function, function);
+    Py_INCREF(range);
+    Py_XSETREF(fields->range, range);
+    return 0;
+}
+
+static PyObject* ranged_new(PyTypeObject* type, PyObject* args, PyObject* kwds)
+{
+    PyObject* self = type->tp_base->tp_new(type, args, kwds);
+    if (self != NULL)
+        RANGED_FIELDS(self)->vectorcall = ranged_vectorcall;
+    return self;
+}
+
+PyDoc_STRVAR(ranged_function_type_doc,
+"ranged_function_type(base, name, /)\n--\n\n"
+"A subclass `name` (a dotted 'module.Class') of `base` (a wrapt FunctionWrapper subclass, heap\n"
+"type, no __dict__ of its own) whose instances, made as cls(function, range), call `function`\n"
+"inside `range` in C and bind like functions.");
+
+static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    PyTypeObject* base;
+    const char* name;
+    Py_ssize_t offset;
+    PyObject* bases;
+    PyObject* type;
+    (void)module;
+
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyUnicode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "ranged_function_type(base: type, name: str)");
+        return NULL;
+    }
+    base = (PyTypeObject*)args[0];
+    if (!(base->tp_flags & Py_TPFLAGS_HEAPTYPE) || !(base->tp_flags & Py_TPFLAGS_HAVE_GC) ||
+        base->tp_itemsize != 0 || base->tp_traverse == NULL || base->tp_clear == NULL) {
+        PyErr_SetString(PyExc_TypeError, "ranged_function_type: base must be a fixed-size GC heap type");
+        return NULL;
+    }
+    name = PyUnicode_AsUTF8(args[1]);
+    if (name == NULL)
+        return NULL;
+    offset = (base->tp_basicsize + (Py_ssize_t)sizeof(void*) - 1) & ~((Py_ssize_t)sizeof(void*) - 1);
+
+    /* The spec is read only during PyType_FromSpecWithBases (members are copied into the
+     * type), so stack storage is enough; only `name` must outlive it, and CPython copies the
+     * name too (3.11+: tp_name points into the heap type's own ht_name). */
+    PyMemberDef members[] = {
+        {"__vectorcalloffset__", T_PYSSIZET, offset + offsetof(ranged_fields, vectorcall), READONLY, NULL},
+        {"_self_ranged_function", T_OBJECT_EX, offset + offsetof(ranged_fields, function), 0, NULL},
+        {"_self_range", T_OBJECT_EX, offset + offsetof(ranged_fields, range), 0, NULL},
+        {NULL, 0, 0, 0, NULL},
+    };
+    /* The base's dealloc/traverse/clear are CPython's subtype_dealloc/_traverse/_clear (base
+     * is a class statement's type): reused as they are, they manage our two object members
+     * exactly as they manage a Python class's __slots__, and the reference to the heap type. */
+    PyType_Slot slots[] = {
+        {Py_tp_dealloc, (void*)base->tp_dealloc},
+        {Py_tp_traverse, (void*)base->tp_traverse},
+        {Py_tp_clear, (void*)base->tp_clear},
+        {Py_tp_call, (void*)PyVectorcall_Call},
+        {Py_tp_descr_get, (void*)ranged_descr_get},
+        {Py_tp_init, (void*)ranged_init},
+        {Py_tp_new, (void*)ranged_new},
+        {Py_tp_members, members},
+        {0, NULL},
+    };
+    PyType_Spec spec = {
+        name,
+        (int)(offset + (Py_ssize_t)sizeof(ranged_fields)),
+        0,
+        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+            Py_TPFLAGS_METHOD_DESCRIPTOR,
+        slots,
+    };
+    bases = PyTuple_Pack(1, (PyObject*)base);
+    if (bases == NULL)
+        return NULL;
+    type = PyType_FromSpecWithBases(&spec, bases);
+    Py_DECREF(bases);
+    return type;
+}
+
+PyDoc_STRVAR(ranged_wrapper_doc,
+"ranged_wrapper(cls, function, domain, message, color, category, /)\n--\n\n"
+"cls(function, Range(domain, message, color, category)) in one call, for `cls` made by\n"
+"ranged_function_type. A generator, coroutine or async generator function's wrapper drives\n"
+"what it returns, a range per resumption; None for those until set_drivers() was called.\n"
+"Instrumenting a package wholesale makes thousands: no Python frame, no argument parsing.");
+
+static PyObject* ranged_wrapper(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    PyObject* cls;
+    PyObject* function;
+    RangeObject* range;
+    PyObject* call_args[2];
+    PyObject* wrapper;
+    unsigned long color, category;
+    (void)module;
+
+    if (nargs != 6 || !PyType_Check(args[0]) || !PyUnicode_Check(args[2]) ||
+        !PyUnicode_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "ranged_wrapper(cls: type, function, domain: str, message: str, "
+                        "color: int, category: int)");
+        return NULL;
+    }
+    cls = args[0];
+    function = args[1];
+    if (((PyTypeObject*)cls)->tp_init != ranged_init) {
+        PyErr_SetString(PyExc_TypeError, "ranged_wrapper: cls must come from ranged_function_type");
+        return NULL;
+    }
+    if (!PyFunction_Check(function)) {
+        PyErr_Format(PyExc_TypeError, "ranged_wrapper wraps a plain function, not %.100s",
+                     Py_TYPE(function)->tp_name);
+        return NULL;
+    }
+    if (suspending_kind(((PyCodeObject*)PyFunction_GET_CODE(function))->co_flags) >= 0 &&
+        !steps_ready())
+        Py_RETURN_NONE;
+    color = PyLong_AsUnsignedLongMask(args[4]);
+    if (color == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    category = PyLong_AsUnsignedLongMask(args[5]);
+    if (category == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    range = range_new_prepared(args[2], args[3], color, category);
+    if (range == NULL)
+        return NULL;
+    call_args[0] = function;
+    call_args[1] = (PyObject*)range;
+    wrapper = PyObject_Vectorcall(cls, call_args, 2, NULL);
+    Py_DECREF(range);
+    return wrapper;
+}
+
+
+static PyMethodDef ranged_methods[] = {
+    {"ranged_function_type", (PyCFunction)(void (*)(void))ranged_function_type, METH_FASTCALL,
+     ranged_function_type_doc},
+    {"ranged_wrapper", (PyCFunction)(void (*)(void))ranged_wrapper, METH_FASTCALL, ranged_wrapper_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int ranged_add_to_module(PyObject* module)
+{
+    return PyModule_AddFunctions(module, ranged_methods);
+}

@@ -1,0 +1,446 @@
+"""The code engine's layer (ranges.CodeMonitor, Python 3.12+): ranges on code objects through
+sys.monitoring, observed through the recorder."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from autonvtx import ranges
+from autonvtx.config import RangeStyle
+from autonvtx.recorder.model import ProcessRecording
+from conftest import REPO, make_file, run_under_recorder
+
+pytestmark = pytest.mark.skipif(
+    sys.version_info < (3, 12) or ranges.monitoring_available() is not None,
+    reason=f"the code engine cannot run here: {ranges.monitoring_available()}",
+)
+
+# Every program starts with this: a CodeMonitor installed, and watch(f) monitoring f's code.
+PRELUDE = """
+import sys
+from autonvtx import ranges
+from autonvtx.config import RangeStyle
+
+monitor = ranges.CodeMonitor()
+assert monitor.install() is None
+
+def watch(func_or_code):
+    code = getattr(func_or_code, "__code__", func_or_code)
+    style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None)
+    monitor.monitor(code, ranges.emitter_with_message(style, code.co_qualname))
+"""
+
+
+def record(tmp_path: Path, body: str) -> tuple[ProcessRecording, str]:
+    (recording,), stdout = run_under_recorder(tmp_path, PRELUDE + textwrap.dedent(body))
+    return recording, stdout
+
+
+def nested(rec: ProcessRecording) -> list[str]:
+    """Each range as its name indented by its nesting depth on its thread, in start order;
+    fails on a range left open or a pop that closed nothing."""
+    assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
+
+    def depth(inner: Any) -> int:
+        return sum(
+            1 for r in rec.ranges
+            if r is not inner and r.tid == inner.tid and r.start_ns <= inner.start_ns
+            and inner.end_ns <= r.end_ns
+        )
+
+    return ["  " * depth(r) + r.name for r in rec.ranges]
+
+
+def test_functions_methods_and_recursion_get_one_range_per_call(tmp_path: Path) -> None:
+    rec, _ = record(
+        tmp_path,
+        """
+        def fact(n):
+            return 1 if n <= 1 else n * fact(n - 1)
+
+        class Model:
+            def forward(self, *args, **kwargs):
+                return fact(len(args) + len(kwargs))
+
+        def untargeted():
+            return Model().forward(1, k=2)
+
+        for f in (fact, Model.forward):
+            watch(f)
+        untargeted()
+        fact(1)
+        """,
+    )
+    assert nested(rec) == ["Model.forward", "  fact", "    fact", "fact"]
+
+
+def test_exceptions_pop_every_frame_they_leave(tmp_path: Path) -> None:
+    rec, out = record(
+        tmp_path,
+        """
+        def fails():
+            raise ValueError("x")
+
+        def passes_it_on():
+            return fails()
+
+        def catches():
+            try:
+                passes_it_on()
+            except ValueError:
+                return "caught"
+
+        for f in (fails, passes_it_on, catches):
+            watch(f)
+        print(catches())
+        try:
+            passes_it_on()
+        except ValueError:
+            pass
+        """,
+    )
+    assert out.split() == ["caught"]
+    assert nested(rec) == [
+        "catches", "  passes_it_on", "    fails", "passes_it_on", "  fails",
+    ]
+
+
+def test_a_generator_gets_a_range_per_resumption_and_each_exit_pops(tmp_path: Path) -> None:
+    rec, out = record(
+        tmp_path,
+        """
+        def gen():
+            received = yield 1
+            try:
+                yield received
+            except KeyError:
+                yield "handled"
+            yield "last"
+
+        watch(gen)
+        g = gen()
+        print(next(g), g.send(2), g.throw(KeyError()))  # three resumptions
+        g.close()                                          # a fourth: GeneratorExit unwinds it
+        g = gen()
+        next(g)
+        try:
+            g.throw(ValueError())                          # not handled: unwinds it
+        except ValueError:
+            print("raised")
+        gen().close()                                      # never started: nothing runs
+        print(list(gen()) == [1, None, "last"])            # three values, then the return
+        """,
+    )
+    assert out.split() == ["1", "2", "handled", "raised", "True"]
+    assert nested(rec) == ["gen"] * (4 + 2 + 4)
+
+
+def test_interleaved_asyncio_tasks_and_async_generators_never_misnest(tmp_path: Path) -> None:
+    rec, out = record(
+        tmp_path,
+        """
+        import asyncio
+
+        async def leaf(tag):
+            await asyncio.sleep(0)
+            return tag
+
+        async def task(tag):
+            first = await leaf(tag)
+            await asyncio.sleep(0)
+            return first + tag
+
+        async def ticks():
+            for i in range(2):
+                await asyncio.sleep(0)
+                yield i
+
+        async def main():
+            results = await asyncio.gather(task("a"), task("b"))
+            print(*results, [i async for i in ticks()])
+            closed = leaf("never awaited")
+            closed.close()
+
+        for f in (leaf, task, ticks):
+            watch(f)
+        asyncio.run(main())
+        """,
+    )
+    assert out.split() == ["aa", "bb", "[0,", "1]"]
+    # Each task runs three times: leaf starts (and suspends) in the first, resumes and returns
+    # in the second; the two tasks alternate and neither's range ever holds the other's.
+    # ticks: 2 sleeps, 2 values, 1 finishing resumption. The closed coroutine never ran.
+    assert nested(rec) == ["task", "  leaf"] * 4 + ["task"] * 2 + ["ticks"] * 5
+
+
+def test_a_nested_closure_is_monitored_through_its_code_object(tmp_path: Path) -> None:
+    rec, out = record(
+        tmp_path,
+        """
+        import pickle
+
+        def make_step(scale):
+            def step(x):
+                caller = sys._getframe(1).f_code.co_name
+                return x * scale, caller
+            return step
+
+        early = make_step(2)                  # made before monitoring, as a registry would
+        registry = {"step": early}
+        identity, pickled = id(make_step), pickle.dumps(make_step)
+        step_code = next(c for c in make_step.__code__.co_consts
+                         if isinstance(c, type(make_step.__code__)))
+        watch(step_code)
+        late = make_step(3)
+
+        def run():
+            return early(1), late(1), registry["step"](2)
+
+        print(step_code.co_qualname, run())
+        print(id(make_step) == identity, pickle.dumps(make_step) == pickled,
+              pickle.loads(pickled) is make_step, registry["step"] is early,
+              early.__code__ is late.__code__ is step_code)
+        """,
+    )
+    lines = out.splitlines()
+    assert lines[0] == "make_step.<locals>.step ((2, 'run'), (3, 'run'), (4, 'run'))"
+    assert lines[1].split() == ["True"] * 5
+    assert nested(rec) == ["make_step.<locals>.step"] * 3
+
+
+def test_a_frame_running_when_its_code_gets_monitored_pops_nothing(tmp_path: Path) -> None:
+    rec, _ = record(
+        tmp_path,
+        """
+        import nvtx
+
+        def leaf():
+            return 1
+
+        def running():
+            watch(running)        # this frame pushed nothing: its return must pop nothing
+            leaf()
+            return 2
+
+        def recursing(n):
+            if n == 0:
+                watch(recursing)  # the frames below pushed nothing either
+                return recursing(-1)
+            return 0 if n < 0 else recursing(n - 1)
+
+        watch(leaf)
+        with nvtx.annotate("user", domain="autonvtx"):  # the program's own range, same domain
+            running()
+            recursing(2)
+        running()
+        """,
+    )
+    assert nested(rec) == ["user", "  leaf", "  recursing", "running", "  leaf"]
+
+
+def test_uninstall_stops_the_ranges_and_leaves_no_trace(tmp_path: Path) -> None:
+    rec, out = record(
+        tmp_path,
+        """
+        def f():
+            return 1
+
+        watch(f)
+        f()
+        tool_id = monitor.tool_id
+        monitor.uninstall()
+        f()
+        events = sys.monitoring.events
+        print(sys.monitoring.get_tool(tool_id), monitor.tool_id, monitor.monitored(),
+              ranges._client.attached(f.__code__))
+        # The freed id can be claimed again, and no events of ours come with it.
+        sys.monitoring.use_tool_id(tool_id, "next")
+        print(sys.monitoring.get_events(tool_id), sys.monitoring.get_local_events(tool_id, f.__code__))
+        # A monitor can be installed again after that.
+        sys.monitoring.free_tool_id(tool_id)
+        again = ranges.CodeMonitor()
+        print(again.install(), ranges.monitoring_available() is not None)
+        again.uninstall()
+        """,
+    )
+    assert out.splitlines() == ["None None 0 None", "0 0", "None True"]
+    assert nested(rec) == ["f"]
+
+
+def test_the_range_is_released_with_the_code_or_when_detached() -> None:
+    monitor = ranges.CodeMonitor()
+    assert monitor.install() is None
+    try:
+        emitter = ranges.emitter_with_message(RangeStyle("autonvtx", "m", 0, None), "m")
+        native = emitter.native
+        # Counted into plain locals: pytest's rewritten asserts keep what they compare alive.
+        counts = [sys.getrefcount(native)]
+
+        def f() -> None:
+            pass
+
+        monitor.monitor(f.__code__, emitter)
+        attached = ranges._client.attached(f.__code__) is native
+        counts.append(sys.getrefcount(native))
+        assert attached and monitor.is_monitored(f.__code__) and monitor.monitored() == 1
+        # Monitored again: the new range replaces the first, which is released.
+        monitor.monitor(f.__code__, ranges.prepared_range("autonvtx", "again", 0, 0))
+        counts.append(sys.getrefcount(native))
+        assert ranges._client.attached(f.__code__).message == "again"
+        assert monitor.monitored() == 1
+        monitor.unmonitor(f.__code__)
+        counts.append(sys.getrefcount(native))
+        assert not monitor.is_monitored(f.__code__) and ranges._client.attached(f.__code__) is None
+        assert sys.monitoring.get_local_events(monitor.tool_id, f.__code__) == 0
+        # A code object that dies releases the range it held (the code extra's free function).
+        code = compile("def g(): pass", "<m>", "exec").co_consts[0]
+        ranges._client.attach(code, native)
+        counts.append(sys.getrefcount(native))
+        del code
+        counts.append(sys.getrefcount(native))
+        held = counts[0]
+        assert counts == [held, held + 1, held, held, held + 1, held]
+    finally:
+        monitor.uninstall()
+
+
+@pytest.fixture
+def all_tool_ids_taken() -> Iterator[list[int]]:
+    taken = [i for i in range(6) if sys.monitoring.get_tool(i) is None]
+    for i in taken:
+        sys.monitoring.use_tool_id(i, f"test-{i}")
+    yield taken
+    for i in taken:
+        sys.monitoring.free_tool_id(i)
+
+
+def test_no_free_tool_id_is_a_reason_not_an_error(all_tool_ids_taken: list[int]) -> None:
+    reason = ranges.monitoring_available()
+    assert reason is not None and reason.startswith("no free sys.monitoring tool id")
+    assert "'test-4'" in reason and "\n" not in reason
+    monitor = ranges.CodeMonitor()
+    assert monitor.install() == reason and monitor.tool_id is None
+    assert [sys.monitoring.get_tool(i) for i in all_tool_ids_taken] == [
+        f"test-{i}" for i in all_tool_ids_taken
+    ]
+
+
+def test_other_reasons_and_misuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = ranges.CodeMonitor()
+    assert first.install() is None
+    try:
+        assert first.tool_id == 4 or sys.monitoring.get_tool(4) is not None
+        assert sys.monitoring.get_tool(first.tool_id) == "autonvtx"
+        second = ranges.CodeMonitor()
+        assert "already monitors code" in (second.install() or "")
+        with pytest.raises(RuntimeError, match="not installed"):
+            second.monitor(test_other_reasons_and_misuse.__code__, None)
+        pure = ranges.Emitter("m", "autonvtx", lambda: None, lambda: None)
+        with pytest.raises(ValueError, match="no native range"):
+            first.monitor(test_other_reasons_and_misuse.__code__, pure)
+        with pytest.raises(TypeError, match="code object"):
+            first.monitor(len, ranges._client.Range("autonvtx", "m"))  # type: ignore[arg-type]
+    finally:
+        first.uninstall()
+    monkeypatch.setattr(ranges, "_native", None)
+    assert ranges.monitoring_available() == "AUTONVTX_PURE_PYTHON is set"
+    monkeypatch.setattr(ranges, "_client", None)
+    assert "not built" in (ranges.monitoring_available() or "")
+
+
+TOOL_PROGRAM = """
+def work(n):
+    return sum(helper(i) for i in range(n))
+
+def helper(i):
+    return i * 2
+
+watch(work)
+watch(helper)
+"""
+
+
+def run_recorded(tmp_path: Path, command: list[str], **env: str) -> tuple[ProcessRecording, str]:
+    """`command` (in tmp_path) with the recorder attached; its one process's recording."""
+    from autonvtx import environment
+    from autonvtx.recorder import native
+    from autonvtx.recorder.recording import read_directory
+
+    library = native.library_path()
+    if library is None:
+        pytest.skip("the native recorder is not built in this checkout")
+    out = tmp_path / "rec"
+    out.mkdir()
+    full = dict(os.environ, PYTHONPATH=str(REPO), **env)
+    full.pop(environment.RECORDER_MODE, None)
+    full[environment.NVTX_INJECTION64_PATH] = library
+    full[environment.RECORD_DIR] = str(out)
+    proc = subprocess.run(command, cwd=tmp_path, env=full, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (recording,) = read_directory(out)
+    return recording, proc.stdout
+
+
+@pytest.mark.parametrize("core", ["sysmon", "ctrace"])
+def test_ranges_and_coverage_both_work_under_coverage_run(tmp_path: Path, core: str) -> None:
+    pytest.importorskip("coverage")
+    make_file(tmp_path / "prog.py", PRELUDE + TOOL_PROGRAM + "print(work(3), monitor.tool_id)\n")
+    rec, out = run_recorded(
+        tmp_path, [sys.executable, "-m", "coverage", "run", "prog.py"], COVERAGE_CORE=core
+    )
+    assert out.split()[0] == "6" and out.split()[1] != "1"  # coverage.py's id is left to it
+    assert nested(rec) == ["work", "  helper", "  helper", "  helper"]
+    report = subprocess.run(
+        [sys.executable, "-m", "coverage", "report", "--show-missing", "--include=prog.py"],
+        cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+    assert report.returncode == 0, report.stderr
+    # Every line of prog.py ran, so coverage must have seen each one (100%, nothing missing).
+    assert report.stdout.splitlines()[-1].split()[-1] == "100%", report.stdout
+
+
+def test_ranges_and_cprofile_both_work(tmp_path: Path) -> None:
+    rec, out = record(
+        tmp_path,
+        TOOL_PROGRAM
+        + """
+import cProfile, pstats, io
+profile = cProfile.Profile()
+profile.enable()
+work(2)
+profile.disable()
+stats = io.StringIO()
+pstats.Stats(profile, stream=stats).print_stats("helper")
+print(work(1), [line.split()[0] for line in stats.getvalue().splitlines() if "(helper)" in line])
+""",
+    )
+    assert out.strip() == "0 ['2']"  # cProfile counted helper's two calls
+    assert nested(rec) == ["work", "  helper", "  helper", "work", "  helper"]
+
+
+def test_functions_of_untargeted_code_are_left_alone() -> None:
+    monitor = ranges.CodeMonitor()
+    assert monitor.install() is None
+    try:
+        def targeted() -> int:
+            return 1
+
+        def untargeted() -> int:
+            return 2
+
+        monitor.monitor(targeted.__code__, ranges._client.Range("autonvtx", "targeted"))
+        tool = monitor.tool_id
+        assert sys.monitoring.get_local_events(tool, untargeted.__code__) == 0
+        assert sys.monitoring.get_local_events(tool, targeted.__code__) != 0
+        assert isinstance(targeted, types.FunctionType) and targeted() == 1
+        events = sys.monitoring.events
+        assert sys.monitoring.get_events(tool) == events.PY_UNWIND | events.PY_THROW
+    finally:
+        monitor.uninstall()
