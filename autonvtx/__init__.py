@@ -24,11 +24,12 @@ __all__ = [
     "UsageError",
     "__version__",
     "install",
+    "is_instrumented",
     "load_ipython_extension",
     "unload_ipython_extension",
 ]
 
-_API = ("install", "Installation", "load_ipython_extension", "unload_ipython_extension")
+_API = ("install", "Installation", "is_instrumented", "load_ipython_extension", "unload_ipython_extension")
 
 
 def __getattr__(name: str) -> Any:

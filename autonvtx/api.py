@@ -120,6 +120,21 @@ def _resolve(
     return load_rules(paths, presets=presets, targets=targets, includes=include, excludes=exclude, engine=engine)
 
 
+def is_instrumented(func: Any) -> bool:
+    """Whether calls of `func` (a function, method or bound method) get a range from autonvtx's
+    rules now: a wrapper of the wrap engine, or code the code engine monitors."""
+    from autonvtx.codes import code_of
+    from autonvtx.engines import RANGE_MARK
+
+    func = getattr(func, "__func__", func)  # a bound method runs its function
+    if any(RANGE_MARK in vars(kind) for kind in type(func).__mro__):
+        return True
+    ranges = sys.modules.get("autonvtx.ranges")  # not loaded: nothing is monitored
+    monitor = getattr(getattr(ranges, "CodeMonitor", None), "active", None)
+    code = code_of(func)
+    return monitor is not None and code is not None and bool(monitor.is_monitored(code))
+
+
 # IPython: %load_ext autonvtx, then %autonvtx [rule options] | %autonvtx off | %autonvtx
 _active: Installation | None = None
 

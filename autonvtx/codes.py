@@ -31,3 +31,17 @@ def nested_codes(code: types.CodeType) -> list[types.CodeType]:
                 found.append(const)
                 pending.append(const)
     return found
+
+
+def code_named(func: Any, qualname: str) -> types.CodeType | None:
+    """The code object that defines `qualname`, found on `func` or along its `__wrapped__`
+    chain (functools.wraps). None when none does: a decorator's wrapper without `__wrapped__`
+    runs code shared by every function it decorates, and that code has a name of its own."""
+    for _ in range(100):
+        code = getattr(func, "__code__", None) if type(func) is types.FunctionType else None
+        if code is not None and code.co_qualname == qualname:
+            return code
+        func = getattr(func, "__wrapped__", None)
+        if func is None:
+            return None
+    return None

@@ -229,7 +229,7 @@ def _kind(func: Any, module: str, qualname: str) -> str:
         return "async"
     if flags & _CO_GENERATOR:
         return "generator"
-    if code is func:
+    if code is func and "<locals>" in qualname:
         return "nested"  # a code object the code engine reaches inside another function
     owner_path, _, attr = qualname.rpartition(".")
     if not owner_path:

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from autonvtx.codes import code_of, nested_codes
+from autonvtx.codes import code_named, code_of, nested_codes
 from autonvtx.engines import RANGE_MARK, Engine
 from autonvtx.matching import Matcher, normalize_module
 
@@ -408,8 +408,17 @@ class _ModuleWalk:
             self.report.skip(member, f"not a plain function: {type(raw).__name__}")
 
     def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> Any:
+        code = None
         if self.reaches_nested and not builtin:
-            self._visit_nested(func)
+            # The code engine ranges code objects: the one that defines this name.
+            code = code_named(func, qualname)
+            if code is None:
+                runs = getattr(code_of(func), "co_qualname", "?")
+                # A factory's function, or a decorator's wrapper without __wrapped__ (its code
+                # serves every function it decorates): decided where that code is defined.
+                self.report.skip(qualname, f"code of another name: it runs {runs}, decided by that name")
+                return None
+            self._visit_nested(code)
         selection, reason = self.uniform, self.uniform_reason
         if selection is None:
             selection = self.walker.select(self.name, qualname)
@@ -424,20 +433,18 @@ class _ModuleWalk:
         if not self.walker.applies:
             self.report.skip(qualname, f"no NVTX tool attached: {reason}")
             return None
-        wrapper = self.engine.apply(func, self.rule_module, qualname, rule)
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
         # per function.
         self.report.wrapped[qualname] = reason
-        return wrapper
+        if code is not None:
+            self.engine.apply_code(code, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+            return None
+        return self.engine.apply(func, self.rule_module, qualname, rule)
 
-
-    def _visit_nested(self, func: Any) -> None:
-        """Decide about the functions defined inside `func`, by their `co_qualname`
+    def _visit_nested(self, code: types.CodeType) -> None:
+        """Decide about the functions defined inside `code`, by their `co_qualname`
         (`make_step.<locals>.step`); lambdas and generator expressions have no name to
         select by and are left alone."""
-        code = code_of(func)
-        if code is None:
-            return
         for inner in nested_codes(code):
             name = inner.co_name
             if name[:1] == "<":

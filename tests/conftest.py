@@ -44,6 +44,14 @@ class Completed:
         return [e["name"] for e in self.ranges()]
 
 
+def default_verb() -> str:
+    """What -v says a run's default engine did to a selected function: "monitored" by the
+    code engine (3.12+ with the native client), else "wrapped"."""
+    from autonvtx.engines import choose_engine
+
+    return "monitored" if choose_engine("auto")[0] == "code" else "wrapped"
+
+
 def autonvtx_env(**extra: str) -> dict[str, str]:
     """The environment a user's shell would give autonvtx: no NVTX tool attached yet."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}

@@ -20,7 +20,7 @@ from autonvtx.propagate.workers import multiprocessing_role
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import REPO, autonvtx_env, make_file, run_autonvtx
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -119,7 +119,7 @@ def test_process_pool_executor_subprocess_and_non_python_children(workdir: Path)
     assert sum((counts(r) for r in executor_workers), Counter()) == Counter({"square": 5})
     # The shell is left alone: it ran as it would have, and nobody waits for its recording.
     assert "missing_processes" not in done.trace["otherData"]
-    assert f"({PYTHON} child.py 7): wrapped 1 function in 1 module" in done.stderr
+    assert f"({PYTHON} child.py 7): {default_verb()} 1 function in 1 module" in done.stderr
 
 
 def test_crashed_children_lose_only_their_own_events(workdir: Path) -> None:
@@ -204,7 +204,7 @@ def test_no_children_leaves_children_uninstrumented_and_unrecorded(workdir: Path
         def report():
             work()
             print(os.environ.get("NVTX_INJECTION64_PATH"), "AUTONVTX_RECORD_DIR" in os.environ,
-                  hasattr(work, "__wrapped__"), flush=True)
+                  __import__("autonvtx").is_instrumented(work), flush=True)
 
         if __name__ == "__main__":
             work()
@@ -291,7 +291,7 @@ def test_bootstrap_never_breaks_the_child(workdir: Path) -> None:
 
 def test_bootstrap_instruments_the_child_with_the_parents_rules(workdir: Path) -> None:
     make_file(workdir / "tasks.py", "def square(x):\n    return x * x\n")
-    done = run_child("import tasks; print(hasattr(tasks.square, '__wrapped__'))", workdir,
+    done = run_child("import autonvtx, tasks; print(autonvtx.is_instrumented(tasks.square))", workdir,
                      AUTONVTX_CONFIG=CONFIG_JSON)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "True\n"

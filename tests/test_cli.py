@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, autonvtx_env, make_file, run_autonvtx
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 EXAMPLES = REPO / "examples"
 
@@ -314,10 +314,10 @@ def test_verbose_lists_wrapped_and_skipped(workdir: Path) -> None:
     done = run_autonvtx("-t", "__main__", "-vv", "s.py", cwd=workdir)  # a tool: wrapped for real
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert any(line.startswith("autonvtx: __main__:Box.grow: wrapped") for line in lines)
+    assert any(line.startswith(f"autonvtx: __main__:Box.grow: {default_verb()}") for line in lines)
     assert any(line.startswith("autonvtx: __main__:Box.__repr__: skipped") for line in lines)
     assert any(line.startswith("autonvtx: __main__:Box.area: skipped") for line in lines)
-    assert any(line.startswith("autonvtx: wrapped 2 functions in 1 modules") for line in lines)
+    assert any(line.startswith(f"autonvtx: {default_verb()} 2 functions in 1 modules") for line in lines)
 
 
 # --summary forms and `autonvtx summary`

@@ -27,7 +27,7 @@ PROGRAM = """
         return 1
 
     work()
-    print(json.dumps({"wrapped": hasattr(work, "__wrapped__"),
+    print(json.dumps({"wrapped": __import__("autonvtx").is_instrumented(work),
                       "autonvtx": sorted(k for k in os.environ if k.startswith(("AUTONVTX_", "NVTX_")))}))
 """
 

@@ -14,7 +14,7 @@ import pytest
 from autonvtx import listing
 from autonvtx.config import Config, Rule
 from autonvtx.configfile import load_config
-from conftest import REPO, autonvtx_env, make_file, run_autonvtx
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 MODULES = REPO / "tests" / "modules"
 
@@ -86,7 +86,7 @@ def test_list_and_run_decide_the_same(tmp_path: Path) -> None:
     assert run_done.returncode == 0, run_done.stderr
     wrapped = {
         m.group(1)
-        for m in re.finditer(r"^autonvtx: (\S+:\S+): wrapped \(", run_done.stderr, re.M)
+        for m in re.finditer(rf"^autonvtx: (\S+:\S+): {default_verb()} \(", run_done.stderr, re.M)
     }
     assert wrapped and set(listed(listing_done.stdout)) == wrapped
 
