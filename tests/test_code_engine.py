@@ -1,0 +1,175 @@
+"""The code engine (3.12+) end to end: ranges without replacing any function, nested functions
+selected by their co_qualname, the engine chosen by config and command line, and the fallback
+to the wrap engine with one line saying why."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import autonvtx_env, make_file, run_autonvtx, run_under_recorder
+
+needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
+
+REGISTRY = """
+    import functools
+
+    FILTERS = {}
+
+    def register(func):
+        FILTERS[func.__name__] = func
+        return func
+
+    @register
+    def upper(text):
+        return text.upper()
+
+    def make_step(scale):
+        def step(x):
+            return helper(x) * scale
+        return step
+
+    def helper(x):
+        return x + 1
+
+    def logged(func):
+        @functools.wraps(func)
+        def wrapper(*args):
+            return func(*args)
+        return wrapper
+
+    @logged
+    def decorated(x):
+        return x
+
+    later = functools.partial(helper, 1)
+"""
+
+
+def ranges_of(done) -> list[str]:
+    return [e["name"] for e in sorted(done.ranges(), key=lambda e: e["ts"])]
+
+
+@needs_monitoring
+def test_references_taken_before_instrumenting_get_ranges_and_pickle(tmp_path: Path) -> None:
+    make_file(tmp_path / "engine_mod.py", REGISTRY)
+    make_file(
+        tmp_path / "prog.py",
+        """
+        import pickle, sys
+        from engine_mod import FILTERS, later, make_step, upper, decorated
+        import engine_mod
+
+        step = make_step(2)
+        FILTERS["upper"]("a"); later(); step(1); decorated(3)
+        # The registry pickles by name: the module still holds the very same function.
+        assert pickle.loads(pickle.dumps(FILTERS)) == FILTERS
+        print(upper is engine_mod.upper, type(upper).__name__, step.__qualname__)
+
+        def caller():
+            return sys._getframe(0).f_code.co_name
+
+        print(engine_mod.helper(1) == 2, caller())
+        """,
+    )
+    done = run_autonvtx("--engine", "code", "-t", "engine_mod", "--exclude", "register", "--exclude", "logged",
+                        "prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "True function make_step.<locals>.step"
+    # The decorator's inner function is reached too: excluding `logged` leaves
+    # `logged.<locals>.wrapper` to the globs that match its own name.
+    assert ranges_of(done) == ["make_step", "upper", "helper", "make_step.<locals>.step", "helper",
+                               "logged.<locals>.wrapper", "decorated", "helper"]
+
+
+@needs_monitoring
+def test_list_shows_nested_functions_for_the_code_engine_only(tmp_path: Path) -> None:
+    make_file(tmp_path / "engine_mod.py", REGISTRY)
+    listed = {}
+    for engine in ("code", "wrap"):
+        done = subprocess.run(
+            [sys.executable, "-m", "autonvtx", "list", "--json", "--engine", engine, "-t", "engine_mod", "engine_mod"],
+            cwd=tmp_path, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        (rule,) = json.loads(done.stdout)["rules"]
+        listed[engine] = {(s["qualname"], s["kind"]) for s in rule["selected"]}
+    nested = {("make_step.<locals>.step", "nested"), ("logged.<locals>.wrapper", "nested")}
+    assert nested <= listed["code"]
+    assert not nested & listed["wrap"]
+    assert listed["code"] - nested == listed["wrap"]
+
+
+@needs_monitoring
+def test_code_engine_in_children_and_the_config_key(tmp_path: Path) -> None:
+    make_file(tmp_path / "engine_mod.py", REGISTRY)
+    make_file(tmp_path / "autonvtx.toml", '[autonvtx]\nengine = "code"\n\n[[rules]]\nmodules = ["engine_mod"]\n')
+    make_file(
+        tmp_path / "prog.py",
+        """
+        import multiprocessing, autonvtx, engine_mod
+
+        def child():
+            print(autonvtx.is_instrumented(engine_mod.helper), engine_mod.helper is engine_mod.FILTERS.get("x", engine_mod.helper))
+            engine_mod.helper(1)
+
+        if __name__ == "__main__":
+            process = multiprocessing.get_context("spawn").Process(target=child)
+            process.start(); process.join()
+        """,
+    )
+    done = run_autonvtx("-v", "prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True True\n"
+    assert "autonvtx: engine: code (sys.monitoring; no function replaced)" in done.stderr
+    assert ranges_of(done) == ["helper"]
+
+
+@needs_monitoring
+def test_no_free_tool_id_falls_back_to_wrappers_with_one_line(tmp_path: Path) -> None:
+    make_file(tmp_path / "engine_mod.py", REGISTRY)
+    errors: list[str] = []
+    recordings, out = run_under_recorder(
+        tmp_path,
+        """
+        import sys, autonvtx
+        for tool in range(6):
+            if sys.monitoring.get_tool(tool) is None:
+                sys.monitoring.use_tool_id(tool, "someone else")
+        import engine_mod
+        with autonvtx.install(targets=["engine_mod"], engine="code"):
+            engine_mod.helper(1)
+            print(autonvtx.is_instrumented(engine_mod.helper), engine_mod.helper.__wrapped__.__name__)
+        """,
+        stderr=errors,
+    )
+    assert out == "True helper\n"
+    [line] = [line for line in errors[0].splitlines() if line.startswith("autonvtx:")]
+    assert line.startswith("autonvtx: engine 'code': the code engine cannot run (no free sys.monitoring tool id")
+    assert line.endswith("; using the wrap engine")
+    assert [r.name for rec in recordings for r in rec.ranges] == ["helper"]
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="before 3.12 only")
+def test_asking_for_the_code_engine_before_312_says_so(tmp_path: Path) -> None:
+    make_file(tmp_path / "prog.py", "def work():\n    return 1\nwork()\n")
+    done = run_autonvtx("--engine", "code", "-t", "__main__", "prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"autonvtx: engine 'code': the code engine cannot run (Python {sys.version_info[0]}."
+        f"{sys.version_info[1]} has no sys.monitoring (3.12+)); using the wrap engine"
+    ) in done.stderr.splitlines()
+    assert ranges_of(done) == ["work"]
+
+
+def test_a_bad_engine_is_a_config_error(tmp_path: Path) -> None:
+    make_file(tmp_path / "autonvtx.toml", '[autonvtx]\nengine = "cod"\n\n[[rules]]\nmodules = ["x"]\n')
+    make_file(tmp_path / "prog.py", "print('ran')\n")
+    done = run_autonvtx("prog.py", cwd=tmp_path, trace=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(
+        "autonvtx: autonvtx.toml: autonvtx.engine: unknown engine 'cod'; expected one of 'auto', 'code', 'wrap'; did you mean 'code'?"
+    )
