@@ -103,7 +103,8 @@ COMPILE_PROGRAM = """
 
     torch.manual_seed(0)
     block, x = Block(), torch.randn(2, 4, 8)
-    print("patched", getattr(nn.Module._call_impl, "__autonvtx_torch__", False))
+    from autonvtx.engines import RANGE_MARK
+    print("patched", getattr(nn.Module._call_impl, RANGE_MARK, False))
     print("breaks", torch._dynamo.explain(block)(x).graph_break_count)
     compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
     print("compiled", torch.allclose(compiled(x), block(x), atol=1e-6))
