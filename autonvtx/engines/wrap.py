@@ -411,7 +411,8 @@ def ranged_function(
     A function, not a wrapt proxy: compilers that trace Python inline it as they would the
     original (torch.compile folds `torch.compiler.is_compiling` given as `skip_if` to a
     constant, so nothing of the range enters its graph: no graph break; TensorFlow's autograph
-    leaves it alone, by the module name it takes from the original). Install it with
+    decides whether to convert it by the module name it takes from the original, as it
+    decided for the original: autograph's conversion.is_allowlisted). Install it with
     replace_attribute, which names it after `func`. For a function that returns a generator or
     coroutine the range covers the call that creates it."""
     skip = _never if skip_if is None else skip_if

@@ -166,7 +166,7 @@ def load_plugins(config: Config) -> list[Plugin]:
 
 class PluginContext:
     """What a plugin gets from autonvtx: the config, its options, styles, emitters, notes
-    and a wrapping helper. One per plugin; attributes are read-only."""
+    and the wrapping helpers. One per plugin; attributes are read-only."""
 
     __slots__ = (
         "_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_noted", "_warned",
@@ -265,6 +265,7 @@ class PluginContext:
         self, owner: Any, attr: str, message: Message, style: RangeStyle | None = None
     ) -> bool:
         """Put a range around `owner.attr`; False (with a note saying why) when it cannot."""
+        # Imported here, as in every helper: wrapt and nvtx load only when a plugin wraps.
         from autonvtx import ranges
         from autonvtx.engines.wrap import choosing_wrapper, patch_attribute
 
