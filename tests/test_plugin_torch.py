@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx, run_under_recorder
 
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording, Range
@@ -103,7 +103,8 @@ COMPILE_PROGRAM = """
 
     torch.manual_seed(0)
     block, x = Block(), torch.randn(2, 4, 8)
-    print("patched", getattr(nn.Module._call_impl, "__autonvtx_torch__", False))
+    from autonvtx.engines import RANGE_MARK
+    print("patched", getattr(nn.Module._call_impl, RANGE_MARK, False))
     print("breaks", torch._dynamo.explain(block)(x).graph_break_count)
     compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
     print("compiled", torch.allclose(compiled(x), block(x), atol=1e-6))
@@ -324,3 +325,71 @@ def test_all_of_torch_wrapped_wholesale_still_imports_and_trains(workdir: Path) 
     names = Counter(r.name for r in rec.ranges)
     assert names["SGD.step"] == 1 and names["mse_loss"] == 1, names.most_common(20)
     assert names["_DecoratorContextManager.clone"] >= 1, names.most_common(20)
+
+
+
+RESTORE_PROGRAM = """
+    import torch
+    import torch.utils.data.dataloader as dataloader
+    from torch import nn
+    from autonvtx.config import Config
+    from autonvtx.control import Instrumentation
+    from autonvtx.engines import RANGE_MARK
+
+    Optimizer = torch.optim.Optimizer
+    owners = [nn.Module, torch.autograd, dataloader._BaseDataLoaderIter, Optimizer,
+              *Optimizer.__subclasses__()]
+
+    def snapshot():
+        return {(getattr(o, "__name__", o), k): v for o in owners for k, v in vars(o).items()}
+
+    def marked():
+        return sorted(f"{o}.{k}" for (o, k), v in snapshot().items()
+                      if getattr(getattr(v, "__func__", v), RANGE_MARK, False))
+
+    def train(optimizer_class):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+        optimizer = optimizer_class(model.parameters(), lr=0.1)
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(2, 3)))
+        for (x,) in data:
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return round(float(model(torch.ones(1, 3)).sum()), 6)
+
+    print(train(torch.optim.SGD))     # SGD's step is torch's hooked one from here on
+    before = snapshot()
+    instrumentation = Instrumentation(Config(plugins=("torch",)), restorable=True)
+    instrumentation.install()
+    print(train(torch.optim.SGD), train(torch.optim.Adam))   # Adam's step is wrapped lazily
+    print("marked", marked())
+    instrumentation.uninstall()
+    print("marked", marked())
+    after = snapshot()
+    print("changed", sorted(f"{o}.{k}" for (o, k), v in after.items() if before.get((o, k), v) is not v))
+    print(train(torch.optim.SGD), train(torch.optim.Adam))
+"""
+
+
+def test_uninstall_of_a_restorable_instrumentation_puts_back_what_the_plugin_replaced(
+    tmp_path: Path,
+) -> None:
+    recordings, out = run_under_recorder(tmp_path, RESTORE_PROGRAM)
+    lines = out.splitlines()
+    assert lines[1] == lines[5] and lines[1].split()[0] == lines[0]  # computes the same
+    installed = lines[2]
+    for name in ("Module._call_impl", "Optimizer._patch_step_function", "Optimizer.zero_grad",
+                 "SGD.step", "Adam.step", "torch.autograd.backward", "torch.autograd.grad",
+                 "_BaseDataLoaderIter.__next__"):
+        assert name in installed, (name, installed)
+    assert lines[3] == "marked []"
+    # Adam's step was replaced by torch itself (its step hook) when Adam was first used, and
+    # then wrapped: torch's is back. Everything else is as before install().
+    assert lines[4] == "changed ['Adam.step']"
+    (recording,) = recordings
+    counts = Counter(r.name for r in recording.ranges)
+    # Only the two training runs made while installed have ranges.
+    assert counts["SGD.step"] == counts["Adam.step"] == counts["SGD.zero_grad"] == 2
+    assert counts["backward"] == 4
+    assert counts["Sequential"] == counts["DataLoader.__next__ (TensorDataset)"] == 6

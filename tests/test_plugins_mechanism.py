@@ -19,7 +19,7 @@ from autonvtx.plugins import PluginActivator, PluginContext, load_plugins
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import make_file
+from conftest import make_file, run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = Path(__file__).resolve().parent / "modules" / "plugin_shapes"
@@ -285,3 +285,185 @@ def test_pickle_of_plugin_wrapped_module_function_is_by_reference() -> None:
         assert pickle.loads(pickle.dumps(module.f)) is module.f
     finally:
         del sys.modules["fw_pickle_probe"]
+
+
+HELPERS_PROGRAM = """
+    import sys
+    sys.path.insert(0, {modules!r})
+    import fakefw
+    from autonvtx.config import Config
+    from autonvtx.control import Instrumentation
+
+    owners = {{"Layer": fakefw.Layer, "fakefw": fakefw}}
+
+    def snapshot():
+        return {{(n, k): v for n, o in owners.items() for k, v in vars(o).items()}}
+
+    def work():
+        layer = fakefw.Layer("a")
+        made = fakefw.Layer.make("b"), fakefw.Layer.make("anon")
+        fakefw.tracing = True
+        traced = layer.forward(10)
+        fakefw.tracing = False
+        compiled = fakefw.compile(fakefw.op)
+        print(layer.forward(1), traced, [m.name for m in made], fakefw.Layer.kind(),
+              compiled(3), compiled.lower())
+
+    before = snapshot()
+    instrumentation = Instrumentation(Config(plugins=("fakeplug.helpers",)), restorable=True)
+    instrumentation.install()
+    print("changed", sorted(f"{{n}}.{{k}}" for (n, k), v in snapshot().items() if before[n, k] is not v))
+    work()
+    instrumentation.uninstall()
+    after = snapshot()
+    print("restored", after.keys() == before.keys() and all(after[k] is v for k, v in before.items()))
+    work()
+    print("\\n".join(instrumentation.report_lines(detailed=False)))
+"""
+
+
+def test_every_helper_ranges_and_uninstall_puts_every_original_back(tmp_path: Path) -> None:
+    recordings, out = run_under_recorder(tmp_path, HELPERS_PROGRAM.format(modules=str(MODULES)))
+    lines = out.splitlines()
+    assert lines[0] == "changed ['Layer.forward', 'Layer.kind', 'Layer.make', 'fakefw.compile', 'fakefw.op']"
+    assert lines[1] == lines[3] == "2 11 ['b', 'anon'] Layer 6 lowered op"
+    assert lines[2] == "restored True"
+    assert "fakeplug.helpers: second replace of compile: False" in lines
+    assert "fakeplug.helpers: fakefw.compile: already wrapped" in lines
+    # Only the calls made while installed: the tracing call and the refused one have none,
+    # the compiled call is one range around the wrapped op's.
+    ranges = [r for rec in recordings for r in rec.ranges if r.domain == "helpers"]
+    assert sorted(r.name for r in ranges) == sorted(
+        ["Layer.make", "Layer.kind", "a.forward", "compiled(op)", "op"]
+    )
+    (compiled,) = [r for r in ranges if r.name == "compiled(op)"]
+    assert any(r.name == "op" and compiled.start_ns <= r.start_ns <= r.end_ns <= compiled.end_ns
+               for r in ranges)
+
+
+def test_wrap_method_keeps_kinds_names_and_attributes_and_never_wraps_twice() -> None:
+    from autonvtx.engines import RANGE_MARK
+
+    class Owner:
+        def method(self, x: int) -> int:
+            """Doc."""
+            return x
+
+        method.flag = "set by the framework"  # type: ignore[attr-defined]
+
+        @staticmethod
+        def static(x: int) -> int:
+            return x
+
+        @classmethod
+        def klass(cls, x: int) -> str:
+            return cls.__name__
+
+        builtin = len  # not a Python function: a function in its place would bind
+
+    notes: list[str] = []
+    written: list[tuple[object, str, object, object]] = []
+    context = PluginContext("p", "fw", Config(), notes, written)
+    emitter = context.emitter("r", context.style())
+    seen: list[tuple[tuple[object, ...], dict[str, object]]] = []
+
+    def chooser(args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        seen.append((args, kwargs))
+        return emitter
+
+    original = vars(Owner)["method"]
+    assert context.wrap_method(Owner, "method", chooser)
+    assert context.wrap_method(Owner, "static", chooser)
+    assert context.wrap_method(Owner, "klass", chooser)
+    assert not context.wrap_method(Owner, "method", chooser)
+    assert not context.wrap_method(Owner, "builtin", chooser)
+    assert not context.wrap_method(Owner, "missing", chooser)
+    assert isinstance(vars(Owner)["static"], staticmethod)
+    assert isinstance(vars(Owner)["klass"], classmethod)
+    replaced = vars(Owner)["method"]
+    assert getattr(replaced, RANGE_MARK) is True and replaced.__wrapped__ is original
+    assert (replaced.__name__, replaced.__qualname__, replaced.__doc__, replaced.flag) == (
+        "method", original.__qualname__, "Doc.", "set by the framework"
+    )
+    assert inspect.signature(Owner.method) == inspect.signature(original)
+    owner = Owner()
+    assert (owner.method(3), Owner.static(4), Owner.klass(5), owner.klass(x=6)) == (3, 4, "Owner", "Owner")
+    assert seen == [((owner, 3), {}), ((4,), {}), ((Owner, 5), {}), ((Owner,), {"x": 6})]
+    assert [(holder, attr) for holder, attr, _, _ in written] == [
+        (Owner, "method"), (Owner, "static"), (Owner, "klass")
+    ]
+    assert "Owner.method: already wrapped" in "\n".join(notes)
+    assert "Owner.builtin: not wrapped (a builtin_function_or_method, not a Python function)" in "\n".join(notes)
+    assert "Owner.missing: not wrapped (AttributeError" in "\n".join(notes)
+
+
+def test_wrap_method_skips_refuses_and_survives_a_failing_chooser(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    module = types.ModuleType("fw")
+    exec("def f(x):\n    return x\n\ndef g(x):\n    return -x\n", vars(module))
+    context = PluginContext("p", "fw", Config(), [])
+    asked: list[int] = []
+    skipping = [True]
+
+    def refusing(args: tuple[int, ...], kwargs: dict[str, object]) -> None:
+        asked.append(args[0])
+        return None
+
+    assert context.wrap_method(module, "f", refusing, skip_if=lambda: skipping[0])
+    assert context.wrap_method(module, "g", lambda args, kwargs: 1 / 0)
+    assert module.f(1) == 1  # skipped: the chooser is not asked
+    skipping[0] = False
+    assert module.f(2) == 2 and asked == [2]
+    assert (module.g(1), module.g(2)) == (-1, -2)
+    err = capsys.readouterr().err
+    assert err.count("autonvtx: warning: plugin 'p': fw.g: range name failed (ZeroDivisionError") == 1
+
+
+def test_replace_names_marks_and_refuses_what_is_no_function() -> None:
+    from autonvtx.engines import RANGE_MARK
+
+    module = types.ModuleType("fw")
+    exec("def f(x):\n    '''Doc.'''\n    return x\n", vars(module))
+    original = module.f
+    notes: list[str] = []
+    context = PluginContext("p", "fw", Config(), notes)
+
+    def make(original: object) -> object:
+        def twice(x: int) -> int:
+            return 2 * original(x)  # type: ignore[operator]
+
+        return twice
+
+    assert not context.replace(module, "f", lambda original: len)
+    assert module.f is original
+    assert context.replace(module, "f", make)
+    assert module.f(4) == 8
+    assert (module.f.__name__, module.f.__doc__, module.f.__wrapped__) == ("f", "Doc.", original)
+    assert getattr(module.f, RANGE_MARK) is True
+    assert not context.replace(module, "f", make)
+    assert notes[0].startswith("p: fw.f: not wrapped (TypeError: a replacement must be a Python function")
+    assert notes[1] == "p: fw.f: already wrapped"
+
+
+def test_wrap_callable_keeps_the_objects_api_and_restore_puts_originals_back() -> None:
+    class Compiled:
+        def __call__(self, x: int) -> int:
+            return x + 1
+
+        def lower(self) -> str:
+            return "lowered"
+
+    module = types.ModuleType("fw")
+    exec("def f(x):\n    return x\n", vars(module))
+    original = module.f
+    activator = PluginActivator(Config(), [])
+    context = PluginContext("p", "fw", Config(), activator.notes, activator.written)
+    compiled = Compiled()
+    wrapped = context.wrap_callable(compiled, lambda args, kwargs: context.emitter("c", context.style()))
+    assert wrapped is not compiled and wrapped.__wrapped__ is compiled
+    assert (wrapped(1), wrapped.lower(), isinstance(wrapped, Compiled)) == (2, "lowered", True)
+    assert context.wrap_method(module, "f", lambda args, kwargs: None)
+    assert module.f is not original
+    assert activator.restore() == 1
+    assert module.f is original and activator.written == []

@@ -303,6 +303,62 @@ def patch_attribute(
     wrapper rules install: `make(function)` gives its wrapt wrapper callable. Static and class
     methods keep their kind, nothing is wrapped twice, no metaclass or module `__setattr__`
     runs; the write is appended to `written` (see restore_writes). None when done, else why not."""
+
+    def build(func: Any) -> Any:
+        return RangeWrapper.for_function(func, make(func))
+
+    return _patch(owner, attr, build, written, function_only=False)
+
+
+# What a conditional range asks on every call: (args, kwargs) -> the emitter of this call's
+# range, or None for no range. For a method args[0] is the instance, as the function sees it.
+EmitterChooser = Callable[[tuple[Any, ...], dict[str, Any]], "ranges.Emitter | None"]
+# Told when a chooser raised (the call then runs without a range); must not raise itself.
+ErrorHandler = Callable[[Exception], None]
+
+
+def is_marked(value: Any) -> bool:
+    """Whether `value` is autonvtx's own: an instance of a wrapper type carrying RANGE_MARK (a
+    class attribute) or a replacement function carrying it (a function attribute)."""
+    if type(value) is types.FunctionType:
+        return RANGE_MARK in value.__dict__
+    return any(RANGE_MARK in vars(k) for k in type(value).__mro__)
+
+
+def replace_attribute(
+    owner: Any,
+    attr: str,
+    make: Callable[[Any], Any],
+    written: list[tuple[Any, str, Any, Any]] | None = None,
+) -> str | None:
+    """Put `make(original)`, a Python function, in place of `owner.attr`: patch_attribute for
+    a replacement built by hand (or by ranged_function). It takes the original's name,
+    qualname, module, doc, attributes and `__wrapped__` (functools.update_wrapper) and the
+    mark, so that nothing replaces it twice; static and class methods keep their kind (`make`
+    gets the function inside). A class member that is no Python function (a builtin method, a
+    callable object) is refused: a function in its place would bind where it did not. None
+    when done, else why not."""
+    import functools
+
+    def build(func: Any) -> Any:
+        new = make(func)
+        if type(new) is not types.FunctionType:
+            raise TypeError(f"a replacement must be a Python function, got {type(new).__name__}")
+        functools.update_wrapper(new, func)
+        new.__dict__[RANGE_MARK] = True
+        return new
+
+    return _patch(owner, attr, build, written, function_only=True)
+
+
+def _patch(
+    owner: Any,
+    attr: str,
+    build: Callable[[Any], Any],
+    written: list[tuple[Any, str, Any, Any]] | None,
+    *,
+    function_only: bool,
+) -> str | None:
     import inspect
 
     # The raw entry, never getattr: static and class methods keep their kind (wrapt's rule).
@@ -314,11 +370,14 @@ def patch_attribute(
     func = raw
     if isinstance(raw, (staticmethod, classmethod)):
         func, rewrap = raw.__func__, type(raw)
-    if isinstance(func, RangeWrapper):
+    if is_marked(func):
         return "already wrapped"
     if not callable(func):
         return f"not wrapped (not callable: {type(func).__name__})"
-    new: Any = RangeWrapper.for_function(func, make(func))
+    if (function_only and rewrap is None and isinstance(owner, type)
+            and type(func) is not types.FunctionType):
+        return f"not wrapped (a {type(func).__name__}, not a Python function)"
+    new = build(func)
     if rewrap is not None:
         new = rewrap(new)
     if isinstance(owner, type):
@@ -333,3 +392,80 @@ def patch_attribute(
     if written is not None:
         written.append((holder, attr, raw, new))
     return None
+
+
+def _never() -> bool:
+    return False
+
+
+def ranged_function(
+    func: Callable[..., Any],
+    emitter_for: EmitterChooser,
+    *,
+    skip_if: Callable[[], bool] | None = None,
+    on_error: ErrorHandler | None = None,
+) -> Callable[..., Any]:
+    """A plain Python function calling `func` inside the range `emitter_for` chooses for each
+    call (None: no range). `skip_if()`, checked first, calls `func` directly when true.
+
+    A function, not a wrapt proxy: compilers that trace Python inline it as they would the
+    original (torch.compile folds `torch.compiler.is_compiling` given as `skip_if` to a
+    constant, so nothing of the range enters its graph: no graph break; TensorFlow's autograph
+    decides whether to convert it by the module name it takes from the original, as it
+    decided for the original: autograph's conversion.is_allowlisted). Install it with
+    replace_attribute, which names it after `func`. For a function that returns a generator or
+    coroutine the range covers the call that creates it."""
+    skip = _never if skip_if is None else skip_if
+
+    def ranged(*args: Any, **kwargs: Any) -> Any:
+        if skip():
+            return func(*args, **kwargs)
+        try:
+            emitter = emitter_for(args, kwargs)
+        except Exception as exc:  # choosing a range never breaks the call: none then
+            if on_error is not None:
+                on_error(exc)
+            emitter = None
+        if emitter is None:
+            return func(*args, **kwargs)
+        emitter.push()
+        try:
+            return func(*args, **kwargs)
+        finally:
+            emitter.pop()
+
+    return ranged
+
+
+def choosing_wrapper(
+    emitter_for: EmitterChooser, on_error: ErrorHandler | None = None
+) -> ranges.Wrapper:
+    """The wrapt wrapper callable of a range chosen per call by `emitter_for` (see
+    ranged_function), for a RangeWrapper (patch_attribute, ranged_proxy)."""
+
+    def call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            emitter = emitter_for(args if instance is None else (instance, *args), kwargs)
+        except Exception as exc:  # choosing a range never breaks the call: none then
+            if on_error is not None:
+                on_error(exc)
+            emitter = None
+        if emitter is None:
+            return wrapped(*args, **kwargs)
+        emitter.push()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            emitter.pop()
+
+    return call
+
+
+def ranged_proxy(
+    value: Any, emitter_for: EmitterChooser, on_error: ErrorHandler | None = None
+) -> RangeWrapper:
+    """`value` (any callable object) in a RangeWrapper whose calls get the range `emitter_for`
+    chooses: everything else the object offers (its attributes, methods, binding) goes straight
+    to it, and it pickles and copies as it does (a callable a framework hands out, which must
+    stay that object to the program: JAX's jitted functions)."""
+    return RangeWrapper.for_function(value, choosing_wrapper(emitter_for, on_error))

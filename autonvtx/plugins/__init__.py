@@ -62,12 +62,43 @@ called by `autonvtx list`/`run --dry-run` when the framework is imported, never 
     `wrap_function(owner, attr, message, style=None)`
                     put a range around `owner.attr` (a class, a module or another object),
                     using the same wrapper as rules do: `__wrapped__`, signature, name,
-                    static/class method kind and pickling are preserved, and nothing is
-                    wrapped twice (an attribute that already carries autonvtx's wrapper is
-                    left alone). `message` is the range's name, or a callable
-                    `(args, kwargs) -> str` called on every call with the arguments as the
-                    function receives them (for a method, `args[0]` is `self`); its result
-                    goes through `emitter`. Returns True when the attribute was wrapped.
+                    static/class method kind and pickling are preserved. `message` is the
+                    range's name, or a callable `(args, kwargs) -> str` called on every call
+                    with the arguments as the function receives them (for a method, `args[0]`
+                    is `self`); its result goes through `emitter`. Returns True when the
+                    attribute was wrapped.
+    `wrap_method(owner, attr, emitter_for, *, skip_if=None)`
+                    put a range chosen per call around `owner.attr` (a method or a module's
+                    function): `emitter_for(args, kwargs)` returns the call's `Emitter` (from
+                    `emitter`, kept by the plugin per class or per instance), or None for no
+                    range (a call that only traces or builds a graph); `skip_if()`, checked
+                    first, calls the original directly when true (`torch.compiler.is_compiling`:
+                    a check a compiler folds to a constant). The replacement is a plain Python
+                    function named after the original, with its attributes and `__wrapped__`,
+                    so compilers that trace Python (torch.compile, autograph) inline it as they
+                    would the original. Returns True when the attribute was wrapped.
+    `replace(owner, attr, make)`
+                    for the rare range that needs its own code (torch's module-call naming
+                    tables): put `make(original)`, a Python function, in place of
+                    `owner.attr`, named after the original as `wrap_method` does. Returns True
+                    when the attribute was replaced.
+    `wrap_callable(value, emitter_for)`
+                    `value`, a callable object the plugin hands to the program (what `jax.jit`
+                    returns), in the rules' wrapper, with a range chosen per call as in
+                    `wrap_method`: its attributes and methods stay reachable through it.
+    `warn(line)`    one warning on stderr per plugin (later ones go to the --verbose notes).
+    `read_options(schema)`
+                    the plugin's options that `schema` (option -> type) knows, type-checked;
+                    others are warned about and ignored.
+
+All four wrapping helpers share the rules' bookkeeping: they never wrap or replace twice (an
+attribute that already carries one of autonvtx's wrappers or replacements, marked with
+`autonvtx.engines.RANGE_MARK`, is left alone, with a note), never run a metaclass's or a
+module's `__setattr__`, keep static and class methods of their kind, and record each write,
+so that `uninstall()` of a restorable `Instrumentation` (the API's) puts every original back.
+A failure is a note for --verbose, never an exception. When `emitter_for` or a `message`
+callable raises, the call runs all the same (without its range, or under the attribute's name
+for `wrap_function`) and a warning says so once.
 """
 from __future__ import annotations
 
@@ -84,6 +115,7 @@ from autonvtx.errors import ConfigError
 
 if TYPE_CHECKING:
     from autonvtx import ranges
+    from autonvtx.engines.wrap import EmitterChooser
 
 # The range message of a wrapped attribute: a fixed name, or one computed from the call.
 Message = Union[str, Callable[[tuple[Any, ...], dict[str, Any]], str]]
@@ -134,10 +166,11 @@ def load_plugins(config: Config) -> list[Plugin]:
 
 class PluginContext:
     """What a plugin gets from autonvtx: the config, its options, styles, emitters, notes
-    and a wrapping helper. One per plugin; attributes are read-only."""
+    and the wrapping helpers. One per plugin; attributes are read-only."""
 
     __slots__ = (
-        "_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_warned", "_written"
+        "_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_noted", "_warned",
+        "_written",
     )
 
     def __init__(
@@ -154,6 +187,7 @@ class PluginContext:
         self._options: Mapping[str, Scalar] = types.MappingProxyType(config.options_for(name))
         self._emitters: dict[tuple[str, RangeStyle], ranges.Emitter] = {}
         self._notes = notes
+        self._noted: set[str] = set()  # each line once: a refusal repeats for each instance
         self._warned = False
         # Every attribute this plugin replaced, (holder, attr, original, replacement), so that
         # an uninstall can put the originals back.
@@ -200,8 +234,10 @@ class PluginContext:
         return self._emitters.setdefault(key, made)
 
     def note(self, line: str) -> None:
-        """A line for --verbose."""
-        self._notes.append(f"{self._name}: {line}")
+        """A line for --verbose (a line already noted is not repeated)."""
+        if line not in self._noted:
+            self._noted.add(line)
+            self._notes.append(f"{self._name}: {line}")
 
     def warn(self, line: str) -> None:
         """A warning on stderr, once per plugin: later ones go to the --verbose notes."""
@@ -229,58 +265,105 @@ class PluginContext:
         self, owner: Any, attr: str, message: Message, style: RangeStyle | None = None
     ) -> bool:
         """Put a range around `owner.attr`; False (with a note saying why) when it cannot."""
+        # Imported here, as in every helper: wrapt and nvtx load only when a plugin wraps.
+        from autonvtx import ranges
+        from autonvtx.engines.wrap import choosing_wrapper, patch_attribute
+
+        style = style or self.style()
+        where = f"{_owner_name(owner)}.{attr}"
+
+        def make(func: Any) -> ranges.Wrapper:
+            if isinstance(message, str):
+                return ranges.wrapper_for(func, self.emitter(message, style))
+            return choosing_wrapper(self._named_by(message, style, where))
+
+        return self._patched(where, lambda: patch_attribute(owner, attr, make, self._written))
+
+    def wrap_method(
+        self,
+        owner: Any,
+        attr: str,
+        emitter_for: EmitterChooser,
+        *,
+        skip_if: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Put a range chosen per call around `owner.attr`, as a plain Python function; False
+        (with a note saying why) when it cannot."""
+        from autonvtx.engines.wrap import ranged_function, replace_attribute
+
+        where = f"{_owner_name(owner)}.{attr}"
+        on_error = self._reporter(where)
+
+        def make(func: Any) -> Callable[..., Any]:
+            return ranged_function(func, emitter_for, skip_if=skip_if, on_error=on_error)
+
+        return self._patched(where, lambda: replace_attribute(owner, attr, make, self._written))
+
+    def replace(self, owner: Any, attr: str, make: Callable[[Any], Callable[..., Any]]) -> bool:
+        """Put `make(original)`, a function built by the plugin, in place of `owner.attr`;
+        False (with a note saying why) when it cannot."""
+        from autonvtx.engines.wrap import replace_attribute
+
+        where = f"{_owner_name(owner)}.{attr}"
+        return self._patched(where, lambda: replace_attribute(owner, attr, make, self._written))
+
+    def wrap_callable(self, value: Any, emitter_for: EmitterChooser) -> Any:
+        """`value`, a callable object, with a range chosen per call; `value` itself (with a
+        note) when it cannot be wrapped."""
+        from autonvtx.engines.wrap import ranged_proxy
+
         try:
-            return _wrap_attribute(self, owner, attr, message, style or self.style())
+            return ranged_proxy(value, emitter_for, self._reporter(_owner_name(value)))
+        except Exception as exc:  # never break what the framework hands the program
+            self.note(f"{_owner_name(value)}: not wrapped ({type(exc).__name__}: {exc})")
+            return value
+
+    def _patched(self, where: str, patch: Callable[[], str | None]) -> bool:
+        try:
+            why_not = patch()
         except Exception as exc:  # a plugin's wrapping never breaks the program
-            self.note(f"{_owner_name(owner)}.{attr}: not wrapped ({type(exc).__name__}: {exc})")
+            why_not = f"not wrapped ({type(exc).__name__}: {exc})"
+        if why_not is not None:
+            self.note(f"{where}: {why_not}")
             return False
+        return True
+
+    def _reporter(self, where: str) -> Callable[[Exception], None]:
+        """Tells, once per wrapped attribute, that a range could not be chosen."""
+        reported = False
+
+        def report(exc: Exception) -> None:
+            nonlocal reported
+            if reported:
+                return
+            reported = True
+            try:
+                self.warn(f"{where}: range name failed ({type(exc).__name__}: {exc})")
+            except Exception:  # stderr closed: the call goes on all the same
+                pass
+
+        return report
+
+    def _named_by(
+        self, message: Callable[..., str], style: RangeStyle, where: str
+    ) -> EmitterChooser:
+        """The chooser of a range named by `message(args, kwargs)`; when that fails, named
+        `where` (and the failure is told once)."""
+        emitter = self.emitter
+        report = self._reporter(where)
+
+        def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ranges.Emitter:
+            try:
+                return emitter(message(args, kwargs), style)
+            except Exception as exc:  # a naming bug in a plugin must not break the program
+                report(exc)
+                return emitter(where, style)
+
+        return emitter_for
 
 
 def _owner_name(owner: Any) -> str:
     return str(getattr(owner, "__qualname__", None) or getattr(owner, "__name__", None) or owner)
-
-
-def _wrap_attribute(
-    context: PluginContext, owner: Any, attr: str, message: Message, style: RangeStyle
-) -> bool:
-    # Imported here: wrapt and nvtx load only when a plugin actually wraps something.
-    from autonvtx import ranges
-    from autonvtx.engines.wrap import patch_attribute
-
-    where = f"{_owner_name(owner)}.{attr}"
-
-    def make(func: Any) -> ranges.Wrapper:
-        if isinstance(message, str):
-            return ranges.wrapper_for(func, context.emitter(message, style))
-        return _dynamic_wrapper(context, message, style, where)
-
-    why_not = patch_attribute(owner, attr, make, context._written)
-    if why_not is not None:
-        context.note(f"{where}: {why_not}")
-        return False
-    return True
-
-
-def _dynamic_wrapper(
-    context: PluginContext, message: Callable[..., str], style: RangeStyle, where: str
-) -> Any:
-    emitter = context.emitter
-    fallback = where
-
-    def call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-        full = args if instance is None else (instance, *args)
-        try:
-            ranged = emitter(message(full, kwargs), style)
-        except Exception as exc:  # a naming bug in a plugin must not break the program
-            context.warn(f"{where}: range name failed ({type(exc).__name__}: {exc})")
-            ranged = emitter(fallback, style)
-        ranged.push()
-        try:
-            return wrapped(*args, **kwargs)
-        finally:
-            ranged.pop()
-
-    return call
 
 
 class PluginActivator:
@@ -341,5 +424,7 @@ class PluginActivator:
             return 0
         from autonvtx.engines.wrap import restore_writes
 
-        written, self.written = self.written, []
+        # Emptied in place: the contexts of activated plugins append to this very list.
+        written = list(self.written)
+        self.written.clear()
         return restore_writes(written)

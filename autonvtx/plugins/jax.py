@@ -36,14 +36,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
     from autonvtx.plugins import PluginContext
+    from autonvtx.ranges import Emitter
 
 TRIGGER = "jax"
 
 _OPTIONS: dict[str, type] = {"sync": bool, "domain": str}
-
-# Marks the jax.jit this plugin installed, so that nothing is wrapped twice.
-_MARK = "__autonvtx_jax__"
-
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     jax = framework
@@ -103,13 +100,6 @@ def _display_name(fun: Any) -> str:
 
 
 def _patch_jit(jax: types.ModuleType, context: PluginContext, style: RangeStyle) -> None:
-    original = vars(jax).get("jit")
-    if not callable(original) or getattr(original, _MARK, False):
-        context.note("jax.jit not found or already wrapped: no jit ranges")
-        return
-    # Imported here: wrapt is autonvtx's dependency, loaded only when a plugin needs it.
-    import wrapt
-
     dispatching = _is_dispatching_function(jax)
 
     def ranged(jitted: Any, fun: Any) -> Any:
@@ -118,39 +108,34 @@ def _patch_jit(jax: types.ModuleType, context: PluginContext, style: RangeStyle)
         except Exception as exc:  # never break the program's jax.jit
             context.note(f"jit({fun!r}): no range ({type(exc).__name__}: {exc})")
             return jitted
-        push, pop = emitter.push, emitter.pop
 
-        def call(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            if not dispatching(args):
-                return wrapped(*args, **kwargs)
-            push()
-            try:
-                return wrapped(*args, **kwargs)
-            finally:
-                pop()
+        def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter | None:
+            return emitter if dispatching(args) else None
 
-        # A wrapt proxy: .lower(), .trace(), .eval_shape(), .clear_cache(), binding as a
-        # method and everything else the jitted object offers go straight to it.
-        return wrapt.FunctionWrapper(jitted, call)
+        # The rules' wrapper (a wrapt proxy): .lower(), .trace(), .eval_shape(),
+        # .clear_cache(), binding as a method and everything else the jitted object offers
+        # go straight to it.
+        return context.wrap_callable(jitted, emitter_for)
 
-    @functools.wraps(original)
-    def jit(*args: Any, **kwargs: Any) -> Any:
-        made = original(*args, **kwargs)
-        if args:
-            return ranged(made, args[0])
-        if "fun" in kwargs:  # older JAX accepts fun= by keyword
-            return ranged(made, kwargs["fun"])
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def jit(*args: Any, **kwargs: Any) -> Any:
+            made = original(*args, **kwargs)
+            if args:
+                return ranged(made, args[0])
+            if "fun" in kwargs:  # older JAX accepts fun= by keyword
+                return ranged(made, kwargs["fun"])
 
-        # jax.jit(static_argnums=...) without the function: a decorator.
-        @functools.wraps(made)
-        def decorator(fun: Any) -> Any:
-            return ranged(made(fun), fun)
+            # jax.jit(static_argnums=...) without the function: a decorator.
+            @functools.wraps(made)
+            def decorator(fun: Any) -> Any:
+                return ranged(made(fun), fun)
 
-        return decorator
+            return decorator
 
-    setattr(jit, _MARK, True)
-    setattr(jax, "jit", jit)
-    context.note("jax.jit: a range per dispatch of each jitted function")
+        return jit
+
+    if context.replace(jax, "jit", make):  # or notes why not
+        context.note("jax.jit: a range per dispatch of each jitted function")
 
 
 def _patch_sync(jax: types.ModuleType, context: PluginContext, style: RangeStyle) -> None:

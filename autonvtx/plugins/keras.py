@@ -25,7 +25,6 @@ Options (`[autonvtx.plugin.keras]`): `layers`, `optimizer`, `training` (each def
 """
 from __future__ import annotations
 
-import functools
 import sys
 import types
 import weakref
@@ -34,15 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
+    from autonvtx.engines.wrap import EmitterChooser
     from autonvtx.plugins import PluginContext
     from autonvtx.ranges import Emitter
 
 TRIGGER = "keras"
 
 _OPTIONS: dict[str, type] = {"layers": bool, "optimizer": bool, "training": bool, "domain": str}
-
-# Marks a method this plugin installed, so that nothing is wrapped twice.
-_MARK = "__autonvtx_keras__"
 
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
@@ -59,18 +56,19 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
         names = LayerNamer(context, domain, getattr(keras, "Model", None))
         symbolic = _symbolic_function()
 
-        def layer_executes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-            return executing() and not symbolic(args[1:], kwargs)
+        def layer_emitter(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter | None:
+            if not executing() or symbolic(args[1:], kwargs):
+                return None  # tracing, or building a model from symbolic inputs
+            return names.emitter(args)
 
-        if _wrap_method(Layer, "__call__", names.emitter, layer_executes):
+        if context.wrap_method(Layer, "__call__", layer_emitter):
             context.note("Layer.__call__: a range per executed layer call")
     if options.get("optimizer", True):
         style = context.style(domain=domain, category="optimizer", module="keras.optimizers")
         optimizer = getattr(getattr(keras, "optimizers", None), "Optimizer", None)
         owner = _defining_class(optimizer, "apply")
-        if owner is not None and _wrap_method(
-            owner, "apply", _by_class(context, style, "{}.apply"),
-            lambda args, kwargs: executing(),
+        if owner is not None and context.wrap_method(
+            owner, "apply", _by_class(context, style, "{}.apply", executing)
         ):
             context.note("Optimizer.apply: a range per executed optimizer update")
     if options.get("training", True):
@@ -186,11 +184,14 @@ class LayerNamer:
 
 
 def _by_class(
-    context: PluginContext, style: RangeStyle, template: str
-) -> Callable[[tuple[Any, ...]], Emitter]:
+    context: PluginContext, style: RangeStyle, template: str, executing: Callable[[], bool]
+) -> EmitterChooser:
+    """Ranges named by the class of `self`, for calls that execute (none while tracing)."""
     cache: dict[type, Emitter] = {}
 
-    def emitter_for(args: tuple[Any, ...]) -> Emitter:
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter | None:
+        if not executing():
+            return None
         cls = type(args[0])
         found = cache.get(cls)
         if found is None:
@@ -205,32 +206,3 @@ def _class_message(attr: str) -> Callable[[tuple[Any, ...], dict[str, Any]], str
         return f"{type(args[0]).__name__}.{attr}"
 
     return message
-
-
-def _wrap_method(
-    owner: type,
-    attr: str,
-    emitter_for: Callable[[tuple[Any, ...]], Emitter],
-    should_emit: Callable[[tuple[Any, ...], dict[str, Any]], bool],
-) -> bool:
-    func = vars(owner).get(attr)
-    if not callable(func) or getattr(func, _MARK, False):
-        return False
-
-    @functools.wraps(func)
-    def ranged(*args: Any, **kwargs: Any) -> Any:
-        try:
-            emitter = emitter_for(args) if should_emit(args, kwargs) else None
-        except Exception:  # a naming or checking problem never reaches the program
-            emitter = None
-        if emitter is None:
-            return func(*args, **kwargs)
-        emitter.push()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            emitter.pop()
-
-    setattr(ranged, _MARK, True)
-    type.__setattr__(owner, attr, ranged)
-    return True

@@ -27,24 +27,20 @@ true: the to_device/copy_to_host/synchronize ranges), `domain` (default: the glo
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
+    from autonvtx.engines.wrap import EmitterChooser
     from autonvtx.plugins import PluginContext
     from autonvtx.ranges import Emitter
 
 TRIGGER = "numba.cuda"
 
 _OPTIONS: dict[str, type] = {"launch_config": bool, "transfers": bool, "domain": str}
-
-# Marks a method this plugin installed, so that nothing is wrapped twice.
-_MARK = "__autonvtx_numba__"
-
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     cuda = framework
@@ -128,75 +124,55 @@ def _dims(dims: Any) -> str:
 
 
 def _patch_launch(launches: LaunchNamer, context: PluginContext) -> None:
-    # Every launch of a real kernel goes through CUDADispatcher.call (kernel[grid, block](...)
-    # builds a _LaunchConfiguration whose __call__ calls it; forall does the same). Imported
-    # here: numba.cuda imports it already, and the import fails cleanly without CUDA bits.
+    # Every launch of a real kernel goes through CUDADispatcher.call(self, args, griddim,
+    # blockdim, stream, sharedmem): kernel[grid, block](...) builds a _LaunchConfiguration
+    # whose __call__ calls it; forall does the same.
     emitter = launches.emitter
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def call(self: Any, args: Any, griddim: Any, blockdim: Any, stream: Any, sharedmem: Any) -> Any:
-            try:
-                ranged = emitter(self.py_func, griddim, blockdim)
-            except Exception:  # naming never breaks a launch: no range then
-                return original(self, args, griddim, blockdim, stream, sharedmem)
-            ranged.push()
-            try:
-                return original(self, args, griddim, blockdim, stream, sharedmem)
-            finally:
-                ranged.pop()
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter:
+        griddim = _argument(args, kwargs, 2, "griddim")
+        blockdim = _argument(args, kwargs, 3, "blockdim")
+        return emitter(args[0].py_func, griddim, blockdim)
 
-        return call
+    _wrap_launch_method("numba.cuda.dispatcher", "CUDADispatcher", "call", emitter_for, context, "")
 
-    _replace_launch_method("numba.cuda.dispatcher", "CUDADispatcher", "call", make, context, "")
+
+def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], index: int, name: str) -> Any:
+    return args[index] if len(args) > index else kwargs[name]
 
 
 def _patch_simulated_launch(launches: LaunchNamer, context: PluginContext) -> None:
     emitter = launches.emitter
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def __call__(self: Any, *args: Any) -> Any:
-            if self._device:  # a device function called from a simulated kernel: not a launch
-                return original(self, *args)
-            try:
-                ranged = emitter(self.fn, self.grid_dim, self.block_dim)
-            except Exception:  # naming never breaks a launch: no range then
-                return original(self, *args)
-            ranged.push()
-            try:
-                return original(self, *args)
-            finally:
-                ranged.pop()
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter | None:
+        kernel = args[0]  # FakeCUDAKernel.__call__(self, *args)
+        if kernel._device:  # a device function called from a simulated kernel: not a launch
+            return None
+        return emitter(kernel.fn, kernel.grid_dim, kernel.block_dim)
 
-        return __call__
-
-    _replace_launch_method(
-        "numba.cuda.simulator.kernel", "FakeCUDAKernel", "__call__", make, context, " (simulator)"
+    _wrap_launch_method(
+        "numba.cuda.simulator.kernel", "FakeCUDAKernel", "__call__", emitter_for, context,
+        " (simulator)",
     )
 
 
-def _replace_launch_method(
+def _wrap_launch_method(
     module: str,
     class_name: str,
     attr: str,
-    make: Callable[[Callable[..., Any]], Callable[..., Any]],
+    emitter_for: EmitterChooser,
     context: PluginContext,
     flavour: str,
 ) -> None:
-    """Replace `module.class_name.attr` (the function every kernel launch goes through) by
-    `make(original)`, marked so that a second activation leaves it as it is."""
+    """Range `module.class_name.attr`, the function every kernel launch goes through. Imported
+    here: numba.cuda imports it already, and the import fails cleanly without CUDA bits."""
     try:
         owner = getattr(importlib.import_module(module), class_name)
     except (ImportError, AttributeError) as exc:
         context.note(f"{module}.{class_name} not importable ({exc}): no launch ranges")
         return
-    original = vars(owner).get(attr)
-    if not isinstance(original, types.FunctionType) or getattr(original, _MARK, False):
-        context.note(f"{class_name}.{attr} not found: no launch ranges")
-        return
-    replacement = functools.wraps(original)(make(original))
-    setattr(replacement, _MARK, True)
-    type.__setattr__(owner, attr, replacement)
-    context.note(f"CUDA kernel launches{flavour}: a range per launch, named by kernel")
+    if context.wrap_method(owner, attr, emitter_for):  # or notes why not
+        context.note(f"CUDA kernel launches{flavour}: a range per launch, named by kernel")
 
 
 def _patch_transfers(

@@ -28,7 +28,6 @@ default true), `domain` (default: the global domain).
 """
 from __future__ import annotations
 
-import functools
 import sys
 import types
 from collections.abc import Callable
@@ -36,16 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
+    from autonvtx.engines.wrap import EmitterChooser
     from autonvtx.plugins import PluginContext
     from autonvtx.ranges import Emitter
 
 TRIGGER = "tensorflow"
 
 _OPTIONS: dict[str, type] = {"functions": bool, "gradients": bool, "datasets": bool, "domain": str}
-
-# Marks a method this plugin installed, so that nothing is wrapped twice.
-_MARK = "__autonvtx_tensorflow__"
-
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     options = context.read_options(_OPTIONS)
@@ -59,12 +55,10 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
             continue
         cls = getattr(sys.modules.get(module), cls_name, None)
         style = context.style(domain=domain, category=category, module="tensorflow")
-        if isinstance(cls, type) and _wrap_method(
-            cls, attr, _named(context, style, name_of), eager
-        ):
+        if not isinstance(cls, type):
+            context.note(f"{module}.{cls_name} not found: no {option} ranges")
+        elif context.wrap_method(cls, attr, _named(context, style, name_of, eager)):  # or notes why not
             context.note(f"{cls_name}.{attr}: ranges when executing eagerly")
-        else:
-            context.note(f"{module}.{cls_name}.{attr} not found: no {option} ranges")
 
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
@@ -109,38 +103,14 @@ _EXAMPLES = {
 
 
 def _named(
-    context: PluginContext, style: RangeStyle, name_of: Callable[[tuple[Any, ...]], str]
-) -> Callable[[tuple[Any, ...]], Emitter]:
-    def emitter_for(args: tuple[Any, ...]) -> Emitter:
+    context: PluginContext,
+    style: RangeStyle,
+    name_of: Callable[[tuple[Any, ...]], str],
+    eager: Callable[[], bool],
+) -> EmitterChooser:
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter | None:
+        if not eager():  # building a graph: a range here would time the build
+            return None
         return context.emitter(name_of(args), style)  # cached per name by the context
 
     return emitter_for
-
-
-def _wrap_method(
-    owner: type,
-    attr: str,
-    emitter_for: Callable[[tuple[Any, ...]], Emitter],
-    eager: Callable[[], bool],
-) -> bool:
-    func = vars(owner).get(attr)
-    if not callable(func) or getattr(func, _MARK, False):
-        return False
-
-    @functools.wraps(func)
-    def ranged(*args: Any, **kwargs: Any) -> Any:
-        if not eager():  # building a graph: a range here would time the build
-            return func(*args, **kwargs)
-        try:
-            emitter = emitter_for(args)
-        except Exception:  # a naming problem never reaches the program
-            return func(*args, **kwargs)
-        emitter.push()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            emitter.pop()
-
-    setattr(ranged, _MARK, True)
-    type.__setattr__(owner, attr, ranged)
-    return True

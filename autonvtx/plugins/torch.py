@@ -32,7 +32,6 @@ kind of range off), `domain` (default: the global domain).
 """
 from __future__ import annotations
 
-import functools
 import sys
 import threading
 import types
@@ -42,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
+    from autonvtx.engines.wrap import EmitterChooser
     from autonvtx.plugins import PluginContext
     from autonvtx.ranges import Emitter
 
@@ -63,10 +63,6 @@ _WRAPPER_CHILD = {
     "DistributedDataParallel": "module",
     "DataParallel": "module",
 }
-
-# Marks a function this plugin installed, so that nothing is wrapped twice.
-_MARK = "__autonvtx_torch__"
-
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     torch = framework
@@ -302,84 +298,59 @@ def _patch_module_call(
     # Module._call_impl, not global forward hooks: any global hook sends every module call
     # down _call_impl's slow path (hook lists rebuilt per call, ~3x the cost, measured), and
     # a post-hook is skipped when forward raises unless registered with always_call (2.1+).
-    # A replaced _call_impl keeps the fast path, and try/finally pops on exceptions.
+    # A replaced _call_impl keeps the fast path, and try/finally pops on exceptions. Built by
+    # hand, not by wrap_method: the emitter comes from the naming table of the root model
+    # being called, which this call may have to push first (and pop after).
     Module = torch.nn.Module
-    original = vars(Module).get("_call_impl")
-    if original is None or not isinstance(original, types.FunctionType):
-        context.note("nn.Module._call_impl not found: module ranges are off")
-        return
-    if getattr(original, _MARK, False):
-        return
+    # Before torch 2.1, __call__ was _call_impl itself (no _wrapped_call_impl in between).
+    impl = vars(Module).get("_call_impl")
+    call_is_impl = impl is not None and vars(Module).get("__call__") is impl
     state = _CallState()
     enter = namer.enter
 
-    @functools.wraps(original)
-    def _call_impl(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if is_compiling():
-            # Dynamo folds this to True and inlines the original: nothing of ours is traced.
-            return original(self, *args, **kwargs)
-        tables = state.tables
-        if tables:
-            emitter = tables[-1].emitters.get(id(self))
-            if emitter is not None:
-                emitter.push()
-                try:
-                    return original(self, *args, **kwargs)
-                finally:
-                    emitter.pop()
-        try:
-            table, emitter = enter(self, tables)
-        except Exception:  # naming must never break the program's forward: no range then
-            return original(self, *args, **kwargs)
-        tables.append(table)
-        emitter.push()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            emitter.pop()
-            tables.pop()
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def _call_impl(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                # Dynamo folds this to True and inlines the original: nothing of ours is traced.
+                return original(self, *args, **kwargs)
+            tables = state.tables
+            if tables:
+                emitter = tables[-1].emitters.get(id(self))
+                if emitter is not None:
+                    emitter.push()
+                    try:
+                        return original(self, *args, **kwargs)
+                    finally:
+                        emitter.pop()
+            try:
+                table, emitter = enter(self, tables)
+            except Exception:  # naming must never break the program's forward: no range then
+                return original(self, *args, **kwargs)
+            tables.append(table)
+            emitter.push()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                emitter.pop()
+                tables.pop()
 
-    setattr(_call_impl, _MARK, True)
-    type.__setattr__(Module, "_call_impl", _call_impl)
-    # Before torch 2.1, __call__ was _call_impl itself (no _wrapped_call_impl in between).
-    if vars(Module).get("__call__") is original:
-        type.__setattr__(Module, "__call__", _call_impl)
+        return _call_impl
+
+    if not context.replace(Module, "_call_impl", make):
+        return  # the context noted why
+    if call_is_impl:
+        context.replace(Module, "__call__", lambda original: vars(Module)["_call_impl"])
     context.note("nn.Module calls: ranges named by model path")
-
-
-def _ranged(
-    func: Callable[..., Any], emitter_for: Callable[[tuple[Any, ...]], Emitter],
-    is_compiling: Callable[[], bool],
-) -> Callable[..., Any]:
-    """`func` with a range around each call outside compilation; the range's emitter is
-    chosen from the call's arguments (a method's `self` is args[0])."""
-
-    @functools.wraps(func)
-    def ranged(*args: Any, **kwargs: Any) -> Any:
-        if is_compiling():
-            return func(*args, **kwargs)
-        try:
-            emitter = emitter_for(args)
-        except Exception:  # naming never breaks the call: no range then
-            return func(*args, **kwargs)
-        emitter.push()
-        try:
-            return func(*args, **kwargs)
-        finally:
-            emitter.pop()
-
-    setattr(ranged, _MARK, True)
-    return ranged
 
 
 def _by_class(
     context: PluginContext, style: RangeStyle, template: str, key: Callable[[tuple[Any, ...]], Any]
-) -> Callable[[tuple[Any, ...]], Emitter]:
+) -> EmitterChooser:
     """An emitter chooser naming the range by the class of `key(args)`, cached per class."""
     cache: dict[Any, Emitter] = {}
     fallback = context.emitter(template.format("?"), style)
 
-    def emitter_for(args: tuple[Any, ...]) -> Emitter:
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter:
         try:
             cls = type(key(args))
         except Exception:
@@ -390,20 +361,6 @@ def _by_class(
         return found
 
     return emitter_for
-
-
-def _wrap_method(
-    owner: type, attr: str, emitter_for: Callable[[tuple[Any, ...]], Emitter],
-    is_compiling: Callable[[], bool],
-) -> bool:
-    func = vars(owner).get(attr)
-    if not isinstance(func, types.FunctionType) or getattr(func, _MARK, False):
-        return False
-    ranged = _ranged(func, emitter_for, is_compiling)
-    # Attributes torch set on the function (Optimizer's `hooked` flag) stay visible.
-    ranged.__dict__.update({k: v for k, v in func.__dict__.items() if k != "__wrapped__"})
-    type.__setattr__(owner, attr, ranged)
-    return True
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -424,21 +381,24 @@ def _patch_optimizers(
 ) -> None:
     Optimizer = torch.optim.Optimizer
     style = context.style(domain=domain, category="optimizer", module="torch.optim")
-    first = _first_arg
-    step_for = _by_class(context, style, "{}.step", first)
-    zero_grad_for = _by_class(context, style, "{}.zero_grad", first)
+    choosers = (
+        ("step", _by_class(context, style, "{}.step", _first_arg)),
+        ("zero_grad", _by_class(context, style, "{}.zero_grad", _first_arg)),
+    )
+    done: weakref.WeakSet[type] = weakref.WeakSet()  # asked once per class, not per instance
 
     def wrap_class(cls: type) -> None:
         # `step` is replaced by torch itself on a class's first instantiation
         # (Optimizer._patch_step_function wraps it in profile_hook_step): wrap what is there
         # after that, so the range covers torch's step hooks too.
-        _wrap_method(cls, "step", step_for, is_compiling)
-        _wrap_method(cls, "zero_grad", zero_grad_for, is_compiling)
+        if cls in done:
+            return
+        done.add(cls)
+        for attr, emitter_for in choosers:
+            if attr in vars(cls):  # an inherited one is wrapped where it is defined
+                context.wrap_method(cls, attr, emitter_for, skip_if=is_compiling)
 
-    patch = vars(Optimizer).get("_patch_step_function")
-    if isinstance(patch, types.FunctionType) and not getattr(patch, _MARK, False):
-
-        @functools.wraps(patch)
+    def make(patch: Callable[[Any], None]) -> Callable[[Any], None]:
         def _patch_step_function(self: Any) -> None:
             patch(self)
             for cls in type(self).__mro__:
@@ -447,14 +407,15 @@ def _patch_optimizers(
                 if "step" in vars(cls) or "zero_grad" in vars(cls):
                     wrap_class(cls)
 
-        setattr(_patch_step_function, _MARK, True)
-        type.__setattr__(Optimizer, "_patch_step_function", _patch_step_function)
+        return _patch_step_function
+
+    if context.replace(Optimizer, "_patch_step_function", make):
         # Classes already instantiated before the plugin was activated.
         for cls in _subclasses(Optimizer):
             step = vars(cls).get("step")
             if getattr(step, "hooked", False) or cls is Optimizer:
                 wrap_class(cls)
-    else:
+    elif "_patch_step_function" not in vars(Optimizer):
         # Unknown torch layout: wrap the classes that exist now, and the base zero_grad.
         for cls in _subclasses(Optimizer):
             wrap_class(cls)
@@ -463,8 +424,8 @@ def _patch_optimizers(
     context.note("optimizers: step and zero_grad ranges named by optimizer class")
 
 
-def _constant(emitter: Emitter) -> Callable[[tuple[Any, ...]], Emitter]:
-    def emitter_for(args: tuple[Any, ...]) -> Emitter:
+def _constant(emitter: Emitter) -> EmitterChooser:
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter:
         return emitter
 
     return emitter_for
@@ -481,12 +442,9 @@ def _patch_backward(
     autograd = torch.autograd
     style = context.style(domain=domain, category="backward", module="torch.autograd")
     for attr, message in (("backward", "backward"), ("grad", "autograd.grad")):
-        func = vars(autograd).get(attr)
-        if not isinstance(func, types.FunctionType) or getattr(func, _MARK, False):
-            continue
-        emitter = context.emitter(message, style)
         # Tensor.backward calls torch.autograd.backward through the module attribute.
-        setattr(autograd, attr, _ranged(func, _constant(emitter), is_compiling))
+        emitter_for = _constant(context.emitter(message, style))
+        context.wrap_method(autograd, attr, emitter_for, skip_if=is_compiling)
     context.note("autograd: backward and autograd.grad ranges")
 
 
@@ -501,10 +459,9 @@ def _patch_dataloader(
         return
     style = context.style(domain=domain, category="data", module="torch.utils.data")
     emitter_for = _by_class(context, style, "DataLoader.__next__ ({})", _dataset_of)
-    if _wrap_method(iterator, "__next__", emitter_for, is_compiling):
+    if context.wrap_method(iterator, "__next__", emitter_for, skip_if=is_compiling):
         context.note("DataLoader: a range per batch fetched, named by dataset class")
 
 
 def _dataset_of(args: tuple[Any, ...]) -> Any:
     return args[0]._dataset
-

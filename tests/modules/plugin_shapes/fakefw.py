@@ -23,3 +23,27 @@ def op(x):
 
 def gen(n):
     yield from range(n)
+
+
+# What a compiling framework has: a switch for "building a graph" and compiled callables that
+# carry an API of their own (as jax.jit's results do).
+tracing = False
+
+
+def is_tracing():
+    return tracing
+
+
+class Compiled:
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def lower(self):
+        return f"lowered {self.fn.__name__}"
+
+
+def compile(fn):
+    return Compiled(fn)
