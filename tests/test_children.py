@@ -89,6 +89,31 @@ def test_multiprocessing_children_run_the_rules_and_join_the_trace(workdir: Path
     assert "missing_processes" not in done.trace["otherData"]
 
 
+IDLE_POOL_PROGRAM = """
+    import multiprocessing, sys
+
+    def work(x):
+        return x * 2
+
+    if __name__ == "__main__":
+        with multiprocessing.get_context(sys.argv[1]).Pool(4) as pool:
+            print(pool.map(work, [1], chunksize=1))
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_idle_pool_workers_are_named_as_their_siblings(workdir: Path, method: str) -> None:
+    # Issue 11, 4: the pool ends its workers (SIGTERM) as soon as the one task is done; those
+    # still starting up were named by their command line, or missing, varying run to run.
+    make_file(workdir / "program.py", IDLE_POOL_PROGRAM)
+    for _ in range(3):
+        done = run_autonvtx("-t", "__main__", "program.py", method, cwd=workdir)
+        assert (done.returncode, done.stdout) == (0, "[2]\n"), done.stderr
+        labels = sorted(r.label for r in read_chrome_trace(done.trace_path))
+        assert labels == sorted([f"{PYTHON} program.py {method}", *(f"{POOL_WORKER[method]}{i}" for i in range(1, 5))])
+        assert "missing" not in done.stderr and "missing_processes" not in done.trace["otherData"]
+
+
 def test_process_pool_executor_subprocess_and_non_python_children(workdir: Path) -> None:
     make_file(workdir / "tasks.py", """
         def square(x):

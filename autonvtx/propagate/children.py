@@ -99,8 +99,10 @@ def bootstrap() -> None:
         from autonvtx.recorder.session import note_process
         from autonvtx.recorder.shutdown import follow_exit
 
-        # Registered now, before the program's own atexit handlers: it runs after them.
-        follow_exit()
+        # Registered now, before the program's own atexit handlers: it runs after them. A
+        # spawn child whose parent held SIGTERM back does it once named (workers' prepare).
+        if not (role == "spawn" and workers.is_sigterm_held()):
+            follow_exit()
         if role is None:  # a multiprocessing child notes itself under its process name
             note_process(process_label())
 

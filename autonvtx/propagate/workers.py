@@ -9,12 +9,21 @@
   multiproc support saves its data there.
 - every multiprocessing child leaves a note naming itself (its process name), so a child that
   dies before writing its events is named in the trace.
+- a child names itself before a SIGTERM can end it: a pool ends its workers as soon as its
+  tasks are done (`with Pool()`), and those still starting up appeared under their command
+  line, or not at all, varying run to run. A spawn child is started with SIGTERM blocked (the
+  mask survives exec; CPython starts its resource tracker so, resource_tracker.py) and
+  unblocks it once named; a fork child is named in the at-fork hook, which runs while the
+  recorder still holds SIGTERM back (recorder/shutdown.py blocks it around each fork and
+  releases it in its own hook, registered after ours).
 """
 from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -32,6 +41,12 @@ _record = False
 _silence_forks = False
 _exits_normally = False  # a spawn child returns from _bootstrap into sys.exit(): atexit flushes
 _fork_hook_registered = False
+# In a process starting a child, on the starting thread: the Process object and whether its
+# child starts with SIGTERM blocked by us (a fork child keeps the forking thread's copy).
+_starting = threading.local()
+# In a spawn child's preparation data: the parent blocked SIGTERM for it (unknown keys are
+# ignored by multiprocessing.spawn.prepare).
+_UNBLOCK_KEY = "autonvtx_unblock_sigterm"
 
 
 def multiprocessing_role(orig_argv: list[str] | None = None) -> str | None:
@@ -83,6 +98,13 @@ def install(instrumentation: Instrumentation | None, *, record: bool, role: str 
             _patch_main_fixups(multiprocessing.spawn)
         if record:
             _patch_process_bootstrap(multiprocessing.process)
+            _patch_prepare(multiprocessing.spawn)
+    if record:
+        # Imported now in a recording process (about 5 ms): its children are named from here.
+        import multiprocessing.process
+        import multiprocessing.spawn
+
+        _patch_process_start(multiprocessing.process, multiprocessing.spawn)
 
 
 def silence_fork_children() -> None:
@@ -112,8 +134,19 @@ def _after_fork() -> None:
             process = sys.modules.get("multiprocessing.process")
             if process is not None:
                 _patch_process_bootstrap(process)
+            started = getattr(_starting, "process", None)  # the forking thread's, copied
+            if started is not None:
+                # Named now, while the recorder holds SIGTERM back; the SIGTERM handler is the
+                # parent's until _bootstrap (starting a watcher thread here, with SIGTERM still
+                # blocked, would leave it unable to see the signal).
+                _note(str(started.name))
     except Exception:  # the child runs on, unrecorded
         pass
+
+
+# Registered on import: `autonvtx run` and the child bootstrap import this module before the
+# recorder registers its own at-fork hooks, and after-fork hooks run in registration order.
+_register_fork_hook()
 
 
 def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
@@ -137,18 +170,114 @@ def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
     base._bootstrap = _bootstrap
 
 
+def is_sigterm_held() -> bool:
+    """Whether this thread starts with SIGTERM blocked (a spawn child: its parent held it back
+    until the child names itself in multiprocessing.spawn.prepare)."""
+    return signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
 def _process_started(process: Any) -> None:
     try:
-        from autonvtx.ranks import detect_rank, label_with_rank
-        from autonvtx.recorder.session import note_process
         from autonvtx.recorder.shutdown import follow_exit
 
         # The SIGTERM handler first: a child terminated before it is set leaves no note either,
         # rather than a note that reads as a crash.
         follow_exit()
-        note_process(label_with_rank(str(process.name), detect_rank()))
+        _note(str(process.name))
     except Exception:
         pass
+
+
+def _note(name: str) -> None:
+    from autonvtx.ranks import detect_rank, label_with_rank
+    from autonvtx.recorder.session import note_process
+
+    note_process(label_with_rank(name, detect_rank()))
+
+
+def _patch_process_start(process_module: types.ModuleType, spawn: types.ModuleType) -> None:
+    """In the parent: a spawn child starts with SIGTERM blocked (the mask survives exec) until
+    it has named itself; a fork child finds its Process object (see the module's docstring)."""
+    base = process_module.BaseProcess
+    original = base.__dict__["start"]
+    if getattr(original, "__autonvtx_original__", None) is not None:
+        return
+
+    @functools.wraps(original)
+    def start(self: Any) -> None:
+        _starting.process = self
+        _starting.spawn = _start_method(self) == "spawn"
+        _starting.mask = None
+        try:
+            original(self)
+        finally:
+            previous, _starting.mask = _starting.mask, None
+            _starting.process = None
+            _starting.spawn = False
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    start.__autonvtx_original__ = original  # type: ignore[attr-defined]
+    base.start = start
+    preparation = spawn.get_preparation_data
+    if getattr(preparation, "__autonvtx_original__", None) is None:
+
+        @functools.wraps(preparation)
+        def get_preparation_data(name: str) -> dict[str, Any]:
+            data: dict[str, Any] = preparation(name)
+            # Blocked here, just before the spawn: not earlier, since starting the resource
+            # tracker (on the first spawn) unblocks SIGTERM (resource_tracker.ensure_running).
+            if getattr(_starting, "spawn", False) and _starting.mask is None:
+                _starting.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                # A program that blocked SIGTERM itself leaves its children so.
+                if signal.SIGTERM not in _starting.mask:
+                    data[_UNBLOCK_KEY] = True
+            return data
+
+        get_preparation_data.__autonvtx_original__ = preparation  # type: ignore[attr-defined]
+        spawn.get_preparation_data = get_preparation_data
+
+
+def _start_method(process: Any) -> str | None:
+    method = getattr(process, "_start_method", None)
+    if method is not None:
+        return str(method)
+    try:  # a plain Process: the default context's method, which start() is about to fix too
+        import multiprocessing
+
+        return multiprocessing.get_start_method()
+    except Exception:
+        return None
+
+
+def _patch_prepare(spawn: types.ModuleType) -> None:
+    """In a spawn or forkserver child: name itself as soon as its name arrives, then take the
+    SIGTERM the parent held back for it."""
+    original = spawn.prepare
+    if getattr(original, "__autonvtx_original__", None) is not None:
+        return
+
+    @functools.wraps(original)
+    def prepare(data: dict[str, Any]) -> None:
+        # Before the main script is re-run (in prepare): no thread it starts inherits the mask.
+        try:
+            from autonvtx.recorder.shutdown import flush_process, follow_exit, on_sigterm
+
+            if data.get(_UNBLOCK_KEY):
+                on_sigterm(flush_process)  # the handler, for a SIGTERM held back until now
+                if "name" in data:
+                    _note(str(data["name"]))
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            # Then the rest (its watcher thread now starts with SIGTERM unblocked, as it must).
+            follow_exit()
+            if "name" in data and not data.get(_UNBLOCK_KEY):
+                _note(str(data["name"]))
+        except Exception:
+            pass
+        original(data)
+
+    prepare.__autonvtx_original__ = original  # type: ignore[attr-defined]
+    spawn.prepare = prepare
 
 
 def _patch_main_fixups(spawn: types.ModuleType) -> None:
