@@ -273,6 +273,7 @@ def main() -> int:
         "wrapper_type": type(module.function).__name__,
         "n": n,
         "rounds": rounds,
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
     }
 
     # Goal 2: a function no rule selects is left as it is, and nothing traces every call.
@@ -459,7 +460,7 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str, str, bool | Non
         hand = t["nvtx.annotate"] - t["plain"]
         # The target is per resumption: a call that resumes once is mostly the cost of making
         # the stand-in, printed for reference beside @nvtx.annotate's.
-        target = "<= 60 ns" if sys.version_info[:2] == (3, 11) and k > 1 else "-"
+        target = "<= 60 ns" if result.get("python") == "3.11" and k > 1 else "-"
         rows.append((
             f"{shape}: wrapper engine, per resumption range, no-op tool",
             f"{per:.0f} ns (+{t['autonvtx'] - t['plain']:.0f} ns per call and {k} resumption(s); "

@@ -180,6 +180,54 @@ def test_interleaved_asyncio_tasks_and_async_generators_never_misnest(tmp_path: 
     assert nested(rec) == ["task", "  leaf"] * 4 + ["task"] * 2 + ["ticks"] * 5
 
 
+def test_threads_keep_their_own_ranges(tmp_path: Path) -> None:
+    rec, _ = record(
+        tmp_path,
+        """
+        import threading
+
+        def leaf(i):
+            return i
+
+        def work(n):
+            return sum([leaf(i) for i in range(n)])
+
+        def numbers():
+            yield leaf(1)
+            yield leaf(2)
+
+        watch(leaf)
+        watch(work)
+        watch(numbers)
+        shared = numbers()
+        next(shared)                      # started here, finished on another thread
+        barrier = threading.Barrier(2)
+
+        def run(finish):
+            barrier.wait()                # both threads run at once
+            for _ in range(200):
+                work(3)
+            if finish:
+                for _ in shared:          # resumed twice: the second yield, then the end
+                    pass
+
+        threads = [threading.Thread(target=run, args=(i == 0,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        """,
+    )
+    by_thread: dict[int, list[str]] = {}
+    for r, name in zip(rec.ranges, nested(rec)):
+        by_thread.setdefault(r.tid, []).append(name)
+    assert sorted(by_thread.values(), key=len) == [
+        ["numbers", "  leaf"],
+        ["work", "  leaf", "  leaf", "  leaf"] * 200,
+        ["work", "  leaf", "  leaf", "  leaf"] * 200 + ["numbers", "  leaf", "numbers"],
+    ]
+
+
 def test_a_nested_closure_is_monitored_through_its_code_object(tmp_path: Path) -> None:
     rec, out = record(
         tmp_path,

@@ -17,6 +17,7 @@
 #if PY_VERSION_HEX >= 0x030C0000
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 static Py_ssize_t extra_index = -1;
@@ -68,10 +69,12 @@ static shadow_stack* thread_shadow(void)
     return stack;
 }
 
-static PyObject* monitoring_push(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames)
 {
-    RangeObject* range = range_of(args, nargs);
-    (void)module;
+    RangeObject* range = range_of(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
     if (range != NULL) {
         shadow_stack* stack = thread_shadow();
         if (stack != NULL) {
@@ -84,10 +87,12 @@ static PyObject* monitoring_push(PyObject* module, PyObject* const* args, Py_ssi
     Py_RETURN_NONE;
 }
 
-static PyObject* monitoring_pop(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                PyObject* kwnames)
 {
-    RangeObject* range = range_of(args, nargs);
-    (void)module;
+    RangeObject* range = range_of(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
     if (range != NULL) {
         shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
         if (stack != NULL) {
@@ -99,6 +104,47 @@ static PyObject* monitoring_pop(PyObject* module, PyObject* const* args, Py_ssiz
         range_pop(range);
     }
     Py_RETURN_NONE;
+}
+
+/* The callbacks are objects of their own callable type rather than builtin functions: the
+ * interpreter calls them through their vectorcall slot directly, without the recursion check
+ * and the extra indirection a METH_FASTCALL builtin goes through. Every monitored call makes
+ * two such calls, and every frame an exception leaves, anywhere, one. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    const char* name;
+} CallbackObject;
+
+static PyObject* Callback_repr(CallbackObject* self)
+{
+    return PyUnicode_FromFormat("<autonvtx sys.monitoring callback %s>", self->name);
+}
+
+static PyTypeObject CallbackType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.MonitoringCallback",
+    .tp_basicsize = sizeof(CallbackObject),
+    .tp_vectorcall_offset = offsetof(CallbackObject, vectorcall),
+    .tp_repr = (reprfunc)Callback_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = PyDoc_STR("A sys.monitoring callback, (code, offset, *rest): pushes "
+                        "(monitoring_push) or pops (monitoring_pop) the Range attached to code."),
+};
+
+static int add_callback(PyObject* module, const char* name, vectorcallfunc call)
+{
+    CallbackObject* callback = PyObject_New(CallbackObject, &CallbackType);
+    if (callback == NULL)
+        return -1;
+    callback->vectorcall = call;
+    callback->name = name;
+    if (PyModule_AddObject(module, name, (PyObject*)callback) < 0) {
+        Py_DECREF(callback);
+        return -1;
+    }
+    return 0;
 }
 
 static void free_shadow(void* stack)
@@ -160,12 +206,6 @@ static PyObject* attached(PyObject* module, PyObject* code)
 }
 
 static PyMethodDef monitoring_methods[] = {
-    {"monitoring_push", (PyCFunction)(void (*)(void))monitoring_push, METH_FASTCALL,
-     "monitoring_push(code, offset, /, *rest)\n--\n\n"
-     "sys.monitoring callback: push the Range attached to `code`, if any."},
-    {"monitoring_pop", (PyCFunction)(void (*)(void))monitoring_pop, METH_FASTCALL,
-     "monitoring_pop(code, offset, /, *rest)\n--\n\n"
-     "sys.monitoring callback: pop the Range attached to `code`, if any."},
     {"attach", (PyCFunction)(void (*)(void))attach, METH_FASTCALL,
      "attach(code, range, /)\n--\n\nAttach `range` to `code` (replacing any attached before)."},
     {"detach", (PyCFunction)detach, METH_O,
@@ -196,6 +236,9 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
+    if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
+        add_callback(module, "monitoring_pop", monitoring_pop) < 0)
+        return -1;
     return PyModule_AddFunctions(module, monitoring_methods);
 }
 
