@@ -4,7 +4,6 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 
@@ -14,20 +13,21 @@ from autonvtx.errors import AutonvtxError, UsageError
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
-    from autonvtx.importer import ImportHook
-    from autonvtx.instrument import Instrumenter
+    from autonvtx.importer import ImportHook, LazyInstrumenter
     from autonvtx.plugins import Plugin
 
 TARGET_KEY = "autonvtx.target"
 
 
-@dataclass(frozen=True)
 class TargetRun:
     """The target, found and ready: `run` returns it and :func:`main` executes it once click
     has returned, so the target finds click's context stack as `python` leaves it (empty)."""
 
-    resolved: Any
-    on_main_statement: Callable[[ModuleType], object] | None = None
+    __slots__ = ("resolved", "on_main_statement")
+
+    def __init__(self, resolved: Any, on_main_statement: Callable[[ModuleType], object] | None = None) -> None:
+        self.resolved = resolved
+        self.on_main_statement = on_main_statement
 
     def execute(self) -> NoReturn:
         from autonvtx import runner
@@ -357,10 +357,8 @@ def start_instrumentation(
     At exit, unmatched patterns are reported (typos are the most common mistake) and, with
     --verbose, what was wrapped and skipped.
     """
-    from autonvtx.importer import ImportHook
-    from autonvtx.instrument import Instrumenter
+    from autonvtx.importer import ImportHook, LazyInstrumenter
     from autonvtx.matching import Matcher
-    from autonvtx.plugins import PluginActivator
     from autonvtx.environment import is_tool_configured
 
     matcher = Matcher(config)
@@ -373,9 +371,15 @@ def start_instrumentation(
             "(nsys profile -t nvtx autonvtx run ...) or add --trace/--summary",
             file=sys.stderr,
         )
-    instrumenter = Instrumenter(matcher, wrap=wrap)
+    instrumenter = LazyInstrumenter(matcher, wrap=wrap)  # wrapt is imported with the first target
     hook = ImportHook(matcher, instrumenter)
-    activator = PluginActivator(config, plugins)
+    notes: list[str] = []
+    if config.plugins:  # imported only then (start-up)
+        from autonvtx.plugins import PluginActivator
+
+        activator = PluginActivator(config, plugins)
+        activator.install(hook)
+        notes = activator.notes
 
     def report() -> None:
         for warning in matcher.unmatched_patterns():
@@ -383,16 +387,15 @@ def start_instrumentation(
         if verbose:
             for line in instrumentation_report(instrumenter, hook, detailed=verbose > 1):
                 print(f"autonvtx: {line}", file=sys.stderr)
-            for line in activator.notes:
+            for line in notes:
                 print(f"autonvtx: {line}", file=sys.stderr)
 
     atexit.register(report)
-    activator.install(hook)
     hook.install()
     return instrumenter.instrument_main if matcher.should_consider_module("__main__") else None
 
 
-def instrumentation_report(instrumenter: Instrumenter, hook: ImportHook, *, detailed: bool) -> list[str]:
+def instrumentation_report(instrumenter: LazyInstrumenter, hook: ImportHook, *, detailed: bool) -> list[str]:
     """--verbose: a line per module (every decision with -vv), then the totals."""
     lines: list[str] = []
     reports = sorted(instrumenter.reports.items())

@@ -89,6 +89,41 @@ InstrumentingLoader.exec_module.__code__ = InstrumentingLoader.exec_module.__cod
 )
 
 
+class LazyInstrumenter:
+    """The Instrumenter, made when the first target module is handed over (or the first
+    statement of a targeted `__main__` has run): until then wrapt is not imported, and with it
+    asyncio and importlib.metadata, about a third of autonvtx's start-up. A run whose targets
+    are never imported (a helper process, a script importing none) never pays for them."""
+
+    def __init__(self, matcher: Any, **options: Any) -> None:
+        self._matcher = matcher
+        self._options = options
+        self._instrumenter: Any = None
+        self._lock = threading.Lock()
+
+    def should_consider_module(self, name: str) -> bool:
+        return bool(self._matcher.should_consider_module(name))
+
+    def instrument(self, module: types.ModuleType) -> Any:
+        return self._made().instrument(module)
+
+    def instrument_main(self, module: types.ModuleType) -> Any:
+        return self._made().instrument_main(module)
+
+    @property
+    def reports(self) -> dict[str, Any]:
+        return {} if self._instrumenter is None else dict(self._instrumenter.reports)
+
+    def _made(self) -> Any:
+        if self._instrumenter is None:
+            with self._lock:  # two threads importing their first targets at once make one
+                if self._instrumenter is None:
+                    from autonvtx.instrument import Instrumenter
+
+                    self._instrumenter = Instrumenter(self._matcher, **self._options)
+        return self._instrumenter
+
+
 class InstrumentingFinder:
     """First on sys.meta_path. Rejects non-target names with the matcher's cheap check; for
     targets, asks the finders after it for the real spec and wraps only its loader."""

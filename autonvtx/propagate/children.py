@@ -127,7 +127,7 @@ def _start_instrumentation(config_text: str) -> Any:
     reports: unmatched patterns are the parent's to warn about, a child rarely imports every
     target); the instrumenter, or None when no NVTX tool is attached (nothing would be seen)."""
     from autonvtx.config import Config
-    from autonvtx.importer import ImportHook
+    from autonvtx.importer import ImportHook, LazyInstrumenter
     from autonvtx.matching import Matcher
     from autonvtx.plugins import PluginActivator, load_plugins
 
@@ -135,36 +135,13 @@ def _start_instrumentation(config_text: str) -> Any:
         return None
     config = Config.from_json(config_text)
     matcher = Matcher(config)
-    instrumenter = _LazyInstrumenter(matcher)
+    instrumenter = LazyInstrumenter(matcher)
     hook = ImportHook(matcher, instrumenter)
     if _verbosity():
         atexit.register(_report, instrumenter)
     PluginActivator(config, load_plugins(config)).install(hook)
     hook.install()
     return instrumenter
-
-
-class _LazyInstrumenter:
-    """The Instrumenter, made when the first target module needs it: a child that imports
-    no target (most helper processes) never pays for importing wrapt."""
-
-    def __init__(self, matcher: Any) -> None:
-        self._matcher = matcher
-        self._instrumenter: Any = None
-
-    def should_consider_module(self, name: str) -> bool:
-        return bool(self._matcher.should_consider_module(name))
-
-    def instrument(self, module: Any) -> Any:
-        if self._instrumenter is None:
-            from autonvtx.instrument import Instrumenter
-
-            self._instrumenter = Instrumenter(self._matcher)
-        return self._instrumenter.instrument(module)
-
-    @property
-    def reports(self) -> dict[str, Any]:
-        return {} if self._instrumenter is None else dict(self._instrumenter.reports)
 
 
 def _report(instrumenter: Any) -> None:
