@@ -35,6 +35,11 @@ def test_quick_benchmark_run_prints_every_goal(tmp_path: Path) -> None:
     by_what = {row["what"]: row for row in rows}
     assert by_what["unselected function in an instrumented module / plain"]["met"] is True
     assert "said 1x" in by_what["no tool: `autonvtx run`, selected function / plain twin"]["figure"]
+    # Start-up is measured with a config and a no-op tool too; wholesale as whole processes,
+    # with a workload (issue 11, 12 and 13).
+    assert any("--config rules.toml empty.py`, no-op tool" in what for what in by_what)
+    [wholesale] = [row for what, row in by_what.items() if what.startswith("wholesale numpy")]
+    assert "whole process" in wholesale["figure"] and "workload x" in wholesale["figure"]
 
 
 def test_recorder_benchmark_runs() -> None:
