@@ -251,16 +251,17 @@ def startup_rows(quick: bool) -> list[Row]:
 
 # The rules of a wholesale run, by variant: every module of the packages; one tiny module the
 # program imports first (what starting to wrap costs: wrapt's import); nothing at all.
-def wholesale_rules(variant: str, packages: list[str]) -> str:
+def wholesale_rules(variant: str, packages: list[str], engine: str = "wrap") -> str:
     modules = {
         "all": [m for p in packages for m in (p, f"{p}.*")],
         "first": ["colorsys"],
         "nothing": ["autonvtx_benchmark_selects_nothing"],
     }[variant]
-    return "[[rules]]\nmodules = [" + ", ".join(f'"{m}"' for m in modules) + "]\n"
+    return (f'[autonvtx]\nengine = "{engine}"\n\n[[rules]]\nmodules = ['
+            + ", ".join(f'"{m}"' for m in modules) + "]\n")
 
 
-def wholesale(packages: str, runs: int) -> dict[str, Any] | None:
+def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] | None:
     """`packages` imported and used by benchmarks/wholesale.py, as whole `autonvtx run`
     processes with a no-op tool attached: every module targeted, against one tiny target and
     against a rule that selects nothing, in `runs` alternating rounds. None when not installed.
@@ -283,13 +284,14 @@ def wholesale(packages: str, runs: int) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory() as cwd:
         for variant in samples:
             with open(os.path.join(cwd, f"{variant}.toml"), "w") as f:
-                f.write(wholesale_rules(variant, names))
+                f.write(wholesale_rules(variant, names, engine))
         # Counted once, untimed: -v's report at exit would be part of only one side's time.
         counted = subprocess.run(
             [*autonvtx_command(), "run", "-v", "--config", "all.toml", *program],
             cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
         )
-        found = [line for line in counted.stderr.splitlines() if line.startswith("autonvtx: wrapped ")]
+        found = [line for line in counted.stderr.splitlines()
+                 if line.startswith(("autonvtx: wrapped ", "autonvtx: monitored "))]
         if counted.returncode != 0 or not found:
             raise RuntimeError(f"wholesale {packages} failed:\n{counted.stderr[-2000:]}")
         wrapped, modules = (int(word) for word in found[-1].split() if word.isdigit())
@@ -333,15 +335,16 @@ def timed_json(command: list[str], cwd: str, env: dict[str, str]) -> tuple[float
     return cpu, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def time_figure(w: dict[str, Any], runs: int) -> str:
+def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
     count = w["count"]
+    verb, start = ("monitored", "monitoring") if engine == "code" else ("wrapped", "wrap (wrapt's import)")
     return (
-        f"{w['per_function'] * 1e6:.1f} us ({count} wrapped in {w['modules']} modules, the "
+        f"{w['per_function'] * 1e6:.1f} us ({count} {verb} in {w['modules']} modules, the "
         f"process's CPU time outside the workload; whole process +{w['whole'] * 1000:.0f} ms CPU "
         f"over a rule selecting nothing "
         f"({w['nothing'] * 1000:.0f} ms), of which +{w['fixed'] * 1000:.0f} ms is starting to "
-        f"wrap (wrapt's import); fastest of {runs}) | workload x{w['workload_ratio']:.2f} "
-        f"({w['workload_seconds'] * 1000:.0f} ms unwrapped)"
+        f"{start}; fastest of {runs}) | workload x{w['workload_ratio']:.2f} "
+        f"({w['workload_seconds'] * 1000:.0f} ms uninstrumented)"
     )
 
 
@@ -369,7 +372,40 @@ def wholesale_rows(quick: bool) -> list[Row]:
         rows.append(Row("4", f"wholesale {info['versions']}: time, memory per wrapped function"
                         " | workload ratio", f"{time_figure(info, runs)}, "
                         f"{info['memory'] / info['count']:.0f} B", "-", None))
+    return rows + code_engine_wholesale_rows(quick, runs)
+
+
+def code_engine_wholesale_rows(quick: bool, runs: int) -> list[Row]:
+    """Goal 13: the same whole processes with the code engine (3.12+), beside the wrap engine's
+    rows above: time and memory per selected function, for numpy + pandas, networkx, torch."""
+    sys.path.insert(0, REPO)
+    from autonvtx.engines import choose_engine
+
+    engine, why_not = choose_engine("code")
+    if engine != "code":
+        return [Row("13", "wholesale, code engine", f"skipped: {why_not}", "<= 5 us, <= 200 B", None)]
+    rows = []
+    for packages in ("numpy,pandas", "networkx", "torch"):
+        info = wholesale(packages, runs if packages != "torch" else max(1, runs // 2), "code")
+        if info is None:
+            rows.append(Row("13", f"wholesale {packages}, code engine", "skipped: not installed here", "-", None))
+            continue
+        per_us, per_b = info["per_function"] * 1e6, info["memory"] / info["count"]
+        rows.append(Row("13", f"wholesale {info['versions']}, code engine: time, memory per selected "
+                        "function | workload ratio", f"{time_figure(info, runs, 'code')}, {per_b:.0f} B",
+                        "<= 5 us, <= 200 B", per_us <= 5 and per_b <= 200))
     return rows
+
+
+def percall_engine_rows(per: dict[str, Any]) -> list[Row]:
+    """Issue 11 (generators and coroutines on the native path) and 13 (the code engine's calls
+    and resumptions), from percall.py's own summary of its no-op-tool result."""
+    sys.path.insert(0, HERE)
+    import percall
+
+    return [Row("13" if what.startswith(("code", "function: code", "method: code", "*args"))
+                or "code engine" in what else "11", what, figure, target, met)
+            for what, figure, target, met in percall.summary_rows(per)]
 
 
 def goal5_rows(per: dict[str, Any]) -> list[Row]:
@@ -415,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     rows += startup_rows(args.quick)
     rows += wholesale_rows(args.quick)
     rows += goal5_rows(native)
+    rows += percall_engine_rows(native)
 
     print(f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"native per-call path: {'yes' if native['native'] else 'NO (fallback)'}"

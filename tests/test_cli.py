@@ -299,7 +299,9 @@ def test_start_up_imports_wrapt_only_with_the_first_target(workdir: Path) -> Non
     env = autonvtx_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop")
     done = run_autonvtx("s.py", cwd=workdir, trace=False, env=env)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "['wrapt'] _RangedFunctionWrapper"]
+    # The code engine (3.12+) never imports wrapt: the function stays a function.
+    second = "[] function" if default_verb() == "monitored" else "['wrapt'] _RangedFunctionWrapper"
+    assert done.stdout.splitlines() == ["[]", second]
 
 
 def test_unmatched_patterns_are_reported_once_at_exit(workdir: Path) -> None:
