@@ -36,6 +36,9 @@ class Tally:
     outside: dict[str, list[int]] = field(default_factory=dict)  # group -> work outside every range
     launched: list[int] = field(default_factory=lambda: [0] * _NWORK)  # all work the sweep saw
     misnested: int = 0  # push/pop ranges that outlived the range enclosing them
+    # Work a start/end range's node holds that its name already counted (through a push/pop
+    # range of the same name, or another start/end instance): the tree keeps it, rows do not.
+    repeated: dict[int, list[int]] = field(default_factory=dict)
 
     def add_node(self, parent: int, key: int, group: str, shadowed: bool, start_end: bool) -> int:
         self.parent.append(parent)
@@ -185,15 +188,20 @@ class Sweep:
         while stack and stack[-1][_END] < at:
             self._pop(thread)
         targets = [stack[-1]] if stack else []
+        repeats: list[list[int]] = []
         if thread.active:
             still = []
+            counted: set[int] = set()
             for instance in thread.active:
                 if instance[_END] < at:
                     self._finish(instance, None)
-                else:
-                    still.append(instance)
-                    if instance[_START] <= at:
-                        targets.append(instance)
+                    continue
+                still.append(instance)
+                key = self.tally.key[instance[_NODE]]
+                if thread.names.get(key, 0) > 0 or key in counted:
+                    repeats.append(instance)
+                counted.add(key)
+                targets.append(instance)
             thread.active = still
         duration = gpu_end - gpu_start
         count_at, bytes_at, ns_at = _SLOTS[kind]
@@ -220,7 +228,7 @@ class Sweep:
                 instance[_GMIN] = gpu_start
             if gpu_end > instance[_GMAX]:
                 instance[_GMAX] = gpu_end
-            if kind == 0:
+            if kind == 0 and not any(instance is repeat for repeat in repeats):
                 slot = (instance[_NODE], kernel)
                 seen = self.tally.self_kernels.get(slot)
                 if seen is None:
@@ -228,3 +236,11 @@ class Sweep:
                 else:
                     seen[0] += 1
                     seen[1] += duration
+        for instance in repeats:
+            repeated = self.tally.repeated.get(instance[_NODE])
+            if repeated is None:
+                repeated = self.tally.repeated[instance[_NODE]] = [0] * _NWORK
+            repeated[count_at] += 1
+            repeated[ns_at] += duration
+            if bytes_at >= 0:
+                repeated[bytes_at] += size or 0

@@ -58,6 +58,9 @@ def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Cal
             row.cpu_ns += totals[CPU_NS]
             row.span_ns += totals[SPAN_NS]
             row.work.add(_work(totals))
+            repeated = tally.repeated.get(node)
+            if repeated is not None:
+                row.work.add(Work(*(-value for value in repeated)))
     _add_top_kernels(tally, rows, kernel_name)
     return list(rows.values())
 
