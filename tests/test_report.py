@@ -255,3 +255,21 @@ def test_nsys_rep_without_nsys_says_how(tmp_path: Path) -> None:
         f"expected `nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {rep}` run where nsys is installed, "
         f"then `autonvtx report {tmp_path / 'run.sqlite'}`\n"
     )
+
+
+@pytest.mark.parametrize("by", [None, "gpu"])
+def test_threads_swept_in_several_processes_give_the_same_report(monkeypatch: pytest.MonkeyPatch, by: str | None) -> None:
+    from autonvtx.report import workers
+
+    serial = report_json(TORCH, by=by, tree=True)
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
+    export = workers.NsysExport(str(TORCH))
+    try:
+        assert len(workers.split_threads(export, 2)) == 2  # two threads with NVTX ranges: two processes
+    finally:
+        export.close()
+    parallel = report_json(TORCH, by=by, tree=True)
+    key = lambda r: (r.get("group", ""), r["domain"], r["name"])  # noqa: E731
+    assert sorted(parallel["ranges"], key=key) == sorted(serial["ranges"], key=key)
+    assert parallel["totals"] == serial["totals"]

@@ -31,6 +31,8 @@ RangeRow = Tuple[int, int, int, int, int, Optional[str]]
 # GPU work joined to its launch: (globalTid, call start, kind, gpu start, gpu end, device,
 # kernel name (a StringIds id or inline text), bytes).
 LaunchRow = Tuple[int, int, int, int, int, int, object, Optional[int]]
+# Which threads a stream covers: None for all, else (keep, globalTids): those only, or all but those.
+ThreadFilter = Optional[Tuple[bool, Tuple[int, ...]]]
 
 
 class ReportError(AutonvtxError):
@@ -129,7 +131,7 @@ class NsysExport:
         types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
         return self._scalar(f'SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE eventType IN ({types}) AND "end" IS NULL') or 0
 
-    def ranges(self) -> Iterator[RangeRow]:
+    def ranges(self, threads: ThreadFilter = None) -> Iterator[RangeRow]:
         """Every NVTX range, ordered by start (an enclosing range before the ones it encloses)."""
         if self.nvtx is None:
             return iter(())
@@ -137,22 +139,46 @@ class NsysExport:
         end = f'COALESCE(n.{quote(t.columns["end"])}, {self.capture_end()})' if "end" in t.columns else "n.start"
         text = t.column("text")
         text_id = t.column("textId")
-        name, join = self.text_sql(f"n.{quote(text)}" if text else None, f"n.{quote(text_id)}" if text_id else None, "s")
+        name = self.lazy_text_sql(f"n.{quote(text)}" if text else None, f"n.{quote(text_id)}" if text_id else None)
         domain = f"COALESCE(n.{quote(t.columns['domainid'])}, 0)" if "domainid" in t.columns else "0"
         start_end = ", ".join(str(x) for x in START_END_TYPES)
         types = ", ".join(str(x) for x in PUSH_POP_TYPES + START_END_TYPES)
         sql = (f"SELECT n.globalTid, n.start, {end} AS e, n.eventType IN ({start_end}), {domain}, {name} "
-               f"FROM {quote(t.name)} n{join} WHERE n.eventType IN ({types}) ORDER BY n.start, e DESC")
+               f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)} "
+               "ORDER BY n.start, e DESC")
         return self.connection.execute(sql)
 
-    def launches(self, device: int | None = None) -> Iterator[LaunchRow]:
+    def lazy_text_sql(self, text: str | None, text_id: str | None) -> str:
+        """A text inline or interned; the StringIds lookup only runs when the inline text is NULL."""
+        if text_id is not None and self.strings is not None:
+            lookup = f"(SELECT value FROM {quote(self.strings.name)} WHERE id = {text_id})"
+            return f"COALESCE({text}, {lookup})" if text is not None else lookup
+        return text if text is not None else "NULL"
+
+    def thread_loads(self) -> dict[int, int]:
+        """NVTX events per thread: how to split the sweep between processes."""
+        if self.nvtx is None:
+            return {}
+        return {int(gtid): int(count) for gtid, count in self.connection.execute(
+            f"SELECT globalTid, COUNT(*) FROM {quote(self.nvtx.name)} GROUP BY globalTid") if gtid is not None}
+
+    def size_hint(self) -> int:
+        """About how many NVTX events the export holds (MAX(rowid) is a b-tree lookup, not a scan)."""
+        if self.nvtx is None:
+            return 0
+        try:
+            return self._scalar(f"SELECT MAX(rowid) FROM {quote(self.nvtx.name)}") or 0
+        except sqlite3.Error:  # a WITHOUT ROWID table or a view
+            return 0
+
+    def launches(self, device: int | None = None, threads: ThreadFilter = None) -> Iterator[LaunchRow]:
         """GPU work joined to the runtime call that launched it, ordered by the call's start."""
         if self.runtime is None or not self.work:
             return iter(())
         parts = []
         args: list[object] = []
         for work in self.work:
-            parts.append(self._launch_select(work, device, args))
+            parts.append(self._launch_select(work, device, args) + _thread_condition("r.globalTid", threads))
         sql = " UNION ALL ".join(parts) + " ORDER BY 2"
         return self.connection.execute(sql, args)
 
@@ -171,7 +197,7 @@ class NsysExport:
         if device is not None:
             conditions.append(f"{dev} = ?")
             args.append(device)
-        where = " WHERE " + " AND ".join(conditions) if conditions else ""
+        where = " WHERE " + " AND ".join(conditions) if conditions else " WHERE 1"
         return (f"SELECT r.globalTid, r.start, {work.kind}, k.start, k.{quote(w.columns['end'])}, {dev}, {name}, {size} "
                 f"FROM {quote(w.name)} k JOIN {quote(self.runtime.name)} r ON r.correlationId = k.correlationId{same_process}{where}")
 
@@ -202,6 +228,15 @@ class NsysExport:
             if row is not None:
                 return str(row[0])
         return "" if key is None else str(key)
+
+
+def _thread_condition(column: str, threads: ThreadFilter) -> str:
+    """SQL restricting `column` to some threads: (True, ids) keeps them, (False, ids) leaves them out."""
+    if threads is None:
+        return ""
+    keep, ids = threads
+    listed = ", ".join(str(int(i)) for i in ids) or "NULL"
+    return f" AND {column} {'IN' if keep else 'NOT IN'} ({listed})"
 
 
 def _connect(path: str) -> sqlite3.Connection:

@@ -11,6 +11,8 @@ from autonvtx.report.model import Report, Totals, Work
 from autonvtx.report.nsysrep import ensure_export, is_report
 from autonvtx.report.sweep import Sweep, Tally
 from autonvtx.report.views import build_rows, build_tree, strip_ids
+from autonvtx.report import workers
+from autonvtx.report.workers import Part, split_threads, sweep_parallel
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -82,6 +84,12 @@ def _from_export(path: str, options: ReportOptions) -> Report:
 
 def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[Tally]:
     rename = _rename(options)
+    # A large export's threads are swept in as many processes as there are CPUs to run them.
+    shares = split_threads(export, workers.available_cpus())
+    devices: list[int | None] = list(export.devices()) if options.by == "gpu" else [None]
+    if len(shares) > 1:
+        return [sweep_parallel([Part(export.path, options.by, options.strip_ids, device, threads) for threads in shares])
+                for device in devices]
     if options.by != "gpu":
         return [Sweep(labels.grouping(options.by), rename).run(export.ranges(), export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
@@ -141,7 +149,7 @@ def _work_notes(totals: Totals, tallies: list[Tally]) -> list[str]:
                      "in the capture (launched before it started, or by a driver call nsys did not trace)")
     misnested = sum(tally.misnested for tally in tallies)
     if misnested:
-        notes.append(f"{misnested} push/pop range(s) outlived the range enclosing them; counted under it")
+        notes.append(f"{misnested} push/pop range(s) outlived the range enclosing them; their GPU work is counted under it")
     return notes
 
 

@@ -2,20 +2,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from autonvtx.report.export import LaunchRow, RangeRow
 
-# A range instance while it is open: [end, start, node, gpu first start, gpu last end] and then
-# the work launched inside it (itself and, once they end, the ranges it encloses):
-# kernels, kernel ns, memcpys, memcpy bytes, memcpy ns, memsets, memset bytes, memset ns.
-_END, _START, _NODE, _GMIN, _GMAX = 0, 1, 2, 3, 4
-_WORK = 5
+# A range instance while it is open: [end, start, node, work], work None until GPU work is
+# launched inside it (most ranges launch none), then [gpu first start, gpu last end, kernels,
+# kernel ns, memcpys, memcpy bytes, memcpy ns, memsets, memset bytes, memset ns], covering
+# itself and, once they end, the ranges it encloses.
+_END, _START, _NODE, _W = 0, 1, 2, 3
+_GMIN, _GMAX, _WORK = 0, 1, 2
 WORK_FIELDS = ("kernels", "kernel_ns", "memcpy", "memcpy_bytes", "memcpy_ns", "memset", "memset_bytes", "memset_ns")
 _NWORK = len(WORK_FIELDS)
 # Per kind (kernel, memcpy, memset): where its count, bytes (or -1) and ns live in the work.
 _SLOTS = ((0, -1, 1), (2, 3, 4), (5, 6, 7))
-_NO_GPU = 1 << 62
 
 # A tree node's totals: instances, CPU ns, GPU span ns, then the work fields (inclusive).
 INSTANCES, CPU_NS, SPAN_NS, WORK = 0, 1, 2, 3
@@ -39,6 +39,37 @@ class Tally:
     # Work a start/end range's node holds that its name already counted (through a push/pop
     # range of the same name, or another start/end instance): the tree keeps it, rows do not.
     repeated: dict[int, list[int]] = field(default_factory=dict)
+
+    def merge(self, other: Tally) -> None:
+        """Add another sweep's tally (of other threads) into this one, node for node."""
+        key_ids = {pair: i for i, pair in enumerate(self.keys)}
+        index = {(self.parent[n], self.key[n], self.group[n], self.start_end[n]): n for n in range(len(self.parent))}
+        mapped: list[int] = []
+        for node in range(len(other.parent)):
+            key = other.key[node]
+            if key >= 0:
+                pair = other.keys[key]
+                key = key_ids.get(pair, -1)
+                if key < 0:
+                    key = key_ids[pair] = len(self.keys)
+                    self.keys.append(pair)
+            parent = mapped[other.parent[node]] if other.parent[node] >= 0 else -1
+            slot = (parent, key, other.group[node], other.start_end[node])
+            mine = index.get(slot)
+            if mine is None:
+                mine = index[slot] = self.add_node(parent, key, other.group[node], other.shadowed[node], other.start_end[node])
+            mapped.append(mine)
+            self.totals[mine] = [a + b for a, b in zip(self.totals[mine], other.totals[node])]
+        for (node, kernel), (count, ns) in other.self_kernels.items():
+            seen = self.self_kernels.setdefault((mapped[node], kernel), [0, 0])
+            seen[0] += count
+            seen[1] += ns
+        for node, work in other.repeated.items():
+            self.repeated[mapped[node]] = [a + b for a, b in zip(self.repeated.get(mapped[node], [0] * _NWORK), work)]
+        for group, work in other.outside.items():
+            self.outside[group] = [a + b for a, b in zip(self.outside.get(group, [0] * _NWORK), work)]
+        self.launched = [a + b for a, b in zip(self.launched, other.launched)]
+        self.misnested += other.misnested
 
     def add_node(self, parent: int, key: int, group: str, shadowed: bool, start_end: bool) -> int:
         self.parent.append(parent)
@@ -75,29 +106,57 @@ class Sweep:
         self._threads: dict[int, _Thread] = {}
         self._roots: dict[str, int] = {}
         self._key_ids: dict[tuple[int, str], int] = {}
-        self._nodes: dict[tuple[int, int], int] = {}
+        self._nodes: dict[tuple[int, int, str | None], int] = {}
 
     def run(self, ranges: Iterable[RangeRow], launches: Iterable[LaunchRow]) -> Tally:
-        range_iter: Iterator[RangeRow] = iter(ranges)
+        # The range loop is written out in one function: it runs once per NVTX range, millions
+        # of times on a large export, and each method call would cost as much as its body.
         launch_iter: Iterator[LaunchRow] = iter(launches)
-        r = next(range_iter, None)
+        launch = self._launch
         w = next(launch_iter, None)
-        push, launch = self._push, self._launch
-        while r is not None and w is not None:
-            # A range that starts when a call starts encloses it: ranges go first on ties.
-            if r[1] <= w[1]:
-                push(r)
-                r = next(range_iter, None)
-            else:
+        at = w[1] if w is not None else None
+        threads = self._threads
+        nodes = self._nodes
+        node_key = self.tally.key
+        totals = self.tally.totals
+        rename = self._rename
+        finish = self._finish
+        for global_tid, start, end, start_end, domain, name in ranges:
+            # A range that starts when a call starts encloses it: launches strictly before go first.
+            while at is not None and at < start:
                 launch(w)
                 w = next(launch_iter, None)
-        while r is not None:
-            push(r)
-            r = next(range_iter, None)
+                at = w[1] if w is not None else None
+            thread = threads.get(global_tid)
+            if thread is None:
+                thread = self._thread(global_tid)
+            if rename is not None and name:
+                name = rename(name)
+            if start_end:
+                self._start_end(thread, start, end, domain, name)
+                continue
+            stack = thread.stack
+            while stack and stack[-1][0] < start:
+                done = stack.pop()
+                thread.names[node_key[done[2]]] -= 1
+                if done[3] is None and not self._only_with_work:
+                    node_totals = totals[done[2]]
+                    node_totals[0] += 1
+                    node_totals[1] += done[0] - done[1]
+                else:
+                    finish(done, stack[-1] if stack else None)
+            parent = stack[-1][2] if stack else thread.root
+            node = nodes.get((parent, domain, name))
+            if node is None:
+                node = self._new_node(thread, parent, domain, name)
+            key = node_key[node]
+            names = thread.names
+            names[key] = names.get(key, 0) + 1
+            stack.append([end, start, node, None])
         while w is not None:
             launch(w)
             w = next(launch_iter, None)
-        for thread in self._threads.values():
+        for thread in threads.values():
             while thread.stack:
                 self._pop(thread)
             for instance in thread.active:
@@ -116,70 +175,62 @@ class Sweep:
         return thread
 
     def _key(self, domain: int, name: str | None) -> int:
-        text = name or ""
-        if self._rename is not None:
-            text = self._rename(text)
-        pair = (domain, text)
+        pair = (domain, name or "")
         key = self._key_ids.get(pair)
         if key is None:
             key = self._key_ids[pair] = len(self.tally.keys)
             self.tally.keys.append(pair)
         return key
 
-    def _node(self, parent: int, key: int, group: str, shadowed: bool, start_end: bool) -> int:
-        node = self._nodes.get((parent, key))
-        if node is None:
-            node = self._nodes[(parent, key)] = self.tally.add_node(parent, key, group, shadowed, start_end)
+    def _new_node(self, thread: _Thread, parent: int, domain: int, name: str | None) -> int:
+        key = self._key(domain, name)
+        # Shadowed: an instance of the same name encloses this position (recursion); the
+        # position's work is already counted for the name there.
+        shadowed = thread.names.get(key, 0) > 0
+        node = self._nodes[(parent, domain, name)] = self.tally.add_node(parent, key, thread.group, shadowed, False)
         return node
 
-    def _push(self, row: RangeRow) -> None:
-        global_tid, start, end, start_end, domain, name = row
-        thread = self._thread(global_tid)
+    def _start_end(self, thread: _Thread, start: int, end: int, domain: int, name: str | None) -> None:
+        # Start/end ranges need not nest with anything: each is a root of its own.
         key = self._key(domain, name)
-        instance = [end, start, 0, _NO_GPU, -1] + [0] * _NWORK
-        if start_end:
-            # Start/end ranges need not nest with anything: each is a root of its own.
-            instance[_NODE] = self._node(thread.root, key, thread.group, False, True)
-            thread.active.append(instance)
-            return
-        stack = thread.stack
-        while stack and stack[-1][_END] < start:
-            self._pop(thread)
-        parent = stack[-1][_NODE] if stack else thread.root
-        names = thread.names
-        depth = names.get(key, 0)
-        instance[_NODE] = self._node(parent, key, thread.group, depth > 0, False)
-        names[key] = depth + 1
-        stack.append(instance)
+        slot = (thread.root, -1 - domain, name)  # apart from push/pop ranges of the same name
+        node = self._nodes.get(slot)
+        if node is None:
+            node = self._nodes[slot] = self.tally.add_node(thread.root, key, thread.group, False, True)
+        thread.active.append([end, start, node, None])
 
     def _pop(self, thread: _Thread) -> None:
         instance = thread.stack.pop()
-        key = self.tally.key[instance[_NODE]]
-        thread.names[key] -= 1
-        parent = thread.stack[-1] if thread.stack else None
-        if parent is not None and instance[_END] > parent[_END]:
-            self.tally.misnested += 1
-        self._finish(instance, parent)
+        thread.names[self.tally.key[instance[_NODE]]] -= 1
+        self._finish(instance, thread.stack[-1] if thread.stack else None)
 
-    def _finish(self, instance: list[int], parent: list[int] | None) -> None:
+    def _finish(self, instance: list[Any], parent: list[Any] | None) -> None:
         """A range ended: fold its work into the range enclosing it and into its tree node."""
-        has_work = instance[_GMAX] >= 0
-        if parent is not None and has_work:
-            for i in range(_WORK, _WORK + _NWORK):
-                parent[i] += instance[i]
-            if instance[_GMIN] < parent[_GMIN]:
-                parent[_GMIN] = instance[_GMIN]
-            if instance[_GMAX] > parent[_GMAX]:
-                parent[_GMAX] = instance[_GMAX]
-        if self._only_with_work and not has_work:
+        work = instance[_W]
+        if work is None and self._only_with_work:
             return
         totals = self.tally.totals[instance[_NODE]]
         totals[INSTANCES] += 1
         totals[CPU_NS] += instance[_END] - instance[_START]
-        if has_work:
-            totals[SPAN_NS] += instance[_GMAX] - instance[_GMIN]
-            for i in range(_NWORK):
-                totals[WORK + i] += instance[_WORK + i]
+        if work is None:
+            return
+        totals[SPAN_NS] += work[_GMAX] - work[_GMIN]
+        for i in range(_NWORK):
+            totals[WORK + i] += work[_WORK + i]
+        if parent is None:
+            return
+        if instance[_END] > parent[_END]:
+            self.tally.misnested += 1
+        enclosing = parent[_W]
+        if enclosing is None:
+            parent[_W] = work  # the ended range's list is free: hand it over rather than copy
+            return
+        for i in range(_WORK, _WORK + _NWORK):
+            enclosing[i] += work[i]
+        if work[_GMIN] < enclosing[_GMIN]:
+            enclosing[_GMIN] = work[_GMIN]
+        if work[_GMAX] > enclosing[_GMAX]:
+            enclosing[_GMAX] = work[_GMAX]
 
     def _launch(self, row: LaunchRow) -> None:
         global_tid, at, kind, gpu_start, gpu_end, _device, kernel, size = row
@@ -188,7 +239,7 @@ class Sweep:
         while stack and stack[-1][_END] < at:
             self._pop(thread)
         targets = [stack[-1]] if stack else []
-        repeats: list[list[int]] = []
+        repeats: list[list[Any]] = []
         if thread.active:
             still = []
             counted: set[int] = set()
@@ -205,29 +256,22 @@ class Sweep:
             thread.active = still
         duration = gpu_end - gpu_start
         count_at, bytes_at, ns_at = _SLOTS[kind]
-        launched = self.tally.launched
-        launched[count_at] += 1
-        launched[ns_at] += duration
-        if bytes_at >= 0:
-            launched[bytes_at] += size or 0
+        _add(self.tally.launched, count_at, bytes_at, ns_at, duration, size)
         if not targets:
             outside = self.tally.outside.get(thread.group)
             if outside is None:
                 outside = self.tally.outside[thread.group] = [0] * _NWORK
-            outside[count_at] += 1
-            outside[ns_at] += duration
-            if bytes_at >= 0:
-                outside[bytes_at] += size or 0
+            _add(outside, count_at, bytes_at, ns_at, duration, size)
             return
         for instance in targets:
-            instance[_WORK + count_at] += 1
-            instance[_WORK + ns_at] += duration
-            if bytes_at >= 0:
-                instance[_WORK + bytes_at] += size or 0
-            if gpu_start < instance[_GMIN]:
-                instance[_GMIN] = gpu_start
-            if gpu_end > instance[_GMAX]:
-                instance[_GMAX] = gpu_end
+            work = instance[_W]
+            if work is None:
+                work = instance[_W] = [gpu_start, gpu_end] + [0] * _NWORK
+            _add(work, _WORK + count_at, _WORK + bytes_at if bytes_at >= 0 else -1, _WORK + ns_at, duration, size)
+            if gpu_start < work[_GMIN]:
+                work[_GMIN] = gpu_start
+            if gpu_end > work[_GMAX]:
+                work[_GMAX] = gpu_end
             if kind == 0 and not any(instance is repeat for repeat in repeats):
                 slot = (instance[_NODE], kernel)
                 seen = self.tally.self_kernels.get(slot)
@@ -240,7 +284,11 @@ class Sweep:
             repeated = self.tally.repeated.get(instance[_NODE])
             if repeated is None:
                 repeated = self.tally.repeated[instance[_NODE]] = [0] * _NWORK
-            repeated[count_at] += 1
-            repeated[ns_at] += duration
-            if bytes_at >= 0:
-                repeated[bytes_at] += size or 0
+            _add(repeated, count_at, bytes_at, ns_at, duration, size)
+
+
+def _add(into: list[int], count_at: int, bytes_at: int, ns_at: int, duration: int, size: int | None) -> None:
+    into[count_at] += 1
+    into[ns_at] += duration
+    if bytes_at >= 0:
+        into[bytes_at] += size or 0

@@ -86,7 +86,7 @@ def _add_top_kernels(tally: Tally, rows: dict[tuple[str, int], Row], kernel_name
         row = rows.get(slot)
         if row is None:
             continue
-        best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0]))[:TOP_KERNELS]
+        best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
         for kernel, (count, ns) in best:
             if kernel not in names:
                 names[kernel] = kernel_name(kernel)
