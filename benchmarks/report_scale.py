@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sqlite3
 import sys
 import tempfile
@@ -26,6 +27,7 @@ sys.path.insert(0, str(REPO))
 from autonvtx.report.formats import format_text  # noqa: E402
 from autonvtx.report.profile import ReportOptions, read_profile  # noqa: E402
 from autonvtx.report.views import Shaping, shape_rows  # noqa: E402
+from autonvtx.report.workers import available_cpus  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
 TIMED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -72,11 +74,19 @@ def build(target: Path, size_mb: float) -> int:
     return copy * per_copy
 
 
-def timed_report(path: Path) -> float:
-    began = time.perf_counter()
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the report's worker processes)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def timed_report(path: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one report, as `autonvtx report PATH --top 20` makes it."""
+    began, cpu = time.perf_counter(), cpu_seconds()
     report = read_profile(str(path), ReportOptions())
     format_text(report, shape_rows(report.rows, Shaping(top=20)))
-    return time.perf_counter() - began
+    return time.perf_counter() - began, cpu_seconds() - cpu
 
 
 def main() -> None:
@@ -86,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     fixture_rows = sum(sqlite3.connect(f"file:{FIXTURE}?mode=ro", uri=True).execute(
         f'SELECT COUNT(*) FROM "{name}"').fetchone()[0] for name in TIMED)
-    baseline = min(timed_report(FIXTURE) for _ in range(3))
+    baseline = min(timed_report(FIXTURE)[0] for _ in range(3))
     print(f"fixture: {FIXTURE.stat().st_size / 1e6:.1f} MB, {fixture_rows:,} rows: {baseline:.3f} s "
           f"({fixture_rows / baseline:,.0f} rows/s)")
     directory = tempfile.mkdtemp(prefix="autonvtx-report-scale-")
@@ -97,11 +107,12 @@ def main() -> None:
     rows = build(target, args.size_mb)
     size = target.stat().st_size
     print(f"synthetic export: {size / 1e6:,.0f} MB, {rows:,} rows, written in {time.perf_counter() - began:.1f} s")
-    seconds = timed_report(target)
+    seconds, cpu = timed_report(target)
     ratio = (seconds / rows) / (baseline / fixture_rows)
-    print(f"report: {seconds:.1f} s ({rows / seconds:,.0f} rows/s); seconds per row vs the fixture: {ratio:.2f}x")
+    print(f"report: {seconds:.1f} s ({rows / seconds:,.0f} rows/s), {cpu:.1f} CPU s over {available_cpus()} CPUs; "
+          f"seconds per row vs the fixture: {ratio:.2f}x (load average {os.getloadavg()[0]:.1f})")
     if size < 2e9:
-        print(f"extrapolated to 2 GB at the same rows/s: {seconds * 2e9 / size:.0f} s")
+        print(f"extrapolated to 2 GB at the same rows/s: {seconds * 2e9 / size:.0f} s ({cpu * 2e9 / size:.0f} CPU s)")
     if not args.keep:
         target.unlink()
         os.rmdir(directory)

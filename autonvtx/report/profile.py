@@ -74,6 +74,11 @@ def _from_export(path: str, options: ReportOptions) -> Report:
                 totals.outside.add(Work(*outside))
         totals.unmatched = _difference(totals.capture, launched)
         notes.extend(_work_notes(totals, tallies))
+        unnamed = sorted({domain for tally in tallies for domain, _ in tally.keys if domain and domain not in labels.domains})
+        if unnamed:
+            shown = ", ".join(str(d) for d in unnamed)
+            notes.append(f"NVTX domain{'s' if len(unnamed) > 1 else ''} {shown} {'have' if len(unnamed) > 1 else 'has'} no name "
+                         "in this export (the capture does not hold the domain's creation): shown as 'domain N'")
         version = export.version
         description = f"Nsight Systems {version} export" if version else "Nsight Systems export"
         return Report(os.path.basename(path), "nsys", description, bool(export.work), options.by, rows, tree, totals,
