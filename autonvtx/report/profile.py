@@ -99,10 +99,13 @@ def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[
         return [Sweep(labels.grouping(options.by), rename).run(export.ranges(), export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
-        Sweep(lambda _tid, label=f"GPU {device}": label, rename, only_with_work=True).run(
-            export.ranges(), export.launches(device))
+        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(export.ranges(), export.launches(device))
         for device in export.devices()
     ]
+
+
+def _constant(label: str) -> Callable[[int], str]:
+    return lambda _tid: label
 
 
 def _capture_work(export: NsysExport) -> Work:

@@ -87,9 +87,9 @@ class _Thread:
     __slots__ = ("stack", "names", "active", "root", "group")
 
     def __init__(self, root: int, group: str) -> None:
-        self.stack: list[list[int]] = []
+        self.stack: list[list[Any]] = []  # open push/pop range instances, outermost first
         self.names: dict[int, int] = {}  # key id -> how many instances of it the stack holds
-        self.active: list[list[int]] = []  # start/end ranges (need not nest)
+        self.active: list[list[Any]] = []  # start/end ranges (need not nest)
         self.root = root
         self.group = group
 
@@ -114,7 +114,6 @@ class Sweep:
         launch_iter: Iterator[LaunchRow] = iter(launches)
         launch = self._launch
         w = next(launch_iter, None)
-        at = w[1] if w is not None else None
         threads = self._threads
         nodes = self._nodes
         node_key = self.tally.key
@@ -123,10 +122,9 @@ class Sweep:
         finish = self._finish
         for global_tid, start, end, start_end, domain, name in ranges:
             # A range that starts when a call starts encloses it: launches strictly before go first.
-            while at is not None and at < start:
+            while w is not None and w[1] < start:
                 launch(w)
                 w = next(launch_iter, None)
-                at = w[1] if w is not None else None
             thread = threads.get(global_tid)
             if thread is None:
                 thread = self._thread(global_tid)

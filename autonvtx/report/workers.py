@@ -56,7 +56,9 @@ def split_threads(export: NsysExport, processes: int) -> list[ThreadFilter]:
         buckets[lightest].append(gtid)
         weights[lightest] += count
     others = tuple(gtid for bucket in buckets[1:] for gtid in bucket)
-    return [(False, others)] + [(True, tuple(bucket)) for bucket in buckets[1:]]
+    shares: list[ThreadFilter] = [(False, others)]
+    shares.extend((True, tuple(bucket)) for bucket in buckets[1:])
+    return shares
 
 
 def available_cpus() -> int:
