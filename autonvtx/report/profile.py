@@ -74,6 +74,9 @@ def _from_export(path: str, options: ReportOptions) -> Report:
                 totals.outside.add(Work(*outside))
         totals.unmatched = _difference(totals.capture, launched)
         notes.extend(_work_notes(totals, tallies))
+        if options.by == "gpu":
+            notes.append("--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
+                         "ranges that launched nothing are left out")
         unnamed = sorted({domain for tally in tallies for domain, _ in tally.keys if domain and domain not in labels.domains})
         if unnamed:
             shown = ", ".join(str(d) for d in unnamed)
