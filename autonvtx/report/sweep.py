@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import add
 from typing import Any, Callable, Iterable, Iterator
 
 from autonvtx.report.export import LaunchRow, RangeRow
@@ -213,8 +214,7 @@ class Sweep:
         if work is None:
             return
         totals[SPAN_NS] += work[_GMAX] - work[_GMIN]
-        for i in range(_NWORK):
-            totals[WORK + i] += work[_WORK + i]
+        totals[WORK:] = map(add, totals[WORK:], work[_WORK:])
         if parent is None:
             return
         if instance[_END] > parent[_END]:
@@ -223,8 +223,7 @@ class Sweep:
         if enclosing is None:
             parent[_W] = work  # the ended range's list is free: hand it over rather than copy
             return
-        for i in range(_WORK, _WORK + _NWORK):
-            enclosing[i] += work[i]
+        enclosing[_WORK:] = map(add, enclosing[_WORK:], work[_WORK:])
         if work[_GMIN] < enclosing[_GMIN]:
             enclosing[_GMIN] = work[_GMIN]
         if work[_GMAX] > enclosing[_GMAX]:
@@ -232,57 +231,83 @@ class Sweep:
 
     def _launch(self, row: LaunchRow) -> None:
         global_tid, at, kind, gpu_start, gpu_end, _device, kernel, size = row
-        thread = self._thread(global_tid)
+        thread = self._threads.get(global_tid)
+        if thread is None:
+            thread = self._thread(global_tid)
         stack = thread.stack
         while stack and stack[-1][_END] < at:
             self._pop(thread)
-        targets = [stack[-1]] if stack else []
-        repeats: list[list[Any]] = []
-        if thread.active:
-            still = []
-            counted: set[int] = set()
-            for instance in thread.active:
-                if instance[_END] < at:
-                    self._finish(instance, None)
-                    continue
-                still.append(instance)
-                key = self.tally.key[instance[_NODE]]
-                if thread.names.get(key, 0) > 0 or key in counted:
-                    repeats.append(instance)
-                counted.add(key)
-                targets.append(instance)
-            thread.active = still
         duration = gpu_end - gpu_start
         count_at, bytes_at, ns_at = _SLOTS[kind]
         _add(self.tally.launched, count_at, bytes_at, ns_at, duration, size)
-        if not targets:
-            outside = self.tally.outside.get(thread.group)
-            if outside is None:
-                outside = self.tally.outside[thread.group] = [0] * _NWORK
-            _add(outside, count_at, bytes_at, ns_at, duration, size)
-            return
-        for instance in targets:
-            work = instance[_W]
-            if work is None:
-                work = instance[_W] = [gpu_start, gpu_end] + [0] * _NWORK
-            _add(work, _WORK + count_at, _WORK + bytes_at if bytes_at >= 0 else -1, _WORK + ns_at, duration, size)
+        if thread.active:
+            self._launch_among_start_end(thread, row, duration)
+        elif stack:
+            self._credit(stack[-1], row, duration, True)
+        else:
+            self._outside(thread, kind, duration, size)
+
+    def _outside(self, thread: _Thread, kind: int, duration: int, size: int | None) -> None:
+        outside = self.tally.outside.get(thread.group)
+        if outside is None:
+            outside = self.tally.outside[thread.group] = [0] * _NWORK
+        count_at, bytes_at, ns_at = _SLOTS[kind]
+        _add(outside, count_at, bytes_at, ns_at, duration, size)
+
+    def _credit(self, instance: list[Any], row: LaunchRow, duration: int, top_kernel: bool) -> None:
+        """Work launched inside `instance` (itself, not a range it encloses)."""
+        kind, gpu_start, gpu_end, kernel, size = row[2], row[3], row[4], row[6], row[7]
+        work = instance[_W]
+        if work is None:
+            work = instance[_W] = [gpu_start, gpu_end] + [0] * _NWORK
+        else:
             if gpu_start < work[_GMIN]:
                 work[_GMIN] = gpu_start
             if gpu_end > work[_GMAX]:
                 work[_GMAX] = gpu_end
-            if kind == 0 and not any(instance is repeat for repeat in repeats):
-                slot = (instance[_NODE], kernel)
-                seen = self.tally.self_kernels.get(slot)
-                if seen is None:
-                    self.tally.self_kernels[slot] = [1, duration]
-                else:
-                    seen[0] += 1
-                    seen[1] += duration
-        for instance in repeats:
-            repeated = self.tally.repeated.get(instance[_NODE])
-            if repeated is None:
-                repeated = self.tally.repeated[instance[_NODE]] = [0] * _NWORK
-            _add(repeated, count_at, bytes_at, ns_at, duration, size)
+        count_at, bytes_at, ns_at = _SLOTS[kind]
+        work[_WORK + count_at] += 1
+        work[_WORK + ns_at] += duration
+        if bytes_at >= 0:
+            work[_WORK + bytes_at] += size or 0
+        if kind == 0 and top_kernel:
+            slot = (instance[_NODE], kernel)
+            seen = self.tally.self_kernels.get(slot)
+            if seen is None:
+                self.tally.self_kernels[slot] = [1, duration]
+            else:
+                seen[0] += 1
+                seen[1] += duration
+
+    def _launch_among_start_end(self, thread: _Thread, row: LaunchRow, duration: int) -> None:
+        """The launch's innermost push/pop range and every open start/end range containing it get it;
+        a start/end range whose name already has it keeps it for the tree only."""
+        at = row[1]
+        stack = thread.stack
+        if stack:
+            self._credit(stack[-1], row, duration, True)
+        still = []
+        counted: set[int] = set()
+        credited = bool(stack)
+        for instance in thread.active:
+            if instance[_END] < at:
+                self._finish(instance, None)
+                continue
+            still.append(instance)
+            key = self.tally.key[instance[_NODE]]
+            repeat = thread.names.get(key, 0) > 0 or key in counted
+            counted.add(key)
+            credited = True
+            self._credit(instance, row, duration, not repeat)
+            if repeat:
+                repeated = self.tally.repeated.get(instance[_NODE])
+                if repeated is None:
+                    repeated = self.tally.repeated[instance[_NODE]] = [0] * _NWORK
+                count_at, bytes_at, ns_at = _SLOTS[row[2]]
+                _add(repeated, count_at, bytes_at, ns_at, duration, row[7])
+        thread.active = still
+        if not credited:
+            self._outside(thread, row[2], duration, row[7])
 
 
 def _add(into: list[int], count_at: int, bytes_at: int, ns_at: int, duration: int, size: int | None) -> None:
