@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from typing import Any, Callable, Iterator, Sequence
 
 from autonvtx.recorder.summary import format_duration
@@ -80,7 +81,8 @@ def format_text(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode] | 
         out.extend(_rows_text(report, rows))
     if report.notes:
         out.append("")
-        out.extend(f"Note: {note}" for note in report.notes)
+        out.extend(textwrap.fill(note, WIDTH, initial_indent="Note: ", subsequent_indent="      ",
+                                 break_on_hyphens=False) for note in report.notes)
     return "\n".join(out) + "\n"
 
 
