@@ -560,6 +560,8 @@ def report_command(profile: str, tree: bool, by: str | None, sort: str | None, t
     text = produce(ReportRequest(profile, tree, by, sort, top, pattern, strip_ids, fmt, output, html, html_by))
     if text is not None:
         click.echo(text, nl=False)
+    if html is not None:
+        print(f"autonvtx: report: wrote {html}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

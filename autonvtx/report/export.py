@@ -69,6 +69,7 @@ class NsysExport:
         self.nvtx = self._nvtx_table()
         self.runtime = self._runtime_table()
         self.work = [w for w in (self._work_table(kind, base) for kind, base in _WORK_TABLES) if w is not None]
+        self._open_ranges: int | None = None
 
     def close(self) -> None:
         self.connection.close()
@@ -126,17 +127,26 @@ class NsysExport:
         return None if row is None or row[0] is None else int(row[0])
 
     def count_open_ranges(self) -> int:
-        if self.nvtx is None or "end" not in self.nvtx.columns:
-            return 0
-        types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
-        return self._scalar(f'SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE eventType IN ({types}) AND "end" IS NULL') or 0
+        """Ranges that never ended in the capture (counted once: a scan of the NVTX table)."""
+        if self._open_ranges is None:
+            self._open_ranges = 0
+            if self.nvtx is not None and "end" in self.nvtx.columns:
+                types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
+                self._open_ranges = self._scalar(
+                    f'SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE eventType IN ({types}) AND "end" IS NULL') or 0
+        return self._open_ranges
 
     def ranges(self, threads: ThreadFilter = None) -> Iterator[RangeRow]:
         """Every NVTX range, ordered by start (an enclosing range before the ones it encloses)."""
         if self.nvtx is None:
             return iter(())
         t = self.nvtx
-        end = f'COALESCE(n.{quote(t.columns["end"])}, {self.capture_end()})' if "end" in t.columns else "n.start"
+        if "end" not in t.columns:
+            end = "n.start"
+        elif self.count_open_ranges():
+            end = f'COALESCE(n.{quote(t.columns["end"])}, {self.capture_end()})'
+        else:
+            end = f'n.{quote(t.columns["end"])}'  # the scans for the capture's end are not needed
         text = t.column("text")
         text_id = t.column("textId")
         name = self.lazy_text_sql(f"n.{quote(text)}" if text else None, f"n.{quote(text_id)}" if text_id else None)
