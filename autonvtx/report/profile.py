@@ -7,7 +7,7 @@ from typing import Callable
 
 from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
 from autonvtx.report.labels import Labels, read_labels
-from autonvtx.report.model import Report, Totals, Work
+from autonvtx.report.model import Report, Row, Totals, Work
 from autonvtx.report.nsysrep import ensure_export, is_report
 from autonvtx.report.sweep import Sweep, Tally
 from autonvtx.report.views import build_rows, build_tree, strip_ids
@@ -74,6 +74,7 @@ def _from_export(path: str, options: ReportOptions) -> Report:
                 totals.outside.add(Work(*outside))
         totals.unmatched = _difference(totals.capture, launched)
         notes.extend(_work_notes(totals, tallies))
+        notes.extend(_id_notes(rows, options))
         if options.by == "gpu":
             notes.append("--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
                          "ranges that launched nothing are left out")
@@ -123,6 +124,18 @@ def _difference(whole: Work, part: Work) -> Work:
     return Work(whole.kernels - part.kernels, whole.kernel_ns - part.kernel_ns, whole.memcpy - part.memcpy,
                 whole.memcpy_bytes - part.memcpy_bytes, whole.memcpy_ns - part.memcpy_ns, whole.memset - part.memset,
                 whole.memset_bytes - part.memset_bytes, whole.memset_ns - part.memset_ns)
+
+
+def _id_notes(rows: list[Row], options: ReportOptions) -> list[str]:
+    """A hint when names carry per-call ids: one row per call is rarely what was wanted."""
+    if options.strip_ids or len(rows) < 1000:
+        return []
+    sample = rows[:1000]
+    with_ids = sum(1 for row in sample if strip_ids(row.name) != row.name)
+    if with_ids * 2 < len(sample):
+        return []
+    return [f"{len(rows):,} range names, most with per-call ids (such as ', op_id = 990760'): "
+            "--strip-ids folds them into one row per operation"]
 
 
 def _outside_by_group(tallies: list[Tally]) -> dict[str, Work]:
