@@ -163,11 +163,14 @@ def workloads(scratch: Path) -> list[dict[str, Any]]:
     train = REPO / "examples" / "torch_training" / "train.py"
     return [
         {"name": "torch", "module": "torch", "rules": ["--preset", "torch"],
-         "target": [str(train), "--device", "cuda", "--epochs", "1"], "expect": None},
+         "target": [str(train), "--device", "cuda", "--epochs", "1"], "expect": None,
+         "usable": "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'"},
         {"name": "numba", "module": "numba", "rules": ["-t", "gpucheck_work_numba"],
-         "target": ["gpucheck_work_numba"], "expect": "step"},
+         "target": ["gpucheck_work_numba"], "expect": "step",
+         "usable": "from numba import cuda; assert cuda.is_available(), 'numba.cuda.is_available() is False'"},
         {"name": "cupy", "module": "cupy", "rules": ["-t", "gpucheck_work_cupy"],
-         "target": ["gpucheck_work_cupy"], "expect": "step"},
+         "target": ["gpucheck_work_cupy"], "expect": "step",
+         "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'"},
     ]
 
 
@@ -216,6 +219,9 @@ def check_nsys(work: dict[str, Any], scratch: Path, nsys: str) -> bool:
     db = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
     try:
         expected = dict(db.execute(INDEPENDENT))
+    except sqlite3.Error as exc:  # e.g. no kernel table: the capture holds no kernels at all
+        say(f"FAIL {work['name']}: the export cannot be joined ({exc})")
+        return False
     finally:
         db.close()
     got = {r["name"]: r["kernels"] for r in report["ranges"] if r["kernels"]}
@@ -287,6 +293,11 @@ def main() -> int:
         for work in workloads(scratch):
             if importlib.util.find_spec(work["module"]) is None:
                 say(f"skipped {work['name']}: {work['module']} is not installed")
+                continue
+            probe = subprocess.run([sys.executable, "-c", work["usable"]], capture_output=True, text=True, timeout=300)
+            if probe.returncode != 0:
+                reason = (probe.stderr.strip().splitlines() or ["exit status " + str(probe.returncode)])[-1]
+                say(f"skipped {work['name']}: it cannot use the GPU here ({reason})")
                 continue
             results.append(check_recorder(work, scratch))
             if nsys:
