@@ -183,3 +183,24 @@ def test_unwritable_outputs_fail_before_reading(tmp_path: Path, args: list[str],
     done = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(path), *args], capture_output=True, text=True,
                           env=autonvtx_env(), cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr and done.stderr.startswith("autonvtx: report: ")
+
+
+def test_older_schema_without_interning_domains_or_process_ids(tmp_path: Path) -> None:
+    # No textId/domainId in NVTX_EVENTS, no eventClass in the runtime table, no globalPid on
+    # kernels (work is then joined by correlationId alone), kernel names inline.
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    db.execute("CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, text TEXT, globalTid INTEGER)")
+    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?)",
+                   [(0, 100, 59, "step", TID), (10, 20, 59, "fwd", TID), (30, None, 34, "mark", TID)])
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, globalTid INTEGER, correlationId INTEGER)")
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?)", [(12, 13, TID, 1), (50, 51, TID, 2)])
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, correlationId INTEGER, demangledName TEXT)")
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?)", [(20, 25, 1, "a"), (60, 70, 2, "b")])
+    db.commit()
+    db.close()
+    found = rows(as_json(path))
+    assert (found["step"]["kernels"], found["step"]["kernel_ns"], found["fwd"]["kernels"]) == (2, 15, 1)
+    assert [k["name"] for k in found["step"]["top_kernels"]] == ["b", "a"]
+    assert set(found) == {"step", "fwd"}
