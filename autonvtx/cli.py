@@ -47,8 +47,9 @@ def split_target_arguments(
 ) -> tuple[list[str], tuple[str, str, tuple[str, ...]] | None]:
     """Split `run`'s arguments into (our options, (kind, value, target args)).
 
-    `--summary` takes a value only when it is written `--summary=PATH` or the next argument
-    ends in .txt/.csv/.json, so `autonvtx run --summary train.py` runs train.py.
+    `--summary` takes a value when written `--summary=PATH`, or when the next argument has a
+    file suffix other than a script's (`outputs.is_option_value`), so `autonvtx run --summary
+    train.py` runs train.py and `--summary out.html` is refused for its suffix.
     """
     ours: list[str] = []
     i = 0
@@ -67,10 +68,10 @@ def split_target_arguments(
                 return ours, (kind, token[len(flag) :], tuple(args[i + 1 :]))
         if token == "--summary":
             # Imported here: a run without --summary does not load outputs (start-up, issue 6).
-            from autonvtx.recorder.outputs import SUMMARY_SUFFIXES, SUMMARY_TO_STDERR
+            from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, is_option_value
 
             following = args[i + 1] if i + 1 < len(args) else ""
-            if following.endswith(SUMMARY_SUFFIXES) and not following.startswith("-"):
+            if is_option_value(following):
                 ours.append(f"--summary={following}")
                 i += 2
             else:
@@ -152,7 +153,7 @@ def cli() -> None:
 @click.option(
     "--trace",
     metavar="PATH",
-    help="Record every NVTX event and write a Chrome/Perfetto trace (.json or .json.gz).",
+    help="Record every NVTX event and write a trace: Chrome JSON (.json, .json.gz) or Perfetto (.pftrace).",
 )
 @click.option(
     "--summary",
@@ -164,6 +165,12 @@ def cli() -> None:
     type=int,
     metavar="MB",
     help="Memory bound of the recorder's event buffers per process (default 512).",
+)
+@click.option(
+    "--keep",
+    type=click.Choice(["all", "last"]),
+    default="all",
+    help="last: keep only the most recent events, within --buffer-mb (a ring per thread).",
 )
 @click.option(
     "--no-children",
@@ -187,6 +194,7 @@ def run(
     trace: str | None,
     summary: str | None,
     buffer_mb: int | None,
+    keep: str,
     no_children: bool,
     ranks: str | None,
 ) -> NoReturn:
@@ -208,7 +216,7 @@ def run(
     kind, value, target_args = target
     left_out = False  # by --ranks: this rank runs as plain `python` would
     outputs = None
-    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None:
+    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
         # Imported only for these options: a plain run loads neither (start-up, issue 6).
         from autonvtx.ranks import detect_rank, label_with_rank, parse_ranks
         from autonvtx.recorder.outputs import Outputs, check_outputs
@@ -221,6 +229,7 @@ def run(
             label=label_with_rank(describe_target(kind, value, target_args), rank),
             buffer_mb=buffer_mb,
             children=not no_children,
+            keep=keep,
         ).for_rank(rank)
         check_outputs(outputs)
     config = load_rules(configs, presets, targets, includes, excludes)
@@ -387,13 +396,16 @@ def describe_target(kind: str, value: str, args: Sequence[str]) -> str:
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
 def summary_command(trace: str, output: str | None) -> None:
-    """Print the range statistics table of a saved TRACE (.json or .json.gz)."""
+    """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
+    from autonvtx.recorder.outputs import check_summary_path
+    from autonvtx.recorder.perfetto import read_trace
     from autonvtx.recorder.summary import summarize, summary_notes, write_summary
-    from autonvtx.recorder.trace import read_chrome_trace
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
-    recordings = read_chrome_trace(trace)
+    if output is not None:
+        check_summary_path("summary: -o", output)
+    recordings = read_trace(trace)
     notes = summary_notes(recordings)
     if output is None:
         from autonvtx.recorder.summary import format_text
@@ -401,6 +413,20 @@ def summary_command(trace: str, output: str | None) -> None:
         click.echo(format_text(summarize(recordings), notes=notes), nl=False)
     else:
         write_summary(summarize(recordings), output, notes=notes)
+
+
+@cli.command("recover")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("-o", "--output", required=True, metavar="PATH", help="The trace (.json, .json.gz, .pftrace).")
+def recover_command(directory: str, output: str) -> None:
+    """Write the trace of a run whose events were spilled to DIRECTORY but never written out
+    (the directory `autonvtx run` named on stderr, or one left by a killed run)."""
+    from autonvtx.recorder.outputs import check_trace_path
+    from autonvtx.recorder.results import recover
+
+    check_trace_path("recover: -o", output)
+    recover(directory, output)
+    print(f"autonvtx: trace written to {output} (open it in https://ui.perfetto.dev)", file=sys.stderr)
 
 
 def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:

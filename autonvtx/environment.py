@@ -40,6 +40,11 @@ CHILDREN = "AUTONVTX_CHILDREN"
 # (read by the native recorder itself; named here so every variable is listed in one place).
 RECORDER_CLOCK = "AUTONVTX_RECORDER_CLOCK"
 
+# "last" (`--keep last`): the recorder keeps a ring of chunks per thread within
+# AUTONVTX_RECORD_LIMIT_MB, so a long run's trace holds its most recent events (nothing is
+# spilled before the end).
+RECORD_KEEP = "AUTONVTX_RECORD_KEEP"
+
 
 def is_tool_configured() -> bool:
     """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on

@@ -148,11 +148,13 @@ def sample_stats() -> list[RangeStats]:
 def test_format_text_table() -> None:
     text = format_text(sample_stats(), notes=["3 events were dropped"])
     lines = text.splitlines()
-    assert lines[0].split() == ["Time", "%", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max", "StdDev", "Range"]
+    assert lines[0].split() == ["Time", "%", "%", "Wall", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max",
+                                "StdDev", "Range"]
     assert set(lines[1].replace(" ", "")) == {"-"}
-    assert lines[2].split() == ["67.6", "2.500", "s", "1.300", "s", "1", *["2.500", "s"] * 4, "0", "ns", "autonvtx:Trainer.step"]
+    # % Wall: the share of the recorded time (first start to last end), nesting left as it is.
+    assert lines[2].split() == ["67.6", "100.0", "2.500", "s", "1.300", "s", "1", *["2.500", "s"] * 4, "0", "ns", "autonvtx:Trainer.step"]
     assert lines[3].endswith("autonvtx:Encoder.forward")
-    assert lines[4].split()[:4] == ["0.0", "4.062", "us", "4.062"]
+    assert lines[4].split()[:5] == ["0.0", "0.0", "4.062", "us", "4.062"]
     assert "2 (1 open)" in lines[4] and lines[4].endswith("  load_batch")  # default domain: the bare name
     # Aligned: every number column ends where its header ends.
     for header in ("Total", "Instances", "StdDev"):
@@ -171,7 +173,7 @@ def test_csv_parses_back() -> None:
     rows = list(csv.DictReader(io.StringIO(format_csv(stats))))
     assert list(rows[0]) == [
         "domain", "name", "count", "total_ns", "self_ns", "mean_ns", "median_ns",
-        "min_ns", "max_ns", "stddev_ns", "percent", "open_count",
+        "min_ns", "max_ns", "stddev_ns", "percent", "open_count", "wall_percent",
     ]
     for row, s in zip(rows, stats):
         assert (row["domain"], row["name"]) == (s.domain, s.name)

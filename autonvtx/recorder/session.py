@@ -51,6 +51,7 @@ class RecordingSession:
         self._directory: str | None = None
         self._saved_env: dict[str, str | None] = {}
         self._finished = False
+        self._keep_directory = False
         self._pid = os.getpid()
 
     def start(self) -> None:
@@ -59,7 +60,7 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import native, recording, summary, trace  # noqa: F401
+        from autonvtx.recorder import export, native, perfetto, recording, results, summary, trace  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -74,6 +75,8 @@ class RecordingSession:
         }
         if self.outputs.buffer_mb is not None:
             settings[environment.RECORD_LIMIT_MB] = str(self.outputs.buffer_mb)
+        if self.outputs.keep == "last":
+            settings[environment.RECORD_KEEP] = "last"
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
@@ -108,44 +111,61 @@ class RecordingSession:
         try:
             self._write_outputs(self._directory)
         except Exception as error:  # never turn the user's exit into our traceback
-            print(f"autonvtx: could not write the recording: {error}", file=sys.stderr)
+            self._keep_directory = True
+            print(f"autonvtx: could not write the recording: {error}; the events are kept in "
+                  f"{self._directory} (autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
         finally:
-            shutil.rmtree(self._directory, ignore_errors=True)
+            if not self._keep_directory:
+                shutil.rmtree(self._directory, ignore_errors=True)
 
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
-        from autonvtx.recorder.summary import summarize, summary_notes, write_summary
-        from autonvtx.recorder.trace import write_chrome_trace
+        from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
+        from autonvtx.recorder.summary import write_summary
 
-        native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
-        recordings, unreadable = _read_recordings(directory, None if self.outputs.children else self._pid)
+        try:
+            native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
+        except OSError as error:
+            self._keep_directory = True
+            print(f"autonvtx: could not write this process's events: {error}; what was written so far "
+                  f"is in {directory} (autonvtx recover {directory} -o trace.json)", file=sys.stderr)
+            return
         process_notes = read_process_notes(directory) if self.outputs.children else {}
-        for recording in recordings:
-            if recording.pid == self._pid:
-                recording.label = self.outputs.label or recording.label
-                _name_live_threads(recording)
-            elif recording.pid in process_notes:
-                recording.label = str(process_notes[recording.pid].get("label") or "")
-        missing = _missing_processes(process_notes, {r.pid for r in recordings})
-        for process in missing:
-            recordings.append(ProcessRecording(
-                pid=process["pid"], ppid=process["ppid"], label=f"{process['label']} (recording missing)"))
-        notes = summary_notes(recordings) + unreadable + [_missing_note(p) for p in missing]
-        if not any(r.ranges or r.marks for r in recordings):
-            notes.append("no NVTX ranges or marks were recorded")
+        labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
+        labels[self._pid] = self.outputs.label
+        recorded = {int(p.stem) for p in recording_files(directory) if p.stem.isdigit()}
+        missing = _missing_processes(process_notes, recorded)
+        metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
+        if missing:
+            metadata["missing_processes"] = missing
+        request = Request(trace=self.outputs.trace, summary=self.outputs.summary, labels=labels,
+                          only_pid=None if self.outputs.children else self._pid, missing=missing,
+                          metadata=metadata, adjust=self._adjust)
+        try:
+            results = write_results(directory, request)
+        except OSError as error:
+            self._keep_directory = True
+            print(f"autonvtx: could not write the recording: {error}; the events are kept in {directory} "
+                  f"(autonvtx recover {directory} -o trace.json)", file=sys.stderr)
+            return
+        notes = results.notes + [_missing_note(p) for p in missing]
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
-            for note in notes:
-                print(f"autonvtx: {note}", file=sys.stderr)
+            print_notes(notes)
         if self.outputs.trace is not None:
-            metadata = {**clock_identity(), **_rank_metadata(detect_rank())}
-            if missing:
-                metadata["missing_processes"] = missing
-            write_chrome_trace(recordings, self.outputs.trace, metadata=metadata)
-            print(f"autonvtx: trace written to {self.outputs.trace}", file=sys.stderr)
+            print(f"autonvtx: trace written to {self.outputs.trace} (open it in https://ui.perfetto.dev)",
+                  file=sys.stderr)
         if self.outputs.summary is not None:
-            write_summary(summarize(recordings), self.outputs.summary, notes=notes)
+            write_summary(results.stats, self.outputs.summary, notes=notes)
             if self.outputs.summary != SUMMARY_TO_STDERR:
                 print(f"autonvtx: summary written to {self.outputs.summary}", file=sys.stderr)
+
+    def _adjust(self, recordings: list[ProcessRecording]) -> None:
+        for recording in recordings:
+            if recording.pid == self._pid:
+                _name_live_threads(recording)
+            elif not recording.ended_normally and _is_running(recording.pid):
+                recording.label = recording.label.replace("(ended abnormally)", "(still running)")
+                recording.ended_normally = True  # not dead: its events so far are all there is
 
 
 def _name_live_threads(recording: ProcessRecording) -> None:

@@ -33,6 +33,7 @@ class RangeStats:
     stddev_ns: float  # sample standard deviation (n - 1), as nsys reports it; 0 for one instance
     percent: float  # share of the sum of all totals
     open_count: int  # instances still open when the process exited
+    wall_percent: float = 0.0  # share of the recorded wall time (first event to last write)
 
     @property
     def label(self) -> str:
@@ -49,6 +50,7 @@ def summarize(recordings: Iterable[ProcessRecording]) -> list[RangeStats]:
     anything and cross threads, so they neither have children nor count as one
     (their self time is their total).
     """
+    recordings = list(recordings)
     durations: dict[tuple[str, str], list[int]] = {}
     self_times: dict[tuple[str, str], int] = {}
     open_counts: dict[tuple[str, str], int] = {}
@@ -65,8 +67,9 @@ def summarize(recordings: Iterable[ProcessRecording]) -> list[RangeStats]:
             if r.is_open:
                 open_counts[key] += 1
     grand_total = sum(sum(group) for group in durations.values())
+    wall = _wall_ns(recordings)
     stats = [
-        _stats(domain, name, group, self_times[(domain, name)], open_counts[(domain, name)], grand_total)
+        _stats(domain, name, group, self_times[(domain, name)], open_counts[(domain, name)], grand_total, wall)
         for (domain, name), group in durations.items()
     ]
     stats.sort(key=lambda s: (-s.total_ns, s.domain, s.name))
@@ -106,7 +109,15 @@ def _self_times(ranges: Sequence[Range]) -> list[tuple[Range, int]]:
     return result
 
 
-def _stats(domain: str, name: str, durations: list[int], self_ns: int, open_count: int, grand_total: int) -> RangeStats:
+def _wall_ns(recordings: Sequence[ProcessRecording]) -> int:
+    """The recorded wall time: from the first range's start to the last range's end."""
+    starts = [r.start_ns for rec in recordings for r in rec.ranges]
+    ends = [r.end_ns for rec in recordings for r in rec.ranges]
+    return max(ends) - min(starts) if starts else 0
+
+
+def _stats(domain: str, name: str, durations: list[int], self_ns: int, open_count: int, grand_total: int,
+           wall: int = 0) -> RangeStats:
     durations.sort()
     count = len(durations)
     total = sum(durations)
@@ -132,6 +143,7 @@ def _stats(domain: str, name: str, durations: list[int], self_ns: int, open_coun
         stddev_ns=stddev,
         percent=100.0 * total / grand_total if grand_total else 0.0,
         open_count=open_count,
+        wall_percent=100.0 * total / wall if wall else 0.0,
     )
 
 
@@ -142,25 +154,25 @@ def summary_notes(recordings: Iterable[ProcessRecording]) -> list[str]:
     dropped = sum(r.dropped_events for r in recordings)
     if dropped:
         notes.append(
-            f"{_count(dropped, 'event was', 'events were')} dropped when the recorder's memory bound was hit; "
+            f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory bound was hit; "
             "the counts are low (raise AUTONVTX_RECORD_LIMIT_MB)"
         )
     still_open = sum(1 for rec in recordings for r in rec.ranges if r.is_open)
     if still_open:
-        notes.append(f"{_count(still_open, 'range was', 'ranges were')} still open at exit (timed up to the moment the recording was written)")
+        notes.append(f"{count_text(still_open, 'range was', 'ranges were')} still open at exit (timed up to the moment the recording was written)")
     unmatched = sum(r.unmatched_pops for r in recordings)
     if unmatched:
-        notes.append(f"{_count(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
+        notes.append(f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
     return notes
 
 
-def _count(number: int, singular: str, plural: str) -> str:
+def count_text(number: int, singular: str, plural: str) -> str:
     return f"{number:,} {singular if number == 1 else plural}"
 
 
 # Rendering
 
-_TEXT_COLUMNS = ("Time %", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max", "StdDev", "Range")
+_TEXT_COLUMNS = ("Time %", "% Wall", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max", "StdDev", "Range")
 
 
 def format_duration(ns: float) -> str:
@@ -186,6 +198,7 @@ def format_text(stats: Sequence[RangeStats], *, notes: Sequence[str] = ()) -> st
     rows = [
         (
             f"{s.percent:.1f}",
+            f"{s.wall_percent:.1f}",
             format_duration(s.total_ns),
             format_duration(s.self_ns),
             f"{s.count:,}" + (f" ({s.open_count:,} open)" if s.open_count else ""),

@@ -38,7 +38,7 @@ def write_chrome_trace(
     Timestamps stay absolute CLOCK_MONOTONIC microseconds with three decimals (exact
     nanoseconds), so traces of processes on one host line up and can be merged.
     """
-    other = _other_data(recordings, metadata)
+    other = other_data(recordings, metadata)
     head = '{"displayTimeUnit":"ns","otherData":' + json.dumps(other, default=str) + ',"traceEvents":[\n'
 
     def write(stream: IO[str]) -> None:
@@ -102,7 +102,7 @@ def _chunks(items: Iterable[str]) -> Iterator[list[str]]:
         yield chunk
 
 
-def _other_data(recordings: Sequence[ProcessRecording], metadata: Mapping[str, object] | None) -> dict[str, object]:
+def other_data(recordings: Sequence[ProcessRecording], metadata: Mapping[str, object] | None) -> dict[str, object]:
     other: dict[str, object] = dict(metadata or {})
     other["generator"] = "autonvtx"
     other["clock_domain"] = CLOCK_DOMAIN
@@ -118,6 +118,8 @@ def _other_data(recordings: Sequence[ProcessRecording], metadata: Mapping[str, o
             "realtime_offset_ns": r.realtime_offset_ns,
             "dropped_events": r.dropped_events,
             "unmatched_pops": r.unmatched_pops,
+            "ended_normally": r.ended_normally,
+            "discarded_events": r.discarded_events,
         }
         for r in recordings
     ]
@@ -133,13 +135,9 @@ def _us(ns: int) -> str:
 
 
 def _color_text(color: int) -> str:
-    # NVTX colors are ARGB; an opaque one is plain "#rrggbb", any other keeps its alpha
-    # CSS-style ("#rrggbbaa") so that reading back is exact.
-    rgb = color & 0xFFFFFF
-    alpha = (color >> 24) & 0xFF
-    if alpha == 0xFF:
-        return f"#{rgb:06x}"
-    return f"#{rgb:06x}{alpha:02x}"
+    # NVTX colors are ARGB, but clients commonly leave alpha 0 (nvtx's Python package does) and
+    # every NVTX tool shows them opaque: "#rrggbb" (an alpha of 00 reads as transparent in CSS).
+    return f"#{color & 0xFFFFFF:06x}"
 
 
 def _payload_text(payload: Payload) -> str:
@@ -223,6 +221,13 @@ def _trace_events(recordings: Sequence[ProcessRecording]) -> Iterator[str]:
                 f'"name":{name(m.name)},"cat":{cat(m.domain)},'
                 f'"args":{args(strings, m.domain, m.category, m.color, m.payload, False)}}}'
             )
+
+
+def metadata_events(recordings: Sequence[ProcessRecording]) -> Iterator[str]:
+    """The process and thread naming events of `recordings` (the exporter writes the rest)."""
+    strings = _Strings()
+    for index, rec in enumerate(recordings):
+        yield from _metadata_events(rec, index, strings)
 
 
 def _metadata_events(rec: ProcessRecording, index: int, strings: _Strings) -> Iterator[str]:
@@ -448,6 +453,8 @@ class _TraceReader:
                 rec.realtime_offset_ns = _int(info.get("realtime_offset_ns"))
                 rec.dropped_events = _int(info.get("dropped_events"))
                 rec.unmatched_pops = _int(info.get("unmatched_pops"))
+                rec.ended_normally = info.get("ended_normally") is not False
+                rec.discarded_events = _int(info.get("discarded_events"))
         return rec
 
     def _metadata(self, event: Mapping[str, Any]) -> None:
