@@ -68,7 +68,7 @@ class RecordingSession:
                 "--trace/--summary: the native recorder is not built in this installation; "
                 "reinstall autonvtx with 'pip install --force-reinstall autonvtx' and a C compiler"
             )
-        self._directory = tempfile.mkdtemp(prefix="autonvtx-")
+        self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
             environment.RECORD_DIR: self._directory,
@@ -166,6 +166,24 @@ class RecordingSession:
             elif not recording.ended_normally and _is_running(recording.pid):
                 recording.label = recording.label.replace("(ended abnormally)", "(still running)")
                 recording.ended_normally = True  # not dead: its events so far are all there is
+
+
+RECORD_DIRECTORY_SUFFIX = ".recording"
+
+
+def _record_directory(trace: str | None) -> str | None:
+    """`<trace>.recording/` beside the trace: where a run killed before writing it (SIGKILL,
+    os._exit) leaves its events for `autonvtx recover`. One left by an earlier run is replaced."""
+    if trace is None:
+        return None
+    directory = Path(trace + RECORD_DIRECTORY_SUFFIX)
+    if directory.is_dir() and all(p.suffix in (".anr", ".json", ".tmp") for p in directory.iterdir()):
+        shutil.rmtree(directory, ignore_errors=True)
+    try:
+        directory.mkdir()
+    except OSError:
+        return None
+    return str(directory)
 
 
 def _name_live_threads(recording: ProcessRecording) -> None:
