@@ -33,20 +33,26 @@ typedef struct buf {
     int failed;
 } buf;
 
-static void buf_add(buf* b, const void* p, size_t n)
+static __attribute__((noinline)) int buf_grow(buf* b, size_t n)
 {
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char* q;
-        while (cap < b->len + n)
-            cap *= 2;
-        if (!(q = realloc(b->p, cap))) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
+    size_t cap = b->cap ? b->cap : 4096;
+    char* q;
+    while (cap < b->len + n)
+        cap *= 2;
+    if (!(q = realloc(b->p, cap))) {
+        b->failed = 1;
+        return 0;
     }
+    b->p = q;
+    b->cap = cap;
+    return 1;
+}
+
+/* Inlined: most callers pass a constant length, which the compiler turns into plain stores. */
+static inline __attribute__((always_inline)) void buf_add(buf* b, const void* p, size_t n)
+{
+    if (__builtin_expect(b->len + n > b->cap, 0) && !buf_grow(b, n))
+        return;
     memcpy(b->p + b->len, p, n);
     b->len += n;
 }
@@ -740,12 +746,73 @@ static void pf_annotations(exporter* x, buf* ev, const opened* o)
     }
 }
 
+static size_t put_varint(unsigned char* p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (unsigned char)v;
+    return n;
+}
+
+/* The common packets, composed in place: a slice's end, or a begin or instant with no
+   attributes and names its sequence already has. 0 when the general path is needed. */
+static int pf_event_fast(exporter* x, thread_state* t, int type, uint64_t ts, const opened* o, int is_open)
+{
+    unsigned char body[64], ev[32], packet[80];
+    size_t n = 0, e = 0, k = 0;
+    uint32_t gdomain = 0;
+    if (!t->seq || is_open)
+        return 0;
+    if (type != SLICE_END) {
+        gdomain = global_domain(x, o->domain);
+        if (o->category != NONE32 || o->payload_type || o->name >= t->seen_names_cap
+            || !t->seen_names[o->name] || gdomain >= t->seen_cats_cap || !t->seen_cats[gdomain])
+            return 0;
+    }
+    ev[e++] = E_TYPE << 3;
+    ev[e++] = (unsigned char)type;
+    if (type != SLICE_END) {
+        ev[e++] = E_NAME_IID << 3;
+        e += put_varint(ev + e, (uint64_t)o->name + 1);
+        ev[e++] = E_CATEGORY_IIDS << 3;
+        e += put_varint(ev + e, (uint64_t)gdomain + 1);
+        if (o->has_color) { /* the annotation {name: "color", string_value: "#rrggbb"} */
+            static const unsigned char head[] = { E_ANNOTATIONS << 3 | 2, 16, A_NAME << 3 | 2, 5,
+                                                  'c', 'o', 'l', 'o', 'r', A_STRING << 3 | 2, 7 };
+            memcpy(ev + e, head, sizeof(head));
+            color_text((char*)ev + e + sizeof(head), o->color); /* writes 7 + NUL: ev has room */
+            e += sizeof(head) + 7;
+        }
+    }
+    body[n++] = P_TIMESTAMP << 3;
+    n += put_varint(body + n, ts);
+    body[n++] = P_SEQ << 3;
+    n += put_varint(body + n, t->seq);
+    body[n++] = P_FLAGS << 3;
+    body[n++] = SEQ_NEEDS_STATE;
+    body[n++] = P_TRACK_EVENT << 3 | 2;
+    body[n++] = (unsigned char)e;
+    memcpy(body + n, ev, e);
+    n += e;
+    packet[k++] = 1 << 3 | 2;
+    k += put_varint(packet + k, n);
+    memcpy(packet + k, body, n);
+    buf_add(&x->out, packet, k + n);
+    flush_out(x, 0);
+    return 1;
+}
+
 /* One TrackEvent packet: `type` at `ts`, on `track` (0: the sequence's thread). */
 static void pf_event(exporter* x, thread_state* t, int type, uint64_t ts, uint64_t track,
                      const opened* o, int is_open)
 {
     buf* ev = &x->event;
     buf interned = { NULL, 0, 0, 0 };
+    if (!track && pf_event_fast(x, t, type, ts, o, is_open))
+        return;
     pf_sequence(x, t);
     ev->len = 0;
     pb_uint(ev, E_TYPE, (uint64_t)type);
