@@ -42,6 +42,36 @@ def _value_options(command: click.Command) -> set[str]:
     return names
 
 
+def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that shape a summary table, shared by `run --summary` and `summary`."""
+    options = [
+        click.option("--tree", is_flag=True, help="Summary: one row per call path, indented by nesting."),
+        click.option("--group", "group_by", type=click.Choice(["name", "class"]), default="name",
+                     help="Summary: class folds 'a.b.3.attn (Attention)' rows into one per class."),
+        click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
+                     help="Summary: leave out each range name's first N instances (warm-up)."),
+        click.option("--by", type=click.Choice(["process", "rank", "thread"]), help="Summary: a table per group."),
+        click.option("--sort", type=click.Choice(["total", "self", "count", "mean", "max"]), default="total",
+                     help="Summary: the column rows are sorted by (largest first)."),
+        click.option("--top", type=click.IntRange(min=1), metavar="N", help="Summary: only the first N rows."),
+        click.option("--filter", "name_filter", metavar="GLOB", help="Summary: only ranges whose name matches."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def make_summary_options(values: dict[str, Any]) -> Any:
+    from autonvtx.recorder.summary import SummaryOptions
+
+    return SummaryOptions(tree=values["tree"], group=values["group_by"], skip_first=values["skip_first"],
+                          by=values["by"], sort=values["sort"], top=values["top"], filter=values["name_filter"])
+
+
+SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": "total",
+                           "top": None, "name_filter": None}
+
+
 def split_target_arguments(
     args: Sequence[str], value_options: set[str]
 ) -> tuple[list[str], tuple[str, str, tuple[str, ...]] | None]:
@@ -172,6 +202,7 @@ def cli() -> None:
     default="all",
     help="last: keep only the most recent events, within --buffer-mb (a ring per thread).",
 )
+@summary_options
 @click.option(
     "--no-children",
     is_flag=True,
@@ -197,6 +228,7 @@ def run(
     keep: str,
     no_children: bool,
     ranks: str | None,
+    **table: Any,
 ) -> NoReturn:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
 
@@ -214,6 +246,9 @@ def run(
     if target is None:
         raise UsageError("run: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx run --help')")
     kind, value, target_args = target
+    if summary is None and table != SUMMARY_OPTION_DEFAULTS:
+        raise UsageError("run: --tree, --group, --skip-first, --by, --sort, --top and --filter shape --summary; "
+                         "add --summary")
     left_out = False  # by --ranks: this rank runs as plain `python` would
     outputs = None
     if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
@@ -230,6 +265,7 @@ def run(
             buffer_mb=buffer_mb,
             children=not no_children,
             keep=keep,
+            summary_options=make_summary_options(table) if summary is not None else None,
         ).for_rank(rank)
         check_outputs(outputs)
     config = load_rules(configs, presets, targets, includes, excludes)
@@ -395,24 +431,24 @@ def describe_target(kind: str, value: str, args: Sequence[str]) -> str:
     metavar="PATH",
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
-def summary_command(trace: str, output: str | None) -> None:
+@summary_options
+def summary_command(trace: str, output: str | None, **table: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.summary import summarize, summary_notes, write_summary
+    from autonvtx.recorder.summary import summarize, summary_notes
+    from autonvtx.recorder.table import format_text, use_color, write_summary
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
     if output is not None:
         check_summary_path("summary: -o", output)
     recordings = read_trace(trace)
-    notes = summary_notes(recordings)
+    stats = summarize(recordings, make_summary_options(table))
     if output is None:
-        from autonvtx.recorder.summary import format_text
-
-        click.echo(format_text(summarize(recordings), notes=notes), nl=False)
+        click.echo(format_text(stats, notes=summary_notes(recordings), color=use_color(sys.stdout)), nl=False)
     else:
-        write_summary(summarize(recordings), output, notes=notes)
+        write_summary(stats, output, notes=summary_notes(recordings))
 
 
 @cli.command("recover")

@@ -11,16 +11,8 @@ from pathlib import Path
 import pytest
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.summary import (
-    RangeStats,
-    format_csv,
-    format_duration,
-    format_json,
-    format_text,
-    summarize,
-    summary_notes,
-    write_summary,
-)
+from autonvtx.recorder.summary import RangeStats, SummaryOptions, summarize, summary_notes
+from autonvtx.recorder.table import format_csv, format_duration, format_json, format_text, write_summary
 from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
 
 
@@ -173,7 +165,7 @@ def test_csv_parses_back() -> None:
     rows = list(csv.DictReader(io.StringIO(format_csv(stats))))
     assert list(rows[0]) == [
         "domain", "name", "count", "total_ns", "self_ns", "mean_ns", "median_ns",
-        "min_ns", "max_ns", "stddev_ns", "percent", "open_count", "wall_percent",
+        "min_ns", "max_ns", "stddev_ns", "percent", "open_count", "wall_percent", "group", "depth", "path",
     ]
     for row, s in zip(rows, stats):
         assert (row["domain"], row["name"]) == (s.domain, s.name)

@@ -21,7 +21,7 @@ from autonvtx.recorder import native, perfetto
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import other_data, metadata_events
 
-STATS_FLAT, STATS_TREE, STATS_BY_THREAD = 1, 2, 4
+STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS = 1, 2, 4, 8
 PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 
 
@@ -139,8 +139,6 @@ def _rows(lib: ctypes.CDLL, handle: int) -> list[RawRow]:
 
     for i in range(lib.autonvtx_export_rows(handle)):
         lib.autonvtx_export_row(handle, i, out, fout)
-        if out[3] == 0 and out[11] == 0:
-            continue
         rows.append(RawRow(group=out[0], parent=int(out[1]) - 1, depth=out[2], domain=text(out[10], 1),
                            name=text(out[9], 0), count=out[3], total_ns=out[4], self_ns=out[5],
                            min_ns=out[6], max_ns=out[7], open_count=out[8], mean_ns=fout[0],

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import UsageError
 
@@ -44,6 +44,7 @@ class Outputs:
     buffer_mb: int | None = None
     children: bool = True  # child processes' recordings join the trace
     keep: str = "all"  # "last": a ring per thread, the most recent events (with buffer_mb)
+    summary_options: Any = None  # summary.SummaryOptions (not imported here: start-up)
 
     @property
     def wanted(self) -> bool:
@@ -57,7 +58,7 @@ class Outputs:
         if summary is not None and summary != SUMMARY_TO_STDERR:
             summary = expand_output_name(summary, info)
         trace = expand_output_name(self.trace, info) if self.trace is not None else None
-        return Outputs(trace, summary, self.label, self.buffer_mb, self.children, self.keep)
+        return Outputs(trace, summary, self.label, self.buffer_mb, self.children, self.keep, self.summary_options)
 
 
 def check_outputs(outputs: Outputs) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.summary import RangeStats
+from autonvtx.recorder.summary import RangeStats, SummaryOptions, arrange, group_title
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Request:
     missing: Sequence[Mapping[str, Any]] = ()  # processes noted but without a file
     metadata: Mapping[str, object] = field(default_factory=dict)
     adjust: Callable[[list[ProcessRecording]], None] | None = None  # last touches before writing
+    options: SummaryOptions = SummaryOptions()
 
 
 @dataclass
@@ -47,7 +48,7 @@ def recording_files(directory: str, only_pid: int | None = None) -> list[Path]:
 
 def write_results(directory: str, request: Request) -> Results:
     """Scan, name, stream; then the summary. The trace is written atomically."""
-    from autonvtx.recorder.export import STATS_FLAT, export, write_trace
+    from autonvtx.recorder.export import export, write_trace
     from autonvtx.recorder.recording import scan_recording
 
     files: list[tuple[str, int, ProcessRecording]] = []
@@ -61,7 +62,7 @@ def write_results(directory: str, request: Request) -> Results:
         recording.label = request.labels.get(recording.pid, "") or recording.label
         if not recording.ended_normally:
             recording.label = f"{recording.display_name} (ended abnormally)"
-        files.append((str(path), 0, recording))
+        files.append((str(path), _group_key(request.options.by, recording), recording))
     files.sort(key=lambda f: f[2].pid)
     recordings = [f[2] for f in files]
     for process in request.missing:
@@ -69,15 +70,16 @@ def write_results(directory: str, request: Request) -> Results:
                                            label=f"{process['label']} (recording missing)"))
     if request.adjust is not None:
         request.adjust(recordings)
-    stats_mode = STATS_FLAT if request.summary is not None else 0
+    stats_mode = _stats_mode(request.options) if request.summary is not None else 0
     if request.trace is not None:
-        exported = write_trace(recordings, files, request.trace, metadata=request.metadata, stats_mode=stats_mode)
+        exported = write_trace(recordings, files, request.trace, metadata=request.metadata, stats_mode=stats_mode,
+                               skip_first=request.options.skip_first)
     else:
-        exported = export(files, stats_mode=stats_mode)
+        exported = export(files, stats_mode=stats_mode, skip_first=request.options.skip_first)
     notes = run_notes(recordings, exported.open_ranges) + notes
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
-    stats = stats_from_rows(exported.rows, exported.spans) if stats_mode else []
+    stats = stats_from_rows(exported.rows, exported.spans, recordings, request.options) if stats_mode else []
     return Results(recordings, stats, notes)
 
 
@@ -108,21 +110,65 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
     return notes
 
 
-def stats_from_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]]) -> list[RangeStats]:
-    """RangeStats from the exporter's rows, the largest total first."""
+def _stats_mode(options: SummaryOptions) -> int:
+    from autonvtx.recorder.export import STATS_BY_THREAD, STATS_CLASS, STATS_FLAT, STATS_TREE
+
+    mode = STATS_TREE if options.tree else STATS_FLAT
+    mode |= STATS_BY_THREAD if options.by == "thread" else 0
+    return mode | (STATS_CLASS if options.group == "class" else 0)
+
+
+def _group_key(by: str | None, recording: ProcessRecording) -> int:
+    """The statistics group of a process's rows: its pid, or its rank (by --by)."""
+    if by == "process":
+        return recording.pid
+    if by == "rank":
+        title = group_title("rank", recording)
+        return int(title.split()[1]) if title.startswith("rank ") else (1 << 40) + recording.pid
+    return 0
+
+
+def _titles(by: str | None, recordings: Sequence[ProcessRecording]) -> dict[int, str]:
+    titles: dict[int, str] = {}
+    for rec in recordings:
+        if by == "thread":
+            for tid in set(rec.thread_names) | {rec.pid}:
+                titles[(rec.pid << 32) | tid] = group_title("thread", rec, tid)
+        else:
+            titles.setdefault(_group_key(by, rec), group_title(by, rec))
+    return titles
+
+
+def stats_from_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]],
+                    recordings: Sequence[ProcessRecording] = (),
+                    options: SummaryOptions = SummaryOptions()) -> list[RangeStats]:
+    """RangeStats from the exporter's rows, arranged as `options` say."""
     grand_total = sum(r.total_ns for r in rows)
+    titles = _titles(options.by, recordings)
+    by_index = {i: r for i, r in enumerate(rows)}
     stats = []
     for r in rows:
+        if r.count == 0:  # every instance left out by --skip-first (kept above as a tree parent)
+            continue
         first, last = spans.get(r.group, (0, 0))
         wall = last - first
+        path = ""
+        if options.tree:
+            labels, node = [], r
+            while True:
+                labels.append(f"{node.domain}:{node.name}" if node.domain else node.name)
+                if node.parent < 0 or node.parent not in by_index:
+                    break
+                node = by_index[node.parent]
+            path = " > ".join(reversed(labels))
         stats.append(RangeStats(
             domain=r.domain, name=r.name, count=r.count, total_ns=r.total_ns, self_ns=r.self_ns,
             mean_ns=r.mean_ns, median_ns=r.median_ns, min_ns=r.min_ns, max_ns=r.max_ns,
             stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
             percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
-            open_count=r.open_count, wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0))
-    stats.sort(key=lambda s: (-s.total_ns, s.domain, s.name))
-    return stats
+            open_count=r.open_count, wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
+            group=titles.get(r.group, "") if options.by else "", depth=r.depth if options.tree else 0, path=path))
+    return arrange(stats, options)
 
 
 def print_notes(notes: Sequence[str]) -> None:

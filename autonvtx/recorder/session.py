@@ -60,7 +60,7 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import export, native, perfetto, recording, results, summary, trace  # noqa: F401
+        from autonvtx.recorder import export, native, perfetto, recording, results, summary, table, trace  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -121,7 +121,7 @@ class RecordingSession:
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
         from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
-        from autonvtx.recorder.summary import write_summary
+        from autonvtx.recorder.table import write_summary
 
         try:
             native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
@@ -141,6 +141,8 @@ class RecordingSession:
         request = Request(trace=self.outputs.trace, summary=self.outputs.summary, labels=labels,
                           only_pid=None if self.outputs.children else self._pid, missing=missing,
                           metadata=metadata, adjust=self._adjust)
+        if self.outputs.summary_options is not None:
+            request.options = self.outputs.summary_options
         try:
             results = write_results(directory, request)
         except OSError as error:

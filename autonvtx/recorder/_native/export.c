@@ -23,7 +23,7 @@
 enum { K_PUSH = 1, K_POP = 2, K_START = 3, K_END = 4, K_MARK = 5 };
 enum { T_END = 0, T_CMDLINE = 1, T_DOMAINS = 2, T_STRINGS = 3, T_CATEGORIES = 4, T_THREAD = 5,
        T_THREAD_NAMES = 6, T_SPILL = 7 };
-enum { STATS_FLAT = 1, STATS_TREE = 2, STATS_BY_THREAD = 4 };
+enum { STATS_FLAT = 1, STATS_TREE = 2, STATS_BY_THREAD = 4, STATS_CLASS = 8 };
 
 /* ---- growable bytes ---- */
 
@@ -397,6 +397,8 @@ typedef struct exporter {
     interner domains;    /* domain names */
     interner categories; /* (global domain id, text) */
     stats st;
+    uint32_t* folded;      /* STATS_CLASS: name id -> the id of its class's name */
+    size_t folded_cap;
     int stats_mode;
     uint64_t skip_first;
     uint64_t async_id;
@@ -881,6 +883,32 @@ static thread_state* thread_of(exporter* x, uint32_t index, uint32_t tid, uint32
     return t;
 }
 
+/* The name a statistics row is keyed by: with STATS_CLASS, "a.b.3.attn (MultiheadAttention)"
+   folds into "MultiheadAttention" (as summary.class_name does); other names stay. */
+static uint32_t stat_name(exporter* x, uint32_t id)
+{
+    const name* n;
+    const char *text, *open;
+    if (!(x->stats_mode & STATS_CLASS))
+        return id;
+    if (id < x->folded_cap && x->folded[id] != NONE32)
+        return x->folded[id];
+    if (!grow_map(&x->folded, &x->folded_cap, id))
+        return id;
+    n = &x->names.items[id];
+    text = n->text ? n->text : "";
+    open = n->len > 3 && text[n->len - 1] == ')' ? memrchr(text, '(', n->len) : NULL;
+    if (open && open > text && open[-1] == ' ' && !memchr(open + 1, ')', (size_t)(text + n->len - 1 - open - 1))
+        && open + 1 < text + n->len - 1) {
+        uint32_t domain = n->domain;
+        uint32_t folded = intern(&x->names, domain, open + 1, (size_t)(text + n->len - 1 - (open + 1)));
+        x->folded[id] = folded;
+        return folded;
+    }
+    x->folded[id] = id;
+    return id;
+}
+
 static uint64_t stats_group(exporter* x, const thread_state* t)
 {
     return x->stats_mode & STATS_BY_THREAD ? thread_uuid(x->pid, t->tid) : x->group;
@@ -893,7 +921,7 @@ static void range_ended(exporter* x, thread_state* t, opened* o, uint64_t end, i
     if (t->depth > 0) /* the range that encloses it (any domain) spent this time in it */
         t->stack[t->depth - 1].child += duration;
     if (x->stats_mode) {
-        int64_t r = o->row >= 0 ? o->row : stats_row(&x->st, stats_group(x, t), -1, o->name, 0);
+        int64_t r = o->row >= 0 ? o->row : stats_row(&x->st, stats_group(x, t), -1, stat_name(x, o->name), 0);
         if (r >= 0)
             stats_add(&x->st.rows[r], duration, duration > o->child ? duration - o->child : 0, is_open, x->skip_first);
     }
@@ -918,7 +946,7 @@ static void on_push(exporter* x, thread_state* t, opened* o)
     o->row = -1;
     if (x->stats_mode & STATS_TREE) {
         int64_t parent = t->depth ? t->stack[t->depth - 1].row : -1;
-        o->row = stats_row(&x->st, stats_group(x, t), parent, o->name, (uint32_t)t->depth);
+        o->row = stats_row(&x->st, stats_group(x, t), parent, stat_name(x, o->name), (uint32_t)t->depth);
     }
     t->stack[t->depth++] = *o;
     if (x->pftrace)
@@ -948,7 +976,7 @@ static void start_ended(exporter* x, started* s, uint32_t end_tid, uint64_t end,
     if (!t)
         return;
     if (x->stats_mode) {
-        int64_t r = stats_row(&x->st, stats_group(x, t), -1, s->range.name, 0);
+        int64_t r = stats_row(&x->st, stats_group(x, t), -1, stat_name(x, s->range.name), 0);
         if (r >= 0)
             stats_add(&x->st.rows[r], duration, duration, is_open, x->skip_first);
     }
@@ -1396,6 +1424,7 @@ EXPORT void autonvtx_export_free(void* handle)
     free(x->st.rows);
     free(x->st.slots);
     free(x->st.groups);
+    free(x->folded);
     interner_free(&x->names);
     interner_free(&x->domains);
     interner_free(&x->categories);
