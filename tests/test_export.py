@@ -277,3 +277,39 @@ def test_keep_last_holds_the_most_recent_events_within_the_bound(tmp_path: Path)
     assert payloads == list(range(payloads[0], 300_000))  # the most recent ones, none missing
     assert rec.discarded_events > 0 and rec.unmatched_pops == 0
     assert "let go by --keep last" in run.stderr
+
+
+LAYERS = """
+    import threading, nvtx
+    def layer(i, scale):
+        with nvtx.annotate(f"encoder.layers.{i}.attn (MultiheadAttention)", color="red"):
+            with nvtx.annotate("matmul"):
+                sum(range(scale))
+    def train(steps):
+        for step in range(steps):
+            with nvtx.annotate("step"):
+                for i in range(3):
+                    layer(i, 2000 if step == 0 else 10)
+    thread = threading.Thread(target=train, args=(4,))
+    thread.start()
+    train(6)
+    thread.join()
+"""
+
+
+@pytest.mark.parametrize("options", [
+    dict(tree=True), dict(group="class"), dict(tree=True, group="class", sort="self"), dict(skip_first=2),
+    dict(by="thread"), dict(by="process", top=2), dict(filter="*attn*"), dict(by="thread", tree=True, skip_first=1),
+])
+def test_native_statistics_take_the_summary_options_as_the_python_summary(tmp_path: Path,
+                                                                          options: dict[str, Any]) -> None:
+    from autonvtx.recorder.summary import SummaryOptions
+
+    directory = record(tmp_path, LAYERS)
+    chosen = SummaryOptions(**options)
+    expected = summarize(read_directory(directory), chosen)
+    got = write_results(str(directory), Request(summary="-", options=chosen)).stats
+    shape = lambda s: (s.group, s.depth, s.path, s.domain, s.name, s.count, s.total_ns, s.self_ns, s.min_ns,  # noqa: E731
+                       s.max_ns, s.median_ns, s.open_count)
+    assert [shape(s) for s in got] == [shape(s) for s in expected]
+    assert [s.wall_percent for s in got] == pytest.approx([s.wall_percent for s in expected], rel=0.05)

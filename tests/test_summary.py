@@ -247,3 +247,76 @@ def test_summary_of_a_trace_matches_the_run(tmp_path: Path) -> None:
     back = read_chrome_trace(path)
     assert summarize(back) == summarize([rec])
     assert summary_notes(back) == summary_notes([rec])
+
+
+# Options that shape the table
+
+
+def training_run() -> list[ProcessRecording]:
+    """Two steps, each one forward through two layers of one class; the first step slower (warm-up)."""
+    ranges = []
+    for step, (start, scale) in enumerate([(0, 10), (1_000_000, 1)]):
+        ranges.append(push("step", start, start + 100_000 * scale))
+        for layer in range(2):
+            at = start + 10_000 * scale + layer * 40_000 * scale
+            ranges.append(push(f"enc.layers.{layer}.attn (Attention)", at, at + 30_000 * scale))
+            ranges.append(push("matmul", at + 1_000 * scale, at + 11_000 * scale))
+    return [ProcessRecording(pid=1, ranges=ranges, label="rank 0"),
+            ProcessRecording(pid=2, ranges=[push("step", 0, 500_000, tid=2)], label="rank 1")]
+
+
+def rows(options: SummaryOptions, recordings: list[ProcessRecording] | None = None) -> list[RangeStats]:
+    return summarize(recordings or training_run(), options)
+
+
+def test_wall_percent_is_a_share_of_the_recorded_time_not_of_all_ranges() -> None:
+    (step,) = [s for s in rows(SummaryOptions(by="process")) if s.name == "step" and "process 1" in s.group]
+    assert step.wall_percent == pytest.approx(100 * 1_100_000 / 1_100_000)
+    assert step.percent < step.wall_percent  # Time % divides by all totals, nested ones included
+
+
+def test_group_class_folds_instances_of_a_class_into_one_row() -> None:
+    folded = {s.name: s for s in rows(SummaryOptions(group="class"))}
+    assert set(folded) == {"step", "Attention", "matmul"}
+    assert folded["Attention"].count == 4
+    assert folded["Attention"].total_ns == 2 * (300_000 + 30_000)
+
+
+def test_tree_rows_follow_their_parent_with_self_time() -> None:
+    tree = rows(SummaryOptions(tree=True, group="class"))
+    assert [("  " * s.depth) + s.name for s in tree] == ["step", "  Attention", "    matmul"]
+    attention = tree[1]
+    assert attention.path == "d:step > d:Attention"
+    assert attention.self_ns == attention.total_ns - 2 * (100_000 + 10_000)
+
+
+def test_skip_first_leaves_out_warm_up_instances() -> None:
+    (step,) = [s for s in rows(SummaryOptions(skip_first=1, by="process")) if s.name == "step" and "process 1" in s.group]
+    assert step.count == 1 and step.max_ns == 100_000
+    assert not [s for s in rows(SummaryOptions(skip_first=1, by="process")) if "process 2" in s.group]
+
+
+def test_by_rank_gives_a_table_per_rank() -> None:
+    table = rows(SummaryOptions(by="rank"))
+    assert {s.group for s in table} == {"rank 0", "rank 1"}
+    text = format_text(table)
+    assert "== rank 0 ==" in text and "== rank 1 ==" in text
+
+
+# Ties (Attention and step: 440 us of self time each; Attention and matmul: 4 instances each)
+# are broken by name.
+@pytest.mark.parametrize("sort, first", [("total", "step"), ("count", "Attention"), ("max", "step"),
+                                         ("self", "Attention"), ("mean", "step")])
+def test_sort_and_top(sort: str, first: str) -> None:
+    table = rows(SummaryOptions(sort=sort, top=1, group="class", by="process"))
+    assert [s.name for s in table if "process 1" in s.group] == [first]
+
+
+def test_filter_keeps_matching_names() -> None:
+    assert [s.name for s in rows(SummaryOptions(filter="enc.*"))] == ["enc.layers.0.attn (Attention)",
+                                                                       "enc.layers.1.attn (Attention)"]
+
+
+def test_colored_text_only_when_asked() -> None:
+    assert "\x1b[" not in format_text(rows(SummaryOptions()))
+    assert "\x1b[1m" in format_text(rows(SummaryOptions()), color=True)

@@ -91,23 +91,35 @@ def summarize(recordings: Iterable[ProcessRecording], options: SummaryOptions = 
     """
     fold = class_name if options.group == "class" else (lambda name: name)
     groups: dict[str, list[tuple[_Key, Range, int]]] = {}
+    spans: dict[str, tuple[int, int]] = {}  # the recorded time of each group, warm-up included
     for rec in recordings:
-        for r, self_ns, key in _instances(rec.ranges, fold, options.tree):
-            tid = r.tid if options.by == "thread" else 0
-            groups.setdefault(group_title(options.by, rec, tid), []).append((key, r, self_ns))
+        for r, self_ns, key, kept in _skip_first(_instances(rec.ranges, fold, options.tree), options.skip_first):
+            title = group_title(options.by, rec, r.tid if options.by == "thread" else 0)
+            first, last = spans.get(title, (r.start_ns, r.end_ns))
+            spans[title] = (min(first, r.start_ns), max(last, r.end_ns))
+            if kept:
+                groups.setdefault(title, []).append((key, r, self_ns))
     rows: list[RangeStats] = []
     grand_total = sum(r.end_ns - r.start_ns for entries in groups.values() for _, r, _ in entries)
     for title, entries in groups.items():
-        wall = max(r.end_ns for _, r, _ in entries) - min(r.start_ns for _, r, _ in entries)
+        wall = spans[title][1] - spans[title][0]
         by_key: dict[_Key, list[tuple[Range, int]]] = {}
         for key, r, self_ns in entries:
             by_key.setdefault(key, []).append((r, self_ns))
         for key, instances in by_key.items():
-            instances.sort(key=lambda item: item[0].start_ns)
-            kept = instances[options.skip_first:]
-            if kept:
-                rows.append(_stats(key, kept, grand_total, wall, title))
+            rows.append(_stats(key, instances, grand_total, wall, title))
     return arrange(rows, options)
+
+
+def _skip_first(instances: list[tuple[Range, int, _Key]], count: int) -> list[tuple[Range, int, _Key, bool]]:
+    """Each instance, and whether it counts: each row's first `count` instances on each thread
+    (its warm-up, by start) do not."""
+    seen: dict[tuple[int, _Key], int] = {}
+    marked = []
+    for r, self_ns, key in sorted(instances, key=lambda item: item[0].start_ns) if count else instances:
+        seen[(r.tid, key)] = seen.get((r.tid, key), 0) + 1
+        marked.append((r, self_ns, key, seen[(r.tid, key)] > count))
+    return marked
 
 
 def _instances(ranges: Sequence[Range], fold: Callable[[str], str], tree: bool) -> list[tuple[Range, int, _Key]]:
@@ -176,14 +188,15 @@ _SORT_KEYS: dict[str, Callable[[RangeStats], float]] = {
 
 
 def arrange(rows: Sequence[RangeStats], options: SummaryOptions) -> list[RangeStats]:
-    """Rows per group (in order of first appearance), each group sorted, filtered and cut; in a
-    tree, children follow their parent, siblings sorted the same way."""
+    """Rows per group (groups in natural order of their titles: rank 2 before rank 10), each
+    group sorted, filtered and cut; in a tree, children follow their parent, siblings sorted
+    the same way."""
     sort_key = _SORT_KEYS[options.sort]
     ordered: list[RangeStats] = []
     groups: dict[str, list[RangeStats]] = {}
     for row in rows:
         groups.setdefault(row.group, []).append(row)
-    for members in groups.values():
+    for _, members in sorted(groups.items(), key=lambda item: _natural(item[0])):
         if options.tree:
             members = [replace(s, path=s.path or s.label) for s in members]
             members = _tree_order(members, sort_key)
@@ -202,6 +215,10 @@ def arrange(rows: Sequence[RangeStats], options: SummaryOptions) -> list[RangeSt
             members = kept
         ordered.extend(members)
     return ordered
+
+
+def _natural(text: str) -> list[object]:
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
 
 
 def _tree_order(rows: list[RangeStats], sort_key: Callable[[RangeStats], float]) -> list[RangeStats]:

@@ -311,10 +311,9 @@ static int64_t stats_row(stats* s, uint64_t group, int64_t parent, uint32_t name
     return (int64_t)s->count++;
 }
 
-static void stats_add(row* r, uint64_t duration, uint64_t self, int is_open, uint64_t skip_first)
+static void stats_add(row* r, uint64_t duration, uint64_t self, int is_open)
 {
-    if (r->seen++ < skip_first)
-        return;
+    r->seen++;
     if (r->count == r->dcap) {
         size_t cap = r->dcap ? r->dcap * 2 : 16;
         uint64_t* d = realloc(r->durations, cap * sizeof(*d));
@@ -376,6 +375,8 @@ typedef struct thread_state {
     size_t seen_names_cap;
     uint8_t* seen_cats;
     size_t seen_cats_cap;
+    uint32_t* row_seen;    /* --skip-first: instances of each row met on this thread */
+    size_t row_seen_cap;
     int wrapped;
     uint64_t unmatched;
 } thread_state;
@@ -914,6 +915,32 @@ static uint64_t stats_group(exporter* x, const thread_state* t)
     return x->stats_mode & STATS_BY_THREAD ? thread_uuid(x->pid, t->tid) : x->group;
 }
 
+/* Counts a statistics instance: 0 while it is among the thread's first `skip_first` of its row. */
+static int count_instance(exporter* x, thread_state* t, int64_t r, uint64_t duration, uint64_t self, int is_open)
+{
+    if (r < 0)
+        return 0;
+    if (x->skip_first) {
+        if ((size_t)r >= t->row_seen_cap) {
+            size_t n = t->row_seen_cap ? t->row_seen_cap : 64;
+            uint32_t* p;
+            while (n <= (size_t)r)
+                n *= 2;
+            if (!(p = realloc(t->row_seen, n * sizeof(*p))))
+                return 0;
+            memset(p + t->row_seen_cap, 0, (n - t->row_seen_cap) * sizeof(*p));
+            t->row_seen = p;
+            t->row_seen_cap = n;
+        }
+        if (t->row_seen[r]++ < x->skip_first) {
+            x->st.rows[r].seen++;
+            return 0;
+        }
+    }
+    stats_add(&x->st.rows[r], duration, self, is_open);
+    return 1;
+}
+
 /* A push/pop range ends: statistics (self time, tree rows), JSON, Perfetto. */
 static void range_ended(exporter* x, thread_state* t, opened* o, uint64_t end, int is_open)
 {
@@ -922,8 +949,7 @@ static void range_ended(exporter* x, thread_state* t, opened* o, uint64_t end, i
         t->stack[t->depth - 1].child += duration;
     if (x->stats_mode) {
         int64_t r = o->row >= 0 ? o->row : stats_row(&x->st, stats_group(x, t), -1, stat_name(x, o->name), 0);
-        if (r >= 0)
-            stats_add(&x->st.rows[r], duration, duration > o->child ? duration - o->child : 0, is_open, x->skip_first);
+        count_instance(x, t, r, duration, duration > o->child ? duration - o->child : 0, is_open);
     }
     if (x->json)
         json_range(x, t->tid, o, end, is_open);
@@ -977,8 +1003,7 @@ static void start_ended(exporter* x, started* s, uint32_t end_tid, uint64_t end,
         return;
     if (x->stats_mode) {
         int64_t r = stats_row(&x->st, stats_group(x, t), -1, stat_name(x, s->range.name), 0);
-        if (r >= 0)
-            stats_add(&x->st.rows[r], duration, duration, is_open, x->skip_first);
+        count_instance(x, t, r, duration, duration, is_open);
     }
     if (x->json)
         json_async(x, s->tid, end_tid, &s->range, end, is_open);
@@ -1221,6 +1246,7 @@ static void reset_file_state(exporter* x)
         free(x->threads[i].stack);
         free(x->threads[i].seen_names);
         free(x->threads[i].seen_cats);
+        free(x->threads[i].row_seen);
     }
     free(x->threads);
     free(x->cats);
