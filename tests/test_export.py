@@ -313,3 +313,40 @@ def test_native_statistics_take_the_summary_options_as_the_python_summary(tmp_pa
                        s.max_ns, s.median_ns, s.open_count)
     assert [shape(s) for s in got] == [shape(s) for s in expected]
     assert [s.wall_percent for s in got] == pytest.approx([s.wall_percent for s in expected], rel=0.05)
+
+
+class _Terminal:
+    def __init__(self, tty: bool) -> None:
+        self.text, self.tty = "", tty
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_line_after_a_second_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch, tty: bool) -> None:
+    from autonvtx.recorder import export
+
+    terminal = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(export.Progress, "DELAY_S", 0.0)
+    progress = export.Progress("t.json")
+    if progress.timer is not None:
+        progress.timer.join()  # the write outlasted the delay
+    progress.update(2, 3)
+    progress.end()
+    if tty:
+        assert terminal.text.startswith("autonvtx: writing t.json ...") and "2/3 processes" in terminal.text
+        assert terminal.text.endswith(" s\n")
+    else:
+        assert terminal.text == ""
+    monkeypatch.setattr(export.Progress, "DELAY_S", 60.0)
+    quick = export.Progress("t.json")  # a write done before the delay prints nothing
+    quick.end()
+    assert terminal.text.count("writing") == (1 if tty else 0)

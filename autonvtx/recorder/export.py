@@ -13,6 +13,7 @@ import json
 import os
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -157,24 +158,38 @@ def _spans(lib: ctypes.CDLL, handle: int) -> dict[int, tuple[int, int]]:
 
 
 class Progress:
-    """`autonvtx: writing trace.json: 3/8 processes` on stderr, once writing has taken ~1 s, on
-    a terminal only (a log file would fill with carriage returns)."""
+    """One line on stderr when writing has taken more than a second (on a terminal only: a log
+    file would gain a line per run): what is being written, and then how long it took."""
+
+    DELAY_S = 1.0
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.started = time.monotonic()
         self.shown = False
-        self.enabled = sys.stderr.isatty()
+        self.timer: threading.Timer | None = None
+        if sys.stderr.isatty():
+            # The native exporter releases the GIL (ctypes does), so the timer thread runs.
+            self.timer = threading.Timer(self.DELAY_S, self.show)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def show(self) -> None:
+        self.shown = True
+        sys.stderr.write(f"autonvtx: writing {self.what} ...")
+        sys.stderr.flush()
 
     def update(self, done: int, total: int) -> None:
-        if self.enabled and time.monotonic() - self.started > 1.0:
-            sys.stderr.write(f"\rautonvtx: writing {self.what}: {done}/{total} processes")
+        if self.shown and total > 1:
+            sys.stderr.write(f"\rautonvtx: writing {self.what} ... {done}/{total} processes")
             sys.stderr.flush()
-            self.shown = True
 
     def end(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
         if self.shown:
-            sys.stderr.write("\n")
+            sys.stderr.write(f" done in {time.monotonic() - self.started:.1f} s\n")
             sys.stderr.flush()
 
 
