@@ -349,4 +349,4 @@ def test_progress_line_after_a_second_on_a_terminal_only(monkeypatch: pytest.Mon
     monkeypatch.setattr(export.Progress, "DELAY_S", 60.0)
     quick = export.Progress("t.json")  # a write done before the delay prints nothing
     quick.end()
-    assert terminal.text.count("writing") == (1 if tty else 0)
+    assert terminal.text.count("done in") == (1 if tty else 0)
