@@ -9,33 +9,43 @@
  * callbacks that do nothing (a "no-op tool", the benchmarks' baseline).
  *
  * Hot path: a thread-local buffer pointer (registered under a mutex once per thread), append-only
- * chunks, and a per-chunk committed length stored with release semantics, so a flush from another
+ * chunks, and a per-chunk committed length stored with release semantics, so a writer from another
  * thread reads a consistent prefix without locking the writers. Memory is bounded by a global
  * byte budget (AUTONVTX_RECORD_LIMIT_MB, default 512) checked only when a chunk is allocated;
  * past it, events are counted as dropped per thread and the program goes on.
  *
- * File format (version 1; little-endian, as written natively on x86-64/aarch64; every item
- * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8):
+ * Spilling: with AUTONVTX_RECORD_DIR set, a thread of ours (the spiller) appends what is new to
+ * $AUTONVTX_RECORD_DIR/<pid>.anr every 100 ms and unmaps the chunks it wrote, so memory stays
+ * small and a process killed hard loses at most its last 100 ms. With AUTONVTX_RECORD_KEEP=last,
+ * nothing is spilled: a thread whose chunk is full while the budget is spent reuses its oldest
+ * chunk (a ring), and the file is written at exit with the most recent events.
+ *
+ * File format (version 2; little-endian, as written natively on x86-64/aarch64; every item
+ * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8). A file
+ * is a header, then sections appended write after write; readers read to the end and leave out
+ * a last section cut short:
  *
  *   header (64 bytes):
  *     char  magic[8] = "ANVTXREC"
- *     u32   version = 1        u32 header_size = 64
+ *     u32   version = 2        u32 header_size = 64
  *     u32   pid                u32 ppid
- *     u64   flush_ns           CLOCK_MONOTONIC at flush: open ranges end here
- *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC at flush
- *     u64   dropped            events lost to the memory bound (all threads)
- *     u64   events             events recorded (all threads)
- *     u64   reserved = 0
- *   sections, until a section with tag 0 (END, length 0):
- *     u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
- *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded
+ *     u64   created_ns         CLOCK_MONOTONIC when the file was created
+ *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC then
+ *     u64   reserved[3] = 0
+ *   sections: u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
+ *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded; first
  *     tag 2 DOMAINS:    entries { u32 id; u32 len; str name }        (core domain 0 = "" implicit)
  *     tag 3 STRINGS:    entries { u32 id; u32 domain; u32 len; u32 0; str text }   registered
  *     tag 4 CATEGORIES: entries { u32 domain; u32 category; u32 len; u32 0; str name }  last wins
- *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 0;
- *                       str name (pthread name at first event); then the thread's event records
+ *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 flags
+ *                       (1: keep-last let older events go); str name (pthread name at first
+ *                       event); then event records continuing the thread's (same index) earlier ones
  *     tag 6 THREAD_NAMES: entries { u32 tid; u32 len; str name }   nvtxNameOsThread, last wins
- *   Unknown tags are skipped by readers.
+ *     tag 7 SPILL:      u64 ns; i64 realtime_offset_ns; u64 events; u64 dropped; u64 discarded;
+ *                       u32 final; u32 0 -- ends each write; final = 1 at a normal exit
+ *   Each write holds only what is new since the previous one (registries included). Open
+ *   ranges end at the last SPILL's ns; a file whose last SPILL is not final comes from a
+ *   process that died. Unknown tags are skipped by readers.
  *
  *   event record:
  *     u8 kind (1 push, 2 pop, 3 start, 4 end, 5 mark)
@@ -606,84 +616,49 @@ static inline uint32_t domain_id(nvtxDomainHandle_t d)
     return d ? ((const domain_entry*)(const void*)d)->id : 0;
 }
 
-static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
-                                    const nvtxEventAttributes_t* a)
+/* An event's message, made ready to copy: inline UTF-8 (wide strings converted) or a string id. */
+typedef struct message {
+    uint8_t kind;          /* M_NONE, M_INLINE, M_REGISTERED */
+    const char* text;
+    size_t len;
+    uint32_t string_id;
+    char* big;             /* malloc'ed conversion of a long wide string, freed by the caller */
+    char tmp[1024];
+} message;
+
+static inline void read_message(const nvtxEventAttributes_t* a, message* m)
 {
-    if (UNLIKELY(!a)) {
-        write_simple(kind, domain, id);
-        return;
+    m->kind = M_NONE;
+    m->big = NULL;
+    if (a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii) {
+        m->kind = M_INLINE;
+        m->text = a->message.ascii;
+        m->len = strlen(m->text);
+        if (m->len > MAX_MESSAGE)
+            m->len = MAX_MESSAGE;
+    } else if (a->messageType == NVTX_MESSAGE_TYPE_UNICODE && a->message.unicode) {
+        size_t wl = wcslen(a->message.unicode);
+        char* out = m->tmp;
+        size_t cap = sizeof(m->tmp);
+        if (wl * 4 > cap) {
+            cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
+            out = m->big = malloc(cap);
+        }
+        if (out) {
+            m->kind = M_INLINE;
+            m->text = out;
+            m->len = utf8_from_wide(a->message.unicode, out, cap);
+        }
+    } else if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED && a->message.registered) {
+        m->kind = M_REGISTERED;
+        m->string_id = ((const string_entry*)(const void*)a->message.registered)->id;
     }
-    thread_buffer* b = buffer();
-    uint8_t flags = 0, payload_type = 0, message_kind = M_NONE;
-    size_t n = sizeof(record_head) + (id ? 8 : 0);
-    const char* text = NULL;
-    size_t text_len = 0;
-    char wide_tmp[1024];
-    char* wide_big = NULL;
-    uint32_t string_id = 0;
+}
 
-    if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
-        payload_type = (uint8_t)a->payloadType;
-        n += 8;
-    }
-    if (a->colorType == NVTX_COLOR_ARGB) {
-        flags |= F_COLOR;
-        n += 4;
-    }
-    if (a->category != 0) {
-        flags |= F_CATEGORY;
-        n += 4;
-    }
-    switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII:
-        if (a->message.ascii) {
-            message_kind = M_INLINE;
-            text = a->message.ascii;
-            text_len = strlen(text);
-            if (text_len > MAX_MESSAGE)
-                text_len = MAX_MESSAGE;
-        }
-        break;
-    case NVTX_MESSAGE_TYPE_UNICODE:
-        if (a->message.unicode) {
-            size_t wl = wcslen(a->message.unicode);
-            char* out = wide_tmp;
-            size_t cap = sizeof(wide_tmp);
-            if (wl * 4 > cap) {
-                cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
-                wide_big = malloc(cap);
-                out = wide_big;
-            }
-            if (out) {
-                message_kind = M_INLINE;
-                text = out;
-                text_len = utf8_from_wide(a->message.unicode, out, cap);
-            }
-        }
-        break;
-    case NVTX_MESSAGE_TYPE_REGISTERED:
-        if (a->message.registered) {
-            message_kind = M_REGISTERED;
-            string_id = ((const string_entry*)(const void*)a->message.registered)->id;
-        }
-        break;
-    default:
-        break;
-    }
-    if (message_kind == M_INLINE)
-        n += 4 + text_len;
-    else if (message_kind == M_REGISTERED)
-        n += 4;
-    n = ALIGN8(n);
-
-    char* p = b ? reserve(b, n) : NULL;
-    if (UNLIKELY(!p)) {
-        drop(b);
-        free(wide_big);
-        return;
-    }
-    put_head(p, kind, flags, payload_type, message_kind, domain);
-    char* q = p + sizeof(record_head);
+/* Copies what follows a record's head: [id] [payload] [color] [category] [message], padded. */
+static inline void put_body(char* q, char* end, uint64_t id, uint8_t flags, uint8_t payload_type,
+                            const nvtxEventAttributes_t* a, const message* m)
+{
     if (id) {
         memcpy(q, &id, 8);
         q += 8;
@@ -700,18 +675,54 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
         memcpy(q, &a->category, 4);
         q += 4;
     }
-    if (message_kind == M_REGISTERED) {
-        memcpy(q, &string_id, 4);
+    if (m->kind == M_REGISTERED) {
+        memcpy(q, &m->string_id, 4);
         q += 4;
-    } else if (message_kind == M_INLINE) {
-        uint32_t len32 = (uint32_t)text_len;
+    } else if (m->kind == M_INLINE) {
+        uint32_t len32 = (uint32_t)m->len;
         memcpy(q, &len32, 4);
-        memcpy(q + 4, text, text_len);
-        q += 4 + text_len;
+        memcpy(q + 4, m->text, m->len);
+        q += 4 + m->len;
     }
-    memset(q, 0, (size_t)(p + n - q));
+    memset(q, 0, (size_t)(end - q));
+}
+
+static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
+                                    const nvtxEventAttributes_t* a)
+{
+    if (UNLIKELY(!a)) {
+        write_simple(kind, domain, id);
+        return;
+    }
+    thread_buffer* b = buffer();
+    uint8_t flags = 0, payload_type = 0;
+    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    message m;
+
+    if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
+        payload_type = (uint8_t)a->payloadType;
+        n += 8;
+    }
+    if (a->colorType == NVTX_COLOR_ARGB) {
+        flags |= F_COLOR;
+        n += 4;
+    }
+    if (a->category != 0) {
+        flags |= F_CATEGORY;
+        n += 4;
+    }
+    read_message(a, &m);
+    n = ALIGN8(n + (m.kind == M_INLINE ? 4 + m.len : m.kind == M_REGISTERED ? 4 : 0));
+    char* p = b ? reserve(b, n) : NULL;
+    if (UNLIKELY(!p)) {
+        drop(b);
+        free(m.big);
+        return;
+    }
+    put_head(p, kind, flags, payload_type, m.kind, domain);
+    put_body(p + sizeof(record_head), p + n, id, flags, payload_type, a, &m);
     commit(b, n);
-    free(wide_big);
+    free(m.big);
 }
 
 static inline uint64_t new_range_id(void)
