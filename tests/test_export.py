@@ -350,3 +350,37 @@ def test_progress_line_after_a_second_on_a_terminal_only(monkeypatch: pytest.Mon
     quick = export.Progress("t.json")  # a write done before the delay prints nothing
     quick.end()
     assert terminal.text.count("done in") == (1 if tty else 0)
+
+
+def test_fork_sees_no_thread_of_the_recorder(tmp_path: Path) -> None:
+    # CPython 3.12+ warns at os.fork() in a process with other threads (it counts them after the
+    # fork): the spiller is stopped before each fork, and started again by the next buffer a
+    # thread takes.
+    program = make_file(tmp_path / "prog.py", """
+        import glob, json, os, nvtx
+        def threads():
+            return sorted(open(p).read().strip() for p in glob.glob(f"/proc/{os.getpid()}/task/*/comm"))
+        for i in range(100_000):
+            with nvtx.annotate("before"):
+                pass
+        before = threads()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        at_fork = threads()
+        os.waitpid(pid, 0)
+        for i in range(100_000):
+            with nvtx.annotate("after"):
+                pass
+        print(json.dumps([before, at_fork, threads()]))
+    """)
+    out = tmp_path / "rec"
+    out.mkdir()
+    env = {**os.environ, environment.NVTX_INJECTION64_PATH: str(native.library_path()),
+           environment.RECORD_DIR: str(out), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    before, at_fork, after = json.loads(proc.stdout)
+    assert "autonvtx-spill" in before and "autonvtx-spill" not in at_fork and "autonvtx-spill" in after
+    names = Counter(r.name for rec in read_directory(out) for r in rec.ranges)
+    assert names == {"before": 100_000, "after": 100_000}
