@@ -6,6 +6,8 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from autonvtx.recorder.model import ProcessRecording, Range
 from autonvtx.recorder.summary import RangeStats, SummaryOptions, summarize, summary_notes
 from autonvtx.recorder.table import format_csv, format_duration, format_json, format_text, write_summary
 from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
+from conftest import REPO, make_file
 
 
 def push(name: str, start: int, end: int, *, tid: int = 1, domain: str = "d", **kw: object) -> Range:
@@ -320,3 +323,42 @@ def test_filter_keeps_matching_names() -> None:
 def test_colored_text_only_when_asked() -> None:
     assert "\x1b[" not in format_text(rows(SummaryOptions()))
     assert "\x1b[1m" in format_text(rows(SummaryOptions()), color=True)
+
+
+# One rule for optional values and suffixes (`--summary [PATH]`, `--trace PATH`, `summary -o`)
+
+
+def autonvtx(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    make_file(tmp_path / "script.py", "print('ran')\n")
+    return subprocess.run([sys.executable, "-m", "autonvtx", *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--summary", "out.html", "script.py"], "--summary: 'out.html' must end in .txt, .csv or .json"),
+    (["run", "--summary=out.md", "script.py"], "--summary: 'out.md' must end in .txt, .csv or .json"),
+    (["run", "--trace", "t.txt", "script.py"], "--trace: 't.txt' must end in .json or .json.gz"),
+    (["summary", "t.json", "-o", "x.html"], "summary: -o: 'x.html' must end in .txt, .csv or .json"),
+    (["run", "--tree", "script.py"], "shape --summary; add --summary"),
+])
+def test_output_names_whose_suffix_does_not_fit_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "t.json").write_text('{"traceEvents": []}')
+    result = autonvtx(tmp_path, *args)
+    assert result.returncode == 2 and "ran" not in result.stdout
+    assert result.stderr.startswith("autonvtx: ") and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, written", [
+    (["run", "--summary", "script.py"], None),
+    (["run", "--summary", "s.csv", "script.py"], "s.csv"),
+    (["run", "--summary=s.json", "script.py"], "s.json"),
+])
+def test_summary_takes_the_next_word_only_when_it_is_an_output_name(tmp_path: Path, args: list[str],
+                                                                     written: str | None) -> None:
+    result = autonvtx(tmp_path, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ran\n"
+    if written is None:
+        assert "Time %" in result.stderr
+    else:
+        assert (tmp_path / written).is_file()
