@@ -279,7 +279,7 @@ def read_perfetto_trace(path: str | os.PathLike[str]) -> list[ProcessRecording]:
 
 def read_trace(path: str | os.PathLike[str]) -> list[ProcessRecording]:
     """A saved trace in either format, told apart by its first bytes."""
-    from autonvtx.recorder.trace import read_chrome_trace
+    from autonvtx.recorder.chrome import read_chrome_trace
 
     try:
         perfetto = is_perfetto_trace(os.fspath(path))

@@ -30,7 +30,6 @@ whose last write was not the final one comes from a process that ended abnormall
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
 import operator
 import os
@@ -80,54 +79,10 @@ class _DomainNames(Dict[int, str]):
         return str(key)
 
 
-# Range and Mark are frozen dataclasses: their generated __init__ sets each field through
-# object.__setattr__, several microseconds per Range, too slow for millions of events. These
-# build the same objects by filling their __dict__ directly; _FAST_MODEL guards against a model change.
-_new = object.__new__
-_RANGE_FIELDS = ("pid", "tid", "domain", "name", "start_ns", "end_ns", "kind", "category", "color",
-                 "payload", "is_open", "end_tid")
-_MARK_FIELDS = ("pid", "tid", "domain", "name", "ts_ns", "category", "color", "payload")
-_FAST_MODEL = (tuple(f.name for f in dataclasses.fields(Range)) == _RANGE_FIELDS
-               and tuple(f.name for f in dataclasses.fields(Mark)) == _MARK_FIELDS)
-
-
-def _fast_range(pid: int, tid: int, domain: str, name: str, start_ns: int, end_ns: int, kind: str,
-                category: Optional[str], color: Optional[int], payload: Payload, is_open: bool,
-                end_tid: Optional[int]) -> Range:
-    obj: Range = _new(Range)
-    d = obj.__dict__
-    d["pid"] = pid
-    d["tid"] = tid
-    d["domain"] = domain
-    d["name"] = name
-    d["start_ns"] = start_ns
-    d["end_ns"] = end_ns
-    d["kind"] = kind
-    d["category"] = category
-    d["color"] = color
-    d["payload"] = payload
-    d["is_open"] = is_open
-    d["end_tid"] = end_tid
-    return obj
-
-
-def _fast_mark(pid: int, tid: int, domain: str, name: str, ts_ns: int, category: Optional[str],
-               color: Optional[int], payload: Payload) -> Mark:
-    obj: Mark = _new(Mark)
-    d = obj.__dict__
-    d["pid"] = pid
-    d["tid"] = tid
-    d["domain"] = domain
-    d["name"] = name
-    d["ts_ns"] = ts_ns
-    d["category"] = category
-    d["color"] = color
-    d["payload"] = payload
-    return obj
-
-
-_make_range: Callable[..., Range] = _fast_range if _FAST_MODEL else Range
-_make_mark: Callable[..., Mark] = _fast_mark if _FAST_MODEL else Mark
+# The exporter reads files natively at the end of a run; this reader serves tests, tools and
+# small recordings, so it builds the model's own objects.
+_make_range: Callable[..., Range] = Range
+_make_mark: Callable[..., Mark] = Mark
 
 
 class _Reader:
