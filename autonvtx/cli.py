@@ -588,13 +588,14 @@ def init_command(pyproject: bool) -> None:
 
 @cli.command("merge")
 @click.argument("traces", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, metavar="PATH", help="The merged trace (.json or .json.gz).")
+@click.option("-o", "--output", required=True, metavar="PATH",
+              help="The merged trace (.json or .json.gz); inputs may be .pftrace too.")
 def merge_command(traces: tuple[str, ...], output: str) -> None:
     """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
     from autonvtx.recorder.merge import check_inputs, merge_traces
     from autonvtx.recorder.outputs import check_trace_path
 
-    check_inputs(traces)
+    check_inputs(traces, output)
     check_trace_path("merge: -o", output)
     for note in merge_traces(traces, output):
         print(f"autonvtx: {note}", file=sys.stderr)

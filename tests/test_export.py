@@ -384,3 +384,29 @@ def test_fork_sees_no_thread_of_the_recorder(tmp_path: Path) -> None:
     assert "autonvtx-spill" in before and "autonvtx-spill" not in at_fork and "autonvtx-spill" in after
     names = Counter(r.name for rec in read_directory(out) for r in rec.ranges)
     assert names == {"before": 100_000, "after": 100_000}
+
+
+def test_run_names_the_record_directory_when_it_cannot_write_the_trace(tmp_path: Path) -> None:
+    program = make_file(tmp_path / "prog.py", """
+        import os, nvtx
+        with nvtx.annotate("work"):
+            pass
+        os.mkdir("t.json")  # the trace cannot be written over a directory
+    """)
+    run = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", str(program)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0
+    spill = tmp_path / "t.json.recording"
+    assert f"autonvtx recover {spill}" in run.stderr or f"autonvtx recover t.json.recording" in run.stderr
+    recover = subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(spill), "-o", "back.json"],
+                             cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert recover.returncode == 0, recover.stderr
+    assert [r.name for r in read_chrome_trace(tmp_path / "back.json")[0].ranges] == ["work"]
+
+
+def test_merge_writes_json_only(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text('{"traceEvents": []}')
+    merged = subprocess.run([sys.executable, "-m", "autonvtx", "merge", "a.json", "-o", "m.pftrace"], cwd=tmp_path,
+                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert merged.returncode == 2 and "merge writes Chrome trace-event JSON" in merged.stderr

@@ -175,10 +175,12 @@ def _moved(recording: ProcessRecording, pid: int, shift: int) -> ProcessRecordin
     )
 
 
-def check_inputs(paths: Sequence[str]) -> None:
-    """Refuse before reading anything when an input is missing."""
+def check_inputs(paths: Sequence[str], output: str | None = None) -> None:
+    """Refuse before reading anything when an input is missing, or the output is not JSON."""
     from autonvtx.errors import UsageError
 
     for path in paths:
         if not os.path.isfile(path):
             raise UsageError(f"merge: no such file '{path}'")
+    if output is not None and not output.endswith((".json", ".json.gz")):
+        raise UsageError(f"merge: -o: {output!r} must end in .json or .json.gz (merge writes Chrome trace-event JSON)")
