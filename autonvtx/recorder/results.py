@@ -6,6 +6,7 @@ pass that writes the trace and counts the statistics together.
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +45,22 @@ def recording_files(directory: str, only_pid: int | None = None) -> list[Path]:
 
     paths = sorted(Path(directory).glob("*" + SUFFIX), key=lambda p: (len(p.stem), p.stem))
     return [p for p in paths if p.is_file() and (only_pid is None or p.stem == str(only_pid))]
+
+
+NOTE_SUFFIX = ".json"  # `<pid>.json` beside `<pid>.anr`: a child announced itself (session.note_process)
+
+
+def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
+    """pid -> note, for every readable note in `directory`."""
+    notes: dict[int, dict[str, Any]] = {}
+    for path in Path(directory).glob("*" + NOTE_SUFFIX):
+        try:
+            note = json.loads(path.read_text(encoding="utf-8"))
+            notes[int(note["pid"])] = {
+                "pid": int(note["pid"]), "ppid": int(note.get("ppid", 0)), "label": str(note.get("label", ""))}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return notes
 
 
 def write_results(directory: str, request: Request) -> Results:
@@ -97,6 +114,9 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
         notes.append(f"{count_text(discarded, 'older event was', 'older events were')} let go by "
                      "--keep last: the trace holds the most recent ones")
     for rec in recordings:
+        if rec.label.endswith("(still running)"):
+            notes.append(f"process {rec.pid} ({rec.display_name}) was still running when the recording was "
+                         "written: its events up to its last write are in")
         if not rec.ended_normally and not rec.label.endswith("(recording missing)"):
             notes.append(f"process {rec.pid} ({rec.display_name}) ended abnormally (a crash, os._exit or a "
                          "kill): its events up to its last write (at most ~100 ms before) are kept, and the "
@@ -185,4 +205,6 @@ def recover(directory: str, trace: str) -> None:
     if not recording_files(directory):
         raise UsageError(f"recover: '{directory}' holds no recordings (*.anr); expected the directory "
                          "autonvtx run named")
-    print_notes(write_results(directory, Request(trace=trace)).notes)
+    notes = read_process_notes(directory)
+    labels = {pid: str(note.get("label") or "") for pid, note in notes.items()}
+    print_notes(write_results(directory, Request(trace=trace, labels=labels)).notes)

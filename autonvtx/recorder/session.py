@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from autonvtx import environment
-from autonvtx.errors import TraceFormatError, UsageError
+from autonvtx.errors import UsageError
 from autonvtx.ranks import RankInfo, detect_rank
 from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, Outputs
+from autonvtx.recorder.results import NOTE_SUFFIX, read_process_notes
 
 
 def other_tool_attached() -> str | None:
@@ -212,9 +213,6 @@ def _process_comm() -> str:
 # Every recording child
 
 
-NOTE_SUFFIX = ".json"
-
-
 def note_process(label: str) -> None:
     """Leave `<pid>.json` in the record directory: this process runs, and how to name it.
 
@@ -233,37 +231,6 @@ def note_process(label: str) -> None:
         os.replace(temp, os.path.join(directory, f"{pid}{NOTE_SUFFIX}"))
     except OSError:
         pass
-
-
-def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
-    """pid -> note, for every readable note in `directory`."""
-    notes: dict[int, dict[str, Any]] = {}
-    for path in Path(directory).glob("*" + NOTE_SUFFIX):
-        try:
-            note = json.loads(path.read_text(encoding="utf-8"))
-            notes[int(note["pid"])] = {
-                "pid": int(note["pid"]), "ppid": int(note.get("ppid", 0)), "label": str(note.get("label", ""))}
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return notes
-
-
-def _read_recordings(directory: str, only_pid: int | None) -> tuple[list[ProcessRecording], list[str]]:
-    """The recordings in `directory` (only `only_pid`'s when given), sorted by pid, and a note
-    per file that could not be read: one bad file costs only its own process's events."""
-    from autonvtx.recorder.recording import SUFFIX, read_recording
-
-    recordings: list[ProcessRecording] = []
-    unreadable: list[str] = []
-    for path in sorted(Path(directory).glob("*" + SUFFIX)):
-        if only_pid is not None and path.stem != str(only_pid):
-            continue
-        try:
-            recordings.append(read_recording(path))
-        except TraceFormatError as error:
-            unreadable.append(f"{error}: the events of process {path.stem} are missing")
-    recordings.sort(key=lambda r: r.pid)
-    return recordings, unreadable
 
 
 def _missing_processes(notes: dict[int, dict[str, Any]], recorded: set[int]) -> list[dict[str, Any]]:
