@@ -84,6 +84,9 @@ def test_json_trace_holds_exactly_what_the_python_reader_reads(tmp_path: Path) -
     names = Counter(r.name for r in back[0].ranges)
     assert names["step"] == 700 and names["lib.call"] == 700 and names["inner main"] == 100
     assert [r.name for r in back[0].ranges if r.is_open] == ["left open"]
+    # nvtx.annotate(color="blue") records 0x000000ff (alpha 0): written opaque, never "#0000ff00".
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["args"]["color"] for e in events if e.get("name") == "step"} == {"#0000ff"}
 
 
 def test_native_statistics_equal_the_python_summary(tmp_path: Path) -> None:
