@@ -9,8 +9,10 @@ the output against the `perfetto` package's compiled protos.
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Iterator, Sequence
+from typing import Dict, Tuple, Union
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range
@@ -61,9 +63,9 @@ def head_packets(recordings: Sequence[ProcessRecording]) -> bytes:
 
 # Reading
 
-def _fields(data: bytes, start: int = 0, end: int | None = None) -> Iterator[tuple[int, int, int | bytes]]:
+def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """(field number, wire type, value) of one message; bytes for length-delimited fields."""
-    pos, end = start, len(data) if end is None else end
+    pos, end = 0, len(data)
     while pos < end:
         key, pos = _read_varint(data, pos)
         number, wire = key >> 3, key & 7
@@ -95,6 +97,28 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+_Value = Union[int, bytes]
+
+
+def _message(data: bytes) -> dict[int, _Value]:
+    """A message's fields, the last value of each (enough for the singular fields read here)."""
+    return {number: value for number, _, value in _fields(data)}
+
+
+def _int(fields: dict[int, _Value], number: int) -> int:
+    value = fields.get(number, 0)
+    return value if isinstance(value, int) else 0
+
+
+def _bytes(fields: dict[int, _Value], number: int) -> bytes:
+    value = fields.get(number, b"")
+    return value if isinstance(value, bytes) else b""
+
+
+def _text(fields: dict[int, _Value], number: int) -> str:
+    return _bytes(fields, number).decode("utf-8", "replace")
+
+
 class _Sequence:
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
@@ -102,16 +126,17 @@ class _Sequence:
         self.track = 0
 
 
+_Open = Tuple[int, str, str, Dict[str, object]]  # start, name, domain, arguments
+
+
 class _PerfettoReader:
     """TracePackets into recordings: descriptors name processes and threads, slices become ranges."""
 
-    def __init__(self, where: str) -> None:
-        self.where = where
+    def __init__(self) -> None:
         self.processes: dict[int, ProcessRecording] = {}
         self.tracks: dict[int, tuple[int, int]] = {}  # uuid -> (pid, tid); async tracks: tid -1
-        self.parents: dict[int, int] = {}
         self.sequences: dict[int, _Sequence] = {}
-        self.open: dict[int, list[tuple[int, str, str, dict[str, object]]]] = {}
+        self.open: dict[int, list[_Open]] = {}
 
     def process(self, pid: int) -> ProcessRecording:
         if pid not in self.processes:
@@ -119,77 +144,53 @@ class _PerfettoReader:
         return self.processes[pid]
 
     def packet(self, data: bytes) -> None:
-        ts = seq = 0
-        event = descriptor = interned = defaults = None
-        for number, _, value in _fields(data):
-            if number == 8:
-                ts = value  # type: ignore[assignment]
-            elif number == 10:
-                seq = value  # type: ignore[assignment]
-            elif number == 11:
-                event = value
-            elif number == 12:
-                interned = value
-            elif number == 59:
-                defaults = value
-            elif number == 60:
-                descriptor = value
-        state = self.sequences.setdefault(seq, _Sequence())
-        if defaults is not None:
-            for number, _, value in _fields(defaults):  # type: ignore[arg-type]
-                if number == 11:
-                    state.track = dict((n, v) for n, _, v in _fields(value)).get(11, 0)  # type: ignore[arg-type]
-        if interned is not None:
-            self.intern(state, interned)  # type: ignore[arg-type]
-        if descriptor is not None:
-            self.descriptor(descriptor)  # type: ignore[arg-type]
-        if event is not None:
-            self.event(state, ts, event)  # type: ignore[arg-type]
+        fields = _message(data)
+        state = self.sequences.setdefault(_int(fields, 10), _Sequence())
+        if 59 in fields:  # trace_packet_defaults.track_event_defaults.track_uuid
+            state.track = _int(_message(_bytes(_message(_bytes(fields, 59)), 11)), 11) or state.track
+        if 12 in fields:
+            for number, _, value in _fields(_bytes(fields, 12)):
+                if number in (1, 2) and isinstance(value, bytes):
+                    entry = _message(value)
+                    table = state.names if number == 2 else state.categories
+                    table[_int(entry, 1)] = _text(entry, 2)
+        if 60 in fields:
+            self.descriptor(_message(_bytes(fields, 60)))
+        if 11 in fields:
+            self.event(state, _int(fields, 8), _bytes(fields, 11))
 
-    def intern(self, state: _Sequence, data: bytes) -> None:
-        for number, _, value in _fields(data):
-            entry = {n: v for n, _, v in _fields(value)}  # type: ignore[arg-type]
-            text = entry.get(2, b"").decode("utf-8", "replace")  # type: ignore[union-attr]
-            if number == 2:
-                state.names[entry.get(1, 0)] = text  # type: ignore[index]
-            elif number == 1:
-                state.categories[entry.get(1, 0)] = text  # type: ignore[index]
-
-    def descriptor(self, data: bytes) -> None:
-        fields = {n: v for n, _, v in _fields(data)}
-        uuid = fields.get(1, 0)
+    def descriptor(self, fields: dict[int, _Value]) -> None:
+        uuid = _int(fields, 1)
         if 3 in fields:
-            process = {n: v for n, _, v in _fields(fields[3])}  # type: ignore[arg-type]
-            rec = self.process(process.get(1, 0))  # type: ignore[arg-type]
-            rec.label = process.get(6, b"").decode("utf-8", "replace")  # type: ignore[union-attr]
-            self.tracks[uuid] = (rec.pid, 0)  # type: ignore[index]
+            process = _message(_bytes(fields, 3))
+            rec = self.process(_int(process, 1))
+            rec.label = _text(process, 6)
+            self.tracks[uuid] = (rec.pid, 0)
         elif 4 in fields:
-            thread = {n: v for n, _, v in _fields(fields[4])}  # type: ignore[arg-type]
-            pid, tid = thread.get(1, 0), thread.get(2, 0)
-            self.process(pid).thread_names[tid] = thread.get(5, b"").decode("utf-8", "replace")  # type: ignore
-            self.tracks[uuid] = (pid, tid)  # type: ignore[index]
+            thread = _message(_bytes(fields, 4))
+            pid, tid = _int(thread, 1), _int(thread, 2)
+            self.process(pid).thread_names[tid] = _text(thread, 5)
+            self.tracks[uuid] = (pid, tid)
         elif 5 in fields:
-            self.tracks[uuid] = (self.tracks.get(fields[5], (0, 0))[0], -1)  # type: ignore[index, arg-type]
+            self.tracks[uuid] = (self.tracks.get(_int(fields, 5), (0, 0))[0], -1)
 
     def event(self, state: _Sequence, ts: int, data: bytes) -> None:
-        kind, track, name_iid, category = 0, state.track, 0, ""
+        kind, track, name, category = 0, state.track, "", ""
         args: dict[str, object] = {}
-        for number, wire, value in _fields(data):
-            if number == 9:
-                kind = value  # type: ignore[assignment]
-            elif number == 11:
-                track = value  # type: ignore[assignment]
-            elif number == 10:
-                name_iid = value  # type: ignore[assignment]
-            elif number == 23:
-                state.names[-1] = value.decode("utf-8", "replace")  # type: ignore[union-attr]
-                name_iid = -1
-            elif number == 3:
-                category = state.categories.get(value, "")  # type: ignore[arg-type]
-            elif number == 4:
-                key, arg = _annotation(value)  # type: ignore[arg-type]
+        for number, _, value in _fields(data):
+            if number == 9 and isinstance(value, int):
+                kind = value
+            elif number == 11 and isinstance(value, int):
+                track = value
+            elif number == 10 and isinstance(value, int):
+                name = state.names.get(value, "")
+            elif number == 23 and isinstance(value, bytes):
+                name = value.decode("utf-8", "replace")
+            elif number == 3 and isinstance(value, int):
+                category = state.categories.get(value, "")
+            elif number == 4 and isinstance(value, bytes):
+                key, arg = _annotation(value)
                 args[key] = arg
-        name = state.names.get(name_iid, "")
         domain = "" if category == "(default)" else category
         if kind == _SLICE_BEGIN:
             self.open.setdefault(track, []).append((ts, name, domain, args))
@@ -206,31 +207,33 @@ class _PerfettoReader:
             self.process(pid).unmatched_pops += 1
             return
         start, name, domain, args = stack.pop()
-        category, color, payload = _attributes(args)
-        kind = "push" if tid != -1 else "startend"
-        if tid == -1:
-            tid = pid
-        self.process(pid).ranges.append(Range(pid, tid, domain, name, start, ts, kind, category, color,
-                                              payload, end_args.get("open") is True, None))
+        self.process(pid).ranges.append(_range(pid, tid, domain, name, start, ts, args, end_args.get("open") is True))
+
+
+def _range(pid: int, tid: int, domain: str, name: str, start: int, end: int, args: dict[str, object],
+           is_open: bool) -> Range:
+    category, color, payload = _attributes(args)
+    if tid == -1:  # a start/end range: its own track under the process
+        return Range(pid, pid, domain, name, start, end, "startend", category, color, payload, is_open, None)
+    return Range(pid, tid, domain, name, start, end, "push", category, color, payload, is_open, None)
 
 
 def _annotation(data: bytes) -> tuple[str, object]:
-    key, value = "", None
+    key: str = ""
+    value: object = None
     for number, wire, raw in _fields(data):
-        if number == 10:
-            key = raw.decode("utf-8", "replace")  # type: ignore[union-attr]
-        elif number == 2:
+        if number == 10 and isinstance(raw, bytes):
+            key = raw.decode("utf-8", "replace")
+        elif number == 2 and isinstance(raw, int):
             value = bool(raw)
-        elif number == 3:
+        elif number == 3 and isinstance(raw, int):
             value = raw
-        elif number == 4:
-            value = raw - (1 << 64) if raw >= 1 << 63 else raw  # type: ignore[operator]
-        elif number == 5:
-            import struct
-
-            value = struct.unpack("<d", raw)[0]  # type: ignore[arg-type]
-        elif number == 6:
-            value = raw.decode("utf-8", "replace")  # type: ignore[union-attr]
+        elif number == 4 and isinstance(raw, int):
+            value = raw - (1 << 64) if raw >= 1 << 63 else raw
+        elif number == 5 and isinstance(raw, bytes):
+            value = struct.unpack("<d", raw)[0]
+        elif number == 6 and isinstance(raw, bytes):
+            value = raw.decode("utf-8", "replace")
     return key, value
 
 
@@ -257,11 +260,11 @@ def read_perfetto_trace(path: str | os.PathLike[str]) -> list[ProcessRecording]:
             data = f.read()
     except OSError as error:
         raise TraceFormatError(f"{where}: cannot read trace: {error.strerror}") from None
-    reader = _PerfettoReader(where)
+    reader = _PerfettoReader()
     try:
         for number, _, packet in _fields(data):
-            if number == 1:
-                reader.packet(packet)  # type: ignore[arg-type]
+            if number == 1 and isinstance(packet, bytes):
+                reader.packet(packet)
     except (ValueError, IndexError) as error:
         raise TraceFormatError(f"{where}: not a Perfetto protobuf trace ({error}); expected a .pftrace") from None
     for track, stack in reader.open.items():
@@ -269,8 +272,7 @@ def read_perfetto_trace(path: str | os.PathLike[str]) -> list[ProcessRecording]:
         rec = reader.process(pid)
         end = max([r.end_ns for r in rec.ranges] + [0])
         for start, name, domain, args in stack:
-            rec.ranges.append(Range(pid, pid if tid == -1 else tid, domain, name, start, max(end, start),
-                                    "push" if tid != -1 else "startend", *_attributes(args), True, None))
+            rec.ranges.append(_range(pid, tid, domain, name, start, max(end, start), args, True))
     for rec in reader.processes.values():
         rec.ranges.sort(key=lambda r: (r.start_ns, -r.end_ns))
         rec.marks.sort(key=lambda m: m.ts_ns)
