@@ -176,15 +176,21 @@ RECORD_DIRECTORY_SUFFIX = ".recording"
 
 def _record_directory(trace: str | None) -> str | None:
     """`<trace>.recording/` beside the trace: where a run killed before writing it (SIGKILL,
-    os._exit) leaves its events for `autonvtx recover`. One left by an earlier run is replaced."""
+    os._exit) leaves its events for `autonvtx recover`. One left by an earlier run is replaced;
+    one a live process still writes to (another rank given the same trace name) is left alone,
+    and this run records into a temporary directory instead."""
     if trace is None:
         return None
     directory = Path(trace + RECORD_DIRECTORY_SUFFIX)
-    if directory.is_dir() and all(p.suffix in (".anr", ".json", ".tmp") for p in directory.iterdir()):
+    if directory.is_dir():
+        entries = list(directory.iterdir())
+        if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or \
+                any(p.stem.isdigit() and _is_running(int(p.stem)) for p in entries):
+            return None
         shutil.rmtree(directory, ignore_errors=True)
     try:
         directory.mkdir()
-    except OSError:
+    except OSError:  # taken meanwhile, or not writable: a temporary directory serves
         return None
     return str(directory)
 
