@@ -2,6 +2,7 @@
 
     python benchmarks/bench_recorder.py            # ~5 s
     python benchmarks/bench_recorder.py --quick    # CI smoke run
+    python benchmarks/bench_recorder.py --spill    # with the spiller writing as under autonvtx run
 
 Everything runs in one process: the recorder is attached once (NVTX_INJECTION64_PATH set before
 nvtx is imported) and switched between modes with ``set_mode``, so the only difference between
@@ -36,6 +37,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny N, one repeat (CI)")
     parser.add_argument("--pairs", type=int, default=None, help="push/pop pairs per run")
+    parser.add_argument("--spill", action="store_true",
+                        help="record as autonvtx run does: a record directory, so the spiller writes "
+                             "events to a file every 100 ms while the loops run")
     args = parser.parse_args()
     pairs = args.pairs or (20_000 if args.quick else 1_000_000)
     repeats = 1 if args.quick else 3
@@ -46,7 +50,11 @@ def main() -> int:
         return 2
     # The recorder must be the NVTX tool before nvtx's first call, hence before importing it.
     os.environ[environment.NVTX_INJECTION64_PATH] = library
-    os.environ.pop(environment.RECORD_DIR, None)  # no exit-time file from a benchmark
+    spill_directory = tempfile.TemporaryDirectory() if args.spill else None
+    if spill_directory is not None:
+        os.environ[environment.RECORD_DIR] = spill_directory.name
+    else:
+        os.environ.pop(environment.RECORD_DIR, None)  # no exit-time file from a benchmark
     os.environ[environment.RECORD_LIMIT_MB] = "4096"
     os.environ[environment.RECORDER_MODE] = "noop"
     import nvtx
