@@ -387,6 +387,41 @@ static void chunk_unmap(chunk* c)
 }
 
 /* A new chunk of at least n bytes taken from the budget, or NULL. */
+/*
+ * Big chunks the spiller has written wait here for a thread that needs one, pages already
+ * faulted in (a fresh mapping costs a fault per 4 KiB where huge pages are not given). They
+ * stay counted in g_allocated: they are resident.
+ */
+#define SPARE_CHUNKS 8
+static pthread_mutex_t g_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static chunk* g_spare[SPARE_CHUNKS];
+static int g_spare_count;
+
+static chunk* spare_take(void)
+{
+    chunk* c = NULL;
+    pthread_mutex_lock(&g_spare_lock);
+    if (g_spare_count > 0)
+        c = g_spare[--g_spare_count];
+    pthread_mutex_unlock(&g_spare_lock);
+    return c;
+}
+
+/* Keeps a written big chunk for reuse, or unmaps it (and gives its bytes back to the budget). */
+static void spare_give(chunk* c)
+{
+    pthread_mutex_lock(&g_spare_lock);
+    if (c->cap + sizeof(chunk) == BIG_CHUNK_MAP && g_spare_count < SPARE_CHUNKS) {
+        g_spare[g_spare_count++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&g_spare_lock);
+    if (c) {
+        atomic_fetch_sub_explicit(&g_allocated, sizeof(chunk) + c->cap, memory_order_relaxed);
+        chunk_unmap(c);
+    }
+}
+
 static chunk* chunk_new(size_t n, int big)
 {
     uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > CHUNK_BYTES ? n : CHUNK_BYTES);
@@ -394,6 +429,12 @@ static chunk* chunk_new(size_t n, int big)
     chunk* c;
     if (big && n + sizeof(chunk) > size)
         return NULL;
+    if (big && (c = spare_take()) != NULL) {
+        atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
+        atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+        c->events = 0;
+        return c;
+    }
     before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
     if (before + size > g_limit) {
         atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
@@ -1214,6 +1255,9 @@ static void atfork_child(void)
         b = next;
     }
     g_threads = NULL;
+    while (g_spare_count > 0) /* the parent's; the child's budget starts at 0 */
+        chunk_unmap(g_spare[--g_spare_count]);
+    pthread_mutex_init(&g_spare_lock, NULL);
     free_named(g_thread_names);
     g_thread_names = NULL;
     atomic_store(&g_allocated, 0);
@@ -1631,8 +1675,7 @@ static void release_written(thread_buffer* b, const span* s)
     while (c && c != s->last) {
         chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
         atomic_store_explicit(&b->head, next, memory_order_release);
-        atomic_fetch_sub_explicit(&g_allocated, sizeof(chunk) + c->cap, memory_order_relaxed);
-        chunk_unmap(c);
+        spare_give(c);
         c = next;
     }
     b->spill_chunk = s->last;
