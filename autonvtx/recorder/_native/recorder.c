@@ -422,6 +422,18 @@ static void spare_give(chunk* c)
     }
 }
 
+/* At the final write: nothing will want them (and the exporter is about to need memory). */
+static void spare_drain(void)
+{
+    pthread_mutex_lock(&g_spare_lock);
+    while (g_spare_count > 0) {
+        chunk* c = g_spare[--g_spare_count];
+        atomic_fetch_sub_explicit(&g_allocated, sizeof(chunk) + c->cap, memory_order_relaxed);
+        chunk_unmap(c);
+    }
+    pthread_mutex_unlock(&g_spare_lock);
+}
+
 static chunk* chunk_new(size_t n, int big)
 {
     uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > CHUNK_BYTES ? n : CHUNK_BYTES);
@@ -1778,6 +1790,8 @@ static int spill_locked(int final, uint64_t out[3])
     if (final || has_unwritten(&g_spill_cursor))
         write_spill(&w, &g_spill_cursor, 1, final, out);
     drain(&w);
+    if (final)
+        spare_drain();
     if (out)
         out[2] = (uint64_t)lseek(g_spill_fd, 0, SEEK_END);
     return w.failed ? -EIO : 0;
