@@ -34,6 +34,7 @@ PROGRAM = """
                 domain.push_range(domain.get_event_attributes(message="lib.call", payload=1.5))
                 domain.pop_range()
         nvtx.mark("done", color=0xFF00FF00)
+        nvtx.mark("tab\\tquote\\"back\\\\slash \\x01 é 𝄞")
     threads = [threading.Thread(target=work, args=(200, t)) for t in range(3)]
     for t in threads:
         t.start()

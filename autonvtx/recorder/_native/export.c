@@ -79,24 +79,59 @@ static void buf_us(buf* b, uint64_t ns)
     buf_add(b, frac, 3);
 }
 
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 if the bytes there are not one. */
+static size_t utf8_length(const unsigned char* s, size_t n)
+{
+    size_t len, i;
+    uint32_t c;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF)
+        len = 2, c = s[0] & 0x1F;
+    else if (s[0] >= 0xE0 && s[0] <= 0xEF)
+        len = 3, c = s[0] & 0x0F;
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4)
+        len = 4, c = s[0] & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (i = 1; i < len; ++i) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    if ((len == 3 && (c < 0x800 || (c >= 0xD800 && c <= 0xDFFF))) || (len == 4 && (c < 0x10000 || c > 0x10FFFF)))
+        return 0;
+    return len;
+}
+
+/* A JSON string literal; control characters escaped, bytes that are not UTF-8 become U+FFFD
+   (as Python's "replace" decoding reads them), so the file is always valid JSON. */
 static void buf_json_string(buf* b, const char* s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
-    size_t i, run = 0;
+    size_t i = 0, run = 0;
     buf_add(b, "\"", 1);
-    for (i = 0; i < n; ++i) {
+    while (i < n) {
         unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\')
+        size_t len = c < 0x80 ? 1 : utf8_length((const unsigned char*)s + i, n - i);
+        if (len > 0 && c >= 0x20 && c != '"' && c != '\\') {
+            i += len;
             continue;
+        }
         buf_add(b, s + run, i - run);
-        run = i + 1;
-        if (c == '"' || c == '\\') {
+        if (len == 0) {
+            buf_add(b, "\\ufffd", 6);
+        } else if (c == '"' || c == '\\') {
             char e[2] = { '\\', (char)c };
             buf_add(b, e, 2);
         } else {
             char e[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
             buf_add(b, e, 6);
         }
+        i += len ? len : 1;
+        run = i;
     }
     buf_add(b, s + run, n - run);
     buf_add(b, "\"", 1);
