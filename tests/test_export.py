@@ -414,3 +414,21 @@ def test_merge_writes_json_only(tmp_path: Path) -> None:
     merged = subprocess.run([sys.executable, "-m", "autonvtx", "merge", "a.json", "-o", "m.pftrace"], cwd=tmp_path,
                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert merged.returncode == 2 and "merge writes Chrome trace-event JSON" in merged.stderr
+
+
+def test_outputs_are_named_from_where_autonvtx_started(tmp_path: Path) -> None:
+    program = make_file(tmp_path / "prog.py", """
+        import os, subprocess, sys, nvtx
+        os.mkdir("elsewhere")
+        os.chdir("elsewhere")
+        subprocess.run([sys.executable, "-c", "import nvtx\\nwith nvtx.annotate('child'): pass"], check=True)
+        with nvtx.annotate("parent"):
+            pass
+    """)
+    run = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "--summary", "s.csv",
+                          str(program)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 0, run.stderr
+    assert "trace written to t.json " in run.stderr and (tmp_path / "s.csv").is_file()
+    names = {r.name for rec in read_chrome_trace(tmp_path / "t.json") for r in rec.ranges}
+    assert names == {"parent", "child"}

@@ -50,6 +50,16 @@ class Outputs:
     def wanted(self) -> bool:
         return self.trace is not None or self.summary is not None
 
+    def absolute(self) -> Outputs:
+        """The same outputs with file names made absolute (the program may change directory)."""
+        import dataclasses
+
+        summary = self.summary
+        if summary is not None and summary != SUMMARY_TO_STDERR:
+            summary = os.path.abspath(summary)
+        trace = os.path.abspath(self.trace) if self.trace is not None else None
+        return dataclasses.replace(self, trace=trace, summary=summary)
+
     def for_rank(self, info: RankInfo) -> Outputs:
         """`{rank}` (and `{local_rank}`, `{world_size}`, `{pid}`) filled in the output names."""
         from autonvtx.ranks import expand_output_name

@@ -48,7 +48,10 @@ class RecordingSession:
     """
 
     def __init__(self, outputs: Outputs) -> None:
-        self.outputs = outputs
+        # Named from the directory autonvtx started in, wherever the program goes meanwhile;
+        # messages keep the names the user gave.
+        self.outputs = outputs.absolute()
+        self._given = outputs
         self._directory: str | None = None
         self._saved_env: dict[str, str | None] = {}
         self._finished = False
@@ -155,12 +158,12 @@ class RecordingSession:
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
             print_notes(notes)
         if self.outputs.trace is not None:
-            print(f"autonvtx: trace written to {self.outputs.trace} (open it in https://ui.perfetto.dev)",
+            print(f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)",
                   file=sys.stderr)
         if self.outputs.summary is not None:
             write_summary(results.stats, self.outputs.summary, notes=notes)
             if self.outputs.summary != SUMMARY_TO_STDERR:
-                print(f"autonvtx: summary written to {self.outputs.summary}", file=sys.stderr)
+                print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
 
     def _adjust(self, recordings: list[ProcessRecording]) -> None:
         for recording in recordings:
@@ -181,7 +184,7 @@ def _record_directory(trace: str | None) -> str | None:
     and this run records into a temporary directory instead."""
     if trace is None:
         return None
-    directory = Path(trace + RECORD_DIRECTORY_SUFFIX)
+    directory = Path(trace + RECORD_DIRECTORY_SUFFIX).absolute()  # children may change directory
     if directory.is_dir():
         entries = list(directory.iterdir())
         if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or \
