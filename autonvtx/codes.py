@@ -5,6 +5,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
+_CODE = types.CodeType
+
 
 def code_of(func: Any) -> types.CodeType | None:
     """The code object a call of `func` runs: a function's own, or the function a wrapt
@@ -22,12 +24,14 @@ def code_of(func: Any) -> types.CodeType | None:
 def nested_codes(code: types.CodeType) -> list[types.CodeType]:
     """The code objects defined inside `code`, at any depth (functions, methods of classes
     defined in functions, lambdas, generator expressions), outermost first."""
+    if _CODE not in map(type, code.co_consts):
+        return []  # most functions define none: one scan in C, no Python loop
     found: list[types.CodeType] = []
     pending = [code]
     while pending:
         current = pending.pop()
         for const in current.co_consts:
-            if isinstance(const, types.CodeType):
+            if type(const) is _CODE:
                 found.append(const)
                 pending.append(const)
     return found

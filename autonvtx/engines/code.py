@@ -47,15 +47,20 @@ class CodeEngine:
         name it is bound to and inside its factory)."""
         if self._monitor.is_monitored(code):
             return
-        style = self._styles.get((id(rule), module))
-        if style is None:
-            style = self._styles[id(rule), module] = self._config.style(rule, module)
+        styled = self._styles.get((id(rule), module))
+        if styled is None:
+            style = self._config.style(rule, module)
+            styled = self._styles[id(rule), module] = (style, *ranges.style_arguments(style))
+        style, domain, color, category = styled
         if style.message == "{qualname}":
-            message = qualname
+            # The code's own string when it is the name (one less string per function).
+            message = code.co_qualname if code.co_qualname == qualname else qualname
         else:
             label = ranges.Label(module, qualname, os.path.basename(code.co_filename), code.co_firstlineno)
             message = label.format(style.message)
-        self._monitor.monitor(code, ranges.emitter_with_message(style, message))
+        # A bare Range, not an Emitter: thousands of code objects get one when a package is
+        # targeted wholesale, and the callbacks need nothing else.
+        self._monitor.monitor(code, ranges.prepared_range(domain, message, color, category))
 
     def existing(self, func: Any) -> Any:
         return self._fallback.existing(func) if self._fallback is not None else None
