@@ -130,7 +130,11 @@ class RecordingSession:
         for process in missing:
             recordings.append(ProcessRecording(
                 pid=process["pid"], ppid=process["ppid"], label=f"{process['label']} (recording missing)"))
-        notes = summary_notes(recordings) + unreadable + [_missing_note(p) for p in missing]
+        # Capture windows (regions' `capture`): only the events inside them are exported.
+        from autonvtx.recorder.window import keep_capture_windows
+
+        windowed = keep_capture_windows(recordings)
+        notes = summary_notes(recordings) + unreadable + [_missing_note(p) for p in missing] + windowed
         if not any(r.ranges or r.marks for r in recordings):
             notes.append("no NVTX ranges or marks were recorded")
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
