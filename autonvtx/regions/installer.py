@@ -58,6 +58,30 @@ class RegionInstaller:
                     self._found.add(index)
                     self._place(region, name, code)
 
+    def place_source(self, module: str, source: str, filename: str) -> None:
+        """Place the regions in the functions a script's source defines, without running it
+        (a dry run of `__main__`)."""
+        try:
+            top = compile(source, filename, "exec")
+        except (SyntaxError, ValueError):
+            return
+        for index, region in enumerate(self.regions):
+            if not fnmatchcase(module, region.module_glob):
+                continue
+            for code in nested_codes(top):
+                if fnmatchcase(code.co_qualname, region.qualname_glob) and (index, id(code)) not in self._done:
+                    self._done.add((index, id(code)))
+                    self._found.add(index)
+                    self._place(region, module, code)
+
+    def unplaced_lines(self) -> list[str]:
+        """Regions that could not be placed, and those that found no function (so far)."""
+        lines = list(self.problems)
+        for index, region in enumerate(self.regions):
+            if index not in self._found:
+                lines.append(f"{region.where('function')}: {region.function!r} matched no function")
+        return lines
+
     def _place(self, region: Region, module: str, code: types.CodeType) -> None:
         placement = place(region, code)
         key = "lines" if region.lines is not None else "loop" if region.loop is not None else "function"
@@ -109,10 +133,8 @@ class RegionInstaller:
     def exit_lines(self) -> list[str]:
         """Warnings at exit: regions that found no function or could not be placed, windows
         that never opened."""
-        lines = [f"warning: {problem}" for problem in self.problems]
-        for index, region in enumerate(self.regions):
-            if index not in self._found:
-                lines.append(f"warning: {region.where('function')}: {region.function!r} matched no function in this process")
+        lines = [f"warning: {line} in this process" if "matched no function" in line else f"warning: {line}"
+                 for line in self.unplaced_lines()]
         for window, native in self._windows:
             lines.extend(window.exit_lines(native.count))
         return lines
