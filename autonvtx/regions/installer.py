@@ -125,6 +125,10 @@ class RegionInstaller:
         held.sort(key=lambda item: (item[0].lo, -item[0].hi))
         self._monitor.attach(code, tuple(n for _, n in held), any(p.kind == "call" for p, _ in held))
 
+    def iteration_counts(self) -> list[int]:
+        """How many iterations (or entries) each attached region began, in attach order."""
+        return [native.count for native in self._keep]
+
     def close_windows(self) -> None:
         """At exit: a window still open closes (the loop ended inside it)."""
         for _, native in self._windows:
