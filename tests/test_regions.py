@@ -461,7 +461,7 @@ def test_list_shows_where_each_region_was_placed(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert (
-        "region loops:train (loops.py:4): first loop: for on line 5 (lines 5-6), iterations begin at line 6"
+        "region loops:train (loops.py:4): first loop: for loop on line 5 (lines 5-6), iterations begin at line 6"
         in done.stdout
     )
 
@@ -472,3 +472,17 @@ def test_regions_config_round_trip_as_json() -> None:
     config = Config(regions=(Region("m:f", loop="first", capture=(1, 4), name="s {i}", origin="x"),))
     assert Config.from_json(config.to_json()) == config
     assert json.loads(config.to_json())["regions"][0]["capture"] == [1, 4]
+
+
+@needs_312
+def test_the_training_loop_example_profiles_steps_20_to_29(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "training_loop"
+    import shutil
+
+    for name in ("train.py", "autonvtx.toml"):
+        shutil.copy(example / name, tmp_path / name)
+    done = run_autonvtx("train.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    steps = [name for name in done.range_names() if name.startswith("step")]
+    assert sorted(steps, key=lambda s: int(s.split()[1])) == [f"step {i}" for i in range(20, 30)]
+    assert "epoch 2: loss" in done.stdout

@@ -42,14 +42,14 @@ def place(region: Region, code: types.CodeType) -> Placement | str:
         return _span(code, node, region.lines)
     loops = list(_loops(node))
     if region.loop == "auto":
-        return _loop(code, loops[0], "first loop") if loops else _call_placement()
+        return _loop(code, loops[0], "first loop: ") if loops else _call_placement()
     if region.loop == "first":
         if not loops:
             return f"no loop in {code.co_qualname} ({_lines_of(node)}); expected a for, async for or while loop"
-        return _loop(code, loops[0], "first loop")
+        return _loop(code, loops[0], "first loop: ")
     for loop in loops:
         if loop.lineno == region.loop:
-            return _loop(code, loop, f"loop on line {loop.lineno}")
+            return _loop(code, loop, "")
     starts = ", ".join(str(loop.lineno) for loop in loops) or "none"
     return f"no loop starts on line {region.loop} of {code.co_qualname}; expected one of its loops' lines ({starts})"
 
@@ -125,7 +125,7 @@ def _loop(code: types.CodeType, loop: _Loop, which: str) -> Placement | str:
         return f"no code for the body of the {keyword} loop on line {loop.lineno}"
     return Placement(
         "loop", enter, loop.lineno, last, True,
-        f"{which}: {keyword} on line {loop.lineno} (lines {loop.lineno}-{last}), iterations begin at line {enter}",
+        f"{which}{keyword} loop on line {loop.lineno} (lines {loop.lineno}-{last}), iterations begin at line {enter}",
     )
 
 
