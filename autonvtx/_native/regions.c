@@ -154,13 +154,14 @@ static void pass_window(RegionObject* r, long long index)
 
 static void open_region(open_stack* stack, RegionObject* r, PyObject* frame, long long index)
 {
+    open_entry* top;
+    if (stack->depth >= STACK_DEPTH)
+        return; /* deeper than any real program nests regions (recursion): no range */
     push_range(r, index);
-    if (stack->depth < STACK_DEPTH) {
-        open_entry* top = &stack->entries[stack->depth];
-        top->region = r;
-        top->frame = frame;
-        top->index = index;
-    }
+    top = &stack->entries[stack->depth];
+    top->region = r;
+    top->frame = frame;
+    top->index = index;
     stack->depth++;
 }
 
@@ -176,21 +177,19 @@ static void begin(open_stack* stack, RegionObject* r, PyObject* frame)
 static void close_top(open_stack* stack)
 {
     stack->depth--;
-    if (stack->depth < STACK_DEPTH)
-        pop_range(stack->entries[stack->depth].region);
+    pop_range(stack->entries[stack->depth].region);
 }
 
 static inline int top_is_frame(open_stack* stack, PyObject* frame)
 {
-    return stack->depth > 0 && stack->depth <= STACK_DEPTH &&
-           stack->entries[stack->depth - 1].frame == frame;
+    return stack->depth > 0 && stack->entries[stack->depth - 1].frame == frame;
 }
 
 /* Depth just below the open entry (r, frame), or -1 when it is not open in this frame. */
 static int find_open(open_stack* stack, RegionObject* r, PyObject* frame)
 {
     int d;
-    for (d = stack->depth < STACK_DEPTH ? stack->depth : STACK_DEPTH; d > 0; d--) {
+    for (d = stack->depth; d > 0; d--) {
         open_entry* e = &stack->entries[d - 1];
         if (e->frame != frame)
             return -1;

@@ -141,6 +141,8 @@ class RegionInstaller:
                  for line in self.unplaced_lines()]
         for window, native in self._windows:
             lines.extend(window.exit_lines(native.count))
+        if self.note is not None:
+            lines.append(f"warning: {self.note}")
         return lines
 
     def report_lines(self) -> list[str]:
@@ -148,8 +150,6 @@ class RegionInstaller:
         lines = list(self.resolved)
         for window, _ in self._windows:
             lines.extend(window.notes)
-        if self.note is not None:
-            lines.append(self.note)
         return lines
 
     def uninstall(self) -> None:
