@@ -114,7 +114,7 @@ setup(
     ext_modules=[
         Extension(
             LIBRARY,
-            sources=[SOURCE],
+            sources=[SOURCE, "autonvtx/recorder/_native/export.c"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,

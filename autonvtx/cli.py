@@ -59,13 +59,44 @@ def _value_options(command: click.Command) -> set[str]:
     return names
 
 
+def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options that shape a summary table, shared by `run --summary` and `summary`."""
+    options = [
+        click.option("--tree", is_flag=True, help="Summary: one row per call path, indented by nesting."),
+        click.option("--group", "group_by", type=click.Choice(["name", "class"]), default="name",
+                     help="Summary: class folds 'a.b.3.attn (Attention)' rows into one per class."),
+        click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
+                     help="Summary: leave out each range name's first N instances (warm-up)."),
+        click.option("--by", type=click.Choice(["process", "rank", "thread"]), help="Summary: a table per group."),
+        click.option("--sort", type=click.Choice(["total", "self", "count", "mean", "max"]), default="total",
+                     help="Summary: the column rows are sorted by (largest first)."),
+        click.option("--top", type=click.IntRange(min=1), metavar="N", help="Summary: only the first N rows."),
+        click.option("--filter", "name_filter", metavar="GLOB", help="Summary: only ranges whose name matches."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def make_summary_options(values: dict[str, Any]) -> Any:
+    from autonvtx.recorder.summary import SummaryOptions
+
+    return SummaryOptions(tree=values["tree"], group=values["group_by"], skip_first=values["skip_first"],
+                          by=values["by"], sort=values["sort"], top=values["top"], filter=values["name_filter"])
+
+
+SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": "total",
+                           "top": None, "name_filter": None}
+
+
 def split_target_arguments(
     args: Sequence[str], value_options: set[str]
 ) -> tuple[list[str], tuple[str, str, tuple[str, ...]] | None]:
     """Split `run`'s arguments into (our options, (kind, value, target args)).
 
-    `--summary` takes a value only when it is written `--summary=PATH` or the next argument
-    ends in .txt/.csv/.json, so `autonvtx run --summary train.py` runs train.py.
+    `--summary` takes a value when written `--summary=PATH`, or when the next argument has a
+    file suffix other than a script's (`outputs.is_option_value`), so `autonvtx run --summary
+    train.py` runs train.py and `--summary out.html` is refused for its suffix.
     """
     ours: list[str] = []
     i = 0
@@ -84,10 +115,10 @@ def split_target_arguments(
                 return ours, (kind, token[len(flag) :], tuple(args[i + 1 :]))
         if token == "--summary":
             # Imported here: a run without --summary does not load outputs (start-up, issue 6).
-            from autonvtx.recorder.outputs import SUMMARY_SUFFIXES, SUMMARY_TO_STDERR
+            from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, is_option_value
 
             following = args[i + 1] if i + 1 < len(args) else ""
-            if following.endswith(SUMMARY_SUFFIXES) and not following.startswith("-"):
+            if is_option_value(following):
                 ours.append(f"--summary={following}")
                 i += 2
             else:
@@ -172,7 +203,7 @@ def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--trace",
     metavar="PATH",
-    help="Record every NVTX event and write a Chrome/Perfetto trace (.json or .json.gz).",
+    help="Record every NVTX event and write a trace: Chrome JSON (.json, .json.gz) or Perfetto (.pftrace).",
 )
 @click.option(
     "--summary",
@@ -185,6 +216,13 @@ def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
     metavar="MB",
     help="Memory bound of the recorder's event buffers per process (default 512).",
 )
+@click.option(
+    "--keep",
+    type=click.Choice(["all", "last"]),
+    default="all",
+    help="last: keep only the most recent events, within --buffer-mb (a ring per thread).",
+)
+@summary_options
 @click.option(
     "--no-children",
     is_flag=True,
@@ -217,9 +255,11 @@ def run(
     trace: str | None,
     summary: str | None,
     buffer_mb: int | None,
+    keep: str,
     no_children: bool,
     captures: tuple[str, ...],
     ranks: str | None,
+    **table: Any,
 ) -> TargetRun:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
 
@@ -237,9 +277,12 @@ def run(
     if target is None:
         raise UsageError("run: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx run --help')")
     kind, value, target_args = target
+    if summary is None and table != SUMMARY_OPTION_DEFAULTS:
+        raise UsageError("run: --tree, --group, --skip-first, --by, --sort, --top and --filter shape --summary; "
+                         "add --summary")
     left_out = False  # by --ranks: this rank runs as plain `python` would
     outputs = None
-    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None:
+    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
         # Imported only for these options: a plain run loads neither (start-up, issue 6).
         from autonvtx.ranks import detect_rank, label_with_rank, parse_ranks
         from autonvtx.recorder.outputs import Outputs, check_outputs
@@ -252,6 +295,8 @@ def run(
             label=label_with_rank(describe_target(kind, value, target_args), rank),
             buffer_mb=buffer_mb,
             children=not no_children,
+            keep=keep,
+            summary_options=make_summary_options(table) if summary is not None else None,
         ).for_rank(rank)
         check_outputs(outputs)
     config = load_rules(configs, presets, targets, includes, excludes, engine, captures)
@@ -385,21 +430,38 @@ def describe_target(kind: str, value: str, args: Sequence[str]) -> str:
     metavar="PATH",
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
-def summary_command(trace: str, output: str | None) -> None:
-    """Print the range statistics table of a saved TRACE (.json or .json.gz)."""
-    from autonvtx.recorder.summary import summarize, summary_notes, write_summary
-    from autonvtx.recorder.trace import read_chrome_trace
+@summary_options
+def summary_command(trace: str, output: str | None, **table: Any) -> None:
+    """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
+    from autonvtx.recorder.outputs import check_summary_path
+    from autonvtx.recorder.perfetto import read_trace
+    from autonvtx.recorder.summary import summarize, summary_notes
+    from autonvtx.recorder.table import format_text, use_color, write_summary
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
-    recordings = read_chrome_trace(trace)
-    notes = summary_notes(recordings)
+    if output is not None:
+        check_summary_path("summary: -o", output)
+    recordings = read_trace(trace)
+    stats = summarize(recordings, make_summary_options(table))
     if output is None:
-        from autonvtx.recorder.summary import format_text
-
-        click.echo(format_text(summarize(recordings), notes=notes), nl=False)
+        click.echo(format_text(stats, notes=summary_notes(recordings), color=use_color(sys.stdout)), nl=False)
     else:
-        write_summary(summarize(recordings), output, notes=notes)
+        write_summary(stats, output, notes=summary_notes(recordings))
+
+
+@cli.command("recover")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("-o", "--output", required=True, metavar="PATH", help="The trace (.json, .json.gz, .pftrace).")
+def recover_command(directory: str, output: str) -> None:
+    """Write the trace of a run whose events were spilled to DIRECTORY but never written out
+    (the directory `autonvtx run` named on stderr, or one left by a killed run)."""
+    from autonvtx.recorder.outputs import check_trace_path
+    from autonvtx.recorder.results import recover
+
+    check_trace_path("recover: -o", output)
+    recover(directory, output)
+    print(f"autonvtx: trace written to {output} (open it in https://ui.perfetto.dev)", file=sys.stderr)
 
 
 @cli.command("presets")
@@ -510,13 +572,14 @@ def init_command(pyproject: bool) -> None:
 
 @cli.command("merge")
 @click.argument("traces", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, metavar="PATH", help="The merged trace (.json or .json.gz).")
+@click.option("-o", "--output", required=True, metavar="PATH",
+              help="The merged trace (.json or .json.gz); inputs may be .pftrace too.")
 def merge_command(traces: tuple[str, ...], output: str) -> None:
     """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
     from autonvtx.recorder.merge import check_inputs, merge_traces
     from autonvtx.recorder.outputs import check_trace_path
 
-    check_inputs(traces)
+    check_inputs(traces, output)
     check_distinct_files("merge", traces)
     check_trace_path("merge: -o", output)
     for note in merge_traces(traces, output):
@@ -536,6 +599,31 @@ def check_distinct_files(where: str, paths: Sequence[str]) -> None:
         seen[key] = path
         if first is not None:
             raise UsageError(f"{where}: '{path}': the same file as '{first}'; expected each trace once")
+
+
+@cli.command("report")
+@click.argument("profile")
+@click.option("--tree", is_flag=True, help="Show the nesting of ranges, GPU time at each level.")
+@click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="One table per process, rank, thread or GPU.")
+@click.option("--sort", type=click.Choice(["gpu", "cpu", "kernels", "instances", "span", "memcpy", "name"]),
+              help="Order of rows (default: gpu, or cpu for a recording without GPU data).")
+@click.option("--top", type=click.IntRange(min=1), metavar="N", help="Only the N first rows (with --tree: children per range).")
+@click.option("--filter", "pattern", metavar="GLOB", help="Only ranges whose name matches GLOB (with --tree: and what encloses them).")
+@click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
+@click.option("--format", "fmt", type=click.Choice(["text", "csv", "json"]), help="Output form (default: text, or from -o's extension).")
+@click.option("-o", "--output", metavar="PATH", help="Write to PATH instead of standard output.")
+@click.option("--html", metavar="PATH", help="Also write a self-contained page: a flame chart of the tree beside the table.")
+@click.option("--html-by", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True, help="What sizes the boxes of --html.")
+def report_command(profile: str, tree: bool, by: str | None, sort: str | None, top: int | None, pattern: str | None,
+                   strip_ids: bool, fmt: str | None, output: str | None, html: str | None, html_by: str) -> None:
+    """GPU time per NVTX range from PROFILE: an `nsys export --type sqlite` file, a .nsys-rep, or an autonvtx trace."""
+    from autonvtx.report.output import ReportRequest, produce
+
+    text = produce(ReportRequest(profile, tree, by, sort, top, pattern, strip_ids, fmt, output, html, html_by))
+    if text is not None:
+        click.echo(text, nl=False)
+    if html is not None:
+        print(f"autonvtx: report: wrote {html}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> Any:

@@ -34,14 +34,22 @@ def nested_codes(code: types.CodeType) -> list[types.CodeType]:
 
 
 def code_named(func: Any, qualname: str) -> types.CodeType | None:
-    """The code object that defines `qualname`, found on `func` or along its `__wrapped__`
-    chain (functools.wraps). None when none does: a decorator's wrapper without `__wrapped__`
-    runs code shared by every function it decorates, and that code has a name of its own."""
+    """The code object that runs as `qualname`: the one defining that name, on `func` or along
+    its `__wrapped__` chain (functools.wraps); else `func`'s own code when it is no closure
+    (code generated with exec, as attrs and dataclasses make `__init__`, is named by what
+    `exec` saw). None for a closure of another name: a factory's function, or a decorator's
+    wrapper without `__wrapped__`, whose code serves every function it decorates."""
+    own = None
     for _ in range(100):
         code = getattr(func, "__code__", None) if type(func) is types.FunctionType else None
-        if code is not None and code.co_qualname == qualname:
-            return code
+        if code is not None:
+            if code.co_qualname == qualname:
+                return code
+            if own is None:
+                own = code
         func = getattr(func, "__wrapped__", None)
         if func is None:
-            return None
+            break
+    if own is not None and "<locals>" not in own.co_qualname:
+        return own
     return None

@@ -46,6 +46,11 @@ RECORDER_CLOCK = "AUTONVTX_RECORDER_CLOCK"
 # inherit it. AUTONVTX_VERBOSE=1 makes each such process say what it instrumented.
 RULES = "AUTONVTX_RULES"
 
+# "last" (`--keep last`): the recorder keeps a ring of chunks per thread within
+# AUTONVTX_RECORD_LIMIT_MB, so a long run's trace holds its most recent events (nothing is
+# spilled before the end).
+RECORD_KEEP = "AUTONVTX_RECORD_KEEP"
+
 
 def is_tool_configured() -> bool:
     """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable
@@ -360,6 +359,8 @@ def _suggest(glob: str, seen: Iterable[str]) -> str:
         pieces = name.split(".")
         candidates.update(".".join(pieces[:n]) for n in range(1, len(pieces) + 1))
     candidates.discard(literal)
+    import difflib  # imported here: only a pattern that matched nothing needs it (start-up)
+
     close = difflib.get_close_matches(literal, sorted(candidates), n=1, cutoff=0.75)
     if not close:
         return ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import types
 import weakref
 from collections import Counter
@@ -162,6 +163,7 @@ class Walker:
         self._reports: dict[str, ModuleReport] = {}
         # Modules met while the engine itself was being imported, walked right after.
         self._deferred: list[types.ModuleType] | None = None
+        self._engine_lock = threading.RLock()
 
     @property
     def built_engine(self) -> Engine | None:
@@ -170,10 +172,10 @@ class Walker:
 
     @property
     def engine(self) -> Engine:
-        engine = self._engine
-        if engine is None:
-            engine = self._engine = self._new_engine()
-        return engine
+        if self._engine is None:
+            self._make_engine_once(None)
+        assert self._engine is not None, "the engine is being made on this thread"
+        return self._engine
 
     def _new_engine(self) -> Engine:
         if self._make_engine is not None:
@@ -190,18 +192,9 @@ class Walker:
         """Decide, and apply, what the rules select among the functions and classes defined
         in `module`."""
         if self._engine is None:
-            if self._deferred is not None:
-                # Importing the engine imported this target (wrapt imports bisect, say):
-                # walked once the engine is ready, not with a half-imported engine.
-                self._deferred.append(module)
+            self._make_engine_once(module)
+            if self._engine is None:  # met while the engine itself was being imported
                 return self._report_for(_module_dict(module).get("__name__"))
-            self._deferred = []
-            try:
-                self._engine = self._new_engine()
-            finally:
-                deferred, self._deferred = self._deferred, None
-            for earlier in deferred:
-                self.instrument(earlier)
         namespace = _module_dict(module)
         if not self._engine.changes_namespaces:
             namespace = dict(namespace)  # the walk rebinds names: let it rebind a copy
@@ -210,6 +203,8 @@ class Walker:
     def instrument_main(self, module: types.ModuleType) -> ModuleReport:
         """Incremental instrument() for a script's `__main__`, called after each top-level
         statement: only names bound to a new function or class since the last call are walked."""
+        if self._engine is None:
+            self._make_engine_once(None)
         namespace = _module_dict(module)
         seen = self._main_seen.setdefault(module, {})
         fresh = [
@@ -238,6 +233,25 @@ class Walker:
         except Exception as exc:  # never raise into the program's import
             report.skip("<module>", f"instrumentation failed: {type(exc).__name__}: {exc}")
         return report
+
+    def _make_engine_once(self, module: types.ModuleType | None) -> None:
+        # Two threads importing their first targets at once make one engine (the lock is
+        # re-entrant: importing the engine may import a target on this same thread, which is
+        # then walked right after, not with a half-imported engine).
+        with self._engine_lock:
+            if self._engine is not None:
+                return
+            if self._deferred is not None:
+                if module is not None:
+                    self._deferred.append(module)
+                return
+            self._deferred = []
+            try:
+                self._engine = self._new_engine()
+            finally:
+                deferred, self._deferred = self._deferred, None
+        for earlier in deferred:
+            self.instrument(earlier)
 
     def _report_for(self, name: Any) -> ModuleReport:
         if not isinstance(name, str):

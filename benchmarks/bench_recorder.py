@@ -2,6 +2,7 @@
 
     python benchmarks/bench_recorder.py            # ~5 s
     python benchmarks/bench_recorder.py --quick    # CI smoke run
+    python benchmarks/bench_recorder.py --spill    # with the spiller writing as under autonvtx run
 
 Everything runs in one process: the recorder is attached once (NVTX_INJECTION64_PATH set before
 nvtx is imported) and switched between modes with ``set_mode``, so the only difference between
@@ -36,6 +37,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny N, one repeat (CI)")
     parser.add_argument("--pairs", type=int, default=None, help="push/pop pairs per run")
+    parser.add_argument("--spill", action="store_true",
+                        help="record as autonvtx run does: a record directory, so the spiller writes "
+                             "events to a file every 100 ms while the loops run")
     args = parser.parse_args()
     pairs = args.pairs or (20_000 if args.quick else 1_000_000)
     repeats = 1 if args.quick else 3
@@ -46,13 +50,18 @@ def main() -> int:
         return 2
     # The recorder must be the NVTX tool before nvtx's first call, hence before importing it.
     os.environ[environment.NVTX_INJECTION64_PATH] = library
-    os.environ.pop(environment.RECORD_DIR, None)  # no exit-time file from a benchmark
+    spill_directory = tempfile.TemporaryDirectory() if args.spill else None
+    if spill_directory is not None:
+        os.environ[environment.RECORD_DIR] = spill_directory.name
+    else:
+        os.environ.pop(environment.RECORD_DIR, None)  # no exit-time file from a benchmark
     os.environ[environment.RECORD_LIMIT_MB] = "4096"
     os.environ[environment.RECORDER_MODE] = "noop"
     import nvtx
     from nvtx._lib import pop_range, push_range
 
-    from autonvtx.recorder.recording import read_recording
+    from autonvtx.recorder.export import STATS_FLAT, export
+    from autonvtx.recorder.recording import read_recording, scan_recording
 
     domain = nvtx.get_domain("bench")
     handle = domain.handle
@@ -95,7 +104,10 @@ def main() -> int:
         start = time.perf_counter()
         recording = read_recording(path)
         read_s = time.perf_counter() - start
-    assert len(recording.ranges) == read_pairs
+        start = time.perf_counter()
+        exported = export([(path, 0, scan_recording(path))], stats_mode=STATS_FLAT)
+        native_s = time.perf_counter() - start
+    assert len(recording.ranges) == read_pairs == exported.ranges
 
     # nvtx.annotate builds its attributes on every call (~1.5 us): fewer pairs keep it short.
     rows = [("python loop only", "noop", empty, pairs)]
@@ -137,7 +149,8 @@ def main() -> int:
 
     print(f"flush: {flushed.bytes / 2**20:.1f} MiB, {flushed.events:,} events in {flush_s:.3f} s; "
           f"read back {len(recording.ranges):,} ranges in {read_s:.2f} s "
-          f"({flushed.events / read_s:,.0f} events/s)")
+          f"({flushed.events / read_s:,.0f} events/s) by the Python reader, "
+          f"in {native_s:.3f} s ({flushed.events / native_s:,.0f} events/s) by the native exporter (statistics)")
     return 0
 
 

@@ -358,7 +358,7 @@ def test_timestamps_are_clock_monotonic_ns_in_parent_and_forked_child(tmp_path: 
         assert not any(r.is_open for r in recording.ranges)
 
 
-def test_exit_writes_recording_unless_already_flushed(tmp_path: Path) -> None:
+def test_exit_writes_recording_and_an_explicit_flush_writes_a_copy(tmp_path: Path) -> None:
     recordings, out = run_python(tmp_path, """
         import json, os, nvtx
         from autonvtx.recorder import native
@@ -377,8 +377,12 @@ def test_exit_writes_recording_unless_already_flushed(tmp_path: Path) -> None:
         with nvtx.annotate("x"):
             pass
         native.control().flush({str(explicit)!r})
+        with nvtx.annotate("y"):
+            pass
     """)
-    assert recordings == []
+    # The live file in the record directory holds everything; the copy what came before it.
+    assert [r.name for r in only(recordings).ranges] == ["x", "y"]
+    assert only(recordings).ended_normally
     assert [r.name for r in read_recording(explicit).ranges] == ["x"]
     assert not list(explicit.parent.glob("*.tmp"))
 
@@ -514,9 +518,13 @@ def test_corrupt_recordings_raise_trace_format_error(tmp_path: Path) -> None:
     cases = {
         "magic": (b"NOTMAGIC" + data[8:], "not an autonvtx recording"),
         "version": (data[:8] + (99).to_bytes(4, "little") + data[12:], "unsupported recording version 99"),
-        "truncated": (data[: len(data) - 24], "truncated|runs past"),
         "short": (data[:10], "too short"),
     }
+    # A file cut short (its process killed mid-write) reads up to its last whole section.
+    cut = tmp_path / "cut.anr"
+    cut.write_bytes(data[: len(data) - 24])
+    assert not read_recording(cut).ended_normally
+    assert read_recording(good).ended_normally
     for name, (content, message) in cases.items():
         bad = tmp_path / f"{name}.anr"
         bad.write_bytes(content)

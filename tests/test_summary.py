@@ -6,22 +6,17 @@ import io
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.summary import (
-    RangeStats,
-    format_csv,
-    format_duration,
-    format_json,
-    format_text,
-    summarize,
-    summary_notes,
-    write_summary,
-)
+from autonvtx.recorder.summary import RangeStats, SummaryOptions, summarize, summary_notes
+from autonvtx.recorder.table import format_csv, format_duration, format_json, format_text, write_summary
 from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
+from conftest import REPO, make_file
 
 
 def push(name: str, start: int, end: int, *, tid: int = 1, domain: str = "d", **kw: object) -> Range:
@@ -148,11 +143,13 @@ def sample_stats() -> list[RangeStats]:
 def test_format_text_table() -> None:
     text = format_text(sample_stats(), notes=["3 events were dropped"])
     lines = text.splitlines()
-    assert lines[0].split() == ["Time", "%", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max", "StdDev", "Range"]
+    assert lines[0].split() == ["Time", "%", "%", "Wall", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max",
+                                "StdDev", "Range"]
     assert set(lines[1].replace(" ", "")) == {"-"}
-    assert lines[2].split() == ["67.6", "2.500", "s", "1.300", "s", "1", *["2.500", "s"] * 4, "0", "ns", "autonvtx:Trainer.step"]
+    # % Wall: the share of the recorded time (first start to last end), nesting left as it is.
+    assert lines[2].split() == ["67.6", "100.0", "2.500", "s", "1.300", "s", "1", *["2.500", "s"] * 4, "0", "ns", "autonvtx:Trainer.step"]
     assert lines[3].endswith("autonvtx:Encoder.forward")
-    assert lines[4].split()[:4] == ["0.0", "4.062", "us", "4.062"]
+    assert lines[4].split()[:5] == ["0.0", "0.0", "4.062", "us", "4.062"]
     assert "2 (1 open)" in lines[4] and lines[4].endswith("  load_batch")  # default domain: the bare name
     # Aligned: every number column ends where its header ends.
     for header in ("Total", "Instances", "StdDev"):
@@ -171,7 +168,7 @@ def test_csv_parses_back() -> None:
     rows = list(csv.DictReader(io.StringIO(format_csv(stats))))
     assert list(rows[0]) == [
         "domain", "name", "count", "total_ns", "self_ns", "mean_ns", "median_ns",
-        "min_ns", "max_ns", "stddev_ns", "percent", "open_count",
+        "min_ns", "max_ns", "stddev_ns", "percent", "open_count", "wall_percent", "group", "depth", "path",
     ]
     for row, s in zip(rows, stats):
         assert (row["domain"], row["name"]) == (s.domain, s.name)
@@ -253,3 +250,115 @@ def test_summary_of_a_trace_matches_the_run(tmp_path: Path) -> None:
     back = read_chrome_trace(path)
     assert summarize(back) == summarize([rec])
     assert summary_notes(back) == summary_notes([rec])
+
+
+# Options that shape the table
+
+
+def training_run() -> list[ProcessRecording]:
+    """Two steps, each one forward through two layers of one class; the first step slower (warm-up)."""
+    ranges = []
+    for step, (start, scale) in enumerate([(0, 10), (1_000_000, 1)]):
+        ranges.append(push("step", start, start + 100_000 * scale))
+        for layer in range(2):
+            at = start + 10_000 * scale + layer * 40_000 * scale
+            ranges.append(push(f"enc.layers.{layer}.attn (Attention)", at, at + 30_000 * scale))
+            ranges.append(push("matmul", at + 1_000 * scale, at + 11_000 * scale))
+    return [ProcessRecording(pid=1, ranges=ranges, label="rank 0"),
+            ProcessRecording(pid=2, ranges=[push("step", 0, 500_000, tid=2)], label="rank 1")]
+
+
+def rows(options: SummaryOptions, recordings: list[ProcessRecording] | None = None) -> list[RangeStats]:
+    return summarize(recordings or training_run(), options)
+
+
+def test_wall_percent_is_a_share_of_the_recorded_time_not_of_all_ranges() -> None:
+    (step,) = [s for s in rows(SummaryOptions(by="process")) if s.name == "step" and "process 1" in s.group]
+    assert step.wall_percent == pytest.approx(100 * 1_100_000 / 1_100_000)
+    assert step.percent < step.wall_percent  # Time % divides by all totals, nested ones included
+
+
+def test_group_class_folds_instances_of_a_class_into_one_row() -> None:
+    folded = {s.name: s for s in rows(SummaryOptions(group="class"))}
+    assert set(folded) == {"step", "Attention", "matmul"}
+    assert folded["Attention"].count == 4
+    assert folded["Attention"].total_ns == 2 * (300_000 + 30_000)
+
+
+def test_tree_rows_follow_their_parent_with_self_time() -> None:
+    tree = rows(SummaryOptions(tree=True, group="class"))
+    assert [("  " * s.depth) + s.name for s in tree] == ["step", "  Attention", "    matmul"]
+    attention = tree[1]
+    assert attention.path == "d:step > d:Attention"
+    assert attention.self_ns == attention.total_ns - 2 * (100_000 + 10_000)
+
+
+def test_skip_first_leaves_out_warm_up_instances() -> None:
+    (step,) = [s for s in rows(SummaryOptions(skip_first=1, by="process")) if s.name == "step" and "process 1" in s.group]
+    assert step.count == 1 and step.max_ns == 100_000
+    assert not [s for s in rows(SummaryOptions(skip_first=1, by="process")) if "process 2" in s.group]
+
+
+def test_by_rank_gives_a_table_per_rank() -> None:
+    table = rows(SummaryOptions(by="rank"))
+    assert {s.group for s in table} == {"rank 0", "rank 1"}
+    text = format_text(table)
+    assert "== rank 0 ==" in text and "== rank 1 ==" in text
+
+
+# Ties (Attention and step: 440 us of self time each; Attention and matmul: 4 instances each)
+# are broken by name.
+@pytest.mark.parametrize("sort, first", [("total", "step"), ("count", "Attention"), ("max", "step"),
+                                         ("self", "Attention"), ("mean", "step")])
+def test_sort_and_top(sort: str, first: str) -> None:
+    table = rows(SummaryOptions(sort=sort, top=1, group="class", by="process"))
+    assert [s.name for s in table if "process 1" in s.group] == [first]
+
+
+def test_filter_keeps_matching_names() -> None:
+    assert [s.name for s in rows(SummaryOptions(filter="enc.*"))] == ["enc.layers.0.attn (Attention)",
+                                                                       "enc.layers.1.attn (Attention)"]
+
+
+def test_colored_text_only_when_asked() -> None:
+    assert "\x1b[" not in format_text(rows(SummaryOptions()))
+    assert "\x1b[1m" in format_text(rows(SummaryOptions()), color=True)
+
+
+# One rule for optional values and suffixes (`--summary [PATH]`, `--trace PATH`, `summary -o`)
+
+
+def autonvtx(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    make_file(tmp_path / "script.py", "print('ran')\n")
+    return subprocess.run([sys.executable, "-m", "autonvtx", *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--summary", "out.html", "script.py"], "--summary: 'out.html' must end in .txt, .csv or .json"),
+    (["run", "--summary=out.md", "script.py"], "--summary: 'out.md' must end in .txt, .csv or .json"),
+    (["run", "--trace", "t.txt", "script.py"], "--trace: 't.txt' must end in .json or .json.gz"),
+    (["summary", "t.json", "-o", "x.html"], "summary: -o: 'x.html' must end in .txt, .csv or .json"),
+    (["run", "--tree", "script.py"], "shape --summary; add --summary"),
+])
+def test_output_names_whose_suffix_does_not_fit_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "t.json").write_text('{"traceEvents": []}')
+    result = autonvtx(tmp_path, *args)
+    assert result.returncode == 2 and "ran" not in result.stdout
+    assert result.stderr.startswith("autonvtx: ") and message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args, written", [
+    (["run", "--summary", "script.py"], None),
+    (["run", "--summary", "s.csv", "script.py"], "s.csv"),
+    (["run", "--summary=s.json", "script.py"], "s.json"),
+])
+def test_summary_takes_the_next_word_only_when_it_is_an_output_name(tmp_path: Path, args: list[str],
+                                                                     written: str | None) -> None:
+    result = autonvtx(tmp_path, *args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ran\n"
+    if written is None:
+        assert "Time %" in result.stderr
+    else:
+        assert (tmp_path / written).is_file()

@@ -37,7 +37,7 @@ def recording() -> ProcessRecording:
     ranges = [
         Range(PID, PID, "autonvtx", "Encoder.forward", T0 + 100, T0 + 400, color=0xFF00FF00),
         Range(PID, PID, "", "inner", T0 + 100, T0 + 400, payload=7),  # same span as its parent
-        Range(PID, PID, "autonvtx", "Trainer.step", T0 + 0, T0 + 1_000, category="model", color=0x80123456),
+        Range(PID, PID, "autonvtx", "Trainer.step", T0 + 0, T0 + 1_000, category="model", color=0xFF123456),
         Range(PID, PID, "autonvtx", "Trainer.step", T0 + 1_000, T0 + 2_001, payload=2.5),
         Range(PID, PID, "autonvtx", "train", T0 + 0, T0 + 5_000, is_open=True),
         Range(PID, WORKER, "torch", "aten::mm", T0 + 50, T0 + 60),
@@ -125,7 +125,7 @@ def test_complete_events_nest_per_thread(written: dict[str, Any]) -> None:
 def test_complete_event_fields(written: dict[str, Any]) -> None:
     step = next(e for e in events(written, "X") if e["name"] == "Trainer.step")
     assert step["cat"] == "autonvtx"
-    assert step["args"] == {"domain": "autonvtx", "category": "model", "color": "#12345680"}
+    assert step["args"] == {"domain": "autonvtx", "category": "model", "color": "#123456"}
     forward = next(e for e in events(written, "X") if e["name"] == "Encoder.forward")
     assert forward["args"] == {"domain": "autonvtx", "color": "#00ff00"}
     inner = next(e for e in events(written, "X") if e["name"] == "inner")
@@ -322,3 +322,12 @@ def test_missing_trace_file(tmp_path: Path) -> None:
 def test_empty_gzip_trace_reads_as_nothing(tmp_path: Path) -> None:
     path = make_file(tmp_path / "empty.json.gz", GZIP_OF_JSON)
     assert read_chrome_trace(path) == []
+
+
+@pytest.mark.parametrize("color", [0x000000FF, 0x800000FF, 0xFF0000FF])
+def test_colors_are_written_opaque_whatever_their_alpha(tmp_path: Path, color: int) -> None:
+    # nvtx.annotate(color="blue") records 0x000000ff: alpha 00 would read as transparent in CSS.
+    rec = ProcessRecording(pid=1, ranges=[Range(1, 1, "", "r", 1_000, 2_000, color=color)])
+    write_chrome_trace([rec], tmp_path / "t.json")
+    (event,) = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
+    assert event["args"]["color"] == "#0000ff"

@@ -23,7 +23,8 @@ from typing import Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
+from autonvtx.recorder.perfetto import is_perfetto_trace, read_trace
+from autonvtx.recorder.trace import write_chrome_trace
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -48,7 +49,7 @@ class TraceSource:
 
 def merge_traces(paths: Sequence[str], output: str) -> list[str]:
     """Read `paths`, write their merged trace to `output`; return notes for the user."""
-    sources = [TraceSource(path, read_chrome_trace(path), read_trace_metadata(path)) for path in paths]
+    sources = [TraceSource(path, read_trace(path), read_trace_metadata(path)) for path in paths]
     recordings, metadata, notes = merge_sources(sources)
     write_chrome_trace(recordings, output, metadata=metadata)
     return notes
@@ -57,10 +58,12 @@ def merge_traces(paths: Sequence[str], output: str) -> list[str]:
 def read_trace_metadata(path: str) -> dict[str, Any]:
     """A trace's `otherData` ({} when it has none).
 
-    autonvtx writes `otherData` on the first line, before the events, so it is read without
-    parsing the events again; any other trace is parsed whole.
+    autonvtx writes `otherData` on the last line (earlier versions: the first), so it is read
+    without parsing the events again; any other trace is parsed whole. A Perfetto trace has none.
     """
     try:
+        if is_perfetto_trace(path):
+            return {}
         with open(path, "rb") as raw:
             compressed = raw.read(2) == _GZIP_MAGIC
         stream = gzip.open(path, "rt", encoding="utf-8") if compressed else open(path, encoding="utf-8")
@@ -69,6 +72,11 @@ def read_trace_metadata(path: str) -> dict[str, Any]:
             head = first.rstrip()
             if head.endswith('"traceEvents":['):
                 other = json.loads(head + "]}").get("otherData")
+                if not isinstance(other, dict):
+                    last = ""
+                    for line in stream:
+                        last = line
+                    other = json.loads("{" + last).get("otherData") if last.startswith('"otherData":') else {}
                 return dict(other) if isinstance(other, dict) else {}
             document = json.loads(first + stream.read())
     except (OSError, EOFError, UnicodeDecodeError, ValueError) as error:
@@ -167,10 +175,12 @@ def _moved(recording: ProcessRecording, pid: int, shift: int) -> ProcessRecordin
     )
 
 
-def check_inputs(paths: Sequence[str]) -> None:
-    """Refuse before reading anything when an input is missing."""
+def check_inputs(paths: Sequence[str], output: str | None = None) -> None:
+    """Refuse before reading anything when an input is missing, or the output is not JSON."""
     from autonvtx.errors import UsageError
 
     for path in paths:
         if not os.path.isfile(path):
             raise UsageError(f"merge: no such file '{path}'")
+    if output is not None and not output.endswith((".json", ".json.gz")):
+        raise UsageError(f"merge: -o: {output!r} must end in .json or .json.gz (merge writes Chrome trace-event JSON)")

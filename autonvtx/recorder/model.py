@@ -59,6 +59,8 @@ class ProcessRecording:
     flush_ns: int = 0  # CLOCK_MONOTONIC time at which the recording was written
     realtime_offset_ns: int = 0  # CLOCK_REALTIME - CLOCK_MONOTONIC at flush, for cross-host merges
     label: str = ""  # how the process is named in a trace ("python train.py", "rank 1", ...)
+    ended_normally: bool = True  # False: the process died (SIGKILL, os._exit) after its last spill
+    discarded_events: int = 0  # older events a keep-last recording let go (by design, not lost)
 
     @property
     def display_name(self) -> str:

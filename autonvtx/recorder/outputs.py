@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import UsageError
 
@@ -17,7 +17,21 @@ if TYPE_CHECKING:
 
 SUMMARY_TO_STDERR = "-"
 SUMMARY_SUFFIXES = (".txt", ".csv", ".json")
-TRACE_SUFFIXES = (".json", ".json.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".pftrace", ".perfetto-trace")
+SCRIPT_SUFFIXES = (".py", ".pyw", ".pyz")
+KEEP_MODES = ("all", "last")
+
+
+def is_option_value(word: str) -> bool:
+    """Whether the word after `--summary` is its value: a file name with a suffix, not a script.
+
+    The one rule for optional values: `--summary=PATH` always, `--summary PATH` when PATH has
+    a suffix other than a Python script's; the suffix must then be one the option writes.
+    """
+    if not word or word.startswith("-"):
+        return False
+    suffix = os.path.splitext(word)[1].lower()
+    return bool(suffix) and suffix not in SCRIPT_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -29,10 +43,22 @@ class Outputs:
     label: str = ""  # how the main process is named in the trace
     buffer_mb: int | None = None
     children: bool = True  # child processes' recordings join the trace
+    keep: str = "all"  # "last": a ring per thread, the most recent events (with buffer_mb)
+    summary_options: Any = None  # summary.SummaryOptions (not imported here: start-up)
 
     @property
     def wanted(self) -> bool:
         return self.trace is not None or self.summary is not None
+
+    def absolute(self) -> Outputs:
+        """The same outputs with file names made absolute (the program may change directory)."""
+        import dataclasses
+
+        summary = self.summary
+        if summary is not None and summary != SUMMARY_TO_STDERR:
+            summary = os.path.abspath(summary)
+        trace = os.path.abspath(self.trace) if self.trace is not None else None
+        return dataclasses.replace(self, trace=trace, summary=summary)
 
     def for_rank(self, info: RankInfo) -> Outputs:
         """`{rank}` (and `{local_rank}`, `{world_size}`, `{pid}`) filled in the output names."""
@@ -42,7 +68,7 @@ class Outputs:
         if summary is not None and summary != SUMMARY_TO_STDERR:
             summary = expand_output_name(summary, info)
         trace = expand_output_name(self.trace, info) if self.trace is not None else None
-        return Outputs(trace, summary, self.label, self.buffer_mb, self.children)
+        return Outputs(trace, summary, self.label, self.buffer_mb, self.children, self.keep, self.summary_options)
 
 
 def check_outputs(outputs: Outputs) -> None:
@@ -50,16 +76,28 @@ def check_outputs(outputs: Outputs) -> None:
     if outputs.trace is not None:
         check_trace_path("--trace", outputs.trace)
     if outputs.summary not in (None, SUMMARY_TO_STDERR):
-        _check_writable("--summary", outputs.summary)
+        check_summary_path("--summary", outputs.summary)
     if outputs.buffer_mb is not None and outputs.buffer_mb <= 0:
         raise UsageError(f"--buffer-mb: expected a positive number of MiB, got {outputs.buffer_mb}")
+    if outputs.keep not in KEEP_MODES:
+        raise UsageError(f"--keep: {outputs.keep!r} is not a mode; expected 'all' or 'last'")
+    if outputs.keep == "last" and outputs.buffer_mb is None:
+        raise UsageError("--keep last: needs --buffer-mb N, the memory the most recent events may take")
+
+
+def check_summary_path(option: str, path: str) -> None:
+    """Refuse a summary file whose suffix promises a form the table is not written in."""
+    _check_writable(option, path)
+    if not path.lower().endswith(SUMMARY_SUFFIXES):
+        raise UsageError(f"{option}: {path!r} must end in .txt, .csv or .json (the forms a summary is written in)")
 
 
 def check_trace_path(option: str, path: str) -> None:
     """Refuse a trace file name that could not be written, or would not be a Chrome trace."""
     _check_writable(option, path)
     if not path.endswith(TRACE_SUFFIXES):
-        raise UsageError(f"{option}: {path!r} must end in .json or .json.gz (Chrome trace-event JSON)")
+        raise UsageError(f"{option}: {path!r} must end in .json or .json.gz (Chrome trace-event JSON), "
+                         ".pftrace or .perfetto-trace (Perfetto's protobuf format)")
 
 
 def _check_writable(option: str, path: str) -> None:

@@ -1,18 +1,23 @@
 """Reads the native recorder's per-process files back into the recording model, ranges matched.
 
-File format, version 1 (written by ``_native/recorder.c``, whose header comment is the
-reference); little-endian, every item 8-byte aligned, strings are raw UTF-8 padded to 8::
+File format, version 2 (written by ``_native/recorder.c``, whose header comment is the
+reference); little-endian, every item 8-byte aligned, strings are raw UTF-8 padded to 8. A
+file is appended to as the process runs (every ~100 ms and at exit), so it is read to its end;
+a last section cut short by a kill is left out::
 
     header (64 bytes)  magic "ANVTXREC", u32 version, u32 header_size, u32 pid, u32 ppid,
-                       u64 flush_ns, i64 realtime_offset_ns, u64 dropped, u64 events, u64 0
-    sections           u32 tag, u32 0, u64 length, then `length` bytes; tag 0 ends the file
+                       u64 created_ns, i64 realtime_offset_ns, u64 0, u64 0, u64 0
+    sections           u32 tag, u32 0, u64 length, then `length` bytes
       1 CMDLINE        /proc/self/cmdline (NUL-separated)
       2 DOMAINS        {u32 id, u32 len, name}; id 0 is the core domain, named ""
       3 STRINGS        {u32 id, u32 domain, u32 len, u32 0, text}     registered strings
       4 CATEGORIES     {u32 domain, u32 category, u32 len, u32 0, name}  last one wins
-      5 THREAD         u32 tid, u32 index, u64 dropped, u64 events, u32 name_len, u32 0,
-                       name, then the thread's event records
+      5 THREAD         u32 tid, u32 index, u64 dropped, u64 events, u32 name_len, u32 flags
+                       (1: older events were discarded), name, then event records that
+                       continue the thread's earlier THREAD sections (same index)
       6 THREAD_NAMES   {u32 tid, u32 len, name}  nvtxNameOsThread, last one wins
+      7 SPILL          u64 ns, i64 realtime_offset_ns, u64 events, u64 dropped,
+                       u64 discarded, u32 final, u32 0: the end of one write
     event record       u8 kind (1 push, 2 pop, 3 start, 4 end, 5 mark), u8 flags (1 color,
                        2 category), u8 payload type (0, or nvtxPayloadType_t 1..6), u8 message
                        kind (0 none, 1 inline, 2 registered), u32 domain, u64 ts; then
@@ -20,11 +25,11 @@ reference); little-endian, every item 8-byte aligned, strings are raw UTF-8 padd
                        [u32 string id | u32 len + bytes], padded to 8
 
 Push/pop pairs are matched per (thread, domain) with a stack; start/end pairs by range id
-across threads. Ranges still open at the flush end at ``flush_ns`` with ``is_open=True``.
+across threads. Ranges still open at the last write end then with ``is_open=True``; a file
+whose last write was not the final one comes from a process that ended abnormally.
 """
 from __future__ import annotations
 
-import dataclasses
 import gc
 import operator
 import os
@@ -36,10 +41,11 @@ from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range
 
 MAGIC = b"ANVTXREC"
-VERSION = 1
+VERSION = 2
 SUFFIX = ".anr"
 
 _HEADER = struct.Struct("<8sIIIIQqQQQ")
+_SPILL = struct.Struct("<QqQQQII")
 _SECTION = struct.Struct("<IIQ")
 _U32X2 = struct.Struct("<II")
 _U32X4 = struct.Struct("<IIII")
@@ -47,7 +53,7 @@ _THREAD = struct.Struct("<IIQQII")
 _HEAD = struct.Struct("<IIQ")  # kind/flags/payload type/message kind as one word, domain, ts
 _U64 = struct.Struct("<Q")
 
-_T_END, _T_CMDLINE, _T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES = range(7)
+_T_END, _T_CMDLINE, _T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES, _T_SPILL = range(8)
 _PUSH, _POP, _START, _END, _MARK = 1, 2, 3, 4, 5
 _F_COLOR, _F_CATEGORY = 1, 2
 _M_NONE, _M_INLINE, _M_REGISTERED = 0, 1, 2
@@ -73,54 +79,10 @@ class _DomainNames(Dict[int, str]):
         return str(key)
 
 
-# Range and Mark are frozen dataclasses: their generated __init__ sets each field through
-# object.__setattr__, several microseconds per Range, too slow for millions of events. These
-# build the same objects by filling their __dict__ directly; _FAST_MODEL guards against a model change.
-_new = object.__new__
-_RANGE_FIELDS = ("pid", "tid", "domain", "name", "start_ns", "end_ns", "kind", "category", "color",
-                 "payload", "is_open", "end_tid")
-_MARK_FIELDS = ("pid", "tid", "domain", "name", "ts_ns", "category", "color", "payload")
-_FAST_MODEL = (tuple(f.name for f in dataclasses.fields(Range)) == _RANGE_FIELDS
-               and tuple(f.name for f in dataclasses.fields(Mark)) == _MARK_FIELDS)
-
-
-def _fast_range(pid: int, tid: int, domain: str, name: str, start_ns: int, end_ns: int, kind: str,
-                category: Optional[str], color: Optional[int], payload: Payload, is_open: bool,
-                end_tid: Optional[int]) -> Range:
-    obj: Range = _new(Range)
-    d = obj.__dict__
-    d["pid"] = pid
-    d["tid"] = tid
-    d["domain"] = domain
-    d["name"] = name
-    d["start_ns"] = start_ns
-    d["end_ns"] = end_ns
-    d["kind"] = kind
-    d["category"] = category
-    d["color"] = color
-    d["payload"] = payload
-    d["is_open"] = is_open
-    d["end_tid"] = end_tid
-    return obj
-
-
-def _fast_mark(pid: int, tid: int, domain: str, name: str, ts_ns: int, category: Optional[str],
-               color: Optional[int], payload: Payload) -> Mark:
-    obj: Mark = _new(Mark)
-    d = obj.__dict__
-    d["pid"] = pid
-    d["tid"] = tid
-    d["domain"] = domain
-    d["name"] = name
-    d["ts_ns"] = ts_ns
-    d["category"] = category
-    d["color"] = color
-    d["payload"] = payload
-    return obj
-
-
-_make_range: Callable[..., Range] = _fast_range if _FAST_MODEL else Range
-_make_mark: Callable[..., Mark] = _fast_mark if _FAST_MODEL else Mark
+# The exporter reads files natively at the end of a run; this reader serves tests, tools and
+# small recordings, so it builds the model's own objects.
+_make_range: Callable[..., Range] = Range
+_make_mark: Callable[..., Mark] = Mark
 
 
 class _Reader:
@@ -156,56 +118,59 @@ class _Reader:
         data = self.data
         if len(data) < _HEADER.size:
             raise self.fail(f"file too short for a header ({len(data)} bytes)")
-        (magic, version, header_size, pid, ppid, flush_ns, offset, dropped, _events,
-         _reserved) = _HEADER.unpack_from(data, 0)
+        (magic, version, header_size, pid, ppid, created_ns, offset, _, _, _) = _HEADER.unpack_from(data, 0)
         if magic != MAGIC:
             raise self.fail(f"not an autonvtx recording (magic {magic!r})")
         if version != VERSION:
             raise self.fail(f"unsupported recording version {version} (this autonvtx reads {VERSION})")
         if header_size < _HEADER.size:
             raise self.fail(f"header size {header_size} is smaller than {_HEADER.size}")
-        recording = ProcessRecording(pid=pid, ppid=ppid, flush_ns=flush_ns,
-                                     realtime_offset_ns=offset, dropped_events=dropped)
-        domains: Dict[int, str] = {0: ""}
-        strings: Dict[int, str] = {}
-        categories: Dict[Tuple[int, int], str] = {}
-        threads: List[Tuple[int, int, int]] = []  # (tid, start, end) of each event stream
-        renames: List[Tuple[int, str]] = []
+        recording = ProcessRecording(pid=pid, ppid=ppid, flush_ns=created_ns, realtime_offset_ns=offset,
+                                     ended_normally=False)
+        tables = _Tables()
+        threads: List[Tuple[int, int, int, int, int]] = []  # (index, tid, start, end, flags)
         pos = header_size
-        while True:
-            if pos + _SECTION.size > len(data):
-                raise self.fail(f"truncated at byte {pos} (no end-of-file section)")
+        while pos + _SECTION.size <= len(data):
             tag, _, length = _SECTION.unpack_from(data, pos)
-            pos += _SECTION.size
-            end = pos + length
-            if end > len(data):
-                raise self.fail(f"section {tag} at byte {pos - _SECTION.size} runs past the end of the file")
-            if tag == _T_END:
-                break
+            start, end = pos + _SECTION.size, pos + _SECTION.size + length
+            if tag == _T_END or end > len(data):
+                break  # a write cut short by the process's end: what precedes it is whole
             try:
-                if tag == _T_CMDLINE:
-                    raw = data[pos:end].rstrip(b"\0")
-                    recording.cmdline = [os.fsdecode(a) for a in raw.split(b"\0")] if raw else []
-                elif tag == _T_DOMAINS:
-                    self.named(pos, end, _U32X2, domains.__setitem__)
-                elif tag == _T_STRINGS:
-                    self.named(pos, end, _U32X4, lambda key, text: strings.__setitem__(key[0], text))
-                elif tag == _T_CATEGORIES:
-                    self.named(pos, end, _U32X4, categories.__setitem__)
-                elif tag == _T_THREAD_NAMES:
-                    self.named(pos, end, _U32X2, lambda tid, name: renames.append((tid, name)))
-                elif tag == _T_THREAD:
-                    tid, _index, _dropped, _count, name_len, _ = _THREAD.unpack_from(data, pos)
-                    start = pos + _THREAD.size
-                    recording.thread_names[tid] = data[start:start + name_len].decode("utf-8", "replace")
-                    threads.append((tid, start + _pad8(name_len), end))
+                self.section(recording, tables, threads, tag, start, end)
             except struct.error as error:
-                raise self.fail(f"section {tag} at byte {pos - _SECTION.size} is truncated ({error})") from None
+                raise self.fail(f"section {tag} at byte {pos} is truncated ({error})") from None
             pos = end
-        for tid, name in renames:
+        for tid, name in tables.renames:
             recording.thread_names[tid] = name
-        self.events(recording, threads, domains, strings, categories)
+        self.events(recording, threads, tables)
         return recording
+
+    def section(self, recording: ProcessRecording, tables: "_Tables",
+                threads: List[Tuple[int, int, int, int, int]], tag: int, pos: int, end: int) -> None:
+        data = self.data
+        if tag == _T_CMDLINE:
+            raw = data[pos:end].rstrip(b"\0")
+            recording.cmdline = [os.fsdecode(a) for a in raw.split(b"\0")] if raw else []
+        elif tag == _T_DOMAINS:
+            self.named(pos, end, _U32X2, tables.domains.__setitem__)
+        elif tag == _T_STRINGS:
+            self.named(pos, end, _U32X4, lambda key, text: tables.strings.__setitem__(key[0], text))
+        elif tag == _T_CATEGORIES:
+            self.named(pos, end, _U32X4, tables.categories.__setitem__)
+        elif tag == _T_THREAD_NAMES:
+            self.named(pos, end, _U32X2, lambda tid, name: tables.renames.append((tid, name)))
+        elif tag == _T_THREAD:
+            tid, index, _dropped, _count, name_len, flags = _THREAD.unpack_from(data, pos)
+            start = pos + _THREAD.size
+            recording.thread_names.setdefault(tid, data[start:start + name_len].decode("utf-8", "replace"))
+            threads.append((index, tid, start + _pad8(name_len), end, flags))
+        elif tag == _T_SPILL:
+            ns, offset, _events, dropped, discarded, final, _ = _SPILL.unpack_from(data, pos)
+            recording.flush_ns = max(recording.flush_ns, ns)
+            recording.realtime_offset_ns = offset
+            recording.dropped_events = dropped
+            recording.discarded_events = discarded
+            recording.ended_normally = recording.ended_normally or bool(final)
 
     def named(self, pos: int, end: int, head: struct.Struct, store: Callable[..., object]) -> None:
         """Reads entries of `head` ending in (len[, 0]) followed by a padded UTF-8 string."""
@@ -224,117 +189,148 @@ class _Reader:
                 store((fields[0], fields[1]), text)
             pos = start + _pad8(length)
 
-    def events(self, recording: ProcessRecording, threads: List[Tuple[int, int, int]],
-               domains: Dict[int, str], strings: Dict[int, str],
-               categories: Dict[Tuple[int, int], str]) -> None:
-        data = self.data
-        pid = recording.pid
-        layouts = self.layouts
-        layout_of = self.layout
-        head = _HEAD.unpack_from
-        u64 = _U64.unpack_from
-        make_range = _make_range
-        make_mark = _make_mark
-        domain_names = _DomainNames(domains)
-        category_names = dict(categories)
-        ranges: List[Range] = []
-        marks: List[Mark] = []
-        starts: Dict[int, Tuple[int, int, int, str, Optional[str], Optional[int], Payload]] = {}
-        ends: List[Tuple[int, int, int]] = []  # (range id, tid, ts)
-        unmatched = 0
-        stacks: Dict[Tuple[int, int], List[_Open]] = {}
-
-        # Stacks are per thread section, not per tid: the OS reuses the tids of finished threads.
-        for section, (tid, pos, end) in enumerate(threads):
+    def events(self, recording: ProcessRecording, threads: List[Tuple[int, int, int, int, int]],
+               tables: "_Tables") -> None:
+        state = _Pairing(recording.pid, tables)
+        wrapped = set()
+        # Stacks are per thread index, not per tid: the OS reuses the tids of finished threads.
+        for index, tid, pos, end, flags in threads:
+            if flags & 1:
+                wrapped.add(index)
             try:
-                while pos < end:
-                    word, domain, ts = head(data, pos)
-                    pos += 16
-                    if word == _POP:
-                        stack = stacks.get((section, domain))
-                        if stack:
-                            start_ts, name, category, color, payload = stack.pop()
-                            ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts,
-                                                     ts, "push", category, color, payload, False, None))
-                        else:
-                            unmatched += 1
-                        continue
-                    if word == _END:
-                        ends.append((u64(data, pos)[0], tid, ts))
-                        pos += 8
-                        continue
-                    spec = layouts.get(word) or layout_of(word)
-                    fields = spec[0].unpack_from(data, pos)
-                    pos += spec[0].size
-                    i = 0
-                    range_id = 0
-                    if spec[2]:
-                        range_id = fields[0]
-                        i = 1
-                    payload = None
-                    if spec[3]:
-                        payload = fields[i]
-                        i += 1
-                    color = None
-                    if spec[4]:
-                        color = fields[i]
-                        i += 1
-                    category = None
-                    if spec[5]:
-                        key = (domain, fields[i])
-                        category = category_names.get(key)
-                        if category is None:
-                            category = category_names[key] = str(fields[i])
-                        i += 1
-                    message_kind = spec[6]
-                    if message_kind == _M_REGISTERED:
-                        name = strings.get(fields[i], "")
-                    elif message_kind == _M_INLINE:
-                        length = fields[i]
-                        name = data[pos:pos + length].decode("utf-8", "replace")
-                        pos += length
-                    else:
-                        name = ""
-                    pos = (pos + 7) & ~7
-                    kind = spec[1]
-                    if kind == _PUSH:
-                        stack = stacks.get((section, domain))
-                        if stack is None:
-                            stack = stacks[(section, domain)] = []
-                        stack.append((ts, name, category, color, payload))
-                    elif kind == _START:
-                        starts[range_id] = (tid, domain, ts, name, category, color, payload)
-                    else:
-                        marks.append(make_mark(pid, tid, domain_names[domain], name, ts,
-                                               category, color, payload))
+                pos = self.decode(state, index, tid, pos, end)
             except (struct.error, KeyError) as error:
                 raise self.fail(f"event stream of thread {tid} is corrupt at byte {pos} ({error!r})") from None
             if pos != end:
                 raise self.fail(f"event record of thread {tid} runs past its section at byte {pos}")
+        recording.flush_ns = max(recording.flush_ns, state.last_ts)
+        recording.ranges, recording.marks = state.finish(recording.flush_ns)
+        recording.unmatched_pops = sum(n for index, n in state.unmatched.items() if index not in wrapped)
 
-        flush_ns = recording.flush_ns
-        for range_id, end_tid, ts in ends:
-            started = starts.pop(range_id, None)
+    def decode(self, state: "_Pairing", index: int, tid: int, pos: int, end: int) -> int:
+        """Reads one THREAD section's records into `state`; returns where it stopped."""
+        data = self.data
+        layouts = self.layouts
+        layout_of = self.layout
+        head = _HEAD.unpack_from
+        u64 = _U64.unpack_from
+        stacks = state.stacks
+        category_names = state.category_names
+        strings = state.strings
+        last_ts = state.last_ts
+        while pos < end:
+            word, domain, ts = head(data, pos)
+            pos += 16
+            if ts > last_ts:
+                last_ts = ts
+            if word == _POP:
+                state.pop(index, tid, domain, ts)
+                continue
+            if word == _END:
+                state.ends.append((u64(data, pos)[0], tid, ts))
+                pos += 8
+                continue
+            spec = layouts.get(word) or layout_of(word)
+            fields = spec[0].unpack_from(data, pos)
+            pos += spec[0].size
+            i = 1 if spec[2] else 0
+            payload = None
+            if spec[3]:
+                payload = fields[i]
+                i += 1
+            color = None
+            if spec[4]:
+                color = fields[i]
+                i += 1
+            category = None
+            if spec[5]:
+                key = (domain, fields[i])
+                category = category_names.get(key)
+                if category is None:
+                    category = category_names[key] = str(fields[i])
+                i += 1
+            message_kind = spec[6]
+            if message_kind == _M_REGISTERED:
+                name = strings.get(fields[i], "")
+            elif message_kind == _M_INLINE:
+                name = data[pos:pos + fields[i]].decode("utf-8", "replace")
+                pos += fields[i]
+            else:
+                name = ""
+            pos = (pos + 7) & ~7
+            kind = spec[1]
+            if kind == _PUSH:
+                stack = stacks.get((index, domain))
+                if stack is None:
+                    stack = stacks[(index, domain)] = []
+                stack.append((ts, name, category, color, payload, tid))
+            elif kind == _START:
+                state.starts[fields[0]] = (tid, domain, ts, name, category, color, payload)
+            else:
+                state.marks.append(_make_mark(state.pid, tid, state.domain_names[domain], name, ts,
+                                              category, color, payload))
+        state.last_ts = last_ts
+        return pos
+
+
+class _Tables:
+    """The registries a file names: domains, strings, categories, thread renames."""
+
+    def __init__(self) -> None:
+        self.domains: Dict[int, str] = {0: ""}
+        self.strings: Dict[int, str] = {}
+        self.categories: Dict[Tuple[int, int], str] = {}
+        self.renames: List[Tuple[int, str]] = []
+
+
+_Pushed = Tuple[int, str, Optional[str], Optional[int], Payload, int]  # ts, name, cat, color, payload, tid
+
+
+class _Pairing:
+    """Open ranges while a file's events are read; ranges and marks once they end."""
+
+    def __init__(self, pid: int, tables: _Tables) -> None:
+        self.pid = pid
+        self.strings = tables.strings
+        self.domain_names = _DomainNames(tables.domains)
+        self.category_names = dict(tables.categories)
+        self.stacks: Dict[Tuple[int, int], List[_Pushed]] = {}
+        self.starts: Dict[int, Tuple[int, int, int, str, Optional[str], Optional[int], Payload]] = {}
+        self.ends: List[Tuple[int, int, int]] = []  # (range id, tid, ts)
+        self.ranges: List[Range] = []
+        self.marks: List[Mark] = []
+        self.unmatched: Dict[int, int] = {}  # thread index -> pops with nothing to close
+        self.last_ts = 0
+
+    def pop(self, index: int, tid: int, domain: int, ts: int) -> None:
+        stack = self.stacks.get((index, domain))
+        if stack:
+            start_ts, name, category, color, payload, _ = stack.pop()
+            self.ranges.append(_make_range(self.pid, tid, self.domain_names[domain], name, start_ts, ts,
+                                           "push", category, color, payload, False, None))
+        else:
+            self.unmatched[index] = self.unmatched.get(index, 0) + 1
+
+    def finish(self, flush_ns: int) -> Tuple[List[Range], List[Mark]]:
+        pid, names, ranges = self.pid, self.domain_names, self.ranges
+        for range_id, end_tid, ts in self.ends:
+            started = self.starts.pop(range_id, None)
             if started is None:
-                unmatched += 1
+                self.unmatched[0] = self.unmatched.get(0, 0) + 1
                 continue
             tid, domain, start_ts, name, category, color, payload = started
-            ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, ts, "startend",
-                                     category, color, payload, False,
-                                     end_tid if end_tid != tid else None))
-        for tid, domain, start_ts, name, category, color, payload in starts.values():
-            ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, flush_ns,
-                                     "startend", category, color, payload, True, None))
-        for (section, domain), stack in stacks.items():
-            tid = threads[section][0]
-            for start_ts, name, category, color, payload in stack:
-                ranges.append(make_range(pid, tid, domain_names[domain], name, start_ts, flush_ns,
-                                         "push", category, color, payload, True, None))
+            ranges.append(_make_range(pid, tid, names[domain], name, start_ts, ts, "startend",
+                                      category, color, payload, False, end_tid if end_tid != tid else None))
+        for tid, domain, start_ts, name, category, color, payload in self.starts.values():
+            ranges.append(_make_range(pid, tid, names[domain], name, start_ts, flush_ns, "startend",
+                                      category, color, payload, True, None))
+        for (_, domain), stack in self.stacks.items():
+            for start_ts, name, category, color, payload, tid in stack:
+                ranges.append(_make_range(pid, tid, names[domain], name, start_ts, flush_ns, "push",
+                                          category, color, payload, True, None))
         ranges.sort(key=_range_order)
-        marks.sort(key=_mark_order)
-        recording.ranges = ranges
-        recording.marks = marks
-        recording.unmatched_pops = unmatched
+        self.marks.sort(key=_mark_order)
+        return ranges, self.marks
 
 
 def _range_order(r: Range) -> Tuple[int, int]:
@@ -368,3 +364,38 @@ def read_directory(directory: PathLike) -> list[ProcessRecording]:
     recordings = [read_recording(p) for p in paths if p.is_file()]
     recordings.sort(key=lambda r: r.pid)
     return recordings
+
+
+def scan_recording(path: PathLike) -> ProcessRecording:
+    """One process's recording without its events: pid, command line, thread names, last write.
+
+    Reads the section heads and the small sections only, so it costs the same for any number
+    of events; the native exporter streams the events themselves.
+    """
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(_HEADER.size)
+            sections: List[Tuple[int, bytes]] = []
+            pos = _HEADER.size
+            while pos + _SECTION.size <= size:
+                f.seek(pos)
+                tag, _, length = _SECTION.unpack(f.read(_SECTION.size))
+                if tag == _T_END or pos + _SECTION.size + length > size:
+                    break
+                wanted = _THREAD.size + 64 if tag == _T_THREAD else length
+                sections.append((tag, f.read(min(length, wanted))))
+                pos += _SECTION.size + length
+    except OSError as error:
+        raise TraceFormatError(f"{where}: cannot read the recording: {error.strerror}") from None
+    data = head + b"".join(_SECTION.pack(tag, 0, len(body)) + body for tag, body in sections
+                           if tag != _T_THREAD)
+    recording = _Reader(where, data + _SECTION.pack(_T_END, 0, 0)).read()
+    for tag, body in sections:
+        if tag == _T_THREAD and len(body) >= _THREAD.size:
+            tid, _index, _dropped, _count, name_len, _flags = _THREAD.unpack_from(body, 0)
+            name = body[_THREAD.size:_THREAD.size + name_len].decode("utf-8", "replace")
+            if tid not in recording.thread_names:
+                recording.thread_names[tid] = name
+    return recording

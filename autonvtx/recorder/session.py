@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from autonvtx import environment
-from autonvtx.errors import TraceFormatError, UsageError
+from autonvtx.errors import UsageError
 from autonvtx.ranks import RankInfo, detect_rank
 from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, Outputs
+from autonvtx.recorder.results import NOTE_SUFFIX, read_process_notes
 
 
 def other_tool_attached() -> str | None:
@@ -47,10 +48,14 @@ class RecordingSession:
     """
 
     def __init__(self, outputs: Outputs) -> None:
-        self.outputs = outputs
+        # Named from the directory autonvtx started in, wherever the program goes meanwhile;
+        # messages keep the names the user gave.
+        self.outputs = outputs.absolute()
+        self._given = outputs
         self._directory: str | None = None
         self._saved_env: dict[str, str | None] = {}
         self._finished = False
+        self._keep_directory = False
         self._pid = os.getpid()
 
     def start(self) -> None:
@@ -59,7 +64,7 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import native, recording, summary, trace  # noqa: F401
+        from autonvtx.recorder import export, native, perfetto, recording, results, summary, table, trace  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -67,13 +72,15 @@ class RecordingSession:
                 "--trace/--summary: the native recorder is not built in this installation; "
                 "reinstall autonvtx with 'pip install --force-reinstall autonvtx' and a C compiler"
             )
-        self._directory = tempfile.mkdtemp(prefix="autonvtx-")
+        self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
             environment.RECORD_DIR: self._directory,
         }
         if self.outputs.buffer_mb is not None:
             settings[environment.RECORD_LIMIT_MB] = str(self.outputs.buffer_mb)
+        if self.outputs.keep == "last":
+            settings[environment.RECORD_KEEP] = "last"
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
@@ -108,48 +115,87 @@ class RecordingSession:
         try:
             self._write_outputs(self._directory)
         except Exception as error:  # never turn the user's exit into our traceback
-            print(f"autonvtx: could not write the recording: {error}", file=sys.stderr)
+            self._keep_directory = True
+            print(f"autonvtx: could not write the recording: {error}; the events are kept in "
+                  f"{self._directory} (autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
         finally:
-            shutil.rmtree(self._directory, ignore_errors=True)
+            if not self._keep_directory:
+                shutil.rmtree(self._directory, ignore_errors=True)
 
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
-        from autonvtx.recorder.summary import summarize, summary_notes, write_summary
-        from autonvtx.recorder.trace import write_chrome_trace
+        from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
+        from autonvtx.recorder.table import write_summary
 
-        native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
-        recordings, unreadable = _read_recordings(directory, None if self.outputs.children else self._pid)
+        try:
+            native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
+        except OSError as error:
+            self._keep_directory = True
+            print(f"autonvtx: could not write this process's events: {error}; what was written so far "
+                  f"is in {directory} (autonvtx recover {directory} -o trace.json)", file=sys.stderr)
+            return
         process_notes = read_process_notes(directory) if self.outputs.children else {}
+        labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
+        labels[self._pid] = self.outputs.label
+        recorded = {int(p.stem) for p in recording_files(directory) if p.stem.isdigit()}
+        missing = _missing_processes(process_notes, recorded)
+        metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
+        if missing:
+            metadata["missing_processes"] = missing
+        request = Request(trace=self.outputs.trace, summary=self.outputs.summary, labels=labels,
+                          only_pid=None if self.outputs.children else self._pid, missing=missing,
+                          metadata=metadata, adjust=self._adjust)
+        if self.outputs.summary_options is not None:
+            request.options = self.outputs.summary_options
+        try:
+            results = write_results(directory, request)
+        except OSError as error:
+            self._keep_directory = True
+            print(f"autonvtx: could not write the recording: {error}; the events are kept in {directory} "
+                  f"(autonvtx recover {directory} -o trace.json)", file=sys.stderr)
+            return
+        notes = results.notes + [_missing_note(p) for p in missing]
+        if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
+            print_notes(notes)
+        if self.outputs.trace is not None:
+            print(f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)",
+                  file=sys.stderr)
+        if self.outputs.summary is not None:
+            write_summary(results.stats, self.outputs.summary, notes=notes)
+            if self.outputs.summary != SUMMARY_TO_STDERR:
+                print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
+
+    def _adjust(self, recordings: list[ProcessRecording]) -> None:
         for recording in recordings:
             if recording.pid == self._pid:
-                recording.label = self.outputs.label or recording.label
                 _name_live_threads(recording)
-            elif recording.pid in process_notes:
-                recording.label = str(process_notes[recording.pid].get("label") or "")
-        missing = _missing_processes(process_notes, {r.pid for r in recordings})
-        for process in missing:
-            recordings.append(ProcessRecording(
-                pid=process["pid"], ppid=process["ppid"], label=f"{process['label']} (recording missing)"))
-        # Capture windows (regions' `capture`): only the events inside them are exported.
-        from autonvtx.recorder.window import keep_capture_windows
+            elif not recording.ended_normally and _is_running(recording.pid):
+                recording.label = recording.label.replace("(ended abnormally)", "(still running)")
+                recording.ended_normally = True  # not dead: its events so far are all there is
 
-        windowed = keep_capture_windows(recordings)
-        notes = summary_notes(recordings) + unreadable + [_missing_note(p) for p in missing] + windowed
-        if not any(r.ranges or r.marks for r in recordings):
-            notes.append("no NVTX ranges or marks were recorded")
-        if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
-            for note in notes:
-                print(f"autonvtx: {note}", file=sys.stderr)
-        if self.outputs.trace is not None:
-            metadata = {**clock_identity(), **_rank_metadata(detect_rank())}
-            if missing:
-                metadata["missing_processes"] = missing
-            write_chrome_trace(recordings, self.outputs.trace, metadata=metadata)
-            print(f"autonvtx: trace written to {self.outputs.trace}", file=sys.stderr)
-        if self.outputs.summary is not None:
-            write_summary(summarize(recordings), self.outputs.summary, notes=notes)
-            if self.outputs.summary != SUMMARY_TO_STDERR:
-                print(f"autonvtx: summary written to {self.outputs.summary}", file=sys.stderr)
+
+RECORD_DIRECTORY_SUFFIX = ".recording"
+
+
+def _record_directory(trace: str | None) -> str | None:
+    """`<trace>.recording/` beside the trace: where a run killed before writing it (SIGKILL,
+    os._exit) leaves its events for `autonvtx recover`. One left by an earlier run is replaced;
+    one a live process still writes to (another rank given the same trace name) is left alone,
+    and this run records into a temporary directory instead."""
+    if trace is None:
+        return None
+    directory = Path(trace + RECORD_DIRECTORY_SUFFIX).absolute()  # children may change directory
+    if directory.is_dir():
+        entries = list(directory.iterdir())
+        if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or \
+                any(p.stem.isdigit() and _is_running(int(p.stem)) for p in entries):
+            return None
+        shutil.rmtree(directory, ignore_errors=True)
+    try:
+        directory.mkdir()
+    except OSError:  # taken meanwhile, or not writable: a temporary directory serves
+        return None
+    return str(directory)
 
 
 def _name_live_threads(recording: ProcessRecording) -> None:
@@ -176,9 +222,6 @@ def _process_comm() -> str:
 # Every recording child
 
 
-NOTE_SUFFIX = ".json"
-
-
 def note_process(label: str) -> None:
     """Leave `<pid>.json` in the record directory: this process runs, and how to name it.
 
@@ -197,37 +240,6 @@ def note_process(label: str) -> None:
         os.replace(temp, os.path.join(directory, f"{pid}{NOTE_SUFFIX}"))
     except OSError:
         pass
-
-
-def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
-    """pid -> note, for every readable note in `directory`."""
-    notes: dict[int, dict[str, Any]] = {}
-    for path in Path(directory).glob("*" + NOTE_SUFFIX):
-        try:
-            note = json.loads(path.read_text(encoding="utf-8"))
-            notes[int(note["pid"])] = {
-                "pid": int(note["pid"]), "ppid": int(note.get("ppid", 0)), "label": str(note.get("label", ""))}
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return notes
-
-
-def _read_recordings(directory: str, only_pid: int | None) -> tuple[list[ProcessRecording], list[str]]:
-    """The recordings in `directory` (only `only_pid`'s when given), sorted by pid, and a note
-    per file that could not be read: one bad file costs only its own process's events."""
-    from autonvtx.recorder.recording import SUFFIX, read_recording
-
-    recordings: list[ProcessRecording] = []
-    unreadable: list[str] = []
-    for path in sorted(Path(directory).glob("*" + SUFFIX)):
-        if only_pid is not None and path.stem != str(only_pid):
-            continue
-        try:
-            recordings.append(read_recording(path))
-        except TraceFormatError as error:
-            unreadable.append(f"{error}: the events of process {path.stem} are missing")
-    recordings.sort(key=lambda r: r.pid)
-    return recordings, unreadable
 
 
 def _missing_processes(notes: dict[int, dict[str, Any]], recorded: set[int]) -> list[dict[str, Any]]:

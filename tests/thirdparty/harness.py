@@ -478,9 +478,9 @@ def count_ranges(summary: Path | None, trace: Path | None) -> int | None:
     return None
 
 
-# autonvtx's --verbose total line (autonvtx/cli.py, instrumentation_report):
-#   "autonvtx: wrapped 246 functions in 3 modules (38 skipped)"
-_VERBOSE_TOTAL = re.compile(r"^autonvtx: wrapped (\d+) functions? in \d+ modules?", re.MULTILINE)
+# autonvtx's --verbose total line (autonvtx/control.py, report_lines), by either engine:
+#   "autonvtx: wrapped 246 functions in 3 modules (38 skipped)", or "monitored ..."
+_VERBOSE_TOTAL = re.compile(r"^autonvtx: (?:wrapped|monitored) (\d+) functions? in \d+ modules?", re.MULTILINE)
 
 
 def verbose_wrapped(output: str) -> int | None:

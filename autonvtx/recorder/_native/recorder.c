@@ -9,33 +9,43 @@
  * callbacks that do nothing (a "no-op tool", the benchmarks' baseline).
  *
  * Hot path: a thread-local buffer pointer (registered under a mutex once per thread), append-only
- * chunks, and a per-chunk committed length stored with release semantics, so a flush from another
+ * chunks, and a per-chunk committed length stored with release semantics, so a writer from another
  * thread reads a consistent prefix without locking the writers. Memory is bounded by a global
  * byte budget (AUTONVTX_RECORD_LIMIT_MB, default 512) checked only when a chunk is allocated;
  * past it, events are counted as dropped per thread and the program goes on.
  *
- * File format (version 1; little-endian, as written natively on x86-64/aarch64; every item
- * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8):
+ * Spilling: with AUTONVTX_RECORD_DIR set, a thread of ours (the spiller) appends what is new to
+ * $AUTONVTX_RECORD_DIR/<pid>.anr every 100 ms and unmaps the chunks it wrote, so memory stays
+ * small and a process killed hard loses at most its last 100 ms. With AUTONVTX_RECORD_KEEP=last,
+ * nothing is spilled: a thread whose chunk is full while the budget is spent reuses its oldest
+ * chunk (a ring), and the file is written at exit with the most recent events.
+ *
+ * File format (version 2; little-endian, as written natively on x86-64/aarch64; every item
+ * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8). A file
+ * is a header, then sections appended write after write; readers read to the end and leave out
+ * a last section cut short:
  *
  *   header (64 bytes):
  *     char  magic[8] = "ANVTXREC"
- *     u32   version = 1        u32 header_size = 64
+ *     u32   version = 2        u32 header_size = 64
  *     u32   pid                u32 ppid
- *     u64   flush_ns           CLOCK_MONOTONIC at flush: open ranges end here
- *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC at flush
- *     u64   dropped            events lost to the memory bound (all threads)
- *     u64   events             events recorded (all threads)
- *     u64   reserved = 0
- *   sections, until a section with tag 0 (END, length 0):
- *     u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
- *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded
+ *     u64   created_ns         CLOCK_MONOTONIC when the file was created
+ *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC then
+ *     u64   reserved[3] = 0
+ *   sections: u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
+ *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded; first
  *     tag 2 DOMAINS:    entries { u32 id; u32 len; str name }        (core domain 0 = "" implicit)
  *     tag 3 STRINGS:    entries { u32 id; u32 domain; u32 len; u32 0; str text }   registered
  *     tag 4 CATEGORIES: entries { u32 domain; u32 category; u32 len; u32 0; str name }  last wins
- *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 0;
- *                       str name (pthread name at first event); then the thread's event records
+ *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 flags
+ *                       (1: keep-last let older events go); str name (pthread name at first
+ *                       event); then event records continuing the thread's (same index) earlier ones
  *     tag 6 THREAD_NAMES: entries { u32 tid; u32 len; str name }   nvtxNameOsThread, last wins
- *   Unknown tags are skipped by readers.
+ *     tag 7 SPILL:      u64 ns; i64 realtime_offset_ns; u64 events; u64 dropped; u64 discarded;
+ *                       u32 final; u32 0 -- ends each write; final = 1 at a normal exit
+ *   Each write holds only what is new since the previous one (registries included). Open
+ *   ranges end at the last SPILL's ns; a file whose last SPILL is not final comes from a
+ *   process that died. Unknown tags are skipped by readers.
  *
  *   event record:
  *     u8 kind (1 push, 2 pop, 3 start, 4 end, 5 mark)
@@ -60,6 +70,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,7 +90,7 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 #define HEADER_SIZE 64u
 #define CHUNK_BYTES (128u * 1024u)  /* a thread's first chunk (and any the budget allows only so small) */
 #define BIG_CHUNK_MAP (2u * 1024u * 1024u) /* later chunks: one transparent huge page each */
@@ -109,6 +120,7 @@ typedef struct chunk {
     _Atomic(struct chunk*) next;
     _Atomic size_t used; /* committed bytes, published with release */
     size_t cap;
+    uint64_t events;     /* events it holds, set by its owner when it gets a successor */
     char data[];
 } chunk;
 
@@ -123,8 +135,13 @@ typedef struct thread_buffer {
     uint64_t next_seq;  /* start/end ids: index << 40 | seq */
     int depth;          /* push/pop nesting level returned to NVTX */
     int full;           /* the budget refused a chunk: drop from now on */
+    int wrapped;        /* keep-last mode recycled its oldest chunk at least once */
+    uint64_t tail_events_base; /* owner: b->events when the tail chunk was started */
     _Atomic uint64_t events;
     _Atomic uint64_t dropped;
+    _Atomic uint64_t discarded; /* events of recycled chunks (keep-last mode) */
+    chunk* spill_chunk;  /* under g_lock: the live spill file has everything before */
+    size_t spill_off;    /*   (spill_chunk, spill_off); NULL: nothing spilled yet */
 } thread_buffer;
 
 typedef struct domain_entry { /* what an nvtxDomainHandle_t points to */
@@ -176,6 +193,8 @@ static _Atomic uint64_t g_allocated;     /* bytes of chunks in use, against g_li
 static uint64_t g_limit = 512ull << 20;
 static _Atomic uint64_t g_lost;          /* events lost before a thread had a buffer */
 static pid_t g_pid;
+static int g_keep_last;                  /* AUTONVTX_RECORD_KEEP=last: a ring of chunks per thread */
+static char g_record_dir[4096];          /* AUTONVTX_RECORD_DIR when the library loaded, or "" */
 
 static __thread thread_buffer* t_buffer;
 
@@ -368,6 +387,53 @@ static void chunk_unmap(chunk* c)
 }
 
 /* A new chunk of at least n bytes taken from the budget, or NULL. */
+/*
+ * Big chunks the spiller has written wait here for a thread that needs one, pages already
+ * faulted in (a fresh mapping costs a fault per 4 KiB where huge pages are not given). They
+ * stay counted in g_allocated: they are resident.
+ */
+#define SPARE_CHUNKS 8
+static pthread_mutex_t g_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static chunk* g_spare[SPARE_CHUNKS];
+static int g_spare_count;
+
+static chunk* spare_take(void)
+{
+    chunk* c = NULL;
+    pthread_mutex_lock(&g_spare_lock);
+    if (g_spare_count > 0)
+        c = g_spare[--g_spare_count];
+    pthread_mutex_unlock(&g_spare_lock);
+    return c;
+}
+
+/* Keeps a written big chunk for reuse, or unmaps it (and gives its bytes back to the budget). */
+static void spare_give(chunk* c)
+{
+    pthread_mutex_lock(&g_spare_lock);
+    if (c->cap + sizeof(chunk) == BIG_CHUNK_MAP && g_spare_count < SPARE_CHUNKS) {
+        g_spare[g_spare_count++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&g_spare_lock);
+    if (c) {
+        atomic_fetch_sub_explicit(&g_allocated, sizeof(chunk) + c->cap, memory_order_relaxed);
+        chunk_unmap(c);
+    }
+}
+
+/* At the final write: nothing will want them (and the exporter is about to need memory). */
+static void spare_drain(void)
+{
+    pthread_mutex_lock(&g_spare_lock);
+    while (g_spare_count > 0) {
+        chunk* c = g_spare[--g_spare_count];
+        atomic_fetch_sub_explicit(&g_allocated, sizeof(chunk) + c->cap, memory_order_relaxed);
+        chunk_unmap(c);
+    }
+    pthread_mutex_unlock(&g_spare_lock);
+}
+
 static chunk* chunk_new(size_t n, int big)
 {
     uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > CHUNK_BYTES ? n : CHUNK_BYTES);
@@ -375,6 +441,12 @@ static chunk* chunk_new(size_t n, int big)
     chunk* c;
     if (big && n + sizeof(chunk) > size)
         return NULL;
+    if (big && (c = spare_take()) != NULL) {
+        atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
+        atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+        c->events = 0;
+        return c;
+    }
     before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
     if (before + size > g_limit) {
         atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
@@ -387,28 +459,67 @@ static chunk* chunk_new(size_t n, int big)
     }
     atomic_init(&c->next, NULL);
     atomic_init(&c->used, 0);
+    c->events = 0;
     c->cap = size - sizeof(chunk);
+    return c;
+}
+
+static void ensure_spiller(void);
+
+/* Keep-last mode: the thread's oldest chunk, emptied, to be its new tail; NULL if it has one only. */
+static chunk* recycle_oldest(thread_buffer* b, size_t n)
+{
+    chunk* c;
+    pthread_mutex_lock(&g_lock); /* a flush may be reading the chunk */
+    c = atomic_load_explicit(&b->head, memory_order_relaxed);
+    if (!c || c == b->tail || c->cap < n) {
+        pthread_mutex_unlock(&g_lock);
+        return NULL;
+    }
+    atomic_store_explicit(&b->head, atomic_load_explicit(&c->next, memory_order_relaxed),
+                          memory_order_release);
+    atomic_store_explicit(&b->discarded,
+        atomic_load_explicit(&b->discarded, memory_order_relaxed) + c->events, memory_order_relaxed);
+    b->wrapped = 1;
+    if (b->spill_chunk == c) {
+        b->spill_chunk = NULL;
+        b->spill_off = 0;
+    }
+    atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
+    atomic_store_explicit(&c->used, 0, memory_order_relaxed);
+    c->events = 0;
+    pthread_mutex_unlock(&g_lock);
     return c;
 }
 
 static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
 {
     chunk* c;
+    uint64_t events = atomic_load_explicit(&b->events, memory_order_relaxed);
+    if (g_record_dir[0] && !g_keep_last)
+        ensure_spiller(); /* once per process: cheap when it runs */
     if (b->full)
         return NULL;
     c = b->tail ? chunk_new(n, 1) : NULL;
     if (!c)
         c = chunk_new(n, 0);
+    if (!c && g_keep_last && b->tail)
+        c = recycle_oldest(b, n);
     if (!c) {
-        b->full = 1;
+        /* While the spiller frees what it has written, the budget may allow a chunk later. */
+        if (!g_record_dir[0] || g_keep_last)
+            b->full = 1;
         return NULL;
     }
-    if (b->tail)
+    if (b->tail) {
+        b->tail->events = events - b->tail_events_base;
         atomic_store_explicit(&b->tail->next, c, memory_order_release);
-    else
+    } else {
         atomic_store_explicit(&b->head, c, memory_order_release);
+    }
     b->tail = c;
     b->tail_used = 0;
+    b->tail_events_base = events;
     return c->data;
 }
 
@@ -558,84 +669,49 @@ static inline uint32_t domain_id(nvtxDomainHandle_t d)
     return d ? ((const domain_entry*)(const void*)d)->id : 0;
 }
 
-static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
-                                    const nvtxEventAttributes_t* a)
+/* An event's message, made ready to copy: inline UTF-8 (wide strings converted) or a string id. */
+typedef struct message {
+    uint8_t kind;          /* M_NONE, M_INLINE, M_REGISTERED */
+    const char* text;
+    size_t len;
+    uint32_t string_id;
+    char* big;             /* malloc'ed conversion of a long wide string, freed by the caller */
+    char tmp[1024];
+} message;
+
+static inline void read_message(const nvtxEventAttributes_t* a, message* m)
 {
-    if (UNLIKELY(!a)) {
-        write_simple(kind, domain, id);
-        return;
+    m->kind = M_NONE;
+    m->big = NULL;
+    if (a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii) {
+        m->kind = M_INLINE;
+        m->text = a->message.ascii;
+        m->len = strlen(m->text);
+        if (m->len > MAX_MESSAGE)
+            m->len = MAX_MESSAGE;
+    } else if (a->messageType == NVTX_MESSAGE_TYPE_UNICODE && a->message.unicode) {
+        size_t wl = wcslen(a->message.unicode);
+        char* out = m->tmp;
+        size_t cap = sizeof(m->tmp);
+        if (wl * 4 > cap) {
+            cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
+            out = m->big = malloc(cap);
+        }
+        if (out) {
+            m->kind = M_INLINE;
+            m->text = out;
+            m->len = utf8_from_wide(a->message.unicode, out, cap);
+        }
+    } else if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED && a->message.registered) {
+        m->kind = M_REGISTERED;
+        m->string_id = ((const string_entry*)(const void*)a->message.registered)->id;
     }
-    thread_buffer* b = buffer();
-    uint8_t flags = 0, payload_type = 0, message_kind = M_NONE;
-    size_t n = sizeof(record_head) + (id ? 8 : 0);
-    const char* text = NULL;
-    size_t text_len = 0;
-    char wide_tmp[1024];
-    char* wide_big = NULL;
-    uint32_t string_id = 0;
+}
 
-    if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
-        payload_type = (uint8_t)a->payloadType;
-        n += 8;
-    }
-    if (a->colorType == NVTX_COLOR_ARGB) {
-        flags |= F_COLOR;
-        n += 4;
-    }
-    if (a->category != 0) {
-        flags |= F_CATEGORY;
-        n += 4;
-    }
-    switch (a->messageType) {
-    case NVTX_MESSAGE_TYPE_ASCII:
-        if (a->message.ascii) {
-            message_kind = M_INLINE;
-            text = a->message.ascii;
-            text_len = strlen(text);
-            if (text_len > MAX_MESSAGE)
-                text_len = MAX_MESSAGE;
-        }
-        break;
-    case NVTX_MESSAGE_TYPE_UNICODE:
-        if (a->message.unicode) {
-            size_t wl = wcslen(a->message.unicode);
-            char* out = wide_tmp;
-            size_t cap = sizeof(wide_tmp);
-            if (wl * 4 > cap) {
-                cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
-                wide_big = malloc(cap);
-                out = wide_big;
-            }
-            if (out) {
-                message_kind = M_INLINE;
-                text = out;
-                text_len = utf8_from_wide(a->message.unicode, out, cap);
-            }
-        }
-        break;
-    case NVTX_MESSAGE_TYPE_REGISTERED:
-        if (a->message.registered) {
-            message_kind = M_REGISTERED;
-            string_id = ((const string_entry*)(const void*)a->message.registered)->id;
-        }
-        break;
-    default:
-        break;
-    }
-    if (message_kind == M_INLINE)
-        n += 4 + text_len;
-    else if (message_kind == M_REGISTERED)
-        n += 4;
-    n = ALIGN8(n);
-
-    char* p = b ? reserve(b, n) : NULL;
-    if (UNLIKELY(!p)) {
-        drop(b);
-        free(wide_big);
-        return;
-    }
-    put_head(p, kind, flags, payload_type, message_kind, domain);
-    char* q = p + sizeof(record_head);
+/* Copies what follows a record's head: [id] [payload] [color] [category] [message], padded. */
+static inline void put_body(char* q, char* end, uint64_t id, uint8_t flags, uint8_t payload_type,
+                            const nvtxEventAttributes_t* a, const message* m)
+{
     if (id) {
         memcpy(q, &id, 8);
         q += 8;
@@ -652,18 +728,54 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
         memcpy(q, &a->category, 4);
         q += 4;
     }
-    if (message_kind == M_REGISTERED) {
-        memcpy(q, &string_id, 4);
+    if (m->kind == M_REGISTERED) {
+        memcpy(q, &m->string_id, 4);
         q += 4;
-    } else if (message_kind == M_INLINE) {
-        uint32_t len32 = (uint32_t)text_len;
+    } else if (m->kind == M_INLINE) {
+        uint32_t len32 = (uint32_t)m->len;
         memcpy(q, &len32, 4);
-        memcpy(q + 4, text, text_len);
-        q += 4 + text_len;
+        memcpy(q + 4, m->text, m->len);
+        q += 4 + m->len;
     }
-    memset(q, 0, (size_t)(p + n - q));
+    memset(q, 0, (size_t)(end - q));
+}
+
+static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
+                                    const nvtxEventAttributes_t* a)
+{
+    if (UNLIKELY(!a)) {
+        write_simple(kind, domain, id);
+        return;
+    }
+    thread_buffer* b = buffer();
+    uint8_t flags = 0, payload_type = 0;
+    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    message m;
+
+    if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
+        payload_type = (uint8_t)a->payloadType;
+        n += 8;
+    }
+    if (a->colorType == NVTX_COLOR_ARGB) {
+        flags |= F_COLOR;
+        n += 4;
+    }
+    if (a->category != 0) {
+        flags |= F_CATEGORY;
+        n += 4;
+    }
+    read_message(a, &m);
+    n = ALIGN8(n + (m.kind == M_INLINE ? 4 + m.len : m.kind == M_REGISTERED ? 4 : 0));
+    char* p = b ? reserve(b, n) : NULL;
+    if (UNLIKELY(!p)) {
+        drop(b);
+        free(m.big);
+        return;
+    }
+    put_head(p, kind, flags, payload_type, m.kind, domain);
+    put_body(p + sizeof(record_head), p + n, id, flags, payload_type, a, &m);
     commit(b, n);
-    free(wide_big);
+    free(m.big);
 }
 
 static inline uint64_t new_range_id(void)
@@ -1025,6 +1137,8 @@ static void configure(void)
 {
     const char* limit = getenv("AUTONVTX_RECORD_LIMIT_MB");
     const char* mode = getenv("AUTONVTX_RECORDER_MODE");
+    const char* keep = getenv("AUTONVTX_RECORD_KEEP");
+    const char* dir = getenv("AUTONVTX_RECORD_DIR");
     if (limit && *limit) {
         char* end = NULL;
         double mb = strtod(limit, &end);
@@ -1032,6 +1146,10 @@ static void configure(void)
             g_limit = (uint64_t)(mb * 1024.0 * 1024.0);
     }
     atomic_store(&g_mode_noop, mode && strcmp(mode, "noop") == 0);
+    g_keep_last = keep && strcmp(keep, "last") == 0;
+    g_record_dir[0] = '\0';
+    if (dir && strlen(dir) < sizeof(g_record_dir) - 32)
+        strcpy(g_record_dir, dir);
 }
 
 static void free_chunks(thread_buffer* b)
@@ -1054,9 +1172,86 @@ static void free_named(named_entry* e)
     }
 }
 
+/*
+ * The spiller: a thread that hands this process's events to its file every SPILL_PERIOD_MS, so
+ * that a process ended by SIGKILL or os._exit() loses at most that much. It is stopped before a
+ * fork (a fork child would not have it anyway, and CPython 3.12+ warns at os.fork() in a process
+ * that has other threads) and started again by the next chunk a thread of the process takes.
+ */
+#define SPILL_PERIOD_MS 100
+static pthread_mutex_t g_spiller_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_spiller_cond = PTHREAD_COND_INITIALIZER;
+static pthread_t g_spiller;
+static _Atomic pid_t g_spiller_pid; /* the process whose spiller runs, 0 when none */
+static int g_spiller_stop;
+
+static void spill_periodic(void);
+
+static void* spiller_main(void* arg)
+{
+    struct timespec t;
+    (void)arg;
+    pthread_mutex_lock(&g_spiller_lock);
+    while (!g_spiller_stop) {
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += SPILL_PERIOD_MS * 1000000L;
+        if (t.tv_nsec >= 1000000000L) {
+            t.tv_sec += 1;
+            t.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&g_spiller_cond, &g_spiller_lock, &t);
+        if (g_spiller_stop)
+            break;
+        pthread_mutex_unlock(&g_spiller_lock);
+        spill_periodic();
+        pthread_mutex_lock(&g_spiller_lock);
+    }
+    pthread_mutex_unlock(&g_spiller_lock);
+    return NULL;
+}
+
+static void ensure_spiller(void)
+{
+    sigset_t all, old;
+    if (LIKELY(atomic_load_explicit(&g_spiller_pid, memory_order_relaxed) == g_pid))
+        return;
+    pthread_mutex_lock(&g_spiller_lock);
+    if (atomic_load(&g_spiller_pid) != g_pid) {
+        g_spiller_stop = 0;
+        sigfillset(&all); /* signals are the program's: none may land on our thread */
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (pthread_create(&g_spiller, NULL, spiller_main, NULL) == 0) {
+            pthread_setname_np(g_spiller, "autonvtx-spill");
+            atomic_store(&g_spiller_pid, g_pid);
+        }
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&g_spiller_lock);
+}
+
+static void stop_spiller(void)
+{
+    pthread_mutex_lock(&g_spiller_lock);
+    if (atomic_load(&g_spiller_pid) != g_pid) {
+        pthread_mutex_unlock(&g_spiller_lock);
+        return;
+    }
+    g_spiller_stop = 1;
+    pthread_cond_signal(&g_spiller_cond);
+    pthread_mutex_unlock(&g_spiller_lock);
+    pthread_join(g_spiller, NULL);
+    atomic_store(&g_spiller_pid, 0);
+}
+
 /* fork(2) under a held g_lock would leave the child's copy locked forever. */
-static void atfork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void atfork_prepare(void)
+{
+    stop_spiller();
+    pthread_mutex_lock(&g_lock);
+}
 static void atfork_parent(void) { pthread_mutex_unlock(&g_lock); }
+
+static void reset_spill_file(void);
 
 /* The child owns none of the parent's events: it keeps the registries (handles stay valid) but
  * starts with empty buffers, so its recording never repeats the parent's events as its own. */
@@ -1072,22 +1267,31 @@ static void atfork_child(void)
         b = next;
     }
     g_threads = NULL;
+    while (g_spare_count > 0) /* the parent's; the child's budget starts at 0 */
+        chunk_unmap(g_spare[--g_spare_count]);
+    pthread_mutex_init(&g_spare_lock, NULL);
     free_named(g_thread_names);
     g_thread_names = NULL;
     atomic_store(&g_allocated, 0);
     atomic_store(&g_lost, 0);
     atomic_store(&g_flushed, 0);
     g_pid = getpid();
+    reset_spill_file();
     if (g_use_tsc)
         read_anchor(&g_anchor_tsc, &g_anchor_ns);
     if (self) {
         atomic_store(&self->head, NULL);
         self->tail = NULL;
         self->tail_used = 0;
+        self->tail_events_base = 0;
         self->full = 0;
+        self->wrapped = 0;
         self->depth = 0;
         atomic_store(&self->events, 0);
         atomic_store(&self->dropped, 0);
+        atomic_store(&self->discarded, 0);
+        self->spill_chunk = NULL;
+        self->spill_off = 0;
         self->tid = os_tid();
         self->index = ++g_thread_index;
         self->next_seq = 0;
@@ -1095,9 +1299,12 @@ static void atfork_child(void)
         g_threads = self;
     }
     pthread_mutex_init(&g_lock, NULL);
+    pthread_mutex_init(&g_spiller_lock, NULL);
+    pthread_cond_init(&g_spiller_cond, NULL);
 }
 
 EXPORT int autonvtx_recorder_flush(const char* path, uint64_t out[3]);
+static void finish_spill_file(void);
 
 static __attribute__((constructor)) void on_load(void)
 {
@@ -1109,9 +1316,8 @@ static __attribute__((constructor)) void on_load(void)
 
 static __attribute__((destructor)) void on_unload(void)
 {
-    const char* dir = getenv("AUTONVTX_RECORD_DIR");
-    if (atomic_load(&g_attached) && !atomic_load(&g_flushed) && dir && *dir)
-        autonvtx_recorder_flush(NULL, NULL);
+    if (atomic_load(&g_attached) && g_record_dir[0])
+        finish_spill_file();
 }
 
 /* ---- the injection entry point ---- */
@@ -1135,6 +1341,8 @@ EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table)
     install(&t, atomic_load(&g_mode_noop));
     pthread_mutex_unlock(&g_lock);
     atomic_store(&g_attached, 1);
+    if (g_record_dir[0] && !g_keep_last)
+        ensure_spiller();
     return 1;
 }
 
@@ -1183,19 +1391,50 @@ EXPORT uint64_t autonvtx_recorder_events(void)
     return s[0];
 }
 
-/* ---- flush ---- */
+/* ---- writing the recording: spills to the per-process file, explicit flushes ---- */
+
+#define T_SPILL 7
+#define SPILL_BYTES 48u
+#define WRITE_BUFFER (1u << 20)
 
 typedef struct writer {
-    FILE* f;
+    int fd;
+    char* buf; /* WRITE_BUFFER bytes */
+    size_t len;
     uint64_t bytes;
     int failed;
 } writer;
 
+static char g_write_buffer[WRITE_BUFFER]; /* writers run under g_lock, one at a time */
+
+static void drain(writer* w)
+{
+    size_t done = 0;
+    while (done < w->len && !w->failed) {
+        ssize_t k = write(w->fd, w->buf + done, w->len - done);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            w->failed = 1;
+        else
+            done += (size_t)k;
+    }
+    w->len = 0;
+}
+
 static void put(writer* w, const void* p, size_t n)
 {
-    if (n && fwrite(p, 1, n, w->f) != n)
-        w->failed = 1;
+    const char* s = p;
     w->bytes += n;
+    while (n) {
+        size_t take = WRITE_BUFFER - w->len < n ? WRITE_BUFFER - w->len : n;
+        memcpy(w->buf + w->len, s, take);
+        w->len += take;
+        s += take;
+        n -= take;
+        if (w->len == WRITE_BUFFER)
+            drain(w);
+    }
 }
 
 static void put_u32(writer* w, uint32_t v) { put(w, &v, 4); }
@@ -1214,35 +1453,25 @@ static void section(writer* w, uint32_t tag, uint64_t length)
     put_u64(w, length);
 }
 
-/* Categories (domain, id, length, 0, name) or thread names (tid, length, name). They are kept
-   newest first in memory; readers let the last entry win, so they are written oldest first. */
-static void write_named(writer* w, named_entry* list, int is_category)
+/* What of the registries a file already holds (the live spill file, or one explicit flush). */
+typedef struct file_cursor {
+    uint32_t domains;           /* domains with an id up to this are written */
+    string_entry* last_string;  /* strings up to this one are written */
+    named_entry* categories;    /* the category list's head when last written */
+    named_entry* thread_names;  /* the thread-name list's head when last written */
+    int last_final;             /* the last SPILL section written was a final one */
+} file_cursor;
+
+static int g_spill_fd = -1;    /* the live file $AUTONVTX_RECORD_DIR/<pid>.anr, under g_lock */
+static pid_t g_spill_fd_pid;
+static file_cursor g_spill_cursor;
+
+static void reset_spill_file(void)
 {
-    size_t count = 0, i = 0;
-    named_entry *e, **all;
-    for (e = list; e; e = e->next)
-        ++count;
-    if (count == 0)
-        return;
-    all = malloc(count * sizeof(*all));
-    if (!all) {
-        w->failed = 1;
-        return;
-    }
-    for (e = list; e; e = e->next)
-        all[i++] = e;
-    while (count-- > 0) {
-        size_t n = strlen(all[count]->name);
-        put_u32(w, all[count]->a);
-        if (is_category)
-            put_u32(w, all[count]->b);
-        put_u32(w, (uint32_t)n);
-        if (is_category)
-            put_u32(w, 0);
-        put(w, all[count]->name, n);
-        pad(w, n);
-    }
-    free(all);
+    if (g_spill_fd >= 0)
+        close(g_spill_fd); /* the parent's file, inherited by a fork child */
+    g_spill_fd = -1;
+    memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
 }
 
 static size_t read_cmdline(char* buf, size_t cap)
@@ -1258,21 +1487,111 @@ static size_t read_cmdline(char* buf, size_t cap)
     return n;
 }
 
-static uint64_t thread_stream_bytes(thread_buffer* b, chunk** last, size_t* last_used)
+static int64_t realtime_offset(void)
 {
-    /* Committed prefix, read once: chunk lengths are captured here and reused when writing. */
-    uint64_t total = 0;
-    chunk* c;
-    *last = NULL;
-    *last_used = 0;
-    for (c = atomic_load_explicit(&b->head, memory_order_acquire); c;
-         c = atomic_load_explicit(&c->next, memory_order_acquire)) {
-        size_t used = atomic_load_explicit(&c->used, memory_order_acquire);
-        total += used;
-        *last = c;
-        *last_used = used;
+    struct timespec mono, real;
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    return ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000ll
+         + ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
+}
+
+static void write_header(writer* w)
+{
+    static char cmdline[65536];
+    size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
+    put(w, "ANVTXREC", 8);
+    put_u32(w, FORMAT_VERSION);
+    put_u32(w, HEADER_SIZE);
+    put_u32(w, (uint32_t)getpid());
+    put_u32(w, (uint32_t)getppid());
+    put_u64(w, now_ns());
+    put_u64(w, (uint64_t)realtime_offset());
+    put_u64(w, 0);
+    put_u64(w, 0);
+    put_u64(w, 0);
+    section(w, T_CMDLINE, ALIGN8(cmd_len));
+    put(w, cmdline, cmd_len);
+    pad(w, cmd_len);
+}
+
+static void write_domains(writer* w, file_cursor* cur)
+{
+    domain_entry* d;
+    uint64_t len = 0;
+    for (d = g_domains; d && d->id > cur->domains; d = d->next)
+        len += 8 + ALIGN8(strlen(d->name));
+    if (len == 0)
+        return;
+    section(w, T_DOMAINS, len);
+    for (d = g_domains; d && d->id > cur->domains; d = d->next) {
+        size_t n = strlen(d->name);
+        put_u32(w, d->id);
+        put_u32(w, (uint32_t)n);
+        put(w, d->name, n);
+        pad(w, n);
     }
-    return total;
+    cur->domains = g_domain_count;
+}
+
+static void write_strings(writer* w, file_cursor* cur)
+{
+    string_entry* first = cur->last_string ? cur->last_string->next_in_order : g_strings_first;
+    string_entry* s;
+    uint64_t len = 0;
+    for (s = first; s; s = s->next_in_order)
+        len += 16 + ALIGN8(s->len);
+    if (len == 0)
+        return;
+    section(w, T_STRINGS, len);
+    for (s = first; s; s = s->next_in_order) {
+        put_u32(w, s->id);
+        put_u32(w, s->domain);
+        put_u32(w, s->len);
+        put_u32(w, 0);
+        put(w, s->text, s->len);
+        pad(w, s->len);
+    }
+    cur->last_string = g_strings_last;
+}
+
+/* Categories (domain, id, length, 0, name) or thread names (tid, length, name) added since `upto`
+   was the list's head. Lists are newest first; readers let the last entry win: oldest first. */
+static void write_named(writer* w, uint32_t tag, named_entry* list, named_entry* upto)
+{
+    size_t count = 0, i = 0;
+    uint64_t len = 0;
+    int is_category = tag == T_CATEGORIES;
+    named_entry *e, **all;
+    for (e = list; e && e != upto; e = e->next, ++count)
+        len += (is_category ? 16 : 8) + ALIGN8(strlen(e->name));
+    if (count == 0 || !(all = malloc(count * sizeof(*all))))
+        return;
+    section(w, tag, len);
+    for (e = list; e && e != upto; e = e->next)
+        all[i++] = e;
+    while (count-- > 0) {
+        size_t n = strlen(all[count]->name);
+        put_u32(w, all[count]->a);
+        if (is_category)
+            put_u32(w, all[count]->b);
+        put_u32(w, (uint32_t)n);
+        if (is_category)
+            put_u32(w, 0);
+        put(w, all[count]->name, n);
+        pad(w, n);
+    }
+    free(all);
+}
+
+static void write_registries(writer* w, file_cursor* cur)
+{
+    write_domains(w, cur);
+    write_strings(w, cur);
+    write_named(w, T_CATEGORIES, g_categories, cur->categories);
+    cur->categories = g_categories;
+    write_named(w, T_THREAD_NAMES, g_thread_names, cur->thread_names);
+    cur->thread_names = g_thread_names;
 }
 
 /* Bytes of the record at p (its length follows from its head), or 0 if it runs past `avail`. */
@@ -1307,7 +1626,7 @@ static size_t record_size(const char* p, size_t avail)
 /* Writes `n` bytes of committed records, their timestamps converted to CLOCK_MONOTONIC ns. */
 static void put_events(writer* w, const ts_convert* conv, const char* data, size_t n)
 {
-    static char copy[256 * 1024]; /* flushes hold g_lock; longer than any record */
+    static char copy[256 * 1024]; /* writers hold g_lock; longer than any record */
     size_t done = 0;
     if (!conv->on) {
         put(w, data, n);
@@ -1336,161 +1655,257 @@ static void put_events(writer* w, const ts_convert* conv, const char* data, size
     }
 }
 
-static int write_recording(FILE* f, uint64_t out[3])
+/* Where a thread's unwritten events start and end: from (first, from) to (last, last_used). */
+typedef struct span {
+    chunk* first;
+    size_t from;
+    chunk* last;
+    size_t last_used;
+    uint64_t bytes;
+} span;
+
+static span thread_span(thread_buffer* b, int live)
 {
-    writer w = { f, 0, 0 };
-    thread_buffer* b;
-    domain_entry* d;
-    string_entry* s;
-    named_entry* e;
-    struct timespec mono, real;
-    uint64_t flush_ns, events = 0, dropped = atomic_load(&g_lost), len;
-    int64_t offset;
-    static char cmdline[65536];
-    size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
-
-    ts_convert conv;
-    uint64_t flush_tsc = 0;
-
-    clock_gettime(CLOCK_REALTIME, &real);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    flush_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
-    if (g_use_tsc) {
-        read_anchor(&flush_tsc, &flush_ns);
-        /* The realtime offset keeps its pair of reads; flush_ns is the anchor's own. */
+    span s = { NULL, 0, NULL, 0, 0 };
+    chunk* c;
+    s.first = live && b->spill_chunk ? b->spill_chunk : atomic_load_explicit(&b->head, memory_order_acquire);
+    s.from = live && b->spill_chunk ? b->spill_off : 0;
+    /* Committed lengths, read once here and reused when writing: the owner may append since. */
+    for (c = s.first; c; c = atomic_load_explicit(&c->next, memory_order_acquire)) {
+        size_t used = atomic_load_explicit(&c->used, memory_order_acquire);
+        s.bytes += used - (c == s.first ? s.from : 0);
+        s.last = c;
+        s.last_used = used;
     }
-    conv = conversion_at(flush_tsc, flush_ns);
-    offset = ((int64_t)real.tv_sec - (int64_t)mono.tv_sec) * 1000000000ll
-           + ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
+    return s;
+}
 
+/* The spill file keeps what it has: chunks before the last one written are final, so unmapped. */
+static void release_written(thread_buffer* b, const span* s)
+{
+    chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
+    while (c && c != s->last) {
+        chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
+        atomic_store_explicit(&b->head, next, memory_order_release);
+        spare_give(c);
+        c = next;
+    }
+    b->spill_chunk = s->last;
+    b->spill_off = s->last_used;
+}
+
+static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, int live)
+{
+    span s = thread_span(b, live);
+    size_t name_len = strnlen(b->name, sizeof(b->name));
+    chunk* c;
+    if (s.bytes == 0)
+        return;
+    section(w, T_THREAD, 32 + ALIGN8(name_len) + s.bytes);
+    put_u32(w, b->tid);
+    put_u32(w, b->index);
+    put_u64(w, atomic_load_explicit(&b->dropped, memory_order_relaxed));
+    put_u64(w, atomic_load_explicit(&b->events, memory_order_relaxed));
+    put_u32(w, (uint32_t)name_len);
+    put_u32(w, b->wrapped ? 1u : 0u);
+    put(w, b->name, name_len);
+    pad(w, name_len);
+    for (c = s.first; c; c = atomic_load_explicit(&c->next, memory_order_acquire)) {
+        size_t from = c == s.first ? s.from : 0;
+        size_t to = c == s.last ? s.last_used : atomic_load_explicit(&c->used, memory_order_acquire);
+        put_events(w, conv, c->data + from, to - from);
+        if (c == s.last)
+            break;
+    }
+    if (live && !w->failed)
+        release_written(b, &s);
+}
+
+static int has_unwritten(const file_cursor* cur)
+{
+    thread_buffer* b;
+    if (g_domain_count != cur->domains || g_strings_last != cur->last_string
+        || g_categories != cur->categories || g_thread_names != cur->thread_names)
+        return 1;
+    for (b = g_threads; b; b = b->next)
+        if (thread_span(b, 1).bytes)
+            return 1;
+    return 0;
+}
+
+/* Registries, threads' events and a SPILL section: (ns, realtime offset, events, dropped,
+   discarded, final). out: events, dropped. */
+static void write_spill(writer* w, file_cursor* cur, int live, int final, uint64_t out[2])
+{
+    thread_buffer* b;
+    uint64_t spill_ns = now_ns(), spill_tsc = 0, events = 0, dropped = atomic_load(&g_lost), discarded = 0;
+    ts_convert conv;
+    if (g_use_tsc)
+        read_anchor(&spill_tsc, &spill_ns);
+    conv = conversion_at(spill_tsc, spill_ns);
+    write_registries(w, cur);
     for (b = g_threads; b; b = b->next) {
+        write_thread(w, &conv, b, live);
         events += atomic_load_explicit(&b->events, memory_order_relaxed);
         dropped += atomic_load_explicit(&b->dropped, memory_order_relaxed);
+        discarded += atomic_load_explicit(&b->discarded, memory_order_relaxed);
     }
-
-    put(&w, "ANVTXREC", 8);
-    put_u32(&w, FORMAT_VERSION);
-    put_u32(&w, HEADER_SIZE);
-    put_u32(&w, (uint32_t)getpid());
-    put_u32(&w, (uint32_t)getppid());
-    put_u64(&w, flush_ns);
-    put_u64(&w, (uint64_t)offset);
-    put_u64(&w, dropped);
-    put_u64(&w, events);
-    put_u64(&w, 0);
-
-    section(&w, T_CMDLINE, ALIGN8(cmd_len));
-    put(&w, cmdline, cmd_len);
-    pad(&w, cmd_len);
-
-    len = 0;
-    for (d = g_domains; d; d = d->next)
-        len += 8 + ALIGN8(strlen(d->name));
-    section(&w, T_DOMAINS, len);
-    for (d = g_domains; d; d = d->next) {
-        size_t n = strlen(d->name);
-        put_u32(&w, d->id);
-        put_u32(&w, (uint32_t)n);
-        put(&w, d->name, n);
-        pad(&w, n);
-    }
-
-    len = 0;
-    for (s = g_strings_first; s; s = s->next_in_order)
-        len += 16 + ALIGN8(s->len);
-    section(&w, T_STRINGS, len);
-    for (s = g_strings_first; s; s = s->next_in_order) {
-        put_u32(&w, s->id);
-        put_u32(&w, s->domain);
-        put_u32(&w, s->len);
-        put_u32(&w, 0);
-        put(&w, s->text, s->len);
-        pad(&w, s->len);
-    }
-
-    len = 0;
-    for (e = g_categories; e; e = e->next)
-        len += 16 + ALIGN8(strlen(e->name));
-    section(&w, T_CATEGORIES, len);
-    write_named(&w, g_categories, 1);
-
-    len = 0;
-    for (e = g_thread_names; e; e = e->next)
-        len += 8 + ALIGN8(strlen(e->name));
-    section(&w, T_THREAD_NAMES, len);
-    write_named(&w, g_thread_names, 0);
-
-    for (b = g_threads; b; b = b->next) {
-        chunk* last;
-        size_t last_used;
-        uint64_t stream = thread_stream_bytes(b, &last, &last_used);
-        size_t name_len = strnlen(b->name, sizeof(b->name));
-        chunk* c;
-        section(&w, T_THREAD, 32 + ALIGN8(name_len) + stream);
-        put_u32(&w, b->tid);
-        put_u32(&w, b->index);
-        put_u64(&w, atomic_load_explicit(&b->dropped, memory_order_relaxed));
-        put_u64(&w, atomic_load_explicit(&b->events, memory_order_relaxed));
-        put_u32(&w, (uint32_t)name_len);
-        put_u32(&w, 0);
-        put(&w, b->name, name_len);
-        pad(&w, name_len);
-        /* Write exactly the lengths measured above: the owner may have appended since. */
-        for (c = atomic_load_explicit(&b->head, memory_order_acquire); c;
-             c = atomic_load_explicit(&c->next, memory_order_acquire)) {
-            if (c == last) {
-                put_events(&w, &conv, c->data, last_used);
-                break;
-            }
-            /* A chunk with a successor is final: its owner never writes to it again. */
-            put_events(&w, &conv, c->data, atomic_load_explicit(&c->used, memory_order_acquire));
-        }
-    }
-    section(&w, T_END, 0);
-
+    section(w, T_SPILL, SPILL_BYTES);
+    put_u64(w, spill_ns);
+    put_u64(w, (uint64_t)realtime_offset());
+    put_u64(w, events);
+    put_u64(w, dropped);
+    put_u64(w, discarded);
+    put_u32(w, final ? 1u : 0u);
+    put_u32(w, 0);
+    cur->last_final = final;
     if (out) {
         out[0] = events;
         out[1] = dropped;
-        out[2] = w.bytes;
     }
+}
+
+static int spill_path(char* out, size_t cap)
+{
+    return g_record_dir[0] && (size_t)snprintf(out, cap, "%s/%d.anr", g_record_dir, (int)g_pid) < cap;
+}
+
+/* Appends what is new to the live file (opened, with its header, on first use). Under g_lock. */
+static int spill_locked(int final, uint64_t out[3])
+{
+    writer w = { -1, g_write_buffer, 0, 0, 0 };
+    char path[4200];
+    if (g_spill_fd < 0 || g_spill_fd_pid != g_pid) {
+        if (!spill_path(path, sizeof(path)))
+            return -EINVAL;
+        g_spill_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
+        if (g_spill_fd < 0)
+            return -errno;
+        g_spill_fd_pid = g_pid;
+        memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
+        w.fd = g_spill_fd;
+        write_header(&w);
+    }
+    w.fd = g_spill_fd;
+    if (final || has_unwritten(&g_spill_cursor))
+        write_spill(&w, &g_spill_cursor, 1, final, out);
+    drain(&w);
+    if (final)
+        spare_drain();
+    if (out)
+        out[2] = (uint64_t)lseek(g_spill_fd, 0, SEEK_END);
     return w.failed ? -EIO : 0;
 }
 
-/*
- * Writes the recording to `path` atomically (path.tmp, then rename). A NULL or empty path means
- * $AUTONVTX_RECORD_DIR/<pid>.anr. Returns 0, or a negative errno. out: events, dropped, bytes.
- */
-EXPORT int autonvtx_recorder_flush(const char* path, uint64_t out[3])
+static void spill_periodic(void)
 {
-    char target[4096];
-    char tmp[4200];
-    FILE* f;
-    int rc;
-    if (!path || !*path) {
-        const char* dir = getenv("AUTONVTX_RECORD_DIR");
-        if (!dir || !*dir)
-            return -EINVAL;
-        if ((size_t)snprintf(target, sizeof(target), "%s/%d.anr", dir, (int)getpid()) >= sizeof(target))
-            return -ENAMETOOLONG;
-        path = target;
+    pthread_mutex_lock(&g_lock);
+    if (atomic_load(&g_attached))
+        spill_locked(0, NULL);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* At unload: the live file ends with a final SPILL section, unless it already does. */
+static void finish_spill_file(void)
+{
+    pthread_mutex_lock(&g_lock);
+    if (g_keep_last || g_spill_fd < 0 || g_spill_fd_pid != g_pid || !g_spill_cursor.last_final
+        || has_unwritten(&g_spill_cursor))
+        spill_locked(1, NULL);
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* A whole recording from memory into a new file (no live file in this process). */
+static int write_whole(int fd, uint64_t out[3])
+{
+    writer w = { fd, g_write_buffer, 0, 0, 0 };
+    file_cursor cur;
+    memset(&cur, 0, sizeof(cur));
+    write_header(&w);
+    write_spill(&w, &cur, 0, 1, out);
+    drain(&w);
+    if (out)
+        out[2] = w.bytes;
+    return w.failed ? -EIO : 0;
+}
+
+/* The live file so far, then a final SPILL section, into a new file. */
+static int copy_live(int fd, uint64_t out[3])
+{
+    writer w = { fd, g_write_buffer, 0, 0, 0 };
+    file_cursor cur = g_spill_cursor;
+    off_t at = 0;
+    int rc = spill_locked(0, NULL);
+    int in;
+    char path[4200];
+    if (rc != 0 || !spill_path(path, sizeof(path)) || (in = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return rc ? rc : -EIO;
+    for (;;) {
+        ssize_t k = pread(in, g_write_buffer, WRITE_BUFFER, at);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        w.len = (size_t)k;
+        w.bytes += (uint64_t)k;
+        at += k;
+        drain(&w);
     }
+    close(in);
+    cur = g_spill_cursor;
+    write_spill(&w, &cur, 0, 1, out);
+    drain(&w);
+    if (out)
+        out[2] = w.bytes;
+    return w.failed ? -EIO : 0;
+}
+
+static int write_to_new_file(const char* path, uint64_t out[3])
+{
+    char tmp[4200];
+    int fd, rc;
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
         return -ENAMETOOLONG;
-    f = fopen(tmp, "wb");
-    if (!f)
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0)
         return -errno;
-    setvbuf(f, NULL, _IOFBF, 1 << 20);
-    pthread_mutex_lock(&g_lock);
-    rc = write_recording(f, out);
-    pthread_mutex_unlock(&g_lock);
-    if (fclose(f) != 0 && rc == 0)
+    if (g_spill_fd >= 0 && g_spill_fd_pid == g_pid)
+        rc = copy_live(fd, out);
+    else
+        rc = write_whole(fd, out);
+    if (close(fd) != 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && rename(tmp, path) != 0)
         rc = -errno;
-    if (rc != 0) {
+    if (rc != 0)
         unlink(tmp);
-        return rc;
+    return rc;
+}
+
+/*
+ * Writes the recording. A NULL or empty path means the live file $AUTONVTX_RECORD_DIR/<pid>.anr:
+ * what it lacks is appended, with a final SPILL section. Another path gets a whole recording,
+ * written atomically (path.tmp, then rename). Returns 0, or a negative errno.
+ * out: events, dropped, bytes of the file.
+ */
+EXPORT int autonvtx_recorder_flush(const char* path, uint64_t out[3])
+{
+    char live[4200];
+    int rc;
+    const char* dir = getenv("AUTONVTX_RECORD_DIR");
+    if ((!path || !*path) && (!dir || !*dir))
+        return -EINVAL;
+    pthread_mutex_lock(&g_lock);
+    if (dir && *dir && strcmp(dir, g_record_dir) != 0 && strlen(dir) < sizeof(g_record_dir) - 32) {
+        strcpy(g_record_dir, dir); /* set after the library loaded: the file goes there */
+        reset_spill_file();
     }
-    atomic_store(&g_flushed, 1);
-    return 0;
+    if (!path || !*path || (spill_path(live, sizeof(live)) && strcmp(path, live) == 0))
+        rc = spill_locked(1, out);
+    else
+        rc = write_to_new_file(path, out);
+    pthread_mutex_unlock(&g_lock);
+    if (rc == 0)
+        atomic_store(&g_flushed, 1);
+    return rc;
 }

@@ -87,11 +87,18 @@ def _count(module: types.ModuleType, name: str, wrapper_type: type | None, seen:
                 if _defined_in(candidate, name):
                     seen.add(id(value))
                     functions += 1
-                    wrapped += is_wrapper
+                    wrapped += is_wrapper or _monitored(candidate)
             elif isinstance(value, type) and value.__dict__.get("__module__") == name:
                 seen.add(id(value))
                 pending.append(dict(vars(value)))
     return functions, wrapped
+
+
+def _monitored(function: Any) -> bool:
+    """Whether autonvtx's code engine gives `function` its range (nothing is wrapped then)."""
+    autonvtx = sys.modules.get("autonvtx")
+    check = getattr(autonvtx, "is_instrumented", None) if autonvtx is not None else None
+    return bool(check(function)) if check is not None else False
 
 
 def _defined_in(function: Any, module_name: str) -> bool:

@@ -1,0 +1,251 @@
+"""Traces and statistics written straight from the recorder's files by its native exporter.
+
+Python writes the small parts (the JSON head and tail, Perfetto's descriptors) and the native
+exporter (`_native/export.c`, in the recorder library) streams every event between them, in
+memory that does not grow with the trace. A `.json.gz` is compressed from the plain file in
+blocks.
+"""
+from __future__ import annotations
+
+import ctypes
+import gzip
+import json
+import os
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autonvtx.recorder import native, perfetto
+from autonvtx.recorder.model import ProcessRecording
+from autonvtx.recorder.trace import other_data, metadata_events
+
+STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS = 1, 2, 4, 8
+PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
+
+
+@dataclass
+class RawRow:
+    """One statistics row as the exporter counted it (times in ns)."""
+
+    group: int
+    parent: int  # index of the enclosing row (tree mode), -1 for none
+    depth: int
+    domain: str
+    name: str
+    count: int
+    total_ns: int
+    self_ns: int
+    min_ns: int
+    max_ns: int
+    open_count: int
+    mean_ns: float
+    median_ns: float
+    variance: float
+
+
+@dataclass
+class Exported:
+    """What streaming the files found."""
+
+    rows: list[RawRow] = field(default_factory=list)
+    spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # group -> (first, last ns)
+    ranges: int = 0
+    marks: int = 0
+    open_ranges: int = 0
+
+
+def _library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(_path())  # the loaded library's handle, when NVTX has loaded it
+    lib.autonvtx_export_new.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64]
+    lib.autonvtx_export_new.restype = ctypes.c_void_p
+    lib.autonvtx_export_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                                         ctypes.POINTER(ctypes.c_uint64)]
+    lib.autonvtx_export_file.restype = ctypes.c_int
+    lib.autonvtx_export_close.argtypes = [ctypes.c_void_p]
+    lib.autonvtx_export_close.restype = ctypes.c_int
+    lib.autonvtx_export_rows.argtypes = [ctypes.c_void_p]
+    lib.autonvtx_export_rows.restype = ctypes.c_size_t
+    lib.autonvtx_export_row.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64),
+                                        ctypes.POINTER(ctypes.c_double)]
+    lib.autonvtx_export_row.restype = None
+    lib.autonvtx_export_text.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int]
+    lib.autonvtx_export_text.restype = ctypes.c_char_p
+    lib.autonvtx_export_group_spans.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
+    lib.autonvtx_export_group_spans.restype = ctypes.c_size_t
+    lib.autonvtx_export_free.argtypes = [ctypes.c_void_p]
+    lib.autonvtx_export_free.restype = None
+    return lib
+
+
+def _path() -> str:
+    path = native.library_path()
+    if path is None:
+        raise FileNotFoundError(f"the native recorder {native.LIBRARY_NAME} is not built in this installation")
+    return path
+
+
+ExportFile = tuple[str, int, ProcessRecording]  # recording file, statistics group, its process
+
+
+def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace_path: str | None = None,
+           stats_mode: int = 0, skip_first: int = 0, progress: Progress | None = None) -> Exported:
+    """Stream each recording file into the outputs; OSError on failure. Each file's process
+    gets its unmatched pops, last write time and whether it ended normally."""
+    lib = _library()
+    handle = lib.autonvtx_export_new(os.fsencode(json_path) if json_path else None,
+                                     os.fsencode(pftrace_path) if pftrace_path else None,
+                                     stats_mode, skip_first)
+    if not handle:
+        raise OSError(f"cannot open {json_path or pftrace_path} to write the trace")
+    result = Exported()
+    try:
+        info = (ctypes.c_uint64 * 8)()
+        for done, (path, group, recording) in enumerate(files):
+            rc = lib.autonvtx_export_file(handle, os.fsencode(path), group, info)
+            if rc != 0:
+                raise OSError(-rc, f"{path}: {os.strerror(-rc)}")
+            recording.unmatched_pops = info[3]
+            recording.flush_ns = info[6]
+            recording.ended_normally = bool(info[7])
+            result.ranges += info[0]
+            result.marks += info[1]
+            result.open_ranges += info[2]
+            if progress is not None:
+                progress.update(done + 1, len(files))
+        rc = lib.autonvtx_export_close(handle)
+        if rc != 0:
+            raise OSError(-rc, f"cannot write the trace: {os.strerror(-rc)}")
+        if stats_mode:
+            result.rows = _rows(lib, handle)
+            result.spans = _spans(lib, handle)
+    finally:
+        lib.autonvtx_export_free(handle)
+    return result
+
+
+def _rows(lib: ctypes.CDLL, handle: int) -> list[RawRow]:
+    out = (ctypes.c_uint64 * 12)()
+    fout = (ctypes.c_double * 3)()
+    rows = []
+    texts: dict[tuple[int, int], str] = {}
+
+    def text(ident: int, which: int) -> str:
+        key = (ident, which)
+        if key not in texts:
+            texts[key] = lib.autonvtx_export_text(handle, ident, which).decode("utf-8", "replace")
+        return texts[key]
+
+    for i in range(lib.autonvtx_export_rows(handle)):
+        lib.autonvtx_export_row(handle, i, out, fout)
+        rows.append(RawRow(group=out[0], parent=int(out[1]) - 1, depth=out[2], domain=text(out[10], 1),
+                           name=text(out[9], 0), count=out[3], total_ns=out[4], self_ns=out[5],
+                           min_ns=out[6], max_ns=out[7], open_count=out[8], mean_ns=fout[0],
+                           median_ns=fout[1], variance=fout[2]))
+    return rows
+
+
+def _spans(lib: ctypes.CDLL, handle: int) -> dict[int, tuple[int, int]]:
+    out = (ctypes.c_uint64 * 3)()
+    spans = {}
+    count = lib.autonvtx_export_group_spans(handle, 0, out)
+    for i in range(count):
+        lib.autonvtx_export_group_spans(handle, i, out)
+        spans[out[0]] = (out[1], out[2])
+    return spans
+
+
+class Progress:
+    """One line on stderr when writing has taken more than a second (on a terminal only: a log
+    file would gain a line per run): what is being written, and then how long it took."""
+
+    DELAY_S = 1.0
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.started = time.monotonic()
+        self.shown = False
+        self.timer: threading.Timer | None = None
+        if sys.stderr.isatty():
+            # The native exporter releases the GIL (ctypes does), so the timer thread runs.
+            self.timer = threading.Timer(self.DELAY_S, self.show)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def show(self) -> None:
+        self.shown = True
+        sys.stderr.write(f"autonvtx: writing {self.what} ...")
+        sys.stderr.flush()
+
+    def update(self, done: int, total: int) -> None:
+        if self.shown and total > 1:
+            sys.stderr.write(f"\rautonvtx: writing {self.what} ... {done}/{total} processes")
+            sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
+        if self.shown:
+            sys.stderr.write(f" done in {time.monotonic() - self.started:.1f} s\n")
+            sys.stderr.flush()
+
+
+def _temp_beside(path: str) -> str:
+    directory, base = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def write_trace(recordings: Sequence[ProcessRecording], files: Sequence[ExportFile], path: str, *,
+                metadata: Mapping[str, object], stats_mode: int = 0, skip_first: int = 0) -> Exported:
+    """The trace at `path` (.json, .json.gz, .pftrace), statistics on the way; atomically."""
+    temp = _temp_beside(path)
+    progress = Progress(path)
+    try:
+        if path.endswith(PERFETTO_SUFFIXES):
+            with open(temp, "wb") as stream:
+                stream.write(perfetto.head_packets(recordings))
+            result = export(files, pftrace_path=temp, stats_mode=stats_mode, skip_first=skip_first,
+                            progress=progress)
+        else:
+            with open(temp, "w", encoding="utf-8", newline="\n") as stream:
+                stream.write('{"displayTimeUnit":"ns","traceEvents":[\n')
+                stream.write(",\n".join(metadata_events(recordings)))
+            result = export(files, json_path=temp, stats_mode=stats_mode, skip_first=skip_first,
+                            progress=progress)
+            with open(temp, "a", encoding="utf-8", newline="\n") as stream:
+                stream.write('\n],\n"otherData":' + json.dumps(other_data(recordings, metadata), default=str) + "}\n")
+            if path.endswith(".gz"):
+                temp = _compressed(temp, path)
+        os.chmod(temp, 0o666 & ~_umask())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    finally:
+        progress.end()
+    return result
+
+
+def _compressed(plain: str, path: str) -> str:
+    target = _temp_beside(path)
+    try:
+        with open(plain, "rb") as source, open(target, "wb") as raw:
+            # mtime=0 keeps the bytes reproducible; level 6 as before, in 1 MiB blocks.
+            with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as gz:
+                while block := source.read(1 << 20):
+                    gz.write(block)
+    finally:
+        os.unlink(plain)
+    return target
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

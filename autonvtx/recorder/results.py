@@ -1,0 +1,210 @@
+"""A record directory's files turned into the trace and summary the user asked for.
+
+Used at the end of `autonvtx run` and by `autonvtx recover` (the same directory, after the
+process that would have written them died). Every file is read by the native exporter in one
+pass that writes the trace and counts the statistics together.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autonvtx.errors import TraceFormatError
+from autonvtx.recorder.model import ProcessRecording
+from autonvtx.recorder.summary import RangeStats, SummaryOptions, arrange, group_title
+
+
+@dataclass
+class Request:
+    """What to write, and how to name the processes found."""
+
+    trace: str | None = None
+    summary: str | None = None  # "-" for stderr
+    labels: Mapping[int, str] = field(default_factory=dict)  # pid -> label
+    only_pid: int | None = None  # read only this process's file
+    missing: Sequence[Mapping[str, Any]] = ()  # processes noted but without a file
+    metadata: Mapping[str, object] = field(default_factory=dict)
+    adjust: Callable[[list[ProcessRecording]], None] | None = None  # last touches before writing
+    options: SummaryOptions = SummaryOptions()
+
+
+@dataclass
+class Results:
+    recordings: list[ProcessRecording]
+    stats: list[RangeStats]
+    notes: list[str]
+
+
+def recording_files(directory: str, only_pid: int | None = None) -> list[Path]:
+    from autonvtx.recorder.recording import SUFFIX
+
+    paths = sorted(Path(directory).glob("*" + SUFFIX), key=lambda p: (len(p.stem), p.stem))
+    return [p for p in paths if p.is_file() and (only_pid is None or p.stem == str(only_pid))]
+
+
+NOTE_SUFFIX = ".json"  # `<pid>.json` beside `<pid>.anr`: a child announced itself (session.note_process)
+
+
+def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
+    """pid -> note, for every readable note in `directory`."""
+    notes: dict[int, dict[str, Any]] = {}
+    for path in Path(directory).glob("*" + NOTE_SUFFIX):
+        try:
+            note = json.loads(path.read_text(encoding="utf-8"))
+            notes[int(note["pid"])] = {
+                "pid": int(note["pid"]), "ppid": int(note.get("ppid", 0)), "label": str(note.get("label", ""))}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return notes
+
+
+def write_results(directory: str, request: Request) -> Results:
+    """Scan, name, stream; then the summary. The trace is written atomically."""
+    from autonvtx.recorder.export import export, write_trace
+    from autonvtx.recorder.recording import scan_recording
+
+    files: list[tuple[str, int, ProcessRecording]] = []
+    notes: list[str] = []
+    for path in recording_files(directory, request.only_pid):
+        try:
+            recording = scan_recording(path)
+        except TraceFormatError as error:
+            notes.append(f"{error}: the events of process {path.stem} are missing")
+            continue
+        recording.label = request.labels.get(recording.pid, "") or recording.label
+        if not recording.ended_normally:
+            recording.label = f"{recording.display_name} (ended abnormally)"
+        files.append((str(path), _group_key(request.options.by, recording), recording))
+    files.sort(key=lambda f: f[2].pid)
+    recordings = [f[2] for f in files]
+    for process in request.missing:
+        recordings.append(ProcessRecording(pid=process["pid"], ppid=process["ppid"],
+                                           label=f"{process['label']} (recording missing)"))
+    if request.adjust is not None:
+        request.adjust(recordings)
+    stats_mode = _stats_mode(request.options) if request.summary is not None else 0
+    if request.trace is not None:
+        exported = write_trace(recordings, files, request.trace, metadata=request.metadata, stats_mode=stats_mode,
+                               skip_first=request.options.skip_first)
+    else:
+        exported = export(files, stats_mode=stats_mode, skip_first=request.options.skip_first)
+    notes = run_notes(recordings, exported.open_ranges) + notes
+    if exported.ranges == 0 and exported.marks == 0:
+        notes.append("no NVTX ranges or marks were recorded")
+    stats = stats_from_rows(exported.rows, exported.spans, recordings, request.options) if stats_mode else []
+    return Results(recordings, stats, notes)
+
+
+def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[str]:
+    """What the numbers may miss: lost events, processes that died, open ranges, stray pops."""
+    from autonvtx.recorder.summary import count_text
+
+    notes: list[str] = []
+    dropped = sum(r.dropped_events for r in recordings)
+    if dropped:
+        notes.append(f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory "
+                     "bound was hit; the counts are low (raise --buffer-mb)")
+    discarded = sum(r.discarded_events for r in recordings)
+    if discarded:
+        notes.append(f"{count_text(discarded, 'older event was', 'older events were')} let go by "
+                     "--keep last: the trace holds the most recent ones")
+    for rec in recordings:
+        if rec.label.endswith("(still running)"):
+            notes.append(f"process {rec.pid} ({rec.display_name}) was still running when the recording was "
+                         "written: its events up to its last write are in")
+        if not rec.ended_normally and not rec.label.endswith("(recording missing)"):
+            notes.append(f"process {rec.pid} ({rec.display_name}) ended abnormally (a crash, os._exit or a "
+                         "kill): its events up to its last write (at most ~100 ms before) are kept, and the "
+                         "ranges it left open end there")
+    if open_ranges:
+        notes.append(f"{count_text(open_ranges, 'range was', 'ranges were')} still open at exit "
+                     "(timed up to the moment the recording was written)")
+    unmatched = sum(r.unmatched_pops for r in recordings)
+    if unmatched:
+        notes.append(f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
+    return notes
+
+
+def _stats_mode(options: SummaryOptions) -> int:
+    from autonvtx.recorder.export import STATS_BY_THREAD, STATS_CLASS, STATS_FLAT, STATS_TREE
+
+    mode = STATS_TREE if options.tree else STATS_FLAT
+    mode |= STATS_BY_THREAD if options.by == "thread" else 0
+    return mode | (STATS_CLASS if options.group == "class" else 0)
+
+
+def _group_key(by: str | None, recording: ProcessRecording) -> int:
+    """The statistics group of a process's rows: its pid, or its rank (by --by)."""
+    if by == "process":
+        return recording.pid
+    if by == "rank":
+        title = group_title("rank", recording)
+        return int(title.split()[1]) if title.startswith("rank ") else (1 << 40) + recording.pid
+    return 0
+
+
+def _titles(by: str | None, recordings: Sequence[ProcessRecording]) -> dict[int, str]:
+    titles: dict[int, str] = {}
+    for rec in recordings:
+        if by == "thread":
+            for tid in set(rec.thread_names) | {rec.pid}:
+                titles[(rec.pid << 32) | tid] = group_title("thread", rec, tid)
+        else:
+            titles.setdefault(_group_key(by, rec), group_title(by, rec))
+    return titles
+
+
+def stats_from_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]],
+                    recordings: Sequence[ProcessRecording] = (),
+                    options: SummaryOptions = SummaryOptions()) -> list[RangeStats]:
+    """RangeStats from the exporter's rows, arranged as `options` say."""
+    grand_total = sum(r.total_ns for r in rows)
+    titles = _titles(options.by, recordings)
+    by_index = {i: r for i, r in enumerate(rows)}
+    stats = []
+    for r in rows:
+        if r.count == 0:  # every instance left out by --skip-first (kept above as a tree parent)
+            continue
+        first, last = spans.get(r.group, (0, 0))
+        wall = last - first
+        path = ""
+        if options.tree:
+            labels, node = [], r
+            while True:
+                labels.append(f"{node.domain}:{node.name}" if node.domain else node.name)
+                if node.parent < 0 or node.parent not in by_index:
+                    break
+                node = by_index[node.parent]
+            path = " > ".join(reversed(labels))
+        stats.append(RangeStats(
+            domain=r.domain, name=r.name, count=r.count, total_ns=r.total_ns, self_ns=r.self_ns,
+            mean_ns=r.mean_ns, median_ns=r.median_ns, min_ns=r.min_ns, max_ns=r.max_ns,
+            stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
+            percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
+            open_count=r.open_count, wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
+            group=titles.get(r.group, "") if options.by else "", depth=r.depth if options.tree else 0, path=path))
+    return arrange(stats, options)
+
+
+def print_notes(notes: Sequence[str]) -> None:
+    for note in notes:
+        print(f"autonvtx: {note}", file=sys.stderr)
+
+
+def recover(directory: str, trace: str) -> None:
+    """`autonvtx recover`: every recording in `directory` into `trace`; notes on stderr."""
+    from autonvtx.errors import UsageError
+
+    if not Path(directory).is_dir():
+        raise UsageError(f"recover: no such directory '{directory}'")
+    if not recording_files(directory):
+        raise UsageError(f"recover: '{directory}' holds no recordings (*.anr); expected the directory "
+                         "autonvtx run named")
+    notes = read_process_notes(directory)
+    labels = {pid: str(note.get("label") or "") for pid, note in notes.items()}
+    print_notes(write_results(directory, Request(trace=trace, labels=labels)).notes)

@@ -1,0 +1,132 @@
+"""Names for what an export identifies by number: processes, threads, ranks, NVTX domains, GPUs."""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from autonvtx.report.export import DOMAIN_CREATE_TYPE, THREAD_NAME_TYPE, NsysExport
+from autonvtx.report.schema import quote
+
+# globalTid packs the thread id in its low 24 bits and the process id in the next 24; the bits
+# above hold the VM/host id (the same decoding Nsight Systems' own report scripts use).
+_ID_MASK = 0xFFFFFF
+_RANK = re.compile(r"\brank\s*[#:=]?\s*(\d+)", re.IGNORECASE)
+
+
+def pid_of(global_tid: int) -> int:
+    return (global_tid >> 24) & _ID_MASK
+
+
+def tid_of(global_tid: int) -> int:
+    return global_tid & _ID_MASK
+
+
+def process_key(global_tid: int) -> int:
+    """globalTid with the thread bits cleared: the globalPid of its process."""
+    return global_tid & ~_ID_MASK
+
+
+class Labels:
+    """How the report names a thread's process, rank and thread, and an NVTX domain."""
+
+    def __init__(self, processes: dict[int, str], threads: dict[int, str], ranks: dict[int, int],
+                 domains: dict[int, str]) -> None:
+        self.processes = processes  # globalPid -> process name
+        self.threads = threads  # globalTid -> thread name
+        self.ranks = ranks  # globalPid -> rank
+        self.domains = domains  # domainId -> name
+
+    def process(self, global_tid: int) -> str:
+        pid = pid_of(global_tid)
+        name = self.processes.get(process_key(global_tid))
+        return f"{name} (pid {pid})" if name else f"pid {pid}"
+
+    def rank(self, global_tid: int) -> str:
+        rank = self.ranks.get(process_key(global_tid))
+        return f"rank {rank}" if rank is not None else f"pid {pid_of(global_tid)}"
+
+    def thread(self, global_tid: int) -> str:
+        name = self.threads.get(global_tid)
+        tid = tid_of(global_tid)
+        where = f"pid {pid_of(global_tid)}"
+        return f"{where}, {name} (tid {tid})" if name else f"{where}, tid {tid}"
+
+    def domain(self, domain_id: int) -> str:
+        if not domain_id:
+            return ""
+        return self.domains.get(domain_id, f"domain {domain_id}")
+
+    def grouping(self, by: str | None) -> Callable[[int], str]:
+        """globalTid -> group label for --by process|rank|thread ("" for no grouping)."""
+        if by == "process":
+            return self.process
+        if by == "rank":
+            return self.rank
+        if by == "thread":
+            return self.thread
+        return lambda _tid: ""
+
+
+def read_labels(export: NsysExport) -> Labels:
+    processes = _processes(export)
+    threads = _thread_names(export)
+    nvtx_threads, domains = _nvtx_names(export)
+    ranks: dict[int, int] = {}
+    # A rank named anywhere in a process: an NVTX thread name ("MPI Rank 0", set by nsys' MPI
+    # wrappers), an OS thread name, or the process name.
+    for source in (nvtx_threads, threads):
+        for global_tid, name in source.items():
+            match = _RANK.search(name)
+            if match and process_key(global_tid) not in ranks:
+                ranks[process_key(global_tid)] = int(match.group(1))
+    for global_pid, name in processes.items():
+        match = _RANK.search(name)
+        if match and global_pid not in ranks:
+            ranks[global_pid] = int(match.group(1))
+    merged_threads = {**threads, **nvtx_threads}
+    return Labels(processes, merged_threads, ranks, domains)
+
+
+def _processes(export: NsysExport) -> dict[int, str]:
+    table = export.schema.table("PROCESSES")
+    if table is None or not table.has("globalPid", "name"):
+        return {}
+    return {int(gpid): str(name) for gpid, name in export.connection.execute(
+        f"SELECT globalPid, name FROM {quote(table.name)} WHERE name IS NOT NULL")}
+
+
+def _thread_names(export: NsysExport) -> dict[int, str]:
+    table = export.schema.table("ThreadNames")
+    if table is None or not table.has("globalTid", "nameId"):
+        return {}
+    name, join = export.text_sql(None, "t.nameId", "s")
+    # Several names per thread happen (renames); the highest priority one is the one shown.
+    rows = export.connection.execute(
+        f"SELECT t.globalTid, {name} FROM {quote(table.name)} t{join}"
+        + (" ORDER BY t.priority" if table.has("priority") else "")
+    )
+    return {int(gtid): str(value) for gtid, value in rows if value}
+
+
+def _nvtx_names(export: NsysExport) -> tuple[dict[int, str], dict[int, str]]:
+    """(NVTX thread names by globalTid, NVTX domain names by domainId)."""
+    table = export.nvtx
+    if table is None:
+        return {}, {}
+    text = table.column("text")
+    text_id = table.column("textId")
+    name, join = export.text_sql(f"n.{quote(text)}" if text else None, f"n.{quote(text_id)}" if text_id else None, "s")
+    domain = "n.domainId" if table.has("domainId") else "0"
+    threads: dict[int, str] = {}
+    domains: dict[int, str] = {}
+    for kind, gtid, domain_id, value in export.connection.execute(
+        f"SELECT n.eventType, n.globalTid, {domain}, {name} FROM {quote(table.name)} n{join} "
+        f"WHERE n.eventType IN ({THREAD_NAME_TYPE}, {DOMAIN_CREATE_TYPE})"
+    ):
+        if not value:
+            continue
+        if kind == THREAD_NAME_TYPE and gtid is not None:
+            threads[int(gtid)] = str(value)
+        elif kind == DOMAIN_CREATE_TYPE and domain_id is not None:
+            domains[int(domain_id)] = str(value)
+    return threads, domains

@@ -1,0 +1,192 @@
+"""Read a PROFILE (nsys export, .nsys-rep, or autonvtx trace) into a Report."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
+from autonvtx.report.labels import Labels, read_labels
+from autonvtx.report.model import Report, Row, Totals, Work
+from autonvtx.report.nsysrep import ensure_export, is_report
+from autonvtx.report.sweep import Sweep, Tally
+from autonvtx.report.views import build_rows, build_tree, strip_ids
+from autonvtx.report import workers
+from autonvtx.report.workers import Part, split_threads, sweep_parallel
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_GZIP_MAGIC = b"\x1f\x8b"
+BY_CHOICES = ("process", "rank", "thread", "gpu")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How to build the report: --by and --strip-ids (shaping comes later, at printing)."""
+
+    by: str | None = None
+    strip_ids: bool = False
+
+
+def read_profile(path: str, options: ReportOptions = ReportOptions()) -> Report:
+    if is_report(path):
+        return _from_export(ensure_export(path), options)
+    head = _head(path)
+    if head.startswith(_SQLITE_MAGIC):
+        return _from_export(path, options)
+    if head.startswith(_GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):
+        return _from_recording(path, options)
+    raise ReportError(
+        f"{path}: neither an SQLite file nor a JSON trace; expected an Nsight Systems export "
+        "(nsys export --type sqlite), a .nsys-rep, or an autonvtx trace (.json)"
+    )
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(64)
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) or an autonvtx trace (.json)") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path}: is a directory; expected an Nsight Systems export or an autonvtx trace") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _rename(options: ReportOptions) -> Callable[[str], str] | None:
+    return strip_ids if options.strip_ids else None
+
+
+def _from_export(path: str, options: ReportOptions) -> Report:
+    export = NsysExport(path)
+    try:
+        labels = read_labels(export)
+        notes = _export_notes(export, labels)
+        tallies = _sweeps(export, labels, options)
+        totals = Totals(capture=_capture_work(export))
+        launched = Work()
+        rows, tree = [], []
+        for tally in tallies:
+            rows.extend(build_rows(tally, labels.domain, export.string))
+            tree.extend(build_tree(tally, labels.domain))
+            launched.add(Work(*tally.launched))
+            for outside in tally.outside.values():
+                totals.outside.add(Work(*outside))
+        totals.unmatched = _difference(totals.capture, launched)
+        notes.extend(_work_notes(totals, tallies))
+        notes.extend(_id_notes(rows, options))
+        if options.by == "gpu":
+            notes.append("--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
+                         "ranges that launched nothing are left out")
+        unnamed = sorted({domain for tally in tallies for domain, _ in tally.keys if domain and domain not in labels.domains})
+        if unnamed:
+            shown = ", ".join(str(d) for d in unnamed)
+            notes.append(f"NVTX domain{'s' if len(unnamed) > 1 else ''} {shown} {'have' if len(unnamed) > 1 else 'has'} no name "
+                         "in this export (the capture does not hold the domain's creation): shown as 'domain N'")
+        version = export.version
+        description = f"Nsight Systems {version} export" if version else "Nsight Systems export"
+        return Report(os.path.basename(path), "nsys", description, bool(export.work), options.by, rows, tree, totals,
+                      notes, _outside_by_group(tallies))
+    finally:
+        export.close()
+
+
+def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[Tally]:
+    rename = _rename(options)
+    # A large export's threads are swept in as many processes as there are CPUs to run them.
+    shares = split_threads(export, workers.available_cpus())
+    devices: list[int | None] = list(export.devices()) if options.by == "gpu" else [None]
+    if len(shares) > 1:
+        return [sweep_parallel([Part(export.path, options.by, options.strip_ids, device, threads) for threads in shares])
+                for device in devices]
+    if options.by != "gpu":
+        return [Sweep(labels.grouping(options.by), rename).run(export.ranges(), export.launches())]
+    # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
+    return [
+        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(export.ranges(), export.launches(device))
+        for device in export.devices()
+    ]
+
+
+def _constant(label: str) -> Callable[[int], str]:
+    return lambda _tid: label
+
+
+def _capture_work(export: NsysExport) -> Work:
+    totals = export.work_totals()
+    kernels = totals.get(KERNEL, (0, 0, 0))
+    memcpy = totals.get(MEMCPY, (0, 0, 0))
+    memset = totals.get(MEMSET, (0, 0, 0))
+    return Work(kernels[0], kernels[1], memcpy[0], memcpy[2], memcpy[1], memset[0], memset[2], memset[1])
+
+
+def _difference(whole: Work, part: Work) -> Work:
+    return Work(whole.kernels - part.kernels, whole.kernel_ns - part.kernel_ns, whole.memcpy - part.memcpy,
+                whole.memcpy_bytes - part.memcpy_bytes, whole.memcpy_ns - part.memcpy_ns, whole.memset - part.memset,
+                whole.memset_bytes - part.memset_bytes, whole.memset_ns - part.memset_ns)
+
+
+def _id_notes(rows: list[Row], options: ReportOptions) -> list[str]:
+    """A hint when names carry per-call ids: one row per call is rarely what was wanted."""
+    if options.strip_ids or len(rows) < 1000:
+        return []
+    sample = rows[:1000]
+    with_ids = sum(1 for row in sample if strip_ids(row.name) != row.name)
+    if with_ids * 2 < len(sample):
+        return []
+    return [f"{len(rows):,} range names, most with per-call ids (such as ', op_id = 990760'): "
+            "--strip-ids folds them into one row per operation"]
+
+
+def _outside_by_group(tallies: list[Tally]) -> dict[str, Work]:
+    outside: dict[str, Work] = {}
+    for tally in tallies:
+        for group, work in tally.outside.items():
+            outside.setdefault(group, Work()).add(Work(*work))
+    return outside
+
+
+def _export_notes(export: NsysExport, labels: Labels) -> list[str]:
+    notes = []
+    if export.nvtx is None:
+        notes.append("no NVTX events in this capture (no NVTX_EVENTS table): nothing to attribute GPU work to; "
+                     "profile with `nsys profile -t cuda,nvtx`")
+    if not export.work:
+        notes.append("no CUDA GPU activity in this capture (no CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET tables): "
+                     "CPU time only; profile with `nsys profile -t cuda,nvtx`")
+    elif export.runtime is None:
+        notes.append("no CUDA runtime calls in this capture (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
+                     "GPU work cannot be tied to the ranges that launched it")
+    open_ranges = export.count_open_ranges()
+    if open_ranges:
+        notes.append(f"{open_ranges} range(s) never ended in the capture: counted to its last event")
+    return notes
+
+
+def _work_notes(totals: Totals, tallies: list[Tally]) -> list[str]:
+    notes = []
+    ranges_seen = any(key >= 0 for tally in tallies for key in tally.key)
+    if totals.capture.operations and not ranges_seen:
+        notes.append("no NVTX ranges in this capture: all GPU work is outside ranges")
+    if totals.unmatched.operations:
+        notes.append(f"{totals.unmatched.operations} GPU operation(s) have no CUDA runtime call with their correlationId "
+                     "in the capture (launched before it started, or by a driver call nsys did not trace)")
+    misnested = sum(tally.misnested for tally in tallies)
+    if misnested:
+        notes.append(f"{misnested} push/pop range(s) outlived the range enclosing them; their GPU work is counted under it")
+    return notes
+
+
+def _from_recording(path: str, options: ReportOptions) -> Report:
+    from autonvtx.report.chrome import read_recording
+
+    recorded = read_recording(path)
+    by = None if options.by == "gpu" else options.by
+    notes = list(recorded.notes)
+    if options.by == "gpu":
+        notes.append("--by gpu: the recording holds no GPU data; ranges shown without grouping")
+    tally = Sweep(recorded.labels.grouping(by), _rename(options)).run(recorded.ranges, ())
+    rows = build_rows(tally, recorded.labels.domain, str)
+    tree = build_tree(tally, recorded.labels.domain)
+    description = f"autonvtx recording ({recorded.processes} process{'es' if recorded.processes != 1 else ''})"
+    return Report(os.path.basename(path), "autonvtx", description, False, by, rows, tree, Totals(), notes)

@@ -1,0 +1,181 @@
+"""Turn the sweep's tally into rows per range name and a tree; filter, sort and cut them."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Callable
+
+from autonvtx.report.model import KernelShare, Row, TreeNode, Work
+from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
+
+# Per-call suffixes that make every instance's name unique: PyTorch's emit_nvtx writes
+# "aten::mm, seq = 45440, op_id = 990760"; any ", <identifier> = <integer>" part is folded.
+_CALL_ID = re.compile(r",\s*[A-Za-z_]\w*\s*=\s*-?\d+(?=,|$)")
+SORT_KEYS = ("gpu", "cpu", "kernels", "instances", "span", "memcpy", "name")
+TOP_KERNELS = 5
+
+
+def strip_ids(name: str) -> str:
+    """The name without its per-call ", key = number" parts."""
+    if " = " not in name:
+        return name
+    return _CALL_ID.sub("", name)
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """What the user asked to see: --sort, --top, --filter."""
+
+    sort: str = "gpu"
+    top: int | None = None
+    pattern: str | None = None
+
+    def matches(self, name: str) -> bool:
+        return self.pattern is None or fnmatchcase(name, self.pattern)
+
+
+def _work(totals: list[int]) -> Work:
+    return Work(*totals[WORK:WORK + len(WORK_FIELDS)])
+
+
+def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Callable[[object], str]) -> list[Row]:
+    """One row per (group, domain, name); nested instances of a name count once."""
+    rows: dict[tuple[str, int], Row] = {}
+    for node, key in enumerate(tally.key):
+        if key < 0:
+            continue
+        totals = tally.totals[node]
+        if totals[INSTANCES] == 0:
+            continue
+        slot = (tally.group[node], key)
+        row = rows.get(slot)
+        if row is None:
+            domain, name = tally.keys[key]
+            row = rows[slot] = Row(tally.group[node], domain_name(domain), name)
+        row.instances += totals[INSTANCES]
+        if not tally.shadowed[node]:
+            row.cpu_ns += totals[CPU_NS]
+            row.span_ns += totals[SPAN_NS]
+            row.work.add(_work(totals))
+            repeated = tally.repeated.get(node)
+            if repeated is not None:
+                row.work.add(Work(*(-value for value in repeated)))
+    _add_top_kernels(tally, rows, kernel_name)
+    return list(rows.values())
+
+
+def _add_top_kernels(tally: Tally, rows: dict[tuple[str, int], Row], kernel_name: Callable[[object], str]) -> None:
+    """Each kernel counts for every distinct name enclosing the range that launched it."""
+    per_row: dict[tuple[str, int], dict[object, list[int]]] = {}
+    parent, key, shadowed, group = tally.parent, tally.key, tally.shadowed, tally.group
+    for (node, kernel), (count, ns) in tally.self_kernels.items():
+        walk = node
+        while walk >= 0 and key[walk] >= 0:
+            if not shadowed[walk]:
+                kernels = per_row.setdefault((group[walk], key[walk]), {})
+                seen = kernels.get(kernel)
+                if seen is None:
+                    kernels[kernel] = [count, ns]
+                else:
+                    seen[0] += count
+                    seen[1] += ns
+            walk = parent[walk]
+    names: dict[object, str] = {}
+    for slot, kernels in per_row.items():
+        row = rows.get(slot)
+        if row is None:
+            continue
+        best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+        for kernel, (count, ns) in best:
+            if kernel not in names:
+                names[kernel] = kernel_name(kernel)
+            row.top_kernels.append(KernelShare(names[kernel], count, ns))
+
+
+def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode]:
+    """The group roots, each holding the nesting of ranges seen under it."""
+    nodes: list[TreeNode | None] = []
+    roots: list[TreeNode] = []
+    for node, key in enumerate(tally.key):
+        totals = tally.totals[node]
+        if key < 0:
+            tree = TreeNode(tally.group[node], "", tally.group[node])
+            roots.append(tree)
+        elif totals[INSTANCES] == 0:
+            nodes.append(None)
+            continue
+        else:
+            domain, name = tally.keys[key]
+            tree = TreeNode(tally.group[node], domain_name(domain), name, totals[INSTANCES], totals[CPU_NS],
+                            totals[SPAN_NS], _work(totals), tally.start_end[node])
+            parent = nodes[tally.parent[node]]
+            if parent is not None:
+                parent.children.append(tree)
+        nodes.append(tree)
+    for root in roots:
+        for child in root.children:
+            root.instances += child.instances
+            root.cpu_ns += child.cpu_ns
+            root.work.add(child.work)
+    return roots
+
+
+def _sort_key(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
+    if sort == "name":
+        return lambda r: (r.name, r.domain)
+    field_of: dict[str, Callable[[Row | TreeNode], int]] = {
+        "gpu": lambda r: r.work.gpu_ns,
+        "cpu": lambda r: r.cpu_ns,
+        "kernels": lambda r: r.work.kernels,
+        "instances": lambda r: r.instances,
+        "span": lambda r: r.span_ns,
+        "memcpy": lambda r: r.work.memcpy_bytes,
+    }
+    value = field_of[sort]
+    # Ties broken by CPU time, then by name, so the order never depends on the file's order.
+    return lambda r: (-value(r), -r.cpu_ns, r.name, r.domain)
+
+
+def group_order(label: str) -> tuple[object, ...]:
+    """Groups in natural order: rank 2 before rank 10."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label))
+
+
+def shape_rows(rows: list[Row], shaping: Shaping) -> list[Row]:
+    """Filter, then sort within each group (groups in natural order), then keep --top per group."""
+    kept = [row for row in rows if shaping.matches(row.name)]
+    by_group: dict[str, list[Row]] = {}
+    for row in kept:
+        by_group.setdefault(row.group, []).append(row)
+    result: list[Row] = []
+    for label in sorted(by_group, key=group_order):
+        group = sorted(by_group[label], key=_sort_key(shaping.sort))
+        result.extend(group[: shaping.top] if shaping.top is not None else group)
+    return result
+
+
+def shape_tree(roots: list[TreeNode], shaping: Shaping) -> list[TreeNode]:
+    """Keep nodes that match --filter or enclose one that does; sort children; --top per parent."""
+    key = _sort_key(shaping.sort)
+
+    def shape(node: TreeNode, inherited: bool) -> TreeNode | None:
+        matched = inherited or shaping.matches(node.name)
+        children = [c for c in (shape(child, matched) for child in node.children) if c is not None]
+        if not matched and not children:
+            return None
+        children.sort(key=key)
+        if shaping.top is not None:
+            children = children[: shaping.top]
+        return TreeNode(node.group, node.domain, node.name, node.instances, node.cpu_ns, node.span_ns, node.work,
+                        node.start_end, children)
+
+    shaped = []
+    for root in sorted(roots, key=lambda r: group_order(r.group)):
+        children = [c for c in (shape(child, False) for child in root.children) if c is not None]
+        children.sort(key=key)
+        if shaping.top is not None:
+            children = children[: shaping.top]
+        shaped.append(TreeNode(root.group, root.domain, root.name, root.instances, root.cpu_ns, root.span_ns,
+                               root.work, False, children))
+    return shaped

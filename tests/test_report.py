@@ -1,0 +1,275 @@
+"""autonvtx report on real Nsight Systems exports: numbers checked against an independent SQL join."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autonvtx.report.output import ReportRequest, produce
+from conftest import autonvtx_env
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
+SAXPY = FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite"
+TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
+
+# The definition written out as one SQL query, independent of the report's sweep: a piece of
+# GPU work belongs to every range, on the thread whose runtime call (same correlationId, same
+# process; CUDA-backtrace rows excluded, they repeat the call) launched it, that contains the
+# call's start; DISTINCT makes it count once per range name however many instances enclose it.
+INDEPENDENT = """
+WITH rt AS (SELECT globalTid, start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass NOT IN (67, 68, 69)),
+work AS (
+  SELECT 'k' AS kind, k.rowid AS id, k."end" - k.start AS ns, k.globalPid AS gpid, k.correlationId AS cid FROM CUPTI_ACTIVITY_KIND_KERNEL k
+  UNION ALL SELECT 'c', m.rowid, m."end" - m.start, m.globalPid, m.correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+  UNION ALL SELECT 's', m.rowid, m."end" - m.start, m.globalPid, m.correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET m),
+launched AS (SELECT w.kind, w.id, w.ns, rt.globalTid AS tid, rt.start AS t
+             FROM work w JOIN rt ON rt.correlationId = w.cid AND rt.globalTid >> 24 = w.gpid >> 24),
+r AS (SELECT n.globalTid AS tid, n.start, n."end", n.domainId AS domain, COALESCE(n.text, s.value) AS name
+      FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60)),
+pairs AS (SELECT DISTINCT r.domain, r.name, l.kind, l.id, l.ns
+          FROM launched l JOIN r ON r.tid = l.tid AND r.start <= l.t AND l.t <= r."end")
+SELECT domain, name, SUM(kind = 'k'), SUM(CASE WHEN kind = 'k' THEN ns ELSE 0 END), SUM(ns) FROM pairs GROUP BY domain, name
+"""
+
+
+def domain_names(db: sqlite3.Connection) -> dict[int, str]:
+    names = {0: ""}
+    for domain, text in db.execute("SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = 75"):
+        names[domain] = text
+    return names
+
+
+def independent(path: Path) -> dict[tuple[str, str], tuple[int, int, int]]:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        domains = domain_names(db)
+        return {(domains.get(d, f"domain {d}"), name): (kernels, kernel_ns, gpu_ns)
+                for d, name, kernels, kernel_ns, gpu_ns in db.execute(INDEPENDENT)}
+    finally:
+        db.close()
+
+
+def report_json(path: Path, **options: Any) -> dict[str, Any]:
+    text = produce(ReportRequest(str(path), fmt="json", **options))
+    assert text is not None
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def torch_json() -> dict[str, Any]:
+    return report_json(TORCH)
+
+
+@pytest.mark.parametrize("path", [SAXPY, TORCH], ids=["saxpy-2022.2", "torch-2026.2"])
+def test_per_name_kernels_and_gpu_time_match_an_independent_join(path: Path) -> None:
+    expected = independent(path)
+    document = report_json(path)
+    got = {(r["domain"], r["name"]): (r["kernels"], r["kernel_ns"], r["gpu_ns"])
+           for r in document["ranges"] if r["kernels"] or r["gpu_ns"]}
+    assert got == expected
+    assert sum(kernels for kernels, _, _ in expected.values()) > 0
+
+
+def test_instances_and_cpu_time_are_the_ranges_recorded(torch_json: dict[str, Any]) -> None:
+    db = sqlite3.connect(f"file:{TORCH}?mode=ro", uri=True)
+    counts = dict(db.execute(
+        "SELECT COALESCE(n.text, s.value), COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE eventType IN (59, 60) GROUP BY 1"))
+    db.close()
+    assert {r["name"]: r["instances"] for r in torch_json["ranges"]} == counts
+    row = next(r for r in torch_json["ranges"] if r["name"] == "aten::empty, op_id = 990346")
+    assert row["cpu_ns"] == 60111435104 - 60111430336
+
+
+def test_totals_split_the_capture_into_inside_outside_and_not_captured(torch_json: dict[str, Any]) -> None:
+    db = sqlite3.connect(f"file:{TORCH}?mode=ro", uri=True)
+    kernels, kernel_ns = db.execute('SELECT COUNT(*), SUM("end" - start) FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    db.close()
+    totals = torch_json["totals"]
+    assert (totals["capture"]["kernels"], totals["capture"]["kernel_ns"]) == (kernels, kernel_ns)
+    # The window was cut from a longer capture: 31 operations were launched before it began.
+    assert totals["launch_not_captured"]["kernels"] + totals["launch_not_captured"]["memcpy"] + \
+        totals["launch_not_captured"]["memset"] == 31
+    tree = report_json(TORCH, tree=True)["tree"]
+    inside = sum(child["kernels"] for root in tree for child in root["children"])
+    assert inside + totals["outside_ranges"]["kernels"] + totals["launch_not_captured"]["kernels"] == kernels
+
+
+def test_names_are_exactly_as_recorded_unless_strip_ids(torch_json: dict[str, Any]) -> None:
+    names = {r["name"] for r in torch_json["ranges"]}
+    assert "aten::detach_, seq = 45328, op_id = 990724" in names
+    stripped = report_json(TORCH, strip_ids=True)
+    rows = {r["name"]: r for r in stripped["ranges"]}
+    assert "aten::detach_" in rows and not any("op_id" in name or "seq =" in name for name in rows)
+    # Folding keeps every instance and every kernel: per name the sums of the unfolded rows.
+    mm = [r for r in torch_json["ranges"] if r["name"].startswith("aten::addmm,")]
+    assert rows["aten::addmm"]["instances"] == sum(r["instances"] for r in mm)
+    assert rows["aten::addmm"]["kernels"] == sum(r["kernels"] for r in mm)
+    assert rows["aten::addmm"]["top_kernels"][0]["name"].startswith("nvjet_")
+
+
+def test_domains_registered_strings_and_ranks_of_the_2022_export() -> None:
+    document = report_json(SAXPY, by="rank")
+    rows = {(r["domain"], r["name"]): r for r in document["ranges"]}
+    # MPI ranges live in the "MPI" domain with registered strings (textId); marks are not ranges.
+    assert set(rows) == {("", "saxpy"), ("MPI", "MPI_Init"), ("MPI", "MPI_Send"), ("MPI", "MPI_Recv"), ("MPI", "MPI_Finalize")}
+    assert {r["group"] for r in document["ranges"]} == {"rank 0"}  # from the NVTX thread name "MPI Rank 0"
+    saxpy = rows[("", "saxpy")]
+    assert (saxpy["instances"], saxpy["kernels"]) == (5, 5)
+    assert saxpy["top_kernels"] == [{"name": "saxpy", "count": 5, "ns": saxpy["kernel_ns"]}]
+
+
+@pytest.mark.parametrize("by", ["process", "rank", "thread"])
+def test_groups_partition_the_work(torch_json: dict[str, Any], by: str) -> None:
+    grouped = report_json(TORCH, by=by)
+    assert len({r["group"] for r in grouped["ranges"]}) == 2  # two processes, one thread each with ranges
+    whole: dict[str, int] = {}
+    for r in grouped["ranges"]:
+        whole[r["name"]] = whole.get(r["name"], 0) + r["kernels"]
+    assert whole == {r["name"]: r["kernels"] for r in torch_json["ranges"]}
+
+
+def test_by_gpu_splits_work_by_device() -> None:
+    document = report_json(TORCH, by="gpu", strip_ids=True)
+    db = sqlite3.connect(f"file:{TORCH}?mode=ro", uri=True)
+    per_device = dict(db.execute(
+        "SELECT k.deviceId, COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24 "
+        "JOIN NVTX_EVENTS n ON n.globalTid = r.globalTid AND n.start <= r.start AND r.start <= n.\"end\" "
+        "AND n.text LIKE 'ProfilerStep%' GROUP BY 1"))
+    db.close()
+    steps = {r["group"]: r["kernels"] for r in document["ranges"] if r["name"].startswith("ProfilerStep")}
+    if per_device:
+        assert steps == {f"GPU {d}": n for d, n in per_device.items()}
+    assert {r["group"] for r in document["ranges"]} == {"GPU 0", "GPU 1"}
+    assert all(r["kernels"] + r["memcpy"] + r["memset"] > 0 for r in document["ranges"])
+
+
+def test_tree_counts_a_kernel_at_every_level_of_its_nesting() -> None:
+    tree = report_json(TORCH, tree=True, strip_ids=True)["tree"]
+    flat = {r["name"]: r for r in report_json(TORCH, strip_ids=True)["ranges"]}
+
+    def nodes(node: dict[str, Any]) -> Any:
+        yield node
+        for child in node["children"]:
+            yield from nodes(child)
+
+    for root in tree:
+        for node in nodes(root):
+            assert node["kernels"] >= sum(child["kernels"] for child in node["children"])
+    linear = [n for root in tree for n in nodes(root) if n["name"] == "aten::linear"]
+    addmm = [c for n in linear for c in n["children"] if c["name"] == "aten::addmm"]
+    assert sum(n["kernels"] for n in linear) == flat["aten::linear"]["kernels"]
+    assert sum(n["kernels"] for n in addmm) == flat["aten::addmm"]["kernels"] > 0
+
+
+def test_text_table_fits_100_columns_and_shapes() -> None:
+    text = produce(ReportRequest(str(TORCH), strip_ids=True, top=5))
+    assert text is not None
+    lines = text.splitlines()
+    assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
+    header = next(i for i, line in enumerate(lines) if "GPU %" in line)
+    body = [line for line in lines[header + 2:] if line and not line.startswith(("      ", "Note:"))]
+    assert len(body) == 5 and body[0].endswith("FlashAttnFunc")
+    filtered = produce(ReportRequest(str(TORCH), strip_ids=True, pattern="nccl*", sort="name"))
+    assert filtered is not None
+    names = [line.split("  ")[-1].removeprefix("domain 1:") for line in filtered.splitlines() if " ns " in line or " ms " in line]
+    assert names == sorted(names) == ["nccl:all_to_all", "ncclCommCount", "ncclGroupEnd", "ncclGroupStart", "ncclRecv", "ncclSend"]
+
+
+def test_csv_has_one_row_per_range_name() -> None:
+    text = produce(ReportRequest(str(SAXPY), fmt="csv"))
+    assert text is not None
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["name"] for r in rows][0] == "saxpy" and len(rows) == 5
+    assert {"name", "domain", "instances", "cpu_ns", "kernels", "gpu_ns", "gpu_span_ns", "memcpy_bytes"} <= set(rows[0])
+
+
+def test_output_file_takes_its_format_from_the_extension(tmp_path: Path) -> None:
+    target = tmp_path / "saxpy.json"
+    assert produce(ReportRequest(str(SAXPY), output=str(target))) is None
+    assert json.loads(target.read_text())["ranges"][0]["name"] == "saxpy"
+
+
+def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autonvtx", "report", *args], capture_output=True, text=True,
+                          env=env or autonvtx_env(), cwd=cwd, timeout=120)
+
+
+def test_cli_prints_the_table() -> None:
+    done = cli(str(SAXPY))
+    assert done.returncode == 0, done.stderr
+    assert "saxpy" in done.stdout and "MPI:MPI_Init" in done.stdout and done.stderr == ""
+
+
+def _random_bytes(tmp: Path) -> Path:
+    path = tmp / "random.sqlite"
+    path.write_bytes(bytes(range(256)) * 64)
+    return path
+
+
+def _other_sqlite(tmp: Path) -> Path:
+    path = tmp / "other.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    db.commit()
+    db.close()
+    return path
+
+
+def _corrupt_sqlite(tmp: Path) -> Path:
+    path = tmp / "corrupt.sqlite"
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
+    return path
+
+
+@pytest.mark.parametrize("make, what", [
+    (_random_bytes, "neither an SQLite file nor a JSON trace"),
+    (_other_sqlite, "without Nsight Systems tables"),
+    (_corrupt_sqlite, "not an SQLite database"),
+    (lambda tmp: tmp / "missing.sqlite", "no such file"),
+])
+def test_not_an_export_is_one_line_and_status_2(tmp_path: Path, make: Any, what: str) -> None:
+    path = make(tmp_path)
+    done = cli(str(path))
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"autonvtx: {path}: ") and what in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_nsys_rep_without_nsys_says_how(tmp_path: Path) -> None:
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"not read")
+    env = autonvtx_env(PATH=str(tmp_path / "empty-bin"))
+    done = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(rep)], capture_output=True, text=True, env=env)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"autonvtx: {rep}: reading a .nsys-rep needs Nsight Systems' `nsys` on PATH, which is not there; "
+        f"expected `nsys export --type sqlite --output {tmp_path / 'run.sqlite'} {rep}` run where nsys is installed, "
+        f"then `autonvtx report {tmp_path / 'run.sqlite'}`\n"
+    )
+
+
+@pytest.mark.parametrize("by", [None, "gpu"])
+def test_threads_swept_in_several_processes_give_the_same_report(monkeypatch: pytest.MonkeyPatch, by: str | None) -> None:
+    from autonvtx.report import workers
+
+    serial = report_json(TORCH, by=by, tree=True)
+    monkeypatch.setattr(workers, "PARALLEL_FROM", 0)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
+    export = workers.NsysExport(str(TORCH))
+    try:
+        assert len(workers.split_threads(export, 2)) == 2  # two threads with NVTX ranges: two processes
+    finally:
+        export.close()
+    parallel = report_json(TORCH, by=by, tree=True)
+    key = lambda r: (r.get("group", ""), r["domain"], r["name"])  # noqa: E731
+    assert sorted(parallel["ranges"], key=key) == sorted(serial["ranges"], key=key)
+    assert parallel["totals"] == serial["totals"]
