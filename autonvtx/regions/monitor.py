@@ -46,7 +46,7 @@ class RegionMonitor:
         monitoring = sys.monitoring
         tool_id = next(tool for tool in _TOOL_IDS if monitoring.get_tool(tool) is None)
         monitoring.use_tool_id(tool_id, _NAME)
-        client = ranges.native_client()
+        client: Any = ranges.native_client()  # not None: monitoring_problem() said so
         events = monitoring.events
         for event, callback in (
             (events.LINE, client.region_line),
