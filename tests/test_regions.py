@@ -89,6 +89,14 @@ def test_a_range_per_for_iteration_nests_in_the_function_and_around_its_calls(tm
     assert payloads == [0, 1, 2]
 
 
+@needs_312
+def test_regions_work_beside_the_wrap_engine(tmp_path: Path) -> None:
+    lines, _ = record(tmp_path, FOR_LOOP, '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n',
+                      extra=("--engine", "wrap"))
+    assert lines == ["main", "  train", "    step 0", "      work", "    step 1", "      work",
+                     "    step 2", "      work", "    done"]
+
+
 WHILE_LOOP = """
     def work(i):
         return i
