@@ -66,7 +66,7 @@ def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--group", "group_by", type=click.Choice(["name", "class"]), default="name",
                      help="Summary: class folds 'a.b.3.attn (Attention)' rows into one per class."),
         click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
-                     help="Summary: leave out each range name's first N instances (warm-up)."),
+                     help="Summary: leave out each range's first N instances on each thread (warm-up)."),
         click.option("--by", type=click.Choice(["process", "rank", "thread"]), help="Summary: a table per group."),
         click.option("--sort", type=click.Choice(["total", "self", "count", "mean", "max"]), default="total",
                      help="Summary: the column rows are sorted by (largest first)."),

@@ -266,9 +266,10 @@ def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] 
     processes with a no-op tool attached: every module targeted, against one tiny target and
     against a rule that selects nothing, in `runs` alternating rounds. None when not installed.
 
-    Process CPU times (user + system) are the fastest of each; the time per wrapped function
-    leaves the workload out (the program times it itself), whose cost is the median of the
-    rounds' ratios, printed beside it."""
+    The host's speed drifts over a run by as much as the differences measured, so each figure is
+    the median of the rounds' differences (the three runs of a round follow one another, in
+    process CPU time, user + system); the time per wrapped function leaves the workload out (the
+    program times it itself), whose cost is the median of the rounds' ratios, printed beside it."""
     names = packages.split(",")
     if any(importlib.util.find_spec(name) is None for name in names):
         return None
@@ -302,9 +303,12 @@ def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] 
     checksums = {r["checksum"] for runs_of in samples.values() for _, r in runs_of}
     if len(checksums) != 1:
         raise RuntimeError(f"{packages} compute differently when instrumented: {checksums}")
-    best = {v: min(c for c, _ in runs_of) for v, runs_of in samples.items()}
-    # The process's CPU time outside the workload: starting, importing, wrapping, exiting.
-    setup = {v: min(c - r["workload_seconds"] for c, r in runs_of) for v, runs_of in samples.items()}
+    rounds = list(zip(samples["all"], samples["first"], samples["nothing"]))
+
+    def outside(run: tuple[float, dict[str, Any]]) -> float:
+        # The process's CPU time outside the workload: starting, importing, wrapping, exiting.
+        return run[0] - run[1]["workload_seconds"]
+
     rss = {v: statistics.median(r["rss_bytes"] for _, r in runs_of) for v, runs_of in samples.items()}
     workload = statistics.median(
         a["workload_seconds"] / n["workload_seconds"]
@@ -315,10 +319,10 @@ def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] 
         "count": max(1, wrapped),
         "modules": modules,
         "versions": ", ".join(f"{k} {v}" for k, v in first["versions"].items()),
-        "per_function": (setup["all"] - setup["first"]) / max(1, wrapped),
-        "whole": best["all"] - best["nothing"],
-        "fixed": best["first"] - best["nothing"],
-        "nothing": best["nothing"],
+        "per_function": statistics.median(outside(a) - outside(f) for a, f, _ in rounds) / max(1, wrapped),
+        "whole": statistics.median(a[0] - n[0] for a, _, n in rounds),
+        "fixed": statistics.median(f[0] - n[0] for _, f, n in rounds),
+        "nothing": min(n[0] for _, _, n in rounds),
         "workload_ratio": workload,
         "workload_seconds": statistics.median(n["workload_seconds"] for _, n in samples["nothing"]),
         "memory": rss["all"] - rss["first"],
@@ -343,7 +347,7 @@ def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
         f"process's CPU time outside the workload; whole process +{w['whole'] * 1000:.0f} ms CPU "
         f"over a rule selecting nothing "
         f"({w['nothing'] * 1000:.0f} ms), of which +{w['fixed'] * 1000:.0f} ms is starting to "
-        f"{start}; fastest of {runs}) | workload x{w['workload_ratio']:.2f} "
+        f"{start}; medians of {runs} rounds) | workload x{w['workload_ratio']:.2f} "
         f"({w['workload_seconds'] * 1000:.0f} ms uninstrumented)"
     )
 

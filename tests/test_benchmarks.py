@@ -53,3 +53,16 @@ def test_recorder_benchmark_runs() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "events recorded" in proc.stdout
+
+
+def test_output_benchmark_runs() -> None:
+    # Issue 15's figures (writing traces and summaries at scale): the code runs, at a tiny size.
+    if native.library_path() is None:
+        pytest.skip("the native recorder is not built in this checkout")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_outputs.py"), "--quick"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for output in ("json", "pftrace", "summary"):
+        assert proc.stdout.count(f"  {output} ") == 2, proc.stdout  # one thread, then four

@@ -59,7 +59,8 @@ def test_readme_says_how_to_run_every_test_as_ci_does() -> None:
 def test_examples_and_presets_speak_in_the_projects_own_words() -> None:
     # "Seed 000" and "shared/seeds/..." are the project's working notes, meaningless to a user.
     internal = re.compile(r"\bseeds? \d{3}\b|shared/seeds", re.IGNORECASE)
-    files = [*EXAMPLES.rglob("*.py"), *EXAMPLES.rglob("*.toml"), *(REPO / "configs").glob("*.toml")]
+    files = [*EXAMPLES.rglob("*.py"), *EXAMPLES.rglob("*.toml"), *(REPO / "configs").glob("*.toml"),
+             *(REPO / "autonvtx").rglob("*.py")]
     found = [f"{path.relative_to(REPO)}: {line.strip()}" for path in files
              for line in path.read_text().splitlines() if internal.search(line)]
     assert found == []

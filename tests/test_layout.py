@@ -152,3 +152,44 @@ def test_nothing_reaches_back_up(low: str) -> None:
 def test_the_checker_sees_a_cycle() -> None:
     # The checker itself can fail: a two-module loop is reported.
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+
+
+# Functions past this many lines are doing more than one thing (issue 12): Python and C alike.
+LONGEST_FUNCTION = 80
+
+
+def long_functions() -> list[str]:
+    """Every function of the package's Python and C sources longer than LONGEST_FUNCTION lines."""
+    found = []
+    for directory, _, files in os.walk(PACKAGE_DIR):
+        for name in sorted(files):
+            path = os.path.join(directory, name)
+            if name.endswith(".py"):
+                with open(path, encoding="utf-8") as f:
+                    tree = ast.parse(f.read(), path)
+                for node in ast.walk(tree):
+                    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        length = (node.end_lineno or node.lineno) - node.lineno + 1
+                        if length > LONGEST_FUNCTION:
+                            found.append(f"{path}: {node.name}: {length} lines")
+            elif name.endswith(".c"):
+                found.extend(_long_c_functions(path))
+    return found
+
+
+def _long_c_functions(path: str) -> Iterator[str]:
+    # The house style puts a function's braces in column 0: "{" after its signature, "}" last.
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    start = None
+    for number, line in enumerate(lines):
+        if start is None and line.startswith("{") and number > 0:
+            start, signature = number, lines[number - 1]
+        elif start is not None and line.startswith("}"):
+            if number - start + 1 > LONGEST_FUNCTION:
+                yield f"{path}: {signature.strip()}: {number - start + 1} lines"
+            start = None
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    assert long_functions() == []

@@ -225,7 +225,7 @@ def test_pandas_preset_on_seed_000s_groupby_workflow(tmp_path: Path) -> None:
     done = run_autonvtx("--preset", "pandas", "-v", str(workflow), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     names = ranged(done)
-    # groupby(...).agg([...]) once, against count/mean/sum separately (seed 000).
+    # groupby(...).agg([...]) once, against count/mean/sum separately.
     assert names.count("pandas:DataFrame.groupby") == 4
     assert "pandas:DataFrameGroupBy.aggregate" in names
     assert {"pandas:GroupBy.count", "pandas:GroupBy.mean", "pandas:GroupBy.sum"} <= set(names)

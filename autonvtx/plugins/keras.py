@@ -1,5 +1,6 @@
 """Keras 3 plugin: a range per layer call that executes, named by the layer's path and class,
-never around graph building or symbolic model construction (seed 002).
+never around graph building or symbolic model construction (a range there would time the
+build once, not each run).
 
 What gets a range:
 

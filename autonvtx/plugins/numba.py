@@ -11,7 +11,7 @@ What gets a range (category "kernel launch" or "cuda"):
   ``cuda.synchronize`` and ``Stream.synchronize``.
 
 What a launch range measures is the host side of the launch, and that depends on the
-arguments (seed 003: GPU work is asynchronous). With device arrays it is argument marshalling
+arguments (GPU work is asynchronous). With device arrays it is argument marshalling
 and the launch call: the kernel itself runs after the range ends, and shows up on the GPU row
 of Nsight Systems and under the next synchronizing call's range. With NumPy arrays Numba
 copies them to the device before the launch and back after it, and the copy back waits for

@@ -1,6 +1,6 @@
 """TensorFlow plugin: ranges around the execution of `tf.function`s, gradient computations and
-`tf.data` batches, never around graph building (seed 002: NVTX calls made while a graph is
-built measure the build, not the run).
+`tf.data` batches, never around graph building (NVTX calls made while a graph is built
+measure the build, not the run).
 
 What gets a range, only where TensorFlow executes eagerly (`tf.executing_eagerly()`: outside
 any `tf.function` being traced):

@@ -178,6 +178,10 @@ class _TraceReader:
             except (ValueError, TypeError, InvalidOperation) as exc:
                 raise TraceFormatError(f"{self.where}: trace event #{index} (ph {event.get('ph')!r}): {exc}") from None
         self._close_unfinished(stacks, pending)
+        for recording in processes.values():
+            # Complete events are written as ranges end; a recording lists them as they began
+            # (an enclosing range before what it encloses), as the process saw them.
+            recording.ranges.sort(key=lambda r: (r.start_ns, -r.end_ns))
         order = sorted(processes, key=lambda pid: (self.sort_index.get(pid, len(processes)), pid))
         return [processes[pid] for pid in order]
 

@@ -172,6 +172,8 @@ def _moved(recording: ProcessRecording, pid: int, shift: int) -> ProcessRecordin
         flush_ns=recording.flush_ns + shift if recording.flush_ns else 0,
         realtime_offset_ns=recording.realtime_offset_ns - shift if recording.realtime_offset_ns else 0,
         label=label,
+        ended_normally=recording.ended_normally,
+        discarded_events=recording.discarded_events,
     )
 
 

@@ -7,7 +7,7 @@ import json
 import textwrap
 from typing import Any, Callable, Iterator, Sequence
 
-from autonvtx.recorder.summary import format_duration
+from autonvtx.recorder.table import format_duration
 from autonvtx.report.model import Report, Row, TreeNode, Work
 
 WIDTH = 100  # text tables fit a 100-column terminal; longer names are cut with "..."

@@ -1,0 +1,84 @@
+"""The commands on what the recorder wrote: `summary`, `recover`, `merge`."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Sequence
+
+import click
+
+from autonvtx.cli.group import cli
+from autonvtx.cli.options import make_summary_options, summary_options
+from autonvtx.errors import UsageError
+
+@cli.command("summary")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    metavar="PATH",
+    help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
+)
+@summary_options
+def summary_command(trace: str, output: str | None, **table: Any) -> None:
+    """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
+    from autonvtx.recorder.outputs import check_summary_path
+    from autonvtx.recorder.perfetto import read_trace
+    from autonvtx.recorder.summary import summarize, summary_notes
+    from autonvtx.recorder.table import format_text, use_color, write_summary
+
+    if not os.path.exists(trace):
+        raise UsageError(f"summary: no such file '{trace}'")
+    if output is not None:
+        check_summary_path("summary: -o", output)
+    recordings = read_trace(trace)
+    stats = summarize(recordings, make_summary_options(table))
+    if output is None:
+        click.echo(format_text(stats, notes=summary_notes(recordings), color=use_color(sys.stdout)), nl=False)
+    else:
+        write_summary(stats, output, notes=summary_notes(recordings))
+
+
+@cli.command("recover")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("-o", "--output", required=True, metavar="PATH", help="The trace (.json, .json.gz, .pftrace).")
+def recover_command(directory: str, output: str) -> None:
+    """Write the trace of a run whose events were spilled to DIRECTORY but never written out
+    (the directory `autonvtx run` named on stderr, or one left by a killed run)."""
+    from autonvtx.recorder.outputs import check_trace_path
+    from autonvtx.recorder.results import recover
+
+    check_trace_path("recover: -o", output)
+    recover(directory, output)
+    print(f"autonvtx: trace written to {output} (open it in https://ui.perfetto.dev)", file=sys.stderr)
+
+
+@cli.command("merge")
+@click.argument("traces", nargs=-1, required=True)
+@click.option("-o", "--output", required=True, metavar="PATH",
+              help="The merged trace (.json or .json.gz); inputs may be .pftrace too.")
+def merge_command(traces: tuple[str, ...], output: str) -> None:
+    """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
+    from autonvtx.recorder.merge import check_inputs, merge_traces
+    from autonvtx.recorder.outputs import check_trace_path
+
+    check_inputs(traces, output)
+    check_distinct_files("merge", traces)
+    check_trace_path("merge: -o", output)
+    for note in merge_traces(traces, output):
+        print(f"autonvtx: {note}", file=sys.stderr)
+    noun = "trace" if len(traces) == 1 else "traces"
+    print(f"autonvtx: merged {len(traces)} {noun} into {output}", file=sys.stderr)
+
+
+def check_distinct_files(where: str, paths: Sequence[str]) -> None:
+    """A file named twice (by any path) is a mistake: merged twice, its events would show
+    twice on the timeline."""
+    seen: dict[tuple[int, int], str] = {}
+    for path in paths:
+        status = os.stat(path)
+        key = (status.st_dev, status.st_ino)
+        first = seen.get(key)
+        seen[key] = path
+        if first is not None:
+            raise UsageError(f"{where}: '{path}': the same file as '{first}'; expected each trace once")
