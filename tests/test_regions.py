@@ -519,3 +519,19 @@ def test_the_window_calls_the_cuda_profiler_api_of_the_runtime_already_loaded(tm
     # Without a GPU the call returns an error status; what matters is that it was made.
     assert "capture window opened at iteration 1 (cudaProfilerStart() returned " in done.stderr
     assert "capture window closed at iteration 3 (cudaProfilerStop() returned " in done.stderr
+
+
+@needs_312
+@pytest.mark.parametrize("name, text", [
+    ("pyproject.toml", '[tool.autonvtx]\n[[tool.autonvtx.regions]]\nfunction = "m:f"\nloop = 7\ncapture = [1, 2]\n'),
+    ("regions.yaml", 'regions:\n  - function: "m:f"\n    loop: 7\n    capture: [1, 2]\n'),
+    ("regions.toml", '[[regions]]\nfunction = "m:f"\nloop = 7\ncapture = [1, 2]\n'),
+])
+def test_regions_are_read_from_every_config_format(tmp_path: Path, name: str, text: str) -> None:
+    from autonvtx.config import Region
+    from autonvtx.configfile import load_config
+
+    make_file(tmp_path / name, text)
+    config = load_config([name], cwd=str(tmp_path))
+    where = "tool.autonvtx.regions[0]" if name == "pyproject.toml" else "regions[0]"
+    assert config.regions == (Region("m:f", loop=7, capture=(1, 2), origin=f"{name}: {where}"),)
