@@ -187,9 +187,10 @@ def is_native_range(wrapper: Any) -> bool:
 
 
 def native_client() -> ModuleType | None:
-    """autonvtx's native client (regions' callbacks live there), or None when it is not built
-    or AUTONVTX_PURE_PYTHON is set."""
-    return _native
+    """autonvtx's native client (regions' callbacks live there), or None when it is not built.
+    AUTONVTX_PURE_PYTHON does not turn it off: regions have no pure-Python path (it selects
+    the per-call range path only)."""
+    return _client
 
 
 def name_thread(tid: int, name: str) -> None:
