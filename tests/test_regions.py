@@ -535,3 +535,32 @@ def test_regions_are_read_from_every_config_format(tmp_path: Path, name: str, te
     config = load_config([name], cwd=str(tmp_path))
     where = "tool.autonvtx.regions[0]" if name == "pyproject.toml" else "regions[0]"
     assert config.regions == (Region("m:f", loop=7, capture=(1, 2), origin=f"{name}: {where}"),)
+
+
+THREADS = """
+    import threading
+
+    def work(i):
+        return i
+
+    def train(n):
+        for i in range(n):
+            work(i)
+
+    def main():
+        threads = [threading.Thread(target=train, args=(3,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+"""
+
+
+@needs_312
+def test_each_thread_nests_its_own_iterations(tmp_path: Path) -> None:
+    _, done = record(tmp_path, THREADS, '[[regions]]\nfunction = "loops:train"\nloop = "first"\nname = "step"\n')
+    events = done.ranges()
+    tids = sorted({e["tid"] for e in events if e["name"] == "train"})
+    assert len(tids) == 2
+    for tid in tids:
+        assert outline(events, tid) == ["train", "  step", "    work", "  step", "    work", "  step", "    work"]
