@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
+from autonvtx.config import Rule
 from autonvtx.engines import RANGE_MARK, Engine
 from autonvtx.matching import Matcher, normalize_module
 
@@ -433,6 +434,21 @@ class _ModuleWalk:
                 self.report.skip(qualname, f"code of another name: it runs {runs}, decided by that name")
                 return None
             self._visit_nested(code)
+        decided = self._decide(qualname, builtin)
+        if decided is None:
+            return None
+        rule, reason = decided
+        # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
+        # per function.
+        self.report.wrapped[qualname] = reason
+        if code is not None:
+            self.engine.apply_code(code, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+            return None
+        return self.engine.apply(func, self.rule_module, qualname, rule)
+
+    def _decide(self, qualname: str, builtin: bool = False) -> tuple[Rule, str] | None:
+        """The rule that selects `qualname` and why, or None with the reason it is skipped
+        reported (not selected, a builtin the rule leaves out, no NVTX tool attached)."""
         selection, reason = self.uniform, self.uniform_reason
         if selection is None:
             selection = self.walker.select(self.name, qualname)
@@ -447,13 +463,7 @@ class _ModuleWalk:
         if not self.walker.applies:
             self.report.skip(qualname, f"no NVTX tool attached: {reason}")
             return None
-        # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
-        # per function.
-        self.report.wrapped[qualname] = reason
-        if code is not None:
-            self.engine.apply_code(code, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
-            return None
-        return self.engine.apply(func, self.rule_module, qualname, rule)
+        return rule, reason
 
     def _visit_nested(self, code: types.CodeType) -> None:
         """Decide about the functions defined inside `code`, by their `co_qualname`
@@ -467,16 +477,9 @@ class _ModuleWalk:
             if name[:2] == "__" and _is_dunder(name) and name not in WRAPPABLE_DUNDERS:
                 self.report.skip(qualname, "protocol method: called implicitly")
                 continue
-            selection, reason = self.uniform, self.uniform_reason
-            if selection is None:
-                selection = self.walker.select(self.name, qualname)
-                reason = selection.reason
-            rule = selection.rule
-            if not selection.selected or rule is None:
-                self.report.skip(qualname, f"not selected: {reason}")
-            elif not self.walker.applies:
-                self.report.skip(qualname, f"no NVTX tool attached: {reason}")
-            else:
+            decided = self._decide(qualname)
+            if decided is not None:
+                rule, reason = decided
                 self.engine.apply_code(inner, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
                 self.report.wrapped[qualname] = reason
 

@@ -2,9 +2,14 @@
 and the options that shape a summary table (`run --summary`, `summary`)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
+
+if TYPE_CHECKING:
+    from autonvtx.config import Config
 
 
 # The rule options of `run`, `list` and `export` (and %autonvtx in IPython), declared once.
@@ -40,11 +45,39 @@ RULE_OPTIONS = [
 ]
 
 
+@dataclass(frozen=True)
+class RuleArgs:
+    """What the rule options say, handed to a command as one `rules` argument."""
+
+    configs: tuple[str, ...] = ()
+    presets: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    includes: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = ()
+    engine: str | None = None
+
+    def load(self, captures: Sequence[str] = ()) -> Config:
+        """The config from presets, config files (or discovery), the -t rule and --engine;
+        `captures`: `run --capture` windows."""
+        from autonvtx.configfile import load_rules
+
+        return load_rules(self.configs, presets=self.presets, targets=self.targets,
+                          includes=self.includes, excludes=self.excludes, engine=self.engine, captures=captures)
+
+
 def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--config, --preset, -t/--target, --include, --exclude, --engine."""
+    """--config, --preset, -t/--target, --include, --exclude, --engine: the command receives
+    them as one `rules: RuleArgs` argument."""
+
+    @functools.wraps(command)
+    def with_rules(*args: Any, configs: tuple[str, ...], presets: tuple[str, ...], targets: tuple[str, ...],
+                   includes: tuple[str, ...], excludes: tuple[str, ...], engine: str | None, **kwargs: Any) -> Any:
+        rules = RuleArgs(configs, presets, targets, includes, excludes, engine)
+        return command(*args, rules=rules, **kwargs)
+
     for option in reversed(RULE_OPTIONS):
-        command = option(command)
-    return command
+        with_rules = option(with_rules)
+    return with_rules
 
 
 def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -54,7 +87,7 @@ def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--group", "group_by", type=click.Choice(["name", "class"]), default="name",
                      help="Summary: class folds 'a.b.3.attn (Attention)' rows into one per class."),
         click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
-                     help="Summary: leave out each range name's first N instances (warm-up)."),
+                     help="Summary: leave out each range's first N instances on each thread (warm-up)."),
         click.option("--by", type=click.Choice(["process", "rank", "thread"]), help="Summary: a table per group."),
         click.option("--sort", type=click.Choice(["total", "self", "count", "mean", "max"]), default="total",
                      help="Summary: the column rows are sorted by (largest first)."),

@@ -7,8 +7,8 @@ import sys
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.options import rule_options
-from autonvtx.cli.run import load_rules, say_if_no_rules
+from autonvtx.cli.options import RuleArgs, rule_options
+from autonvtx.cli.run import say_if_no_rules
 
 @cli.command("presets")
 def presets_command() -> None:
@@ -29,12 +29,7 @@ def presets_command() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Also print every name skipped, with why.")
 @click.argument("modules", nargs=-1, required=True)
 def list_command(
-    configs: tuple[str, ...],
-    presets: tuple[str, ...],
-    targets: tuple[str, ...],
-    includes: tuple[str, ...],
-    excludes: tuple[str, ...],
-    engine: str | None,
+    rules: RuleArgs,
     as_json: bool,
     verbose: bool,
     modules: tuple[str, ...],
@@ -46,7 +41,7 @@ def list_command(
     from autonvtx import listing
     from autonvtx.plugins import load_plugins
 
-    config = load_rules(configs, presets, targets, includes, excludes, engine)
+    config = rules.load()
     say_if_no_rules(config, "list")
     load_plugins(config)
     sys.path.insert(0, os.getcwd())  # as `python -c "import MODULE"` would find it
@@ -62,12 +57,7 @@ def list_command(
 @click.option("-o", "--output", metavar="PATH", help="Write to PATH instead of standard output.")
 @click.argument("modules", nargs=-1, required=True)
 def export_command(
-    configs: tuple[str, ...],
-    presets: tuple[str, ...],
-    targets: tuple[str, ...],
-    includes: tuple[str, ...],
-    excludes: tuple[str, ...],
-    engine: str | None,
+    rules: RuleArgs,
     fmt: str,
     output: str | None,
     modules: tuple[str, ...],
@@ -81,7 +71,7 @@ def export_command(
     from autonvtx import listing
     from autonvtx.export import plan_to_nsys_json
 
-    config = load_rules(configs, presets, targets, includes, excludes, engine)
+    config = rules.load()
     say_if_no_rules(config, "export")
     sys.path.insert(0, os.getcwd())
     notes = listing.import_modules(modules, where="export")

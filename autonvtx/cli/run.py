@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, NoReturn, Sequence
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.options import SUMMARY_OPTION_DEFAULTS, make_summary_options, rule_options, summary_options
+from autonvtx.cli.options import SUMMARY_OPTION_DEFAULTS, RuleArgs, make_summary_options, rule_options, summary_options
 from autonvtx.errors import AutonvtxError, UsageError
 
 if TYPE_CHECKING:
@@ -171,12 +171,7 @@ def split_target_arguments(
     "the others run untouched.",
 )
 def run(
-    configs: tuple[str, ...],
-    presets: tuple[str, ...],
-    targets: tuple[str, ...],
-    includes: tuple[str, ...],
-    excludes: tuple[str, ...],
-    engine: str | None,
+    rules: RuleArgs,
     verbose: int,
     dry_run: bool,
     trace: str | None,
@@ -213,7 +208,7 @@ def run(
             describe_target(kind, value, target_args), ranks=ranks, trace=trace, summary=summary,
             buffer_mb=buffer_mb, keep=keep, children=not no_children, table=table,
         )
-    config = load_rules(configs, presets, targets, includes, excludes, engine, captures)
+    config = rules.load(captures=captures)
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -275,22 +270,6 @@ def start_recording(outputs: Any) -> Any:
     session = RecordingSession(outputs)
     session.start()
     return session
-
-
-def load_rules(
-    configs: Sequence[str],
-    presets: Sequence[str],
-    targets: Sequence[str],
-    includes: Sequence[str],
-    excludes: Sequence[str],
-    engine: str | None = None,
-    captures: Sequence[str] = (),
-) -> Config:
-    """The config from presets, config files (or discovery), the -t rule, --engine and --capture."""
-    from autonvtx.configfile import load_rules as load
-
-    return load(configs, presets=presets, targets=targets, includes=includes, excludes=excludes, engine=engine,
-                captures=captures)
 
 
 def say_if_no_rules(config: Config, command: str) -> None:
