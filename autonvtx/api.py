@@ -76,7 +76,7 @@ def install(
     `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
     """
     resolved = _resolve(config, presets, targets, include, exclude, engine)
-    if not (resolved.rules or resolved.plugins):
+    if not (resolved.rules or resolved.plugins or resolved.regions):
         raise UsageError(
             "install: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"

@@ -56,6 +56,38 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Region:
+    """One `[[regions]]` entry: ranges inside the functions `function` selects. `loop` ("first",
+    or the line a loop starts on) gives a range per iteration; `lines` (first, last) a range
+    each time those lines run; neither, a range per call. `capture` is the iteration window
+    [from, to) to profile. "auto" (the --capture shortcut) is the first loop, else each call."""
+
+    function: str
+    loop: str | int | None = None
+    lines: tuple[int, int] | None = None
+    name: str | None = None
+    capture: tuple[int, int] | None = None
+    domain: str | None = None
+    color: str | None = None
+    category: str | None = None
+    origin: str = ""
+
+    def where(self, key: str) -> str:
+        """The location of one of this region's keys, as messages name it."""
+        if self.origin.startswith("--"):
+            return self.origin
+        return f"{self.origin}.{key}"
+
+    @property
+    def module_glob(self) -> str:
+        return self.function.partition(":")[0]
+
+    @property
+    def qualname_glob(self) -> str:
+        return self.function.partition(":")[2]
+
+
+@dataclass(frozen=True)
 class RangeStyle:
     """What a range emitted for a function selected by a rule looks like."""
 
@@ -85,6 +117,7 @@ class Config:
     plugins: tuple[str, ...] = ()
     plugin_options: PluginOptions = ()
     preset_sources: tuple[str, ...] = ()  # the sources that are presets
+    regions: tuple[Region, ...] = ()
 
     def is_preset_rule(self, rule: Rule) -> bool:
         """Whether `rule` comes from a preset (whose patterns cover several versions of a
@@ -106,6 +139,16 @@ class Config:
             message=rule.message if rule.message is not None else self.settings.message,
             color=auto_color(module) if color == "auto" else parse_color(color),
             category=rule.category,
+        )
+
+    def region_style(self, region: Region, module: str) -> RangeStyle:
+        """The range attributes of `region`'s ranges in a function of `module`."""
+        color = region.color if region.color is not None else self.settings.color
+        return RangeStyle(
+            domain=region.domain if region.domain is not None else self.settings.domain,
+            message=region.name or "",
+            color=auto_color(module) if color == "auto" else parse_color(color),
+            category=region.category,
         )
 
     def to_json(self) -> str:
@@ -130,6 +173,7 @@ class Config:
                 plugins=tuple(data.get("plugins", ())),
                 plugin_options=freeze_options(data.get("plugin_options", {})),
                 preset_sources=tuple(data.get("preset_sources", ())),
+                regions=tuple(_region_from_json(region) for region in data.get("regions", ())),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"resolved configuration: unreadable ({exc})") from None
@@ -144,6 +188,38 @@ def freeze_options(options: dict[str, dict[str, Scalar]]) -> PluginOptions:
 def _rule_from_json(data: dict[str, Any]) -> Rule:
     fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     return Rule(**fields)
+
+
+def _region_from_json(data: dict[str, Any]) -> Region:
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return Region(**fields)
+
+
+# A region's name: the message fields, and {i}, the iteration (or call) index from 0.
+REGION_NAME_FIELDS = ("i",) + MESSAGE_FIELDS
+
+
+def region_name_problem(template: str) -> str | None:
+    """Why `template` is not a valid region `name`, or None."""
+    import string  # imported here: start-up cost of a run with no rules (issue 6)
+
+    allowed = ", ".join(f"{{{f}}}" for f in REGION_NAME_FIELDS)
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as exc:
+        return f"bad template {template!r}: {exc}"
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if field not in REGION_NAME_FIELDS:
+            return f"unknown field {{{field}}} in {template!r}; expected {allowed}" + did_you_mean(
+                field, REGION_NAME_FIELDS
+            )
+        if field == "i" and (spec or conversion):
+            return f"bad template {template!r}: {{i}} takes no format spec or conversion; expected plain {{i}}"
+        if conversion not in (None, "r", "s", "a") or "{" in (spec or ""):
+            return f"bad template {template!r}: unsupported conversion or nested field"
+    return None
 
 
 # Colors: a CSS-like set of names, and a palette of well-separated colors for "auto".

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from autonvtx.config import Config
     from autonvtx.engines import Engine
     from autonvtx.plugins import Plugin, PluginActivator
+    from autonvtx.regions import RegionInstaller
 
 NO_TOOL_NOTE = (
     "no NVTX tool is attached, so selected functions are left unwrapped; "
@@ -52,7 +53,13 @@ class Instrumentation:
         self.engine_name, self.engine_note = choose_engine(config.settings.engine)
         verb = "monitored" if self.engine_name == "code" else "wrapped"
         self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine, verb=verb)
-        self.hook = ImportHook(self.matcher, self.walker)
+        self.regions: RegionInstaller | None = None
+        if config.regions:
+            # Imported only then: a run without regions does not pay for it (start-up).
+            from autonvtx.regions import RegionInstaller
+
+            self.regions = RegionInstaller(config)
+        self.hook = ImportHook(self, self)
         self.activator: PluginActivator | None = None
         if config.plugins:
             # Imported only then: a run without plugins does not pay for it (start-up).
@@ -100,30 +107,55 @@ class Instrumentation:
             restore()
         if self.activator is not None and self._restorable:
             self.activator.restore()
+        if self.regions is not None and self._restorable:
+            self.regions.uninstall()
 
     def should_consider_module(self, name: str) -> bool:
-        return self.matcher.should_consider_module(name)
+        """Whether the import hook hands `name` to instrument(): rules or regions name it."""
+        return self.matcher.should_consider_module(name) or (
+            self.regions is not None and self.regions.should_consider_module(name)
+        )
+
+    def instrument(self, module: types.ModuleType) -> None:
+        """What the import hook calls for each module it hands over: the rules' walk, then
+        the regions."""
+        if self.matcher.should_consider_module(module.__name__):
+            self.walker.instrument(module)
+        if self.regions is not None:
+            self.regions.module_executed(module)
 
     def instrument_module(self, module: types.ModuleType) -> None:
         """Walk `module` now: one the hook cannot see (`__mp_main__` re-run by multiprocessing;
         a notebook's `__main__`, walked incrementally: only what is new since the last call)."""
         if module.__name__ == "__main__":
-            self.walker.instrument_main(module)
+            self._instrument_main(module)
         else:
-            self.walker.instrument(module)
+            self.instrument(module)
+
+    def _instrument_main(self, module: types.ModuleType) -> None:
+        if self.matcher.should_consider_module("__main__"):
+            self.walker.instrument_main(module)
+        if self.regions is not None:
+            self.regions.module_executed(module)
 
     @property
     def main_hook(self) -> Callable[[types.ModuleType], object] | None:
-        """What the runner calls after each top-level statement of `__main__`, when rules
-        target it (the script never passes through the import hook)."""
+        """What the runner calls after each top-level statement of `__main__`, when rules or
+        regions target it (the script never passes through the import hook)."""
+        if self.regions is not None and self.regions.should_consider_module("__main__"):
+            return self._instrument_main
         if self.matcher.should_consider_module("__main__"):
             return self.walker.instrument_main
         return None
 
     # Reporting: every caller prints from here, so -v, the API and children agree.
     def warnings(self) -> list[str]:
-        """Patterns that matched nothing (typos are the most common mistake)."""
-        return [f"warning: {line}" for line in self.matcher.unmatched_patterns()]
+        """Patterns that matched nothing (typos are the most common mistake), and regions that
+        found no function, could not be placed, or whose capture window never opened."""
+        lines = [f"warning: {line}" for line in self.matcher.unmatched_patterns()]
+        if self.regions is not None:
+            lines += self.regions.exit_lines()
+        return lines
 
     def engine_line(self) -> str:
         """Which engine the rules use, and why when it is not the one asked for."""
@@ -146,6 +178,8 @@ class Instrumentation:
         lines.append(f"{self.walker.verb} {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
         if self.activator is not None:
             lines.extend(self.activator.notes)
+        if self.regions is not None:
+            lines.extend(self.regions.report_lines())
         return lines
 
     def process_line(self, label: str) -> str:

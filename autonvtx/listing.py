@@ -47,6 +47,9 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     # Per configured plugin: (name, trigger, what its plan() lists, a note when it lists nothing).
     plugins: list[tuple[str, str, list[tuple[str, str, str]], str]] = field(default_factory=list)
+    # Regions: where each was placed, and those that could not be (naming file and key).
+    regions: list[str] = field(default_factory=list)
+    unplaced_regions: list[str] = field(default_factory=list)
 
     def all_selected(self) -> list[Planned]:
         return [p for _, planned in self.selected for p in planned]
@@ -91,7 +94,24 @@ def plan_modules(
     plan.unmatched = {id(rule): lines for rule, lines in matcher.unmatched_by_rule()}
     plan.reports = planner.reports
     plan.plugins = plan_plugins(config)
+    if config.regions:
+        _plan_regions(plan, main_source)
     return plan
+
+
+def _plan_regions(plan: Plan, main_source: tuple[str, str] | None) -> None:
+    """Where the config's regions sit in the imported modules (and the script's source)."""
+    from autonvtx.regions import RegionInstaller  # only configs with regions need it
+
+    regions = RegionInstaller(plan.config, apply=False)
+    for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
+        module = sys.modules.get(name)
+        if isinstance(module, types.ModuleType) and regions.should_consider_module(name):
+            regions.module_executed(module)
+    if main_source is not None:
+        regions.place_source("__main__", *main_source)
+    plan.regions = regions.resolved
+    plan.unplaced_regions = regions.unplaced_lines()
 
 
 def plan_plugins(config: Config) -> list[tuple[str, str, list[tuple[str, str, str]], str]]:
@@ -266,6 +286,8 @@ def format_text(plan: Plan, *, verbose: bool = False) -> str:
             lines.append(f"  {module}:{qualname}".ljust(width + 4) + kind)
         if note:
             lines.append(f"  {note}")
+    lines.extend(plan.regions)
+    lines.extend(f"region not placed: {line}" for line in plan.unplaced_regions)
     if verbose:
         for name, report in sorted(plan.reports.items()):
             for qualname, why in report.skipped.items():

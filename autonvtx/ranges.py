@@ -186,6 +186,13 @@ def is_native_range(wrapper: Any) -> bool:
     return _native is not None and type(wrapper) is _native.Range
 
 
+def native_client() -> ModuleType | None:
+    """autonvtx's native client (regions' callbacks live there), or None when it is not built.
+    AUTONVTX_PURE_PYTHON does not turn it off: regions have no pure-Python path (it selects
+    the per-call range path only)."""
+    return _client
+
+
 def name_thread(tid: int, name: str) -> None:
     """Name the OS thread `tid` (``threading.get_native_id()``) for NVTX tools
     (nvtxNameOsThreadA). Does nothing when the native extension ``autonvtx._nvtxclient`` is

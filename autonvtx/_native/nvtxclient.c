@@ -99,7 +99,8 @@ PyMODINIT_FUNC PyInit__nvtxclient(void)
     if (module == NULL)
         return NULL;
     if (range_add_to_module(module) < 0 || ranged_add_to_module(module) < 0 ||
-        steps_add_to_module(module) < 0 || monitoring_add_to_module(module) < 0) {
+        steps_add_to_module(module) < 0 || monitoring_add_to_module(module) < 0 ||
+        regions_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

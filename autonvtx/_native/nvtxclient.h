@@ -7,6 +7,7 @@
  *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
  *   steps.c       RangedSteps: a range around each resumption of a generator or coroutine
  *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
+ *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  */
 #ifndef AUTONVTX_NVTXCLIENT_H
 #define AUTONVTX_NVTXCLIENT_H
@@ -71,5 +72,6 @@ int range_add_to_module(PyObject* module);
 int ranged_add_to_module(PyObject* module);
 int steps_add_to_module(PyObject* module);
 int monitoring_add_to_module(PyObject* module);
+int regions_add_to_module(PyObject* module);
 
 #endif

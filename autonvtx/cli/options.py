@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 
@@ -56,12 +56,13 @@ class RuleArgs:
     excludes: tuple[str, ...] = ()
     engine: str | None = None
 
-    def load(self) -> Config:
-        """The config from presets, config files (or discovery), the -t rule and --engine."""
+    def load(self, captures: Sequence[str] = ()) -> Config:
+        """The config from presets, config files (or discovery), the -t rule and --engine;
+        `captures`: `run --capture` windows."""
         from autonvtx.configfile import load_rules
 
         return load_rules(self.configs, presets=self.presets, targets=self.targets,
-                          includes=self.includes, excludes=self.excludes, engine=self.engine)
+                          includes=self.includes, excludes=self.excludes, engine=self.engine, captures=captures)
 
 
 def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -156,6 +156,15 @@ def split_target_arguments(
     help="Leave child processes alone: neither instrumented nor recorded.",
 )
 @click.option(
+    "--capture",
+    "captures",
+    multiple=True,
+    metavar="FUNCTION:FROM-TO",
+    help="Profile only iterations FROM <= i < TO of FUNCTION's first loop (or its calls when it"
+    " has none), e.g. '__main__:train:100-110': cudaProfilerStart/Stop, an NVTX range"
+    " 'capture@autonvtx', and --trace/--summary keep only the window. Python 3.12+.",
+)
+@click.option(
     "--ranks",
     metavar="LIST",
     help="Under torchrun, Slurm or MPI, instrument and record only these ranks ('0,3', '0-3'); "
@@ -170,6 +179,7 @@ def run(
     buffer_mb: int | None,
     keep: str,
     no_children: bool,
+    captures: tuple[str, ...],
     ranks: str | None,
     **table: Any,
 ) -> TargetRun:
@@ -198,7 +208,7 @@ def run(
             describe_target(kind, value, target_args), ranks=ranks, trace=trace, summary=summary,
             buffer_mb=buffer_mb, keep=keep, children=not no_children, table=table,
         )
-    config = rules.load()
+    config = rules.load(captures=captures)
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -217,7 +227,7 @@ def run(
 
     session = start_recording(outputs) if outputs is not None and outputs.wanted else None
     on_main_statement = (
-        start_instrumentation(config, plugins, verbose) if config.rules or config.plugins else None
+        start_instrumentation(config, plugins, verbose) if config.rules or config.plugins or config.regions else None
     )
     children.start(config, verbose=verbose, recording=session is not None, follow=not no_children)
     try:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from autonvtx.config import (
     COMMAND_LINE_ORIGIN,
     Config,
+    Region,
     Rule,
     Scalar,
     Settings,
@@ -40,9 +41,10 @@ def load_config(
     cwd: str | None = None,
     extra_sources: Sequence[str] = (),
     engine: str | None = None,
+    captures: Sequence[str] = (),
 ) -> Config:
     """Merge presets, config files and the command-line rule, in that order of precedence;
-    `engine` (--engine) overrides what the files say."""
+    `engine` (--engine) overrides what the files say; `captures` are --capture windows."""
     base = cwd if cwd is not None else os.getcwd()
     for flag, values in (("--include", includes), ("--exclude", excludes)):
         if values and not targets:
@@ -67,12 +69,14 @@ def load_config(
         preset_sources += [path for path, _ in named]
     settings: dict[str, str] = {}
     rules: list[Rule] = []
+    regions: list[Region] = []
     sources: list[str] = []
     plugins: list[str] = []
     options: dict[str, dict[str, Scalar]] = {}
     for path, loaded in loaded_files:
         settings.update(loaded.settings)
         rules.extend(loaded.rules)
+        regions.extend(loaded.regions)
         plugins.extend(name for name in loaded.plugins if name not in plugins)
         for name, table in loaded.plugin_options.items():
             options.setdefault(name, {}).update(table)
@@ -80,6 +84,10 @@ def load_config(
     if targets:
         rules.append(_command_line_rule(targets, includes, excludes))
         sources.append(COMMAND_LINE_ORIGIN)
+    if captures:
+        from autonvtx.configfile.regions import capture_region  # only --capture needs it
+
+        regions.extend(capture_region(spec) for spec in captures)
     if engine is not None:
         if engine not in ENGINES:
             raise ConfigError(f"--engine: unknown engine {engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
@@ -91,6 +99,7 @@ def load_config(
         plugins=tuple(plugins),
         plugin_options=freeze_options(options),
         preset_sources=tuple(preset_sources),
+        regions=tuple(regions),
     )
 
 
@@ -103,6 +112,7 @@ def load_rules(
     excludes: Sequence[str] = (),
     cwd: str | None = None,
     engine: str | None = None,
+    captures: Sequence[str] = (),
 ) -> Config:
     """What `autonvtx run`'s rule options say: named presets, config files (or the discovered
     one), the -t rule and --engine, merged."""
@@ -114,7 +124,7 @@ def load_rules(
         sources = resolve_presets(presets)
     return load_config(
         configs, targets=targets, includes=includes, excludes=excludes, cwd=cwd, extra_sources=sources,
-        engine=engine,
+        engine=engine, captures=captures,
     )
 
 

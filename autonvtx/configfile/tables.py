@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.config import (
+    Region,
     Rule,
     Scalar,
     message_problem,
@@ -41,6 +42,7 @@ class FileConfig:
     description: str | None = None
     presets: list[str] = dataclasses.field(default_factory=list)
     table: str = "autonvtx"  # where its [autonvtx] keys live, for messages
+    regions: list[Region] = dataclasses.field(default_factory=list)
 
 
 def load_file(arg: str, path: str, base: str) -> FileConfig:
@@ -69,19 +71,22 @@ def load_file(arg: str, path: str, base: str) -> FileConfig:
         if not isinstance(table, dict):
             raise ConfigError(f"{path}: tool.autonvtx: expected a table, got {describe_value(table)}")
         rules = table.pop("rules", [])
+        regions = table.pop("regions", None)
         problems = Problems()
         _check_keys(path, "tool.autonvtx", table, TABLE_KEYS + ("rules",), problems)
         loaded = _table(path, "tool.autonvtx", table, problems)
         loaded.rules = _rules(path, "tool.autonvtx.rules", rules, problems)
+        if regions is not None:
+            loaded.regions = _regions(path, "tool.autonvtx.regions", regions, problems)
         problems.raise_any()
         return loaded
     problems = Problems()
     for key in data:
-        if key not in ("autonvtx", "rules"):
+        if key not in ("autonvtx", "rules", "regions"):
             hint = " (global settings go in the [autonvtx] table)" if key in TABLE_KEYS else ""
             problems.add(
                 f"{path}: {_key_name(key)}: unknown key{hint}"
-                + did_you_mean(key, ("autonvtx", "rules"))
+                + did_you_mean(key, ("autonvtx", "rules", "regions"))
             )
     table = data.get("autonvtx", {})
     if not isinstance(table, dict):
@@ -90,8 +95,16 @@ def load_file(arg: str, path: str, base: str) -> FileConfig:
     _check_keys(path, "autonvtx", table, TABLE_KEYS, problems)
     loaded = _table(path, "autonvtx", table, problems)
     loaded.rules = _rules(path, "rules", data.get("rules", []), problems)
+    if "regions" in data:
+        loaded.regions = _regions(path, "regions", data["regions"], problems)
     problems.raise_any()
     return loaded
+
+
+def _regions(path: str, where: str, value: Any, problems: Problems) -> list[Region]:
+    from autonvtx.configfile.regions import read_regions  # only files with regions need it
+
+    return read_regions(path, where, value, problems)
 
 
 def read_description(path: str) -> str | None:

@@ -46,7 +46,7 @@ def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> Non
 
 
 def _has_rules(config: Config) -> bool:
-    return bool(config.rules or config.plugins)
+    return bool(config.rules or config.plugins or config.regions)
 
 
 def follow_children(config: Config | None, *, verbose: int, recording: bool) -> None:

@@ -55,6 +55,8 @@ class Exported:
     ranges: int = 0
     marks: int = 0
     open_ranges: int = 0
+    # pid -> events left out because they began outside the process's capture windows
+    outside_windows: dict[int, int] = field(default_factory=dict)
 
 
 def _library() -> ctypes.CDLL:
@@ -77,6 +79,8 @@ def _library() -> ctypes.CDLL:
     lib.autonvtx_export_group_spans.restype = ctypes.c_size_t
     lib.autonvtx_export_free.argtypes = [ctypes.c_void_p]
     lib.autonvtx_export_free.restype = None
+    lib.autonvtx_export_outside.argtypes = [ctypes.c_void_p]
+    lib.autonvtx_export_outside.restype = ctypes.c_uint64
     return lib
 
 
@@ -113,6 +117,9 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
             result.ranges += info[0]
             result.marks += info[1]
             result.open_ranges += info[2]
+            outside = lib.autonvtx_export_outside(handle)
+            if outside:
+                result.outside_windows[recording.pid] = outside
             if progress is not None:
                 progress.update(done + 1, len(files))
         rc = lib.autonvtx_export_close(handle)

@@ -93,11 +93,19 @@ def write_results(directory: str, request: Request) -> Results:
                                skip_first=request.options.skip_first)
     else:
         exported = export(files, stats_mode=stats_mode, skip_first=request.options.skip_first)
-    notes = run_notes(recordings, exported.open_ranges) + notes
+    notes = run_notes(recordings, exported.open_ranges) + notes + window_notes(exported.outside_windows)
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
     stats = stats_from_rows(exported.rows, exported.spans, recordings, request.options) if stats_mode else []
     return Results(recordings, stats, notes)
+
+
+def window_notes(outside: Mapping[int, int]) -> list[str]:
+    """Events left out by capture windows (regions' `capture`): nothing is lost silently."""
+    from autonvtx.recorder.summary import count_text
+
+    return [f"process {pid}: {count_text(count, 'event', 'events')} outside its capture windows"
+            " (capture@autonvtx) left out" for pid, count in sorted(outside.items())]
 
 
 def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[str]:

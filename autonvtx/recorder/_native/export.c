@@ -399,6 +399,7 @@ typedef struct opened {
     uint32_t category;  /* global category id, or NONE32 */
     uint32_t color;
     uint8_t has_color, payload_type;
+    uint8_t outside;    /* begins outside the file's capture windows: not exported */
 } opened;
 
 typedef struct thread_state {
@@ -456,6 +457,11 @@ typedef struct exporter {
     size_t ncats;
     started* starts[START_BUCKETS];
     uint64_t info[8];
+    /* Capture windows (regions' `capture`, the start/end ranges capture@autonvtx) of the file
+       being read: only events that begin inside one are exported. */
+    uint64_t (*windows)[2];
+    size_t nwindows, windows_cap;
+    uint64_t outside; /* events of the file left out */
 } exporter;
 
 enum { I_RANGES, I_MARKS, I_OPEN, I_UNMATCHED, I_FIRST, I_LAST, I_FLUSH, I_ENDED };
@@ -977,11 +983,27 @@ static int count_instance(exporter* x, thread_state* t, int64_t r, uint64_t dura
 }
 
 /* A push/pop range ends: statistics (self time, tree rows), JSON, Perfetto. */
+/* Whether an event at `ts` is exported: always, unless the file opened capture windows. */
+static int in_window(const exporter* x, uint64_t ts)
+{
+    size_t i;
+    if (x->nwindows == 0)
+        return 1;
+    for (i = 0; i < x->nwindows; ++i)
+        if (x->windows[i][0] <= ts && ts <= x->windows[i][1])
+            return 1;
+    return 0;
+}
+
 static void range_ended(exporter* x, thread_state* t, opened* o, uint64_t end, int is_open)
 {
     uint64_t duration = end > o->start ? end - o->start : 0;
     if (t->depth > 0) /* the range that encloses it (any domain) spent this time in it */
         t->stack[t->depth - 1].child += duration;
+    if (o->outside) {
+        x->outside++;
+        return;
+    }
     if (x->stats_mode) {
         int64_t r = o->row >= 0 ? o->row : stats_row(&x->st, stats_group(x, t), -1, stat_name(x, o->name), 0);
         count_instance(x, t, r, duration, duration > o->child ? duration - o->child : 0, is_open);
@@ -1005,12 +1027,13 @@ static void on_push(exporter* x, thread_state* t, opened* o)
         t->cap = cap;
     }
     o->row = -1;
+    o->outside = !in_window(x, o->start);
     if (x->stats_mode & STATS_TREE) {
         int64_t parent = t->depth ? t->stack[t->depth - 1].row : -1;
         o->row = stats_row(&x->st, stats_group(x, t), parent, stat_name(x, o->name), (uint32_t)t->depth);
     }
     t->stack[t->depth++] = *o;
-    if (x->pftrace)
+    if (x->pftrace && !o->outside)
         pf_event(x, t, SLICE_BEGIN, o->start, 0, o, 0);
 }
 
@@ -1036,6 +1059,10 @@ static void start_ended(exporter* x, started* s, uint32_t end_tid, uint64_t end,
     thread_state* t = thread_of(x, s->index, s->tid, 0);
     if (!t)
         return;
+    if (!in_window(x, s->range.start)) {
+        x->outside++;
+        return;
+    }
     if (x->stats_mode) {
         int64_t r = stats_row(&x->st, stats_group(x, t), -1, stat_name(x, s->range.name), 0);
         count_instance(x, t, r, duration, duration, is_open);
@@ -1080,6 +1107,10 @@ static void on_end(exporter* x, thread_state* t, uint64_t id, uint64_t ts)
 
 static void on_mark(exporter* x, thread_state* t, const opened* o)
 {
+    if (!in_window(x, o->start)) {
+        x->outside++;
+        return;
+    }
     if (x->json)
         json_mark(x, t->tid, o);
     if (x->pftrace)
@@ -1272,6 +1303,95 @@ static int read_sections(exporter* x)
     return 0;
 }
 
+/* ---- capture windows ---- */
+
+static void add_window(exporter* x, uint64_t lo, uint64_t hi)
+{
+    if (x->nwindows == x->windows_cap) {
+        size_t cap = x->windows_cap ? x->windows_cap * 2 : 8;
+        void* w = realloc(x->windows, cap * sizeof(*x->windows));
+        if (!w)
+            return;
+        x->windows = w;
+        x->windows_cap = cap;
+    }
+    x->windows[x->nwindows][0] = lo;
+    x->windows[x->nwindows][1] = hi;
+    x->nwindows++;
+}
+
+/* The events of one THREAD section, looking only for the capture range's starts and ends:
+   `open` holds (range id, start) of windows begun and not yet ended. */
+static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t capture,
+                                uint64_t (**open)[2], size_t* nopen)
+{
+    size_t pos = 32 + ALIGN8(load32(p + 24)), i;
+    while (pos + 16 <= n) {
+        opened o;
+        uint64_t id = 0;
+        uint8_t kind = (uint8_t)p[pos];
+        size_t size = decode(x, p + pos, n - pos, &o, &id);
+        if (size == 0)
+            return;
+        pos += size;
+        if (kind == K_START && o.name == capture) {
+            void* grown = realloc(*open, (*nopen + 1) * sizeof(**open));
+            if (!grown)
+                return;
+            *open = grown;
+            (*open)[*nopen][0] = id;
+            (*open)[(*nopen)++][1] = o.start;
+        } else if (kind == K_END) {
+            for (i = 0; i < *nopen; ++i) {
+                if ((*open)[i][0] == id) {
+                    add_window(x, (*open)[i][1], o.start);
+                    (*open)[i][0] = (*open)[--*nopen][0];
+                    (*open)[i][1] = (*open)[*nopen][1];
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* Capture windows: the start/end ranges named "capture" in domain "autonvtx" (a registered
+   string, opened by regions' capture windows). A first walk reads the registries; the events
+   are decoded twice only when the file registered that string. A window still open at the
+   file's end lasts to its end. */
+static void find_windows(exporter* x)
+{
+    size_t pos = load32(x->data + 12), i, nopen = 0;
+    uint32_t domain = intern(&x->domains, 0, "autonvtx", 8), capture, s;
+    uint64_t (*open)[2] = NULL;
+    int registered = 0;
+    capture = intern(&x->names, domain, "capture", 7);
+    while (pos + 16 <= x->size) {
+        uint32_t tag = load32(x->data + pos);
+        uint64_t len = load64(x->data + pos + 8);
+        if (tag == T_END || len > x->size - pos - 16)
+            break;
+        if (tag == T_DOMAINS || tag == T_STRINGS)
+            read_registry(x, tag, x->data + pos + 16, len);
+        pos += 16 + len;
+    }
+    for (s = 0; s < x->string_map_cap && !registered; ++s)
+        registered = x->string_map[s] == capture;
+    if (!registered)
+        return;
+    for (pos = load32(x->data + 12); pos + 16 <= x->size;) {
+        uint32_t tag = load32(x->data + pos);
+        uint64_t len = load64(x->data + pos + 8);
+        if (tag == T_END || len > x->size - pos - 16)
+            break;
+        if (tag == T_THREAD && len >= 32)
+            scan_thread_windows(x, x->data + pos + 16, len, capture, &open, &nopen);
+        pos += 16 + len;
+    }
+    for (i = 0; i < nopen; ++i)
+        add_window(x, open[i][1], UINT64_MAX);
+    free(open);
+}
+
 /* ---- the ctypes face ---- */
 
 static void reset_file_state(exporter* x)
@@ -1293,6 +1413,7 @@ static void reset_file_state(exporter* x)
     x->ncats = 0;
     x->domain_map = x->string_map = NULL;
     x->domain_map_cap = x->string_map_cap = 0;
+    x->nwindows = 0;
 }
 
 /* json_path / pftrace_path: files to append events to (either may be NULL); stats_mode: 0, or
@@ -1343,6 +1464,9 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->group = group;
     x->flush_ns = load64(x->data + 24);
     x->ended_normally = 0;
+    x->outside = 0;
+    if (memcmp(x->data, "ANVTXREC", 8) == 0 && load32(x->data + 8) == 2)
+        find_windows(x);
     rc = memcmp(x->data, "ANVTXREC", 8) == 0 && load32(x->data + 8) == 2 ? read_sections(x) : -EILSEQ;
     x->info[I_FIRST] = UINT64_MAX;
     for (i = 0; i < x->nthreads; ++i) {
@@ -1371,6 +1495,12 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     reset_file_state(x);
     flush_out(x, 1);
     return rc ? rc : x->out.failed ? -EIO : 0;
+}
+
+/* Events of the last file streamed that were left out: they began outside its capture windows. */
+EXPORT uint64_t autonvtx_export_outside(void* handle)
+{
+    return ((exporter*)handle)->outside;
 }
 
 EXPORT int autonvtx_export_close(void* handle)
@@ -1480,6 +1610,7 @@ EXPORT void autonvtx_export_free(void* handle)
         return;
     autonvtx_export_close(x);
     reset_file_state(x);
+    free(x->windows);
     for (i = 0; i < x->st.count; ++i)
         free(x->st.rows[i].durations);
     free(x->st.rows);

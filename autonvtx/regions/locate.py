@@ -1,0 +1,143 @@
+"""Where a region sits in a function's code: the loop or line span, found through the source's
+AST, and the line whose first instruction begins each iteration, found in the bytecode."""
+from __future__ import annotations
+
+import ast
+import linecache
+import types
+from dataclasses import dataclass
+from typing import Iterator, Union
+
+from autonvtx.config import Region
+
+# The enter "line" of a call region: PY_START opens it (regions.c's CALL_LINE).
+CALL_LINE = -1
+_ALL_LINES = (0, 2**31 - 1)
+
+_Loop = Union[ast.For, ast.AsyncFor, ast.While]
+_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A region resolved in one code object: LINE events at `enter` open it; a line outside
+    [lo, hi] closes it. `is_loop`: entering again closes the open iteration first."""
+
+    kind: str  # "loop", "lines" or "call"
+    enter: int
+    lo: int
+    hi: int
+    is_loop: bool
+    description: str
+
+
+def place(region: Region, code: types.CodeType) -> Placement | str:
+    """Where `region` sits in `code`, or why it cannot (the problem, as a message's tail)."""
+    if region.loop is None and region.lines is None:
+        return _call_placement()
+    node = _function_node(code)
+    if isinstance(node, str):
+        return node
+    if region.lines is not None:
+        return _span(code, node, region.lines)
+    loops = list(_loops(node))
+    if region.loop == "auto":
+        return _loop(code, loops[0], "first loop: ") if loops else _call_placement()
+    if region.loop == "first":
+        if not loops:
+            return f"no loop in {code.co_qualname} ({_lines_of(node)}); expected a for, async for or while loop"
+        return _loop(code, loops[0], "first loop: ")
+    for loop in loops:
+        if loop.lineno == region.loop:
+            return _loop(code, loop, "")
+    starts = ", ".join(str(loop.lineno) for loop in loops) or "none"
+    return f"no loop starts on line {region.loop} of {code.co_qualname}; expected one of its loops' lines ({starts})"
+
+
+def _call_placement() -> Placement:
+    return Placement("call", CALL_LINE, *_ALL_LINES, False, "each call")
+
+
+def _lines_of(node: _Function) -> str:
+    return f"lines {node.lineno}-{node.end_lineno}"
+
+
+def _function_node(code: types.CodeType) -> _Function | str:
+    """The def of `code` in its file's AST (linecache: the file, or what the runner cached)."""
+    tree = _parsed(code.co_filename)
+    if tree is None:
+        return f"no source for {code.co_qualname} ({code.co_filename})"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            if code.co_firstlineno in (first, node.lineno):
+                return node
+    return f"{code.co_qualname} not found in {code.co_filename} (source changed since import?)"
+
+
+_trees: dict[str, ast.Module | None] = {}
+
+
+def _parsed(filename: str) -> ast.Module | None:
+    if filename not in _trees:
+        source = "".join(linecache.getlines(filename))
+        try:
+            _trees[filename] = ast.parse(source) if source else None
+        except SyntaxError:
+            _trees[filename] = None
+    return _trees[filename]
+
+
+def _loops(node: ast.AST) -> Iterator[_Loop]:
+    """The function's own loops in source order (not those of functions defined inside it)."""
+    found: list[_Loop] = []
+    pending = list(ast.iter_child_nodes(node))
+    while pending:
+        child = pending.pop()
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
+            found.append(child)
+        pending.extend(ast.iter_child_nodes(child))
+    return iter(sorted(found, key=lambda loop: (loop.lineno, loop.col_offset)))
+
+
+def _first_line_run(code: types.CodeType, lo: int, hi: int) -> int | None:
+    """The line of the first instruction (by offset, the order the compiler lays a block out)
+    whose line is in [lo, hi]."""
+    for _, _, line in sorted(code.co_lines()):
+        if line is not None and lo <= line <= hi:
+            return line
+    return None
+
+
+def _loop(code: types.CodeType, loop: _Loop, which: str) -> Placement | str:
+    keyword = {ast.For: "for", ast.AsyncFor: "async for", ast.While: "while"}[type(loop)]
+    first = loop.body[0]
+    last = max(stmt.end_lineno or stmt.lineno for stmt in loop.body)
+    if first.lineno == loop.lineno:
+        return (
+            f"the {keyword} loop on line {loop.lineno} has its body on the same line;"
+            " expected the body on lines of its own (iterations are seen by line)"
+        )
+    enter = _first_line_run(code, first.lineno, first.end_lineno or first.lineno)
+    if enter is None:
+        return f"no code for the body of the {keyword} loop on line {loop.lineno}"
+    return Placement(
+        "loop", enter, loop.lineno, last, True,
+        f"{which}{keyword} loop on line {loop.lineno} (lines {loop.lineno}-{last}), iterations begin at line {enter}",
+    )
+
+
+def _span(code: types.CodeType, node: _Function, lines: tuple[int, int]) -> Placement | str:
+    lo, hi = lines
+    body_first, body_last = node.body[0].lineno, node.end_lineno or node.lineno
+    if lo < body_first or hi > body_last:
+        return (
+            f"lines {lo}-{hi} are not all inside the body of {code.co_qualname};"
+            f" expected lines within {body_first}-{body_last}"
+        )
+    enter = min((line for _, _, line in code.co_lines() if line is not None and lo <= line <= hi), default=None)
+    if enter is None:
+        return f"no code on lines {lo}-{hi} of {code.co_qualname}"
+    return Placement("lines", enter, lo, hi, False, f"lines {lo}-{hi}, entered at line {enter}")

@@ -1,0 +1,93 @@
+"""A sys.monitoring tool id of regions' own, with regions.c's callbacks, on the code objects
+that hold regions only: local LINE events (and the frame events), DISABLE where no region
+needs a line, so functions without regions pay nothing."""
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from autonvtx import ranges
+
+# Tried in this order. sys.monitoring calls a location's tools from the highest id down, and
+# the code engine's ids are 4 first, then 3, then 5: with a lower id, regions' callbacks run
+# after the engine's at PY_RESUME, so an iteration reopened in a resumed generator or
+# coroutine nests inside the function's own range. At PY_RETURN and PY_YIELD the engine's pop
+# runs first: NVTX pops close the innermost range, and both happen at that instant.
+_TOOL_IDS = (3, 2, 1, 0, 5, 4)
+_NAME = "autonvtx regions"
+
+
+def monitoring_problem() -> str | None:
+    """None when regions can run here, else why not."""
+    if sys.version_info < (3, 12):
+        return f"Python {sys.version_info[0]}.{sys.version_info[1]} has no sys.monitoring (3.12+)"
+    client = ranges.native_client()
+    if client is None or not hasattr(client, "attach_regions"):
+        return "autonvtx's native client (autonvtx._nvtxclient) is not built"
+    if not any(sys.monitoring.get_tool(tool) is None for tool in _TOOL_IDS):
+        return "no free sys.monitoring tool id"
+    return None
+
+
+class RegionMonitor:
+    """Claims a tool id, registers the callbacks; attach() gives a code object its regions."""
+
+    def __init__(self) -> None:
+        self.tool_id: int | None = None
+        self._codes: list[types.CodeType] = []
+        self._client: Any = None
+
+    def install(self) -> str | None:
+        """Claim a tool id; None on success, else why not."""
+        problem = monitoring_problem()
+        if problem is not None:
+            return problem
+        monitoring = sys.monitoring
+        tool_id = next(tool for tool in _TOOL_IDS if monitoring.get_tool(tool) is None)
+        monitoring.use_tool_id(tool_id, _NAME)
+        client: Any = ranges.native_client()  # not None: monitoring_problem() said so
+        events = monitoring.events
+        for event, callback in (
+            (events.LINE, client.region_line),
+            (events.PY_START, client.region_start),
+            (events.PY_RESUME, client.region_resume),
+            (events.PY_RETURN, client.region_exit),
+            (events.PY_UNWIND, client.region_exit),
+            (events.PY_YIELD, client.region_yield),
+        ):
+            monitoring.register_callback(tool_id, event, callback)
+        # PY_UNWIND cannot be a local event: every frame an exception leaves calls back, and a
+        # code object without regions costs one lookup of its code extra.
+        monitoring.set_events(tool_id, events.PY_UNWIND)
+        self.tool_id, self._client = tool_id, client
+        return None
+
+    def attach(self, code: types.CodeType, natives: tuple[Any, ...], calls: bool) -> None:
+        """Give `code` these native Regions (outermost first); `calls`: one opens per call."""
+        if self.tool_id is None:
+            raise RuntimeError("RegionMonitor is not installed")
+        events = sys.monitoring.events
+        flags = events.LINE | events.PY_RESUME | events.PY_RETURN | events.PY_YIELD
+        if calls:
+            flags |= events.PY_START
+        self._client.attach_regions(code, natives)
+        sys.monitoring.set_local_events(self.tool_id, code, flags)
+        if code not in self._codes:
+            self._codes.append(code)
+
+    def uninstall(self) -> None:
+        """No event, callback or tool id of regions' is left; open ranges stay open."""
+        if self.tool_id is None:
+            return
+        monitoring = sys.monitoring
+        for code in self._codes:
+            monitoring.set_local_events(self.tool_id, code, 0)
+            self._client.detach_regions(code)
+        self._codes.clear()
+        monitoring.set_events(self.tool_id, 0)
+        for event in (monitoring.events.LINE, monitoring.events.PY_START, monitoring.events.PY_RESUME,
+                      monitoring.events.PY_RETURN, monitoring.events.PY_UNWIND, monitoring.events.PY_YIELD):
+            monitoring.register_callback(self.tool_id, event, None)
+        monitoring.free_tool_id(self.tool_id)
+        self.tool_id = None
