@@ -341,7 +341,7 @@ def timed_json(command: list[str], cwd: str, env: dict[str, str]) -> tuple[float
 
 def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
     count = w["count"]
-    verb, start = ("monitored", "monitoring") if engine == "code" else ("wrapped", "wrap (wrapt's import)")
+    verb, start = ("monitored", "monitor") if engine == "code" else ("wrapped", "wrap (wrapt's import)")
     return (
         f"{w['per_function'] * 1e6:.1f} us ({count} {verb} in {w['modules']} modules, the "
         f"process's CPU time outside the workload; whole process +{w['whole'] * 1000:.0f} ms CPU "
