@@ -201,25 +201,7 @@ REGION_NAME_FIELDS = ("i",) + MESSAGE_FIELDS
 
 def region_name_problem(template: str) -> str | None:
     """Why `template` is not a valid region `name`, or None."""
-    import string  # imported here: start-up cost of a run with no rules (issue 6)
-
-    allowed = ", ".join(f"{{{f}}}" for f in REGION_NAME_FIELDS)
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError as exc:
-        return f"bad template {template!r}: {exc}"
-    for _, field, spec, conversion in parsed:
-        if field is None:
-            continue
-        if field not in REGION_NAME_FIELDS:
-            return f"unknown field {{{field}}} in {template!r}; expected {allowed}" + did_you_mean(
-                field, REGION_NAME_FIELDS
-            )
-        if field == "i" and (spec or conversion):
-            return f"bad template {template!r}: {{i}} takes no format spec or conversion; expected plain {{i}}"
-        if conversion not in (None, "r", "s", "a") or "{" in (spec or ""):
-            return f"bad template {template!r}: unsupported conversion or nested field"
-    return None
+    return template_problem(template, REGION_NAME_FIELDS, plain=("i",))
 
 
 # Colors: a CSS-like set of names, and a palette of well-separated colors for "auto".
@@ -318,9 +300,15 @@ def name_glob_problem(glob: str) -> str | None:
 
 def message_problem(template: str) -> str | None:
     """Why `template` is not a valid `message`, or None."""
+    return template_problem(template, MESSAGE_FIELDS)
+
+
+def template_problem(template: str, fields: tuple[str, ...], plain: tuple[str, ...] = ()) -> str | None:
+    """Why `template` is not a format string over `fields` (those in `plain` without a spec
+    or conversion), or None."""
     import string  # imported here: start-up cost of a run with no rules (issue 6)
 
-    allowed = ", ".join(f"{{{f}}}" for f in MESSAGE_FIELDS)
+    allowed = ", ".join(f"{{{f}}}" for f in fields)
     try:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
@@ -328,10 +316,10 @@ def message_problem(template: str) -> str | None:
     for _, field, spec, conversion in parsed:
         if field is None:
             continue
-        if field not in MESSAGE_FIELDS:
-            return f"unknown field {{{field}}} in {template!r}; expected {allowed}" + did_you_mean(
-                field, MESSAGE_FIELDS
-            )
+        if field not in fields:
+            return f"unknown field {{{field}}} in {template!r}; expected {allowed}" + did_you_mean(field, fields)
+        if field in plain and (spec or conversion):
+            return f"bad template {template!r}: {{{field}}} takes no format spec or conversion; expected plain {{{field}}}"
         if conversion not in (None, "r", "s", "a") or "{" in (spec or ""):
             return f"bad template {template!r}: unsupported conversion or nested field"
     return None
