@@ -372,6 +372,15 @@ class CodeMonitor:
         client.detach(code)
         self._codes.remove(code)  # O(n): unmonitoring is rare
 
+    def monitor_new(self, code: types.CodeType, prepared: Any) -> None:
+        """monitor() for code this monitor does not monitor yet (the caller asked
+        is_monitored()) and a Range from prepared_range(): the walk's path, thousands of times
+        when a package is targeted wholesale, without monitor()'s checks."""
+        tool_id, client = self._installed()
+        client.attach(code, prepared)
+        _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
+        self._codes.append(code)
+
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client
         return client is not None and client.attached(code) is not None

@@ -89,6 +89,9 @@ def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name[:2] == name[-2:] == "__"
 
 
+_CODE = types.CodeType
+
+
 def is_wrapt_function_wrapper(kind: type) -> bool:
     """Whether `kind` is a wrapt FunctionWrapper (a wrapt decorator's): a function to wrap.
     Asked of sys.modules, not by importing wrapt: a program that never imported wrapt has
@@ -425,15 +428,19 @@ class _ModuleWalk:
     def _wrap(self, func: Any, qualname: str, builtin: bool = False) -> Any:
         code = None
         if self.reaches_nested and not builtin:
-            # The code engine ranges code objects: the one that defines this name.
-            code = code_named(func, qualname)
+            # The code engine ranges code objects: the one that defines this name (most
+            # often the function's own: asked first, without a call).
+            code = func.__code__ if type(func) is types.FunctionType else None
+            if code is None or code.co_qualname != qualname:
+                code = code_named(func, qualname)
             if code is None:
                 runs = getattr(code_of(func), "co_qualname", "?")
                 # A factory's function, or a decorator's wrapper without __wrapped__ (its code
                 # serves every function it decorates): decided where that code is defined.
                 self.report.skip(qualname, f"code of another name: it runs {runs}, decided by that name")
                 return None
-            self._visit_nested(code)
+            if _CODE in map(type, code.co_consts):  # most functions define none
+                self._visit_nested(code)
         decided = self._decide(qualname, builtin)
         if decided is None:
             return None

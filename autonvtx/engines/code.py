@@ -60,7 +60,7 @@ class CodeEngine:
             message = label.format(style.message)
         # A bare Range, not an Emitter: thousands of code objects get one when a package is
         # targeted wholesale, and the callbacks need nothing else.
-        self._monitor.monitor(code, ranges.prepared_range(domain, message, color, category))
+        self._monitor.monitor_new(code, ranges.prepared_range(domain, message, color, category))
 
     def existing(self, func: Any) -> Any:
         return self._fallback.existing(func) if self._fallback is not None else None
