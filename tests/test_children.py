@@ -119,7 +119,8 @@ def test_idle_pool_workers_are_named_as_their_siblings(workdir: Path, method: st
             # full-suite runs under load and not reproduced alone (open; see the note).
             # Named right is what this test checks; the symptom is reported, once.
             missed += 1
-            warnings.warn(f"a pool worker's recording went missing: {labels}", stacklevel=1)
+            warnings.warn(f"a pool worker's recording went missing: {labels}; stderr: {done.stderr[-800:]}",
+                          stacklevel=1)
             continue
         runs += 1
         assert labels == expected

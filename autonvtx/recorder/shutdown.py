@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import _thread
 import atexit
+import errno
 import os
+import sys
 import signal
 import threading
 from types import FrameType
@@ -33,8 +35,14 @@ def flush_process() -> None:
         return
     try:
         _recorder_control().flush()
-    except OSError:
-        pass  # the run's first process already wrote the outputs and removed the directory
+    except OSError as error:
+        # Gone (ENOENT): the run's first process already wrote the outputs, removed the
+        # directory and named this process as missing. Anything else is said, not swallowed.
+        if error.errno != errno.ENOENT:
+            try:
+                sys.stderr.write(f"autonvtx: process {os.getpid()}: its events could not be written: {error}\n")
+            except Exception:
+                pass
 
 
 def _recorder_control() -> Any:
