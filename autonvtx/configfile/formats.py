@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autonvtx.configfile.problems import Problems
 
 
 def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
@@ -74,3 +78,17 @@ def describe_value(value: Any) -> str:
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{kind or type(value).__name__} {text}"
+
+
+def tables_in(path: str, where: str, value: Any, problems: Problems, array: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, table) for each table of the array of tables `value` at `where` (written
+    `[[array]]`); what is not a list, or not a table, becomes a problem and is left out."""
+    if not isinstance(value, list):
+        problems.add(f"{path}: {where}: expected a list of tables ([[{array}]]), got {describe_value(value)}")
+        return
+    for i, table in enumerate(value):
+        loc = f"{where}[{i}]"
+        if isinstance(table, dict):
+            yield loc, table
+        else:
+            problems.add(f"{path}: {loc}: expected a table, got {describe_value(table)}")

@@ -12,7 +12,7 @@ from autonvtx.config import (
     parse_color,
     region_name_problem,
 )
-from autonvtx.configfile.formats import describe_value
+from autonvtx.configfile.formats import describe_value, tables_in
 from autonvtx.configfile.problems import Problems
 from autonvtx.errors import ConfigError, did_you_mean
 
@@ -23,15 +23,8 @@ NEEDED_PYTHON = (3, 12)
 
 def read_regions(path: str, where: str, value: Any, problems: Problems) -> list[Region]:
     """The regions of a `[[regions]]` list at `where` in `path`; problems go to `problems`."""
-    if not isinstance(value, list):
-        problems.add(f"{path}: {where}: expected a list of tables ([[regions]]), got {describe_value(value)}")
-        return []
     regions = []
-    for i, table in enumerate(value):
-        loc = f"{where}[{i}]"
-        if not isinstance(table, dict):
-            problems.add(f"{path}: {loc}: expected a table, got {describe_value(table)}")
-            continue
+    for loc, table in tables_in(path, where, value, problems, "regions"):
         if sys.version_info < NEEDED_PYTHON:
             problems.add(
                 f"{path}: {loc}: regions need Python 3.12 or later (sys.monitoring, PEP 669);"

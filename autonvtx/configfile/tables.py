@@ -18,7 +18,7 @@ from autonvtx.config import (
     name_glob_problem,
     parse_color,
 )
-from autonvtx.configfile.formats import describe_value, parse_file
+from autonvtx.configfile.formats import describe_value, parse_file, tables_in
 from autonvtx.configfile.problems import Problems
 from autonvtx.engines import ENGINES
 from autonvtx.errors import ConfigError, did_you_mean
@@ -224,17 +224,8 @@ def _settings(path: str, where: str, table: dict[str, Any], problems: Problems) 
 
 
 def _rules(path: str, where: str, value: Any, problems: Problems) -> list[Rule]:
-    if not isinstance(value, list):
-        problems.add(
-            f"{path}: {where}: expected a list of tables ([[rules]]), got {describe_value(value)}"
-        )
-        return []
     rules = []
-    for i, table in enumerate(value):
-        loc = f"{where}[{i}]"
-        if not isinstance(table, dict):
-            problems.add(f"{path}: {loc}: expected a table, got {describe_value(table)}")
-            continue
+    for loc, table in tables_in(path, where, value, problems, "rules"):
         _check_keys(path, loc, table, RULE_KEYS, problems)
         if "modules" not in table:
             problems.add(f"{path}: {loc}: a rule needs 'modules'")
