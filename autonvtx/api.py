@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from autonvtx.config import Config
-from autonvtx.control import NO_TOOL_NOTE, Instrumentation
+from autonvtx.control import Instrumentation
 from autonvtx.errors import UsageError
 
 ConfigSource = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], Config, None]
@@ -82,10 +82,7 @@ def install(
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
         )
     instrumentation = Instrumentation(resolved, restorable=True)
-    if not instrumentation.applies:
-        print(f"autonvtx: {NO_TOOL_NOTE}", file=sys.stderr)
-    elif instrumentation.engine_note is not None:
-        print(f"autonvtx: {instrumentation.engine_note}", file=sys.stderr)
+    instrumentation.print_start_notes()
     instrumentation.install()
     installation = Installation(instrumentation)
     installation.instrument_main()
@@ -124,10 +121,10 @@ def is_instrumented(func: Any) -> bool:
     """Whether calls of `func` (a function, method or bound method) get a range from autonvtx's
     rules now: a wrapper of the wrap engine, or code the code engine monitors."""
     from autonvtx.codes import code_of
-    from autonvtx.engines import RANGE_MARK
+    from autonvtx.engines import is_marked
 
     func = getattr(func, "__func__", func)  # a bound method runs its function
-    if any(RANGE_MARK in vars(kind) for kind in type(func).__mro__):
+    if is_marked(func):  # a wrapper, or a plugin's replacement
         return True
     ranges = sys.modules.get("autonvtx.ranges")  # not loaded: nothing is monitored
     monitor = getattr(getattr(ranges, "CodeMonitor", None), "active", None)

@@ -196,3 +196,28 @@ def test_a_bad_autonvtx_rules_file_is_one_line_and_the_program_runs(tmp_path: Pa
     lines = [line for line in errors[0].splitlines() if line.startswith("autonvtx:")]
     assert len(lines) == 2  # the program and its child, each once
     assert "AUTONVTX_RULES=rules.toml: not instrumented:" in lines[0] and "rules[0].module" in lines[0]
+
+
+def test_is_instrumented_knows_a_plugins_replacement() -> None:
+    # A plugin's hand-built replacement (torch's Module._call_impl) carries the mark on the
+    # function itself, not on its type.
+    from autonvtx.config import Config
+    from autonvtx.plugins import PluginContext
+
+    class Owner:
+        def step(self) -> int:
+            return 1
+
+    original = vars(Owner)["step"]
+    context = PluginContext("p", "fw", Config(), [])
+
+    def make(inner):  # type: ignore[no-untyped-def]
+        def step(self):  # type: ignore[no-untyped-def]
+            return inner(self)
+
+        return step
+
+    assert not autonvtx.is_instrumented(Owner.step)
+    assert context.replace(Owner, "step", make)
+    assert vars(Owner)["step"] is not original and Owner().step() == 1
+    assert autonvtx.is_instrumented(Owner.step) and autonvtx.is_instrumented(Owner().step)

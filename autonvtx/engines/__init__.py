@@ -20,6 +20,7 @@ about functions nested in others: `reaches_nested`, `apply_code(code, ...)`); `p
 from __future__ import annotations
 
 import sys
+import types
 from typing import Any, Protocol
 
 from autonvtx.config import Rule
@@ -27,6 +28,14 @@ from autonvtx.config import Rule
 # A class attribute of every wrapper type of autonvtx's (rules' and plugins'): the walk knows
 # "already wrapped" by it without importing wrapt, and nothing is wrapped twice.
 RANGE_MARK = "__autonvtx_range__"
+
+
+def is_marked(value: Any) -> bool:
+    """Whether `value` is autonvtx's own: an instance of a wrapper type carrying RANGE_MARK (a
+    class attribute) or a replacement function carrying it (a function attribute)."""
+    if type(value) is types.FunctionType:
+        return RANGE_MARK in value.__dict__
+    return any(RANGE_MARK in vars(k) for k in type(value).__mro__)
 
 
 class Engine(Protocol):

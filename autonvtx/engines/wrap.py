@@ -11,7 +11,7 @@ import wrapt
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule
-from autonvtx.engines import RANGE_MARK
+from autonvtx.engines import RANGE_MARK, is_marked
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
@@ -315,14 +315,6 @@ def patch_attribute(
 EmitterChooser = Callable[[tuple[Any, ...], dict[str, Any]], "ranges.Emitter | None"]
 # Told when a chooser raised (the call then runs without a range); must not raise itself.
 ErrorHandler = Callable[[Exception], None]
-
-
-def is_marked(value: Any) -> bool:
-    """Whether `value` is autonvtx's own: an instance of a wrapper type carrying RANGE_MARK (a
-    class attribute) or a replacement function carrying it (a function attribute)."""
-    if type(value) is types.FunctionType:
-        return RANGE_MARK in value.__dict__
-    return any(RANGE_MARK in vars(k) for k in type(value).__mro__)
 
 
 def replace_attribute(
