@@ -149,6 +149,13 @@ class Instrumentation:
         return None
 
     # Reporting: every caller prints from here, so -v, the API and children agree.
+    def print_start_notes(self) -> None:
+        """Said once before the program runs: no NVTX tool attached (nothing will be seen), or
+        why the engine asked for cannot run."""
+        note = NO_TOOL_NOTE if not self.applies else self.engine_note
+        if note is not None:
+            print(f"autonvtx: {note}", file=sys.stderr)
+
     def warnings(self) -> list[str]:
         """Patterns that matched nothing (typos are the most common mistake), and regions that
         found no function, could not be placed, or whose capture window never opened."""

@@ -312,13 +312,10 @@ def start_instrumentation(
 ) -> Callable[[ModuleType], object] | None:
     """Install the rules and plugins; return what the runner calls after each statement of
     `__main__`. At exit, unmatched patterns are reported and, with -v, what was wrapped."""
-    from autonvtx.control import NO_TOOL_NOTE, Instrumentation
+    from autonvtx.control import Instrumentation
 
     instrumentation = Instrumentation(config, plugins=plugins)
-    if not instrumentation.applies:
-        print(f"autonvtx: {NO_TOOL_NOTE}", file=sys.stderr)
-    elif instrumentation.engine_note is not None:
-        print(f"autonvtx: {instrumentation.engine_note}", file=sys.stderr)
+    instrumentation.print_start_notes()
     atexit.register(instrumentation.print_report, verbose)
     instrumentation.install()
     return instrumentation.main_hook
