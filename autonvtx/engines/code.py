@@ -10,7 +10,6 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from autonvtx import ranges
-from autonvtx.codes import code_of
 from autonvtx.config import Config, Rule
 
 if TYPE_CHECKING:
@@ -31,15 +30,10 @@ class CodeEngine:
         self._styles: dict[tuple[int, str], Any] = {}
         self._fallback: WrapEngine | None = None
 
-    def monitored_count(self) -> int:
-        return self._monitor.monitored()
-
     def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> Any:
-        code = code_of(func)
-        if code is None:  # a builtin: only a wrapper can put a range around it
-            return self._wrap_engine().apply(func, module, qualname, rule)
-        self.apply_code(code, module, qualname, rule)
-        return None
+        """A builtin (the walk hands Python functions to apply_code): only a wrapper can put
+        a range around it."""
+        return self._wrap_engine().apply(func, module, qualname, rule)
 
     def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
         """Give every run of `code` the range `rule` styles for `module:qualname`; the first
