@@ -15,9 +15,10 @@ from setuptools.command.editable_wheel import editable_wheel
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
-# The exporter, one unit per job sharing export.h (reader, JSON and Perfetto writers, statistics).
-EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c" for name in ("export", "export_read", "export_json",
-                                                                      "export_perfetto", "export_stats")]
+# The exporter, one unit per job sharing export.h (reader, pairing, JSON and Perfetto writers,
+# statistics).
+EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
+                    for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")]
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions")

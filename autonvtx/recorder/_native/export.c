@@ -132,6 +132,64 @@ void flush_out(exporter* x, int force)
     }
 }
 
+static size_t u64map_slot(const u64map* m, uint64_t key)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    size_t j = (size_t)(h ^ (h >> 31)) & (m->nslots - 1);
+    while (m->values[j] != NONE32 && m->keys[j] != key)
+        j = (j + 1) & (m->nslots - 1);
+    return j;
+}
+
+uint32_t u64map_get(const u64map* m, uint64_t key)
+{
+    return m->nslots ? m->values[u64map_slot(m, key)] : NONE32;
+}
+
+static int u64map_grow(u64map* m)
+{
+    u64map bigger = { NULL, NULL, m->count, m->nslots ? m->nslots * 2 : 64 };
+    size_t i;
+    bigger.keys = malloc(bigger.nslots * sizeof(*bigger.keys));
+    bigger.values = malloc(bigger.nslots * sizeof(*bigger.values));
+    if (!bigger.keys || !bigger.values) {
+        u64map_free(&bigger);
+        return 0;
+    }
+    memset(bigger.values, 0xFF, bigger.nslots * sizeof(*bigger.values));
+    for (i = 0; i < m->nslots; ++i) {
+        if (m->values[i] != NONE32) {
+            size_t j = u64map_slot(&bigger, m->keys[i]);
+            bigger.keys[j] = m->keys[i];
+            bigger.values[j] = m->values[i];
+        }
+    }
+    u64map_free(m);
+    *m = bigger;
+    return 1;
+}
+
+int u64map_put(u64map* m, uint64_t key, uint32_t value)
+{
+    size_t j;
+    if ((m->count + 1) * 2 > m->nslots && !u64map_grow(m))
+        return 0;
+    j = u64map_slot(m, key);
+    m->count += m->values[j] == NONE32;
+    m->keys[j] = key;
+    m->values[j] = value;
+    return 1;
+}
+
+void u64map_free(u64map* m)
+{
+    free(m->keys);
+    free(m->values);
+    m->keys = NULL;
+    m->values = NULL;
+    m->count = m->nslots = 0;
+}
+
 int grow_map(uint32_t** map, size_t* cap, size_t need)
 {
     size_t n = *cap ? *cap : 64, i;
@@ -158,16 +216,16 @@ static void reset_file_state(exporter* x)
         free(x->threads[i].stack);
         free(x->threads[i].seen_names);
         free(x->threads[i].seen_cats);
-        free(x->threads[i].row_seen);
+        u64map_free(&x->threads[i].tops);
+        u64map_free(&x->threads[i].instances);
     }
     free(x->threads);
-    free(x->cats);
+    u64map_free(&x->thread_at);
+    u64map_free(&x->cats);
     free(x->domain_map);
     free(x->string_map);
     x->threads = NULL;
     x->nthreads = 0;
-    x->cats = NULL;
-    x->ncats = 0;
     x->domain_map = x->string_map = NULL;
     x->domain_map_cap = x->string_map_cap = 0;
     x->nwindows = 0;
@@ -182,7 +240,7 @@ EXPORT void* autonvtx_export_new(const char* json_path, const char* pftrace_path
     if (!x)
         return NULL;
     x->stats_mode = stats_mode;
-    x->skip_first = skip_first;
+    x->skip_first = skip_first < NONE32 - 1 ? skip_first : NONE32 - 1; /* counted in 32 bits */
     if ((json_path && !(x->json = fopen(json_path, "ab")))
         || (pftrace_path && !(x->pftrace = fopen(pftrace_path, "ab")))) {
         if (x->json)
@@ -200,7 +258,7 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
 {
     exporter* x = handle;
     struct stat st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     size_t i;
     void* map;
     if (fd < 0)
@@ -213,6 +271,10 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     close(fd);
     if (map == MAP_FAILED)
         return -errno;
+    if (memcmp(map, "ANVTXREC", 8) != 0 || load32((const char*)map + 8) != 2) {
+        munmap(map, (size_t)st.st_size);
+        return -EILSEQ;
+    }
     madvise(map, (size_t)st.st_size, MADV_SEQUENTIAL);
     memset(x->info, 0, sizeof(x->info));
     x->data = map;
@@ -222,9 +284,10 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->flush_ns = load64(x->data + 24);
     x->ended_normally = 0;
     x->outside = 0;
-    if (memcmp(x->data, "ANVTXREC", 8) == 0 && load32(x->data + 8) == 2)
-        find_windows(x);
-    rc = memcmp(x->data, "ANVTXREC", 8) == 0 && load32(x->data + 8) == 2 ? read_sections(x) : -EILSEQ;
+    find_windows(x);
+    /* the windows' walk met the same damage: count it once, from the full walk */
+    x->corrupt_records = x->skipped_bytes = x->bad_entries = 0;
+    read_sections(x);
     x->info[I_FIRST] = UINT64_MAX;
     for (i = 0; i < x->nthreads; ++i) {
         if (x->threads[i].last > x->flush_ns)
@@ -236,13 +299,10 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
         if (!x->threads[i].wrapped)
             x->info[I_UNMATCHED] += x->threads[i].unmatched;
     }
-    if (rc == 0)
-        close_open(x);
-    if (x->stats_mode) {
-        for (i = 0; i < x->nthreads; ++i)
-            if (x->threads[i].first != UINT64_MAX)
-                stats_span(&x->st, stats_group(x, &x->threads[i]), x->threads[i].first, x->threads[i].last);
-    }
+    close_open(x);
+    for (i = 0; i < x->nthreads; ++i) /* the time the counted instances span: % wall's denominator */
+        if (x->threads[i].span_first != UINT64_MAX)
+            stats_span(&x->st, stats_group(x, &x->threads[i]), x->threads[i].span_first, x->threads[i].span_last);
     x->info[I_FLUSH] = x->flush_ns;
     x->info[I_ENDED] = (uint64_t)x->ended_normally;
     if (info)
@@ -251,13 +311,24 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->data = NULL;
     reset_file_state(x);
     flush_out(x, 1);
-    return rc ? rc : x->out.failed ? -EIO : 0;
+    return x->out.failed ? -EIO : 0;
 }
 
 /* Events of the last file streamed that were left out: they began outside its capture windows. */
 EXPORT uint64_t autonvtx_export_outside(void* handle)
 {
     return ((exporter*)handle)->outside;
+}
+
+/* What the last file streamed lost to damage: out = records where a section stopped being
+   readable, bytes skipped, registry entries rejected; returns their sum (0: nothing). */
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[3])
+{
+    exporter* x = handle;
+    out[0] = x->corrupt_records;
+    out[1] = x->skipped_bytes;
+    out[2] = x->bad_entries;
+    return out[0] + out[1] + out[2];
 }
 
 EXPORT int autonvtx_export_close(void* handle)

@@ -3,7 +3,7 @@
  * per-process files (format 2, see recorder.c) and streams them into Chrome trace-event JSON,
  * Perfetto TracePackets and range statistics, in one pass per file. One unit per job:
  * export.c (the ctypes face, growable bytes, interning), export_read.c (sections, records,
- * pairing, capture windows), export_json.c, export_perfetto.c and export_stats.c.
+ * registries, capture windows), export_pair.c (pushes with pops, starts with ends), export_json.c, export_perfetto.c and export_stats.c.
  */
 #ifndef AUTONVTX_EXPORT_H
 #define AUTONVTX_EXPORT_H
@@ -89,6 +89,18 @@ typedef struct stats {
     size_t ngroups;
 } stats;
 
+/* ---- an open-addressing map: 64-bit key -> 32-bit value ---- */
+
+typedef struct u64map {
+    uint64_t* keys;
+    uint32_t* values; /* NONE32: an empty slot */
+    size_t count, nslots;
+} u64map;
+
+uint32_t u64map_get(const u64map* m, uint64_t key); /* NONE32 when absent */
+int u64map_put(u64map* m, uint64_t key, uint32_t value); /* value != NONE32; 0 when out of memory */
+void u64map_free(u64map* m);
+
 /* ---- per-file state ---- */
 
 typedef struct opened {
@@ -100,6 +112,8 @@ typedef struct opened {
     uint32_t color;
     uint8_t has_color, payload_type;
     uint8_t outside;    /* begins outside the file's capture windows: not exported */
+    uint8_t closed;     /* popped while a range of another domain stayed above it */
+    uint32_t below;     /* 1 + stack index of the open range of its domain below it, 0: none */
 } opened;
 
 typedef struct thread_state {
@@ -107,12 +121,13 @@ typedef struct thread_state {
     opened* stack;
     size_t depth, cap;
     uint64_t first, last;
+    uint64_t span_first, span_last; /* statistics: the instances counted on this thread */
+    u64map tops;           /* file domain id -> 1 + stack index of its innermost open range */
     uint8_t* seen_names;   /* Perfetto: interned on this thread's sequence */
     size_t seen_names_cap;
     uint8_t* seen_cats;
     size_t seen_cats_cap;
-    uint32_t* row_seen;    /* --skip-first: instances of each row met on this thread */
-    size_t row_seen_cap;
+    u64map instances;      /* --skip-first: (parent row, name) -> instances met on this thread */
     int wrapped;
     uint64_t unmatched;
 } thread_state;
@@ -153,8 +168,8 @@ typedef struct exporter {
     size_t string_map_cap;
     thread_state* threads;
     size_t nthreads;
-    struct { uint32_t domain, number, id; }* cats; /* the file's named categories, oldest first */
-    size_t ncats;
+    u64map thread_at;      /* the recorder's thread index -> position in threads */
+    u64map cats;           /* (file domain id, number) -> global category id, the last named */
     started* starts[START_BUCKETS];
     uint64_t info[8];
     /* Capture windows (regions' `capture`, the start/end ranges capture@autonvtx) of the file
@@ -162,6 +177,9 @@ typedef struct exporter {
     uint64_t (*windows)[2];
     size_t nwindows, windows_cap;
     uint64_t outside; /* events of the file left out */
+    /* What a damaged file lost: records where a section stopped being readable (the rest of
+       that section is skipped), the bytes skipped, and registry entries rejected. */
+    uint64_t corrupt_records, skipped_bytes, bad_entries;
 } exporter;
 
 enum { I_RANGES, I_MARKS, I_OPEN, I_UNMATCHED, I_FIRST, I_LAST, I_FLUSH, I_ENDED };
@@ -171,6 +189,7 @@ EXPORT void* autonvtx_export_new(const char* json_path, const char* pftrace_path
                                  uint64_t skip_first);
 EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, uint64_t info[8]);
 EXPORT uint64_t autonvtx_export_outside(void* handle);
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[3]);
 EXPORT int autonvtx_export_close(void* handle);
 EXPORT void autonvtx_export_free(void* handle);
 EXPORT size_t autonvtx_export_rows(void* handle);
@@ -195,7 +214,11 @@ static inline uint64_t thread_uuid(uint32_t pid, uint32_t tid) { return (uint64_
 
 /* export_read.c */
 void find_windows(exporter* x);
-int read_sections(exporter* x);
+void read_sections(exporter* x);
+
+/* export_pair.c */
+thread_state* thread_of(exporter* x, uint32_t index, uint32_t tid, uint32_t flags);
+void pair_event(exporter* x, thread_state* t, uint8_t kind, opened* o, uint64_t id);
 void close_open(exporter* x);
 
 /* export_json.c */
@@ -214,7 +237,8 @@ int64_t stats_row(stats* s, uint64_t group, int64_t parent, uint32_t name, uint3
 void stats_span(stats* s, uint64_t group, uint64_t first, uint64_t last);
 uint32_t stat_name(exporter* x, uint32_t id);
 uint64_t stats_group(const exporter* x, const thread_state* t);
-int count_instance(exporter* x, thread_state* t, int64_t r, uint64_t duration, uint64_t self, int is_open);
+int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
+                   uint64_t self, int is_open);
 void stats_free(stats* s);
 
 #endif

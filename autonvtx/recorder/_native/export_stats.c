@@ -130,29 +130,31 @@ uint64_t stats_group(const exporter* x, const thread_state* t)
     return x->stats_mode & STATS_BY_THREAD ? thread_uuid(x->pid, t->tid) : x->group;
 }
 
-/* Counts a statistics instance: 0 while it is among the thread's first `skip_first` of its row. */
-int count_instance(exporter* x, thread_state* t, int64_t r, uint64_t duration, uint64_t self, int is_open)
+/* Counts an instance of row r, the range `name` (its name before class folding) from start to
+   end: 0 while it is among the thread's first `skip_first` of that range under its parent row
+   (its warm-up; a class row folds many ranges, each with its own warm-up). The instances
+   counted span the time that % wall divides by, so left-out warm-up is not in it either. */
+int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
+                   uint64_t self, int is_open)
 {
+    uint64_t duration = end > start ? end - start : 0;
     if (r < 0)
         return 0;
     if (x->skip_first) {
-        if ((size_t)r >= t->row_seen_cap) {
-            size_t n = t->row_seen_cap ? t->row_seen_cap : 64;
-            uint32_t* p;
-            while (n <= (size_t)r)
-                n *= 2;
-            if (!(p = realloc(t->row_seen, n * sizeof(*p))))
-                return 0;
-            memset(p + t->row_seen_cap, 0, (n - t->row_seen_cap) * sizeof(*p));
-            t->row_seen = p;
-            t->row_seen_cap = n;
-        }
-        if (t->row_seen[r]++ < x->skip_first) {
+        uint64_t key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | name;
+        uint32_t seen = u64map_get(&t->instances, key);
+        seen = seen == NONE32 ? 0 : seen;
+        if (seen < x->skip_first) {
+            u64map_put(&t->instances, key, seen + 1);
             x->st.rows[r].seen++;
             return 0;
         }
     }
     stats_add(&x->st.rows[r], duration, self, is_open);
+    if (start < t->span_first)
+        t->span_first = start;
+    if (end > t->span_last)
+        t->span_last = end;
     return 1;
 }
 
