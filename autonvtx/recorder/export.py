@@ -57,6 +57,8 @@ class Exported:
     open_ranges: int = 0
     # pid -> events left out because they began outside the process's capture windows
     outside_windows: dict[int, int] = field(default_factory=dict)
+    # pid -> (corrupt records, bytes skipped, registry entries rejected) of a damaged recording
+    damage: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
 
 def _library() -> ctypes.CDLL:
@@ -81,6 +83,8 @@ def _library() -> ctypes.CDLL:
     lib.autonvtx_export_free.restype = None
     lib.autonvtx_export_outside.argtypes = [ctypes.c_void_p]
     lib.autonvtx_export_outside.restype = ctypes.c_uint64
+    lib.autonvtx_export_damage.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+    lib.autonvtx_export_damage.restype = ctypes.c_uint64
     return lib
 
 
@@ -107,6 +111,7 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
     result = Exported()
     try:
         info = (ctypes.c_uint64 * 8)()
+        damage = (ctypes.c_uint64 * 3)()
         for done, (path, group, recording) in enumerate(files):
             rc = lib.autonvtx_export_file(handle, os.fsencode(path), group, info)
             if rc != 0:
@@ -120,6 +125,8 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
             outside = lib.autonvtx_export_outside(handle)
             if outside:
                 result.outside_windows[recording.pid] = outside
+            if lib.autonvtx_export_damage(handle, damage):
+                result.damage[recording.pid] = (damage[0], damage[1], damage[2])
             if progress is not None:
                 progress.update(done + 1, len(files))
         rc = lib.autonvtx_export_close(handle)
