@@ -20,52 +20,13 @@
  * nothing is spilled: a thread whose chunk is full while the budget is spent reuses its oldest
  * chunk (a ring), and the file is written at exit with the most recent events.
  *
- * File format (version 2; little-endian, as written natively on x86-64/aarch64; every item
- * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8). A file
- * is a header, then sections appended write after write; readers read to the end and leave out
- * a last section cut short:
- *
- *   header (64 bytes):
- *     char  magic[8] = "ANVTXREC"
- *     u32   version = 2        u32 header_size = 64
- *     u32   pid                u32 ppid
- *     u64   created_ns         CLOCK_MONOTONIC when the file was created
- *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC then
- *     u64   reserved[3] = 0
- *   sections: u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
- *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded; first
- *     tag 2 DOMAINS:    entries { u32 id; u32 len; str name }        (core domain 0 = "" implicit)
- *     tag 3 STRINGS:    entries { u32 id; u32 domain; u32 len; u32 0; str text }   registered
- *     tag 4 CATEGORIES: entries { u32 domain; u32 category; u32 len; u32 0; str name }  last wins
- *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 flags
- *                       (1: keep-last let older events go); str name (pthread name at first
- *                       event); then event records continuing the thread's (same index) earlier ones
- *     tag 6 THREAD_NAMES: entries { u32 tid; u32 len; str name }   nvtxNameOsThread, last wins
- *     tag 7 SPILL:      u64 ns; i64 realtime_offset_ns; u64 events; u64 dropped; u64 discarded;
- *                       u32 final; u32 0 -- ends each write; final = 1 at a normal exit
- *   Each write holds only what is new since the previous one (registries included). Open
- *   ranges end at the last SPILL's ns; a file whose last SPILL is not final comes from a
- *   process that died. Unknown tags are skipped by readers.
- *
- *   event record:
- *     u8 kind (1 push, 2 pop, 3 start, 4 end, 5 mark)
- *     u8 flags (1 = has color, 2 = has category)
- *     u8 payload type (0 none, else nvtxPayloadType_t 1..6: u64 i64 double u32 i32 float)
- *     u8 message kind (0 none, 1 inline UTF-8, 2 registered string id)
- *     u32 domain id (0 = core domain)
- *     u64 timestamp (CLOCK_MONOTONIC ns)
- *     [u64 range id]            start and end only
- *     [u64 payload]             when payload type != 0: the raw 8-byte union (4-byte types in the
- *                               low-address half)
- *     [u32 color]               0xAARRGGBB, when flags & 1
- *     [u32 category]            when flags & 2
- *     [u32 string id]           message kind 2
- *     [u32 len; bytes]          message kind 1
- *     zero padding to a multiple of 8
+ * The file format is defined in anr_format.h.
  */
 #define _GNU_SOURCE
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
+
+#include "anr_format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,31 +51,12 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-#define FORMAT_VERSION 2u
-#define HEADER_SIZE 64u
 #define CHUNK_BYTES (128u * 1024u)  /* a thread's first chunk (and any the budget allows only so small) */
 #define BIG_CHUNK_MAP (2u * 1024u * 1024u) /* later chunks: one transparent huge page each */
 #define MAX_MESSAGE (64u * 1024u)
 #define MAX_CLIENTS 256
 #define NAME_BYTES 64
 #define STRING_BUCKETS 4096u
-
-enum { K_PUSH = 1, K_POP = 2, K_START = 3, K_END = 4, K_MARK = 5 };
-enum { F_COLOR = 1, F_CATEGORY = 2 };
-enum { M_NONE = 0, M_INLINE = 1, M_REGISTERED = 2 };
-enum {
-    T_END = 0, T_CMDLINE = 1, T_DOMAINS = 2, T_STRINGS = 3, T_CATEGORIES = 4, T_THREAD = 5,
-    T_THREAD_NAMES = 6
-};
-
-typedef struct record_head {
-    uint8_t kind;
-    uint8_t flags;
-    uint8_t payload_type;
-    uint8_t message_kind;
-    uint32_t domain;
-    uint64_t ts;
-} record_head;
 
 typedef struct chunk {
     _Atomic(struct chunk*) next;
@@ -586,13 +528,11 @@ static char* dup_wide(const wchar_t* w)
 
 /* ---- event writers ---- */
 
-#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
-
 /* Fills a reserved record's head; the timestamp is taken last, once the space is ours. */
 static inline void put_head(char* p, uint8_t kind, uint8_t flags, uint8_t payload_type,
                             uint8_t message_kind, uint32_t domain)
 {
-    record_head* h = (record_head*)p;
+    anr_record_head* h = (anr_record_head*)p;
     h->kind = kind;
     h->flags = flags;
     h->payload_type = payload_type;
@@ -604,7 +544,7 @@ static inline void put_head(char* p, uint8_t kind, uint8_t flags, uint8_t payloa
 static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
 {
     thread_buffer* b = buffer();
-    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    size_t n = sizeof(anr_record_head) + (id ? 8 : 0);
     char* p = b ? reserve(b, n) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
@@ -612,7 +552,7 @@ static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
     }
     put_head(p, kind, 0, 0, 0, domain);
     if (id)
-        memcpy(p + sizeof(record_head), &id, 8);
+        memcpy(p + sizeof(anr_record_head), &id, 8);
     commit(b, n);
 }
 
@@ -623,14 +563,14 @@ static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const 
     thread_buffer* b = buffer();
     if (len > MAX_MESSAGE)
         len = MAX_MESSAGE;
-    size_t n = ALIGN8(sizeof(record_head) + (id ? 8 : 0) + 4 + len);
+    size_t n = ANR_ALIGN8(sizeof(anr_record_head) + (id ? 8 : 0) + 4 + len);
     char* p = b ? reserve(b, n) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
         return;
     }
-    put_head(p, kind, 0, 0, M_INLINE, domain);
-    char* q = p + sizeof(record_head);
+    put_head(p, kind, 0, 0, ANR_M_INLINE, domain);
+    char* q = p + sizeof(anr_record_head);
     if (id) {
         memcpy(q, &id, 8);
         q += 8;
@@ -671,7 +611,7 @@ static inline uint32_t domain_id(nvtxDomainHandle_t d)
 
 /* An event's message, made ready to copy: inline UTF-8 (wide strings converted) or a string id. */
 typedef struct message {
-    uint8_t kind;          /* M_NONE, M_INLINE, M_REGISTERED */
+    uint8_t kind;          /* ANR_M_NONE, ANR_M_INLINE, ANR_M_REGISTERED */
     const char* text;
     size_t len;
     uint32_t string_id;
@@ -681,10 +621,10 @@ typedef struct message {
 
 static inline void read_message(const nvtxEventAttributes_t* a, message* m)
 {
-    m->kind = M_NONE;
+    m->kind = ANR_M_NONE;
     m->big = NULL;
     if (a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii) {
-        m->kind = M_INLINE;
+        m->kind = ANR_M_INLINE;
         m->text = a->message.ascii;
         m->len = strlen(m->text);
         if (m->len > MAX_MESSAGE)
@@ -698,12 +638,12 @@ static inline void read_message(const nvtxEventAttributes_t* a, message* m)
             out = m->big = malloc(cap);
         }
         if (out) {
-            m->kind = M_INLINE;
+            m->kind = ANR_M_INLINE;
             m->text = out;
             m->len = utf8_from_wide(a->message.unicode, out, cap);
         }
     } else if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED && a->message.registered) {
-        m->kind = M_REGISTERED;
+        m->kind = ANR_M_REGISTERED;
         m->string_id = ((const string_entry*)(const void*)a->message.registered)->id;
     }
 }
@@ -720,18 +660,18 @@ static inline void put_body(char* q, char* end, uint64_t id, uint8_t flags, uint
         memcpy(q, &a->payload, 8);
         q += 8;
     }
-    if (flags & F_COLOR) {
+    if (flags & ANR_F_COLOR) {
         memcpy(q, &a->color, 4);
         q += 4;
     }
-    if (flags & F_CATEGORY) {
+    if (flags & ANR_F_CATEGORY) {
         memcpy(q, &a->category, 4);
         q += 4;
     }
-    if (m->kind == M_REGISTERED) {
+    if (m->kind == ANR_M_REGISTERED) {
         memcpy(q, &m->string_id, 4);
         q += 4;
-    } else if (m->kind == M_INLINE) {
+    } else if (m->kind == ANR_M_INLINE) {
         uint32_t len32 = (uint32_t)m->len;
         memcpy(q, &len32, 4);
         memcpy(q + 4, m->text, m->len);
@@ -749,7 +689,7 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
     }
     thread_buffer* b = buffer();
     uint8_t flags = 0, payload_type = 0;
-    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    size_t n = sizeof(anr_record_head) + (id ? 8 : 0);
     message m;
 
     if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
@@ -757,15 +697,15 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
         n += 8;
     }
     if (a->colorType == NVTX_COLOR_ARGB) {
-        flags |= F_COLOR;
+        flags |= ANR_F_COLOR;
         n += 4;
     }
     if (a->category != 0) {
-        flags |= F_CATEGORY;
+        flags |= ANR_F_CATEGORY;
         n += 4;
     }
     read_message(a, &m);
-    n = ALIGN8(n + (m.kind == M_INLINE ? 4 + m.len : m.kind == M_REGISTERED ? 4 : 0));
+    n = ANR_ALIGN8(n + (m.kind == ANR_M_INLINE ? 4 + m.len : m.kind == ANR_M_REGISTERED ? 4 : 0));
     char* p = b ? reserve(b, n) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
@@ -773,7 +713,7 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
         return;
     }
     put_head(p, kind, flags, payload_type, m.kind, domain);
-    put_body(p + sizeof(record_head), p + n, id, flags, payload_type, a, &m);
+    put_body(p + sizeof(anr_record_head), p + n, id, flags, payload_type, a, &m);
     commit(b, n);
     free(m.big);
 }
@@ -824,17 +764,17 @@ static inline int push_fast(uint32_t domain, const nvtxEventAttributes_t* a, int
     unsigned k = 0;
     uint64_t flags = 0;
     if (a->colorType == NVTX_COLOR_ARGB) {
-        flags |= F_COLOR;
+        flags |= ANR_F_COLOR;
         words[k++] = a->color;
     }
     if (a->category != 0) {
-        flags |= F_CATEGORY;
+        flags |= ANR_F_CATEGORY;
         words[k++] = a->category;
     }
     words[k++] = ((const string_entry*)(const void*)a->message.registered)->id;
     words[k] = 0;
     char* p = c->data + used;
-    uint64_t head = (uint64_t)K_PUSH | (flags << 8) | ((uint64_t)M_REGISTERED << 24)
+    uint64_t head = (uint64_t)ANR_K_PUSH | (flags << 8) | ((uint64_t)ANR_M_REGISTERED << 24)
                   | ((uint64_t)domain << 32);
     uint64_t ts = now_ts();
     memcpy(p, &head, 8);
@@ -864,7 +804,7 @@ static inline int pop_fast(uint32_t domain, int* depth)
     if (UNLIKELY(!c || used + 16 > c->cap))
         return 0;
     char* p = c->data + used;
-    uint64_t head = (uint64_t)K_POP | ((uint64_t)domain << 32);
+    uint64_t head = (uint64_t)ANR_K_POP | ((uint64_t)domain << 32);
     uint64_t ts = now_ts();
     memcpy(p, &head, 8);
     memcpy(p + 8, &ts, 8);
@@ -881,44 +821,44 @@ static inline int pop_fast(uint32_t domain, int* depth)
 
 static __attribute__((noinline)) int push_slow(uint32_t domain, const nvtxEventAttributes_t* a)
 {
-    write_attributes(K_PUSH, domain, 0, a);
+    write_attributes(ANR_K_PUSH, domain, 0, a);
     return depth_push();
 }
 
 static __attribute__((noinline)) int pop_slow(uint32_t domain)
 {
-    write_simple(K_POP, domain, 0);
+    write_simple(ANR_K_POP, domain, 0);
     return depth_pop();
 }
 
 /* ---- recording callbacks: CORE ---- */
 
-static void NVTX_API rec_MarkEx(const nvtxEventAttributes_t* a) { write_attributes(K_MARK, 0, 0, a); }
-static void NVTX_API rec_MarkA(const char* m) { write_text(K_MARK, 0, 0, m ? m : "", m ? strlen(m) : 0); }
-static void NVTX_API rec_MarkW(const wchar_t* m) { write_wide(K_MARK, 0, 0, m); }
+static void NVTX_API rec_MarkEx(const nvtxEventAttributes_t* a) { write_attributes(ANR_K_MARK, 0, 0, a); }
+static void NVTX_API rec_MarkA(const char* m) { write_text(ANR_K_MARK, 0, 0, m ? m : "", m ? strlen(m) : 0); }
+static void NVTX_API rec_MarkW(const wchar_t* m) { write_wide(ANR_K_MARK, 0, 0, m); }
 
 static nvtxRangeId_t NVTX_API rec_RangeStartEx(const nvtxEventAttributes_t* a)
 {
     uint64_t id = new_range_id();
     if (id)
-        write_attributes(K_START, 0, id, a);
+        write_attributes(ANR_K_START, 0, id, a);
     return id;
 }
 static nvtxRangeId_t NVTX_API rec_RangeStartA(const char* m)
 {
     uint64_t id = new_range_id();
     if (id)
-        write_text(K_START, 0, id, m ? m : "", m ? strlen(m) : 0);
+        write_text(ANR_K_START, 0, id, m ? m : "", m ? strlen(m) : 0);
     return id;
 }
 static nvtxRangeId_t NVTX_API rec_RangeStartW(const wchar_t* m)
 {
     uint64_t id = new_range_id();
     if (id)
-        write_wide(K_START, 0, id, m);
+        write_wide(ANR_K_START, 0, id, m);
     return id;
 }
-static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { if (id) write_simple(K_END, 0, id); }
+static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { if (id) write_simple(ANR_K_END, 0, id); }
 
 static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 {
@@ -929,12 +869,12 @@ static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 }
 static int NVTX_API rec_RangePushA(const char* m)
 {
-    write_text(K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0);
+    write_text(ANR_K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0);
     return depth_push();
 }
 static int NVTX_API rec_RangePushW(const wchar_t* m)
 {
-    write_wide(K_PUSH, 0, 0, m);
+    write_wide(ANR_K_PUSH, 0, 0, m);
     return depth_push();
 }
 static int NVTX_API rec_RangePop(void)
@@ -1033,15 +973,15 @@ static nvtxStringHandle_t string_register(uint32_t domain, char* text)
 
 /* ---- recording callbacks: CORE2 (domains) ---- */
 
-static void NVTX_API rec_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { write_attributes(K_MARK, domain_id(d), 0, a); }
+static void NVTX_API rec_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { write_attributes(ANR_K_MARK, domain_id(d), 0, a); }
 static nvtxRangeId_t NVTX_API rec_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
     uint64_t id = new_range_id();
     if (id)
-        write_attributes(K_START, domain_id(d), id, a);
+        write_attributes(ANR_K_START, domain_id(d), id, a);
     return id;
 }
-static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { if (id) write_simple(K_END, domain_id(d), id); }
+static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { if (id) write_simple(ANR_K_END, domain_id(d), id); }
 static int NVTX_API rec_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
     int depth;
@@ -1393,8 +1333,6 @@ EXPORT uint64_t autonvtx_recorder_events(void)
 
 /* ---- writing the recording: spills to the per-process file, explicit flushes ---- */
 
-#define T_SPILL 7
-#define SPILL_BYTES 48u
 #define WRITE_BUFFER (1u << 20)
 
 typedef struct writer {
@@ -1443,7 +1381,7 @@ static void put_u64(writer* w, uint64_t v) { put(w, &v, 8); }
 static void pad(writer* w, size_t n)
 {
     static const char zeros[8] = { 0 };
-    put(w, zeros, ALIGN8(n) - n);
+    put(w, zeros, ANR_ALIGN8(n) - n);
 }
 
 static void section(writer* w, uint32_t tag, uint64_t length)
@@ -1500,9 +1438,9 @@ static void write_header(writer* w)
 {
     static char cmdline[65536];
     size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
-    put(w, "ANVTXREC", 8);
-    put_u32(w, FORMAT_VERSION);
-    put_u32(w, HEADER_SIZE);
+    put(w, ANR_MAGIC, ANR_MAGIC_BYTES);
+    put_u32(w, ANR_VERSION);
+    put_u32(w, ANR_HEADER_SIZE);
     put_u32(w, (uint32_t)getpid());
     put_u32(w, (uint32_t)getppid());
     put_u64(w, now_ns());
@@ -1510,7 +1448,7 @@ static void write_header(writer* w)
     put_u64(w, 0);
     put_u64(w, 0);
     put_u64(w, 0);
-    section(w, T_CMDLINE, ALIGN8(cmd_len));
+    section(w, ANR_T_CMDLINE, ANR_ALIGN8(cmd_len));
     put(w, cmdline, cmd_len);
     pad(w, cmd_len);
 }
@@ -1520,10 +1458,10 @@ static void write_domains(writer* w, file_cursor* cur)
     domain_entry* d;
     uint64_t len = 0;
     for (d = g_domains; d && d->id > cur->domains; d = d->next)
-        len += 8 + ALIGN8(strlen(d->name));
+        len += 8 + ANR_ALIGN8(strlen(d->name));
     if (len == 0)
         return;
-    section(w, T_DOMAINS, len);
+    section(w, ANR_T_DOMAINS, len);
     for (d = g_domains; d && d->id > cur->domains; d = d->next) {
         size_t n = strlen(d->name);
         put_u32(w, d->id);
@@ -1540,10 +1478,10 @@ static void write_strings(writer* w, file_cursor* cur)
     string_entry* s;
     uint64_t len = 0;
     for (s = first; s; s = s->next_in_order)
-        len += 16 + ALIGN8(s->len);
+        len += 16 + ANR_ALIGN8(s->len);
     if (len == 0)
         return;
-    section(w, T_STRINGS, len);
+    section(w, ANR_T_STRINGS, len);
     for (s = first; s; s = s->next_in_order) {
         put_u32(w, s->id);
         put_u32(w, s->domain);
@@ -1561,10 +1499,10 @@ static void write_named(writer* w, uint32_t tag, named_entry* list, named_entry*
 {
     size_t count = 0, i = 0;
     uint64_t len = 0;
-    int is_category = tag == T_CATEGORIES;
+    int is_category = tag == ANR_T_CATEGORIES;
     named_entry *e, **all;
     for (e = list; e && e != upto; e = e->next, ++count)
-        len += (is_category ? 16 : 8) + ALIGN8(strlen(e->name));
+        len += (is_category ? 16 : 8) + ANR_ALIGN8(strlen(e->name));
     if (count == 0 || !(all = malloc(count * sizeof(*all))))
         return;
     section(w, tag, len);
@@ -1588,39 +1526,10 @@ static void write_registries(writer* w, file_cursor* cur)
 {
     write_domains(w, cur);
     write_strings(w, cur);
-    write_named(w, T_CATEGORIES, g_categories, cur->categories);
+    write_named(w, ANR_T_CATEGORIES, g_categories, cur->categories);
     cur->categories = g_categories;
-    write_named(w, T_THREAD_NAMES, g_thread_names, cur->thread_names);
+    write_named(w, ANR_T_THREAD_NAMES, g_thread_names, cur->thread_names);
     cur->thread_names = g_thread_names;
-}
-
-/* Bytes of the record at p (its length follows from its head), or 0 if it runs past `avail`. */
-static size_t record_size(const char* p, size_t avail)
-{
-    record_head h;
-    size_t n = sizeof(record_head);
-    if (avail < n)
-        return 0;
-    memcpy(&h, p, sizeof(h));
-    if (h.kind == K_START || h.kind == K_END)
-        n += 8;
-    if (h.payload_type)
-        n += 8;
-    if (h.flags & F_COLOR)
-        n += 4;
-    if (h.flags & F_CATEGORY)
-        n += 4;
-    if (h.message_kind == M_REGISTERED) {
-        n += 4;
-    } else if (h.message_kind == M_INLINE) {
-        uint32_t len;
-        if (avail < n + 4)
-            return 0;
-        memcpy(&len, p + n, 4);
-        n += 4 + (size_t)len;
-    }
-    n = ALIGN8(n);
-    return n <= avail ? n : 0;
 }
 
 /* Writes `n` bytes of committed records, their timestamps converted to CLOCK_MONOTONIC ns. */
@@ -1637,7 +1546,7 @@ static void put_events(writer* w, const ts_convert* conv, const char* data, size
         size_t pos = 0;
         memcpy(copy, data + done, take);
         while (pos < take) {
-            size_t size = record_size(copy + pos, take - pos);
+            size_t size = anr_record_size(copy + pos, take - pos);
             uint64_t ts;
             if (size == 0)
                 break;
@@ -1701,13 +1610,13 @@ static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, in
     chunk* c;
     if (s.bytes == 0)
         return;
-    section(w, T_THREAD, 32 + ALIGN8(name_len) + s.bytes);
+    section(w, ANR_T_THREAD, ANR_THREAD_HEAD_BYTES + ANR_ALIGN8(name_len) + s.bytes);
     put_u32(w, b->tid);
     put_u32(w, b->index);
     put_u64(w, atomic_load_explicit(&b->dropped, memory_order_relaxed));
     put_u64(w, atomic_load_explicit(&b->events, memory_order_relaxed));
     put_u32(w, (uint32_t)name_len);
-    put_u32(w, b->wrapped ? 1u : 0u);
+    put_u32(w, b->wrapped ? (uint32_t)ANR_THREAD_WRAPPED : 0u);
     put(w, b->name, name_len);
     pad(w, name_len);
     for (c = s.first; c; c = atomic_load_explicit(&c->next, memory_order_acquire)) {
@@ -1750,7 +1659,7 @@ static void write_spill(writer* w, file_cursor* cur, int live, int final, uint64
         dropped += atomic_load_explicit(&b->dropped, memory_order_relaxed);
         discarded += atomic_load_explicit(&b->discarded, memory_order_relaxed);
     }
-    section(w, T_SPILL, SPILL_BYTES);
+    section(w, ANR_T_SPILL, ANR_SPILL_BYTES);
     put_u64(w, spill_ns);
     put_u64(w, (uint64_t)realtime_offset());
     put_u64(w, events);
