@@ -63,8 +63,14 @@ typedef struct chunk {
     _Atomic size_t used; /* committed bytes, published with release */
     size_t cap;
     uint64_t events;     /* events it holds, set by its owner when it gets a successor */
+    int closing_only;    /* taken past the budget for pops and ends only (see reserve_slow) */
     char data[];
 } chunk;
+
+typedef struct owed_pop {
+    uint32_t domain;
+    uint32_t count;
+} owed_pop;
 
 typedef struct thread_buffer {
     struct thread_buffer* next; /* global list, under g_lock */
@@ -74,8 +80,13 @@ typedef struct thread_buffer {
     _Atomic(chunk*) head;
     chunk* tail;        /* owner only */
     size_t tail_used;   /* owner's copy of tail->used */
+    size_t limit;       /* owner: what the inline paths may fill the tail up to; 0 sends them to
+                           the slow path (no tail, a closing-only tail, pushes being left out) */
     uint64_t next_seq;  /* start/end ids: index << 40 | seq */
     int depth;          /* push/pop nesting level returned to NVTX */
+    owed_pop* owed;     /* owner: per domain, pops to leave out (their pushes were left out) */
+    uint32_t owed_len, owed_cap;
+    uint64_t owed_total;
     int full;           /* the budget refused a chunk: drop from now on */
     int wrapped;        /* keep-last mode recycled its oldest chunk at least once */
     uint64_t tail_events_base; /* owner: b->events when the tail chunk was started */
@@ -328,7 +339,6 @@ static void chunk_unmap(chunk* c)
     munmap(c, sizeof(chunk) + c->cap);
 }
 
-/* A new chunk of at least n bytes taken from the budget, or NULL. */
 /*
  * Big chunks the spiller has written wait here for a thread that needs one, pages already
  * faulted in (a fresh mapping costs a fault per 4 KiB where huge pages are not given). They
@@ -376,9 +386,16 @@ static void spare_drain(void)
     pthread_mutex_unlock(&g_spare_lock);
 }
 
-static chunk* chunk_new(size_t n, int big)
+enum { CHUNK_SMALL, CHUNK_BIG, CHUNK_CLOSING };
+#define CLOSING_CHUNK_BYTES 4096u
+
+/* A new chunk of at least n bytes taken from the budget, or NULL; CHUNK_CLOSING: a small one
+   past the budget, for the pops and ends of ranges already kept. */
+static chunk* chunk_new(size_t n, int kind)
 {
-    uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > CHUNK_BYTES ? n : CHUNK_BYTES);
+    int big = kind == CHUNK_BIG;
+    size_t least = kind == CHUNK_CLOSING ? CLOSING_CHUNK_BYTES : CHUNK_BYTES;
+    uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > least ? n : least);
     uint64_t before;
     chunk* c;
     if (big && n + sizeof(chunk) > size)
@@ -387,10 +404,11 @@ static chunk* chunk_new(size_t n, int big)
         atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
         atomic_store_explicit(&c->used, 0, memory_order_relaxed);
         c->events = 0;
+        c->closing_only = 0;
         return c;
     }
     before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
-    if (before + size > g_limit) {
+    if (before + size > g_limit && kind != CHUNK_CLOSING) {
         atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
         return NULL;
     }
@@ -403,6 +421,7 @@ static chunk* chunk_new(size_t n, int big)
     atomic_init(&c->used, 0);
     c->events = 0;
     c->cap = size - sizeof(chunk);
+    c->closing_only = kind == CHUNK_CLOSING;
     return c;
 }
 
@@ -430,29 +449,54 @@ static chunk* recycle_oldest(thread_buffer* b, size_t n)
     atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
     atomic_store_explicit(&c->used, 0, memory_order_relaxed);
     c->events = 0;
+    c->closing_only = 0;
     pthread_mutex_unlock(&g_lock);
     return c;
 }
 
-static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
+/* What the inline paths may fill the tail up to (see thread_buffer.limit). */
+static inline size_t tail_limit(const thread_buffer* b)
+{
+    return b->tail && !b->tail->closing_only && !b->owed_total ? b->tail->cap : 0;
+}
+
+/*
+ * A new chunk for an n-byte record. Memory for events is bounded by the budget, but what is kept
+ * must stay true: a pop or an end (`closing`) closes a range whose push or start was kept, so when
+ * the budget refuses it, it gets a small chunk past the budget, which only pops and ends may use
+ * (so the overshoot stays within 16 bytes per range open at that moment). Pushes, starts and
+ * marks are left out instead; see owe_pop for the pops of pushes left out.
+ */
+static chunk* next_chunk(thread_buffer* b, size_t n, int closing)
+{
+    chunk* c = NULL;
+    if (!b->full) {
+        c = b->tail ? chunk_new(n, CHUNK_BIG) : NULL;
+        if (!c)
+            c = chunk_new(n, CHUNK_SMALL);
+        if (!c && g_keep_last && b->tail)
+            c = recycle_oldest(b, n);
+        /* While the spiller frees what it has written, the budget may allow a chunk later. */
+        if (!c && (!g_record_dir[0] || g_keep_last))
+            b->full = 1;
+    }
+    if (!c && closing)
+        c = chunk_new(n, CHUNK_CLOSING);
+    return c;
+}
+
+static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n, int closing)
 {
     chunk* c;
     uint64_t events = atomic_load_explicit(&b->events, memory_order_relaxed);
     if (g_record_dir[0] && !g_keep_last)
         ensure_spiller(); /* once per process: cheap when it runs */
-    if (b->full)
-        return NULL;
-    c = b->tail ? chunk_new(n, 1) : NULL;
+    c = b->tail;
+    if (c && b->tail_used + n <= c->cap && (closing || !c->closing_only))
+        return c->data + b->tail_used;
+    c = next_chunk(b, n, closing);
     if (!c)
-        c = chunk_new(n, 0);
-    if (!c && g_keep_last && b->tail)
-        c = recycle_oldest(b, n);
-    if (!c) {
-        /* While the spiller frees what it has written, the budget may allow a chunk later. */
-        if (!g_record_dir[0] || g_keep_last)
-            b->full = 1;
         return NULL;
-    }
     if (b->tail) {
         b->tail->events = events - b->tail_events_base;
         atomic_store_explicit(&b->tail->next, c, memory_order_release);
@@ -462,16 +506,16 @@ static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
     b->tail = c;
     b->tail_used = 0;
     b->tail_events_base = events;
+    b->limit = tail_limit(b);
     return c->data;
 }
 
 /* Space for an n-byte record (n a multiple of 8) in the thread's buffer; NULL means drop. */
-static inline char* reserve(thread_buffer* b, size_t n)
+static inline char* reserve(thread_buffer* b, size_t n, int closing)
 {
-    chunk* c = b->tail;
-    if (LIKELY(c != NULL && b->tail_used + n <= c->cap))
-        return c->data + b->tail_used;
-    return reserve_slow(b, n);
+    if (LIKELY(b->tail_used + n <= b->limit))
+        return b->tail->data + b->tail_used;
+    return reserve_slow(b, n, closing);
 }
 
 static inline void commit(thread_buffer* b, size_t n)
@@ -541,33 +585,35 @@ static inline void put_head(char* p, uint8_t kind, uint8_t flags, uint8_t payloa
     h->ts = now_ts();
 }
 
-static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
+/* The event writers return 1 when the record was written, 0 when it was dropped (and counted). */
+static inline int write_simple(uint8_t kind, uint32_t domain, uint64_t id)
 {
     thread_buffer* b = buffer();
     size_t n = sizeof(anr_record_head) + (id ? 8 : 0);
-    char* p = b ? reserve(b, n) : NULL;
+    char* p = b ? reserve(b, n, kind == ANR_K_POP || kind == ANR_K_END) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
-        return;
+        return 0;
     }
     put_head(p, kind, 0, 0, 0, domain);
     if (id)
         memcpy(p + sizeof(anr_record_head), &id, 8);
     commit(b, n);
+    return 1;
 }
 
 /* Writes a push/start/mark with an inline message (ASCII or UTF-8) and no other attribute. */
-static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const char* text,
-                              size_t len)
+static inline int write_text(uint8_t kind, uint32_t domain, uint64_t id, const char* text,
+                             size_t len)
 {
     thread_buffer* b = buffer();
     if (len > MAX_MESSAGE)
         len = MAX_MESSAGE;
     size_t n = ANR_ALIGN8(sizeof(anr_record_head) + (id ? 8 : 0) + 4 + len);
-    char* p = b ? reserve(b, n) : NULL;
+    char* p = b ? reserve(b, n, 0) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
-        return;
+        return 0;
     }
     put_head(p, kind, 0, 0, ANR_M_INLINE, domain);
     char* q = p + sizeof(anr_record_head);
@@ -580,28 +626,25 @@ static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const 
     memcpy(q + 4, text, len);
     memset(q + 4 + len, 0, (size_t)(p + n - (q + 4 + len)));
     commit(b, n);
+    return 1;
 }
 
-static inline void write_wide(uint8_t kind, uint32_t domain, uint64_t id, const wchar_t* w)
+static inline int write_wide(uint8_t kind, uint32_t domain, uint64_t id, const wchar_t* w)
 {
     char tmp[1024];
-    if (!w) {
-        write_text(kind, domain, id, "", 0);
-        return;
-    }
+    int written;
+    if (!w)
+        return write_text(kind, domain, id, "", 0);
     size_t wl = wcslen(w);
-    if (wl * 4 <= sizeof(tmp)) {
-        write_text(kind, domain, id, tmp, utf8_from_wide(w, tmp, sizeof(tmp)));
-        return;
-    }
+    if (wl * 4 <= sizeof(tmp))
+        return write_text(kind, domain, id, tmp, utf8_from_wide(w, tmp, sizeof(tmp)));
     size_t cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
     char* big = malloc(cap);
-    if (!big) {
-        write_text(kind, domain, id, "", 0);
-        return;
-    }
-    write_text(kind, domain, id, big, utf8_from_wide(w, big, cap));
+    if (!big)
+        return write_text(kind, domain, id, "", 0);
+    written = write_text(kind, domain, id, big, utf8_from_wide(w, big, cap));
     free(big);
+    return written;
 }
 
 static inline uint32_t domain_id(nvtxDomainHandle_t d)
@@ -680,13 +723,11 @@ static inline void put_body(char* q, char* end, uint64_t id, uint8_t flags, uint
     memset(q, 0, (size_t)(end - q));
 }
 
-static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
-                                    const nvtxEventAttributes_t* a)
+static inline int write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
+                                   const nvtxEventAttributes_t* a)
 {
-    if (UNLIKELY(!a)) {
-        write_simple(kind, domain, id);
-        return;
-    }
+    if (UNLIKELY(!a))
+        return write_simple(kind, domain, id);
     thread_buffer* b = buffer();
     uint8_t flags = 0, payload_type = 0;
     size_t n = sizeof(anr_record_head) + (id ? 8 : 0);
@@ -706,16 +747,17 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
     }
     read_message(a, &m);
     n = ANR_ALIGN8(n + (m.kind == ANR_M_INLINE ? 4 + m.len : m.kind == ANR_M_REGISTERED ? 4 : 0));
-    char* p = b ? reserve(b, n) : NULL;
+    char* p = b ? reserve(b, n, 0) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
         free(m.big);
-        return;
+        return 0;
     }
     put_head(p, kind, flags, payload_type, m.kind, domain);
     put_body(p + sizeof(anr_record_head), p + n, id, flags, payload_type, a, &m);
     commit(b, n);
     free(m.big);
+    return 1;
 }
 
 static inline uint64_t new_range_id(void)
@@ -726,20 +768,103 @@ static inline uint64_t new_range_id(void)
     return ((uint64_t)b->index << 40) | ++b->next_seq;
 }
 
-static inline int depth_push(void)
+/*
+ * Whole ranges or nothing. Once a push is left out (the budget refused it), its pop must be left
+ * out too, and so must every push opened until then and its pop: a kept push whose pop is lost
+ * would last until the end of the recording, and a pop whose push is lost would end the range
+ * around it. Per domain (pushes and pops nest within a domain), the thread counts the pops it
+ * owes; while it owes any, every push is left out (and owes its pop), and a pop in a domain that
+ * owes one is left out and pays it. Kept pushes get their pops (reserve_slow). Marks and
+ * start/end ranges go on meanwhile: they nest in nothing.
+ */
+static void owe_pop(thread_buffer* b, uint32_t domain)
 {
-    thread_buffer* b = t_buffer;
-    return b ? b->depth++ : 0;
+    uint32_t i;
+    b->owed_total++;
+    b->limit = 0; /* the inline paths step aside until every owed pop came */
+    for (i = 0; i < b->owed_len; ++i) {
+        if (b->owed[i].domain == domain) {
+            b->owed[i].count++;
+            return;
+        }
+    }
+    if (b->owed_len == b->owed_cap) {
+        uint32_t cap = b->owed_cap ? b->owed_cap * 2 : 4;
+        owed_pop* grown = realloc(b->owed, cap * sizeof(*grown));
+        if (!grown) { /* out of memory: nothing can be promised any more */
+            b->owed_total--;
+            b->limit = tail_limit(b);
+            return;
+        }
+        b->owed = grown;
+        b->owed_cap = cap;
+    }
+    b->owed[b->owed_len].domain = domain;
+    b->owed[b->owed_len++].count = 1;
 }
 
-static inline int depth_pop(void)
+/* Whether a pop in `domain` closes a push that was left out; then it is paid (and dropped). */
+static int pay_owed_pop(thread_buffer* b, uint32_t domain)
 {
-    thread_buffer* b = t_buffer;
+    uint32_t i;
+    for (i = 0; i < b->owed_len; ++i) {
+        if (b->owed[i].domain == domain) {
+            if (--b->owed[i].count == 0)
+                b->owed[i] = b->owed[--b->owed_len];
+            if (--b->owed_total == 0)
+                b->limit = tail_limit(b);
+            drop(b);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Before writing a push: 1 when it must be left out (the thread owes pops), counted. */
+static inline int push_left_out(thread_buffer* b)
+{
+    if (b && UNLIKELY(b->owed_total != 0)) {
+        drop(b);
+        return 1;
+    }
+    return 0;
+}
+
+/* After a push was written or left out: the nesting level NVTX returns. */
+static int pushed(thread_buffer* b, uint32_t domain, int written)
+{
+    if (!b)
+        return 0;
+    if (!written)
+        owe_pop(b, domain);
+    return b->depth++;
+}
+
+static inline int depth_pop(thread_buffer* b)
+{
     if (!b)
         return -1;
     if (b->depth > 0)
         b->depth--;
     return b->depth;
+}
+
+/* A start left out: its id says so (bit 63; ids are index << 40 | seq), and its end is left out. */
+#define START_LEFT_OUT (1ull << 63)
+
+static inline uint64_t started(uint64_t id, int written)
+{
+    return written ? id : id | START_LEFT_OUT;
+}
+
+static void end_range(uint32_t domain, uint64_t id)
+{
+    if (!id)
+        return;
+    if (id & START_LEFT_OUT)
+        drop(buffer());
+    else
+        write_simple(ANR_K_END, domain, id);
 }
 
 /*
@@ -758,7 +883,7 @@ static inline int push_fast(uint32_t domain, const nvtxEventAttributes_t* a, int
         return 0;
     chunk* c = b->tail;
     size_t used = b->tail_used;
-    if (UNLIKELY(!c || used + 32 > c->cap))
+    if (UNLIKELY(used + 32 > b->limit))
         return 0;
     uint32_t words[4];
     unsigned k = 0;
@@ -801,7 +926,7 @@ static inline int pop_fast(uint32_t domain, int* depth)
         return 0;
     chunk* c = b->tail;
     size_t used = b->tail_used;
-    if (UNLIKELY(!c || used + 16 > c->cap))
+    if (UNLIKELY(used + 16 > b->limit))
         return 0;
     char* p = c->data + used;
     uint64_t head = (uint64_t)ANR_K_POP | ((uint64_t)domain << 32);
@@ -821,14 +946,16 @@ static inline int pop_fast(uint32_t domain, int* depth)
 
 static __attribute__((noinline)) int push_slow(uint32_t domain, const nvtxEventAttributes_t* a)
 {
-    write_attributes(ANR_K_PUSH, domain, 0, a);
-    return depth_push();
+    thread_buffer* b = buffer();
+    return pushed(b, domain, !push_left_out(b) && write_attributes(ANR_K_PUSH, domain, 0, a));
 }
 
 static __attribute__((noinline)) int pop_slow(uint32_t domain)
 {
-    write_simple(ANR_K_POP, domain, 0);
-    return depth_pop();
+    thread_buffer* b = buffer();
+    if (!b || !b->owed_total || !pay_owed_pop(b, domain))
+        write_simple(ANR_K_POP, domain, 0);
+    return depth_pop(b);
 }
 
 /* ---- recording callbacks: CORE ---- */
@@ -840,25 +967,19 @@ static void NVTX_API rec_MarkW(const wchar_t* m) { write_wide(ANR_K_MARK, 0, 0, 
 static nvtxRangeId_t NVTX_API rec_RangeStartEx(const nvtxEventAttributes_t* a)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_attributes(ANR_K_START, 0, id, a);
-    return id;
+    return id ? started(id, write_attributes(ANR_K_START, 0, id, a)) : 0;
 }
 static nvtxRangeId_t NVTX_API rec_RangeStartA(const char* m)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_text(ANR_K_START, 0, id, m ? m : "", m ? strlen(m) : 0);
-    return id;
+    return id ? started(id, write_text(ANR_K_START, 0, id, m ? m : "", m ? strlen(m) : 0)) : 0;
 }
 static nvtxRangeId_t NVTX_API rec_RangeStartW(const wchar_t* m)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_wide(ANR_K_START, 0, id, m);
-    return id;
+    return id ? started(id, write_wide(ANR_K_START, 0, id, m)) : 0;
 }
-static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { if (id) write_simple(ANR_K_END, 0, id); }
+static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { end_range(0, id); }
 
 static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 {
@@ -869,13 +990,13 @@ static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 }
 static int NVTX_API rec_RangePushA(const char* m)
 {
-    write_text(ANR_K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0);
-    return depth_push();
+    thread_buffer* b = buffer();
+    return pushed(b, 0, !push_left_out(b) && write_text(ANR_K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0));
 }
 static int NVTX_API rec_RangePushW(const wchar_t* m)
 {
-    write_wide(ANR_K_PUSH, 0, 0, m);
-    return depth_push();
+    thread_buffer* b = buffer();
+    return pushed(b, 0, !push_left_out(b) && write_wide(ANR_K_PUSH, 0, 0, m));
 }
 static int NVTX_API rec_RangePop(void)
 {
@@ -977,11 +1098,9 @@ static void NVTX_API rec_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttri
 static nvtxRangeId_t NVTX_API rec_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_attributes(ANR_K_START, domain_id(d), id, a);
-    return id;
+    return id ? started(id, write_attributes(ANR_K_START, domain_id(d), id, a)) : 0;
 }
-static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { if (id) write_simple(ANR_K_END, domain_id(d), id); }
+static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { end_range(domain_id(d), id); }
 static int NVTX_API rec_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
     int depth;
@@ -1202,8 +1321,10 @@ static void atfork_child(void)
     while (b) {
         thread_buffer* next = b->next;
         free_chunks(b);
-        if (b != self)
+        if (b != self) {
+            free(b->owed);
             free(b);
+        }
         b = next;
     }
     g_threads = NULL;
@@ -1224,9 +1345,12 @@ static void atfork_child(void)
         self->tail = NULL;
         self->tail_used = 0;
         self->tail_events_base = 0;
+        self->limit = 0;
         self->full = 0;
         self->wrapped = 0;
         self->depth = 0;
+        self->owed_len = 0;
+        self->owed_total = 0;
         atomic_store(&self->events, 0);
         atomic_store(&self->dropped, 0);
         atomic_store(&self->discarded, 0);
