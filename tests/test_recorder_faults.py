@@ -21,7 +21,7 @@ from autonvtx import environment
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording, Range
 from autonvtx.recorder.recording import read_directory
-from conftest import autonvtx_env, make_file
+from conftest import make_file, run_autonvtx
 
 LIBRARY = native.library_path()
 pytestmark = pytest.mark.skipif(LIBRARY is None, reason="the native recorder is not built")
@@ -109,3 +109,34 @@ def test_a_full_buffer_drops_whole_ranges_only(tmp_path: Path, mode: str) -> Non
     assert not wrong, wrong
     leaves = [r for r in recording.ranges if r.name == "leaf"]
     assert max(r.duration_ns for r in leaves) < max(r.duration_ns for r in recording.ranges if r.name == "middle")
+
+
+def test_a_program_that_closes_every_descriptor_keeps_its_own_files(workdir: Path) -> None:
+    # A daemon closes every descriptor it did not open, then opens its own files: they get the
+    # lowest free numbers, which the recorder's file may have had. Nothing of ours may land there.
+    make_file(workdir / "daemon.py", """
+        import os, time
+
+        def tick():
+            return 1
+
+        def ticking(seconds, each=lambda: None):
+            calls, deadline = 0, time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                tick()
+                each()
+                calls += 1
+                time.sleep(0.001)
+            return calls
+
+        calls = ticking(0.3)  # the recorder has written its file: it has had a descriptor
+        os.closerange(3, 1024)
+        with open("mine.txt", "w") as mine:  # the lowest free number: perhaps the recorder's
+            lines = ticking(0.5, lambda: (mine.write("line\\n"), mine.flush()))  # several writes of ours
+        print(calls + lines, lines)
+    """)
+    done = run_autonvtx("-t", "__main__", "daemon.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    calls, lines = map(int, done.stdout.split())
+    assert (workdir / "mine.txt").read_bytes() == b"line\n" * lines
+    assert [r["name"] for r in done.ranges()].count("tick") == calls

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +96,8 @@ typedef struct thread_buffer {
     _Atomic uint64_t discarded; /* events of recycled chunks (keep-last mode) */
     chunk* spill_chunk;  /* under g_lock: the live spill file has everything before */
     size_t spill_off;    /*   (spill_chunk, spill_off); NULL: nothing spilled yet */
+    chunk* written_chunk; /* under g_lock: where the spill being written ends, until it is */
+    size_t written_used;  /*   on disk (release_written) */
 } thread_buffer;
 
 typedef struct domain_entry { /* what an nvtxDomainHandle_t points to */
@@ -1464,7 +1467,7 @@ typedef struct writer {
     char* buf; /* WRITE_BUFFER bytes */
     size_t len;
     uint64_t bytes;
-    int failed;
+    int failed;  /* the errno of the first failed write (ENOSPC, ...), else 0 */
 } writer;
 
 static char g_write_buffer[WRITE_BUFFER]; /* writers run under g_lock, one at a time */
@@ -1477,7 +1480,7 @@ static void drain(writer* w)
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            w->failed = 1;
+            w->failed = k < 0 && errno ? errno : EIO;
         else
             done += (size_t)k;
     }
@@ -1524,15 +1527,16 @@ typedef struct file_cursor {
     int last_final;             /* the last SPILL section written was a final one */
 } file_cursor;
 
-static int g_spill_fd = -1;    /* the live file $AUTONVTX_RECORD_DIR/<pid>.anr, under g_lock */
-static pid_t g_spill_fd_pid;
+/* The live file $AUTONVTX_RECORD_DIR/<pid>.anr, under g_lock: the process that created it (0:
+   none yet), and which file it is. No descriptor is kept between writes (see open_live_file). */
+static pid_t g_spill_pid;
+static dev_t g_spill_dev;
+static ino_t g_spill_ino;
 static file_cursor g_spill_cursor;
 
 static void reset_spill_file(void)
 {
-    if (g_spill_fd >= 0)
-        close(g_spill_fd); /* the parent's file, inherited by a fork child */
-    g_spill_fd = -1;
+    g_spill_pid = 0; /* a fork child, or a new directory: the next write creates its own */
     memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
 }
 
@@ -1680,7 +1684,7 @@ static void put_events(writer* w, const ts_convert* conv, const char* data, size
             pos += size;
         }
         if (pos == 0) { /* a record that does not fit the copy (none is that long) */
-            w->failed = 1;
+            w->failed = EIO;
             return;
         }
         put(w, copy, pos);
@@ -1713,18 +1717,27 @@ static span thread_span(thread_buffer* b, int live)
     return s;
 }
 
-/* The spill file keeps what it has: chunks before the last one written are final, so unmapped. */
-static void release_written(thread_buffer* b, const span* s)
+/* The spill file has what the last write took (written_chunk, written_used): chunks before its
+   last one are final, so unmapped. With `failed`, the file does not have it: all is kept. */
+static void release_written(int failed)
 {
-    chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
-    while (c && c != s->last) {
-        chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
-        atomic_store_explicit(&b->head, next, memory_order_release);
-        spare_give(c);
-        c = next;
+    thread_buffer* b;
+    for (b = g_threads; b; b = b->next) {
+        chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
+        if (!b->written_chunk)
+            continue;
+        while (!failed && c && c != b->written_chunk) {
+            chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
+            atomic_store_explicit(&b->head, next, memory_order_release);
+            spare_give(c);
+            c = next;
+        }
+        if (!failed) {
+            b->spill_chunk = b->written_chunk;
+            b->spill_off = b->written_used;
+        }
+        b->written_chunk = NULL;
     }
-    b->spill_chunk = s->last;
-    b->spill_off = s->last_used;
 }
 
 static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, int live)
@@ -1750,8 +1763,10 @@ static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, in
         if (c == s.last)
             break;
     }
-    if (live && !w->failed)
-        release_written(b, &s);
+    if (live) { /* released once the file has them (spill_locked) */
+        b->written_chunk = s.last;
+        b->written_used = s.last_used;
+    }
 }
 
 static int has_unwritten(const file_cursor* cur)
@@ -1803,31 +1818,69 @@ static int spill_path(char* out, size_t cap)
     return g_record_dir[0] && (size_t)snprintf(out, cap, "%s/%d.anr", g_record_dir, (int)g_pid) < cap;
 }
 
-/* Appends what is new to the live file (opened, with its header, on first use). Under g_lock. */
+/*
+ * The live file, opened for one write: a program may close descriptors it did not open (a daemon
+ * closes them all) and open its own files, which then get the same numbers, so no descriptor of
+ * ours outlives a write. Created (with its header) by the process's first write; later ones open
+ * it by path, and only if it is still the file created: the same device and inode. Returns the
+ * descriptor (also in w->fd) and the file's size before this write, or -errno.
+ */
+static int open_live_file(writer* w, off_t* size)
+{
+    char path[4200];
+    struct stat st;
+    int fresh = g_spill_pid != g_pid;
+    int fd;
+    if (!spill_path(path, sizeof(path)))
+        return -EINVAL;
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | (fresh ? O_CREAT | O_TRUNC : 0), 0666);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0 || (!fresh && (st.st_dev != g_spill_dev || st.st_ino != g_spill_ino))) {
+        int error = errno && fresh ? errno : ESTALE; /* replaced: what it held is gone */
+        close(fd);
+        return -error;
+    }
+    w->fd = fd;
+    *size = fresh ? 0 : st.st_size;
+    if (fresh) {
+        g_spill_pid = g_pid;
+        g_spill_dev = st.st_dev;
+        g_spill_ino = st.st_ino;
+        memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
+        write_header(w);
+    }
+    return fd;
+}
+
+/*
+ * Appends what is new to the live file. Under g_lock. A write that fails (a full disk, the
+ * directory removed) leaves the file as it was (cut back to its size before) and the events in
+ * memory, for the next write to try again; returns -errno.
+ */
 static int spill_locked(int final, uint64_t out[3])
 {
     writer w = { -1, g_write_buffer, 0, 0, 0 };
-    char path[4200];
-    if (g_spill_fd < 0 || g_spill_fd_pid != g_pid) {
-        if (!spill_path(path, sizeof(path)))
-            return -EINVAL;
-        g_spill_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
-        if (g_spill_fd < 0)
-            return -errno;
-        g_spill_fd_pid = g_pid;
-        memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
-        w.fd = g_spill_fd;
-        write_header(&w);
-    }
-    w.fd = g_spill_fd;
+    file_cursor before = g_spill_cursor;
+    off_t size = 0;
+    int fd = open_live_file(&w, &size);
+    if (fd < 0)
+        return fd;
     if (final || has_unwritten(&g_spill_cursor))
         write_spill(&w, &g_spill_cursor, 1, final, out);
     drain(&w);
+    release_written(w.failed);
+    if (w.failed) {
+        g_spill_cursor = before;
+        if (ftruncate(fd, size) != 0 || size == 0)
+            g_spill_pid = 0; /* created again, header first, by the next write */
+    }
     if (final)
         spare_drain();
     if (out)
-        out[2] = (uint64_t)lseek(g_spill_fd, 0, SEEK_END);
-    return w.failed ? -EIO : 0;
+        out[2] = (uint64_t)lseek(fd, 0, SEEK_END);
+    close(fd);
+    return -w.failed;
 }
 
 static void spill_periodic(void)
@@ -1842,7 +1895,7 @@ static void spill_periodic(void)
 static void finish_spill_file(void)
 {
     pthread_mutex_lock(&g_lock);
-    if (g_keep_last || g_spill_fd < 0 || g_spill_fd_pid != g_pid || !g_spill_cursor.last_final
+    if (g_keep_last || g_spill_pid != g_pid || !g_spill_cursor.last_final
         || has_unwritten(&g_spill_cursor))
         spill_locked(1, NULL);
     pthread_mutex_unlock(&g_lock);
@@ -1859,7 +1912,7 @@ static int write_whole(int fd, uint64_t out[3])
     drain(&w);
     if (out)
         out[2] = w.bytes;
-    return w.failed ? -EIO : 0;
+    return -w.failed;
 }
 
 /* The live file so far, then a final SPILL section, into a new file. */
@@ -1872,7 +1925,7 @@ static int copy_live(int fd, uint64_t out[3])
     int in;
     char path[4200];
     if (rc != 0 || !spill_path(path, sizeof(path)) || (in = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return rc ? rc : -EIO;
+        return rc ? rc : -errno;
     for (;;) {
         ssize_t k = pread(in, g_write_buffer, WRITE_BUFFER, at);
         if (k < 0 && errno == EINTR)
@@ -1890,7 +1943,7 @@ static int copy_live(int fd, uint64_t out[3])
     drain(&w);
     if (out)
         out[2] = w.bytes;
-    return w.failed ? -EIO : 0;
+    return -w.failed;
 }
 
 static int write_to_new_file(const char* path, uint64_t out[3])
@@ -1902,7 +1955,7 @@ static int write_to_new_file(const char* path, uint64_t out[3])
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0)
         return -errno;
-    if (g_spill_fd >= 0 && g_spill_fd_pid == g_pid)
+    if (g_spill_pid == g_pid)
         rc = copy_live(fd, out);
     else
         rc = write_whole(fd, out);
