@@ -273,3 +273,46 @@ def test_threads_swept_in_several_processes_give_the_same_report(monkeypatch: py
     key = lambda r: (r.get("group", ""), r["domain"], r["name"])  # noqa: E731
     assert sorted(parallel["ranges"], key=key) == sorted(serial["ranges"], key=key)
     assert parallel["totals"] == serial["totals"]
+
+
+# Hostile input (issue 21): deep nesting, terminal escape sequences
+
+
+def deep_trace(path: Path, depth: int, name: str = "f") -> Path:
+    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"}
+              for i in range(depth)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("args", [["--tree"], ["--tree", "--format", "json"], ["--tree", "--format", "csv"],
+                                  ["--html", "page.html"]])
+def test_a_deep_recursion_is_reported(tmp_path: Path, args: list[str]) -> None:
+    deep_trace(tmp_path / "deep.json", 1500)
+    done = cli("deep.json", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if "--html" in args:
+        assert (tmp_path / "page.html").stat().st_size > 1500 * 10
+    elif "json" in args:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(20_000)  # json.loads recurses too: 1,500 levels are 3,000 nested values
+        try:
+            node, depth = json.loads(done.stdout)["tree"][0], 0
+        finally:
+            sys.setrecursionlimit(limit)
+        while node["children"]:
+            node, depth = node["children"][0], depth + 1
+        assert depth == 1500
+    elif "csv" in args:
+        records = list(csv.DictReader(io.StringIO(done.stdout)))
+        assert [int(r["depth"]) for r in records] == list(range(1500))
+    else:
+        assert done.stdout.count("d:f") == 1500
+
+
+def test_terminal_escape_sequences_in_names_are_shown_escaped(tmp_path: Path) -> None:
+    deep_trace(tmp_path / "evil.json", 1, name="\x1b]0;pwned\x07\x1b[2J")
+    done = cli("evil.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in done.stdout
