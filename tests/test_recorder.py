@@ -17,7 +17,7 @@ from autonvtx.errors import TraceFormatError
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.recording import read_directory, read_recording
-from conftest import make_file
+from conftest import make_file, run_under_recorder
 
 LIBRARY = native.library_path()
 pytestmark = pytest.mark.skipif(LIBRARY is None, reason="the native recorder is not built")
@@ -548,3 +548,24 @@ def test_read_directory_sorts_by_pid_and_skips_partial_files(tmp_path: Path) -> 
     child = next(r for r in recordings if r.marks)
     parent = next(r for r in recordings if r.ranges)
     assert child.ppid == parent.pid
+
+
+def test_scanning_a_recording_is_the_full_reader_without_events(tmp_path: Path) -> None:
+    # One .anr reader: scan_recording (what the native exporter is handed) reads the same
+    # processes, names and writes as read_recording, only not the events.
+    from autonvtx.recorder.recording import scan_recording
+
+    run_under_recorder(tmp_path, """
+        import threading, nvtx
+        nvtx.push_range("main")
+        worker = threading.Thread(target=lambda: nvtx.mark("m"), name="worker-7")
+        worker.start(); worker.join()
+        nvtx.pop_range()
+    """)
+    (path,) = (tmp_path / "rec").glob("*.anr")
+    full, scanned = read_recording(path), scan_recording(path)
+    assert scanned.ranges == [] and scanned.marks == [] and full.ranges and full.marks
+    for field in ("pid", "ppid", "cmdline", "thread_names", "dropped_events", "discarded_events",
+                  "realtime_offset_ns", "ended_normally"):
+        assert getattr(scanned, field) == getattr(full, field), field
+    assert len(scanned.thread_names) == 2
