@@ -569,3 +569,28 @@ def test_scanning_a_recording_is_the_full_reader_without_events(tmp_path: Path) 
                   "realtime_offset_ns", "ended_normally"):
         assert getattr(scanned, field) == getattr(full, field), field
     assert len(scanned.thread_names) == 2
+
+
+def test_python_reader_constants_are_the_format_header() -> None:
+    # The .anr format is defined once, in _native/anr_format.h; the Python reader (and the
+    # writer merge uses) must say the same: every #define and enum value, every fixed size.
+    import re
+
+    from autonvtx.recorder import recording
+
+    header = (Path(autonvtx.__file__).parent / "recorder" / "_native" / "anr_format.h").read_text()
+    values = {name: int(value) for name, value in re.findall(r"#define (ANR_\w+) (\d+)u?\b", header)}
+    for body in re.findall(r"enum\s*\{([^}]*)\}", header):
+        values.update({name: int(value) for name, value in re.findall(r"(ANR_\w+)\s*=\s*(\d+)", body)})
+    assert re.search(r'#define ANR_MAGIC "(\w+)"', header).group(1).encode() == recording.MAGIC
+    expected = {
+        "ANR_MAGIC_BYTES": len(recording.MAGIC), "ANR_VERSION": recording.VERSION,
+        "ANR_HEADER_SIZE": recording.HEADER.size, "ANR_SECTION_HEAD_BYTES": recording.SECTION.size,
+        "ANR_THREAD_HEAD_BYTES": recording.THREAD.size, "ANR_SPILL_BYTES": recording.SPILL.size,
+        "ANR_PAYLOAD_MAX": max(recording.PAYLOAD_FORMATS), "ANR_THREAD_WRAPPED": recording.THREAD_WRAPPED,
+        **{f"ANR_{name}": getattr(recording, name) for name in (
+            "T_END", "T_CMDLINE", "T_DOMAINS", "T_STRINGS", "T_CATEGORIES", "T_THREAD", "T_THREAD_NAMES", "T_SPILL",
+            "K_PUSH", "K_POP", "K_START", "K_END", "K_MARK", "F_COLOR", "F_CATEGORY",
+            "M_NONE", "M_INLINE", "M_REGISTERED")},
+    }
+    assert values == expected

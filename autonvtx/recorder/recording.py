@@ -45,22 +45,32 @@ MAGIC = b"ANVTXREC"
 VERSION = 2
 SUFFIX = ".anr"
 
-_HEADER = struct.Struct("<8sIIIIQqQQQ")
-_SPILL = struct.Struct("<QqQQQII")
-_SECTION = struct.Struct("<IIQ")
+# The layout of `_native/anr_format.h`, in Python (tests/test_recorder.py checks every constant
+# against the header); `recording_writer` writes with the same structures.
+HEADER = struct.Struct("<8sIIIIQqQQQ")
+SECTION = struct.Struct("<IIQ")
+THREAD = struct.Struct("<IIQQII")
+SPILL = struct.Struct("<QqQQQII")
+T_END, T_CMDLINE, T_DOMAINS, T_STRINGS, T_CATEGORIES, T_THREAD, T_THREAD_NAMES, T_SPILL = range(8)
+K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
+F_COLOR, F_CATEGORY = 1, 2
+M_NONE, M_INLINE, M_REGISTERED = 0, 1, 2
+THREAD_WRAPPED = 1
+
+_HEADER, _SPILL, _SECTION, _THREAD = HEADER, SPILL, SECTION, THREAD
 _U32X2 = struct.Struct("<II")
 _U32X4 = struct.Struct("<IIII")
-_THREAD = struct.Struct("<IIQQII")
 _HEAD = struct.Struct("<IIQ")  # kind/flags/payload type/message kind as one word, domain, ts
 _U64 = struct.Struct("<Q")
 
 _T_END, _T_CMDLINE, _T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES, _T_SPILL = range(8)
-_PUSH, _POP, _START, _END, _MARK = 1, 2, 3, 4, 5
-_F_COLOR, _F_CATEGORY = 1, 2
-_M_NONE, _M_INLINE, _M_REGISTERED = 0, 1, 2
+_PUSH, _POP, _START, _END, _MARK = K_PUSH, K_POP, K_START, K_END, K_MARK
+_F_COLOR, _F_CATEGORY = F_COLOR, F_CATEGORY
+_M_NONE, _M_INLINE, _M_REGISTERED = M_NONE, M_INLINE, M_REGISTERED
 
 # nvtxPayloadType_t -> struct code for the 8-byte payload slot (4-byte values come first).
-_PAYLOAD_FORMATS = {1: "Q", 2: "q", 3: "d", 4: "I4x", 5: "i4x", 6: "f4x"}
+PAYLOAD_FORMATS = {1: "Q", 2: "q", 3: "d", 4: "I4x", 5: "i4x", 6: "f4x"}
+_PAYLOAD_FORMATS = PAYLOAD_FORMATS
 
 # What follows a record's 16-byte head: (struct, kind, has_id, has_payload, has_color,
 # has_category, message kind), compiled once per distinct first 32-bit word of a record.
@@ -199,7 +209,7 @@ class _Reader:
         wrapped = set()
         # Stacks are per thread index, not per tid: the OS reuses the tids of finished threads.
         for index, tid, pos, end, flags in threads:
-            if flags & 1:
+            if flags & THREAD_WRAPPED:
                 wrapped.add(index)
             try:
                 pos = self.decode(state, index, tid, pos, end)

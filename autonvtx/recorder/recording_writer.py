@@ -14,16 +14,12 @@ import struct
 from collections.abc import Iterator, Sequence
 
 from autonvtx.recorder.model import Payload, ProcessRecording, Range
-from autonvtx.recorder.recording import MAGIC, SUFFIX, VERSION
-
-_HEADER = struct.Struct("<8sIIIIQqQQQ")
-_SECTION = struct.Struct("<IIQ")
-_THREAD = struct.Struct("<IIQQII")
-_SPILL = struct.Struct("<QqQQQII")
-_T_CMDLINE, _T_DOMAINS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES, _T_SPILL = 1, 2, 4, 5, 6, 7
-_PUSH, _POP, _START, _END, _MARK = 1, 2, 3, 4, 5
-_F_COLOR, _F_CATEGORY = 1, 2
-_M_INLINE = 1
+from autonvtx.recorder.recording import (
+    F_CATEGORY as _F_CATEGORY, F_COLOR as _F_COLOR, HEADER as _HEADER, K_END as _END, K_MARK as _MARK,
+    K_POP as _POP, K_PUSH as _PUSH, K_START as _START, M_INLINE as _M_INLINE, MAGIC, SECTION as _SECTION,
+    SPILL as _SPILL, SUFFIX, T_CATEGORIES as _T_CATEGORIES, T_CMDLINE as _T_CMDLINE, T_DOMAINS as _T_DOMAINS,
+    T_SPILL as _T_SPILL, T_THREAD as _T_THREAD, T_THREAD_NAMES as _T_THREAD_NAMES, THREAD as _THREAD, VERSION,
+)
 _U64_MAX = (1 << 64) - 1
 
 
