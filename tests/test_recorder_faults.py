@@ -140,3 +140,37 @@ def test_a_program_that_closes_every_descriptor_keeps_its_own_files(workdir: Pat
     calls, lines = map(int, done.stdout.split())
     assert (workdir / "mine.txt").read_bytes() == b"line\n" * lines
     assert [r["name"] for r in done.ranges()].count("tick") == calls
+
+
+# Many ranges, so that writing the trace at exit takes a while; a thread of the program sends
+# the signal as soon as the trace's temporary file appears, in the middle of that write.
+SIGNALLED_AT_EXIT = """
+    import glob, os, signal, sys, threading, time
+
+    def tick():
+        return 1
+
+    def signal_when_writing(signum):
+        while not glob.glob(".trace.json.*.tmp"):
+            time.sleep(0.0005)
+        os.kill(os.getpid(), signum)
+
+    for _ in range(300_000):
+        tick()
+    threading.Thread(target=signal_when_writing, args=(int(sys.argv[1]),), daemon=True).start()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_exit_time_write_keeps_the_recording(workdir: Path, signum: int) -> None:
+    make_file(workdir / "program.py", SIGNALLED_AT_EXIT)
+    done = run_autonvtx("-t", "__main__", "program.py", str(int(signum)), cwd=workdir)
+    assert done.returncode == -signum, done.stderr  # a shell shows 130 or 143
+    assert "Traceback" not in done.stderr
+    recording = workdir / "trace.json.recording"
+    assert f"{signal.Signals(signum).name} while writing the outputs" in done.stderr
+    assert f"autonvtx recover {recording}" in done.stderr
+    assert not (workdir / "trace.json").exists()
+    assert not list(workdir.glob(".trace.json*"))  # no partial output left
+    (process,) = read_directory(recording)
+    assert [r.name for r in process.ranges].count("tick") == 300_000 and process.ended_normally
