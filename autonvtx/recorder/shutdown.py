@@ -40,10 +40,10 @@ def flush_process() -> None:
         return
     try:
         _recorder_control().flush()
-    except OSError as error:
+    except Exception as error:
         # Gone (ENOENT): the run's first process already wrote the outputs, removed the
         # directory and named this process as missing. Anything else is said, not swallowed.
-        if error.errno != errno.ENOENT:
+        if not isinstance(error, OSError) or error.errno != errno.ENOENT:
             try:
                 sys.stderr.write(f"autonvtx: process {os.getpid()}: its events could not be written: {error}\n")
             except Exception:
@@ -81,6 +81,22 @@ class Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+def flush_on_sigterm() -> bool:
+    """On SIGTERM, write this process's events, then end by SIGTERM (the handler only: a spawn
+    child sets it before it unblocks the SIGTERM its parent held back; follow_exit adds the rest).
+
+    What the handler needs is loaded first. A SIGTERM runs the handler at the next bytecode,
+    perhaps in the middle of importing the very module the flush needs: it found a partially
+    initialised module, the flush failed, and a pool worker its pool ended was named missing
+    or "ended abnormally", in a few runs out of ten.
+    """
+    try:
+        _recorder_control()
+    except OSError:
+        return False
+    return on_sigterm(flush_process)
 
 
 _action: Callable[[], None] | None = None
