@@ -220,3 +220,49 @@ def test_a_sigterm_while_a_spawn_child_starts_still_writes_its_recording(tmp_pat
     assert (record_dir / f"{pid}.anr").exists(), proc.stderr  # and wrote its recording
     (recording,) = read_directory(record_dir)
     assert recording.pid == pid and recording.ended_normally
+
+
+def test_a_recording_directory_removed_mid_run_is_said(workdir: Path) -> None:
+    make_file(workdir / "program.py", """
+        import os, shutil, time
+
+        def tick():
+            return 1
+
+        tick()
+        time.sleep(0.25)  # written once
+        shutil.rmtree(os.environ["AUTONVTX_RECORD_DIR"])
+        tick()
+    """)
+    done = run_autonvtx("--summary", "-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert "trace.json.recording was removed while the program ran" in done.stderr
+    assert "no NVTX ranges were recorded" not in done.stderr
+    assert not (workdir / "trace.json").exists()
+
+
+def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> None:
+    # A file size limit fails the recorder's writes as a full disk does (EFBIG for ENOSPC).
+    make_file(workdir / "program.py", """
+        import os, resource, signal, time
+
+        def tick():
+            return 1
+
+        tick()
+        time.sleep(0.25)  # written once
+        own = os.path.join(os.environ["AUTONVTX_RECORD_DIR"], f"{os.getpid()}.anr")
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(own) + 100, resource.RLIM_INFINITY))
+        for _ in range(20_000):
+            tick()
+        time.sleep(0.25)  # a write that fails half way
+    """)
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    recording = workdir / "trace.json.recording"
+    assert "could not write this process's events" in done.stderr
+    assert os.strerror(27) in done.stderr  # EFBIG: what happened, not an I/O error
+    assert f"autonvtx recover {recording}" in done.stderr
+    (process,) = read_directory(recording)  # what was written before is intact
+    assert [r.name for r in process.ranges] == ["tick"]

@@ -158,6 +158,10 @@ class RecordingSession:
         try:
             native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
         except OSError as error:
+            if not os.path.isdir(directory):
+                print(f"autonvtx: the recording directory {directory} was removed while the program ran: "
+                      "the events it held are lost, and no trace or summary was written", file=sys.stderr)
+                return
             self._keep_directory = True
             print(f"autonvtx: could not write this process's events: {error}; what was written so far "
                   f"is in {directory} (autonvtx recover {directory} -o trace.json)", file=sys.stderr)
