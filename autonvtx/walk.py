@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import types
 import weakref
@@ -94,10 +93,12 @@ _CODE = types.CodeType
 
 def is_wrapt_function_wrapper(kind: type) -> bool:
     """Whether `kind` is a wrapt FunctionWrapper (a wrapt decorator's): a function to wrap.
-    Asked of sys.modules, not by importing wrapt: a program that never imported wrapt has
+    Asked of what is loaded, not by importing wrapt: a program that never imported wrapt has
     none, and a run that wraps nothing never pays for importing it."""
-    wrapt = sys.modules.get("wrapt")
-    return wrapt is not None and issubclass(kind, wrapt.FunctionWrapper)
+    from autonvtx.engines.wraptcore import loaded_function_wrapper
+
+    wrapper = loaded_function_wrapper()
+    return wrapper is not None and issubclass(kind, wrapper)
 
 
 @dataclass

@@ -5,9 +5,14 @@ from __future__ import annotations
 import threading
 import types
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import wrapt
+if TYPE_CHECKING:
+    import wrapt
+else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see wraptcore)
+    from autonvtx.engines.wraptcore import load_wrapt
+
+    wrapt = load_wrapt()
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule
