@@ -14,7 +14,7 @@ from typing import Any
 
 from autonvtx.config import Config, Rule
 from autonvtx.errors import TargetNotFoundError
-from autonvtx.engines import choose_engine
+from autonvtx.engines.kinds import choose_engine
 from autonvtx.engines.plan import PlanEngine
 from autonvtx.matching import Matcher
 from autonvtx.walk import WRAPPABLE_DUNDERS, ModuleReport, Walker
@@ -65,8 +65,8 @@ def plan_modules(
     what it wanted) and record what a run would wrap; with `main_source` (source, filename),
     also the functions that script defines, read from its source."""
     matcher = Matcher(config)
-    engine_name, engine_note = choose_engine(config.settings.engine)
-    engine = PlanEngine(reaches_nested=engine_name == "code")
+    kind, engine_note = choose_engine(config.settings.engine)
+    engine = PlanEngine(reaches_nested=kind.reaches_nested)
     planner = Walker(matcher, engine)
     plan = Plan(config, notes=list(notes) + ([engine_note] if engine_note else []))
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):

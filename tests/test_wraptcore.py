@@ -57,7 +57,8 @@ def test_the_programs_own_import_gets_all_of_wrapt_and_the_same_types() -> None:
 def test_a_wrapt_imported_first_is_used_as_it_is() -> None:
     out = run_fresh("""
         import wrapt
-        from autonvtx.engines.wraptcore import load_wrapt, loaded_function_wrapper
+        from autonvtx.engines import loaded_function_wrapper
+        from autonvtx.engines.wraptcore import load_wrapt
         print(load_wrapt().FunctionWrapper is wrapt.FunctionWrapper, loaded_function_wrapper() is wrapt.FunctionWrapper)
     """)
     assert out.split() == ["True", "True"]

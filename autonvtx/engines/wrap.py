@@ -168,6 +168,7 @@ class WrapEngine:
     wrapped function pointing at its one wrapper."""
 
     changes_namespaces = True
+    reaches_nested = False  # it ranges functions, never code objects: no apply_code() calls
 
     def __init__(self, config: Config, *, restorable: bool = False) -> None:
         self._config = config
@@ -224,6 +225,9 @@ class WrapEngine:
         if pending:
             self._rebind(func, found, pending)
         return found
+
+    def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
+        raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
 
     def existing(self, value: Any) -> RangeWrapper | None:
         found = self._wrappers.get(id(value))  # no lock: see apply

@@ -39,17 +39,6 @@ def load_wrapt() -> types.ModuleType:
         return sys.modules.get(_CORE) or present
 
 
-def loaded_function_wrapper() -> type | None:
-    """wrapt's FunctionWrapper type when wrapt (or its core) is loaded, else None; imports
-    nothing and never runs a held-back `__init__`."""
-    for name in (_CORE, "wrapt.wrappers"):
-        module = sys.modules.get(name)
-        kind = vars(module).get("FunctionWrapper") if module is not None else None
-        if isinstance(kind, type):
-            return kind
-    return None
-
-
 def _package_without_init() -> types.ModuleType | None:
     """The wrapt package with its core imported and its `__init__` deferred; None for a wrapt
     without a core module (1.x) or one this cannot find as a plain package directory."""

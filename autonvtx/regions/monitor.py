@@ -7,15 +7,10 @@ import sys
 import types
 from typing import Any
 
-from autonvtx import ranges
+from autonvtx import ranges, toolids
 
-# Tried in this order. sys.monitoring calls a location's tools from the highest id down, and
-# the code engine's ids are 4 first, then 3, then 5: with a lower id, regions' callbacks run
-# after the engine's at PY_RESUME, so an iteration reopened in a resumed generator or
-# coroutine nests inside the function's own range. At PY_RETURN and PY_YIELD the engine's pop
-# runs first: NVTX pops close the innermost range, and both happen at that instant.
-_TOOL_IDS = (3, 2, 1, 0, 5, 4)
-_NAME = "autonvtx regions"
+_TOOL_IDS = toolids.REGIONS  # the order and why: toolids
+_NAME = toolids.REGIONS_NAME
 
 
 def monitoring_problem() -> str | None:
