@@ -71,7 +71,7 @@ class Instrumentation:
         # Made when the first target module is walked: a process that imports no target never
         # loads an engine.
         try:
-            return self.engine.build(self.config, restorable=self._restorable)
+            engine = self.engine.build(self.config, restorable=self._restorable)
         except EngineUnavailableError as why_not:
             if self.engine is WRAP:
                 raise
@@ -79,7 +79,13 @@ class Instrumentation:
             self.engine_note = f"the {self.engine.name} engine cannot run ({why_not}); using the wrap engine"
             self.engine = WRAP
             self.walker.verb = WRAP.verb
-            return WRAP.build(self.config, restorable=self._restorable)
+            engine = WRAP.build(self.config, restorable=self._restorable)
+        if self.engine.replaces_functions:
+            from autonvtx.engines.dynamo import BUILDER, see_through_wrappers
+
+            # torch.compile must inline the functions, not the wrappers (engines/dynamo.py).
+            self.hook.when_imported(BUILDER, see_through_wrappers)
+        return engine
 
     @property
     def installed(self) -> bool:
