@@ -30,7 +30,7 @@ del _name
 # with SIGINT (bpo-1054041), which shells report as 128 + 2; we exit with that status.
 _KEYBOARD_INTERRUPT_STATUS = 130
 
-MainStatementCallback = Callable[[types.ModuleType], None]
+MainStatementCallback = Callable[[types.ModuleType], object]
 
 
 @dataclass(frozen=True)
