@@ -8,7 +8,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
-from autonvtx import environment, resumptions
+from autonvtx import environment, resumptions, toolids
 from autonvtx.config import RangeStyle
 from autonvtx.resumptions import Thunk, Wrapper
 
@@ -259,10 +259,7 @@ _drivers_set = _set_native_drivers()
 
 # ---- The code engine's layer (Python 3.12+, PEP 669) ----
 
-# Tool ids tried in this order: 3 and 4 have no role sys.monitoring names; then the optimizer's,
-# the debugger's, the profiler's (cProfile takes 2 on 3.12+) and last coverage.py's (1), the
-# tool most often run together with autonvtx.
-_TOOL_IDS = (4, 3, 5, 0, 2, 1)
+_TOOL_IDS = toolids.ENGINE  # the order and why: toolids (regions' order depends on it)
 
 
 def monitoring_available() -> str | None:
@@ -332,7 +329,7 @@ class CodeMonitor:
         monitoring = _sys_monitoring()
         for tool_id in _TOOL_IDS:
             try:
-                monitoring.use_tool_id(tool_id, "autonvtx")
+                monitoring.use_tool_id(tool_id, toolids.ENGINE_NAME)
             except ValueError:  # taken (by another thread since monitoring_available())
                 continue
             break

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import types
 import weakref
@@ -13,7 +12,8 @@ from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
 from autonvtx.config import Rule
-from autonvtx.engines import RANGE_MARK, Engine
+from autonvtx.engines import RANGE_MARK, Engine, loaded_function_wrapper
+from autonvtx.engines.kinds import WRAP
 from autonvtx.matching import Matcher, normalize_module
 
 # Dunders the interpreter calls only because a program named them in a statement or a call
@@ -94,10 +94,10 @@ _CODE = types.CodeType
 
 def is_wrapt_function_wrapper(kind: type) -> bool:
     """Whether `kind` is a wrapt FunctionWrapper (a wrapt decorator's): a function to wrap.
-    Asked of sys.modules, not by importing wrapt: a program that never imported wrapt has
+    Asked of what is loaded, not by importing wrapt: a program that never imported wrapt has
     none, and a run that wraps nothing never pays for importing it."""
-    wrapt = sys.modules.get("wrapt")
-    return wrapt is not None and issubclass(kind, wrapt.FunctionWrapper)
+    wrapper = loaded_function_wrapper()
+    return wrapper is not None and issubclass(kind, wrapper)
 
 
 @dataclass
@@ -184,9 +184,7 @@ class Walker:
     def _new_engine(self) -> Engine:
         if self._make_engine is not None:
             return self._make_engine()
-        from autonvtx.engines.wrap import WrapEngine
-
-        return WrapEngine(self._matcher.config)
+        return WRAP.build(self._matcher.config)
 
     @property
     def reports(self) -> dict[str, ModuleReport]:
@@ -294,7 +292,7 @@ class _ModuleWalk:
         self.walker = walker
         self.engine = walker.engine
         # The code engine ranges code objects: functions nested in the ones walked too.
-        self.reaches_nested = bool(getattr(self.engine, "reaches_nested", False))
+        self.reaches_nested = self.engine.reaches_nested
         self.module = module
         self.namespace = namespace
         self.name = name
@@ -469,7 +467,7 @@ class _ModuleWalk:
         # per function.
         self.report.wrapped[qualname] = reason
         if code is not None:
-            self.engine.apply_code(code, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+            self.engine.apply_code(code, self.rule_module, qualname, rule)
             return None
         return self.engine.apply(func, self.rule_module, qualname, rule)
 
@@ -507,7 +505,7 @@ class _ModuleWalk:
             decided = self._decide(qualname)
             if decided is not None:
                 rule, reason = decided
-                self.engine.apply_code(inner, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+                self.engine.apply_code(inner, self.rule_module, qualname, rule)
                 self.report.wrapped[qualname] = reason
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 import threading
 import types
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import wrapt
+if TYPE_CHECKING:
+    import wrapt
+else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see wraptcore)
+    from autonvtx.engines.wraptcore import load_wrapt
+
+    wrapt = load_wrapt()
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule
@@ -163,6 +168,7 @@ class WrapEngine:
     wrapped function pointing at its one wrapper."""
 
     changes_namespaces = True
+    reaches_nested = False  # it ranges functions, never code objects: no apply_code() calls
 
     def __init__(self, config: Config, *, restorable: bool = False) -> None:
         self._config = config
@@ -219,6 +225,9 @@ class WrapEngine:
         if pending:
             self._rebind(func, found, pending)
         return found
+
+    def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
+        raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
 
     def existing(self, value: Any) -> RangeWrapper | None:
         found = self._wrappers.get(id(value))  # no lock: see apply
