@@ -17,7 +17,7 @@ LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
-    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions")
+    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions", "uniform")
 ]
 
 

@@ -381,6 +381,17 @@ class CodeMonitor:
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         self._codes.append(code)
 
+    def uniform_walker(self, domain: str, color: int, category: int) -> Any:
+        """`walk(items, decisions)`: the native walk of a module whose every function gets a
+        range styled (domain, color, category) and named by its code (monitor_new() for each,
+        in C; walk.py passes its decisions), or None when the native client lacks it."""
+        tool_id, client = self._installed()
+        walk = getattr(client, "walk_uniform", None)
+        if walk is None:
+            return None
+        return partial(walk, (domain, color, category, tool_id, _sys_monitoring().set_local_events,
+                              _LOCAL_EVENTS, self._codes))
+
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client
         return client is not None and client.attached(code) is not None

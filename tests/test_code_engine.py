@@ -173,3 +173,54 @@ def test_a_bad_engine_is_a_config_error(tmp_path: Path) -> None:
     assert done.stderr.startswith(
         "autonvtx: autonvtx.toml: autonvtx.engine: unknown engine 'cod'; expected one of 'auto', 'code', 'wrap'; did you mean 'code'?"
     )
+
+
+# Walks stdlib packages with the code engine, natively (uniform.c) or in Python only, and prints
+# every decision and every code object monitored: the Python walk is the native walk's oracle.
+WALK_TWIN = """
+import importlib, json, os, sys
+from autonvtx.recorder import native
+os.environ["NVTX_INJECTION64_PATH"] = native.library_path()
+os.environ["AUTONVTX_RECORDER_MODE"] = "noop"
+PACKAGES = ("json", "email", "collections", "asyncio", "dataclasses", "enum", "typing",
+            "argparse", "logging", "unittest", "xml.etree.ElementTree", "http.client",
+            "concurrent.futures", "importlib.metadata", "tomllib", "functools", "abc")
+for name in PACKAGES:
+    importlib.import_module(name)
+from autonvtx.config import Config, Rule
+from autonvtx.engines.code import CodeEngine
+from autonvtx.matching import Matcher
+from autonvtx.ranges import CodeMonitor
+from autonvtx.walk import Walker
+
+if sys.argv[1] == "python":
+    CodeEngine.uniform_walk = lambda self, module, rule: None
+rule = Rule(modules=tuple(m for p in PACKAGES for m in (p, p + ".*")), origin="test")
+config = Config(rules=(rule,))
+monitor = CodeMonitor()
+assert monitor.install() is None
+walker = Walker(Matcher(config), CodeEngine(config, monitor), verb="monitored")
+for name, module in sorted(sys.modules.items()):
+    if isinstance(module, type(sys)) and walker.should_consider_module(name) and walker.uniform_selection(name) is not None:
+        walker.instrument(module)
+reports = {name: [r.wrapped, r.skipped, r.rebound] for name, r in walker.reports.items()}
+codes = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._codes)
+print(json.dumps({"reports": reports, "codes": codes}))
+"""
+
+
+@needs_monitoring
+def test_the_native_walk_decides_as_the_python_walk(tmp_path: Path) -> None:
+    # A package targeted wholesale is walked in C (plain functions, classes written in Python)
+    # with the Python walk's methods for the rest: same reports, same code objects monitored.
+    script = make_file(tmp_path / "twin.py", WALK_TWIN)
+    outputs = {}
+    for how in ("native", "python"):
+        done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True,
+                              env=autonvtx_env(), timeout=120)
+        assert done.returncode == 0, done.stderr
+        outputs[how] = json.loads(done.stdout)
+    native, python = outputs["native"], outputs["python"]
+    assert len(native["codes"]) > 500
+    assert native["codes"] == python["codes"]
+    assert native["reports"] == python["reports"]

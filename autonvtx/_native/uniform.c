@@ -1,0 +1,480 @@
+/*
+ * The code engine's walk of a module that one rule selects as a whole (Python 3.12+): what
+ * walk.py's _ModuleWalk decides and engines/code.py applies, for the common cases, in one C
+ * call per module. A package targeted wholesale has thousands of functions in hundreds of
+ * modules; walked in Python, each cost several microseconds of deciding and reporting.
+ *
+ * walk_uniform(application, items, decisions) goes over a module's (name, value) pairs:
+ *
+ *   - a plain function defined in the module, whose code is named as the function: decided
+ *     (reported wrapped with the rule's reason, protocol dunders skipped) and monitored (a
+ *     Range attached to its code, its local events turned on);
+ *   - a class written in Python whose __module__ is the module: its members the same way,
+ *     plain functions and static or class methods of plain functions, nested classes too;
+ *   - anything else (builtins, wrappers, properties, a function whose code has another name,
+ *     code with functions nested in it): handed to the Python walk's own methods, so every
+ *     decision the C walk does not take is taken exactly as before.
+ *
+ * application: (domain, color, category, tool_id, set_local_events, events, codes), the code
+ * monitor's state (ranges.CodeMonitor.uniform_walker).
+ * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
+ * visit_global, visit_member, visit_nested, wrap, failed), the walk's state and methods
+ * (walk.py, _ModuleWalk.walk): reports are the same dicts, filled the same way.
+ */
+#include "nvtxclient.h"
+
+#if PY_VERSION_HEX >= 0x030C0000
+
+/* walk.py's kinds of values (_DATA, _CLASS, ...), decided once per type. */
+enum { K_DATA, K_CLASS, K_RANGE_WRAPPER, K_FUNCTION, K_BUILTIN, K_STATIC_OR_CLASS, K_PROPERTY,
+       K_OTHER_CALLABLE };
+
+typedef struct {
+    /* application */
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+    PyObject* tool_id;
+    PyObject* set_local_events;
+    PyObject* events;
+    PyObject* codes;
+    /* decisions */
+    PyObject* name;
+    PyObject* reason;
+    PyObject* wrapped;
+    PyObject* skipped;
+    PyObject* classes_seen;
+    PyObject* kinds;
+    PyObject* kind_of;
+    PyObject* dunders;
+    PyObject* visit_global;
+    PyObject* visit_member;
+    PyObject* visit_nested;
+    PyObject* wrap;
+    PyObject* failed;
+} walk_state;
+
+static PyObject* str_module;
+static PyObject* str_qualname;
+static PyObject* str_func;
+static PyObject* str_locals;
+static PyObject* reason_protocol;
+static PyObject* reason_c_type;
+
+/* walk.py's _kind(type(value)), -1 on error. */
+static long kind_of(walk_state* w, PyObject* value)
+{
+    PyObject* type = (PyObject*)Py_TYPE(value);
+    PyObject* found;
+    long kind;
+
+    if (type == (PyObject*)&PyFunction_Type)
+        return K_FUNCTION;
+    found = PyDict_GetItemWithError(w->kinds, type);
+    if (found != NULL)
+        return PyLong_AsLong(found);
+    if (PyErr_Occurred())
+        return -1;
+    found = PyObject_CallOneArg(w->kind_of, type);
+    if (found == NULL)
+        return -1;
+    kind = PyLong_AsLong(found);
+    Py_DECREF(found);
+    return kind;
+}
+
+/* a == b for a str `b`; a non-str `a` is never equal (a module or class names its home with
+ * a str). -1 on error. */
+static int same_str(PyObject* a, PyObject* b)
+{
+    if (a == b)
+        return 1;
+    if (a == NULL || !PyUnicode_Check(a))
+        return 0;
+    return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
+}
+
+/* walk.py's test: a dunder the interpreter calls implicitly (not in WRAPPABLE_DUNDERS). */
+static int is_protocol(walk_state* w, PyObject* attr)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(attr);
+    if (n <= 4 || PyUnicode_READ_CHAR(attr, 0) != '_' || PyUnicode_READ_CHAR(attr, 1) != '_' ||
+        PyUnicode_READ_CHAR(attr, n - 1) != '_' || PyUnicode_READ_CHAR(attr, n - 2) != '_')
+        return 0;
+    return !PySet_Contains(w->dunders, attr);
+}
+
+/* "<locals>" in name: a function made by a factory, known by the name it is bound to. */
+static int is_local_name(PyObject* qualname)
+{
+    return PyUnicode_Find(qualname, str_locals, 0, PY_SSIZE_T_MAX, 1) >= 0;
+}
+
+/* own == f"{qualname}.{attr}", without making that string. */
+static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
+{
+    Py_ssize_t nq = PyUnicode_GET_LENGTH(qualname);
+    if (!PyUnicode_CheckExact(own) ||
+        PyUnicode_GET_LENGTH(own) != nq + 1 + PyUnicode_GET_LENGTH(attr) ||
+        PyUnicode_READ_CHAR(own, nq) != '.')
+        return 0;
+    return PyUnicode_Tailmatch(own, qualname, 0, nq, -1) == 1 &&
+           PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
+}
+
+static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
+{
+    return PyDict_SetDefault(w->skipped, qualname, reason) == NULL ? -1 : 0;
+}
+
+/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
+ * attached, local events on, the code remembered for uninstall. */
+static int monitor_code(walk_state* w, PyObject* code)
+{
+    PyObject* args[3];
+    PyObject* done;
+    RangeObject* range;
+
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0; /* the first decision about a code object stands */
+    range = range_new_in_domain(w->domain, w->domain_name, ((PyCodeObject*)code)->co_qualname,
+                                w->color, w->category);
+    if (range == NULL || monitoring_attach(code, range) < 0)
+        return -1;
+    args[0] = w->tool_id;
+    args[1] = code;
+    args[2] = w->events;
+    done = PyObject_Vectorcall(w->set_local_events, args, 3, NULL);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return PyList_Append(w->codes, code);
+}
+
+static int defines_code(PyCodeObject* code)
+{
+    PyObject* consts = code->co_consts;
+    Py_ssize_t i;
+    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
+        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
+            return 1;
+    return 0;
+}
+
+static int call_back(PyObject* callable, PyObject** args, size_t nargs)
+{
+    PyObject* done = PyObject_Vectorcall(callable, args, nargs, NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* _ModuleWalk._wrap for a plain function known as `qualname`. */
+static int wrap_function(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    PyCodeObject* code = (PyCodeObject*)((PyFunctionObject*)func)->func_code;
+    int same;
+
+    if (!PyCode_Check(code))
+        return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    same = same_str(code->co_qualname, qualname);
+    if (same <= 0)
+        return same < 0 ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    if (defines_code(code) && call_back(w->visit_nested, (PyObject*[]){(PyObject*)code}, 1) < 0)
+        return -1;
+    if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
+        return -1;
+    return monitor_code(w, (PyObject*)code);
+}
+
+/* An error while deciding about `where`: reported as the Python walk reports it (only
+ * Exception: KeyboardInterrupt and the like propagate). */
+static int report_failure(walk_state* w, PyObject* where)
+{
+    PyObject* exc;
+    int result;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+    exc = PyErr_GetRaisedException();
+    result = call_back(w->failed, (PyObject*[]){where, exc}, 2);
+    Py_DECREF(exc);
+    return result;
+}
+
+static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname);
+
+/* _ModuleWalk._visit_member for a plain function, or a static or class method of one. */
+static int visit_function_member(walk_state* w, PyObject* attr, PyObject* func, PyObject* qualname)
+{
+    PyObject* own = ((PyFunctionObject*)func)->func_qualname;
+    PyObject* home = ((PyFunctionObject*)func)->func_module;
+    PyObject* member = NULL;
+    int result, same;
+
+    if (is_protocol(w, attr)) {
+        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+        result = member == NULL ? -1 : skip(w, member, reason_protocol);
+        Py_XDECREF(member);
+        return result;
+    }
+    same = same_str(home, w->name);
+    if (same < 0)
+        return -1;
+    if (!same && !is_member_name(own, qualname, attr)) {
+        PyObject* reason = PyUnicode_FromFormat("defined elsewhere: in %S", home ? home : Py_None);
+        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+        result = reason == NULL || member == NULL ? -1 : skip(w, member, reason);
+        Py_XDECREF(reason);
+        Py_XDECREF(member);
+        return result;
+    }
+    if (!PyUnicode_CheckExact(own) || is_local_name(own)) {
+        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+        if (member == NULL)
+            return -1;
+        own = member;
+    }
+    result = wrap_function(w, func, own);
+    Py_XDECREF(member);
+    return result;
+}
+
+/* One member of a class: what C decides, or _ModuleWalk._visit_member. */
+static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* raw, PyObject* qualname)
+{
+    long kind = kind_of(w, raw);
+    PyObject* func;
+    int result;
+
+    if (kind < 0)
+        return -1;
+    if (kind == K_DATA)
+        return 0;
+    if (!PyUnicode_CheckExact(attr))
+        goto in_python;
+    if (kind == K_FUNCTION && Py_IS_TYPE(raw, &PyFunction_Type))
+        return visit_function_member(w, attr, raw, qualname);
+    if (kind == K_STATIC_OR_CLASS) {
+        func = PyObject_GetAttr(raw, str_func);
+        if (func == NULL)
+            return -1;
+        result = Py_IS_TYPE(func, &PyFunction_Type) ? visit_function_member(w, attr, func, qualname) : 1;
+        Py_DECREF(func);
+        if (result <= 0)
+            return result;
+    }
+    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)raw, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)raw)->tp_dict, str_module);
+        PyObject* own;
+        if (home == NULL && PyErr_Occurred())
+            return -1;
+        if (same_str(home, w->name) != 1)
+            return PyErr_Occurred() ? -1 : 0;
+        own = PyObject_GetAttr(raw, str_qualname);
+        if (own == NULL)
+            return -1;
+        result = is_member_name(own, qualname, attr) ? visit_class(w, raw, own) : 0;
+        Py_DECREF(own);
+        return result;
+    }
+in_python:
+    {
+        PyObject* kind_obj = PyLong_FromLong(kind);
+        if (kind_obj == NULL)
+            return -1;
+        result = call_back(w->visit_member, (PyObject*[]){cls, attr, raw, kind_obj, qualname}, 5);
+        Py_DECREF(kind_obj);
+        return result;
+    }
+}
+
+/* _ModuleWalk._visit_class for a class written in Python (heap type). */
+static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
+{
+    PyObject* id = PyLong_FromVoidPtr(cls);
+    PyObject* members;
+    Py_ssize_t i;
+    int seen;
+
+    if (id == NULL)
+        return -1;
+    seen = PySet_Contains(w->classes_seen, id);
+    if (seen != 0 || PySet_Add(w->classes_seen, id) < 0) {
+        Py_DECREF(id);
+        return seen > 0 ? 0 : -1;
+    }
+    Py_DECREF(id);
+    if (!PyType_HasFeature((PyTypeObject*)cls, Py_TPFLAGS_HEAPTYPE))
+        return skip(w, qualname, reason_c_type);
+    members = PyDict_Items(((PyTypeObject*)cls)->tp_dict);
+    if (members == NULL)
+        return -1;
+    for (i = 0; i < PyList_GET_SIZE(members); ++i) {
+        PyObject* attr = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 0);
+        PyObject* raw = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 1);
+        PyObject* where;
+        if (visit_member(w, cls, attr, raw, qualname) == 0)
+            continue;
+        where = PyUnicode_FromFormat("%U.%S", qualname, attr);
+        if (where == NULL || report_failure(w, where) < 0) {
+            Py_XDECREF(where);
+            goto error;
+        }
+        Py_DECREF(where);
+    }
+    Py_DECREF(members);
+    return 0;
+error:
+    Py_DECREF(members);
+    return -1;
+}
+
+/* One name of the module: _ModuleWalk._visit_global, in C for plain functions and classes. */
+static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kind)
+{
+    if (kind == K_FUNCTION && Py_IS_TYPE(value, &PyFunction_Type) && PyUnicode_CheckExact(attr)) {
+        PyFunctionObject* func = (PyFunctionObject*)value;
+        PyObject* qualname = func->func_qualname;
+        int same = same_str(func->func_module, w->name);
+        if (same <= 0)
+            return same; /* imported: decided where it is defined (the code engine rebinds nothing) */
+        if (!PyUnicode_CheckExact(qualname) || is_local_name(qualname))
+            qualname = attr;
+        if (is_protocol(w, attr))
+            return skip(w, qualname, reason_protocol);
+        return wrap_function(w, value, qualname);
+    }
+    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)value, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)value)->tp_dict, str_module);
+        PyObject* qualname;
+        int result;
+        if (home == NULL && PyErr_Occurred())
+            return -1;
+        result = same_str(home, w->name);
+        if (result <= 0)
+            return result;
+        qualname = PyObject_GetAttr(value, str_qualname);
+        if (qualname == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+        }
+        if (qualname == NULL || !PyUnicode_Check(qualname) || is_local_name(qualname))
+            Py_XSETREF(qualname, Py_NewRef(attr));
+        result = visit_class(w, value, qualname);
+        Py_DECREF(qualname);
+        return result;
+    }
+    {
+        PyObject* kind_obj = PyLong_FromLong(kind);
+        int result;
+        if (kind_obj == NULL)
+            return -1;
+        result = call_back(w->visit_global, (PyObject*[]){attr, value, kind_obj}, 3);
+        Py_DECREF(kind_obj);
+        return result;
+    }
+}
+
+static int walk_items(walk_state* w, PyObject* items)
+{
+    Py_ssize_t i;
+    for (i = 0; i < PyList_GET_SIZE(items); ++i) {
+        PyObject* item = PyList_GET_ITEM(items, i);
+        PyObject *attr, *value;
+        long kind;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "walk_uniform: items must be (name, value) pairs");
+            return -1;
+        }
+        attr = PyTuple_GET_ITEM(item, 0);
+        value = PyTuple_GET_ITEM(item, 1);
+        kind = kind_of(w, value);
+        if (kind == -1 && PyErr_Occurred())
+            return -1;
+        if (kind == K_DATA || kind >= K_STATIC_OR_CLASS)
+            continue; /* data, modules, instances: most of a module's names */
+        Py_INCREF(attr);
+        Py_INCREF(value);
+        if (visit_global(w, attr, value, kind) < 0 && report_failure(w, attr) < 0) {
+            Py_DECREF(attr);
+            Py_DECREF(value);
+            return -1;
+        }
+        Py_DECREF(attr);
+        Py_DECREF(value);
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(walk_uniform_doc,
+"walk_uniform(application, items, decisions, /)\n--\n\n"
+"Walk a module's (name, value) `items` that one rule selects as a whole: decide and monitor\n"
+"plain functions and the members of classes written in Python in C, hand everything else\n"
+"to the Python walk's methods (uniform.c says what the two tuples hold).");
+
+static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    walk_state w;
+    PyObject* items;
+    const char* domain;
+    (void)module;
+
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list, decisions: tuple)");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args[0], "UkkOOOO!:walk_uniform", &w.domain_name, &w.color, &w.category,
+                          &w.tool_id, &w.set_local_events, &w.events, &PyList_Type, &w.codes) ||
+        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOO:walk_uniform", &w.name, &w.reason,
+                          &PyDict_Type, &w.wrapped, &PyDict_Type, &w.skipped, &PySet_Type,
+                          &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
+                          &w.dunders, &w.visit_global, &w.visit_member, &w.visit_nested, &w.wrap,
+                          &w.failed))
+        return NULL;
+    domain = PyUnicode_AsUTF8(w.domain_name);
+    if (domain == NULL)
+        return NULL;
+    /* One handle for the module's ranges (NULL: no tool attached; NVTX hands out one handle
+     * per name). */
+    w.domain = nvtxDomainCreateA(domain);
+    items = args[1];
+    Py_INCREF(items);
+    if (walk_items(&w, items) < 0) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    Py_DECREF(items);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef uniform_methods[] = {
+    {"walk_uniform", (PyCFunction)(void (*)(void))walk_uniform, METH_FASTCALL, walk_uniform_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int uniform_add_to_module(PyObject* module)
+{
+    str_module = PyUnicode_InternFromString("__module__");
+    str_qualname = PyUnicode_InternFromString("__qualname__");
+    str_func = PyUnicode_InternFromString("__func__");
+    str_locals = PyUnicode_InternFromString("<locals>");
+    reason_protocol = PyUnicode_InternFromString("protocol method: called implicitly");
+    reason_c_type = PyUnicode_InternFromString("C type: its attributes cannot be set");
+    if (str_module == NULL || str_qualname == NULL || str_func == NULL || str_locals == NULL ||
+        reason_protocol == NULL || reason_c_type == NULL)
+        return -1;
+    if (!monitoring_ready())
+        return 0; /* no code extra index: the code engine is unavailable, and so is this */
+    return PyModule_AddFunctions(module, uniform_methods);
+}
+
+#else
+
+int uniform_add_to_module(PyObject* module)
+{
+    (void)module;
+    return 0;
+}
+
+#endif
