@@ -381,16 +381,17 @@ class CodeMonitor:
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         self._codes.append(code)
 
-    def uniform_walker(self, domain: str, color: int, category: int) -> Any:
+    def uniform_walker(self, domain: str, color: int, category: int, *, no_existing: bool) -> Any:
         """`walk(items, decisions)`: the native walk of a module whose every function gets a
         range styled (domain, color, category) and named by its code (monitor_new() for each,
-        in C; walk.py passes its decisions), or None when the native client lacks it."""
+        in C; walk.py passes its decisions), or None when the native client lacks it.
+        `no_existing`: the engine has no stand-in yet that a builtin could be a re-export of."""
         tool_id, client = self._installed()
         walk = getattr(client, "walk_uniform", None)
-        if walk is None:
+        if walk is None or os.environ.get("COSTS_NO_NATIVE_WALK"):
             return None
         return partial(walk, (domain, color, category, tool_id, _sys_monitoring().set_local_events,
-                              _LOCAL_EVENTS, self._codes))
+                              _LOCAL_EVENTS, self._codes, no_existing))
 
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client

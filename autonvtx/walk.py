@@ -314,7 +314,8 @@ class _ModuleWalk:
             native(list(items), (
                 self.name, self.uniform_reason, self.report.wrapped, self.report.skipped,
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
-                self._visit_member, self._visit_nested, self._wrap, self._failed,
+                self._visit_member, self._wrap, self._failed,
+                self.uniform.rule.builtins,  # type: ignore[union-attr]
             ))
             return
         kinds = _kinds

@@ -203,7 +203,9 @@ walker = Walker(Matcher(config), CodeEngine(config, monitor), verb="monitored")
 for name, module in sorted(sys.modules.items()):
     if isinstance(module, type(sys)) and walker.should_consider_module(name) and walker.uniform_selection(name) is not None:
         walker.instrument(module)
-reports = {name: [r.wrapped, r.skipped, r.rebound] for name, r in walker.reports.items()}
+# In order: --verbose and `list` print decisions in the order they were taken.
+reports = {name: [list(r.wrapped.items()), list(r.skipped.items()), r.rebound]
+           for name, r in walker.reports.items()}
 codes = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._codes)
 print(json.dumps({"reports": reports, "codes": codes}))
 """

@@ -11,15 +11,17 @@
  *     Range attached to its code, its local events turned on);
  *   - a class written in Python whose __module__ is the module: its members the same way,
  *     plain functions and static or class methods of plain functions, nested classes too;
- *   - anything else (builtins, wrappers, properties, a function whose code has another name,
- *     code with functions nested in it): handed to the Python walk's own methods, so every
- *     decision the C walk does not take is taken exactly as before.
+ *   - functions nested in those, by their co_qualname; properties, builtin methods and other
+ *     callables among members, and builtins the rule leaves out, skipped with their reasons;
+ *   - anything else (wrappers, builtins to wrap, a function whose code has another name, C
+ *     types): handed to the Python walk's own methods, so every decision the C walk does not
+ *     take is taken exactly as before.
  *
- * application: (domain, color, category, tool_id, set_local_events, events, codes), the code
- * monitor's state (ranges.CodeMonitor.uniform_walker).
+ * application: (domain, color, category, tool_id, set_local_events, events, codes,
+ * no_existing), the code monitor's state (ranges.CodeMonitor.uniform_walker).
  * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
- * visit_global, visit_member, visit_nested, wrap, failed), the walk's state and methods
- * (walk.py, _ModuleWalk.walk): reports are the same dicts, filled the same way.
+ * visit_global, visit_member, wrap, failed, builtins), the walk's state and
+ * methods (walk.py, _ModuleWalk.walk): reports are the same dicts, filled the same way.
  */
 #include "nvtxclient.h"
 
@@ -39,6 +41,7 @@ typedef struct {
     PyObject* set_local_events;
     PyObject* events;
     PyObject* codes;
+    int no_existing;    /* the engine has no stand-in for any function (no builtin wrapped) */
     /* decisions */
     PyObject* name;
     PyObject* reason;
@@ -50,9 +53,9 @@ typedef struct {
     PyObject* dunders;
     PyObject* visit_global;
     PyObject* visit_member;
-    PyObject* visit_nested;
     PyObject* wrap;
     PyObject* failed;
+    int builtins;       /* the rule wraps builtins (a wrapper's job: left to Python) */
 } walk_state;
 
 static PyObject* str_module;
@@ -61,6 +64,10 @@ static PyObject* str_func;
 static PyObject* str_locals;
 static PyObject* reason_protocol;
 static PyObject* reason_c_type;
+static PyObject* reason_property;
+static PyObject* reason_builtin_member;
+static PyObject* reason_builtin;
+static PyObject* str_wrapped;
 
 /* walk.py's _kind(type(value)), -1 on error. */
 static long kind_of(walk_state* w, PyObject* value)
@@ -169,6 +176,40 @@ static int call_back(PyObject* callable, PyObject** args, size_t nargs)
     return done == NULL ? -1 : 0;
 }
 
+/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
+ * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
+ * expressions (named "<...>") left alone. */
+static int visit_nested(walk_state* w, PyCodeObject* code)
+{
+    PyObject* pending = PyList_New(0);
+    int result = 0;
+    if (pending == NULL || PyList_Append(pending, (PyObject*)code) < 0)
+        goto done;
+    while (result == 0 && PyList_GET_SIZE(pending) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(pending) - 1;
+        PyObject* consts = ((PyCodeObject*)PyList_GET_ITEM(pending, last))->co_consts;
+        Py_ssize_t i;
+        Py_INCREF(consts);
+        result = PyList_SetSlice(pending, last, last + 1, NULL);
+        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
+            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
+            if (!Py_IS_TYPE(inner, &PyCode_Type))
+                continue;
+            result = PyList_Append(pending, (PyObject*)inner);
+            if (result < 0 || PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
+                continue;
+            if (is_protocol(w, inner->co_name))
+                result = skip(w, inner->co_qualname, reason_protocol);
+            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
+                result = PyDict_SetItem(w->wrapped, inner->co_qualname, w->reason);
+        }
+        Py_DECREF(consts);
+    }
+done:
+    Py_XDECREF(pending);
+    return pending == NULL ? -1 : result;
+}
+
 /* _ModuleWalk._wrap for a plain function known as `qualname`. */
 static int wrap_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
@@ -180,7 +221,7 @@ static int wrap_function(walk_state* w, PyObject* func, PyObject* qualname)
     same = same_str(code->co_qualname, qualname);
     if (same <= 0)
         return same < 0 ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-    if (defines_code(code) && call_back(w->visit_nested, (PyObject*[]){(PyObject*)code}, 1) < 0)
+    if (defines_code(code) && visit_nested(w, code) < 0)
         return -1;
     if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
         return -1;
@@ -239,6 +280,32 @@ static int visit_function_member(walk_state* w, PyObject* attr, PyObject* func, 
     return result;
 }
 
+/* _ModuleWalk._visit_other_member for what is never wrapped: properties, builtin methods,
+ * other callables and method-like descriptors, each skipped with its reason. */
+static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* raw, long kind)
+{
+    PyObject* member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+    PyObject* reason = NULL;
+    int result = -1;
+    if (member == NULL)
+        return -1;
+    if (kind == K_PROPERTY)
+        reason = Py_NewRef(reason_property);
+    else if (kind == K_BUILTIN)
+        reason = Py_NewRef(reason_builtin_member);
+    else {
+        PyObject* type_name = PyType_GetName(Py_TYPE(raw));
+        if (type_name != NULL)
+            reason = PyUnicode_FromFormat("not a plain function: %S", type_name);
+        Py_XDECREF(type_name);
+    }
+    if (reason != NULL)
+        result = skip(w, member, reason);
+    Py_XDECREF(reason);
+    Py_DECREF(member);
+    return result;
+}
+
 /* One member of a class: what C decides, or _ModuleWalk._visit_member. */
 static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* raw, PyObject* qualname)
 {
@@ -277,6 +344,8 @@ static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
         Py_DECREF(own);
         return result;
     }
+    if (kind == K_PROPERTY || kind == K_BUILTIN || kind == K_OTHER_CALLABLE)
+        return skip_member(w, qualname, attr, raw, kind);
 in_python:
     {
         PyObject* kind_obj = PyLong_FromLong(kind);
@@ -329,6 +398,40 @@ error:
     return -1;
 }
 
+/* getattr(value, name, default) */
+static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
+{
+    PyObject* found;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
+#else
+    if (_PyObject_LookupAttr(value, name, &found) < 0)
+#endif
+        return NULL;
+    return found != NULL ? found : Py_NewRef(default_value);
+}
+
+/* A builtin defined in the module, under a rule that leaves builtins out (and nothing wrapped
+ * yet that it could be a re-export of): skipped, as _ModuleWalk._wrap(builtin=True) says. */
+static int skip_builtin(walk_state* w, PyObject* attr, PyObject* value)
+{
+    PyObject* home = attribute_or(value, str_module, Py_None);
+    PyObject* qualname;
+    int same, result;
+    if (home == NULL)
+        return -1;
+    same = PyObject_RichCompareBool(home, w->name, Py_EQ);
+    Py_DECREF(home);
+    if (same <= 0)
+        return same;
+    qualname = attribute_or(value, str_qualname, attr);
+    if (qualname == NULL)
+        return -1;
+    result = skip(w, qualname, reason_builtin);
+    Py_DECREF(qualname);
+    return result;
+}
+
 /* One name of the module: _ModuleWalk._visit_global, in C for plain functions and classes. */
 static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kind)
 {
@@ -365,6 +468,8 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         Py_DECREF(qualname);
         return result;
     }
+    if (kind == K_BUILTIN && w->no_existing && !w->builtins)
+        return skip_builtin(w, attr, value);
     {
         PyObject* kind_obj = PyLong_FromLong(kind);
         int result;
@@ -424,13 +529,14 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list, decisions: tuple)");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args[0], "UkkOOOO!:walk_uniform", &w.domain_name, &w.color, &w.category,
-                          &w.tool_id, &w.set_local_events, &w.events, &PyList_Type, &w.codes) ||
-        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOO:walk_uniform", &w.name, &w.reason,
+    if (!PyArg_ParseTuple(args[0], "UkkOOOO!p:walk_uniform", &w.domain_name, &w.color, &w.category,
+                          &w.tool_id, &w.set_local_events, &w.events, &PyList_Type, &w.codes,
+                          &w.no_existing) ||
+        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOp:walk_uniform", &w.name, &w.reason,
                           &PyDict_Type, &w.wrapped, &PyDict_Type, &w.skipped, &PySet_Type,
                           &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
-                          &w.dunders, &w.visit_global, &w.visit_member, &w.visit_nested, &w.wrap,
-                          &w.failed))
+                          &w.dunders, &w.visit_global, &w.visit_member, &w.wrap,
+                          &w.failed, &w.builtins))
         return NULL;
     domain = PyUnicode_AsUTF8(w.domain_name);
     if (domain == NULL)
@@ -461,8 +567,13 @@ int uniform_add_to_module(PyObject* module)
     str_locals = PyUnicode_InternFromString("<locals>");
     reason_protocol = PyUnicode_InternFromString("protocol method: called implicitly");
     reason_c_type = PyUnicode_InternFromString("C type: its attributes cannot be set");
+    reason_property = PyUnicode_InternFromString("property: descriptors are left untouched");
+    reason_builtin_member = PyUnicode_InternFromString("builtin method: only module-level builtins are wrapped");
+    reason_builtin = PyUnicode_InternFromString("builtin: the rule does not set builtins = true");
+    str_wrapped = PyUnicode_InternFromString("__wrapped__");
     if (str_module == NULL || str_qualname == NULL || str_func == NULL || str_locals == NULL ||
-        reason_protocol == NULL || reason_c_type == NULL)
+        reason_protocol == NULL || reason_c_type == NULL || reason_property == NULL ||
+        reason_builtin_member == NULL || reason_builtin == NULL || str_wrapped == NULL)
         return -1;
     if (!monitoring_ready())
         return 0; /* no code extra index: the code engine is unavailable, and so is this */
