@@ -316,6 +316,7 @@ class _ModuleWalk:
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
                 self._visit_member, self._wrap, self._failed,
                 self.uniform.rule.builtins,  # type: ignore[union-attr]
+                self.namespace, self.report.rebound, self._remember,
             ))
             return
         kinds = _kinds

@@ -8,7 +8,7 @@
  *   steps.c       RangedSteps: a range around each resumption of a generator or coroutine
  *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
- *   uniform.c     the code engine's walk of a module one rule selects as a whole (3.12+)
+ *   uniform.c     the walk of a module one rule selects as a whole, for both engines
  */
 #ifndef AUTONVTX_NVTXCLIENT_H
 #define AUTONVTX_NVTXCLIENT_H
@@ -50,6 +50,10 @@ RangeObject* range_new_prepared(PyObject* domain_name, PyObject* message, unsign
  * tool is attached), for callers that make many (range.c). */
 RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_name, PyObject* message,
                                  unsigned long color, unsigned long category);
+
+/* cls(function, range) for `cls` from ranged_function_type (ranged.c); None when a ranged
+ * wrapper cannot serve `function` (a generator-like one before set_drivers()). */
+PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
 
 #if PY_VERSION_HEX >= 0x030C0000
 /* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code

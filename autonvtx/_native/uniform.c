@@ -1,31 +1,37 @@
 /*
- * The code engine's walk of a module that one rule selects as a whole (Python 3.12+): what
- * walk.py's _ModuleWalk decides and engines/code.py applies, for the common cases, in one C
- * call per module. A package targeted wholesale has thousands of functions in hundreds of
- * modules; walked in Python, each cost several microseconds of deciding and reporting.
+ * The walk of a module that one rule selects as a whole: what walk.py's _ModuleWalk decides
+ * and the engine applies, for the common cases, in one C call per module. A package targeted
+ * wholesale has thousands of functions in hundreds of modules; walked in Python, each cost
+ * several microseconds of deciding and reporting. Two engines apply the decisions here: the
+ * code engine (3.12+: a Range attached to the code, its local events on) and the wrap engine
+ * (a ranged function wrapper bound where the function was found).
  *
  * walk_uniform(application, items, decisions) goes over a module's (name, value) pairs:
  *
- *   - a plain function defined in the module, whose code is named as the function: decided
- *     (reported wrapped with the rule's reason, protocol dunders skipped) and monitored (a
- *     Range attached to its code, its local events turned on);
+ *   - a plain function defined in the module (for the code engine, whose code is named as
+ *     the function): decided (reported wrapped with the rule's reason, protocol dunders
+ *     skipped) and applied; a re-export of one the wrap engine wrapped, rebound;
  *   - a class written in Python whose __module__ is the module: its members the same way,
  *     plain functions and static or class methods of plain functions, nested classes too;
- *   - functions nested in those, by their co_qualname; properties, builtin methods and other
+ *   - (code engine) functions nested in those, by their co_qualname; properties, builtin
+ *     methods and other
  *     callables among members, and builtins the rule leaves out, skipped with their reasons;
  *   - anything else (wrappers, builtins to wrap, a function whose code has another name, C
  *     types): handed to the Python walk's own methods, so every decision the C walk does not
  *     take is taken exactly as before.
  *
- * application: (domain, color, category, tool_id, set_local_events, events, codes,
- * no_existing), the code monitor's state (ranges.CodeMonitor.uniform_walker).
+ * application, the engine's state: ("code", domain, color, category, tool_id,
+ * set_local_events, events, codes, no_existing) from ranges.CodeMonitor.uniform_walker, or
+ * ("wrap", domain, color, category, wrapper_type, wrappers, pending, rebind, apply, written)
+ * from engines/wrap.py's WrapEngine.uniform_walk.
  * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
- * visit_global, visit_member, wrap, failed, builtins), the walk's state and
- * methods (walk.py, _ModuleWalk.walk): reports are the same dicts, filled the same way.
+ * visit_global, visit_member, wrap, failed, builtins, namespace, rebound, remember), the
+ * walk's state and methods (walk.py, _ModuleWalk.walk): reports are the same dicts and lists,
+ * filled the same way.
  */
 #include "nvtxclient.h"
 
-#if PY_VERSION_HEX >= 0x030C0000
+#include <string.h>
 
 /* walk.py's kinds of values (_DATA, _CLASS, ...), decided once per type. */
 enum { K_DATA, K_CLASS, K_RANGE_WRAPPER, K_FUNCTION, K_BUILTIN, K_STATIC_OR_CLASS, K_PROPERTY,
@@ -33,6 +39,7 @@ enum { K_DATA, K_CLASS, K_RANGE_WRAPPER, K_FUNCTION, K_BUILTIN, K_STATIC_OR_CLAS
 
 typedef struct {
     /* application */
+    int wrap_mode;      /* the wrap engine's (else the code engine's) */
     nvtxDomainHandle_t domain;
     PyObject* domain_name;
     unsigned long color;
@@ -42,6 +49,12 @@ typedef struct {
     PyObject* events;
     PyObject* codes;
     int no_existing;    /* the engine has no stand-in for any function (no builtin wrapped) */
+    PyObject* wrapper_type;
+    PyObject* wrappers; /* id(function) -> its wrapper */
+    PyObject* pending;  /* id(function) -> names to rebind once it is wrapped */
+    PyObject* rebind;
+    PyObject* apply;    /* WrapEngine.apply for what ranged_make() leaves (generators early on) */
+    PyObject* written;  /* what restore() undoes, or None */
     /* decisions */
     PyObject* name;
     PyObject* reason;
@@ -56,6 +69,9 @@ typedef struct {
     PyObject* wrap;
     PyObject* failed;
     int builtins;       /* the rule wraps builtins (a wrapper's job: left to Python) */
+    PyObject* namespace;
+    PyObject* rebound;
+    PyObject* remember;
 } walk_state;
 
 static PyObject* str_module;
@@ -135,6 +151,7 @@ static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
     return PyDict_SetDefault(w->skipped, qualname, reason) == NULL ? -1 : 0;
 }
 
+#if PY_VERSION_HEX >= 0x030C0000
 /* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
  * attached, local events on, the code remembered for uninstall. */
 static int monitor_code(walk_state* w, PyObject* code)
@@ -159,6 +176,8 @@ static int monitor_code(walk_state* w, PyObject* code)
     return PyList_Append(w->codes, code);
 }
 
+#endif
+
 static int defines_code(PyCodeObject* code)
 {
     PyObject* consts = code->co_consts;
@@ -176,6 +195,7 @@ static int call_back(PyObject* callable, PyObject** args, size_t nargs)
     return done == NULL ? -1 : 0;
 }
 
+#if PY_VERSION_HEX >= 0x030C0000
 /* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
  * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
  * expressions (named "<...>") left alone. */
@@ -210,8 +230,8 @@ done:
     return pending == NULL ? -1 : result;
 }
 
-/* _ModuleWalk._wrap for a plain function known as `qualname`. */
-static int wrap_function(walk_state* w, PyObject* func, PyObject* qualname)
+/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
+static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
     PyCodeObject* code = (PyCodeObject*)((PyFunctionObject*)func)->func_code;
     int same;
@@ -227,6 +247,113 @@ static int wrap_function(walk_state* w, PyObject* func, PyObject* qualname)
         return -1;
     return monitor_code(w, (PyObject*)code);
 }
+#endif
+
+/* WrapEngine.apply for a plain function and the message "{qualname}": its one wrapper, made
+ * on first request, and the names that waited for it rebound. */
+static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    PyObject* key = PyLong_FromVoidPtr(func);
+    PyObject* found;
+    PyObject* wrapper;
+    RangeObject* range;
+
+    if (key == NULL)
+        return NULL;
+    found = PyDict_GetItemWithError(w->wrappers, key);
+    if (found != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(found);
+    }
+    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
+    wrapper = range == NULL ? NULL : ranged_make(w->wrapper_type, func, range);
+    Py_XDECREF(range);
+    if (wrapper == Py_None) { /* not made here: the engine's own path */
+        Py_DECREF(wrapper);
+        Py_DECREF(key);
+        return PyObject_Vectorcall(w->apply, (PyObject*[]){func, qualname}, 2, NULL);
+    }
+    found = wrapper == NULL ? NULL : PyDict_SetDefault(w->wrappers, key, wrapper);
+    Py_XDECREF(wrapper);
+    if (found != NULL && PyDict_GET_SIZE(w->pending) > 0) {
+        PyObject* waiting = PyDict_GetItemWithError(w->pending, key);
+        if (waiting != NULL) {
+            Py_INCREF(waiting);
+            Py_INCREF(found);
+            if (PyDict_DelItem(w->pending, key) < 0 ||
+                call_back(w->rebind, (PyObject*[]){func, found, waiting}, 3) < 0)
+                Py_CLEAR(found);
+            else
+                Py_DECREF(found);
+            Py_DECREF(waiting);
+        } else if (PyErr_Occurred())
+            found = NULL;
+    }
+    Py_DECREF(key);
+    return Py_XNewRef(found);
+}
+
+/* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
+ * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
+ * error. */
+static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    if (w->wrap_mode) {
+        if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
+            return NULL;
+        return wrap_apply(w, func, qualname);
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (monitor_function(w, func, qualname) < 0)
+        return NULL;
+#endif
+    Py_RETURN_NONE;
+}
+
+/* The engine's existing(value): the wrap engine's wrapper of `value` (a new reference), else
+ * NULL, with an error set on failure. */
+static PyObject* existing(walk_state* w, PyObject* value)
+{
+    PyObject* key;
+    PyObject* found;
+    PyObject* wrapped;
+    if (!w->wrap_mode)
+        return NULL; /* a function has none; a builtin goes to Python unless no_existing */
+    key = PyLong_FromVoidPtr(value);
+    if (key == NULL)
+        return NULL;
+    found = PyDict_GetItemWithError(w->wrappers, key);
+    Py_DECREF(key);
+    if (found == NULL)
+        return NULL;
+    wrapped = PyObject_GetAttr(found, str_wrapped);
+    if (wrapped == NULL)
+        return NULL;
+    Py_DECREF(wrapped);
+    return wrapped == value ? Py_NewRef(found) : NULL;
+}
+
+/* WrapEngine.bind and set_member: remembered for restore() when it keeps a list. */
+static int put(walk_state* w, PyObject* holder, PyObject* attr, PyObject* value)
+{
+    if (w->written != Py_None) {
+        PyObject* dict = PyDict_Check(holder) ? holder : ((PyTypeObject*)holder)->tp_dict;
+        PyObject* old = PyDict_GetItemWithError(dict, attr);
+        PyObject* entry;
+        int failed;
+        if (old == NULL && PyErr_Occurred())
+            return -1;
+        entry = PyTuple_Pack(4, holder, attr, old != NULL ? old : Py_None, value);
+        failed = entry == NULL || PyList_Append(w->written, entry) < 0;
+        Py_XDECREF(entry);
+        if (failed)
+            return -1;
+    }
+    if (PyDict_Check(holder))
+        return PyDict_SetItem(holder, attr, value);
+    /* type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code. */
+    return PyType_Type.tp_setattro(holder, attr, value);
+}
 
 /* An error while deciding about `where`: reported as the Python walk reports it (only
  * Exception: KeyboardInterrupt and the like propagate). */
@@ -236,7 +363,19 @@ static int report_failure(walk_state* w, PyObject* where)
     int result;
     if (!PyErr_ExceptionMatches(PyExc_Exception))
         return -1;
+#if PY_VERSION_HEX >= 0x030C0000
     exc = PyErr_GetRaisedException();
+#else
+    {
+        PyObject *type, *traceback;
+        PyErr_Fetch(&type, &exc, &traceback);
+        PyErr_NormalizeException(&type, &exc, &traceback);
+        if (traceback != NULL)
+            PyException_SetTraceback(exc, traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+    }
+#endif
     result = call_back(w->failed, (PyObject*[]){where, exc}, 2);
     Py_DECREF(exc);
     return result;
@@ -244,12 +383,28 @@ static int report_failure(walk_state* w, PyObject* where)
 
 static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname);
 
-/* _ModuleWalk._visit_member for a plain function, or a static or class method of one. */
-static int visit_function_member(walk_state* w, PyObject* attr, PyObject* func, PyObject* qualname)
+/* cls.attr = stand_in, made a static or class method again (`rewrap`); steals stand_in. */
+static int set_stand_in(walk_state* w, PyObject* cls, PyObject* attr, PyObject* stand_in, PyObject* rewrap)
+{
+    int result;
+    if (rewrap != NULL)
+        Py_SETREF(stand_in, PyObject_CallOneArg(rewrap, stand_in));
+    if (stand_in == NULL)
+        return -1;
+    result = put(w, cls, attr, stand_in);
+    Py_DECREF(stand_in);
+    return result;
+}
+
+/* _ModuleWalk._visit_member for a plain function, or a static or class method of one
+ * (`rewrap`: staticmethod or classmethod, else NULL). */
+static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* func,
+                                 PyObject* qualname, PyObject* rewrap)
 {
     PyObject* own = ((PyFunctionObject*)func)->func_qualname;
     PyObject* home = ((PyFunctionObject*)func)->func_module;
     PyObject* member = NULL;
+    PyObject* stand_in;
     int result, same;
 
     if (is_protocol(w, attr)) {
@@ -258,6 +413,11 @@ static int visit_function_member(walk_state* w, PyObject* attr, PyObject* func, 
         Py_XDECREF(member);
         return result;
     }
+    stand_in = existing(w, func);
+    if (stand_in != NULL)
+        return set_stand_in(w, cls, attr, stand_in, rewrap);
+    if (PyErr_Occurred())
+        return -1;
     same = same_str(home, w->name);
     if (same < 0)
         return -1;
@@ -275,9 +435,15 @@ static int visit_function_member(walk_state* w, PyObject* attr, PyObject* func, 
             return -1;
         own = member;
     }
-    result = wrap_function(w, func, own);
+    stand_in = decide_function(w, func, own);
     Py_XDECREF(member);
-    return result;
+    if (stand_in == NULL)
+        return -1;
+    if (stand_in == Py_None) {
+        Py_DECREF(stand_in);
+        return 0;
+    }
+    return set_stand_in(w, cls, attr, stand_in, rewrap);
 }
 
 /* _ModuleWalk._visit_other_member for what is never wrapped: properties, builtin methods,
@@ -294,7 +460,11 @@ static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObje
     else if (kind == K_BUILTIN)
         reason = Py_NewRef(reason_builtin_member);
     else {
+#if PY_VERSION_HEX >= 0x030B0000
         PyObject* type_name = PyType_GetName(Py_TYPE(raw));
+#else
+        PyObject* type_name = PyObject_GetAttrString((PyObject*)Py_TYPE(raw), "__name__");
+#endif
         if (type_name != NULL)
             reason = PyUnicode_FromFormat("not a plain function: %S", type_name);
         Py_XDECREF(type_name);
@@ -320,12 +490,14 @@ static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
     if (!PyUnicode_CheckExact(attr))
         goto in_python;
     if (kind == K_FUNCTION && Py_IS_TYPE(raw, &PyFunction_Type))
-        return visit_function_member(w, attr, raw, qualname);
+        return visit_function_member(w, cls, attr, raw, qualname, NULL);
     if (kind == K_STATIC_OR_CLASS) {
         func = PyObject_GetAttr(raw, str_func);
         if (func == NULL)
             return -1;
-        result = Py_IS_TYPE(func, &PyFunction_Type) ? visit_function_member(w, attr, func, qualname) : 1;
+        result = Py_IS_TYPE(func, &PyFunction_Type)
+                     ? visit_function_member(w, cls, attr, func, qualname, (PyObject*)Py_TYPE(raw))
+                     : 1;
         Py_DECREF(func);
         if (result <= 0)
             return result;
@@ -435,17 +607,37 @@ static int skip_builtin(walk_state* w, PyObject* attr, PyObject* value)
 /* One name of the module: _ModuleWalk._visit_global, in C for plain functions and classes. */
 static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kind)
 {
+    if (w->wrap_mode && (kind == K_FUNCTION || kind == K_BUILTIN) && PyUnicode_CheckExact(attr)) {
+        /* A re-export (or alias) of a function already wrapped at its definition site. */
+        PyObject* stand_in = existing(w, value);
+        int result;
+        if (stand_in == NULL && PyErr_Occurred())
+            return -1;
+        if (stand_in != NULL) {
+            result = put(w, w->namespace, attr, stand_in) < 0 ? -1 : PyList_Append(w->rebound, attr);
+            Py_DECREF(stand_in);
+            return result;
+        }
+    }
     if (kind == K_FUNCTION && Py_IS_TYPE(value, &PyFunction_Type) && PyUnicode_CheckExact(attr)) {
         PyFunctionObject* func = (PyFunctionObject*)value;
         PyObject* qualname = func->func_qualname;
-        int same = same_str(func->func_module, w->name);
-        if (same <= 0)
-            return same; /* imported: decided where it is defined (the code engine rebinds nothing) */
+        PyObject* stand_in;
+        int same = same_str(func->func_module, w->name), result;
+        if (same < 0)
+            return -1;
+        if (!same) /* imported: decided where it is defined, rebound then (the wrap engine) */
+            return w->wrap_mode ? call_back(w->remember, (PyObject*[]){value, func->func_module, attr}, 3) : 0;
         if (!PyUnicode_CheckExact(qualname) || is_local_name(qualname))
             qualname = attr;
         if (is_protocol(w, attr))
             return skip(w, qualname, reason_protocol);
-        return wrap_function(w, value, qualname);
+        stand_in = decide_function(w, value, qualname);
+        if (stand_in == NULL)
+            return -1;
+        result = stand_in == Py_None ? 0 : put(w, w->namespace, attr, stand_in);
+        Py_DECREF(stand_in);
+        return result;
     }
     if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)value, Py_TPFLAGS_HEAPTYPE)) {
         PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)value)->tp_dict, str_module);
@@ -468,7 +660,7 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         Py_DECREF(qualname);
         return result;
     }
-    if (kind == K_BUILTIN && w->no_existing && !w->builtins)
+    if (kind == K_BUILTIN && (w->wrap_mode || w->no_existing) && !w->builtins && PyUnicode_CheckExact(attr))
         return skip_builtin(w, attr, value);
     {
         PyObject* kind_obj = PyLong_FromLong(kind);
@@ -518,6 +710,30 @@ PyDoc_STRVAR(walk_uniform_doc,
 "plain functions and the members of classes written in Python in C, hand everything else\n"
 "to the Python walk's methods (uniform.c says what the two tuples hold).");
 
+static int parse_application(walk_state* w, PyObject* application)
+{
+    PyObject* mode = PyTuple_GET_SIZE(application) > 0 ? PyTuple_GET_ITEM(application, 0) : NULL;
+    w->wrap_mode = mode != NULL && PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "wrap") == 0;
+    w->no_existing = 1;
+    if (w->wrap_mode)
+        return PyArg_ParseTuple(application, "OUkkOO!O!OOO:walk_uniform", &mode, &w->domain_name,
+                                &w->color, &w->category, &w->wrapper_type, &PyDict_Type,
+                                &w->wrappers, &PyDict_Type, &w->pending, &w->rebind, &w->apply,
+                                &w->written);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!monitoring_ready()) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine is not available");
+        return 0;
+    }
+    return PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
+                            &w->color, &w->category, &w->tool_id, &w->set_local_events,
+                            &w->events, &PyList_Type, &w->codes, &w->no_existing);
+#else
+    PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine needs Python 3.12+");
+    return 0;
+#endif
+}
+
 static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
 {
     walk_state w;
@@ -529,15 +745,19 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
         PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list, decisions: tuple)");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args[0], "UkkOOOO!p:walk_uniform", &w.domain_name, &w.color, &w.category,
-                          &w.tool_id, &w.set_local_events, &w.events, &PyList_Type, &w.codes,
-                          &w.no_existing) ||
-        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOp:walk_uniform", &w.name, &w.reason,
+    memset(&w, 0, sizeof w);
+    if (!parse_application(&w, args[0]) ||
+        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!O:walk_uniform", &w.name, &w.reason,
                           &PyDict_Type, &w.wrapped, &PyDict_Type, &w.skipped, &PySet_Type,
                           &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
-                          &w.dunders, &w.visit_global, &w.visit_member, &w.wrap,
-                          &w.failed, &w.builtins))
+                          &w.dunders, &w.visit_global, &w.visit_member, &w.wrap, &w.failed,
+                          &w.builtins, &PyDict_Type, &w.namespace, &PyList_Type, &w.rebound,
+                          &w.remember))
         return NULL;
+    if (w.wrap_mode && (w.written != Py_None && !PyList_Check(w.written))) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");
+        return NULL;
+    }
     domain = PyUnicode_AsUTF8(w.domain_name);
     if (domain == NULL)
         return NULL;
@@ -575,17 +795,5 @@ int uniform_add_to_module(PyObject* module)
         reason_protocol == NULL || reason_c_type == NULL || reason_property == NULL ||
         reason_builtin_member == NULL || reason_builtin == NULL || str_wrapped == NULL)
         return -1;
-    if (!monitoring_ready())
-        return 0; /* no code extra index: the code engine is unavailable, and so is this */
     return PyModule_AddFunctions(module, uniform_methods);
 }
-
-#else
-
-int uniform_add_to_module(PyObject* module)
-{
-    (void)module;
-    return 0;
-}
-
-#endif
