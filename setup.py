@@ -21,7 +21,7 @@ EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
                     for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")]
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
-    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions")
+    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions", "uniform")
 ]
 
 
@@ -119,7 +119,7 @@ setup(
         Extension(
             LIBRARY,
             sources=[SOURCE, *EXPORTER_SOURCES],
-            depends=["autonvtx/recorder/_native/export.h"],
+            depends=["autonvtx/recorder/_native/export.h", "autonvtx/recorder/_native/anr_format.h"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,
