@@ -48,7 +48,8 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     if not request.base or not request.new:
         raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
     _check_output_paths(request)
-    jobs = [Job(path, request.by, request.strip_ids, request.tree) for path in (*request.base, *request.new)]
+    with_paths = request.tree or request.html is not None
+    jobs = [Job(path, request.by, request.strip_ids, with_paths) for path in (*request.base, *request.new)]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     split = len(request.base)
