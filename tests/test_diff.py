@@ -344,3 +344,12 @@ def test_diff_page_in_a_browser(tmp_path: Path) -> None:
     table = {row["data-name"]: row["data-verdict"] for row in parts.table_rows}
     assert table == {row.name: row.verdict for row in result.diff.rows}
     assert parts.table_rows[0]["data-name"] == "forward"  # real changes first
+
+
+def test_top_and_filter_apply_per_group() -> None:
+    result = produce_diff(DiffRequest((TORCH,), (TORCH,), by="process", top=2, strip_ids=True, fmt="json"))
+    groups = [row["group"] for row in json.loads(result.text or "")["ranges"]]
+    assert groups == ["python3 (pid 144)"] * 2 + ["python3 (pid 145)"] * 2
+    only = produce_diff(DiffRequest((TORCH,), (TORCH,), pattern="aten::*", strip_ids=True, fmt="json"))
+    names = [row["name"] for row in json.loads(only.text or "")["ranges"]]
+    assert names and all(name.startswith("aten::") for name in names)

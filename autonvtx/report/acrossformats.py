@@ -5,7 +5,7 @@ import csv
 import io
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from autonvtx.recorder.table import format_duration
 from autonvtx.report.across import Spread, SpreadRow, order_spread, spread
@@ -58,8 +58,12 @@ def report_across(files: tuple[str, ...], across: str | None, sort: str | None, 
     text = produce_across(AcrossRequest(files, sort, top, pattern, strip_ids, chosen, *scale))
     if output is None:
         sys.stdout.write(text)
-    else:
-        write_atomically(output, lambda stream: stream.write(text) and None)
+        return
+
+    def write(stream: IO[str]) -> None:
+        stream.write(text)
+
+    write_atomically(output, write)
 
 
 def _overlap_cells(row: SpreadRow) -> list[str]:

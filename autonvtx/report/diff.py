@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary
 from autonvtx.report.noise import TEST_NAME, welch
+from autonvtx.report.views import group_order
 
 VERDICTS = ("slower", "faster", "same", "new", "gone")
 SORT_KEYS = ("change", "ratio", "base", "new", "name")
@@ -183,8 +184,15 @@ def order_rows(rows: Sequence[DiffRow], sort: str = "change", pattern: str | Non
     """--filter, then --sort (real changes first, by size), then --top (with --tree: per parent)."""
     key = _sort_key(sort)
     if not tree:
-        kept = sorted((row for row in rows if pattern is None or fnmatchcase(row.name, pattern)), key=key)
-        return kept[:top] if top is not None else kept
+        groups: dict[str, list[DiffRow]] = {}
+        for row in rows:
+            if pattern is None or fnmatchcase(row.name, pattern):
+                groups.setdefault(row.group, []).append(row)
+        ordered: list[DiffRow] = []
+        for group in sorted(groups, key=group_order):  # --top: per group, as report's is
+            kept = sorted(groups[group], key=key)
+            ordered.extend(kept[:top] if top is not None else kept)
+        return ordered
     wanted = {row.key for row in rows if pattern is None or fnmatchcase(row.name, pattern)}
     enclosing = {k[:end] for k in wanted for end in range(2, len(k) + 1)}
     children: dict[tuple[str, ...], list[DiffRow]] = {}

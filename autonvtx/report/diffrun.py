@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import IO
 
 from autonvtx.errors import UsageError
 from autonvtx.recorder.trace import write_atomically
@@ -85,4 +86,7 @@ def _check_output_paths(request: DiffRequest) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    write_atomically(path, lambda stream: stream.write(text) and None)
+    def write(stream: IO[str]) -> None:
+        stream.write(text)
+
+    write_atomically(path, write)

@@ -7,8 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Sequence
 
-from autonvtx.report.formats import label
-from autonvtx.report.model import TreeNode
+from autonvtx.report.formats import label  # how every view names a range: domain:name
 from autonvtx.report.profile import ReportOptions, read_profile
 
 # Per range (or per path of ranges): instances, CPU ns, GPU ns, kernels, memory operations.
@@ -77,7 +76,7 @@ def _add(seen: Measures | None, more: Measures) -> Measures:
     return (seen[0] + more[0], seen[1] + more[1], seen[2] + more[2], seen[3] + more[3], seen[4] + more[4])
 
 
-def _add_paths(into: dict[tuple[str, ...], Measures], nodes: Sequence[TreeNode], prefix: tuple[str, ...]) -> None:
+def _add_paths(into: dict[tuple[str, ...], Measures], nodes: Sequence[Any], prefix: tuple[str, ...]) -> None:
     for node in nodes:
         path = prefix + (label(node.domain, node.name),)
         into[path] = _add(into.get(path), _measures(node.instances, node.cpu_ns, node.work))
@@ -168,7 +167,7 @@ def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[tuple[int, Summary]]
     with _connect(Client, address) as client:
         futures = client.map(summarize, list(jobs), pure=False)
         index = {future.key: i for i, future in enumerate(futures)}
-        for future in as_completed(futures):
+        for future in as_completed(futures):  # type: ignore[no-untyped-call]
             yield index[future.key], future.result()
 
 

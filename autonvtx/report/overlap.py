@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from autonvtx.report.export import KERNEL, NsysExport
+from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
 from autonvtx.report.formats import label
 from autonvtx.report.labels import read_labels
 from autonvtx.report.views import strip_ids
@@ -48,26 +48,26 @@ def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], domain
     launches = iter(export.launches())
     launch = next(launches, None)
 
-    def take(row: tuple[object, ...]) -> None:
+    def take(row: LaunchRow) -> None:
         global_tid, at, kind, gpu_start, gpu_end, kernel = row[0], row[1], row[2], row[3], row[4], row[6]
         if kind != KERNEL:
             return
-        stack = stacks.get(global_tid)  # type: ignore[arg-type]
+        stack = stacks.get(global_tid)
         if not stack:
             return
-        while stack and stack[-1][0] < at:  # type: ignore[operator]
+        while stack and stack[-1][0] < at:
             stack.pop()
         communication = kinds.get(kernel)
         if communication is None:
             communication = kinds[kernel] = is_communication(export.string(kernel))
-        group = groups.get(global_tid)  # type: ignore[arg-type]
+        group = groups.get(global_tid)
         if group is None:
-            group = groups[global_tid] = group_of(global_tid)  # type: ignore[arg-type,index]
+            group = groups[global_tid] = group_of(global_tid)
         for name in {name for _end, name in stack}:
             lists = found.get((group, name))
             if lists is None:
                 lists = found[(group, name)] = ([], [])
-            lists[0 if communication else 1].append((gpu_start, gpu_end))  # type: ignore[arg-type]
+            lists[0 if communication else 1].append((gpu_start, gpu_end))
 
     for global_tid, start, end, start_end, domain, name in export.ranges():
         while launch is not None and launch[1] < start:
