@@ -147,3 +147,46 @@ def test_one_rank_says_so() -> None:
     document = across(SAXPY)
     assert document["ranks"] == ["rank 0"]
     assert any("only one rank" in note for note in document["notes"])
+
+
+RANKED = """
+    import os, time
+
+    SLOW = 2.0 if os.environ["RANK"] == "1" else 1.0
+
+    def forward():
+        time.sleep(0.02 * SLOW)
+
+    def backward():
+        time.sleep(0.02)
+
+    for _ in range(5):
+        forward()
+        backward()
+"""
+
+
+def test_recorded_two_rank_run_names_the_slow_rank(tmp_path: Path) -> None:
+    """Two ranks recorded by `autonvtx run` (rank from RANK, as under torchrun): rank 1's forward is slow."""
+    from conftest import make_file
+
+    program = make_file(tmp_path / "ranks.py", RANKED)
+    for rank in ("0", "1"):
+        done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", str(tmp_path / "t.{rank}.json"),
+                               "-t", "__main__", str(program)], capture_output=True, text=True,
+                              env=autonvtx_env(RANK=rank, WORLD_SIZE="2"), timeout=120)
+        assert done.returncode == 0, done.stderr
+    files = [str(tmp_path / "t.0.json"), str(tmp_path / "t.1.json")]
+    for inputs in (files, [_merged(files, tmp_path)]):
+        document = across(*inputs)
+        assert document["ranks"] == ["rank 0", "rank 1"]
+        forward = next(row for row in document["ranges"] if row["name"] == "autonvtx:forward")
+        assert forward["slowest_rank"] == "rank 1" and forward["imbalance"] > 1.2
+        assert document["straggler"]["rank"] == "rank 1"
+
+
+def _merged(files: list[str], tmp_path: Path) -> str:
+    merged = tmp_path / "all.json"
+    done = cli("merge", *files, "-o", str(merged))
+    assert done.returncode == 0, done.stderr
+    return str(merged)

@@ -88,7 +88,8 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
     straggler = view.straggler()
     if straggler is not None:
         out.append(f"straggler: {straggler.rank} ({format_duration(straggler.excess_ns)} beyond the median rank over all ranges; "
-                   f"slowest in {straggler.slowest_in} of {straggler.compared} ranges, communication left out)")
+                   f"slowest in {straggler.slowest_in} of {straggler.compared} ranges"
+                   + (", communication ranges left out)" if view.has_gpu else ")"))
     headers = ["Min", "Median", "Max", "Lost", "Imbalance", "Slowest"]
     if view.has_gpu:
         headers += ["NCCL", "Overlapped", "Exposed"]
