@@ -7,6 +7,7 @@ from typing import Any, Callable
 import click
 
 from autonvtx.cli.group import cli
+from autonvtx.cli.views import view_options
 
 
 def scale_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -51,12 +52,7 @@ def expand_against(args: list[str]) -> list[str]:
 @click.argument("base", nargs=-1, required=True)
 @click.option("--against", "new", multiple=True, required=True, metavar="NEW",
               help="The run(s) to compare with BASE (repeat, or list several after one --against).")
-@click.option("--tree", is_flag=True, help="Compare per path of nested ranges rather than per range name.")
-@click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Compare per process, rank, thread or GPU.")
-@click.option("--sort", type=click.Choice(["change", "ratio", "base", "new", "name"]), default="change", show_default=True,
-              help="Order of rows: real changes first, by size of the change.")
-@click.option("--top", type=click.IntRange(min=1), metavar="N", help="Only the N first rows (with --tree: per parent).")
-@click.option("--filter", "pattern", metavar="GLOB", help="Only ranges whose name matches GLOB.")
+@view_options
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
 @click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
               help="Level of the test: a change is real when its p-value is below this.")
@@ -70,17 +66,20 @@ def expand_against(args: list[str]) -> list[str]:
 @click.option("-o", "--output", metavar="PATH", help="Write to PATH instead of standard output.")
 @click.option("--html", metavar="PATH", help="Also write a self-contained page: the tree coloured by change beside the table.")
 @scale_options
-def diff_command(base: tuple[str, ...], new: tuple[str, ...], tree: bool, by: str | None, sort: str, top: int | None,
-                 pattern: str | None, strip_ids: bool, alpha: float, noise_pct: float, min_change_pct: float,
-                 fail_over: float | None, fmt: str | None, output: str | None, html: str | None, jobs: int | None,
-                 scheduler: str | None, progress: bool | None) -> None:
-    """Compare BASE runs against NEW runs: nsys exports (.sqlite, .nsys-rep) or autonvtx traces (.json, .json.gz, .pftrace)."""
+def diff_command(base: tuple[str, ...], new: tuple[str, ...], strip_ids: bool, alpha: float, noise_pct: float,
+                 min_change_pct: float, fail_over: float | None, fmt: str | None, output: str | None, html: str | None,
+                 jobs: int | None, scheduler: str | None, progress: bool | None, **view: Any) -> None:
+    """Compare BASE runs against NEW runs: nsys exports (.sqlite, .nsys-rep) or autonvtx traces (.json, .json.gz, .pftrace).
+
+    Rows come with real changes first, largest first; --sort name, or a column (gpu, cpu,
+    kernels, instances) to order by the larger side's figure."""
     from autonvtx.report.diff import DiffOptions
     from autonvtx.report.diffrun import DiffRequest, produce_diff
 
-    request = DiffRequest(base, new, tree, by, sort, top, pattern, strip_ids, fmt, output, html, fail_over,
+    request = DiffRequest(base, new, view["tree"], view["by"], view["sort"], view["top"], view["name_filter"], strip_ids,
+                          fmt, output, html, fail_over,
                           DiffOptions(alpha=alpha, noise_pct=noise_pct, min_change_pct=min_change_pct), jobs, scheduler,
-                          progress)
+                          progress, view["group_by"], view["skip_first"])
     result = produce_diff(request)
     if result.text is not None:
         click.echo(result.text, nl=False)

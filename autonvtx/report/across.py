@@ -181,7 +181,7 @@ def order_spread(rows: Sequence[SpreadRow], sort: str | None, top: int | None) -
         found = sorted(rows, key=lambda r: (-r.lost_ns, -r.maximum, r.name))
     elif sort == "imbalance":
         found = sorted(rows, key=lambda r: (-(r.imbalance or 0.0), -r.maximum, r.name))
-    elif sort == "instances":
+    elif sort in ("instances", "count"):
         found = sorted(rows, key=lambda r: (-max(v.instances for v in r.ranks), r.name))
     elif sort == "kernels":
         found = sorted(rows, key=lambda r: (-max(v.kernels for v in r.ranks), r.name))

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import IO, Any, Callable, Sequence
 
-from autonvtx.recorder.table import format_duration
+from autonvtx.report.text import format_duration
 from autonvtx.report.across import Spread, SpreadRow, order_spread, spread
 from autonvtx.report.gather import Job, Progress, describe, gather, show_progress
 
@@ -39,9 +39,8 @@ def produce_across(request: AcrossRequest) -> str:
     return FORMATTERS[request.fmt](view, rows)
 
 
-def report_across(files: tuple[str, ...], across: str | None, sort: str | None, top: int | None, pattern: str | None,
-                  strip_ids: bool, fmt: str | None, output: str | None, unsupported: tuple[bool, str | None, str | None],
-                  scale: tuple[int | None, str | None, bool | None]) -> None:
+def report_across(files: tuple[str, ...], across: str | None, view: dict[str, Any], strip_ids: bool, fmt: str | None,
+                  output: str | None, html: str | None, scale: tuple[int | None, str | None, bool | None]) -> None:
     """`report FILES... --across ranks`: check what was asked, produce, print or write."""
     import os
     import sys
@@ -51,11 +50,14 @@ def report_across(files: tuple[str, ...], across: str | None, sort: str | None, 
 
     if across is None:
         raise UsageError(f"report: {len(files)} files given; expected one PROFILE, or several with --across ranks")
-    for option, value in zip(("--tree", "--by", "--html"), unsupported):
+    unsupported = (("--tree", view.get("tree")), ("--by", view.get("by")), ("--html", html),
+                   ("--group", view.get("group_by", "name") != "name"), ("--skip-first", view.get("skip_first")))
+    for option, value in unsupported:
         if value:
             raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
     chosen = fmt or {".csv": "csv", ".json": "json"}.get(os.path.splitext(output or "")[1].lower(), "text")
-    text = produce_across(AcrossRequest(files, sort, top, pattern, strip_ids, chosen, *scale))
+    text = produce_across(AcrossRequest(files, view.get("sort"), view.get("top"), view.get("name_filter"), strip_ids,
+                                        chosen, *scale))
     if output is None:
         sys.stdout.write(text)
         return

@@ -11,7 +11,11 @@ from autonvtx.report.noise import TEST_NAME, welch
 from autonvtx.report.views import group_order
 
 VERDICTS = ("slower", "faster", "same", "new", "gone")
-SORT_KEYS = ("change", "ratio", "base", "new", "name")
+# --sort (the view option every command shares) as diff reads it: the change by default, the
+# name, or a column, by the larger of the two sides' figures.
+SORT_KEYS = ("change", "name", "gpu", "cpu", "total", "kernels", "instances", "count")
+_COLUMNS = {"gpu": "gpu_ns", "cpu": "cpu_ns", "total": "cpu_ns", "kernels": "kernels", "instances": "instances",
+            "count": "instances"}
 
 
 @dataclass(frozen=True)
@@ -168,13 +172,22 @@ def _verdict(real: bool, change: float, base_mean: float, options: DiffOptions) 
 _RANK = {"slower": 0, "faster": 0, "new": 1, "gone": 1, "same": 2}
 
 
+def check_diff_sort(sort: str | None) -> str:
+    from autonvtx.errors import UsageError
+
+    if sort is None:
+        return "change"
+    if sort not in SORT_KEYS:
+        raise UsageError(f"diff: --sort {sort}: not a figure diff compares; expected one of {', '.join(SORT_KEYS)}")
+    return sort
+
+
 def _sort_key(sort: str) -> Callable[[DiffRow], tuple[object, ...]]:
     if sort == "name":
         return lambda r: r.key
-    if sort == "ratio":
-        return lambda r: (_RANK[r.verdict], -abs(r.ratio - 1.0) if r.ratio else 0.0, r.key)
-    if sort in ("base", "new"):
-        return lambda r: (-_metric_mean(r.base if sort == "base" else r.new, r.metric), r.key)
+    column = _COLUMNS.get(sort)
+    if column is not None:
+        return lambda r: (-max(getattr(r.base, column), getattr(r.new, column)), r.key)
     # Real changes first, largest first; then ranges that appeared or vanished; then the rest.
     return lambda r: (_RANK[r.verdict], -abs(r.change_ns), r.key)
 

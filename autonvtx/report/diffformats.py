@@ -6,7 +6,7 @@ import io
 import json
 from typing import Any, Callable, Sequence
 
-from autonvtx.recorder.table import format_duration  # the one duration format of every table
+from autonvtx.report.text import format_duration
 from autonvtx.report.diff import Diff, DiffRow, Side
 from autonvtx.report.gather import describe
 

@@ -7,7 +7,7 @@ from typing import IO
 
 from autonvtx.errors import UsageError
 from autonvtx.recorder.trace import write_atomically
-from autonvtx.report.diff import Diff, DiffOptions, compare, order_rows, over_limit
+from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
 from autonvtx.report.diffformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
 
@@ -22,7 +22,7 @@ class DiffRequest:
     new: tuple[str, ...]
     tree: bool = False
     by: str | None = None
-    sort: str = "change"
+    sort: str | None = None  # None: by the change
     top: int | None = None
     pattern: str | None = None
     strip_ids: bool = False
@@ -34,6 +34,8 @@ class DiffRequest:
     jobs: int | None = None
     scheduler: str | None = None
     progress: bool | None = None
+    group: str = "name"
+    skip_first: int = 0
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,12 @@ def produce_diff(request: DiffRequest) -> DiffResult:
         raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
     _check_output_paths(request)
     with_paths = request.tree or request.html is not None
-    jobs = [Job(path, request.by, request.strip_ids, with_paths) for path in (*request.base, *request.new)]
+    jobs = [Job(path, request.by, request.strip_ids, with_paths, group=request.group, skip_first=request.skip_first) for path in (*request.base, *request.new)]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     split = len(request.base)
     diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
-    rows = order_rows(diff.rows, request.sort, request.pattern, request.top, request.tree)
+    rows = order_rows(diff.rows, check_diff_sort(request.sort), request.pattern, request.top, request.tree)
     fmt = request.fmt or _EXTENSION_FORMATS.get(os.path.splitext(request.output or "")[1].lower(), "text")
     text = FORMATTERS[fmt](diff, rows)
     if request.html is not None:

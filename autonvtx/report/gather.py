@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterator, Sequence
 
-from autonvtx.report.formats import label  # how every view names a range: domain:name
+from autonvtx.report.text import label  # how every view names a range: domain:name
 from autonvtx.report.profile import ReportOptions, read_profile
 
 # Per range (or per path of ranges): instances, CPU ns, GPU ns, kernels, memory operations.
@@ -26,6 +26,8 @@ class Job:
     strip_ids: bool = False
     tree: bool = False
     overlap: bool = False
+    group: str = "name"  # --group class: a recording's rows folded per class
+    skip_first: int = 0  # --skip-first: a recording's first N instances per thread left out
 
 
 @dataclass
@@ -48,7 +50,8 @@ class Summary:
 
 def summarize(job: Job) -> Summary:
     """Read one file (in whichever process runs this) and keep only its summary."""
-    report = read_profile(job.path, ReportOptions(by=job.by, strip_ids=job.strip_ids))
+    report = read_profile(job.path, ReportOptions(by=job.by, strip_ids=job.strip_ids, group=job.group,
+                                                  skip_first=job.skip_first))
     summary = Summary(job.path, report.kind, report.description, report.has_gpu, notes=list(report.notes))
     for row in report.rows:
         key = (row.group, label(row.domain, row.name))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
-from autonvtx.report.formats import label
+from autonvtx.report.text import label
 from autonvtx.report.labels import read_labels
 from autonvtx.report.views import strip_ids
 
