@@ -57,13 +57,25 @@ def summarize(job: Job) -> Summary:
         key = (row.group, label(row.domain, row.name))
         summary.ranges[key] = _add(summary.ranges.get(key), _measures(row.instances, row.cpu_ns, row.work))
     if job.tree:
-        for root in report.tree:
+        for root in report.tree or _recording_tree(report, job):
             _add_paths(summary.paths, root.children, (root.group,))
     if job.overlap and report.kind == "nsys" and report.has_gpu:
         from autonvtx.report.overlap import read_overlap
 
         summary.overlap = read_overlap(job.path, job.by, job.strip_ids)
     return summary
+
+
+def _recording_tree(report: Any, job: Job) -> list[Any]:
+    """A recording's tree, from the statistics model (its Report holds rows only)."""
+    if not report.recordings:
+        return []
+    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.report.profile import recording_stats, tree_of
+
+    by = None if job.by == "gpu" else job.by
+    view = ViewOptions(tree=True, group=job.group, skip_first=job.skip_first, by=by, sort="total")
+    return tree_of(recording_stats(report.recordings, view))
 
 
 def _measures(instances: int, cpu_ns: int, work: object) -> Measures:
