@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,9 @@ def scale(count: int) -> None:
         print(f"  report --across ranks, 1 file:   {one:6.2f} s")
         print(f"  report --across ranks, {count} files: {across:6.2f} s  ({across / one:.1f}x one file; goal: under 60 s)")
         print(f"  diff {half} files --against {half}:  {diff:6.2f} s")
+        # ru_maxrss of children: the largest resident set any one process reached (KiB on Linux).
+        largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"  largest process (a command or one of its workers): {largest:.0f} MB resident at most")
 
 
 def false_positives(comparisons: int, runs: int) -> None:

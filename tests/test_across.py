@@ -190,3 +190,12 @@ def _merged(files: list[str], tmp_path: Path) -> str:
     done = cli("merge", *files, "-o", str(merged))
     assert done.returncode == 0, done.stderr
     return str(merged)
+
+
+def test_no_communication_kernels_no_overlap_figures() -> None:
+    from autonvtx.report.overlap import read_overlap
+
+    assert read_overlap(SAXPY, "rank", False) == {}  # saxpy kernels only
+    assert read_overlap(TORCH, "rank", True)[("pid 144", "AllToAll4D")][0] > 0
+    document = across(SAXPY)
+    assert all("communication_ns" not in row for row in document["ranges"])

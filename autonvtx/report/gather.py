@@ -60,9 +60,11 @@ def summarize(job: Job) -> Summary:
         for root in report.tree or _recording_tree(report, job):
             _add_paths(summary.paths, root.children, (root.group,))
     if job.overlap and report.kind == "nsys" and report.has_gpu:
+        from autonvtx.report.nsysrep import ensure_export, is_report
         from autonvtx.report.overlap import read_overlap
 
-        summary.overlap = read_overlap(job.path, job.by, job.strip_ids)
+        export = ensure_export(job.path) if is_report(job.path) else job.path  # read_profile exported it already
+        summary.overlap = read_overlap(export, job.by, job.strip_ids)
     return summary
 
 

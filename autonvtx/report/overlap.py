@@ -6,6 +6,7 @@ from typing import Callable
 from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
 from autonvtx.report.text import label
 from autonvtx.report.labels import read_labels
+from autonvtx.report.schema import quote
 from autonvtx.report.views import strip_ids
 
 # Kernels of NCCL (ncclKernel_*, ncclDevKernel_*) and of NVSHMEM move data between GPUs; the rest
@@ -25,6 +26,8 @@ def read_overlap(path: str, by: str | None, strip: bool) -> dict[tuple[str, str]
     kernels launched inside the range's instances (push/pop ranges; by the launching call)."""
     export = NsysExport(path)
     try:
+        if not _has_communication(export):
+            return {}  # nothing to overlap: spare the second pass over ranges and launches
         labels = read_labels(export)
         group_of = labels.grouping(by)
         intervals = _kernel_intervals(export, group_of, labels.domain, strip)
@@ -36,6 +39,17 @@ def read_overlap(path: str, by: str | None, strip: bool) -> dict[tuple[str, str]
         work = merge(compute)
         result[key] = (length(comm), length(work), length(intersect(comm, work)))
     return result
+
+
+def _has_communication(export: NsysExport) -> bool:
+    for work in export.work:
+        if work.kind != KERNEL or work.name_column is None:
+            continue
+        names = export.connection.execute(
+            f"SELECT DISTINCT {quote(work.name_column)} FROM {quote(work.table.name)}").fetchall()
+        if any(is_communication(export.string(name)) for (name,) in names):
+            return True
+    return False
 
 
 def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], domain_name: Callable[[int], str],
