@@ -353,3 +353,11 @@ def test_top_and_filter_apply_per_group() -> None:
     only = produce_diff(DiffRequest((TORCH,), (TORCH,), pattern="aten::*", strip_ids=True, fmt="json"))
     names = [row["name"] for row in json.loads(only.text or "")["ranges"]]
     assert names and all(name.startswith("aten::") for name in names)
+
+
+def test_scale_benchmark_runs_quickly() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), "--files", "2", "--comparisons", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "report --across ranks, 2 files:" in done.stdout and "goal: under 60 s" in done.stdout
+    assert "20% slower function flagged slower: 2 of 2" in done.stdout
