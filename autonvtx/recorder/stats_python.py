@@ -26,14 +26,15 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
     """
     fold = class_name if options.group == "class" else (lambda name: name)
     groups: dict[str, list[tuple[_Key, Range, int]]] = {}
-    spans: dict[str, tuple[int, int]] = {}  # the recorded time of each group, warm-up included
+    spans: dict[str, tuple[int, int]] = {}  # the time each group's counted instances span (no warm-up)
     for rec in recordings:
         for r, self_ns, key, kept in _skip_first(_instances(rec.ranges, fold, options.tree), options.skip_first):
+            if not kept:
+                continue
             title = group_title(options.by, rec, r.tid if options.by == "thread" else 0)
             first, last = spans.get(title, (r.start_ns, r.end_ns))
             spans[title] = (min(first, r.start_ns), max(last, r.end_ns))
-            if kept:
-                groups.setdefault(title, []).append((key, r, self_ns))
+            groups.setdefault(title, []).append((key, r, self_ns))
     rows: list[RangeStats] = []
     grand_total = sum(r.end_ns - r.start_ns for entries in groups.values() for _, r, _ in entries)
     for title, entries in groups.items():
@@ -47,13 +48,15 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
 
 
 def _skip_first(instances: list[tuple[Range, int, _Key]], count: int) -> list[tuple[Range, int, _Key, bool]]:
-    """Each instance, and whether it counts: each row's first `count` instances on each thread
-    (its warm-up, by start) do not."""
-    seen: dict[tuple[int, _Key], int] = {}
+    """Each instance, and whether it counts: each range's first `count` instances on each thread
+    under its parent row (its warm-up, by start) do not; by range name, not by the class row
+    that --group class folds it into, as the native exporter counts them."""
+    seen: dict[tuple[int, _Key, str, str], int] = {}
     marked = []
     for r, self_ns, key in sorted(instances, key=lambda item: item[0].start_ns) if count else instances:
-        seen[(r.tid, key)] = seen.get((r.tid, key), 0) + 1
-        marked.append((r, self_ns, key, seen[(r.tid, key)] > count))
+        which = (r.tid, key[:-2], r.domain, r.name)
+        seen[which] = seen.get(which, 0) + 1
+        marked.append((r, self_ns, key, seen[which] > count))
     return marked
 
 
