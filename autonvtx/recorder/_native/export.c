@@ -263,7 +263,7 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     void* map;
     if (fd < 0)
         return -errno;
-    if (fstat(fd, &st) != 0 || st.st_size < 64) {
+    if (fstat(fd, &st) != 0 || st.st_size < (off_t)ANR_HEADER_SIZE) {
         close(fd);
         return -EILSEQ;
     }
@@ -271,7 +271,8 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     close(fd);
     if (map == MAP_FAILED)
         return -errno;
-    if (memcmp(map, "ANVTXREC", 8) != 0 || load32((const char*)map + 8) != 2) {
+    if (memcmp(map, ANR_MAGIC, ANR_MAGIC_BYTES) != 0 || load32((const char*)map + 8) != ANR_VERSION
+        || load32((const char*)map + 12) < ANR_HEADER_SIZE) {
         munmap(map, (size_t)st.st_size);
         return -EILSEQ;
     }
