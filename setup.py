@@ -14,7 +14,9 @@ from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
-SOURCE = "autonvtx/recorder/_native/recorder.c"
+RECORDER_SOURCES = [
+    f"autonvtx/recorder/_native/{name}.c" for name in ("recorder", "events", "buffers", "registry", "clock", "spill")
+]
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions")
@@ -114,8 +116,8 @@ setup(
     ext_modules=[
         Extension(
             LIBRARY,
-            sources=[SOURCE, "autonvtx/recorder/_native/export.c"],
-            depends=["autonvtx/recorder/_native/anr_format.h"],
+            sources=[*RECORDER_SOURCES, "autonvtx/recorder/_native/export.c"],
+            depends=["autonvtx/recorder/_native/anr_format.h", "autonvtx/recorder/_native/recorder.h"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,
