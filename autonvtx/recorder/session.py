@@ -66,7 +66,8 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import export, native, perfetto, recording, results, summary, table, trace  # noqa: F401
+        from autonvtx.recorder import native, perfetto, recording, results, stats, stats_python, trace, writer  # noqa: F401
+        from autonvtx.report import render  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -153,7 +154,7 @@ class RecordingSession:
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
         from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
-        from autonvtx.recorder.table import write_summary
+        from autonvtx.report.render import write_summary
 
         try:
             native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
