@@ -184,7 +184,7 @@ class RecordingSession:
             results = write_results(directory, request)
         except OSError as error:
             self._keep_directory = True
-            print(f"autonvtx: could not write the recording: {error}; the events are kept in {directory} "
+            print(f"autonvtx: could not write the outputs: {error}; the events are kept in {directory} "
                   f"(autonvtx recover {directory} -o trace.json)", file=sys.stderr)
             return
         notes = results.notes + [_missing_note(p) for p in missing]
