@@ -293,8 +293,8 @@ def test_bootstrap_chains_the_hidden_sitecustomize_once(workdir: Path) -> None:
     # Seen twice on the path (as nested runs would put it): it still runs once.
     path = os.pathsep.join([children.BOOTSTRAP_DIR, children.BOOTSTRAP_DIR, str(user)])
     done = run_child(
-        "import os, sys, sitecustomize; from autonvtx.propagate import children\n"
-        "print(os.environ['USER_SITECUSTOMIZE_RUNS'], sitecustomize.__file__, children._bootstrapped)",
+        "import os, sys, sitecustomize; from autonvtx import autostart\n"
+        "print(os.environ['USER_SITECUSTOMIZE_RUNS'], sitecustomize.__file__, autostart._started)",
         workdir, PYTHONPATH=path, AUTONVTX_CONFIG=CONFIG_JSON,
     )
     assert done.returncode == 0, done.stderr

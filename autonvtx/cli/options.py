@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 
+from autonvtx.engines import ENGINES
+
 if TYPE_CHECKING:
     from autonvtx.config import Config
 
@@ -37,7 +39,7 @@ RULE_OPTIONS = [
         help="With -t: never qualified names matching GLOB (e.g. '_*'); repeatable.",
     ),
     click.option(
-        "--engine", type=click.Choice(["auto", "code", "wrap"]), default=None,
+        "--engine", type=click.Choice(ENGINES), default=None,
         help="How rules put ranges on functions: code (sys.monitoring, Python 3.12+, replaces"
         " nothing), wrap (wrappers), auto (code where it can run; the default, or the config's"
         " [autonvtx] engine).",

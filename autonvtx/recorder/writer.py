@@ -198,7 +198,9 @@ def write_trace(recordings: Sequence[ProcessRecording], files: Sequence[ExportFi
                 stream.write('\n],\n"otherData":' + json.dumps(other_data(recordings, metadata), default=str) + "}\n")
             if path.endswith(".gz"):
                 temp = _compressed(temp, path)
-        os.chmod(temp, 0o666 & ~_umask())
+        # open() made the file with the mode the umask leaves, as for any file the user writes;
+        # reading the umask would flip it for every thread of the program (os.umask is the
+        # only way to read it before Python 3.15's os.getumask()).
         os.replace(temp, path)
     except BaseException:
         try:
@@ -223,8 +225,3 @@ def _compressed(plain: str, path: str) -> str:
         os.unlink(plain)
     return target
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
