@@ -160,8 +160,8 @@ static chunk* recycle_oldest(thread_buffer* b, size_t n)
  * A new chunk for an n-byte record. Memory for events is bounded by the budget, but what is kept
  * must stay true: a pop or an end (`closing`) closes a range whose push or start was kept, so when
  * the budget refuses it, it gets a small chunk past the budget, which only pops and ends may use
- * (so the overshoot stays within 16 bytes per range open at that moment). Pushes, starts and
- * marks are left out instead; see owe_pop for the pops of pushes left out.
+ * (the overshoot: the pops and ends of the ranges open at that moment, in 4 KiB chunks). Pushes,
+ * starts and marks are left out instead; see owe_pop (events.c) for the pops of pushes left out.
  */
 static chunk* next_chunk(thread_buffer* b, size_t n, int closing)
 {
