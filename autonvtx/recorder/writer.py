@@ -8,6 +8,7 @@ blocks.
 from __future__ import annotations
 
 import ctypes
+import errno
 import gzip
 import json
 import os
@@ -60,6 +61,8 @@ class Exported:
     damage: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
 
+_OUTPUT_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # a full disk, a file size limit, a quota
+
 ExportFile = tuple[str, int, ProcessRecording]  # recording file, statistics group, its process
 
 
@@ -79,6 +82,8 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
         for done, (path, group, recording) in enumerate(files):
             rc = lib.autonvtx_export_file(handle, os.fsencode(path), group, ctypes.byref(info))
             if rc != 0:
+                if -rc in _OUTPUT_ERRORS:  # the trace being written, not the recording read
+                    raise OSError(-rc, f"cannot write the trace: {os.strerror(-rc)}")
                 raise OSError(-rc, f"{path}: {os.strerror(-rc)}")
             recording.unmatched_pops = info.unmatched_pops
             recording.flush_ns = info.flush_ns
