@@ -242,7 +242,7 @@ def uniform_walk_function() -> Callable[..., None] | None:
     one rule selects as a whole, for either engine (autonvtx/_native/uniform.c); None without
     the native client (or one built from older sources)."""
     walk: Callable[..., None] | None = getattr(_native, "walk_uniform", None)
-    if walk is None or os.environ.get("COSTS_NO_NATIVE_WALK"):
+    if walk is None:
         return None
     return walk
 
