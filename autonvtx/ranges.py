@@ -364,7 +364,7 @@ class CodeMonitor:
         prepared = emitter.native if isinstance(emitter, Emitter) else emitter
         if prepared is None:
             raise ValueError("CodeMonitor.monitor: the emitter has no native range (pure-Python path)")
-        known = client.attached(code) is not None
+        known = client.has_range(code)
         client.attach(code, prepared)
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         if not known:
@@ -402,7 +402,7 @@ class CodeMonitor:
 
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client
-        return client is not None and client.attached(code) is not None
+        return client is not None and bool(client.has_range(code))
 
     def monitored(self) -> int:
         """How many code objects this monitor gives ranges."""

@@ -48,6 +48,7 @@ typedef struct {
     PyObject* set_local_events;
     PyObject* events;
     PyObject* codes;
+    PyObject* pending_range; /* the code engine's PendingRange for this module */
     int no_existing;    /* the engine has no stand-in for any function (no builtin wrapped) */
     PyObject* wrapper_type;
     PyObject* wrappers; /* id(function) -> its wrapper */
@@ -158,13 +159,11 @@ static int monitor_code(walk_state* w, PyObject* code)
 {
     PyObject* args[3];
     PyObject* done;
-    RangeObject* range;
 
     if (monitoring_attached((PyCodeObject*)code))
         return 0; /* the first decision about a code object stands */
-    range = range_new_in_domain(w->domain, w->domain_name, ((PyCodeObject*)code)->co_qualname,
-                                w->color, w->category);
-    if (range == NULL || monitoring_attach(code, range) < 0)
+    /* The module's one PendingRange: the code's own Range is made on its first run. */
+    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
         return -1;
     args[0] = w->tool_id;
     args[1] = code;
@@ -739,6 +738,7 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     walk_state w;
     PyObject* items;
     const char* domain;
+    int result;
     (void)module;
 
     if (nargs != 3 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2])) {
@@ -764,13 +764,20 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     /* One handle for the module's ranges (NULL: no tool attached; NVTX hands out one handle
      * per name). */
     w.domain = nvtxDomainCreateA(domain);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!w.wrap_mode) {
+        w.pending_range = monitoring_pending(w.domain, w.domain_name, w.color, w.category);
+        if (w.pending_range == NULL)
+            return NULL;
+    }
+#endif
     items = args[1];
     Py_INCREF(items);
-    if (walk_items(&w, items) < 0) {
-        Py_DECREF(items);
-        return NULL;
-    }
+    result = walk_items(&w, items);
     Py_DECREF(items);
+    Py_XDECREF(w.pending_range);
+    if (result < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
