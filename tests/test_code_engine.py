@@ -188,6 +188,12 @@ PACKAGES = ("json", "email", "collections", "asyncio", "dataclasses", "enum", "t
             "contextlib", "inspect", "textwrap", "string", "fractions")
 for name in PACKAGES:
     importlib.import_module(name)
+# Where installed, a package whose functions are mostly decorated (networkx's argmap).
+try:
+    import networkx
+    PACKAGES += ("networkx",)
+except ImportError:
+    pass
 from autonvtx.config import Config, Rule
 from autonvtx.engines import is_marked
 from autonvtx.engines.code import CodeEngine

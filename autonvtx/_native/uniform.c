@@ -119,6 +119,19 @@ static int same_str(PyObject* a, PyObject* b)
     return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
 }
 
+/* getattr(value, name, default) */
+static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
+{
+    PyObject* found;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
+#else
+    if (_PyObject_LookupAttr(value, name, &found) < 0)
+#endif
+        return NULL;
+    return found != NULL ? found : Py_NewRef(default_value);
+}
+
 /* walk.py's test: a dunder the interpreter calls implicitly (not in WRAPPABLE_DUNDERS). */
 static int is_protocol(walk_state* w, PyObject* attr)
 {
@@ -155,16 +168,24 @@ static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 #if PY_VERSION_HEX >= 0x030C0000
 /* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
  * attached, local events on, the code remembered for uninstall. */
+static int turn_on(walk_state* w, PyObject* code);
+
 static int monitor_code(walk_state* w, PyObject* code)
 {
-    PyObject* args[3];
-    PyObject* done;
-
     if (monitoring_attached((PyCodeObject*)code))
         return 0; /* the first decision about a code object stands */
     /* The module's one PendingRange: the code's own Range is made on its first run. */
     if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
         return -1;
+    return turn_on(w, code);
+}
+
+/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
+static int turn_on(walk_state* w, PyObject* code)
+{
+    PyObject* args[3];
+    PyObject* done;
+
     args[0] = w->tool_id;
     args[1] = code;
     args[2] = w->events;
@@ -229,22 +250,78 @@ done:
     return pending == NULL ? -1 : result;
 }
 
+/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
+ * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
+ * name. A new reference; NULL, with no error set, when there is none. */
+static PyObject* code_named(PyObject* func, PyObject* qualname)
+{
+    PyObject* own = NULL;
+    PyObject* current = Py_NewRef(func);
+    int i;
+    for (i = 0; i < 100 && current != NULL; ++i) {
+        PyObject* next;
+        if (Py_IS_TYPE(current, &PyFunction_Type)) {
+            PyObject* code = ((PyFunctionObject*)current)->func_code;
+            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+            if (same < 0)
+                break;
+            if (same) {
+                Py_XDECREF(own);
+                Py_DECREF(current);
+                return Py_NewRef(code);
+            }
+            if (own == NULL && PyCode_Check(code))
+                own = Py_NewRef(code);
+        }
+        next = attribute_or(current, str_wrapped, Py_None);
+        Py_SETREF(current, next);
+        if (current == Py_None)
+            break;
+    }
+    Py_XDECREF(current);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(own);
+        return NULL;
+    }
+    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
+        Py_CLEAR(own);
+    return own;
+}
+
+/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
+ * with that name, attached now. */
+static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
+{
+    RangeObject* range;
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0;
+    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
+    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
 /* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
 static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
-    PyCodeObject* code = (PyCodeObject*)((PyFunctionObject*)func)->func_code;
-    int same;
+    PyObject* code = ((PyFunctionObject*)func)->func_code;
+    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+    int result;
 
-    if (!PyCode_Check(code))
-        return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-    same = same_str(code->co_qualname, qualname);
-    if (same <= 0)
-        return same < 0 ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-    if (defines_code(code) && visit_nested(w, code) < 0)
+    if (same < 0)
         return -1;
-    if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
-        return -1;
-    return monitor_code(w, (PyObject*)code);
+    if (same)
+        Py_INCREF(code);
+    else if ((code = code_named(func, qualname)) == NULL) /* reported by the Python walk */
+        return PyErr_Occurred() ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
+    if (result == 0)
+        result = PyDict_SetItem(w->wrapped, qualname, w->reason);
+    if (result == 0)
+        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
+                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
+    Py_DECREF(code);
+    return result;
 }
 #endif
 
@@ -567,19 +644,6 @@ static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
 error:
     Py_DECREF(members);
     return -1;
-}
-
-/* getattr(value, name, default) */
-static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
-{
-    PyObject* found;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
-#else
-    if (_PyObject_LookupAttr(value, name, &found) < 0)
-#endif
-        return NULL;
-    return found != NULL ? found : Py_NewRef(default_value);
 }
 
 /* A builtin defined in the module, under a rule that leaves builtins out (and nothing wrapped
