@@ -89,10 +89,10 @@ class Instrumentation:
             self.walker.verb = WRAP.verb
             engine = WRAP.build(self.config, restorable=self._restorable)
         if self.engine.replaces_functions:
-            from autonvtx.engines.dynamo import BUILDER, see_through_wrappers
+            from autonvtx.engines.dynamo import FUNCTIONS, see_through_wrappers
 
             # torch.compile must inline the functions, not the wrappers (engines/dynamo.py).
-            self.hook.when_imported(BUILDER, see_through_wrappers)
+            self.hook.when_imported(FUNCTIONS, see_through_wrappers)
         return engine
 
     @property

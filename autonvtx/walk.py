@@ -305,6 +305,18 @@ class _ModuleWalk:
         self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
+        native = self._native_walk()
+        if native is not None:
+            # The same decisions in C for what it knows (plain functions, Python classes), the
+            # methods below for the rest (autonvtx/_native/uniform.c).
+            native(list(items), (
+                self.name, self.uniform_reason, self.report.wrapped, self.report.skipped,
+                self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
+                self._visit_member, self._wrap, self._failed,
+                self.uniform.rule.builtins,  # type: ignore[union-attr]
+                self.namespace, self.report.rebound, self._remember,
+            ))
+            return
         kinds = _kinds
         for attr, value in items:
             kind = kinds.get(type(value))
@@ -318,6 +330,17 @@ class _ModuleWalk:
                 self._visit_global(attr, value, kind)
             except Exception as exc:
                 self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
+
+    def _native_walk(self) -> Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None:
+        # An engine that can walk a module one rule selects as a whole, in one native call.
+        uniform = self.uniform
+        if uniform is None or not uniform.selected or uniform.rule is None or not self.walker.applies:
+            return None
+        make = getattr(self.engine, "uniform_walk", None)
+        return make(self.rule_module, uniform.rule) if make is not None else None
+
+    def _failed(self, where: str, exc: BaseException) -> None:
+        self.report.skip(where, f"cannot wrap: {type(exc).__name__}: {exc}")
 
     def _visit_global(self, attr: str, value: Any, kind: int) -> None:
         if kind == _CLASS:

@@ -2,6 +2,7 @@
 wrapper whose calls push and pop its range; and the one patching helper plugins use too."""
 from __future__ import annotations
 
+import functools
 import threading
 import types
 import weakref
@@ -228,6 +229,25 @@ class WrapEngine:
 
     def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
         raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
+
+    def uniform_walk(self, module: str, rule: Rule) -> Callable[..., None] | None:
+        """The native walk of `module`, which `rule` selects as a whole (apply() for every
+        plain function it meets, in C: autonvtx/_native/uniform.c), or None where it cannot
+        serve: a message template other than the name, or no native client."""
+        walk = ranges.uniform_walk_function()
+        if walk is None or _RangedFunctionWrapper is None:
+            return None
+        style = self._config.style(rule, module)
+        if style.message != "{qualname}":
+            return None
+        domain, color, category = ranges.style_arguments(style)
+
+        def apply(func: Any, qualname: str) -> Any:
+            return self.apply(func, module, qualname, rule)
+
+        return functools.partial(walk, ("wrap", domain, color, category, _RangedFunctionWrapper,
+                                        self._wrappers, self._pending, self._rebind, apply,
+                                        self._written))
 
     def existing(self, value: Any) -> RangeWrapper | None:
         found = self._wrappers.get(id(value))  # no lock: see apply
