@@ -9,6 +9,7 @@ import types
 from typing import TYPE_CHECKING, Any, Callable
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
+from autonvtx.engines.plan import PlanEngine
 from autonvtx.environment import is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
@@ -36,6 +37,10 @@ class Instrumentation:
     range could be seen: every decision is still made and reported, and nothing is changed.
     `plugins` are the config's plugins, loaded by the caller (so bad plugins stop a run before
     its target starts); None loads them here.
+
+    A `plan` (`list`, `run --dry-run`, `export`) makes the same decisions with the plan engine
+    (shaped as the engine a run would use), applies none, places regions without attaching
+    them and arms no plugin; `plan_engine` holds what it decided.
     """
 
     def __init__(
@@ -44,23 +49,26 @@ class Instrumentation:
         *,
         plugins: list[Plugin] | None = None,
         restorable: bool = False,
+        plan: bool = False,
     ) -> None:
         self.config = config
         self.matcher = Matcher(config)
-        self.applies = is_tool_configured()
+        self.applies = is_tool_configured() or plan
         self._restorable = restorable
         # Which engine rules use; `engine_note` says why the one asked for could not be used.
         self.engine, self.engine_note = choose_engine(config.settings.engine)
-        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine, verb=self.engine.verb)
+        self.plan_engine = PlanEngine(reaches_nested=self.engine.reaches_nested) if plan else None
+        self.walker = Walker(self.matcher, self.plan_engine, apply=self.applies, make_engine=self._make_engine,
+                             verb=self.engine.verb)
         self.regions: RegionInstaller | None = None
         if config.regions:
             # Imported only then: a run without regions does not pay for it (start-up).
             from autonvtx.regions import RegionInstaller
 
-            self.regions = RegionInstaller(config)
+            self.regions = RegionInstaller(config, apply=not plan)
         self.hook = ImportHook(self, self)
         self.activator: PluginActivator | None = None
-        if config.plugins:
+        if config.plugins and not plan:
             # Imported only then: a run without plugins does not pay for it (start-up).
             from autonvtx.plugins import PluginActivator, load_plugins
 
