@@ -115,6 +115,7 @@ setup(
         Extension(
             LIBRARY,
             sources=[SOURCE, "autonvtx/recorder/_native/export.c"],
+            depends=["autonvtx/recorder/_native/anr_format.h"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,

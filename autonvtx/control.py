@@ -82,8 +82,11 @@ class Instrumentation:
             # Taken since choose_engine() asked (another tool claimed the last free id).
             self.engine_note = f"the code engine cannot run ({why_not}); using the wrap engine"
             self.walker.verb = "wrapped"
+        from autonvtx.engines.dynamo import BUILDER, see_through_wrappers
         from autonvtx.engines.wrap import WrapEngine
 
+        # torch.compile must inline the functions, not the wrappers (engines/dynamo.py).
+        self.hook.when_imported(BUILDER, see_through_wrappers)
         return WrapEngine(self.config, restorable=self._restorable)
 
     @property

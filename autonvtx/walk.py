@@ -341,6 +341,8 @@ class _ModuleWalk:
                 self._remember(value, home, attr)
                 return
             qualname = _qualname(value, attr)
+            if qualname != attr and self._dresses_another(attr, value, qualname):
+                return
             if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
                 self.report.skip(qualname, "protocol method: called implicitly")
                 return
@@ -353,6 +355,24 @@ class _ModuleWalk:
                 wrapper = self._wrap(value, qualname, builtin=True)
                 if wrapper is not None:
                     self.engine.bind(self.namespace, attr, wrapper)
+
+    def _dresses_another(self, attr: str, value: Any, qualname: str) -> bool:
+        """Whether `value`, bound under another name, is a wrapper made by functools.wraps
+        around the function this module defines as `qualname` (`compiled =
+        torch.compile(step)`): it wraps a call of that function, whose range covers it, so
+        it gets none of its own (two nested ranges per call otherwise)."""
+        if "." in qualname:
+            return False
+        own = self.namespace.get(qualname)
+        if own is None or own is value or not callable(own):
+            return False
+        inner = getattr(value, "__wrapped__", None)
+        while inner is not None and inner is not own and getattr(own, "__wrapped__", None) is not inner:
+            inner = getattr(inner, "__wrapped__", None)
+        if inner is None:
+            return False
+        self.report.skip(attr, f"a wrapper of {qualname} made by functools.wraps: {qualname}'s own range covers its calls")
+        return True
 
     def _remember(self, func: Any, home: Any, attr: str) -> None:
         # An imported function: wrapped (or not) where it is defined. If that module is a
