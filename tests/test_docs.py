@@ -14,7 +14,7 @@ Markers, an HTML comment on the line before a fenced block (invisible on the pag
 In ```console blocks, `$ COMMAND` lines are run and the lines up to the next `$` are the
 expected output (stdout and stderr together, as a terminal shows them). Comparing, every number
 matches any number (and a time unit any unit), a run of spaces any run of spaces, a run of
-dashes any run of dashes, and a line holding only `...` any lines. Each page's commands run in
+dashes any run of dashes, `...` in a line any text, and a line holding only `...` any lines. Each page's commands run in
 order in one fresh directory holding a copy of examples/ and tests/fixtures/; each block starts
 at its root, as a reader starts in the repository's root.
 """
@@ -143,6 +143,8 @@ def check_command_line(args: list[str]) -> None:
 
 
 def line_pattern(line: str) -> str:
+    if "..." in line.strip("."):  # `...` inside a line: any text (a path that differs per machine)
+        return ".*?".join(line_pattern(part) for part in line.split("..."))
     out, i = [], 0
     tokens = re.compile(rf"(?P<number>{NUMBER})(?P<unit> {UNIT})?|(?P<space> +)|(?P<dashes>-{{3,}})")
     for match in tokens.finditer(line):
@@ -169,20 +171,21 @@ def output_matches(expected: list[str], output: str) -> bool:
     return re.fullmatch(pattern, text) is not None
 
 
-def environment() -> dict[str, str]:
+def environment(sandbox: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("AUTONVTX_") and k not in ("NVTX_INJECTION64_PATH", "PYTHONPATH")}
+           if not k.startswith(("AUTONVTX_", "JUPYTER")) and k not in ("NVTX_INJECTION64_PATH", "PYTHONPATH")}
+    env["JUPYTER_DATA_DIR"] = str(sandbox / "jupyter")  # `kernel install` writes there, not in ~
     # The autonvtx and python this test runs under come first; a terminal's ordering of output.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(NO_COLOR="1", PYTHONUNBUFFERED="1", TERM="dumb")
     return env
 
 
-def run_shell(command: str, cwd: Path, status: int, where: str) -> tuple[str, Path]:
+def run_shell(command: str, cwd: Path, sandbox: Path, status: int, where: str) -> tuple[str, Path]:
     """Run one command line in bash from `cwd`; its output, and the directory it ended in."""
     marker = "\n@@docs-test cwd="
     script = f'{command}\n__status=$?\nprintf "\\n@@docs-test cwd=%s" "$PWD" >&2\nexit $__status'
-    done = subprocess.run(["bash", "-c", script], cwd=cwd, env=environment(), text=True,
+    done = subprocess.run(["bash", "-c", script], cwd=cwd, env=environment(sandbox), text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     output, _, ended = done.stdout.rpartition(marker)
     output = output[:-1] if output.endswith("\n\n") else output
@@ -221,7 +224,7 @@ def test_every_command_a_page_shows_runs_as_shown(page: Path, sandbox: Path) -> 
         for command, expected in commands:
             words = set(shlex.split(command, comments=True))
             assert not (words & NEVER_RUN), f"{block.where}: `{command}`: mark the block skip"
-            output, cwd = run_shell(command, cwd, block.status, block.where)
+            output, cwd = run_shell(command, cwd, sandbox, block.status, block.where)
             if block.lang == "console":
                 assert output_matches(expected, output), (
                     f"{block.where}: `{command}` printed:\n{output}\nexpected:\n" + "\n".join(expected))
@@ -263,7 +266,7 @@ def test_every_ipython_block_a_page_shows_runs_in_ipython(page: Path, sandbox: P
         if block.lang != "ipython" or block.skip is not None:
             continue
         done = subprocess.run([sys.executable, "-c", IPYTHON_CELLS], input=block.text, cwd=sandbox,
-                              env=environment(), text=True, capture_output=True, timeout=300)
+                              env=environment(sandbox), text=True, capture_output=True, timeout=300)
         output = done.stdout + done.stderr
         # A magic's mistakes are printed, not raised: its usage line or an error line.
         refused = re.findall(r"^(?:usage: .*|autonvtx: %autonvtx: .*|Traceback .*)$", output, re.M)
