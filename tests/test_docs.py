@@ -137,9 +137,10 @@ def check_command_line(args: list[str]) -> None:
     """Parse `autonvtx ARGS` as the command line would, without running anything."""
     if not args or args[0].startswith("-"):
         return
-    command = cli.commands.get(args[0])
+    parent = click.Context(cli, info_name="autonvtx")
+    command = cli.get_command(parent, args[0])
     assert command is not None, f"no command {args[0]!r}"
-    command.make_context(args[0], list(args[1:]), parent=click.Context(cli, info_name="autonvtx"))
+    command.make_context(args[0], list(args[1:]), parent=parent)
 
 
 def line_pattern(line: str) -> str:

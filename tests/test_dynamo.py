@@ -20,8 +20,8 @@ LIBRARY = """
         scale = 2.0
 
         @functools.wraps(fn)
-        def inner(x):
-            return fn(x) * scale
+        def inner(*args):
+            return fn(*args) * scale
         return inner
 
     @scaled
@@ -30,6 +30,16 @@ LIBRARY = """
 
     def step(x):
         return helper(x).sum()
+
+    class Layer:
+        @scaled
+        def forward(self, x):
+            return x - 1
+
+    layer = Layer()
+
+    def step_method(x):
+        return layer.forward(x).sum()
 """
 
 CALLS_COMPILED = """
@@ -41,6 +51,7 @@ CALLS_COMPILED = """
     for _ in range(3):
         print(compiled(x).item())
     print(mylib.helper(x).sum().item())
+    print(torch.compile(mylib.step_method, backend="eager")(x).item())
 """
 
 COMPILES_OWN_FUNCTION = """
@@ -62,7 +73,7 @@ def test_compiled_code_calling_a_wrapped_closure_runs_as_without_autonvtx(workdi
     make_file(workdir / "prog.py", CALLS_COMPILED)
     done = run_autonvtx("--engine", engine, "-t", "mylib", "prog.py", cwd=workdir, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["16.0", "16.0", "16.0", "16.0"]
+    assert done.stdout.split() == ["16.0", "16.0", "16.0", "16.0", "0.0"]
     names = Counter(done.range_names())
     if engine == "wrap" or "code engine cannot run" not in done.stderr:
         # Inside the compiled graph `helper` has no range (dynamo inlines the function);

@@ -140,3 +140,129 @@ def test_a_program_that_closes_every_descriptor_keeps_its_own_files(workdir: Pat
     calls, lines = map(int, done.stdout.split())
     assert (workdir / "mine.txt").read_bytes() == b"line\n" * lines
     assert [r["name"] for r in done.ranges()].count("tick") == calls
+
+
+# Many ranges, so that writing the trace at exit takes a while; a thread of the program sends
+# the signal as soon as the trace's temporary file appears, in the middle of that write.
+SIGNALLED_AT_EXIT = """
+    import glob, os, signal, sys, threading, time
+
+    def tick():
+        return 1
+
+    def signal_when_writing(signum):
+        while not glob.glob(".trace.json.*.tmp"):
+            time.sleep(0.0005)
+        os.kill(os.getpid(), signum)
+
+    for _ in range(300_000):
+        tick()
+    threading.Thread(target=signal_when_writing, args=(int(sys.argv[1]),), daemon=True).start()
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_the_exit_time_write_keeps_the_recording(workdir: Path, signum: int) -> None:
+    make_file(workdir / "program.py", SIGNALLED_AT_EXIT)
+    done = run_autonvtx("-t", "__main__", "program.py", str(int(signum)), cwd=workdir)
+    assert done.returncode == -signum, done.stderr  # a shell shows 130 or 143
+    assert "Traceback" not in done.stderr
+    recording = workdir / "trace.json.recording"
+    assert f"{signal.Signals(signum).name} while writing the outputs" in done.stderr
+    assert f"autonvtx recover {recording}" in done.stderr
+    assert not (workdir / "trace.json").exists()
+    assert not list(workdir.glob(".trace.json*"))  # no partial output left
+    (process,) = read_directory(recording)
+    assert [r.name for r in process.ranges].count("tick") == 300_000 and process.ended_normally
+
+
+# A spawn child as multiprocessing starts one under autonvtx (SIGTERM held back by its parent,
+# prepare() called with its name), with a SIGTERM that lands while the recorder's control
+# module is being imported: the moment that made pool workers ended by their pool read as
+# missing or "ended abnormally" in a few runs out of ten.
+SIGTERM_MID_IMPORT = """
+    import importlib.abc, importlib.machinery, multiprocessing.spawn, os, signal, sys
+
+    class SignalMidImport(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "autonvtx.recorder.native":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            execute = spec.loader.exec_module
+            def exec_module(module):
+                os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode, if at all
+                execute(module)
+            spec.loader.exec_module = exec_module
+            return spec
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    from autonvtx.propagate import workers
+    assert "autonvtx.recorder.native" not in sys.modules
+    sys.meta_path.insert(0, SignalMidImport())
+    workers.install(None, record=True, role="spawn")
+    print(os.getpid(), flush=True)
+    # What the parent sends (workers._UNBLOCK_KEY): it held SIGTERM back for this child.
+    multiprocessing.spawn.prepare({"name": "early", "autonvtx_unblock_sigterm": True})
+    print("not ended by SIGTERM")
+"""
+
+
+def test_a_sigterm_while_a_spawn_child_starts_still_writes_its_recording(tmp_path: Path) -> None:
+    script = make_file(tmp_path / "child.py", SIGTERM_MID_IMPORT)
+    record_dir = tmp_path / "recording"
+    record_dir.mkdir()
+    env = recorder_env(AUTONVTX_RECORD_DIR=str(record_dir))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == -signal.SIGTERM, (proc.stdout, proc.stderr)
+    pid = int(proc.stdout.split()[0])
+    assert (record_dir / f"{pid}.json").exists()  # named itself
+    assert (record_dir / f"{pid}.anr").exists(), proc.stderr  # and wrote its recording
+    (recording,) = read_directory(record_dir)
+    assert recording.pid == pid and recording.ended_normally
+
+
+def test_a_recording_directory_removed_mid_run_is_said(workdir: Path) -> None:
+    make_file(workdir / "program.py", """
+        import os, shutil, time
+
+        def tick():
+            return 1
+
+        tick()
+        time.sleep(0.25)  # written once
+        shutil.rmtree(os.environ["AUTONVTX_RECORD_DIR"])
+        tick()
+    """)
+    done = run_autonvtx("--summary", "-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert "trace.json.recording was removed while the program ran" in done.stderr
+    assert "no NVTX ranges were recorded" not in done.stderr
+    assert not (workdir / "trace.json").exists()
+
+
+def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> None:
+    # A file size limit fails the recorder's writes as a full disk does (EFBIG for ENOSPC).
+    make_file(workdir / "program.py", """
+        import os, resource, signal, time
+
+        def tick():
+            return 1
+
+        tick()
+        time.sleep(0.25)  # written once
+        own = os.path.join(os.environ["AUTONVTX_RECORD_DIR"], f"{os.getpid()}.anr")
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(own) + 100, resource.RLIM_INFINITY))
+        for _ in range(20_000):
+            tick()
+        time.sleep(0.25)  # a write that fails half way
+    """)
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    recording = workdir / "trace.json.recording"
+    assert "could not write this process's events" in done.stderr
+    assert os.strerror(27) in done.stderr  # EFBIG: what happened, not an I/O error
+    assert f"autonvtx recover {recording}" in done.stderr
+    (process,) = read_directory(recording)  # what was written before is intact
+    assert [r.name for r in process.ranges] == ["tick"]

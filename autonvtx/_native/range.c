@@ -10,23 +10,17 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Fill a fresh Range: domain handle, registered message and the event attributes. */
-static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
-                         unsigned long color, unsigned long category)
+/* Fill a fresh Range in the domain `domain` (its handle) named `domain_name`: registered
+ * message and the event attributes. */
+static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObject* domain_name,
+                            PyObject* message, unsigned long color, unsigned long category)
 {
     nvtxStringHandle_t registered;
-    const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
     const char* message_utf8 = PyUnicode_AsUTF8(message);
 
-    if (domain_utf8 == NULL || message_utf8 == NULL)
+    if (message_utf8 == NULL)
         return -1;
-    if (*domain_utf8 == '\0') {
-        PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
-        return -1;
-    }
-    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
-     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
-    self->domain = nvtxDomainCreateA(domain_utf8);
+    self->domain = domain;
     self->enabled = self->domain != NULL;
     registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
 
@@ -50,6 +44,24 @@ static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* mes
     Py_INCREF(message);
     self->message = message;
     return 0;
+}
+
+/* range_prepare_in(), the domain created from its name. */
+static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
+                         unsigned long color, unsigned long category)
+{
+    const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
+
+    if (domain_utf8 == NULL)
+        return -1;
+    if (*domain_utf8 == '\0') {
+        PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
+        return -1;
+    }
+    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
+     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
+    return range_prepare_in(self, nvtxDomainCreateA(domain_utf8), domain_name, message, color,
+                            category);
 }
 
 static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
@@ -233,6 +245,19 @@ RangeObject* range_new_prepared(PyObject* domain_name, PyObject* message, unsign
     if (range == NULL)
         return NULL;
     if (range_prepare(range, domain_name, message, color, category) < 0) {
+        Py_DECREF(range);
+        return NULL;
+    }
+    return range;
+}
+
+RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_name, PyObject* message,
+                                 unsigned long color, unsigned long category)
+{
+    RangeObject* range = (RangeObject*)Range_new(&RangeType, NULL, NULL);
+    if (range == NULL)
+        return NULL;
+    if (range_prepare_in(range, domain, domain_name, message, color, category) < 0) {
         Py_DECREF(range);
         return NULL;
     }

@@ -1769,16 +1769,20 @@ static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, in
     }
 }
 
-static int has_unwritten(const file_cursor* cur)
+static int has_unwritten_events(void)
 {
     thread_buffer* b;
-    if (g_domain_count != cur->domains || g_strings_last != cur->last_string
-        || g_categories != cur->categories || g_thread_names != cur->thread_names)
-        return 1;
     for (b = g_threads; b; b = b->next)
         if (thread_span(b, 1).bytes)
             return 1;
     return 0;
+}
+
+static int has_unwritten(const file_cursor* cur)
+{
+    return g_domain_count != cur->domains || g_strings_last != cur->last_string
+        || g_categories != cur->categories || g_thread_names != cur->thread_names
+        || has_unwritten_events();
 }
 
 /* Registries, threads' events and a SPILL section: (ns, realtime offset, events, dropped,
@@ -1863,11 +1867,15 @@ static int spill_locked(int final, uint64_t out[3])
     writer w = { -1, g_write_buffer, 0, 0, 0 };
     file_cursor before = g_spill_cursor;
     off_t size = 0;
-    int fd = open_live_file(&w, &size);
+    int fd;
+    /* Nothing new: not even opened. No event yet: no file yet (a process killed before its
+       first event is named missing, whatever the timing of its first periodic write). */
+    if (!final && (g_spill_pid != g_pid ? !has_unwritten_events() : !has_unwritten(&g_spill_cursor)))
+        return 0;
+    fd = open_live_file(&w, &size);
     if (fd < 0)
         return fd;
-    if (final || has_unwritten(&g_spill_cursor))
-        write_spill(&w, &g_spill_cursor, 1, final, out);
+    write_spill(&w, &g_spill_cursor, 1, final, out);
     drain(&w);
     release_written(w.failed);
     if (w.failed) {
