@@ -19,7 +19,7 @@ def kernel_group() -> None:
 
 
 @kernel_group.command("install")
-@click.option("--name", default="autonvtx", show_default=True, help="The kernelspec's name (a directory name).")
+@click.option("--name", default="autonvtx", show_default=True, metavar="N", help="The kernelspec's name (a directory name).")
 @click.option("--display-name", metavar="TEXT",
               help="What the notebook's kernel menu shows (default: 'Python (autonvtx)').")
 @rule_options
