@@ -36,6 +36,7 @@ import pytest
 
 from autonvtx.cli import cli
 from autonvtx.configfile.tables import RULE_KEYS, TABLE_KEYS, load_file
+from autonvtx.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -244,7 +245,10 @@ def test_every_config_and_python_block_a_page_shows_is_valid(page: Path, tmp_pat
                 continue  # regions are refused before 3.12; CI checks them on 3.12
             path = tmp_path / f"block{block.line}.{block.lang}"
             path.write_text(text)
-            load_file("--config", path.name, str(tmp_path))  # a ConfigError names the problem
+            try:
+                load_file("--config", path.name, str(tmp_path))
+            except ConfigError as error:
+                pytest.fail(f"{block.where}: {error}")
         elif block.lang == "python":
             ast.parse(block.text, filename=block.where)
 
