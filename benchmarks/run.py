@@ -383,10 +383,10 @@ def code_engine_wholesale_rows(quick: bool, runs: int) -> list[Row]:
     """Goal 13: the same whole processes with the code engine (3.12+), beside the wrap engine's
     rows above: time and memory per selected function, for numpy + pandas, networkx, torch."""
     sys.path.insert(0, REPO)
-    from autonvtx.engines import choose_engine
+    from autonvtx.engines.kinds import CODE, choose_engine
 
     engine, why_not = choose_engine("code")
-    if engine != "code":
+    if engine is not CODE:
         return [Row("13", "wholesale, code engine", f"skipped: {why_not}", "<= 5 us, <= 200 B", None)]
     rows = []
     for packages in ("numpy,pandas", "networkx", "torch"):
