@@ -26,6 +26,13 @@ NO_TOOL_NOTE = (
     "to see their ranges run under Nsight Systems "
     "(nsys profile -t nvtx autonvtx run ...) or add --trace/--summary"
 )
+# The same in a Jupyter kernel (%autonvtx), where neither can be added to a running process.
+NO_TOOL_NOTE_KERNEL = (
+    "no NVTX tool is attached to this kernel, so selected functions are left unwrapped; "
+    "to see their ranges install a kernel that records (in a terminal: autonvtx kernel install "
+    "-t 'mypkg.*' --trace DIR, or --nsys) and switch this notebook to it (Kernel > Change kernel > "
+    "Python (autonvtx))"
+)
 
 
 class Instrumentation:
@@ -106,10 +113,13 @@ class Instrumentation:
         if self.activator is not None:
             self.activator.install(self.hook)
         self.hook.install()
+        _installed.append(self)
 
     def uninstall(self) -> None:
         """Remove the import hook (sys.meta_path as found) and, if restorable, every wrapper."""
         self.hook.uninstall()
+        if self in _installed:
+            _installed.remove(self)
         engine = self.walker.built_engine
         if self._restorable and engine is not None:
             engine.restore()
@@ -160,7 +170,8 @@ class Instrumentation:
     def print_start_notes(self) -> None:
         """Said once before the program runs: no NVTX tool attached (nothing will be seen), or
         why the engine asked for cannot run."""
-        note = NO_TOOL_NOTE if not self.applies else self.engine_note
+        no_tool = NO_TOOL_NOTE_KERNEL if "ipykernel" in sys.modules else NO_TOOL_NOTE
+        note = no_tool if not self.applies else self.engine_note
         if note is not None:
             print(f"autonvtx: {note}", file=sys.stderr)
 
@@ -214,6 +225,16 @@ class Instrumentation:
             lines += self.report_lines(detailed=verbose > 1)
         for line in lines:
             print(f"autonvtx: {line}", file=out)
+
+
+# Installed in this process, oldest first: a Jupyter kernel started by `autonvtx run`
+# (autonvtx.kernel) walks its cells' `__main__`, which no import hook sees, through them.
+_installed: list[Instrumentation] = []
+
+
+def installed() -> list[Instrumentation]:
+    """The instrumentations installed in this process now (install() and not uninstall())."""
+    return list(_installed)
 
 
 def _count(number: int, noun: str) -> str:
