@@ -7,7 +7,7 @@ from typing import Any, Sequence
 import click
 
 # Each command module registers its commands on the group when imported.
-from autonvtx.cli import recorded, report, rules  # noqa: F401
+from autonvtx.cli import profile, recorded, report, rules  # noqa: F401
 from autonvtx.cli.group import cli
 from autonvtx.cli.run import TargetRun
 from autonvtx.errors import AutonvtxError

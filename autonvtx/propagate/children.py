@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from autonvtx import environment
+from autonvtx import environment, termination
 from autonvtx.propagate import threads, workers
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> Non
     """Carry `autonvtx run` into this process's threads (their names) and, unless `follow` is
     off (--no-children), into its Python children: `config`'s rules, and the recording."""
     threads.install()
+    termination.follow_tool_exit(watch=False)  # under nsys: a SIGTERM keeps nsys's ranges
     if follow:
         instrumenting = _has_rules(config) and environment.is_tool_configured()
         follow_children(config if instrumenting else None, verbose=verbose, recording=recording)
@@ -95,6 +96,7 @@ def bootstrap() -> None:
     instrumentation = _start_instrumentation(text) if text else None
     threads.install()
     workers.install(instrumentation, record=recording, role=role)
+    termination.follow_tool_exit(watch=True)  # under nsys: SIGTERM and os._exit keep nsys's ranges
     if recording and role in (None, "spawn"):
         from autonvtx.recorder.session import note_process
         from autonvtx.recorder.shutdown import follow_exit
