@@ -202,6 +202,14 @@ def name_thread(tid: int, name: str) -> None:
         _client.name_os_thread(tid, name)
 
 
+def rebind() -> int:
+    """Ask the NVTX tool again for the handles of every range prepared so far (a fork child
+    under a tool that starts afresh there: Nsight Systems drops its parent's handles); how
+    many have a tool. 0 without the native client (the `nvtx` package's ranges are its own)."""
+    rebind_ranges = getattr(_client, "rebind_ranges", None)  # absent from older builds
+    return int(rebind_ranges()) if rebind_ranges is not None else 0
+
+
 def _domain(name: str) -> Any:
     # nvtx.get_domain caches Domain objects per name (lru_cache), so autonvtx shares the
     # domain, its registered strings and its category ids with the program's own nvtx calls.

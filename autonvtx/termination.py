@@ -14,7 +14,10 @@ signal would; only C exit hooks (the tool's among them) run. A parent reads stat
 shell reports for SIGTERM; a Python parent sees 143 where it would have seen -15, the one
 difference (dying of the signal after the hooks ran is not possible: they run last). And a
 multiprocessing fork child that returns from `_bootstrap()` ends through `exit(code)` rather
-than `os._exit(code)`, with the same status. The signal plumbing (a handler in the main thread,
+than `os._exit(code)`, with the same status. In a fork child the tool also starts afresh: the
+domain handles and registered strings the parent had are unknown to it, and events made with
+them are dropped, so every prepared range asks for its handles again (`ranges.rebind`). The
+signal plumbing (a handler in the main thread,
 a watcher thread in children for a main thread blocked in C) is the recorder's own
 (recorder/shutdown.py), with this ending as its action.
 """
@@ -91,6 +94,12 @@ def _register_fork_hook() -> None:
 def _after_fork_in_child() -> None:
     global _following_pid
     _following_pid = os.getpid()  # the handler and the C exit came with the fork
+    try:
+        from autonvtx import ranges
+
+        ranges.rebind()  # nsys starts afresh in a fork child: handles made before it are dropped
+    except Exception:
+        pass
     process = sys.modules.get("multiprocessing.process")
     if process is not None:
         try:

@@ -10,11 +10,51 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Every prepared Range, newest first (the GIL guards the list). */
+static RangeObject* newest_range = NULL;
+
+static void range_link(RangeObject* self)
+{
+    self->newer = NULL;
+    self->older = newest_range;
+    if (newest_range != NULL)
+        newest_range->newer = self;
+    newest_range = self;
+}
+
+static void range_unlink(RangeObject* self)
+{
+    if (self->newer != NULL)
+        self->newer->older = self->older;
+    else if (newest_range == self)
+        newest_range = self->older;
+    if (self->older != NULL)
+        self->older->newer = self->newer;
+    self->older = self->newer = NULL;
+}
+
+/* The domain handle and registered message of `self`, asked of the tool again. */
+static int range_bind(RangeObject* self, const char* domain_utf8, const char* message_utf8)
+{
+    nvtxStringHandle_t registered;
+
+    self->domain = nvtxDomainCreateA(domain_utf8);
+    self->enabled = self->domain != NULL;
+    registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
+    if (registered != NULL) {
+        self->attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+        self->attributes.message.registered = registered;
+    } else {
+        self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        self->attributes.message.ascii = NULL;
+    }
+    return self->enabled;
+}
+
 /* Fill a fresh Range: domain handle, registered message and the event attributes. */
 static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
                          unsigned long color, unsigned long category)
 {
-    nvtxStringHandle_t registered;
     const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
     const char* message_utf8 = PyUnicode_AsUTF8(message);
 
@@ -24,12 +64,6 @@ static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* mes
         PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
         return -1;
     }
-    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
-     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
-    self->domain = nvtxDomainCreateA(domain_utf8);
-    self->enabled = self->domain != NULL;
-    registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
-
     memset(&self->attributes, 0, sizeof self->attributes);
     self->attributes.version = NVTX_VERSION;
     self->attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -38,19 +72,43 @@ static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* mes
     self->attributes.color = (uint32_t)color;
     self->attributes.category = (uint32_t)category;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
-    if (registered != NULL) {
-        self->attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-        self->attributes.message.registered = registered;
-    } else {
-        self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-        self->attributes.message.ascii = NULL;
-    }
+    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
+     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
+    range_bind(self, domain_utf8, message_utf8);
     Py_INCREF(domain_name);
     self->domain_name = domain_name;
     Py_INCREF(message);
     self->message = message;
+    range_link(self);
     return 0;
 }
+
+PyDoc_STRVAR(rebind_ranges_doc,
+"rebind_ranges() -> int\n--\n\n"
+"Ask the NVTX tool again for every Range's domain handle and registered message; returns how\n"
+"many have a tool. For a fork child under a tool that starts afresh there (Nsight Systems\n"
+"drops a forked child's events made with its parent's handles).");
+
+static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
+{
+    RangeObject* r;
+    long bound = 0;
+    (void)module;
+    (void)unused;
+    for (r = newest_range; r != NULL; r = r->older) {
+        const char* domain_utf8 = PyUnicode_AsUTF8(r->domain_name);
+        const char* message_utf8 = PyUnicode_AsUTF8(r->message);
+        if (domain_utf8 == NULL || message_utf8 == NULL)
+            return NULL;
+        bound += range_bind(r, domain_utf8, message_utf8);
+    }
+    return PyLong_FromLong(bound);
+}
+
+static PyMethodDef range_functions[] = {
+    {"rebind_ranges", rebind_ranges, METH_NOARGS, rebind_ranges_doc},
+    {NULL, NULL, 0, NULL},
+};
 
 static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
 {
@@ -74,6 +132,8 @@ static void Range_dealloc(RangeObject* self)
 {
     /* The domain handle is never destroyed: other Ranges and nvtx's own Domain objects in this
      * process may hold the same name, and NVTX domains live as long as the process anyway. */
+    if (self->domain_name != NULL)
+        range_unlink(self);
     Py_XDECREF(self->domain_name);
     Py_XDECREF(self->message);
     Py_TYPE(self)->tp_free((PyObject*)self);
@@ -248,5 +308,5 @@ int range_add_to_module(PyObject* module)
         Py_DECREF(&RangeType);
         return -1;
     }
-    return 0;
+    return PyModule_AddFunctions(module, range_functions);
 }
