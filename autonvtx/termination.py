@@ -14,7 +14,9 @@ signal would; only C exit hooks (the tool's among them) run. A parent reads stat
 shell reports for SIGTERM; a Python parent sees 143 where it would have seen -15, the one
 difference (dying of the signal after the hooks ran is not possible: they run last). And a
 multiprocessing fork child that returns from `_bootstrap()` ends through `exit(code)` rather
-than `os._exit(code)`, with the same status. In a fork child the tool also starts afresh: the
+than `os._exit(code)`, with the same status; and a SIGTERM that arrives while the process is
+already exiting (after its atexit handlers) is ignored, since Python restores the default action
+while it finalizes, before the C exit hooks run. In a fork child the tool also starts afresh: the
 domain handles and registered strings the parent had are unknown to it, and events made with
 them are dropped, so every prepared range asks for its handles again (`ranges.rebind`). The
 signal plumbing (a handler in the main thread,
@@ -23,6 +25,7 @@ a watcher thread in children for a main thread blocked in C) is the recorder's o
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import signal
@@ -34,6 +37,7 @@ from autonvtx import environment
 _following_pid = 0
 _fork_hook_registered = False
 _exit: Callable[[int], None] | None = None
+_ignore_sigterm: Callable[[], None] | None = None
 
 
 def other_tool_attached() -> bool:
@@ -52,19 +56,16 @@ def follow_tool_exit(*, watch: bool) -> bool:
     multiprocessing fork children, at their end (see the module's docstring). `watch`: also when
     the main thread is stuck in C (children only: a thread makes Python 3.12+ warn at each fork).
     Once per process; never raises; False where nothing was set up."""
-    global _following_pid, _exit
+    global _following_pid, _exit, _ignore_sigterm
     if _following_pid == os.getpid() or not other_tool_attached():
         return False
     try:
-        import ctypes  # loaded now, never inside a signal handler
-
-        libc_exit = ctypes.CDLL(None).exit
-        libc_exit.argtypes = [ctypes.c_int]
-        libc_exit.restype = None
-        _exit = libc_exit
+        _exit, _ignore_sigterm = _libc_functions()
         from autonvtx.recorder.shutdown import on_sigterm
 
-        on_sigterm(_end_on_sigterm, watch=watch)
+        if on_sigterm(_end_on_sigterm, watch=watch):
+            # Registered now, before the program's own: it runs after them.
+            atexit.register(_ignore_late_sigterm)
         _register_fork_hook()
     except Exception:  # the program runs on, as it would have without us
         return False
@@ -72,14 +73,48 @@ def follow_tool_exit(*, watch: bool) -> bool:
     return True
 
 
+def _libc_functions() -> tuple[Callable[[int], None], Callable[[], None]]:
+    """C exit(), and signal(SIGTERM, SIG_IGN) callable from any thread; loaded now, never
+    inside a signal handler."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc_exit = libc.exit
+    libc_exit.argtypes = [ctypes.c_int]
+    libc_exit.restype = None
+    libc_signal = libc.signal
+    libc_signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc_signal.restype = ctypes.c_void_p
+    sigterm, sig_ign = int(signal.SIGTERM), int(signal.SIG_IGN)
+
+    def ignore_sigterm() -> None:
+        libc_signal(sigterm, sig_ign)
+
+    return libc_exit, ignore_sigterm
+
+
 def _end_on_sigterm() -> None:
     end_process(128 + signal.SIGTERM)
 
 
+def _ignore_late_sigterm() -> None:
+    """At exit, once the program's atexit handlers ran: a SIGTERM from now on is ignored. Python
+    puts SIGTERM back to its default action while it finalizes, and one arriving before the C
+    exit hooks ran would lose everything the tool holds: a pool ends a worker that is already
+    exiting (its task loop saw the pool's sentinel) as readily as an idle one. The process ends
+    as it was ending, with its own status. Set through Python (atexit runs in the main thread):
+    a handler set behind its back would be put back to the default action all the same."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread: an embedding's own finalization
+        pass
+
+
 def end_process(status: int) -> None:
     """End the process through C exit(status): the C exit hooks run (the NVTX tool writes what it
-    holds), nothing of Python's does."""
-    if _exit is not None:
+    holds), nothing of Python's does. A second SIGTERM cannot cut that short."""
+    if _exit is not None and _ignore_sigterm is not None:
+        _ignore_sigterm()
         _exit(status)
     os._exit(status)
 

@@ -105,8 +105,30 @@ static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
     return PyLong_FromLong(bound);
 }
 
+PyDoc_STRVAR(name_category_doc,
+"name_category(domain, category, name, /) -> bool\n--\n\n"
+"Name category id `category` of NVTX domain `domain` (nvtxDomainNameCategoryA); False when no\n"
+"tool is attached.");
+
+static PyObject* name_category(PyObject* module, PyObject* args)
+{
+    const char* domain_utf8;
+    const char* name_utf8;
+    unsigned long category;
+    nvtxDomainHandle_t domain;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "sks:name_category", &domain_utf8, &category, &name_utf8))
+        return NULL;
+    domain = nvtxDomainCreateA(domain_utf8);
+    if (domain == NULL)
+        Py_RETURN_FALSE;
+    nvtxDomainNameCategoryA(domain, (uint32_t)category, name_utf8);
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef range_functions[] = {
     {"rebind_ranges", rebind_ranges, METH_NOARGS, rebind_ranges_doc},
+    {"name_category", name_category, METH_VARARGS, name_category_doc},
     {NULL, NULL, 0, NULL},
 };
 
