@@ -15,9 +15,13 @@ from setuptools.command.editable_wheel import editable_wheel
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 SOURCE = "autonvtx/recorder/_native/recorder.c"
+# The exporter, one unit per job sharing export.h (reader, pairing, JSON and Perfetto writers,
+# statistics).
+EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
+                    for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")]
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
-    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions")
+    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "monitoring", "regions", "uniform")
 ]
 
 
@@ -114,7 +118,8 @@ setup(
     ext_modules=[
         Extension(
             LIBRARY,
-            sources=[SOURCE, "autonvtx/recorder/_native/export.c"],
+            sources=[SOURCE, *EXPORTER_SOURCES],
+            depends=["autonvtx/recorder/_native/export.h", "autonvtx/recorder/_native/anr_format.h"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,

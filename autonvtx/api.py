@@ -7,11 +7,14 @@ import os
 import sys
 import types
 from collections.abc import Sequence
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from autonvtx.config import Config
 from autonvtx.control import Instrumentation
 from autonvtx.errors import UsageError
+
+if TYPE_CHECKING:
+    from autonvtx.cli.options import RuleArgs
 
 ConfigSource = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], Config, None]
 
@@ -136,8 +139,8 @@ def is_instrumented(func: Any) -> bool:
 _active: Installation | None = None
 
 MAGIC_USAGE = (
-    "usage: %autonvtx [--config FILE] [--preset NAME] [-t GLOB [--include GLOB] [--exclude GLOB]] [-v]"
-    " | %autonvtx off | %autonvtx (show what is instrumented)"
+    "usage: %autonvtx [--config FILE] [--preset NAME] [-t GLOB [--include GLOB] [--exclude GLOB]]"
+    " [--engine auto|code|wrap] [-v] | %autonvtx off | %autonvtx (show what is instrumented)"
 )
 
 
@@ -173,12 +176,14 @@ def _magic(line: str) -> None:
         if words == ["off"]:
             _magic_off()
             return
-        options = _parse_magic(words)
+        parsed = parse_magic(words)
     except UsageError as error:
         print(f"autonvtx: {error}\n{MAGIC_USAGE}", file=sys.stderr)
         return
-    verbose = options.pop("verbose")
-    if not any(options.values()):
+    if parsed is None:
+        return  # --help: click printed it
+    rules, verbose = parsed
+    if not (rules.configs or rules.presets or rules.targets or rules.includes or rules.excludes or rules.engine):
         lines = _active.report(detailed=verbose > 1) if _active is not None else ["nothing is installed"]
         for text in lines:
             print(f"autonvtx: {text}")
@@ -187,7 +192,8 @@ def _magic(line: str) -> None:
         _active.uninstall()
         _active = None
     try:
-        _active = install(options.pop("configs") or None, **options)
+        _active = install(list(rules.configs) or None, presets=rules.presets, targets=rules.targets,
+                          include=rules.includes, exclude=rules.excludes, engine=rules.engine)
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
         return
@@ -214,31 +220,24 @@ def _split(line: str) -> list[str]:
         raise UsageError(f"%autonvtx: {exc}") from None
 
 
-# The magic's options are `autonvtx run`'s rule options, by the same names.
-_MAGIC_OPTIONS = {
-    "--config": "configs", "--preset": "presets", "-t": "targets", "--target": "targets",
-    "--include": "include", "--exclude": "exclude",
-}
+def parse_magic(words: Sequence[str]) -> tuple[RuleArgs, int] | None:
+    """`%autonvtx`'s options, parsed by the declarations `autonvtx run` parses its rule options
+    with (cli.options): (the rule options, the -v count); None after `--help` (printed)."""
+    import click  # only when the magic is used
 
+    from autonvtx.cli.options import rule_options
 
-def _parse_magic(words: Sequence[str]) -> dict[str, Any]:
-    options: dict[str, Any] = {"configs": [], "presets": [], "targets": [], "include": [], "exclude": [], "verbose": 0}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in ("-v", "--verbose", "-vv"):
-            options["verbose"] += 2 if word == "-vv" else 1
-            i += 1
-            continue
-        name, has_value, value = word.partition("=")
-        key = _MAGIC_OPTIONS.get(name)
-        if key is None:
-            raise UsageError(f"%autonvtx: {word!r}: unknown option")
-        if not has_value:
-            if i + 1 >= len(words):
-                raise UsageError(f"%autonvtx: {name}: option requires an argument")
-            value = words[i + 1]
-            i += 1
-        options[key].append(value)
-        i += 1
-    return options
+    @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+    @rule_options
+    @click.option("-v", "--verbose", count=True, help="What is instrumented (-vv: every decision).")
+    def magic(rules: RuleArgs, verbose: int) -> tuple[RuleArgs, int]:
+        return rules, verbose
+
+    try:
+        with magic.make_context("%autonvtx", list(words)) as context:
+            result: tuple[RuleArgs, int] = magic.invoke(context)
+            return result
+    except click.exceptions.Exit:
+        return None
+    except click.ClickException as error:
+        raise UsageError(f"%autonvtx: {error.format_message()}") from None

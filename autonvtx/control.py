@@ -8,7 +8,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
-from autonvtx.engines import choose_engine
+from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
 from autonvtx.environment import is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
@@ -50,9 +50,8 @@ class Instrumentation:
         self.applies = is_tool_configured()
         self._restorable = restorable
         # Which engine rules use; `engine_note` says why the one asked for could not be used.
-        self.engine_name, self.engine_note = choose_engine(config.settings.engine)
-        verb = "monitored" if self.engine_name == "code" else "wrapped"
-        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine, verb=verb)
+        self.engine, self.engine_note = choose_engine(config.settings.engine)
+        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine, verb=self.engine.verb)
         self.regions: RegionInstaller | None = None
         if config.regions:
             # Imported only then: a run without regions does not pay for it (start-up).
@@ -69,22 +68,24 @@ class Instrumentation:
             self.activator = PluginActivator(config, found)
 
     def _make_engine(self) -> Engine:
-        # Imported when the first target module is walked: a process that imports no target
-        # never loads wrapt (nor, with the code engine, ever).
-        if self.engine_name == "code":
-            from autonvtx import ranges
-            from autonvtx.engines.code import CodeEngine
-
-            monitor = ranges.CodeMonitor()
-            why_not = monitor.install()
-            if why_not is None:
-                return CodeEngine(self.config, monitor, restorable=self._restorable)
+        # Made when the first target module is walked: a process that imports no target never
+        # loads an engine.
+        try:
+            engine = self.engine.build(self.config, restorable=self._restorable)
+        except EngineUnavailableError as why_not:
+            if self.engine is WRAP:
+                raise
             # Taken since choose_engine() asked (another tool claimed the last free id).
-            self.engine_note = f"the code engine cannot run ({why_not}); using the wrap engine"
-            self.walker.verb = "wrapped"
-        from autonvtx.engines.wrap import WrapEngine
+            self.engine_note = f"the {self.engine.name} engine cannot run ({why_not}); using the wrap engine"
+            self.engine = WRAP
+            self.walker.verb = WRAP.verb
+            engine = WRAP.build(self.config, restorable=self._restorable)
+        if self.engine.replaces_functions:
+            from autonvtx.engines.dynamo import FUNCTIONS, see_through_wrappers
 
-        return WrapEngine(self.config, restorable=self._restorable)
+            # torch.compile must inline the functions, not the wrappers (engines/dynamo.py).
+            self.hook.when_imported(FUNCTIONS, see_through_wrappers)
+        return engine
 
     @property
     def installed(self) -> bool:
@@ -102,9 +103,8 @@ class Instrumentation:
         """Remove the import hook (sys.meta_path as found) and, if restorable, every wrapper."""
         self.hook.uninstall()
         engine = self.walker.built_engine
-        restore = getattr(engine, "restore", None)
-        if self._restorable and restore is not None:
-            restore()
+        if self._restorable and engine is not None:
+            engine.restore()
         if self.activator is not None and self._restorable:
             self.activator.restore()
         if self.regions is not None and self._restorable:
@@ -168,8 +168,7 @@ class Instrumentation:
         """Which engine the rules use, and why when it is not the one asked for."""
         if self.engine_note is not None:
             return self.engine_note
-        return {"code": "engine: code (sys.monitoring; no function replaced)",
-                "wrap": "engine: wrap (functions replaced by wrappers)"}[self.engine_name]
+        return self.engine.line()
 
     def report_lines(self, *, detailed: bool) -> list[str]:
         """-v: a line per module (-vv: every decision with its reason), then totals and notes."""

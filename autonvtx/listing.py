@@ -8,16 +8,16 @@ import importlib.util
 import json
 import sys
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 from autonvtx.config import Config, Rule
 from autonvtx.errors import TargetNotFoundError
-from autonvtx.engines import choose_engine
+from autonvtx.engines.kinds import choose_engine
 from autonvtx.engines.plan import PlanEngine
 from autonvtx.matching import Matcher
-from autonvtx.walk import WRAPPABLE_DUNDERS, ModuleReport, Walker
+from autonvtx.walk import ModuleReport, Walker
 
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
@@ -65,8 +65,8 @@ def plan_modules(
     what it wanted) and record what a run would wrap; with `main_source` (source, filename),
     also the functions that script defines, read from its source."""
     matcher = Matcher(config)
-    engine_name, engine_note = choose_engine(config.settings.engine)
-    engine = PlanEngine(reaches_nested=engine_name == "code")
+    kind, engine_note = choose_engine(config.settings.engine)
+    engine = PlanEngine(reaches_nested=kind.reaches_nested)
     planner = Walker(matcher, engine)
     plan = Plan(config, notes=list(notes) + ([engine_note] if engine_note else []))
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
@@ -75,12 +75,19 @@ def plan_modules(
             planner.instrument(module)
             plan.modules.append(name)
     planned = [
-        (p.rule, Planned(p.module, p.qualname, _kind(p.__wrapped__, p.module, p.qualname),
+        (p.rule, Planned(p.module, p.qualname, _kind(p.__wrapped__, sys.modules.get(p.module), p.qualname),
                          matcher.select(p.module, p.qualname).reason))
         for p in engine.planned
     ]
-    if main_source is not None and matcher.should_consider_module("__main__"):
-        planned.extend(_plan_main_source(matcher, *main_source))
+    main = main_stand_in(*main_source) if main_source is not None else None
+    if main is not None and matcher.should_consider_module("__main__"):
+        start = len(engine.planned)
+        planner.instrument(main)
+        planned.extend(
+            (p.rule, Planned(p.module, p.qualname, _kind(p.__wrapped__, main, p.qualname),
+                             matcher.select(p.module, p.qualname).reason))
+            for p in engine.planned[start:]
+        )
         plan.modules.append("__main__")
     for name in imported:
         matcher.should_consider_module(name)  # seen, for "did you mean" suggestions
@@ -158,48 +165,69 @@ def import_modules(names: Sequence[str], *, where: str) -> list[str]:
     return notes
 
 
-def _plan_main_source(matcher: Matcher, source: str, filename: str) -> list[tuple[Rule, Planned]]:
-    """What rules targeting `__main__` would select among the functions and classes a
-    script defines at its top level, read from its source (the script is not run)."""
+def main_stand_in(source: str, filename: str) -> types.ModuleType | None:
+    """A `__main__` for a script that is not run: every function and class its top-level
+    statements define (under `if`, `try`, `with`, `for`, `while` and `match` too, as a run binds
+    them), made from the script's compiled code without running any of it, so that the walk
+    decides about it as it does in a run. Decorators are not run: `staticmethod`,
+    `classmethod` and `property` are applied by name, any other leaves the function as
+    written. None when the source does not compile."""
     try:
         tree = ast.parse(source, filename)
-    except SyntaxError:
-        return []
-    found: list[tuple[Rule, Planned]] = []
-
-    def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
-        for node in body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                name = node.name
-                if len(name) > 4 and name[:2] == name[-2:] == "__" and name not in WRAPPABLE_DUNDERS:
-                    continue
-                qualname = prefix + name
-                selection = matcher.select("__main__", qualname)
-                if selection.selected and selection.rule is not None:
-                    kind = _source_kind(node, in_class)
-                    found.append((selection.rule, Planned("__main__", qualname, kind, selection.reason)))
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body, f"{prefix}{node.name}.", True)
-            elif isinstance(node, (ast.If, ast.Try)) and not in_class:
-                visit(node.body, prefix, in_class)
-                visit(node.orelse, prefix, in_class)
-
-    visit(tree.body, "", False)
-    return found
+        code = compile(tree, filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    codes = {(c.co_name, c.co_firstlineno): c for c in _codes_within(code)}
+    module = types.ModuleType("__main__")
+    module.__file__ = filename
+    for node in _definitions(tree.body):
+        vars(module)[node.name] = _stand_in(node, codes, vars(module), node.name)
+    return module
 
 
-def _source_kind(node: ast.FunctionDef | ast.AsyncFunctionDef, in_class: bool) -> str:
-    decorators = {d.id for d in node.decorator_list if isinstance(d, ast.Name)}
-    if isinstance(node, ast.AsyncFunctionDef):
-        return "async"
-    if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(node)):
-        return "generator"
-    if in_class:
-        for kind in ("staticmethod", "classmethod"):
-            if kind in decorators:
-                return kind
-        return "method"
-    return "function"
+_Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]
+
+
+def _definitions(body: list[ast.stmt]) -> Iterator[_Definition]:
+    """The function and class definitions a block of statements binds in its own namespace."""
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node
+            continue
+        for field_name in ("body", "orelse", "finalbody"):
+            inner = getattr(node, field_name, None)
+            if isinstance(inner, list):
+                yield from _definitions(inner)
+        for part in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+            yield from _definitions(part.body)
+
+
+def _codes_within(code: types.CodeType) -> Iterator[types.CodeType]:
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield const
+            yield from _codes_within(const)
+
+
+def _stand_in(node: _Definition, codes: dict[tuple[str, int], types.CodeType], globals_: dict[str, Any],
+              qualname: str) -> Any:
+    # A definition's code starts at its first decorator's line (3.8+).
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    decorators = [d.id for d in node.decorator_list if isinstance(d, ast.Name)]
+    if isinstance(node, ast.ClassDef):
+        namespace: dict[str, Any] = {"__module__": "__main__", "__qualname__": qualname}
+        for inner in _definitions(node.body):
+            namespace[inner.name] = _stand_in(inner, codes, globals_, f"{qualname}.{inner.name}")
+        return type(node.name, (), namespace)
+    code = codes.get((node.name, first))
+    if code is None:
+        return None
+    func = types.FunctionType(code, globals_, node.name)
+    func.__qualname__ = qualname
+    for name, decorator in (("staticmethod", staticmethod), ("classmethod", classmethod), ("property", property)):
+        if name in decorators:
+            return decorator(func)
+    return func
 
 
 def top_level_imports(source: str, filename: str) -> list[str]:
@@ -240,7 +268,7 @@ def is_module(name: str) -> bool:
         return False
 
 
-def _kind(func: Any, module: str, qualname: str) -> str:
+def _kind(func: Any, module: Any, qualname: str) -> str:
     code = func if isinstance(func, types.CodeType) else getattr(func, "__code__", None)
     if code is None:
         return "builtin"
@@ -254,7 +282,7 @@ def _kind(func: Any, module: str, qualname: str) -> str:
     owner_path, _, attr = qualname.rpartition(".")
     if not owner_path:
         return "function"
-    owner: Any = sys.modules.get(module)
+    owner: Any = module
     for part in owner_path.split("."):
         owner = vars(owner).get(part) if hasattr(owner, "__dict__") else None
     raw = vars(owner).get(attr) if isinstance(owner, type) else None

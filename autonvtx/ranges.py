@@ -8,7 +8,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any, Callable, NamedTuple
 
-from autonvtx import environment, resumptions
+from autonvtx import environment, resumptions, toolids
 from autonvtx.config import RangeStyle
 from autonvtx.resumptions import Thunk, Wrapper
 
@@ -271,6 +271,16 @@ def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
     return call
 
 
+def uniform_walk_function() -> Callable[..., None] | None:
+    """The native client's walk_uniform(application, items, decisions): the walk of a module
+    one rule selects as a whole, for either engine (autonvtx/_native/uniform.c); None without
+    the native client (or one built from older sources)."""
+    walk: Callable[..., None] | None = getattr(_native, "walk_uniform", None)
+    if walk is None or os.environ.get("COSTS_NO_NATIVE_WALK"):
+        return None
+    return walk
+
+
 def prepared_range(domain: str, message: str, color: int, category: int) -> Any:
     """A native Range (what CodeMonitor.monitor() takes), with `domain`, `color` and
     `category` as style_arguments() gives them: lighter than an Emitter (no push/pop bound
@@ -293,10 +303,7 @@ _drivers_set = _set_native_drivers()
 
 # ---- The code engine's layer (Python 3.12+, PEP 669) ----
 
-# Tool ids tried in this order: 3 and 4 have no role sys.monitoring names; then the optimizer's,
-# the debugger's, the profiler's (cProfile takes 2 on 3.12+) and last coverage.py's (1), the
-# tool most often run together with autonvtx.
-_TOOL_IDS = (4, 3, 5, 0, 2, 1)
+_TOOL_IDS = toolids.ENGINE  # the order and why: toolids (regions' order depends on it)
 
 
 def monitoring_available() -> str | None:
@@ -366,7 +373,7 @@ class CodeMonitor:
         monitoring = _sys_monitoring()
         for tool_id in _TOOL_IDS:
             try:
-                monitoring.use_tool_id(tool_id, "autonvtx")
+                monitoring.use_tool_id(tool_id, toolids.ENGINE_NAME)
             except ValueError:  # taken (by another thread since monitoring_available())
                 continue
             break
@@ -414,6 +421,18 @@ class CodeMonitor:
         client.attach(code, prepared)
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         self._codes.append(code)
+
+    def uniform_walker(self, domain: str, color: int, category: int, *, no_existing: bool) -> Any:
+        """`walk(items, decisions)`: the native walk of a module whose every function gets a
+        range styled (domain, color, category) and named by its code (monitor_new() for each,
+        in C; walk.py passes its decisions), or None when the native client lacks it.
+        `no_existing`: the engine has no stand-in yet that a builtin could be a re-export of."""
+        tool_id, _ = self._installed()
+        walk = uniform_walk_function()
+        if walk is None:
+            return None
+        return partial(walk, ("code", domain, color, category, tool_id,
+                              _sys_monitoring().set_local_events, _LOCAL_EVENTS, self._codes, no_existing))
 
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client

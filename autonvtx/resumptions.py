@@ -71,13 +71,17 @@ def _named_like(outer: Any, inner: Any) -> Any:
 # async generator; the native RangedSteps it delegates to pushes and pops around each
 # resumption of the driven one.
 if sys.version_info >= (3, 12):
-    # 3.12+ resumes the native object through tp_iternext, which keeps a returned value for
-    # result() instead of raising StopIteration(value) (RangedSteps' iternext says why).
+    # 3.12+ resumes the native object through tp_iternext, which keeps a returned value in
+    # `returned` instead of raising StopIteration(value) (RangedSteps' iternext says why); a
+    # value that came back otherwise (through throw()) is what `yield from`/`await` gave. Read
+    # as an attribute, not a call: a coroutine awaited once pays this on every call.
     def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
-        return steps.result((yield from steps))
+        value = yield from steps
+        return steps.returned if value is None else value
 
     async def _drive_coroutine(steps: Any) -> Any:
-        return steps.result(await steps)
+        value = await steps
+        return steps.returned if value is None else value
 
 else:
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import types
 import weakref
@@ -13,7 +12,8 @@ from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
 from autonvtx.config import Rule
-from autonvtx.engines import RANGE_MARK, Engine
+from autonvtx.engines import RANGE_MARK, Engine, loaded_function_wrapper
+from autonvtx.engines.kinds import WRAP
 from autonvtx.matching import Matcher, normalize_module
 
 # Dunders the interpreter calls only because a program named them in a statement or a call
@@ -94,10 +94,10 @@ _CODE = types.CodeType
 
 def is_wrapt_function_wrapper(kind: type) -> bool:
     """Whether `kind` is a wrapt FunctionWrapper (a wrapt decorator's): a function to wrap.
-    Asked of sys.modules, not by importing wrapt: a program that never imported wrapt has
+    Asked of what is loaded, not by importing wrapt: a program that never imported wrapt has
     none, and a run that wraps nothing never pays for importing it."""
-    wrapt = sys.modules.get("wrapt")
-    return wrapt is not None and issubclass(kind, wrapt.FunctionWrapper)
+    wrapper = loaded_function_wrapper()
+    return wrapper is not None and issubclass(kind, wrapper)
 
 
 @dataclass
@@ -184,9 +184,7 @@ class Walker:
     def _new_engine(self) -> Engine:
         if self._make_engine is not None:
             return self._make_engine()
-        from autonvtx.engines.wrap import WrapEngine
-
-        return WrapEngine(self._matcher.config)
+        return WRAP.build(self._matcher.config)
 
     @property
     def reports(self) -> dict[str, ModuleReport]:
@@ -294,7 +292,7 @@ class _ModuleWalk:
         self.walker = walker
         self.engine = walker.engine
         # The code engine ranges code objects: functions nested in the ones walked too.
-        self.reaches_nested = bool(getattr(self.engine, "reaches_nested", False))
+        self.reaches_nested = self.engine.reaches_nested
         self.module = module
         self.namespace = namespace
         self.name = name
@@ -307,6 +305,18 @@ class _ModuleWalk:
         self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
 
     def walk(self, items: Iterable[tuple[str, Any]]) -> None:
+        native = self._native_walk()
+        if native is not None:
+            # The same decisions in C for what it knows (plain functions, Python classes), the
+            # methods below for the rest (autonvtx/_native/uniform.c).
+            native(list(items), (
+                self.name, self.uniform_reason, self.report.wrapped, self.report.skipped,
+                self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
+                self._visit_member, self._wrap, self._failed,
+                self.uniform.rule.builtins,  # type: ignore[union-attr]
+                self.namespace, self.report.rebound, self._remember,
+            ))
+            return
         kinds = _kinds
         for attr, value in items:
             kind = kinds.get(type(value))
@@ -320,6 +330,17 @@ class _ModuleWalk:
                 self._visit_global(attr, value, kind)
             except Exception as exc:
                 self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
+
+    def _native_walk(self) -> Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None:
+        # An engine that can walk a module one rule selects as a whole, in one native call.
+        uniform = self.uniform
+        if uniform is None or not uniform.selected or uniform.rule is None or not self.walker.applies:
+            return None
+        make = getattr(self.engine, "uniform_walk", None)
+        return make(self.rule_module, uniform.rule) if make is not None else None
+
+    def _failed(self, where: str, exc: BaseException) -> None:
+        self.report.skip(where, f"cannot wrap: {type(exc).__name__}: {exc}")
 
     def _visit_global(self, attr: str, value: Any, kind: int) -> None:
         if kind == _CLASS:
@@ -341,6 +362,8 @@ class _ModuleWalk:
                 self._remember(value, home, attr)
                 return
             qualname = _qualname(value, attr)
+            if qualname != attr and self._dresses_another(attr, value, qualname):
+                return
             if attr[:2] == "__" and _is_dunder(attr) and attr not in WRAPPABLE_DUNDERS:
                 self.report.skip(qualname, "protocol method: called implicitly")
                 return
@@ -353,6 +376,24 @@ class _ModuleWalk:
                 wrapper = self._wrap(value, qualname, builtin=True)
                 if wrapper is not None:
                     self.engine.bind(self.namespace, attr, wrapper)
+
+    def _dresses_another(self, attr: str, value: Any, qualname: str) -> bool:
+        """Whether `value`, bound under another name, is a wrapper made by functools.wraps
+        around the function this module defines as `qualname` (`compiled =
+        torch.compile(step)`): it wraps a call of that function, whose range covers it, so
+        it gets none of its own (two nested ranges per call otherwise)."""
+        if "." in qualname:
+            return False
+        own = self.namespace.get(qualname)
+        if own is None or own is value or not callable(own):
+            return False
+        inner = getattr(value, "__wrapped__", None)
+        while inner is not None and inner is not own and getattr(own, "__wrapped__", None) is not inner:
+            inner = getattr(inner, "__wrapped__", None)
+        if inner is None:
+            return False
+        self.report.skip(attr, f"a wrapper of {qualname} made by functools.wraps: {qualname}'s own range covers its calls")
+        return True
 
     def _remember(self, func: Any, home: Any, attr: str) -> None:
         # An imported function: wrapped (or not) where it is defined. If that module is a
@@ -449,7 +490,7 @@ class _ModuleWalk:
         # per function.
         self.report.wrapped[qualname] = reason
         if code is not None:
-            self.engine.apply_code(code, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+            self.engine.apply_code(code, self.rule_module, qualname, rule)
             return None
         return self.engine.apply(func, self.rule_module, qualname, rule)
 
@@ -487,7 +528,7 @@ class _ModuleWalk:
             decided = self._decide(qualname)
             if decided is not None:
                 rule, reason = decided
-                self.engine.apply_code(inner, self.rule_module, qualname, rule)  # type: ignore[attr-defined]
+                self.engine.apply_code(inner, self.rule_module, qualname, rule)
                 self.report.wrapped[qualname] = reason
 
 

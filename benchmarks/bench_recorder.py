@@ -60,7 +60,8 @@ def main() -> int:
     import nvtx
     from nvtx._lib import pop_range, push_range
 
-    from autonvtx.recorder.export import STATS_FLAT, export
+    from autonvtx.recorder.native import STATS_FLAT
+    from autonvtx.recorder.writer import export
     from autonvtx.recorder.recording import read_recording, scan_recording
 
     domain = nvtx.get_domain("bench")

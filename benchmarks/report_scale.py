@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autonvtx.report.formats import format_text  # noqa: E402
+from autonvtx.report.text import report_text as format_text  # noqa: E402
 from autonvtx.report.profile import ReportOptions, read_profile  # noqa: E402
 from autonvtx.report.views import Shaping, shape_rows  # noqa: E402
 from autonvtx.report.workers import available_cpus  # noqa: E402

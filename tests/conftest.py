@@ -47,9 +47,9 @@ class Completed:
 def default_verb() -> str:
     """What -v says a run's default engine did to a selected function: "monitored" by the
     code engine (3.12+ with the native client), else "wrapped"."""
-    from autonvtx.engines import choose_engine
+    from autonvtx.engines.kinds import choose_engine
 
-    return "monitored" if choose_engine("auto")[0] == "code" else "wrapped"
+    return choose_engine("auto")[0].verb
 
 
 def autonvtx_env(**extra: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ import os
 import shutil
 import subprocess
 import sys
-import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -108,23 +107,16 @@ def test_idle_pool_workers_are_named_as_their_siblings(workdir: Path, method: st
     # still starting up were named by their command line, or missing, varying run to run.
     make_file(workdir / "program.py", IDLE_POOL_PROGRAM)
     expected = sorted([f"{PYTHON} program.py {method}", *(f"{POOL_WORKER[method]}{i}" for i in range(1, 5))])
-    runs = missed = 0
-    while runs < 3:
+    # A worker ended while it started (its SIGTERM handled in the middle of an import the
+    # flush needed) was named missing or "ended abnormally" in a few runs out of ten; the
+    # deterministic case is tests/test_recorder_faults.py's spawn-child test.
+    for _ in range(3):
         done = run_autonvtx("-t", "__main__", "program.py", method, cwd=workdir)
         assert (done.returncode, done.stdout) == (0, "[2]\n"), done.stderr
         labels = sorted(r.label for r in read_chrome_trace(done.trace_path))
-        named_right = sorted(label.removesuffix(" (recording missing)") for label in labels) == expected
-        if missed < 1 and labels != expected and named_right:
-            # Named right, but a worker's recording was not found: seen about once in ten
-            # full-suite runs under load and not reproduced alone (open; see the note).
-            # Named right is what this test checks; the symptom is reported, once.
-            missed += 1
-            warnings.warn(f"a pool worker's recording went missing: {labels}; stderr: {done.stderr[-800:]}",
-                          stacklevel=1)
-            continue
-        runs += 1
-        assert labels == expected
+        assert labels == expected, done.stderr
         assert "missing" not in done.stderr and "missing_processes" not in done.trace["otherData"]
+        assert "abnormally" not in done.stderr
 
 
 def test_process_pool_executor_subprocess_and_non_python_children(workdir: Path) -> None:
@@ -301,8 +293,8 @@ def test_bootstrap_chains_the_hidden_sitecustomize_once(workdir: Path) -> None:
     # Seen twice on the path (as nested runs would put it): it still runs once.
     path = os.pathsep.join([children.BOOTSTRAP_DIR, children.BOOTSTRAP_DIR, str(user)])
     done = run_child(
-        "import os, sys, sitecustomize; from autonvtx.propagate import children\n"
-        "print(os.environ['USER_SITECUSTOMIZE_RUNS'], sitecustomize.__file__, children._bootstrapped)",
+        "import os, sys, sitecustomize; from autonvtx import autostart\n"
+        "print(os.environ['USER_SITECUSTOMIZE_RUNS'], sitecustomize.__file__, autostart._started)",
         workdir, PYTHONPATH=path, AUTONVTX_CONFIG=CONFIG_JSON,
     )
     assert done.returncode == 0, done.stderr

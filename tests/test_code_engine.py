@@ -173,3 +173,81 @@ def test_a_bad_engine_is_a_config_error(tmp_path: Path) -> None:
     assert done.stderr.startswith(
         "autonvtx: autonvtx.toml: autonvtx.engine: unknown engine 'cod'; expected one of 'auto', 'code', 'wrap'; did you mean 'code'?"
     )
+
+
+# Walks stdlib packages with an engine, natively (uniform.c) or in Python only, and prints every
+# decision and what was applied: the Python walk is the native walk's oracle.
+WALK_TWIN = """
+import importlib, json, os, sys
+from autonvtx.recorder import native
+os.environ["NVTX_INJECTION64_PATH"] = native.library_path()
+os.environ["AUTONVTX_RECORDER_MODE"] = "noop"
+PACKAGES = ("json", "email", "collections", "asyncio", "dataclasses", "enum", "typing",
+            "argparse", "logging", "unittest", "xml.etree.ElementTree", "http.client",
+            "concurrent.futures", "importlib.metadata", "tomllib", "functools", "abc",
+            "contextlib", "inspect", "textwrap", "string", "fractions")
+for name in PACKAGES:
+    importlib.import_module(name)
+from autonvtx.config import Config, Rule
+from autonvtx.engines import is_marked
+from autonvtx.engines.code import CodeEngine
+from autonvtx.engines.wrap import WrapEngine
+from autonvtx.matching import Matcher
+from autonvtx.ranges import CodeMonitor
+from autonvtx.walk import Walker
+
+how, engine_name = sys.argv[1], sys.argv[2]
+rule = Rule(modules=tuple(m for p in PACKAGES for m in (p, p + ".*")), origin="test")
+config = Config(rules=(rule,))
+if engine_name == "code":
+    monitor = CodeMonitor()
+    assert monitor.install() is None
+    engine = CodeEngine(config, monitor)
+else:
+    engine = WrapEngine(config, restorable=True)
+if how == "python":
+    type(engine).uniform_walk = lambda self, module, rule: None
+walker = Walker(Matcher(config), engine, verb="monitored")
+modules = sorted((n, m) for n, m in sys.modules.items()
+                 if isinstance(m, type(sys)) and walker.should_consider_module(n)
+                 and walker.uniform_selection(n) is not None)
+for name, module in modules:
+    walker.instrument(module)
+# In order: --verbose and `list` print decisions in the order they were taken.
+reports = {name: [list(r.wrapped.items()), list(r.skipped.items()), r.rebound]
+           for name, r in walker.reports.items()}
+if engine_name == "code":
+    applied = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._codes)
+else:
+    def shown(holder, attr, value):
+        inner = getattr(value, "__func__", value)
+        return f"{holder}.{attr}={type(value).__name__}:{type(inner).__name__}:{inner.__wrapped__.__qualname__}"
+    applied = [shown(n, a, v) for n, m in modules for a, v in vars(m).items() if is_marked(v)]
+    applied += [shown(f"{n}.{c.__qualname__}", a, v) for n, m in modules for c in vars(m).values()
+                if isinstance(c, type) for a, v in vars(c).items() if is_marked(getattr(v, "__func__", v))]
+    applied += [f"written {type(h).__name__} {a}" for h, a, _, _ in engine._written]
+    applied.append(f"restored {engine.restore()}")
+print(json.dumps({"reports": reports, "applied": applied}))
+"""
+
+
+@pytest.mark.parametrize("engine", [
+    pytest.param("code", marks=needs_monitoring),
+    "wrap",
+])
+def test_the_native_walk_decides_as_the_python_walk(tmp_path: Path, engine: str) -> None:
+    # A package targeted wholesale is walked in C (plain functions, classes written in Python)
+    # with the Python walk's methods for the rest: same reports, same functions given ranges,
+    # and for the wrap engine the same writes, restored alike.
+    script = make_file(tmp_path / "twin.py", WALK_TWIN)
+    outputs = {}
+    for how in ("native", "python"):
+        done = subprocess.run([sys.executable, str(script), how, engine], capture_output=True,
+                              text=True, env=autonvtx_env(), timeout=120)
+        assert done.returncode == 0, done.stderr
+        outputs[how] = json.loads(done.stdout)
+    native, python = outputs["native"], outputs["python"]
+    assert len(native["applied"]) > 500
+    assert native["applied"] == python["applied"]
+    assert native["reports"] == python["reports"]
+    assert not any("<module>" in skipped for _, skipped, _ in native["reports"].values())

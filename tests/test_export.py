@@ -17,7 +17,7 @@ from autonvtx import environment
 from autonvtx.recorder import native
 from autonvtx.recorder.recording import read_directory
 from autonvtx.recorder.results import Request, write_results
-from autonvtx.recorder.summary import summarize
+from autonvtx.recorder.stats_python import summarize
 from autonvtx.recorder.trace import read_chrome_trace
 from conftest import REPO, make_file
 
@@ -307,10 +307,10 @@ LAYERS = """
 ])
 def test_native_statistics_take_the_summary_options_as_the_python_summary(tmp_path: Path,
                                                                           options: dict[str, Any]) -> None:
-    from autonvtx.recorder.summary import SummaryOptions
+    from autonvtx.recorder.stats import ViewOptions
 
     directory = record(tmp_path, LAYERS)
-    chosen = SummaryOptions(**options)
+    chosen = ViewOptions(**options)
     expected = summarize(read_directory(directory), chosen)
     got = write_results(str(directory), Request(summary="-", options=chosen)).stats
     shape = lambda s: (s.group, s.depth, s.path, s.domain, s.name, s.count, s.total_ns, s.self_ns, s.min_ns,  # noqa: E731
@@ -335,7 +335,7 @@ class _Terminal:
 
 @pytest.mark.parametrize("tty", [True, False])
 def test_progress_line_after_a_second_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch, tty: bool) -> None:
-    from autonvtx.recorder import export
+    from autonvtx.recorder import writer as export
 
     terminal = _Terminal(tty)
     monkeypatch.setattr(sys, "stderr", terminal)

@@ -220,6 +220,63 @@ def test_dry_run_lists_the_targets_imports_and_runs_nothing(tmp_path: Path) -> N
     }
 
 
+SCRIPT_DEFINITIONS = """
+    import contextlib
+
+    def top():
+        def inner():
+            return 1
+        return inner()
+
+    with contextlib.nullcontext():
+        def in_with():
+            return 1
+    for _ in range(2):
+        def in_for():
+            return 1
+    while True:
+        def in_while():
+            return 1
+        break
+    try:
+        def in_try():
+            return 1
+    finally:
+        pass
+
+    class Job:
+        def go(self):
+            return 1
+
+        @staticmethod
+        def helper():
+            return 2
+
+        def steps(self):
+            yield 1
+
+    top(); in_with(); in_for(); in_while(); in_try(); Job().go(); Job.helper(); list(Job().steps())
+"""
+
+
+def test_dry_run_lists_what_the_run_instruments_in_the_script(tmp_path: Path) -> None:
+    # The same walk: functions defined under a top-level with/for/while/try are bound in
+    # __main__ and a run instruments them; the dry run listed only those under if/try before.
+    make_file(tmp_path / "prog.py", SCRIPT_DEFINITIONS)
+    dry = autonvtx("run", "--dry-run", "-t", "__main__", "prog.py", cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    done = run_autonvtx("-vv", "-t", "__main__", "prog.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    verb = default_verb()
+    ran = sorted(re.findall(rf"^autonvtx: __main__:(\S+): {verb} ", done.stderr, re.MULTILINE))
+    nested = ["top.<locals>.inner"] if verb == "monitored" else []  # the code engine reaches it
+    assert ran == sorted(["top", "in_with", "in_for", "in_while", "in_try", "Job.go", "Job.helper", "Job.steps",
+                          *nested]), done.stderr
+    assert sorted(q.partition(":")[2] for q in listed(dry.stdout)) == ran
+    assert listed(dry.stdout)["__main__:Job.helper"] == "staticmethod"
+    assert listed(dry.stdout)["__main__:Job.steps"] == "generator"
+
+
 def test_dry_run_of_a_module_reads_its_source(tmp_path: Path) -> None:
     done = autonvtx("run", "--dry-run", "-t", "__main__", "--include", "main", "-m", "json.tool", "x.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

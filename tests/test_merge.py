@@ -138,7 +138,7 @@ def test_merge_command_counts_in_words(tmp_path: Path) -> None:
         (["t.0.json", "./t.0.json", "-o", "all.json"],
          "autonvtx: merge: './t.0.json': the same file as 't.0.json'; expected each trace once\n"),
         (["t.0.json", "nope.json", "-o", "all.json"], "autonvtx: merge: no such file 'nope.json'\n"),
-        (["t.0.json", "-o", "all.txt"], "autonvtx: merge: -o: 'all.txt' must end in .json or .json.gz"),
+        (["t.0.json", "-o", "all.txt"], "autonvtx: merge: -o: 'all.txt' must end in .json, .json.gz, .pftrace or .perfetto-trace"),
         (["t.0.json"], "Missing option '-o'"),
     ],
 )
@@ -148,3 +148,30 @@ def test_merge_command_refuses_bad_input(tmp_path: Path, args: list[str], messag
     assert done.returncode == 2
     assert message in done.stderr
     assert not (tmp_path / "all.json").exists()
+
+
+def test_merge_writes_perfetto_with_the_same_events_as_json(tmp_path: Path) -> None:
+    # One trace writer (the native exporter) for both formats: the merged .pftrace reads back
+    # as the merged .json does, open ranges, start/end pairs, payloads and colors included.
+    from autonvtx.recorder.perfetto import read_trace
+
+    first = process(100, "rank 0: python train.py", 5_000, offset=OFFSET_A, names=("step", "eval"))
+    first.ranges += [Range(100, 101, "train", "load", 5_020, 5_900, "startend", "io", 0xFF00FF00, 7, end_tid=100),
+                     Range(100, 100, "", "open", 5_950, 6_000, is_open=True, payload=2.5)]
+    first.thread_names[101] = "loader"
+    rank0 = trace(tmp_path / "t.0.json", [first], host="a", boot_id=BOOT_A)
+    rank1 = trace(tmp_path / "t.1.json", [process(200, "rank 1: python train.py", 5_500, offset=OFFSET_A)],
+                  host="a", boot_id=BOOT_A)
+    merge_traces([rank0, rank1], str(tmp_path / "all.json"))
+    merge_traces([rank0, rank1], str(tmp_path / "all.pftrace"))
+    as_json, as_perfetto = read_trace(tmp_path / "all.json"), read_trace(tmp_path / "all.pftrace")
+
+    def events(recordings: list[ProcessRecording]) -> list[object]:
+        # Perfetto puts a start/end range on a track of its process, not of a thread.
+        return [(r.pid, sorted((x.tid if x.kind == "push" else -1, x.domain, x.name, x.start_ns, x.end_ns, x.kind, x.is_open) for x in r.ranges),
+                 sorted((m.tid, m.name, m.ts_ns) for m in r.marks)) for r in recordings]
+
+    assert events(as_perfetto) == events(as_json)
+    assert len(as_json[0].ranges) == 4 and any(r.is_open for r in as_json[0].ranges)
+    load = next(r for r in as_json[0].ranges if r.name == "load")
+    assert (load.category, load.color, load.payload, load.end_tid) == ("io", 0xFF00FF00, 7, 100)

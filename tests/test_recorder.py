@@ -17,7 +17,7 @@ from autonvtx.errors import TraceFormatError
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.recording import read_directory, read_recording
-from conftest import make_file
+from conftest import make_file, run_under_recorder
 
 LIBRARY = native.library_path()
 pytestmark = pytest.mark.skipif(LIBRARY is None, reason="the native recorder is not built")
@@ -548,3 +548,49 @@ def test_read_directory_sorts_by_pid_and_skips_partial_files(tmp_path: Path) -> 
     child = next(r for r in recordings if r.marks)
     parent = next(r for r in recordings if r.ranges)
     assert child.ppid == parent.pid
+
+
+def test_scanning_a_recording_is_the_full_reader_without_events(tmp_path: Path) -> None:
+    # One .anr reader: scan_recording (what the native exporter is handed) reads the same
+    # processes, names and writes as read_recording, only not the events.
+    from autonvtx.recorder.recording import scan_recording
+
+    run_under_recorder(tmp_path, """
+        import threading, nvtx
+        nvtx.push_range("main")
+        worker = threading.Thread(target=lambda: nvtx.mark("m"), name="worker-7")
+        worker.start(); worker.join()
+        nvtx.pop_range()
+    """)
+    (path,) = (tmp_path / "rec").glob("*.anr")
+    full, scanned = read_recording(path), scan_recording(path)
+    assert scanned.ranges == [] and scanned.marks == [] and full.ranges and full.marks
+    for field in ("pid", "ppid", "cmdline", "thread_names", "dropped_events", "discarded_events",
+                  "realtime_offset_ns", "ended_normally"):
+        assert getattr(scanned, field) == getattr(full, field), field
+    assert len(scanned.thread_names) == 2
+
+
+def test_python_reader_constants_are_the_format_header() -> None:
+    # The .anr format is defined once, in _native/anr_format.h; the Python reader (and the
+    # writer merge uses) must say the same: every #define and enum value, every fixed size.
+    import re
+
+    from autonvtx.recorder import recording
+
+    header = (Path(autonvtx.__file__).parent / "recorder" / "_native" / "anr_format.h").read_text()
+    values = {name: int(value) for name, value in re.findall(r"#define (ANR_\w+) (\d+)u?\b", header)}
+    for body in re.findall(r"enum\s*\{([^}]*)\}", header):
+        values.update({name: int(value) for name, value in re.findall(r"(ANR_\w+)\s*=\s*(\d+)", body)})
+    assert re.search(r'#define ANR_MAGIC "(\w+)"', header).group(1).encode() == recording.MAGIC
+    expected = {
+        "ANR_MAGIC_BYTES": len(recording.MAGIC), "ANR_VERSION": recording.VERSION,
+        "ANR_HEADER_SIZE": recording.HEADER.size, "ANR_SECTION_HEAD_BYTES": recording.SECTION.size,
+        "ANR_THREAD_HEAD_BYTES": recording.THREAD.size, "ANR_SPILL_BYTES": recording.SPILL.size,
+        "ANR_PAYLOAD_MAX": max(recording.PAYLOAD_FORMATS), "ANR_THREAD_WRAPPED": recording.THREAD_WRAPPED,
+        **{f"ANR_{name}": getattr(recording, name) for name in (
+            "T_END", "T_CMDLINE", "T_DOMAINS", "T_STRINGS", "T_CATEGORIES", "T_THREAD", "T_THREAD_NAMES", "T_SPILL",
+            "K_PUSH", "K_POP", "K_START", "K_END", "K_MARK", "F_COLOR", "F_CATEGORY",
+            "M_NONE", "M_INLINE", "M_REGISTERED")},
+    }
+    assert values == expected

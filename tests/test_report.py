@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from autonvtx.report.output import ReportRequest, produce
-from conftest import autonvtx_env
+from conftest import autonvtx_env, make_file, run_autonvtx
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 SAXPY = FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite"
@@ -273,3 +273,143 @@ def test_threads_swept_in_several_processes_give_the_same_report(monkeypatch: py
     key = lambda r: (r.get("group", ""), r["domain"], r["name"])  # noqa: E731
     assert sorted(parallel["ranges"], key=key) == sorted(serial["ranges"], key=key)
     assert parallel["totals"] == serial["totals"]
+
+
+# Hostile input (issue 21): deep nesting, terminal escape sequences
+
+
+def deep_trace(path: Path, depth: int, name: str = "f") -> Path:
+    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"}
+              for i in range(depth)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+@pytest.mark.parametrize("args", [["--tree"], ["--tree", "--format", "json"], ["--tree", "--format", "csv"],
+                                  ["--html", "page.html"]])
+def test_a_deep_recursion_is_reported(tmp_path: Path, args: list[str]) -> None:
+    deep_trace(tmp_path / "deep.json", 1500)
+    done = cli("deep.json", *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    if "--html" in args:
+        assert (tmp_path / "page.html").stat().st_size > 1500 * 10
+    elif "json" in args:
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(20_000)  # json.loads recurses too: 1,500 levels are 3,000 nested values
+        try:
+            node, depth = json.loads(done.stdout)["tree"][0], 0
+        finally:
+            sys.setrecursionlimit(limit)
+        while node["children"]:
+            node, depth = node["children"][0], depth + 1
+        assert depth == 1500
+    elif "csv" in args:
+        records = list(csv.DictReader(io.StringIO(done.stdout)))
+        assert [int(r["depth"]) for r in records] == list(range(1500))
+    else:
+        assert done.stdout.count("d:f") == 1500
+
+
+def test_terminal_escape_sequences_in_names_are_shown_escaped(tmp_path: Path) -> None:
+    deep_trace(tmp_path / "evil.json", 1, name="\x1b]0;pwned\x07\x1b[2J")
+    done = cli("evil.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\x07" not in done.stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2J" in done.stdout
+
+
+# One statistics model: `summary` and `report` on one trace (issue 20)
+
+
+def nested_events() -> list[dict[str, Any]]:
+    """step > (load, fwd > fwd (recursion) > mm), twice, on two threads of one process."""
+    events: list[dict[str, Any]] = []
+    for tid, base in ((1, 0), (2, 1000)):
+        for i in range(2):
+            t = base + 400 * i
+            events += [
+                {"ph": "X", "pid": 7, "tid": tid, "ts": t, "dur": 300, "name": "step", "cat": "app"},
+                {"ph": "X", "pid": 7, "tid": tid, "ts": t + 10, "dur": 40 + i, "name": "load", "cat": "app"},
+                {"ph": "X", "pid": 7, "tid": tid, "ts": t + 60, "dur": 200, "name": "fwd", "cat": "app"},
+                {"ph": "X", "pid": 7, "tid": tid, "ts": t + 70, "dur": 150 - tid, "name": "fwd", "cat": "app"},
+                {"ph": "X", "pid": 7, "tid": tid, "ts": t + 80, "dur": 20 * tid, "name": "mm", "cat": "app"},
+            ]
+    return events
+
+
+def summary_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autonvtx", "summary", *args], capture_output=True, text=True,
+                          env=autonvtx_env(), cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("view", [[], ["--tree"], ["--sort", "self"], ["--by", "thread"], ["--skip-first", "1"],
+                                  ["--tree", "--filter", "mm"], ["--tree", "--top", "1"], ["--filter", "f*"]])
+def test_summary_and_report_print_the_same_table_for_one_trace(tmp_path: Path, view: list[str]) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
+    summary = summary_cli("t.json", *view, cwd=tmp_path)
+    report = cli("t.json", *view, cwd=tmp_path)
+    assert summary.returncode == 0 and report.returncode == 0, summary.stderr + report.stderr
+    table = summary.stdout.strip("\n")
+    assert "Time %" in table and table in report.stdout
+    report.stdout.index("CPU time per NVTX range: t.json")
+
+
+def test_report_json_of_a_trace_carries_the_summary_figures(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
+    assert summary_cli("t.json", "-o", "s.json", cwd=tmp_path).returncode == 0
+    assert cli("t.json", "-o", "r.json", cwd=tmp_path).returncode == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["schema"], report["schema"]) == ("autonvtx-summary/1", "autonvtx-report/1")
+    fields = ("total_ns", "self_ns", "median_ns", "min_ns", "max_ns", "stddev_ns", "percent", "wall_percent")
+    expected = {(r["domain"], r["name"]): tuple(r[f] for f in fields) + (r["count"],) for r in summary["ranges"]}
+    found = {(r["domain"], r["name"]): tuple(r[f] for f in fields) + (r["instances"],) for r in report["ranges"]}
+    assert found == expected and len(found) == 4
+    assert all(r["cpu_ns"] == r["total_ns"] for r in report["ranges"])
+
+
+def test_tree_filter_keeps_what_encloses_a_match_in_both_commands(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
+    summary = summary_cli("t.json", "--tree", "--filter", "mm", cwd=tmp_path)
+    names = [line.rsplit("  ", 1)[-1].strip() for line in summary.stdout.splitlines()[2:] if line.strip()]
+    assert names == ["app:step", "app:fwd", "app:fwd", "app:mm"]
+    document = json.loads(cli("t.json", "--tree", "--filter", "mm", "--format", "json", cwd=tmp_path).stdout)
+    node, path = document["tree"][0], []
+    while node["children"]:
+        assert len(node["children"]) == 1
+        node = node["children"][0]
+        path.append(node["name"])
+    assert path == ["step", "fwd", "fwd", "mm"]
+
+
+def test_report_reads_a_perfetto_trace_as_summary_does(workdir: Path) -> None:
+    make_file(workdir / "prog.py", """
+        import nvtx
+        for _ in range(3):
+            with nvtx.annotate("outer", domain="app"):
+                with nvtx.annotate("inner", domain="app"):
+                    pass
+    """)
+    recorded = run_autonvtx("--trace", str(workdir / "t.pftrace"), "prog.py", cwd=workdir, trace=False)
+    assert recorded.returncode == 0, recorded.stderr
+    report = cli("t.pftrace", cwd=workdir)
+    summary = summary_cli("t.pftrace", cwd=workdir)
+    assert report.returncode == 0, report.stderr
+    assert "app:outer" in report.stdout and summary.stdout.strip("\n") in report.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-o", "out.xlsx"], "report: -o: 'out.xlsx' must end in .txt, .csv or .json"),
+    (["--sort", "gpu"], "--sort: an autonvtx recording (no GPU data) has no figures for 'gpu'"),
+])
+def test_report_refuses_what_it_cannot_write_or_sort(tmp_path: Path, args: list[str], message: str) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
+    done = cli("t.json", *args, cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("autonvtx: ") and message in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out.xlsx").exists()
+
+
+def test_summary_refuses_gpu_only_view_options(tmp_path: Path) -> None:
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
+    done = summary_cli("t.json", "--sort", "kernels", cwd=tmp_path)
+    assert done.returncode == 2 and "--sort: an autonvtx recording (no GPU data) has no figures for 'kernels'" in done.stderr

@@ -112,3 +112,41 @@ def test_browser_sizes_by_cpu_time_on_request(tmp_path: Path) -> None:
     by_cpu = depth1("cpu")
     assert set(by_cpu) == {"MPI:MPI_Init", "MPI:MPI_Send", "MPI:MPI_Recv", "MPI:MPI_Finalize"}
     assert max(by_cpu.values(), key=width_percent)["data-name"] == "MPI:MPI_Init"
+
+
+def page_data(page: Path) -> dict[str, Any]:
+    text = page.read_text(encoding="utf-8")
+    match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S)
+    assert match
+    return json.loads(match.group(1))
+
+
+def test_a_range_named_like_markup_cannot_break_the_page(tmp_path: Path) -> None:
+    # "<!--<script>" inside a script element opens a double-escaped state that swallows the rest
+    # of the page; no "<" at all may reach the embedded JSON.
+    name = "<!--<script>alert(1)</script>"
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "name": name, "cat": "d"},
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 10, "dur": 3, "name": "plain", "cat": "d"}]}))
+    page = tmp_path / "t.html"
+    produce(ReportRequest(str(trace), html=str(page)))
+    data_text = page.read_text(encoding="utf-8").split('id="report-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data_text
+    assert {row[0] for row in page_data(page)["rows"]} == {"d:" + name, "d:plain"}
+    dom = rendered(page, tmp_path)
+    assert sorted(dom.table_rows) == sorted(["d:" + name, "d:plain"])
+
+
+def test_cpu_view_holds_ranges_without_gpu_time_and_the_page_says_what_ran_outside(tmp_path: Path) -> None:
+    page = tmp_path / "saxpy.html"
+    produce(ReportRequest(str(SAXPY), html=str(page)))  # sized by GPU time
+    data = page_data(page)
+    # The CPU time button redraws from the same data: MPI_Init (645 ms CPU, no GPU) must be in it.
+    assert "MPI:MPI_Init" in {node[0] for node in data["tree"]}
+    summary = json.loads(produce(ReportRequest(str(SAXPY), fmt="json")) or "")
+    outside = summary["totals"]["outside_ranges"]["gpu_ns"] / summary["totals"]["capture"]["gpu_ns"]
+    assert outside == pytest.approx(0.76, abs=0.01)
+    assert data["totals"]["outside_gpu_ns"] == summary["totals"]["outside_ranges"]["gpu_ns"]
+    text = browse(page, tmp_path, "--dump-dom").stdout
+    assert f"{100 * outside:.1f}% of it launched outside every range" in text

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import pytest
 
 import autonvtx
-from autonvtx import runner
+from autonvtx import runner, tracebacks
 from conftest import make_file
 
 REPO = Path(__file__).resolve().parent.parent
@@ -512,7 +512,7 @@ def test_own_frames_removed_from_middle_and_from_chained_exceptions() -> None:
             raise
     except Exception as caught:  # noqa: BLE001
         error = caught
-    runner._remove_own_frames(error)
+    tracebacks.remove_own_frames(error)
     text = "".join(traceback.format_exception(error))
     assert "fake_wrapper" not in text
     assert "user_inner" in text and "user_outer" in text
@@ -546,7 +546,7 @@ def test_loader_of_ours_leaves_import_frames_as_python_trims_them(tmp_path: Path
         try:
             __import__(name)
         except ValueError as exc:
-            runner._remove_own_frames(exc)
+            tracebacks.remove_own_frames(exc)
             return [frame.name for frame in traceback.extract_tb(exc.__traceback__)]
         raise AssertionError("no error")
 

@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.summary import RangeStats, SummaryOptions, summarize, summary_notes
-from autonvtx.recorder.table import format_csv, format_duration, format_json, format_text, write_summary
+from autonvtx.recorder.stats import RangeStats, ViewOptions, summary_notes
+from autonvtx.recorder.stats_python import summarize
+from autonvtx.report.data import stats_csv, stats_json
+from autonvtx.report.render import write_summary
+from autonvtx.report.text import format_duration, stats_text
 from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
 from conftest import REPO, make_file
 
@@ -106,7 +109,7 @@ def test_open_instances_are_counted() -> None:
 
 def test_nothing_recorded() -> None:
     assert summarize([ProcessRecording(pid=1)]) == []
-    assert "(no ranges recorded)" in format_text([])
+    assert "(no ranges recorded)" in stats_text([])
 
 
 @pytest.mark.parametrize(
@@ -141,7 +144,7 @@ def sample_stats() -> list[RangeStats]:
 
 
 def test_format_text_table() -> None:
-    text = format_text(sample_stats(), notes=["3 events were dropped"])
+    text = stats_text(sample_stats(), notes=["3 events were dropped"])
     lines = text.splitlines()
     assert lines[0].split() == ["Time", "%", "%", "Wall", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max",
                                 "StdDev", "Range"]
@@ -160,12 +163,12 @@ def test_format_text_table() -> None:
 
 
 def test_format_text_without_notes_ends_with_the_table() -> None:
-    assert not format_text(sample_stats()).rstrip("\n").splitlines()[-1].startswith("Note")
+    assert not stats_text(sample_stats()).rstrip("\n").splitlines()[-1].startswith("Note")
 
 
 def test_csv_parses_back() -> None:
     stats = sample_stats()
-    rows = list(csv.DictReader(io.StringIO(format_csv(stats))))
+    rows = list(csv.DictReader(io.StringIO(stats_csv(stats))))
     assert list(rows[0]) == [
         "domain", "name", "count", "total_ns", "self_ns", "mean_ns", "median_ns",
         "min_ns", "max_ns", "stddev_ns", "percent", "open_count", "wall_percent", "group", "depth", "path",
@@ -181,7 +184,7 @@ def test_csv_parses_back() -> None:
 
 def test_json_parses_back() -> None:
     stats = sample_stats()
-    document = json.loads(format_json(stats, notes=["a note"]))
+    document = json.loads(stats_json(stats, notes=["a note"]))
     assert document["notes"] == ["a note"]
     assert [RangeStats(**entry) for entry in document["ranges"]] == stats
 
@@ -211,17 +214,17 @@ def test_write_summary_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     write_summary(sample_stats(), "-", notes=["n"])
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == format_text(sample_stats(), notes=["n"])
+    assert err == stats_text(sample_stats(), notes=["n"])
 
 
 @pytest.mark.parametrize(
     ("name", "render"),
     [
-        ("sum.csv", lambda s, n: format_csv(s)),
-        ("sum.CSV", lambda s, n: format_csv(s)),
-        ("sum.json", lambda s, n: format_json(s, notes=n)),
-        ("sum.txt", lambda s, n: format_text(s, notes=n)),
-        ("summary", lambda s, n: format_text(s, notes=n)),
+        ("sum.csv", lambda s, n: stats_csv(s)),
+        ("sum.CSV", lambda s, n: stats_csv(s)),
+        ("sum.json", lambda s, n: stats_json(s, notes=n)),
+        ("sum.txt", lambda s, n: stats_text(s, notes=n)),
+        ("summary", lambda s, n: stats_text(s, notes=n)),
     ],
 )
 def test_write_summary_picks_the_form_by_extension(tmp_path: Path, name: str, render: object) -> None:
@@ -268,25 +271,25 @@ def training_run() -> list[ProcessRecording]:
             ProcessRecording(pid=2, ranges=[push("step", 0, 500_000, tid=2)], label="rank 1")]
 
 
-def rows(options: SummaryOptions, recordings: list[ProcessRecording] | None = None) -> list[RangeStats]:
+def rows(options: ViewOptions, recordings: list[ProcessRecording] | None = None) -> list[RangeStats]:
     return summarize(recordings or training_run(), options)
 
 
 def test_wall_percent_is_a_share_of_the_recorded_time_not_of_all_ranges() -> None:
-    (step,) = [s for s in rows(SummaryOptions(by="process")) if s.name == "step" and "process 1" in s.group]
+    (step,) = [s for s in rows(ViewOptions(by="process")) if s.name == "step" and "process 1" in s.group]
     assert step.wall_percent == pytest.approx(100 * 1_100_000 / 1_100_000)
     assert step.percent < step.wall_percent  # Time % divides by all totals, nested ones included
 
 
 def test_group_class_folds_instances_of_a_class_into_one_row() -> None:
-    folded = {s.name: s for s in rows(SummaryOptions(group="class"))}
+    folded = {s.name: s for s in rows(ViewOptions(group="class"))}
     assert set(folded) == {"step", "Attention", "matmul"}
     assert folded["Attention"].count == 4
     assert folded["Attention"].total_ns == 2 * (300_000 + 30_000)
 
 
 def test_tree_rows_follow_their_parent_with_self_time() -> None:
-    tree = rows(SummaryOptions(tree=True, group="class"))
+    tree = rows(ViewOptions(tree=True, group="class"))
     assert [("  " * s.depth) + s.name for s in tree] == ["step", "  Attention", "    matmul"]
     attention = tree[1]
     assert attention.path == "d:step > d:Attention"
@@ -294,15 +297,15 @@ def test_tree_rows_follow_their_parent_with_self_time() -> None:
 
 
 def test_skip_first_leaves_out_warm_up_instances() -> None:
-    (step,) = [s for s in rows(SummaryOptions(skip_first=1, by="process")) if s.name == "step" and "process 1" in s.group]
+    (step,) = [s for s in rows(ViewOptions(skip_first=1, by="process")) if s.name == "step" and "process 1" in s.group]
     assert step.count == 1 and step.max_ns == 100_000
-    assert not [s for s in rows(SummaryOptions(skip_first=1, by="process")) if "process 2" in s.group]
+    assert not [s for s in rows(ViewOptions(skip_first=1, by="process")) if "process 2" in s.group]
 
 
 def test_by_rank_gives_a_table_per_rank() -> None:
-    table = rows(SummaryOptions(by="rank"))
+    table = rows(ViewOptions(by="rank"))
     assert {s.group for s in table} == {"rank 0", "rank 1"}
-    text = format_text(table)
+    text = stats_text(table)
     assert "== rank 0 ==" in text and "== rank 1 ==" in text
 
 
@@ -311,18 +314,18 @@ def test_by_rank_gives_a_table_per_rank() -> None:
 @pytest.mark.parametrize("sort, first", [("total", "step"), ("count", "Attention"), ("max", "step"),
                                          ("self", "Attention"), ("mean", "step")])
 def test_sort_and_top(sort: str, first: str) -> None:
-    table = rows(SummaryOptions(sort=sort, top=1, group="class", by="process"))
+    table = rows(ViewOptions(sort=sort, top=1, group="class", by="process"))
     assert [s.name for s in table if "process 1" in s.group] == [first]
 
 
 def test_filter_keeps_matching_names() -> None:
-    assert [s.name for s in rows(SummaryOptions(filter="enc.*"))] == ["enc.layers.0.attn (Attention)",
+    assert [s.name for s in rows(ViewOptions(filter="enc.*"))] == ["enc.layers.0.attn (Attention)",
                                                                        "enc.layers.1.attn (Attention)"]
 
 
 def test_colored_text_only_when_asked() -> None:
-    assert "\x1b[" not in format_text(rows(SummaryOptions()))
-    assert "\x1b[1m" in format_text(rows(SummaryOptions()), color=True)
+    assert "\x1b[" not in stats_text(rows(ViewOptions()))
+    assert "\x1b[1m" in stats_text(rows(ViewOptions()), color=True)
 
 
 # One rule for optional values and suffixes (`--summary [PATH]`, `--trace PATH`, `summary -o`)
@@ -362,3 +365,36 @@ def test_summary_takes_the_next_word_only_when_it_is_an_output_name(tmp_path: Pa
         assert "Time %" in result.stderr
     else:
         assert (tmp_path / written).is_file()
+
+
+# Hostile input (issue 21): deep nesting, and names that carry terminal escape sequences
+
+
+def nested_trace(path: Path, depth: int, name: str = "f") -> Path:
+    """A Chrome trace of one recursive function `depth` calls deep, on one thread."""
+    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"}
+              for i in range(depth)]
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def test_summary_tree_of_a_deep_recursion_is_printed(tmp_path: Path) -> None:
+    nested_trace(tmp_path / "deep.json", 1500)
+    result = autonvtx(tmp_path, "summary", "deep.json", "--tree")
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if line.endswith("d:f")]
+    assert len(lines) == 1500
+    assert lines[-1].endswith("  " * 1499 + "d:f")
+
+
+def test_terminal_escape_sequences_in_names_do_not_reach_the_terminal(tmp_path: Path) -> None:
+    nested_trace(tmp_path / "evil.json", 2, name="\x1b]0;pwned\x07\x1b[31mred\x9b2J")
+    result = autonvtx(tmp_path, "summary", "evil.json")
+    assert result.returncode == 0, result.stderr
+    assert not any(ch in result.stdout for ch in "\x1b\x07\x9b")
+    assert "\\x1b]0;pwned\\x07\\x1b[31mred\\x9b2J" in result.stdout
+    # Machine-readable forms keep the name exactly.
+    result = autonvtx(tmp_path, "summary", "evil.json", "-o", "s.json")
+    assert result.returncode == 0, result.stderr
+    names = {row["name"] for row in json.loads((tmp_path / "s.json").read_text())["ranges"]}
+    assert names == {"\x1b]0;pwned\x07\x1b[31mred\x9b2J"}

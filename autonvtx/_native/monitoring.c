@@ -184,6 +184,27 @@ static PyObject* attach(PyObject* module, PyObject* const* args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
+int monitoring_ready(void)
+{
+    return extra_index >= 0;
+}
+
+int monitoring_attached(PyCodeObject* code)
+{
+    void* extra = NULL;
+    (void)PyUnstable_Code_GetExtra((PyObject*)code, extra_index, &extra);
+    return extra != NULL;
+}
+
+int monitoring_attach(PyObject* code, RangeObject* range)
+{
+    if (PyUnstable_Code_SetExtra(code, extra_index, range) < 0) {
+        Py_DECREF(range);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject* detach(PyObject* module, PyObject* code)
 {
     (void)module;
@@ -226,10 +247,6 @@ int monitoring_add_to_module(PyObject* module)
         }
         extra_index = PyUnstable_Eval_RequestCodeExtraIndex(release_range);
         if (extra_index < 0) {
-        if (pthread_key_create(&shadow_key, free_shadow) != 0) {
-            PyErr_SetString(PyExc_OSError, "autonvtx: pthread_key_create failed");
-            return -1;
-        }
             /* No index left: the module still loads; ranges.py reports the code engine
              * unavailable (no monitoring_push attribute). */
             PyErr_Clear();

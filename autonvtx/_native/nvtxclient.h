@@ -8,6 +8,7 @@
  *   steps.c       RangedSteps: a range around each resumption of a generator or coroutine
  *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
+ *   uniform.c     the walk of a module one rule selects as a whole, for both engines
  */
 #ifndef AUTONVTX_NVTXCLIENT_H
 #define AUTONVTX_NVTXCLIENT_H
@@ -49,6 +50,23 @@ static inline void range_pop(RangeObject* r)
 RangeObject* range_new_prepared(PyObject* domain_name, PyObject* message, unsigned long color,
                                 unsigned long category);
 
+/* A new initialised Range in a domain already created (`domain`: its handle, NULL when no
+ * tool is attached), for callers that make many (range.c). */
+RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_name, PyObject* message,
+                                 unsigned long color, unsigned long category);
+
+/* cls(function, range) for `cls` from ranged_function_type (ranged.c); None when a ranged
+ * wrapper cannot serve `function` (a generator-like one before set_drivers()). */
+PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code
+ * extra index exists, whether `code` has a Range, and attaching one (stealing `range`). */
+int monitoring_ready(void);
+int monitoring_attached(PyCodeObject* code);
+int monitoring_attach(PyObject* code, RangeObject* range);
+#endif
+
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */
 enum suspending_kind {
     KIND_GENERATOR,
@@ -77,5 +95,6 @@ int ranged_add_to_module(PyObject* module);
 int steps_add_to_module(PyObject* module);
 int monitoring_add_to_module(PyObject* module);
 int regions_add_to_module(PyObject* module);
+int uniform_add_to_module(PyObject* module);
 
 #endif

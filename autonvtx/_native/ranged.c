@@ -227,12 +227,13 @@ PyDoc_STRVAR(ranged_wrapper_doc,
 "what it returns, a range per resumption; None for those until set_drivers() was called.\n"
 "Instrumenting a package wholesale makes thousands: no Python frame, no argument parsing.");
 
+static int ranged_ready(PyObject* function);
+
 static PyObject* ranged_wrapper(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
 {
     PyObject* cls;
     PyObject* function;
     RangeObject* range;
-    PyObject* call_args[2];
     PyObject* wrapper;
     unsigned long color, category;
     (void)module;
@@ -255,8 +256,7 @@ static PyObject* ranged_wrapper(PyObject* module, PyObject* const* args, Py_ssiz
                      Py_TYPE(function)->tp_name);
         return NULL;
     }
-    if (suspending_kind(((PyCodeObject*)PyFunction_GET_CODE(function))->co_flags) >= 0 &&
-        !steps_ready())
+    if (!ranged_ready(function))
         Py_RETURN_NONE;
     color = PyLong_AsUnsignedLongMask(args[4]);
     if (color == (unsigned long)-1 && PyErr_Occurred())
@@ -267,11 +267,29 @@ static PyObject* ranged_wrapper(PyObject* module, PyObject* const* args, Py_ssiz
     range = range_new_prepared(args[2], args[3], color, category);
     if (range == NULL)
         return NULL;
-    call_args[0] = function;
-    call_args[1] = (PyObject*)range;
-    wrapper = PyObject_Vectorcall(cls, call_args, 2, NULL);
+    wrapper = ranged_make(cls, function, range);
     Py_DECREF(range);
     return wrapper;
+}
+
+/* Whether a ranged wrapper can serve `function` (a generator-like one needs the drivers). */
+static int ranged_ready(PyObject* function)
+{
+    return suspending_kind(((PyCodeObject*)PyFunction_GET_CODE(function))->co_flags) < 0 || steps_ready();
+}
+
+PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range)
+{
+    PyObject* call_args[2];
+    if (!PyType_Check(cls) || ((PyTypeObject*)cls)->tp_init != ranged_init) {
+        PyErr_SetString(PyExc_TypeError, "ranged_make: cls must come from ranged_function_type");
+        return NULL;
+    }
+    if (!PyFunction_Check(function) || !ranged_ready(function))
+        Py_RETURN_NONE;
+    call_args[0] = function;
+    call_args[1] = (PyObject*)range;
+    return PyObject_Vectorcall(cls, call_args, 2, NULL);
 }
 
 

@@ -22,6 +22,9 @@
  */
 #include "nvtxclient.h"
 
+#include <stddef.h>
+#include <structmember.h>
+
 typedef struct {
     PyObject_HEAD
     PyObject* inner;      /* the generator, coroutine or awaitable iterator driven */
@@ -275,6 +278,14 @@ static PyMethodDef Steps_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef Steps_members[] = {
+    /* A slot the drivers' bytecode reads without a call (3.12's LOAD_ATTR_SLOT); None until
+     * iteration ended the driven object with a value other than None. */
+    {"returned", T_OBJECT, offsetof(StepsObject, result), READONLY,
+     "What the driven object returned when iteration ended it, else None."},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyAsyncMethods Steps_async = {
     .am_await = (unaryfunc)Steps_self,
     .am_send = (sendfunc)Steps_am_send,
@@ -295,9 +306,15 @@ static PyTypeObject StepsType = {
     .tp_iter = Steps_self,
     .tp_iternext = (iternextfunc)Steps_iternext,
     .tp_methods = Steps_methods,
+    .tp_members = Steps_members,
     .tp_new = Steps_new,
     .tp_finalize = (destructor)Steps_finalize,
 };
+
+static int is_generator_like(PyObject* op)
+{
+    return PyGen_CheckExact(op) || PyCoro_CheckExact(op) || Py_IS_TYPE(op, &PyAsyncGen_Type);
+}
 
 /* The outer object shows the driven one's names (reprs, asyncio task reprs, the "never
  * awaited" warning). */
@@ -305,6 +322,16 @@ static int copy_names(PyObject* outer, PyObject* inner)
 {
     PyObject* names[2] = {str_name, str_qualname};
     int i;
+    if (is_generator_like(outer) && is_generator_like(inner)) {
+        /* The fields their __name__ and __qualname__ setters write (genobject.c): generators,
+         * coroutines and async generators share this head (_PyGenObject_HEAD, public in
+         * 3.10-3.13), and a driver's call made them fresh. */
+        PyGenObject* to = (PyGenObject*)outer;
+        PyGenObject* from = (PyGenObject*)inner;
+        Py_XSETREF(to->gi_name, Py_NewRef(from->gi_name));
+        Py_XSETREF(to->gi_qualname, Py_NewRef(from->gi_qualname));
+        return 0;
+    }
     for (i = 0; i < 2; ++i) {
         PyObject* value = PyObject_GetAttr(inner, names[i]);
         int failed = value == NULL || PyObject_SetAttr(outer, names[i], value) < 0;

@@ -1,10 +1,43 @@
 """The `autonvtx` command group: every command module registers itself on it."""
 from __future__ import annotations
 
+import importlib
+
 import click
 
+# Where each command lives (a module registers its commands when imported). Only the module of
+# the command asked for is imported: `autonvtx run` does not load the others (start-up).
+COMMAND_MODULES = {
+    "summary": "autonvtx.cli.recorded",
+    "recover": "autonvtx.cli.recorded",
+    "merge": "autonvtx.cli.recorded",
+    "report": "autonvtx.cli.report",
+    "profile": "autonvtx.cli.profile",
+    "diff": "autonvtx.cli.diff",
+    "presets": "autonvtx.cli.rules",
+    "list": "autonvtx.cli.rules",
+    "export": "autonvtx.cli.rules",
+    "init": "autonvtx.cli.rules",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class CommandGroup(click.Group):
+    """A group whose commands' modules are imported when a command is looked up by name, and
+    all at once when the commands are listed (`autonvtx --help`)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if cmd_name not in self.commands and module is not None:
+            importlib.import_module(module)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in sorted(set(COMMAND_MODULES.values())):
+            importlib.import_module(module)
+        return super().list_commands(ctx)
+
+
+@click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="autonvtx", prog_name="autonvtx")
 def cli() -> None:
     """NVTX ranges on any Python program's own functions, without touching its source."""

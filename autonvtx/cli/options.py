@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import click
 
+from autonvtx.engines import ENGINES
+
 if TYPE_CHECKING:
     from autonvtx.config import Config
 
@@ -37,7 +39,7 @@ RULE_OPTIONS = [
         help="With -t: never qualified names matching GLOB (e.g. '_*'); repeatable.",
     ),
     click.option(
-        "--engine", type=click.Choice(["auto", "code", "wrap"]), default=None,
+        "--engine", type=click.Choice(ENGINES), default=None,
         help="How rules put ranges on functions: code (sys.monitoring, Python 3.12+, replaces"
         " nothing), wrap (wrappers), auto (code where it can run; the default, or the config's"
         " [autonvtx] engine).",
@@ -81,30 +83,17 @@ def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The options that shape a summary table, shared by `run --summary` and `summary`."""
-    options = [
-        click.option("--tree", is_flag=True, help="Summary: one row per call path, indented by nesting."),
-        click.option("--group", "group_by", type=click.Choice(["name", "class"]), default="name",
-                     help="Summary: class folds 'a.b.3.attn (Attention)' rows into one per class."),
-        click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
-                     help="Summary: leave out each range's first N instances on each thread (warm-up)."),
-        click.option("--by", type=click.Choice(["process", "rank", "thread"]), help="Summary: a table per group."),
-        click.option("--sort", type=click.Choice(["total", "self", "count", "mean", "max"]), default="total",
-                     help="Summary: the column rows are sorted by (largest first)."),
-        click.option("--top", type=click.IntRange(min=1), metavar="N", help="Summary: only the first N rows."),
-        click.option("--filter", "name_filter", metavar="GLOB", help="Summary: only ranges whose name matches."),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
+    """The options that shape a summary table: the view options every table command shares."""
+    from autonvtx.cli.views import view_options
+
+    return view_options(command)
 
 
 def make_summary_options(values: dict[str, Any]) -> Any:
-    from autonvtx.recorder.summary import SummaryOptions
+    from autonvtx.cli.views import make_view_options
 
-    return SummaryOptions(tree=values["tree"], group=values["group_by"], skip_first=values["skip_first"],
-                          by=values["by"], sort=values["sort"], top=values["top"], filter=values["name_filter"])
+    return make_view_options(values)
 
 
-SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": "total",
+SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": None,
                            "top": None, "name_filter": None}

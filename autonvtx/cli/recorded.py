@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.options import make_summary_options, summary_options
+from autonvtx.cli.views import make_view_options, view_options
 from autonvtx.errors import UsageError
 
 @cli.command("summary")
@@ -19,22 +19,26 @@ from autonvtx.errors import UsageError
     metavar="PATH",
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
-@summary_options
-def summary_command(trace: str, output: str | None, **table: Any) -> None:
+@view_options
+def summary_command(trace: str, output: str | None, **view: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.summary import summarize, summary_notes
-    from autonvtx.recorder.table import format_text, use_color, write_summary
+    from autonvtx.recorder.stats import summary_notes
+    from autonvtx.report.profile import recording_stats
+    from autonvtx.report.render import write_summary
+    from autonvtx.report.text import stats_text, use_color
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
     if output is not None:
         check_summary_path("summary: -o", output)
+    options = make_view_options(view)
     recordings = read_trace(trace)
-    stats = summarize(recordings, make_summary_options(table))
+    # The same function `report` reads a recording's figures with: one table, one set of numbers.
+    stats = recording_stats(recordings, options)
     if output is None:
-        click.echo(format_text(stats, notes=summary_notes(recordings), color=use_color(sys.stdout)), nl=False)
+        click.echo(stats_text(stats, notes=summary_notes(recordings), color=use_color(sys.stdout)), nl=False)
     else:
         write_summary(stats, output, notes=summary_notes(recordings))
 
@@ -56,7 +60,7 @@ def recover_command(directory: str, output: str) -> None:
 @cli.command("merge")
 @click.argument("traces", nargs=-1, required=True)
 @click.option("-o", "--output", required=True, metavar="PATH",
-              help="The merged trace (.json or .json.gz); inputs may be .pftrace too.")
+              help="The merged trace (.json, .json.gz, .pftrace); inputs may be any of these.")
 def merge_command(traces: tuple[str, ...], output: str) -> None:
     """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
     from autonvtx.recorder.merge import check_inputs, merge_traces

@@ -22,12 +22,60 @@ def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
         raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
-    data = _parse_toml(display, text) if kind == "toml" else _parse_yaml(display, text)
+    try:
+        data = _parse_toml(display, text) if kind == "toml" else _parse_yaml(display, text)
+    except RecursionError:  # the parsers recurse per level of nesting
+        raise ConfigError(f"{display}: {_TOO_DEEP}") from None
     if data is None:  # an empty YAML document
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"{display}: expected a mapping at the top level, got {describe_value(data)}")
+    check_shape(display, data)
     return data
+
+
+# Bounds on what a config may hold, far past any real one: a file past them is hostile or
+# broken, and the checks that follow (and their messages) would recurse or take exponential
+# time over it.
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
+_TOO_DEEP = f"nested too deeply; expected at most {MAX_DEPTH} levels of tables and lists"
+
+
+def check_shape(display: str, data: Any) -> None:
+    """Refuse `data` nested deeper than MAX_DEPTH, or holding more than MAX_VALUES values once
+    YAML aliases are expanded (an alias "bomb" of a few hundred bytes expands to billions, a
+    self-referring alias never ends). Iterative, and it stops at the bound."""
+    # (value, depth, the entry of the table or list holding it): the chain says, past the
+    # depth bound, whether a table or list holds itself.
+    Entry = tuple[Any, int, Any]
+    stack: list[Entry] = [(data, 0, None)]
+    seen = 0
+    while stack:
+        entry = stack.pop()
+        value, depth, _ = entry
+        seen += 1
+        if seen > MAX_VALUES:
+            raise ConfigError(
+                f"{display}: holds more than {MAX_VALUES:,} values (YAML aliases expanded);"
+                " expected a config of a few tables and lists"
+            )
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{display}: {_holds_itself(entry) or _TOO_DEEP}")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, entry) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1, entry) for v in value)
+
+
+def _holds_itself(entry: tuple[Any, int, Any]) -> str | None:
+    ids: set[int] = set()
+    while entry is not None:
+        value, _, entry = entry
+        if id(value) in ids:
+            return "a table or list holds itself (a YAML alias inside its own anchor); expected plain values"
+        ids.add(id(value))
+    return None
 
 
 def _parse_toml(display: str, text: str) -> Any:

@@ -32,6 +32,13 @@ _IDENTIFIER_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
 _HEX = re.compile(r"#?[0-9a-fA-F]{6}\Z")
 # fnmatch's special characters, escaped so an exact name stays exact as a glob.
 _GLOB_SPECIAL = re.compile(r"([*?\[])")
+_MAX_PARTS = 100  # dotted parts of one name: module path and qualified name together, and more
+
+
+def _shown(value: Any) -> str:
+    """`value` as a message quotes it, cut short."""
+    text = repr(value) if not isinstance(value, (list, dict)) else type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_nsys_json(display: str, full: str) -> list[Rule]:
@@ -49,6 +56,8 @@ def read_nsys_json(display: str, full: str) -> list[Rule]:
         raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{display}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:  # json recurses per level of nesting
+        raise ConfigError(f"{display}: nested too deeply; expected a list of objects") from None
     except OSError as exc:
         raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
     if not isinstance(data, list):
@@ -91,7 +100,14 @@ def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
         if not isinstance(name, str) or not _IDENTIFIER_PATH.match(name):
             raise ConfigError(
                 f"{display}: {loc}.functions[{j}]: expected an exact dotted name such as"
-                f" 'Class.method' (no patterns), got {name!r}"
+                f" 'Class.method' (no patterns), got {_shown(name)}"
+            )
+        if name.count(".") >= _MAX_PARTS:
+            # Each split of a name is a rule of its own: a name of n parts makes n rules of
+            # up to n parts, which past any real name only costs time (quadratic).
+            raise ConfigError(
+                f"{display}: {loc}.functions[{j}]: expected at most {_MAX_PARTS} dotted parts,"
+                f" got {name.count('.') + 1} ({_shown(name)})"
             )
     domain = entry.get("domain")
     if domain is not None and (not isinstance(domain, str) or not domain):

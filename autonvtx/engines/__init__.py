@@ -1,7 +1,10 @@
 """Engines apply what the walk decided: the walk says which function gets which range, an
 engine makes it so (and a plan engine only records it, for `list`, `--dry-run` and `export`).
 
-An engine has these methods, called by `autonvtx.walk.Walker`:
+An engine is chosen as a record (`kinds.EngineKind`, as coverage.py's core.py chooses its
+tracer): `kinds.choose_engine()` returns it with the reason when it is not the one asked for,
+and callers read its capabilities and call its factory. The engine it builds has these
+members, called by `autonvtx.walk.Walker` (the `Engine` protocol):
 
     existing(func) -> the stand-in already made for `func` (a re-export is bound to it), or None
     apply(func, module, qualname, rule) -> what the walk binds where `func` was found, or None
@@ -12,6 +15,9 @@ An engine has these methods, called by `autonvtx.walk.Walker`:
                         `module.attr` holds `func`, defined in a target not yet walked: rebind
                         it to func's stand-in once there is one
     changes_namespaces  whether the walk may rebind module names (a plan may not)
+    reaches_nested      whether it ranges code objects (and so decides about nested functions)
+    apply_code(code, module, qualname, rule)   range every run of `code` (reaches_nested only)
+    restore()           put back everything it changed; how many functions it restored
 
 `wrap` replaces functions with transparent wrappers (every Python version); `code` turns on
 sys.monitoring events for selected code objects and replaces nothing (3.12+; it also decides
@@ -39,11 +45,19 @@ def is_marked(value: Any) -> bool:
 
 
 class Engine(Protocol):
+    """What the walk asks of an engine (every engine has all of it; `kind` says which to use)."""
+
+    # Whether the walk may rebind module names and class members (a plan may not).
     changes_namespaces: bool
+    # Whether it ranges code objects: then it also decides about functions nested in others,
+    # and the walk hands it Python functions' code through apply_code().
+    reaches_nested: bool
 
     def existing(self, func: Any) -> Any | None: ...
 
     def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> Any | None: ...
+
+    def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None: ...
 
     def bind(self, namespace: dict[str, Any], attr: str, value: Any) -> None: ...
 
@@ -51,21 +65,20 @@ class Engine(Protocol):
 
     def remember_reference(self, func: Any, module: Any, attr: str) -> None: ...
 
+    def restore(self) -> int: ...
 
+
+# The settings `[autonvtx] engine` and `--engine` accept: "auto" and the name of each kind in
+# `autonvtx.engines.kinds` (tests/test_engines.py holds them equal).
 ENGINES = ("auto", "code", "wrap")
 
 
-def choose_engine(setting: str) -> tuple[str, str | None]:
-    """The engine `[autonvtx] engine = setting` gives here: ("code" or "wrap", None), or
-    ("wrap", the one line saying why the code engine cannot run) when it was wanted and cannot.
-    `auto` is the code engine on 3.12+ and the wrap engine before, silently."""
-    if setting == "wrap":
-        return "wrap", None
-    if setting == "auto" and sys.version_info < (3, 12):
-        return "wrap", None
-    from autonvtx import ranges  # the native client says whether its callbacks are there
-
-    reason = ranges.monitoring_available()
-    if reason is None:
-        return "code", None
-    return "wrap", f"engine {setting!r}: the code engine cannot run ({reason}); using the wrap engine"
+def loaded_function_wrapper() -> type | None:
+    """wrapt's FunctionWrapper type when wrapt (or the part the wrap engine loads) is loaded,
+    else None; imports nothing (wrapt 2.x keeps it in `wrapt.__wrapt__`, 1.x in `wrappers`)."""
+    for name in ("wrapt.__wrapt__", "wrapt.wrappers"):
+        module = sys.modules.get(name)
+        kind = vars(module).get("FunctionWrapper") if module is not None else None
+        if isinstance(kind, type):
+            return kind
+    return None

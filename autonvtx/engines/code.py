@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule
@@ -41,11 +41,7 @@ class CodeEngine:
         name it is bound to and inside its factory)."""
         if self._monitor.is_monitored(code):
             return
-        styled = self._styles.get((id(rule), module))
-        if styled is None:
-            style = self._config.style(rule, module)
-            styled = self._styles[id(rule), module] = (style, *ranges.style_arguments(style))
-        style, domain, color, category = styled
+        style, domain, color, category = self._styled(rule, module)
         if style.message == "{qualname}":
             # The code's own string when it is the name (one less string per function).
             message = code.co_qualname if code.co_qualname == qualname else qualname
@@ -55,6 +51,22 @@ class CodeEngine:
         # A bare Range, not an Emitter: thousands of code objects get one when a package is
         # targeted wholesale, and the callbacks need nothing else.
         self._monitor.monitor_new(code, ranges.prepared_range(domain, message, color, category))
+
+    def uniform_walk(self, module: str, rule: Rule) -> Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None:
+        """The native walk of `module`, which `rule` selects as a whole (apply_code() for every
+        plain function it meets, in C: ranges.CodeMonitor.uniform_walker), or None where it
+        cannot serve: a message template other than the name, or no native client."""
+        style, domain, color, category = self._styled(rule, module)
+        if style.message != "{qualname}":
+            return None
+        return self._monitor.uniform_walker(domain, color, category, no_existing=self._fallback is None)
+
+    def _styled(self, rule: Rule, module: str) -> tuple[Any, str, int, int]:
+        styled = self._styles.get((id(rule), module))
+        if styled is None:
+            style = self._config.style(rule, module)
+            styled = self._styles[id(rule), module] = (style, *ranges.style_arguments(style))
+        return styled
 
     def existing(self, func: Any) -> Any:
         return self._fallback.existing(func) if self._fallback is not None else None

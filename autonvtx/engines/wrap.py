@@ -2,12 +2,18 @@
 wrapper whose calls push and pop its range; and the one patching helper plugins use too."""
 from __future__ import annotations
 
+import functools
 import threading
 import types
 import weakref
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import wrapt
+if TYPE_CHECKING:
+    import wrapt
+else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see wraptcore)
+    from autonvtx.engines.wraptcore import load_wrapt
+
+    wrapt = load_wrapt()
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule
@@ -163,6 +169,7 @@ class WrapEngine:
     wrapped function pointing at its one wrapper."""
 
     changes_namespaces = True
+    reaches_nested = False  # it ranges functions, never code objects: no apply_code() calls
 
     def __init__(self, config: Config, *, restorable: bool = False) -> None:
         self._config = config
@@ -219,6 +226,28 @@ class WrapEngine:
         if pending:
             self._rebind(func, found, pending)
         return found
+
+    def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
+        raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
+
+    def uniform_walk(self, module: str, rule: Rule) -> Callable[..., None] | None:
+        """The native walk of `module`, which `rule` selects as a whole (apply() for every
+        plain function it meets, in C: autonvtx/_native/uniform.c), or None where it cannot
+        serve: a message template other than the name, or no native client."""
+        walk = ranges.uniform_walk_function()
+        if walk is None or _RangedFunctionWrapper is None:
+            return None
+        style = self._config.style(rule, module)
+        if style.message != "{qualname}":
+            return None
+        domain, color, category = ranges.style_arguments(style)
+
+        def apply(func: Any, qualname: str) -> Any:
+            return self.apply(func, module, qualname, rule)
+
+        return functools.partial(walk, ("wrap", domain, color, category, _RangedFunctionWrapper,
+                                        self._wrappers, self._pending, self._rebind, apply,
+                                        self._written))
 
     def existing(self, value: Any) -> RangeWrapper | None:
         found = self._wrappers.get(id(value))  # no lock: see apply

@@ -1,13 +1,13 @@
-"""Python child processes run the parent's rules: what `autonvtx run` exports, what a child does.
+"""Python child processes run the parent's rules: what `autonvtx run` exports for them.
 
 The parent puts the bootstrap directory (it holds only `sitecustomize.py`) first on PYTHONPATH
 and its resolved configuration in AUTONVTX_CONFIG; every Python child, whoever starts it
-(subprocess with `sys.executable`, multiprocessing, a launcher), runs `bootstrap()` during
-start-up, before its own code. Children forked without exec inherit the parent's state as it is.
+(subprocess with `sys.executable`, multiprocessing, a launcher), runs
+`autostart.process_startup()` during start-up, before its own code. Children forked without exec
+inherit the parent's state as it is.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -17,7 +17,6 @@ from autonvtx.propagate import threads, workers
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
-    from autonvtx.control import Instrumentation
 
 BOOTSTRAP_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap")
 
@@ -30,9 +29,6 @@ _RUN_VARIABLES = (
     environment.RECORD_DIR,
     environment.RECORD_LIMIT_MB,
 )
-
-_bootstrapped = False
-
 
 def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> None:
     """Carry `autonvtx run` into this process's threads (their names) and, unless `follow` is
@@ -76,39 +72,6 @@ def leave_children_alone(*, recording: bool) -> None:
     workers.silence_fork_children()
 
 
-def bootstrap() -> None:
-    """A child's start-up (from the bootstrap's sitecustomize): the import hook with the parent's
-    rules, thread names, multiprocessing support, and a note that it is recorded. Once."""
-    global _bootstrapped
-    if _bootstrapped:
-        return
-    _bootstrapped = True
-    if os.environ.get(environment.CHILDREN) == "off":
-        _forget_run()
-        return
-    if is_autonvtx_command():
-        return  # a nested `autonvtx run` sets itself up from its own options
-    role = workers.multiprocessing_role()
-    if role == "helper":
-        return  # multiprocessing's resource tracker: none of the program's code runs there
-    recording = bool(os.environ.get(environment.RECORD_DIR))
-    text = os.environ.get(environment.CONFIG)
-    instrumentation = _start_instrumentation(text) if text else None
-    threads.install()
-    workers.install(instrumentation, record=recording, role=role)
-    termination.follow_tool_exit(watch=True)  # under nsys: SIGTERM and os._exit keep nsys's ranges
-    if recording and role in (None, "spawn"):
-        from autonvtx.recorder.session import note_process
-        from autonvtx.recorder.shutdown import follow_exit
-
-        # Registered now, before the program's own atexit handlers: it runs after them. A
-        # spawn child whose parent held SIGTERM back does it once named (workers' prepare).
-        if not (role == "spawn" and workers.is_sigterm_held()):
-            follow_exit()
-        if role is None:  # a multiprocessing child notes itself under its process name
-            note_process(process_label())
-
-
 def process_label() -> str:
     """How this child is named in the trace: its multiprocessing name, else its command line."""
     from autonvtx.ranks import detect_rank, label_with_rank  # start-up cost (issue 6)
@@ -125,26 +88,6 @@ def process_label() -> str:
     return label_with_rank(name, detect_rank())
 
 
-def _start_instrumentation(config_text: str) -> Instrumentation | None:
-    """The parent's rules and plugins, installed as `autonvtx run` installs them (without its
-    warnings: unmatched patterns are the parent's to report, a child rarely imports every
-    target); None when no NVTX tool is attached (nothing would be seen)."""
-    from autonvtx.config import Config
-    from autonvtx.control import Instrumentation
-
-    if not environment.is_tool_configured():
-        return None
-    instrumentation = Instrumentation(Config.from_json(config_text))
-    if environment.verbosity():
-        atexit.register(_report, instrumentation)
-    instrumentation.install()
-    return instrumentation
-
-
-def _report(instrumentation: Instrumentation) -> None:
-    print(f"autonvtx: {instrumentation.process_line(process_label())}", file=sys.stderr)
-
-
 def _put_bootstrap_first() -> None:
     # The user's own entries stay exactly as they were (an empty entry means something).
     path = os.environ.get(environment.PYTHONPATH, "")
@@ -152,7 +95,7 @@ def _put_bootstrap_first() -> None:
         os.environ[environment.PYTHONPATH] = os.pathsep.join([BOOTSTRAP_DIR, path]) if path else BOOTSTRAP_DIR
 
 
-def _forget_run() -> None:
+def forget_run() -> None:
     """Drop the run's variables, the recorder (if it is ours) and the bootstrap from this
     process's environment: it and its children run as if autonvtx were not there."""
     from autonvtx.recorder import native

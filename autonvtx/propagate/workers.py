@@ -261,10 +261,10 @@ def _patch_prepare(spawn: types.ModuleType) -> None:
     def prepare(data: dict[str, Any]) -> None:
         # Before the main script is re-run (in prepare): no thread it starts inherits the mask.
         try:
-            from autonvtx.recorder.shutdown import flush_process, follow_exit, on_sigterm
+            from autonvtx.recorder.shutdown import flush_on_sigterm, follow_exit
 
             if data.get(_UNBLOCK_KEY):
-                on_sigterm(flush_process)  # the handler, for a SIGTERM held back until now
+                flush_on_sigterm()  # the handler, for a SIGTERM held back until now
                 if "name" in data:
                     _note(str(data["name"]))
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})

@@ -51,8 +51,29 @@ def merge_traces(paths: Sequence[str], output: str) -> list[str]:
     """Read `paths`, write their merged trace to `output`; return notes for the user."""
     sources = [TraceSource(path, read_trace(path), read_trace_metadata(path)) for path in paths]
     recordings, metadata, notes = merge_sources(sources)
-    write_chrome_trace(recordings, output, metadata=metadata)
+    write_merged(recordings, output, metadata)
     return notes
+
+
+def write_merged(recordings: list[ProcessRecording], output: str, metadata: Mapping[str, Any]) -> None:
+    """The merged trace, by the one trace writer (the native exporter, fed `.anr` files written
+    from the merged recordings): .json, .json.gz or .pftrace. Without the native library, the
+    Python twin writes JSON."""
+    import tempfile
+
+    from autonvtx.recorder import native
+    from autonvtx.recorder.recording_writer import write_recordings
+    from autonvtx.recorder.writer import PERFETTO_SUFFIXES, write_trace
+
+    if native.library_path() is None:
+        if output.endswith(PERFETTO_SUFFIXES):
+            raise TraceFormatError(f"merge: -o {output}: writing Perfetto needs the native recorder library, "
+                                   "which this installation lacks; expected a .json or .json.gz output")
+        write_chrome_trace(recordings, output, metadata=metadata)
+        return
+    with tempfile.TemporaryDirectory(prefix="autonvtx-merge-") as directory:
+        files = [(path, 0, recording) for path, recording in zip(write_recordings(recordings, directory), recordings)]
+        write_trace(recordings, files, output, metadata=metadata)
 
 
 def read_trace_metadata(path: str) -> dict[str, Any]:
@@ -184,5 +205,5 @@ def check_inputs(paths: Sequence[str], output: str | None = None) -> None:
     for path in paths:
         if not os.path.isfile(path):
             raise UsageError(f"merge: no such file '{path}'")
-    if output is not None and not output.endswith((".json", ".json.gz")):
-        raise UsageError(f"merge: -o: {output!r} must end in .json or .json.gz (merge writes Chrome trace-event JSON)")
+    if output is not None and not output.endswith((".json", ".json.gz", ".pftrace", ".perfetto-trace")):
+        raise UsageError(f"merge: -o: {output!r} must end in .json, .json.gz, .pftrace or .perfetto-trace")

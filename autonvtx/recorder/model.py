@@ -1,11 +1,21 @@
 """What a recording holds once read back: processes, threads, ranges and marks."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
 Payload = Union[int, float, None]
 RangeKind = Literal["push", "startend"]
+
+# A byte that was not UTF-8 in a command line (os.fsdecode keeps it as a lone surrogate):
+# no trace format can hold one, so labels show U+FFFD there, as a "replace" decoding would.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate as U+FFFD: encodable as UTF-8 whatever bytes it came from."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)
@@ -65,7 +75,7 @@ class ProcessRecording:
     @property
     def display_name(self) -> str:
         if self.label:
-            return self.label
+            return valid_text(self.label)
         if self.cmdline:
-            return " ".join(self.cmdline)
+            return valid_text(" ".join(self.cmdline))
         return f"pid {self.pid}"

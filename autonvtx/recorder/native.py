@@ -1,10 +1,14 @@
-"""Where the native recorder library is, and a ctypes handle on its control functions."""
+"""The one ctypes binding of the native recorder library: its control functions and its exporter.
+
+Every C structure crossing the boundary is a typed `ctypes.Structure` here (field names, not
+indices); `_native/export.c` fills them as arrays of the same layout.
+"""
 from __future__ import annotations
 
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 LIBRARY_NAME = "libautonvtx_recorder.so"
 
@@ -104,3 +108,72 @@ def control() -> RecorderControl:
             )
         _control = RecorderControl(path)
     return _control
+
+
+class FileInfo(ctypes.Structure):
+    """What `autonvtx_export_file` found in one recording (`uint64_t info[8]` in export.c)."""
+
+    _fields_ = [("ranges", ctypes.c_uint64), ("marks", ctypes.c_uint64), ("open_ranges", ctypes.c_uint64),
+                ("unmatched_pops", ctypes.c_uint64), ("first_ns", ctypes.c_uint64), ("last_ns", ctypes.c_uint64),
+                ("flush_ns", ctypes.c_uint64), ("ended_normally", ctypes.c_uint64)]
+
+
+class RowCounts(ctypes.Structure):
+    """One statistics row's integers (`uint64_t out[12]` of `autonvtx_export_row`)."""
+
+    _fields_ = [("group", ctypes.c_uint64), ("parent_plus_one", ctypes.c_uint64), ("depth", ctypes.c_uint64),
+                ("count", ctypes.c_uint64), ("total_ns", ctypes.c_uint64), ("self_ns", ctypes.c_uint64),
+                ("min_ns", ctypes.c_uint64), ("max_ns", ctypes.c_uint64), ("open_count", ctypes.c_uint64),
+                ("name_id", ctypes.c_uint64), ("domain_id", ctypes.c_uint64), ("seen", ctypes.c_uint64)]
+
+
+class RowFigures(ctypes.Structure):
+    """One statistics row's floating-point figures (`double fout[3]`)."""
+
+    _fields_ = [("mean_ns", ctypes.c_double), ("median_ns", ctypes.c_double), ("variance", ctypes.c_double)]
+
+
+class GroupSpan(ctypes.Structure):
+    """The recorded time of one statistics group (`uint64_t out[3]` of `autonvtx_export_group_spans`)."""
+
+    _fields_ = [("group", ctypes.c_uint64), ("first_ns", ctypes.c_uint64), ("last_ns", ctypes.c_uint64)]
+
+
+# The exporter's statistics modes (export.c's STATS_*).
+STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS = 1, 2, 4, 8
+TEXT_NAME, TEXT_DOMAIN = 0, 1
+
+
+def _declare(lib: ctypes.CDLL, name: str, argtypes: list[Any], restype: Any) -> None:
+    function = getattr(lib, name)
+    function.argtypes = argtypes
+    function.restype = restype
+
+
+_exporter_lib: ctypes.CDLL | None = None
+
+
+def exporter() -> ctypes.CDLL:
+    """The library with the exporter's signatures declared (the loaded library's handle, when NVTX
+    has loaded it); FileNotFoundError if not built."""
+    global _exporter_lib
+    if _exporter_lib is not None:
+        return _exporter_lib
+    path = library_path()
+    if path is None:
+        raise FileNotFoundError(f"the native recorder {LIBRARY_NAME} is not built in this installation")
+    lib = ctypes.CDLL(path)
+    handle, u64, text = ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p
+    _declare(lib, "autonvtx_export_new", [text, text, ctypes.c_int, u64], handle)
+    _declare(lib, "autonvtx_export_file", [handle, text, u64, ctypes.POINTER(FileInfo)], ctypes.c_int)
+    _declare(lib, "autonvtx_export_close", [handle], ctypes.c_int)
+    _declare(lib, "autonvtx_export_rows", [handle], ctypes.c_size_t)
+    _declare(lib, "autonvtx_export_row", [handle, ctypes.c_size_t, ctypes.POINTER(RowCounts),
+                                          ctypes.POINTER(RowFigures)], None)
+    _declare(lib, "autonvtx_export_text", [handle, ctypes.c_uint32, ctypes.c_int], text)
+    _declare(lib, "autonvtx_export_group_spans", [handle, ctypes.c_size_t, ctypes.POINTER(GroupSpan)],
+             ctypes.c_size_t)
+    _declare(lib, "autonvtx_export_free", [handle], None)
+    _declare(lib, "autonvtx_export_outside", [handle], u64)
+    _exporter_lib = lib
+    return lib

@@ -31,6 +31,7 @@ whose last write was not the final one comes from a process that ended abnormall
 from __future__ import annotations
 
 import gc
+import mmap
 import operator
 import os
 import struct
@@ -44,22 +45,32 @@ MAGIC = b"ANVTXREC"
 VERSION = 2
 SUFFIX = ".anr"
 
-_HEADER = struct.Struct("<8sIIIIQqQQQ")
-_SPILL = struct.Struct("<QqQQQII")
-_SECTION = struct.Struct("<IIQ")
+# The layout of `_native/anr_format.h`, in Python (tests/test_recorder.py checks every constant
+# against the header); `recording_writer` writes with the same structures.
+HEADER = struct.Struct("<8sIIIIQqQQQ")
+SECTION = struct.Struct("<IIQ")
+THREAD = struct.Struct("<IIQQII")
+SPILL = struct.Struct("<QqQQQII")
+T_END, T_CMDLINE, T_DOMAINS, T_STRINGS, T_CATEGORIES, T_THREAD, T_THREAD_NAMES, T_SPILL = range(8)
+K_PUSH, K_POP, K_START, K_END, K_MARK = 1, 2, 3, 4, 5
+F_COLOR, F_CATEGORY = 1, 2
+M_NONE, M_INLINE, M_REGISTERED = 0, 1, 2
+THREAD_WRAPPED = 1
+
+_HEADER, _SPILL, _SECTION, _THREAD = HEADER, SPILL, SECTION, THREAD
 _U32X2 = struct.Struct("<II")
 _U32X4 = struct.Struct("<IIII")
-_THREAD = struct.Struct("<IIQQII")
 _HEAD = struct.Struct("<IIQ")  # kind/flags/payload type/message kind as one word, domain, ts
 _U64 = struct.Struct("<Q")
 
 _T_END, _T_CMDLINE, _T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES, _T_SPILL = range(8)
-_PUSH, _POP, _START, _END, _MARK = 1, 2, 3, 4, 5
-_F_COLOR, _F_CATEGORY = 1, 2
-_M_NONE, _M_INLINE, _M_REGISTERED = 0, 1, 2
+_PUSH, _POP, _START, _END, _MARK = K_PUSH, K_POP, K_START, K_END, K_MARK
+_F_COLOR, _F_CATEGORY = F_COLOR, F_CATEGORY
+_M_NONE, _M_INLINE, _M_REGISTERED = M_NONE, M_INLINE, M_REGISTERED
 
 # nvtxPayloadType_t -> struct code for the 8-byte payload slot (4-byte values come first).
-_PAYLOAD_FORMATS = {1: "Q", 2: "q", 3: "d", 4: "I4x", 5: "i4x", 6: "f4x"}
+PAYLOAD_FORMATS = {1: "Q", 2: "q", 3: "d", 4: "I4x", 5: "i4x", 6: "f4x"}
+_PAYLOAD_FORMATS = PAYLOAD_FORMATS
 
 # What follows a record's 16-byte head: (struct, kind, has_id, has_payload, has_color,
 # has_category, message kind), compiled once per distinct first 32-bit word of a record.
@@ -88,7 +99,7 @@ _make_mark: Callable[..., Mark] = Mark
 class _Reader:
     """Parses one file; every failure becomes a TraceFormatError naming the file."""
 
-    def __init__(self, path: PathLike, data: bytes) -> None:
+    def __init__(self, path: PathLike, data: bytes | mmap.mmap) -> None:
         self.path = os.fspath(path)
         self.data = data
         self.layouts: Dict[int, _Layout] = {}
@@ -114,7 +125,9 @@ class _Reader:
         self.layouts[word] = layout
         return layout
 
-    def read(self) -> ProcessRecording:
+    def read(self, events: bool = True) -> ProcessRecording:
+        """The recording; without `events`, its processes, threads and names only (what the
+        native exporter needs beside the events it streams itself)."""
         data = self.data
         if len(data) < _HEADER.size:
             raise self.fail(f"file too short for a header ({len(data)} bytes)")
@@ -142,7 +155,8 @@ class _Reader:
             pos = end
         for tid, name in tables.renames:
             recording.thread_names[tid] = name
-        self.events(recording, threads, tables)
+        if events:
+            self.events(recording, threads, tables)
         return recording
 
     def section(self, recording: ProcessRecording, tables: "_Tables",
@@ -195,7 +209,7 @@ class _Reader:
         wrapped = set()
         # Stacks are per thread index, not per tid: the OS reuses the tids of finished threads.
         for index, tid, pos, end, flags in threads:
-            if flags & 1:
+            if flags & THREAD_WRAPPED:
                 wrapped.add(index)
             try:
                 pos = self.decode(state, index, tid, pos, end)
@@ -342,17 +356,12 @@ _mark_order = operator.attrgetter("ts_ns")
 
 def read_recording(path: PathLike) -> ProcessRecording:
     """One process's recording; TraceFormatError if the file is unreadable or corrupt."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as error:
-        raise TraceFormatError(f"{os.fspath(path)}: cannot read the recording: {error.strerror}") from None
     # Millions of small tuples and objects would trigger full collections over and over; nothing
     # built here forms a cycle.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Reader(path, data).read()
+        return _read(path, events=True)
     finally:
         if was_enabled:
             gc.enable()
@@ -369,33 +378,21 @@ def read_directory(directory: PathLike) -> list[ProcessRecording]:
 def scan_recording(path: PathLike) -> ProcessRecording:
     """One process's recording without its events: pid, command line, thread names, last write.
 
-    Reads the section heads and the small sections only, so it costs the same for any number
-    of events; the native exporter streams the events themselves.
+    The same reader as `read_recording`, over a mapping of the file: it touches the section
+    heads and the small sections only, so it costs the same for any number of events; the
+    native exporter streams the events themselves.
     """
+    return _read(path, events=False)
+
+
+def _read(path: PathLike, events: bool) -> ProcessRecording:
     where = os.fspath(path)
     try:
         with open(where, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(_HEADER.size)
-            sections: List[Tuple[int, bytes]] = []
-            pos = _HEADER.size
-            while pos + _SECTION.size <= size:
-                f.seek(pos)
-                tag, _, length = _SECTION.unpack(f.read(_SECTION.size))
-                if tag == _T_END or pos + _SECTION.size + length > size:
-                    break
-                wanted = _THREAD.size + 64 if tag == _T_THREAD else length
-                sections.append((tag, f.read(min(length, wanted))))
-                pos += _SECTION.size + length
+            if events or os.fstat(f.fileno()).st_size == 0:
+                return _Reader(where, f.read()).read(events)
+            # Without events, only the pages of section heads and small sections are touched.
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _Reader(where, data).read(events)
     except OSError as error:
         raise TraceFormatError(f"{where}: cannot read the recording: {error.strerror}") from None
-    data = head + b"".join(_SECTION.pack(tag, 0, len(body)) + body for tag, body in sections
-                           if tag != _T_THREAD)
-    recording = _Reader(where, data + _SECTION.pack(_T_END, 0, 0)).read()
-    for tag, body in sections:
-        if tag == _T_THREAD and len(body) >= _THREAD.size:
-            tid, _index, _dropped, _count, name_len, _flags = _THREAD.unpack_from(body, 0)
-            name = body[_THREAD.size:_THREAD.size + name_len].decode("utf-8", "replace")
-            if tid not in recording.thread_names:
-                recording.thread_names[tid] = name
-    return recording

@@ -7,7 +7,6 @@ pass that writes the trace and counts the statistics together.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.summary import RangeStats, SummaryOptions, arrange, group_title
+from autonvtx.recorder.stats import RangeStats, ViewOptions, count_text, from_exporter_rows, group_title
 
 
 @dataclass
@@ -30,7 +29,7 @@ class Request:
     missing: Sequence[Mapping[str, Any]] = ()  # processes noted but without a file
     metadata: Mapping[str, object] = field(default_factory=dict)
     adjust: Callable[[list[ProcessRecording]], None] | None = None  # last touches before writing
-    options: SummaryOptions = SummaryOptions()
+    options: ViewOptions = ViewOptions()
 
 
 @dataclass
@@ -65,7 +64,7 @@ def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
 
 def write_results(directory: str, request: Request) -> Results:
     """Scan, name, stream; then the summary. The trace is written atomically."""
-    from autonvtx.recorder.export import export, write_trace
+    from autonvtx.recorder.writer import export, write_trace
     from autonvtx.recorder.recording import scan_recording
 
     files: list[tuple[str, int, ProcessRecording]] = []
@@ -102,16 +101,12 @@ def write_results(directory: str, request: Request) -> Results:
 
 def window_notes(outside: Mapping[int, int]) -> list[str]:
     """Events left out by capture windows (regions' `capture`): nothing is lost silently."""
-    from autonvtx.recorder.summary import count_text
-
     return [f"process {pid}: {count_text(count, 'event', 'events')} outside its capture windows"
             " (capture@autonvtx) left out" for pid, count in sorted(outside.items())]
 
 
 def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[str]:
     """What the numbers may miss: lost events, processes that died, open ranges, stray pops."""
-    from autonvtx.recorder.summary import count_text
-
     notes: list[str] = []
     dropped = sum(r.dropped_events for r in recordings)
     if dropped:
@@ -138,8 +133,8 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
     return notes
 
 
-def _stats_mode(options: SummaryOptions) -> int:
-    from autonvtx.recorder.export import STATS_BY_THREAD, STATS_CLASS, STATS_FLAT, STATS_TREE
+def _stats_mode(options: ViewOptions) -> int:
+    from autonvtx.recorder.native import STATS_BY_THREAD, STATS_CLASS, STATS_FLAT, STATS_TREE
 
     mode = STATS_TREE if options.tree else STATS_FLAT
     mode |= STATS_BY_THREAD if options.by == "thread" else 0
@@ -169,34 +164,9 @@ def _titles(by: str | None, recordings: Sequence[ProcessRecording]) -> dict[int,
 
 def stats_from_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]],
                     recordings: Sequence[ProcessRecording] = (),
-                    options: SummaryOptions = SummaryOptions()) -> list[RangeStats]:
-    """RangeStats from the exporter's rows, arranged as `options` say."""
-    grand_total = sum(r.total_ns for r in rows)
-    titles = _titles(options.by, recordings)
-    by_index = {i: r for i, r in enumerate(rows)}
-    stats = []
-    for r in rows:
-        if r.count == 0:  # every instance left out by --skip-first (kept above as a tree parent)
-            continue
-        first, last = spans.get(r.group, (0, 0))
-        wall = last - first
-        path = ""
-        if options.tree:
-            labels, node = [], r
-            while True:
-                labels.append(f"{node.domain}:{node.name}" if node.domain else node.name)
-                if node.parent < 0 or node.parent not in by_index:
-                    break
-                node = by_index[node.parent]
-            path = " > ".join(reversed(labels))
-        stats.append(RangeStats(
-            domain=r.domain, name=r.name, count=r.count, total_ns=r.total_ns, self_ns=r.self_ns,
-            mean_ns=r.mean_ns, median_ns=r.median_ns, min_ns=r.min_ns, max_ns=r.max_ns,
-            stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
-            percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
-            open_count=r.open_count, wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
-            group=titles.get(r.group, "") if options.by else "", depth=r.depth if options.tree else 0, path=path))
-    return arrange(stats, options)
+                    options: ViewOptions = ViewOptions()) -> list[RangeStats]:
+    """The statistics model from the exporter's rows, arranged as `options` say."""
+    return from_exporter_rows(rows, spans, _titles(options.by, recordings), options)
 
 
 def print_notes(notes: Sequence[str]) -> None:

@@ -9,9 +9,11 @@ SIGKILL) or that still runs, and the trace and summary say so.
 from __future__ import annotations
 
 import atexit
+import glob
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -64,7 +66,8 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import export, native, perfetto, recording, results, summary, table, trace  # noqa: F401
+        from autonvtx.recorder import native, perfetto, recording, results, stats, stats_python, trace, writer  # noqa: F401
+        from autonvtx.report import render  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -112,8 +115,19 @@ class RecordingSession:
         if self._finished or self._directory is None:
             return
         self._finished = True
+        interrupted = 0
         try:
-            self._write_outputs(self._directory)
+            with shutdown.interruptible():
+                self._write_outputs(self._directory)
+        except (KeyboardInterrupt, shutdown.Interrupted) as stop:
+            # Ctrl-C or SIGTERM while writing: keep the recording, leave no partial output,
+            # and end as that signal would have ended the program.
+            interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else signal.SIGINT
+            self._keep_directory = True
+            self._remove_partial_outputs()
+            print(f"autonvtx: {signal.Signals(interrupted).name} while writing the outputs: none was written; "
+                  f"the events are kept in {self._directory} "
+                  f"(autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
         except Exception as error:  # never turn the user's exit into our traceback
             self._keep_directory = True
             print(f"autonvtx: could not write the recording: {error}; the events are kept in "
@@ -121,15 +135,34 @@ class RecordingSession:
         finally:
             if not self._keep_directory:
                 shutil.rmtree(self._directory, ignore_errors=True)
+        if interrupted:
+            shutdown.die_of(interrupted)
+
+    def _remove_partial_outputs(self) -> None:
+        """The hidden temporary files this process was writing the outputs to (`.<name>.<pid>.*.tmp`
+        beside each output), left by a write interrupted at any point."""
+        for output in (self.outputs.trace, self.outputs.summary):
+            if output is None or output == SUMMARY_TO_STDERR:
+                continue
+            directory, name = os.path.split(os.path.abspath(output))
+            for temp in Path(directory).glob(f".{glob.escape(name)}.{self._pid}.*.tmp"):
+                try:
+                    temp.unlink()
+                except OSError:
+                    pass
 
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
         from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
-        from autonvtx.recorder.table import write_summary
+        from autonvtx.report.render import write_summary
 
         try:
             native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
         except OSError as error:
+            if not os.path.isdir(directory):
+                print(f"autonvtx: the recording directory {directory} was removed while the program ran: "
+                      "the events it held are lost, and no trace or summary was written", file=sys.stderr)
+                return
             self._keep_directory = True
             print(f"autonvtx: could not write this process's events: {error}; what was written so far "
                   f"is in {directory} (autonvtx recover {directory} -o trace.json)", file=sys.stderr)

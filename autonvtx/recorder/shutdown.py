@@ -10,18 +10,23 @@ through `signal.set_wakeup_fd()` by CPython's C-level handler itself: whichever 
 writes the events, then the process ends by SIGTERM's default action, with the status it
 would have had. (Not in the first process: there a SIGTERM comes from outside, rarely at such
 a moment, and a thread would make Python 3.12+ warn at each of its forks.)
+
+The first process's exit-time write (trace, summary) can take seconds: a Ctrl-C or SIGTERM
+then stops it (`interruptible`): the partial outputs are removed, the recording is kept for
+`autonvtx recover`, and the process ends by that signal.
 """
 from __future__ import annotations
 
 import _thread
 import atexit
+import contextlib
 import errno
 import os
 import sys
 import signal
 import threading
 from types import FrameType
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from autonvtx import environment
 
@@ -35,10 +40,10 @@ def flush_process() -> None:
         return
     try:
         _recorder_control().flush()
-    except OSError as error:
+    except Exception as error:
         # Gone (ENOENT): the run's first process already wrote the outputs, removed the
         # directory and named this process as missing. Anything else is said, not swallowed.
-        if error.errno != errno.ENOENT:
+        if not isinstance(error, OSError) or error.errno != errno.ENOENT:
             try:
                 sys.stderr.write(f"autonvtx: process {os.getpid()}: its events could not be written: {error}\n")
             except Exception:
@@ -68,9 +73,37 @@ def follow_exit() -> None:
     on_sigterm(flush_process, watch=True)
 
 
+class Interrupted(BaseException):
+    """A signal (SIGINT, SIGTERM) that stopped the writing of the recording's outputs.
+
+    A BaseException, as KeyboardInterrupt is: nothing on the way may take it for a failure."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def flush_on_sigterm() -> bool:
+    """On SIGTERM, write this process's events, then end by SIGTERM (the handler only: a spawn
+    child sets it before it unblocks the SIGTERM its parent held back; follow_exit adds the rest).
+
+    What the handler needs is loaded first. A SIGTERM runs the handler at the next bytecode,
+    perhaps in the middle of importing the very module the flush needs: it found a partially
+    initialised module, the flush failed, and a pool worker its pool ended was named missing
+    or "ended abnormally", in a few runs out of ten.
+    """
+    try:
+        _recorder_control()
+    except OSError:
+        return False
+    return on_sigterm(flush_process)
+
+
 _action: Callable[[], None] | None = None
 _action_lock = threading.Lock()
 _acted_pid = 0
+_acting_thread: int | None = None  # the thread running _action now
+_writing_thread: int | None = None  # the thread inside interruptible() now
 _watch_fds: tuple[int, int] | None = None  # the wakeup pipe (read end, write end)
 _fork_hooks_registered = False
 _masks_before_fork: dict[int, set[int | signal.Signals]] = {}  # forking thread -> its mask
@@ -98,30 +131,73 @@ def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """While the outputs are written in this thread: SIGINT and SIGTERM raise Interrupted here,
+    so that the writing stops and unwinds (removing its partial files) instead of going on for
+    seconds, or the process dying in the middle of it."""
+    global _writing_thread
+    previous, _writing_thread = _writing_thread, threading.get_ident()
+    sigint = None
+    try:
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            sigint = signal.signal(signal.SIGINT, _raise_interrupted)
+    except ValueError:  # not the main thread: Python runs no handler here anyway
+        pass
+    try:
+        yield
+    finally:
+        _writing_thread = previous
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum)
+
+
+def die_of(signum: int) -> None:
+    """End the process by `signum`'s default action: the exit status a shell shows for it
+    (130 for SIGINT, 143 for SIGTERM), what it would have been without us."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    if threading.get_ident() == threading.main_thread().ident:
+        signal.signal(signum, signal.SIG_DFL)
+    else:  # Python sets handlers from the main thread only; the C library does not mind
+        _libc_signal(signum, None)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    os.kill(os.getpid(), signum)
+
+
 def _handle_sigterm(signum: int, frame: FrameType | None) -> None:
+    if _writing_thread == threading.get_ident():  # the outputs are being written: stop that
+        raise Interrupted(signum)
     _act_and_die()
 
 
 def _act_and_die() -> None:
-    global _acted_pid
+    global _acted_pid, _acting_thread
+    if _acting_thread == threading.get_ident():
+        return  # a second SIGTERM, in the middle of the first one's action: it dies after
     with _action_lock:  # the second caller waits until the first has written everything
         if _acted_pid != os.getpid():
             _acted_pid = os.getpid()
+            _acting_thread = threading.get_ident()
             try:
                 if _action is not None:
                     _action()
             except Exception:
                 pass
+            finally:
+                _acting_thread = None
     _die_of_sigterm()
 
 
 def _die_of_sigterm() -> None:
-    # The default action, so that the exit status is what it would have been without us.
-    if threading.get_ident() == threading.main_thread().ident:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    else:  # Python sets handlers from the main thread only; the C library does not mind
-        _libc_signal(signal.SIGTERM, None)
-    os.kill(os.getpid(), signal.SIGTERM)
+    die_of(signal.SIGTERM)
 
 
 def _libc_signal(signum: int, handler: None) -> None:
@@ -199,8 +275,9 @@ def _after_fork_in_parent() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _action_lock, _watch_fds
+    global _action_lock, _watch_fds, _acting_thread, _writing_thread
     _action_lock = threading.Lock()  # another thread may have held it at the fork
+    _acting_thread = _writing_thread = None
     inherited, _watch_fds = _watch_fds, None
     if inherited is not None:
         # The parent's pipe: its watcher would read this child's signals.

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, Union
 
 from autonvtx.recorder.chrome import DEFAULT_DOMAIN_CATEGORY, read_chrome_trace  # noqa: F401 (re-exported)
-from autonvtx.recorder.model import Payload, ProcessRecording
+from autonvtx.recorder.model import Payload, ProcessRecording, valid_text
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -105,8 +105,8 @@ def other_data(recordings: Sequence[ProcessRecording], metadata: Mapping[str, ob
         {
             "pid": r.pid,
             "ppid": r.ppid,
-            "label": r.label,
-            "cmdline": list(r.cmdline),
+            "label": valid_text(r.label),
+            "cmdline": [valid_text(arg) for arg in r.cmdline],
             "flush_ns": r.flush_ns,
             "realtime_offset_ns": r.realtime_offset_ns,
             "dropped_events": r.dropped_events,

@@ -7,15 +7,16 @@ import sys
 import types
 from typing import Any
 
-from autonvtx import ranges
+from autonvtx import ranges, toolids
 
-# Tried in this order. sys.monitoring calls a location's tools from the highest id down, and
-# the code engine's ids are 4 first, then 3, then 5: with a lower id, regions' callbacks run
-# after the engine's at PY_RESUME, so an iteration reopened in a resumed generator or
-# coroutine nests inside the function's own range. At PY_RETURN and PY_YIELD the engine's pop
-# runs first: NVTX pops close the innermost range, and both happen at that instant.
-_TOOL_IDS = (3, 2, 1, 0, 5, 4)
-_NAME = "autonvtx regions"
+_TOOL_IDS = toolids.REGIONS  # the order and why: toolids
+_NAME = toolids.REGIONS_NAME
+
+
+def _monitoring() -> Any:
+    # sys.monitoring is 3.12+ (callers run once monitoring_problem() said yes); typed for
+    # every Python mypy checks with.
+    return sys.monitoring  # type: ignore[attr-defined, unused-ignore]
 
 
 def monitoring_problem() -> str | None:
@@ -25,7 +26,7 @@ def monitoring_problem() -> str | None:
     client = ranges.native_client()
     if client is None or not hasattr(client, "attach_regions"):
         return "autonvtx's native client (autonvtx._nvtxclient) is not built"
-    if not any(sys.monitoring.get_tool(tool) is None for tool in _TOOL_IDS):
+    if not any(_monitoring().get_tool(tool) is None for tool in _TOOL_IDS):
         return "no free sys.monitoring tool id"
     return None
 
@@ -43,7 +44,7 @@ class RegionMonitor:
         problem = monitoring_problem()
         if problem is not None:
             return problem
-        monitoring = sys.monitoring
+        monitoring = _monitoring()
         tool_id = next(tool for tool in _TOOL_IDS if monitoring.get_tool(tool) is None)
         monitoring.use_tool_id(tool_id, _NAME)
         client: Any = ranges.native_client()  # not None: monitoring_problem() said so
@@ -67,12 +68,12 @@ class RegionMonitor:
         """Give `code` these native Regions (outermost first); `calls`: one opens per call."""
         if self.tool_id is None:
             raise RuntimeError("RegionMonitor is not installed")
-        events = sys.monitoring.events
+        events = _monitoring().events
         flags = events.LINE | events.PY_RESUME | events.PY_RETURN | events.PY_YIELD
         if calls:
             flags |= events.PY_START
         self._client.attach_regions(code, natives)
-        sys.monitoring.set_local_events(self.tool_id, code, flags)
+        _monitoring().set_local_events(self.tool_id, code, flags)
         if code not in self._codes:
             self._codes.append(code)
 
@@ -80,7 +81,7 @@ class RegionMonitor:
         """No event, callback or tool id of regions' is left; open ranges stay open."""
         if self.tool_id is None:
             return
-        monitoring = sys.monitoring
+        monitoring = _monitoring()
         for code in self._codes:
             monitoring.set_local_events(self.tool_id, code, 0)
             self._client.detach_regions(code)

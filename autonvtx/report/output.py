@@ -1,17 +1,17 @@
-"""`autonvtx report`: build the report as asked, shape it, and write it where asked."""
+"""`autonvtx report` and `autonvtx summary`: read the profile, shape it with the view options, write it."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
-from typing import IO
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.trace import write_atomically
-from autonvtx.report.formats import FORMATTERS
-from autonvtx.report.profile import ReportOptions, read_profile
+from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, check_sort
+from autonvtx.report import data, text
+from autonvtx.report.figures import Report, Row, TreeNode
+from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
+from autonvtx.report.render import format_of, write_text_file
 from autonvtx.report.views import Shaping, shape_rows, shape_tree
-
-_EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".txt": "text"}
 
 
 @dataclass(frozen=True)
@@ -29,28 +29,61 @@ class ReportRequest:
     output: str | None = None
     html: str | None = None
     html_by: str = "gpu"
+    group: str = "name"
+    skip_first: int = 0
 
 
 def produce(request: ReportRequest) -> str | None:
     """Write the outputs asked for; return the text for standard output (None when -o took it)."""
     _check_output_paths(request)
-    report = read_profile(request.profile, ReportOptions(by=request.by, strip_ids=request.strip_ids))
+    fmt = request.fmt or (format_of("report: -o", request.output) if request.output else "text")
+    report = read_profile(request.profile, ReportOptions(by=request.by, strip_ids=request.strip_ids,
+                                                         group=request.group, skip_first=request.skip_first))
+    if report.kind == "nsys" and (request.group != "name" or request.skip_first):
+        option = "--group" if request.group != "name" else "--skip-first"
+        raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
     sort = request.sort or ("gpu" if report.has_gpu else "cpu")
-    shaping = Shaping(sort=sort, top=request.top, pattern=request.pattern)
-    rows = shape_rows(report.rows, shaping)
-    tree = shape_tree(report.tree, shaping) if request.tree else None
-    fmt = request.fmt or _EXTENSION_FORMATS.get(os.path.splitext(request.output or "")[1].lower(), "text")
-    text = FORMATTERS[fmt](report, rows, tree)
+    check_sort(sort, GPU_SORTS if report.has_gpu else STATS_SORTS,
+               "this export" if report.kind == "nsys" else "an autonvtx recording (no GPU data)")
+    if report.kind == "autonvtx":
+        content, rows, page_tree = _recording_outputs(report, request, sort, fmt)
+    else:
+        shaping = Shaping(sort=sort, top=request.top, pattern=request.pattern)
+        rows = shape_rows(report.rows, shaping)
+        tree = shape_tree(report.tree, shaping) if request.tree else None
+        content = _RENDERERS[fmt](report, rows, tree)
+        page_tree = None
     if request.html is not None:
         from autonvtx.report.page import render_page
 
         size_by = request.html_by if report.has_gpu else "cpu"
-        page = render_page(report, rows, shape_tree(report.tree, Shaping(sort=size_by, pattern=request.pattern)), size_by)
-        _write(request.html, page)
+        if page_tree is None:
+            page_tree = shape_tree(report.tree, Shaping(sort=size_by, pattern=request.pattern))
+        write_text_file(request.html, render_page(report, rows, page_tree, size_by))
     if request.output is None:
-        return text
-    _write(request.output, text)
+        return content
+    write_text_file(request.output, content)
     return None
+
+
+def _recording_outputs(report: Report, request: ReportRequest, sort: str,
+                       fmt: str) -> tuple[str, list[Row], list[TreeNode]]:
+    """An autonvtx recording's table and tree, from the statistics model with the view options."""
+    view = ViewOptions(tree=False, group=request.group, skip_first=request.skip_first, by=report.by, sort=sort,
+                       top=request.top, filter=request.pattern)
+    flat = recording_stats(report.recordings, view)
+    tree_stats = recording_stats(report.recordings, dataclasses.replace(view, tree=True)) \
+        if request.tree or request.html is not None else []
+    rows = [row_of(s) for s in flat]
+    tree = tree_of(tree_stats) if tree_stats or request.tree else []
+    if fmt == "text":
+        content = text.report_text(report, rows, stats=tree_stats if request.tree else flat)
+    else:
+        content = _RENDERERS[fmt](report, rows, tree if request.tree else None)
+    return content, rows, tree
+
+
+_RENDERERS = {"text": text.report_text, "csv": data.report_csv, "json": data.report_json}
 
 
 def _check_output_paths(request: ReportRequest) -> None:
@@ -65,10 +98,6 @@ def _check_output_paths(request: ReportRequest) -> None:
             raise UsageError(f"report: {option} '{path}': no such directory '{directory}'")
     if request.html is not None and request.output is not None and os.path.abspath(request.html) == os.path.abspath(request.output):
         raise UsageError(f"report: -o and --html name the same file '{request.output}'; expected two paths")
+    if request.output is not None and request.fmt is None:
+        format_of("report: -o", request.output)
 
-
-def _write(path: str, text: str) -> None:
-    def write(stream: IO[str]) -> None:
-        stream.write(text)
-
-    write_atomically(path, write)

@@ -5,8 +5,8 @@ import html
 import json
 from typing import Any, Sequence
 
-from autonvtx.report.formats import label, share
-from autonvtx.report.model import Report, Row, TreeNode
+from autonvtx.report.figures import Report, Row, TreeNode
+from autonvtx.report.text import label, share
 from autonvtx.report.page_assets import SCRIPT, STYLE
 
 # Boxes narrower than this share of the whole cannot be seen (under a pixel on a 4K screen):
@@ -22,12 +22,16 @@ def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], s
         "hasGpu": report.has_gpu,
         "sizeBy": size_by,
         "notes": report.notes,
-        "totals": {"gpu_ns": report.totals.capture.gpu_ns, "kernels": report.totals.capture.kernels},
-        "tree": _tree(tree, size_by),
+        "totals": {"gpu_ns": report.totals.capture.gpu_ns, "kernels": report.totals.capture.kernels,
+                   "outside_gpu_ns": report.totals.outside.gpu_ns},
+        "tree": None,  # written apart: see _tree_json
         "rows": [_row(report, row) for row in rows],
     }
-    # "</" inside a <script> would end it early; JSON allows "\/" for "/".
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    # No "<" may reach the script element: "</script" would end it early, and "<!--" followed by
+    # "<script" opens the HTML parser's double-escaped state, which swallows the rest of the page
+    # (HTML Living Standard, "script data double escaped state"). JSON reads "\u003c" as "<".
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    payload = payload.replace('"tree":null', '"tree":' + _tree_json(_tree(tree)), 1).replace("<", "\\u003c")
     title = html.escape(f"autonvtx report: {report.source}")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -42,32 +46,57 @@ def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], s
     )
 
 
-def _value(node: TreeNode, size_by: str) -> int:
-    return node.work.gpu_ns if size_by == "gpu" else node.cpu_ns
+def _tree(roots: Sequence[TreeNode]) -> list[Any]:
+    """[name, group?, gpu_ns, cpu_ns, kernels, mem ops, instances, span_ns, hidden, children].
 
-
-def _tree(roots: Sequence[TreeNode], size_by: str) -> list[Any]:
-    """[name, group?, gpu_ns, cpu_ns, kernels, mem ops, instances, span_ns, hidden, children]."""
+    The page redraws by GPU or by CPU time from the same data, so a node stays when it is large
+    enough by either measure; a budget of nodes bounds the page. Built without recursion: a
+    recursion thousands of calls deep is a tree as deep.
+    """
     top = [child for root in roots for child in root.children] if len(roots) == 1 else list(roots)
-    total = sum(_value(node, size_by) for node in top) or 1
-    budget = [_MAX_NODES]
+    totals = {"gpu": sum(node.work.gpu_ns for node in top) or 1, "cpu": sum(node.cpu_ns for node in top) or 1}
+    budget = _MAX_NODES
 
-    def encode(node: TreeNode, is_group: bool) -> list[Any]:
-        kept = []
-        hidden = 0
-        for child in node.children:
-            if budget[0] <= 0 or _value(child, size_by) < total * _SMALLEST_SHARE:
-                hidden += 1
-                continue
-            budget[0] -= 1
-            kept.append(encode(child, False))
+    def visible(node: TreeNode) -> bool:
+        return (node.work.gpu_ns >= totals["gpu"] * _SMALLEST_SHARE or
+                node.cpu_ns >= totals["cpu"] * _SMALLEST_SHARE)
+
+    def encoded(node: TreeNode, is_group: bool) -> list[Any]:
         name = node.group if is_group else label(node.domain, node.name)
         return [name, int(is_group), node.work.gpu_ns, node.cpu_ns, node.work.kernels,
-                node.work.memcpy + node.work.memset, node.instances, node.span_ns, hidden, kept]
+                node.work.memcpy + node.work.memset, node.instances, node.span_ns, 0, []]
 
-    if len(roots) == 1:
-        return [encode(node, False) for node in top if _value(node, size_by) >= total * _SMALLEST_SHARE]
-    return [encode(root, True) for root in roots]
+    grouped = len(roots) != 1
+    result = [encoded(node, grouped) for node in top if grouped or visible(node)]
+    stack = list(zip([node for node in top if grouped or visible(node)], result))
+    while stack:
+        node, out = stack.pop()
+        for child in node.children:
+            if budget <= 0 or not visible(child):
+                out[8] += 1
+                continue
+            budget -= 1
+            kid = encoded(child, False)
+            out[9].append(kid)
+            stack.append((child, kid))
+    return result
+
+
+def _tree_json(nodes: list[Any]) -> str:
+    """The encoded tree as JSON, without recursion (json.dumps recurses once per level)."""
+    parts: list[str] = []
+    stack: list[Any] = [("]",), *[(node, i == len(nodes) - 1) for i, node in reversed(list(enumerate(nodes)))], ("[",)]
+    while stack:
+        item = stack.pop()
+        if len(item) == 1:
+            parts.append(item[0])
+            continue
+        node, last = item
+        kids = node[9]
+        parts.append(json.dumps(node[:9], ensure_ascii=False, separators=(",", ":"))[:-1] + ",[")
+        stack.append(("]]" if last else "]],",))
+        stack.extend((kid, i == len(kids) - 1) for i, kid in reversed(list(enumerate(kids))))
+    return "".join(parts)
 
 
 def _row(report: Report, row: Row) -> list[Any]:

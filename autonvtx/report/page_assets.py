@@ -199,7 +199,13 @@ SCRIPT = r"""
   function header() {
     document.getElementById("title").textContent = (data.hasGpu ? "GPU" : "CPU") + " time per NVTX range: " + data.title;
     var summary = data.description;
-    if (data.hasGpu) summary += " \u2014 " + num(data.totals.kernels) + " kernels, " + dur(data.totals.gpu_ns) + " of GPU work";
+    if (data.hasGpu) {
+      summary += " \u2014 " + num(data.totals.kernels) + " kernels, " + dur(data.totals.gpu_ns) + " of GPU work";
+      if (data.totals.gpu_ns) {
+        summary += "; " + (100 * data.totals.outside_gpu_ns / data.totals.gpu_ns).toFixed(1) +
+          "% of it launched outside every range";
+      }
+    }
     document.getElementById("summary").textContent = summary;
     var notes = document.getElementById("notes");
     data.notes.forEach(function (note) {

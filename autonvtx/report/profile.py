@@ -1,4 +1,10 @@
-"""Read a PROFILE (nsys export, .nsys-rep, or autonvtx trace) into a Report."""
+"""Read a PROFILE (nsys export, .nsys-rep, or autonvtx trace) into a Report: the entry point.
+
+`read_profile(path, ReportOptions) -> Report` reads anything `report`, `summary` and `diff`
+take: an Nsight Systems export (GPU work attributed to ranges by the sweep) or a trace autonvtx
+wrote (.json, .json.gz, .pftrace), whose figures are the statistics model's
+(`recorder.stats_python.summarize`, the same rows `summary` prints).
+"""
 from __future__ import annotations
 
 import os
@@ -7,7 +13,9 @@ from typing import Callable
 
 from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
 from autonvtx.report.labels import Labels, read_labels
-from autonvtx.report.model import Report, Row, Totals, Work
+from autonvtx.recorder.model import ProcessRecording
+from autonvtx.recorder.stats import RangeStats, ViewOptions
+from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
 from autonvtx.report.nsysrep import ensure_export, is_report
 from autonvtx.report.sweep import Sweep, Tally
 from autonvtx.report.views import build_rows, build_tree, strip_ids
@@ -16,6 +24,7 @@ from autonvtx.report.workers import Part, split_threads, sweep_parallel
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _GZIP_MAGIC = b"\x1f\x8b"
+_PROTOBUF_PACKET = b"\x0a"  # a Perfetto trace starts with field 1 (a TracePacket), length-delimited
 BY_CHOICES = ("process", "rank", "thread", "gpu")
 
 
@@ -25,6 +34,8 @@ class ReportOptions:
 
     by: str | None = None
     strip_ids: bool = False
+    group: str = "name"  # "class": rows of a recording folded per class (`--group`)
+    skip_first: int = 0  # a recording's first N instances of each range per thread left out
 
 
 def read_profile(path: str, options: ReportOptions = ReportOptions()) -> Report:
@@ -33,11 +44,11 @@ def read_profile(path: str, options: ReportOptions = ReportOptions()) -> Report:
     head = _head(path)
     if head.startswith(_SQLITE_MAGIC):
         return _from_export(path, options)
-    if head.startswith(_GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"["):
+    if head.startswith(_GZIP_MAGIC) or head.lstrip()[:1] in (b"{", b"[") or head[:1] == _PROTOBUF_PACKET:
         return _from_recording(path, options)
     raise ReportError(
-        f"{path}: neither an SQLite file nor a JSON trace; expected an Nsight Systems export "
-        "(nsys export --type sqlite), a .nsys-rep, or an autonvtx trace (.json)"
+        f"{path}: neither an SQLite file nor a JSON trace (nor a Perfetto one); expected an Nsight Systems export "
+        "(nsys export --type sqlite), a .nsys-rep, or an autonvtx trace (.json, .json.gz, .pftrace)"
     )
 
 
@@ -178,15 +189,59 @@ def _work_notes(totals: Totals, tallies: list[Tally]) -> list[str]:
 
 
 def _from_recording(path: str, options: ReportOptions) -> Report:
-    from autonvtx.report.chrome import read_recording
+    from autonvtx.recorder.perfetto import read_trace
+    from autonvtx.recorder.stats import summary_notes
 
-    recorded = read_recording(path)
+    recordings = read_trace(path)
+    if options.strip_ids:
+        recordings = [_renamed(recording, strip_ids) for recording in recordings]
     by = None if options.by == "gpu" else options.by
-    notes = list(recorded.notes)
+    notes = ["an autonvtx recording holds NVTX ranges only (the recorder sees no CUDA activity): CPU time per "
+             "range, no GPU time; for GPU time per range profile with `nsys profile -t cuda,nvtx autonvtx run ...` "
+             "and report on the export"]
     if options.by == "gpu":
         notes.append("--by gpu: the recording holds no GPU data; ranges shown without grouping")
-    tally = Sweep(recorded.labels.grouping(by), _rename(options)).run(recorded.ranges, ())
-    rows = build_rows(tally, recorded.labels.domain, str)
-    tree = build_tree(tally, recorded.labels.domain)
-    description = f"autonvtx recording ({recorded.processes} process{'es' if recorded.processes != 1 else ''})"
-    return Report(os.path.basename(path), "autonvtx", description, False, by, rows, tree, Totals(), notes)
+    notes.extend(summary_notes(recordings))
+    view = ViewOptions(group=options.group, skip_first=options.skip_first, by=by, sort="total")
+    rows = [row_of(s) for s in recording_stats(recordings, view)]
+    count = len(recordings)
+    description = f"autonvtx recording ({count} process{'es' if count != 1 else ''})"
+    return Report(os.path.basename(path), "autonvtx", description, False, by, rows, [], Totals(), notes,
+                  recordings=recordings)
+
+
+def recording_stats(recordings: list[ProcessRecording], view: ViewOptions) -> list[RangeStats]:
+    """A recording's statistics arranged as `view` says: what `summary` prints, row for row."""
+    from autonvtx.recorder.stats_python import summarize
+
+    return summarize(recordings, view)
+
+
+def row_of(stats: RangeStats) -> Row:
+    """A report row holding a recording's statistics row (count and total as instances and CPU time)."""
+    return Row(stats.group, stats.domain, stats.name, stats.count, stats.total_ns, 0, Work(), [], stats)
+
+
+def tree_of(stats: list[RangeStats]) -> list[TreeNode]:
+    """Tree statistics rows (depth first, as `arrange` orders them) as one root per group."""
+    roots: dict[str, TreeNode] = {}
+    stack: list[TreeNode] = []
+    for s in stats:
+        root = roots.get(s.group)
+        if root is None:
+            root = roots[s.group] = TreeNode(s.group, "", s.group)
+        node = TreeNode(s.group, s.domain, s.name, s.count, s.total_ns, 0, Work(), stats=s)
+        del stack[s.depth:]
+        (stack[-1] if stack else root).children.append(node)
+        stack.append(node)
+        if s.depth == 0:
+            root.instances += s.count
+            root.cpu_ns += s.total_ns
+    return list(roots.values()) or [TreeNode("", "", "")]
+
+
+def _renamed(recording: ProcessRecording, rename: Callable[[str], str]) -> ProcessRecording:
+    import dataclasses
+
+    return dataclasses.replace(recording, ranges=[dataclasses.replace(r, name=rename(r.name))
+                                                  for r in recording.ranges])

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Callable
 
-from autonvtx.report.model import KernelShare, Row, TreeNode, Work
+from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
 from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
 
 # Per-call suffixes that make every instance's name unique: PyTorch's emit_nvtx writes
@@ -132,6 +132,8 @@ def _sort_key(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
         "span": lambda r: r.span_ns,
         "memcpy": lambda r: r.work.memcpy_bytes,
     }
+    # The statistics model's names for the same columns (`--sort total|count`, as `summary` says).
+    field_of["total"], field_of["count"] = field_of["cpu"], field_of["instances"]
     value = field_of[sort]
     # Ties broken by CPU time, then by name, so the order never depends on the file's order.
     return lambda r: (-value(r), -r.cpu_ns, r.name, r.domain)
@@ -156,26 +158,43 @@ def shape_rows(rows: list[Row], shaping: Shaping) -> list[Row]:
 
 
 def shape_tree(roots: list[TreeNode], shaping: Shaping) -> list[TreeNode]:
-    """Keep nodes that match --filter or enclose one that does; sort children; --top per parent."""
+    """Keep nodes that match --filter, enclose one that does, or sit inside one; sort children;
+    --top per parent. Iterative: a recursion thousands of levels deep is a tree as deep."""
     key = _sort_key(shaping.sort)
-
-    def shape(node: TreeNode, inherited: bool) -> TreeNode | None:
-        matched = inherited or shaping.matches(node.name)
-        children = [c for c in (shape(child, matched) for child in node.children) if c is not None]
-        if not matched and not children:
-            return None
-        children.sort(key=key)
-        if shaping.top is not None:
-            children = children[: shaping.top]
-        return TreeNode(node.group, node.domain, node.name, node.instances, node.cpu_ns, node.span_ns, node.work,
-                        node.start_end, children)
-
     shaped = []
     for root in sorted(roots, key=lambda r: group_order(r.group)):
-        children = [c for c in (shape(child, False) for child in root.children) if c is not None]
-        children.sort(key=key)
-        if shaping.top is not None:
-            children = children[: shaping.top]
-        shaped.append(TreeNode(root.group, root.domain, root.name, root.instances, root.cpu_ns, root.span_ns,
-                               root.work, False, children))
+        top = TreeNode(root.group, root.domain, root.name, root.instances, root.cpu_ns, root.span_ns, root.work,
+                       False, _kept_children(root, shaping), root.stats)
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            node.children.sort(key=key)
+            if shaping.top is not None:
+                node.children = node.children[: shaping.top]
+            stack.extend(node.children)
+        shaped.append(top)
     return shaped
+
+
+def _kept_children(root: TreeNode, shaping: Shaping) -> list[TreeNode]:
+    """Copies of what --filter keeps under `root` (children not yet sorted nor cut)."""
+    # Post-order without recursion: each node is seen twice, its copy made on the way back up.
+    copies: dict[int, list[TreeNode]] = {id(root): []}
+    stack: list[tuple[TreeNode, bool, bool]] = [(child, False, False) for child in reversed(root.children)]
+    parents: dict[int, TreeNode] = {id(child): root for child in root.children}
+    while stack:
+        node, inherited, done = stack.pop()
+        matched = inherited or shaping.matches(node.name)
+        if not done:
+            copies[id(node)] = []
+            stack.append((node, inherited, True))
+            for child in reversed(node.children):
+                parents[id(child)] = node
+                stack.append((child, matched, False))
+            continue
+        children = copies.pop(id(node))
+        if matched or children:
+            copies[id(parents[id(node)])].append(
+                TreeNode(node.group, node.domain, node.name, node.instances, node.cpu_ns, node.span_ns, node.work,
+                         node.start_end, children, node.stats))
+    return copies[id(root)]

@@ -1,6 +1,6 @@
 """autonvtx's child-process bootstrap: the only file of a directory `autonvtx run` puts first on
 PYTHONPATH, so that Python runs it at the start of every child interpreter (site.py imports
-`sitecustomize`). It hands over to `autonvtx.propagate.children`, then runs the
+`sitecustomize`). It hands over to `autonvtx.autostart.process_startup`, then runs the
 `sitecustomize` this one hides, as OpenTelemetry's and ddtrace's bootstraps do.
 """
 from __future__ import annotations
@@ -11,10 +11,10 @@ import sys
 
 def _start_autonvtx() -> None:
     try:
-        from autonvtx.propagate.children import bootstrap
+        from autonvtx.autostart import process_startup
 
-        bootstrap()
-    except Exception as error:  # never break the child's start-up: it runs uninstrumented
+        process_startup()  # it never raises; an autonvtx that cannot even be imported might
+    except BaseException as error:  # never break the child's start-up: it runs uninstrumented
         try:
             sys.stderr.write(f"autonvtx: warning: process {os.getpid()}: not instrumented: {error!r}\n")
         except Exception:

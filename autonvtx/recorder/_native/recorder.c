@@ -20,52 +20,13 @@
  * nothing is spilled: a thread whose chunk is full while the budget is spent reuses its oldest
  * chunk (a ring), and the file is written at exit with the most recent events.
  *
- * File format (version 2; little-endian, as written natively on x86-64/aarch64; every item
- * starts 8-byte aligned; "str" means bytes without terminator, padded with zeros to 8). A file
- * is a header, then sections appended write after write; readers read to the end and leave out
- * a last section cut short:
- *
- *   header (64 bytes):
- *     char  magic[8] = "ANVTXREC"
- *     u32   version = 2        u32 header_size = 64
- *     u32   pid                u32 ppid
- *     u64   created_ns         CLOCK_MONOTONIC when the file was created
- *     i64   realtime_offset_ns CLOCK_REALTIME - CLOCK_MONOTONIC then
- *     u64   reserved[3] = 0
- *   sections: u32 tag   u32 reserved   u64 length   then `length` bytes (a multiple of 8)
- *     tag 1 CMDLINE:    the bytes of /proc/self/cmdline (NUL-separated), padded; first
- *     tag 2 DOMAINS:    entries { u32 id; u32 len; str name }        (core domain 0 = "" implicit)
- *     tag 3 STRINGS:    entries { u32 id; u32 domain; u32 len; u32 0; str text }   registered
- *     tag 4 CATEGORIES: entries { u32 domain; u32 category; u32 len; u32 0; str name }  last wins
- *     tag 5 THREAD:     u32 tid; u32 index; u64 dropped; u64 events; u32 name_len; u32 flags
- *                       (1: keep-last let older events go); str name (pthread name at first
- *                       event); then event records continuing the thread's (same index) earlier ones
- *     tag 6 THREAD_NAMES: entries { u32 tid; u32 len; str name }   nvtxNameOsThread, last wins
- *     tag 7 SPILL:      u64 ns; i64 realtime_offset_ns; u64 events; u64 dropped; u64 discarded;
- *                       u32 final; u32 0 -- ends each write; final = 1 at a normal exit
- *   Each write holds only what is new since the previous one (registries included). Open
- *   ranges end at the last SPILL's ns; a file whose last SPILL is not final comes from a
- *   process that died. Unknown tags are skipped by readers.
- *
- *   event record:
- *     u8 kind (1 push, 2 pop, 3 start, 4 end, 5 mark)
- *     u8 flags (1 = has color, 2 = has category)
- *     u8 payload type (0 none, else nvtxPayloadType_t 1..6: u64 i64 double u32 i32 float)
- *     u8 message kind (0 none, 1 inline UTF-8, 2 registered string id)
- *     u32 domain id (0 = core domain)
- *     u64 timestamp (CLOCK_MONOTONIC ns)
- *     [u64 range id]            start and end only
- *     [u64 payload]             when payload type != 0: the raw 8-byte union (4-byte types in the
- *                               low-address half)
- *     [u32 color]               0xAARRGGBB, when flags & 1
- *     [u32 category]            when flags & 2
- *     [u32 string id]           message kind 2
- *     [u32 len; bytes]          message kind 1
- *     zero padding to a multiple of 8
+ * The file format is defined in anr_format.h.
  */
 #define _GNU_SOURCE
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
+
+#include "anr_format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -90,8 +52,6 @@
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-#define FORMAT_VERSION 2u
-#define HEADER_SIZE 64u
 #define CHUNK_BYTES (128u * 1024u)  /* a thread's first chunk (and any the budget allows only so small) */
 #define BIG_CHUNK_MAP (2u * 1024u * 1024u) /* later chunks: one transparent huge page each */
 #define MAX_MESSAGE (64u * 1024u)
@@ -99,30 +59,19 @@
 #define NAME_BYTES 64
 #define STRING_BUCKETS 4096u
 
-enum { K_PUSH = 1, K_POP = 2, K_START = 3, K_END = 4, K_MARK = 5 };
-enum { F_COLOR = 1, F_CATEGORY = 2 };
-enum { M_NONE = 0, M_INLINE = 1, M_REGISTERED = 2 };
-enum {
-    T_END = 0, T_CMDLINE = 1, T_DOMAINS = 2, T_STRINGS = 3, T_CATEGORIES = 4, T_THREAD = 5,
-    T_THREAD_NAMES = 6
-};
-
-typedef struct record_head {
-    uint8_t kind;
-    uint8_t flags;
-    uint8_t payload_type;
-    uint8_t message_kind;
-    uint32_t domain;
-    uint64_t ts;
-} record_head;
-
 typedef struct chunk {
     _Atomic(struct chunk*) next;
     _Atomic size_t used; /* committed bytes, published with release */
     size_t cap;
     uint64_t events;     /* events it holds, set by its owner when it gets a successor */
+    int closing_only;    /* taken past the budget for pops and ends only (see reserve_slow) */
     char data[];
 } chunk;
+
+typedef struct owed_pop {
+    uint32_t domain;
+    uint32_t count;
+} owed_pop;
 
 typedef struct thread_buffer {
     struct thread_buffer* next; /* global list, under g_lock */
@@ -132,8 +81,13 @@ typedef struct thread_buffer {
     _Atomic(chunk*) head;
     chunk* tail;        /* owner only */
     size_t tail_used;   /* owner's copy of tail->used */
+    size_t limit;       /* owner: what the inline paths may fill the tail up to; 0 sends them to
+                           the slow path (no tail, a closing-only tail, pushes being left out) */
     uint64_t next_seq;  /* start/end ids: index << 40 | seq */
     int depth;          /* push/pop nesting level returned to NVTX */
+    owed_pop* owed;     /* owner: per domain, pops to leave out (their pushes were left out) */
+    uint32_t owed_len, owed_cap;
+    uint64_t owed_total;
     int full;           /* the budget refused a chunk: drop from now on */
     int wrapped;        /* keep-last mode recycled its oldest chunk at least once */
     uint64_t tail_events_base; /* owner: b->events when the tail chunk was started */
@@ -142,6 +96,8 @@ typedef struct thread_buffer {
     _Atomic uint64_t discarded; /* events of recycled chunks (keep-last mode) */
     chunk* spill_chunk;  /* under g_lock: the live spill file has everything before */
     size_t spill_off;    /*   (spill_chunk, spill_off); NULL: nothing spilled yet */
+    chunk* written_chunk; /* under g_lock: where the spill being written ends, until it is */
+    size_t written_used;  /*   on disk (release_written) */
 } thread_buffer;
 
 typedef struct domain_entry { /* what an nvtxDomainHandle_t points to */
@@ -386,7 +342,6 @@ static void chunk_unmap(chunk* c)
     munmap(c, sizeof(chunk) + c->cap);
 }
 
-/* A new chunk of at least n bytes taken from the budget, or NULL. */
 /*
  * Big chunks the spiller has written wait here for a thread that needs one, pages already
  * faulted in (a fresh mapping costs a fault per 4 KiB where huge pages are not given). They
@@ -434,9 +389,16 @@ static void spare_drain(void)
     pthread_mutex_unlock(&g_spare_lock);
 }
 
-static chunk* chunk_new(size_t n, int big)
+enum { CHUNK_SMALL, CHUNK_BIG, CHUNK_CLOSING };
+#define CLOSING_CHUNK_BYTES 4096u
+
+/* A new chunk of at least n bytes taken from the budget, or NULL; CHUNK_CLOSING: a small one
+   past the budget, for the pops and ends of ranges already kept. */
+static chunk* chunk_new(size_t n, int kind)
 {
-    uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > CHUNK_BYTES ? n : CHUNK_BYTES);
+    int big = kind == CHUNK_BIG;
+    size_t least = kind == CHUNK_CLOSING ? CLOSING_CHUNK_BYTES : CHUNK_BYTES;
+    uint64_t size = big ? BIG_CHUNK_MAP : sizeof(chunk) + (n > least ? n : least);
     uint64_t before;
     chunk* c;
     if (big && n + sizeof(chunk) > size)
@@ -445,10 +407,11 @@ static chunk* chunk_new(size_t n, int big)
         atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
         atomic_store_explicit(&c->used, 0, memory_order_relaxed);
         c->events = 0;
+        c->closing_only = 0;
         return c;
     }
     before = atomic_fetch_add_explicit(&g_allocated, size, memory_order_relaxed);
-    if (before + size > g_limit) {
+    if (before + size > g_limit && kind != CHUNK_CLOSING) {
         atomic_fetch_sub_explicit(&g_allocated, size, memory_order_relaxed);
         return NULL;
     }
@@ -461,6 +424,7 @@ static chunk* chunk_new(size_t n, int big)
     atomic_init(&c->used, 0);
     c->events = 0;
     c->cap = size - sizeof(chunk);
+    c->closing_only = kind == CHUNK_CLOSING;
     return c;
 }
 
@@ -488,29 +452,54 @@ static chunk* recycle_oldest(thread_buffer* b, size_t n)
     atomic_store_explicit(&c->next, NULL, memory_order_relaxed);
     atomic_store_explicit(&c->used, 0, memory_order_relaxed);
     c->events = 0;
+    c->closing_only = 0;
     pthread_mutex_unlock(&g_lock);
     return c;
 }
 
-static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
+/* What the inline paths may fill the tail up to (see thread_buffer.limit). */
+static inline size_t tail_limit(const thread_buffer* b)
+{
+    return b->tail && !b->tail->closing_only && !b->owed_total ? b->tail->cap : 0;
+}
+
+/*
+ * A new chunk for an n-byte record. Memory for events is bounded by the budget, but what is kept
+ * must stay true: a pop or an end (`closing`) closes a range whose push or start was kept, so when
+ * the budget refuses it, it gets a small chunk past the budget, which only pops and ends may use
+ * (so the overshoot stays within 16 bytes per range open at that moment). Pushes, starts and
+ * marks are left out instead; see owe_pop for the pops of pushes left out.
+ */
+static chunk* next_chunk(thread_buffer* b, size_t n, int closing)
+{
+    chunk* c = NULL;
+    if (!b->full) {
+        c = b->tail ? chunk_new(n, CHUNK_BIG) : NULL;
+        if (!c)
+            c = chunk_new(n, CHUNK_SMALL);
+        if (!c && g_keep_last && b->tail)
+            c = recycle_oldest(b, n);
+        /* While the spiller frees what it has written, the budget may allow a chunk later. */
+        if (!c && (!g_record_dir[0] || g_keep_last))
+            b->full = 1;
+    }
+    if (!c && closing)
+        c = chunk_new(n, CHUNK_CLOSING);
+    return c;
+}
+
+static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n, int closing)
 {
     chunk* c;
     uint64_t events = atomic_load_explicit(&b->events, memory_order_relaxed);
     if (g_record_dir[0] && !g_keep_last)
         ensure_spiller(); /* once per process: cheap when it runs */
-    if (b->full)
-        return NULL;
-    c = b->tail ? chunk_new(n, 1) : NULL;
+    c = b->tail;
+    if (c && b->tail_used + n <= c->cap && (closing || !c->closing_only))
+        return c->data + b->tail_used;
+    c = next_chunk(b, n, closing);
     if (!c)
-        c = chunk_new(n, 0);
-    if (!c && g_keep_last && b->tail)
-        c = recycle_oldest(b, n);
-    if (!c) {
-        /* While the spiller frees what it has written, the budget may allow a chunk later. */
-        if (!g_record_dir[0] || g_keep_last)
-            b->full = 1;
         return NULL;
-    }
     if (b->tail) {
         b->tail->events = events - b->tail_events_base;
         atomic_store_explicit(&b->tail->next, c, memory_order_release);
@@ -520,16 +509,16 @@ static __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n)
     b->tail = c;
     b->tail_used = 0;
     b->tail_events_base = events;
+    b->limit = tail_limit(b);
     return c->data;
 }
 
 /* Space for an n-byte record (n a multiple of 8) in the thread's buffer; NULL means drop. */
-static inline char* reserve(thread_buffer* b, size_t n)
+static inline char* reserve(thread_buffer* b, size_t n, int closing)
 {
-    chunk* c = b->tail;
-    if (LIKELY(c != NULL && b->tail_used + n <= c->cap))
-        return c->data + b->tail_used;
-    return reserve_slow(b, n);
+    if (LIKELY(b->tail_used + n <= b->limit))
+        return b->tail->data + b->tail_used;
+    return reserve_slow(b, n, closing);
 }
 
 static inline void commit(thread_buffer* b, size_t n)
@@ -586,13 +575,11 @@ static char* dup_wide(const wchar_t* w)
 
 /* ---- event writers ---- */
 
-#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
-
 /* Fills a reserved record's head; the timestamp is taken last, once the space is ours. */
 static inline void put_head(char* p, uint8_t kind, uint8_t flags, uint8_t payload_type,
                             uint8_t message_kind, uint32_t domain)
 {
-    record_head* h = (record_head*)p;
+    anr_record_head* h = (anr_record_head*)p;
     h->kind = kind;
     h->flags = flags;
     h->payload_type = payload_type;
@@ -601,36 +588,38 @@ static inline void put_head(char* p, uint8_t kind, uint8_t flags, uint8_t payloa
     h->ts = now_ts();
 }
 
-static inline void write_simple(uint8_t kind, uint32_t domain, uint64_t id)
+/* The event writers return 1 when the record was written, 0 when it was dropped (and counted). */
+static inline int write_simple(uint8_t kind, uint32_t domain, uint64_t id)
 {
     thread_buffer* b = buffer();
-    size_t n = sizeof(record_head) + (id ? 8 : 0);
-    char* p = b ? reserve(b, n) : NULL;
+    size_t n = sizeof(anr_record_head) + (id ? 8 : 0);
+    char* p = b ? reserve(b, n, kind == ANR_K_POP || kind == ANR_K_END) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
-        return;
+        return 0;
     }
     put_head(p, kind, 0, 0, 0, domain);
     if (id)
-        memcpy(p + sizeof(record_head), &id, 8);
+        memcpy(p + sizeof(anr_record_head), &id, 8);
     commit(b, n);
+    return 1;
 }
 
 /* Writes a push/start/mark with an inline message (ASCII or UTF-8) and no other attribute. */
-static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const char* text,
-                              size_t len)
+static inline int write_text(uint8_t kind, uint32_t domain, uint64_t id, const char* text,
+                             size_t len)
 {
     thread_buffer* b = buffer();
     if (len > MAX_MESSAGE)
         len = MAX_MESSAGE;
-    size_t n = ALIGN8(sizeof(record_head) + (id ? 8 : 0) + 4 + len);
-    char* p = b ? reserve(b, n) : NULL;
+    size_t n = ANR_ALIGN8(sizeof(anr_record_head) + (id ? 8 : 0) + 4 + len);
+    char* p = b ? reserve(b, n, 0) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
-        return;
+        return 0;
     }
-    put_head(p, kind, 0, 0, M_INLINE, domain);
-    char* q = p + sizeof(record_head);
+    put_head(p, kind, 0, 0, ANR_M_INLINE, domain);
+    char* q = p + sizeof(anr_record_head);
     if (id) {
         memcpy(q, &id, 8);
         q += 8;
@@ -640,28 +629,25 @@ static inline void write_text(uint8_t kind, uint32_t domain, uint64_t id, const 
     memcpy(q + 4, text, len);
     memset(q + 4 + len, 0, (size_t)(p + n - (q + 4 + len)));
     commit(b, n);
+    return 1;
 }
 
-static inline void write_wide(uint8_t kind, uint32_t domain, uint64_t id, const wchar_t* w)
+static inline int write_wide(uint8_t kind, uint32_t domain, uint64_t id, const wchar_t* w)
 {
     char tmp[1024];
-    if (!w) {
-        write_text(kind, domain, id, "", 0);
-        return;
-    }
+    int written;
+    if (!w)
+        return write_text(kind, domain, id, "", 0);
     size_t wl = wcslen(w);
-    if (wl * 4 <= sizeof(tmp)) {
-        write_text(kind, domain, id, tmp, utf8_from_wide(w, tmp, sizeof(tmp)));
-        return;
-    }
+    if (wl * 4 <= sizeof(tmp))
+        return write_text(kind, domain, id, tmp, utf8_from_wide(w, tmp, sizeof(tmp)));
     size_t cap = wl * 4 < MAX_MESSAGE ? wl * 4 : MAX_MESSAGE;
     char* big = malloc(cap);
-    if (!big) {
-        write_text(kind, domain, id, "", 0);
-        return;
-    }
-    write_text(kind, domain, id, big, utf8_from_wide(w, big, cap));
+    if (!big)
+        return write_text(kind, domain, id, "", 0);
+    written = write_text(kind, domain, id, big, utf8_from_wide(w, big, cap));
     free(big);
+    return written;
 }
 
 static inline uint32_t domain_id(nvtxDomainHandle_t d)
@@ -671,7 +657,7 @@ static inline uint32_t domain_id(nvtxDomainHandle_t d)
 
 /* An event's message, made ready to copy: inline UTF-8 (wide strings converted) or a string id. */
 typedef struct message {
-    uint8_t kind;          /* M_NONE, M_INLINE, M_REGISTERED */
+    uint8_t kind;          /* ANR_M_NONE, ANR_M_INLINE, ANR_M_REGISTERED */
     const char* text;
     size_t len;
     uint32_t string_id;
@@ -681,10 +667,10 @@ typedef struct message {
 
 static inline void read_message(const nvtxEventAttributes_t* a, message* m)
 {
-    m->kind = M_NONE;
+    m->kind = ANR_M_NONE;
     m->big = NULL;
     if (a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii) {
-        m->kind = M_INLINE;
+        m->kind = ANR_M_INLINE;
         m->text = a->message.ascii;
         m->len = strlen(m->text);
         if (m->len > MAX_MESSAGE)
@@ -698,12 +684,12 @@ static inline void read_message(const nvtxEventAttributes_t* a, message* m)
             out = m->big = malloc(cap);
         }
         if (out) {
-            m->kind = M_INLINE;
+            m->kind = ANR_M_INLINE;
             m->text = out;
             m->len = utf8_from_wide(a->message.unicode, out, cap);
         }
     } else if (a->messageType == NVTX_MESSAGE_TYPE_REGISTERED && a->message.registered) {
-        m->kind = M_REGISTERED;
+        m->kind = ANR_M_REGISTERED;
         m->string_id = ((const string_entry*)(const void*)a->message.registered)->id;
     }
 }
@@ -720,18 +706,18 @@ static inline void put_body(char* q, char* end, uint64_t id, uint8_t flags, uint
         memcpy(q, &a->payload, 8);
         q += 8;
     }
-    if (flags & F_COLOR) {
+    if (flags & ANR_F_COLOR) {
         memcpy(q, &a->color, 4);
         q += 4;
     }
-    if (flags & F_CATEGORY) {
+    if (flags & ANR_F_CATEGORY) {
         memcpy(q, &a->category, 4);
         q += 4;
     }
-    if (m->kind == M_REGISTERED) {
+    if (m->kind == ANR_M_REGISTERED) {
         memcpy(q, &m->string_id, 4);
         q += 4;
-    } else if (m->kind == M_INLINE) {
+    } else if (m->kind == ANR_M_INLINE) {
         uint32_t len32 = (uint32_t)m->len;
         memcpy(q, &len32, 4);
         memcpy(q + 4, m->text, m->len);
@@ -740,16 +726,14 @@ static inline void put_body(char* q, char* end, uint64_t id, uint8_t flags, uint
     memset(q, 0, (size_t)(end - q));
 }
 
-static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
-                                    const nvtxEventAttributes_t* a)
+static inline int write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
+                                   const nvtxEventAttributes_t* a)
 {
-    if (UNLIKELY(!a)) {
-        write_simple(kind, domain, id);
-        return;
-    }
+    if (UNLIKELY(!a))
+        return write_simple(kind, domain, id);
     thread_buffer* b = buffer();
     uint8_t flags = 0, payload_type = 0;
-    size_t n = sizeof(record_head) + (id ? 8 : 0);
+    size_t n = sizeof(anr_record_head) + (id ? 8 : 0);
     message m;
 
     if (a->payloadType >= NVTX_PAYLOAD_TYPE_UNSIGNED_INT64 && a->payloadType <= NVTX_PAYLOAD_TYPE_FLOAT) {
@@ -757,25 +741,26 @@ static inline void write_attributes(uint8_t kind, uint32_t domain, uint64_t id,
         n += 8;
     }
     if (a->colorType == NVTX_COLOR_ARGB) {
-        flags |= F_COLOR;
+        flags |= ANR_F_COLOR;
         n += 4;
     }
     if (a->category != 0) {
-        flags |= F_CATEGORY;
+        flags |= ANR_F_CATEGORY;
         n += 4;
     }
     read_message(a, &m);
-    n = ALIGN8(n + (m.kind == M_INLINE ? 4 + m.len : m.kind == M_REGISTERED ? 4 : 0));
-    char* p = b ? reserve(b, n) : NULL;
+    n = ANR_ALIGN8(n + (m.kind == ANR_M_INLINE ? 4 + m.len : m.kind == ANR_M_REGISTERED ? 4 : 0));
+    char* p = b ? reserve(b, n, 0) : NULL;
     if (UNLIKELY(!p)) {
         drop(b);
         free(m.big);
-        return;
+        return 0;
     }
     put_head(p, kind, flags, payload_type, m.kind, domain);
-    put_body(p + sizeof(record_head), p + n, id, flags, payload_type, a, &m);
+    put_body(p + sizeof(anr_record_head), p + n, id, flags, payload_type, a, &m);
     commit(b, n);
     free(m.big);
+    return 1;
 }
 
 static inline uint64_t new_range_id(void)
@@ -786,20 +771,103 @@ static inline uint64_t new_range_id(void)
     return ((uint64_t)b->index << 40) | ++b->next_seq;
 }
 
-static inline int depth_push(void)
+/*
+ * Whole ranges or nothing. Once a push is left out (the budget refused it), its pop must be left
+ * out too, and so must every push opened until then and its pop: a kept push whose pop is lost
+ * would last until the end of the recording, and a pop whose push is lost would end the range
+ * around it. Per domain (pushes and pops nest within a domain), the thread counts the pops it
+ * owes; while it owes any, every push is left out (and owes its pop), and a pop in a domain that
+ * owes one is left out and pays it. Kept pushes get their pops (reserve_slow). Marks and
+ * start/end ranges go on meanwhile: they nest in nothing.
+ */
+static void owe_pop(thread_buffer* b, uint32_t domain)
 {
-    thread_buffer* b = t_buffer;
-    return b ? b->depth++ : 0;
+    uint32_t i;
+    b->owed_total++;
+    b->limit = 0; /* the inline paths step aside until every owed pop came */
+    for (i = 0; i < b->owed_len; ++i) {
+        if (b->owed[i].domain == domain) {
+            b->owed[i].count++;
+            return;
+        }
+    }
+    if (b->owed_len == b->owed_cap) {
+        uint32_t cap = b->owed_cap ? b->owed_cap * 2 : 4;
+        owed_pop* grown = realloc(b->owed, cap * sizeof(*grown));
+        if (!grown) { /* out of memory: nothing can be promised any more */
+            b->owed_total--;
+            b->limit = tail_limit(b);
+            return;
+        }
+        b->owed = grown;
+        b->owed_cap = cap;
+    }
+    b->owed[b->owed_len].domain = domain;
+    b->owed[b->owed_len++].count = 1;
 }
 
-static inline int depth_pop(void)
+/* Whether a pop in `domain` closes a push that was left out; then it is paid (and dropped). */
+static int pay_owed_pop(thread_buffer* b, uint32_t domain)
 {
-    thread_buffer* b = t_buffer;
+    uint32_t i;
+    for (i = 0; i < b->owed_len; ++i) {
+        if (b->owed[i].domain == domain) {
+            if (--b->owed[i].count == 0)
+                b->owed[i] = b->owed[--b->owed_len];
+            if (--b->owed_total == 0)
+                b->limit = tail_limit(b);
+            drop(b);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Before writing a push: 1 when it must be left out (the thread owes pops), counted. */
+static inline int push_left_out(thread_buffer* b)
+{
+    if (b && UNLIKELY(b->owed_total != 0)) {
+        drop(b);
+        return 1;
+    }
+    return 0;
+}
+
+/* After a push was written or left out: the nesting level NVTX returns. */
+static int pushed(thread_buffer* b, uint32_t domain, int written)
+{
+    if (!b)
+        return 0;
+    if (!written)
+        owe_pop(b, domain);
+    return b->depth++;
+}
+
+static inline int depth_pop(thread_buffer* b)
+{
     if (!b)
         return -1;
     if (b->depth > 0)
         b->depth--;
     return b->depth;
+}
+
+/* A start left out: its id says so (bit 63; ids are index << 40 | seq), and its end is left out. */
+#define START_LEFT_OUT (1ull << 63)
+
+static inline uint64_t started(uint64_t id, int written)
+{
+    return written ? id : id | START_LEFT_OUT;
+}
+
+static void end_range(uint32_t domain, uint64_t id)
+{
+    if (!id)
+        return;
+    if (id & START_LEFT_OUT)
+        drop(buffer());
+    else
+        write_simple(ANR_K_END, domain, id);
 }
 
 /*
@@ -818,23 +886,23 @@ static inline int push_fast(uint32_t domain, const nvtxEventAttributes_t* a, int
         return 0;
     chunk* c = b->tail;
     size_t used = b->tail_used;
-    if (UNLIKELY(!c || used + 32 > c->cap))
+    if (UNLIKELY(used + 32 > b->limit))
         return 0;
     uint32_t words[4];
     unsigned k = 0;
     uint64_t flags = 0;
     if (a->colorType == NVTX_COLOR_ARGB) {
-        flags |= F_COLOR;
+        flags |= ANR_F_COLOR;
         words[k++] = a->color;
     }
     if (a->category != 0) {
-        flags |= F_CATEGORY;
+        flags |= ANR_F_CATEGORY;
         words[k++] = a->category;
     }
     words[k++] = ((const string_entry*)(const void*)a->message.registered)->id;
     words[k] = 0;
     char* p = c->data + used;
-    uint64_t head = (uint64_t)K_PUSH | (flags << 8) | ((uint64_t)M_REGISTERED << 24)
+    uint64_t head = (uint64_t)ANR_K_PUSH | (flags << 8) | ((uint64_t)ANR_M_REGISTERED << 24)
                   | ((uint64_t)domain << 32);
     uint64_t ts = now_ts();
     memcpy(p, &head, 8);
@@ -861,10 +929,10 @@ static inline int pop_fast(uint32_t domain, int* depth)
         return 0;
     chunk* c = b->tail;
     size_t used = b->tail_used;
-    if (UNLIKELY(!c || used + 16 > c->cap))
+    if (UNLIKELY(used + 16 > b->limit))
         return 0;
     char* p = c->data + used;
-    uint64_t head = (uint64_t)K_POP | ((uint64_t)domain << 32);
+    uint64_t head = (uint64_t)ANR_K_POP | ((uint64_t)domain << 32);
     uint64_t ts = now_ts();
     memcpy(p, &head, 8);
     memcpy(p + 8, &ts, 8);
@@ -881,44 +949,40 @@ static inline int pop_fast(uint32_t domain, int* depth)
 
 static __attribute__((noinline)) int push_slow(uint32_t domain, const nvtxEventAttributes_t* a)
 {
-    write_attributes(K_PUSH, domain, 0, a);
-    return depth_push();
+    thread_buffer* b = buffer();
+    return pushed(b, domain, !push_left_out(b) && write_attributes(ANR_K_PUSH, domain, 0, a));
 }
 
 static __attribute__((noinline)) int pop_slow(uint32_t domain)
 {
-    write_simple(K_POP, domain, 0);
-    return depth_pop();
+    thread_buffer* b = buffer();
+    if (!b || !b->owed_total || !pay_owed_pop(b, domain))
+        write_simple(ANR_K_POP, domain, 0);
+    return depth_pop(b);
 }
 
 /* ---- recording callbacks: CORE ---- */
 
-static void NVTX_API rec_MarkEx(const nvtxEventAttributes_t* a) { write_attributes(K_MARK, 0, 0, a); }
-static void NVTX_API rec_MarkA(const char* m) { write_text(K_MARK, 0, 0, m ? m : "", m ? strlen(m) : 0); }
-static void NVTX_API rec_MarkW(const wchar_t* m) { write_wide(K_MARK, 0, 0, m); }
+static void NVTX_API rec_MarkEx(const nvtxEventAttributes_t* a) { write_attributes(ANR_K_MARK, 0, 0, a); }
+static void NVTX_API rec_MarkA(const char* m) { write_text(ANR_K_MARK, 0, 0, m ? m : "", m ? strlen(m) : 0); }
+static void NVTX_API rec_MarkW(const wchar_t* m) { write_wide(ANR_K_MARK, 0, 0, m); }
 
 static nvtxRangeId_t NVTX_API rec_RangeStartEx(const nvtxEventAttributes_t* a)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_attributes(K_START, 0, id, a);
-    return id;
+    return id ? started(id, write_attributes(ANR_K_START, 0, id, a)) : 0;
 }
 static nvtxRangeId_t NVTX_API rec_RangeStartA(const char* m)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_text(K_START, 0, id, m ? m : "", m ? strlen(m) : 0);
-    return id;
+    return id ? started(id, write_text(ANR_K_START, 0, id, m ? m : "", m ? strlen(m) : 0)) : 0;
 }
 static nvtxRangeId_t NVTX_API rec_RangeStartW(const wchar_t* m)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_wide(K_START, 0, id, m);
-    return id;
+    return id ? started(id, write_wide(ANR_K_START, 0, id, m)) : 0;
 }
-static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { if (id) write_simple(K_END, 0, id); }
+static void NVTX_API rec_RangeEnd(nvtxRangeId_t id) { end_range(0, id); }
 
 static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 {
@@ -929,13 +993,13 @@ static int NVTX_API rec_RangePushEx(const nvtxEventAttributes_t* a)
 }
 static int NVTX_API rec_RangePushA(const char* m)
 {
-    write_text(K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0);
-    return depth_push();
+    thread_buffer* b = buffer();
+    return pushed(b, 0, !push_left_out(b) && write_text(ANR_K_PUSH, 0, 0, m ? m : "", m ? strlen(m) : 0));
 }
 static int NVTX_API rec_RangePushW(const wchar_t* m)
 {
-    write_wide(K_PUSH, 0, 0, m);
-    return depth_push();
+    thread_buffer* b = buffer();
+    return pushed(b, 0, !push_left_out(b) && write_wide(ANR_K_PUSH, 0, 0, m));
 }
 static int NVTX_API rec_RangePop(void)
 {
@@ -1033,15 +1097,13 @@ static nvtxStringHandle_t string_register(uint32_t domain, char* text)
 
 /* ---- recording callbacks: CORE2 (domains) ---- */
 
-static void NVTX_API rec_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { write_attributes(K_MARK, domain_id(d), 0, a); }
+static void NVTX_API rec_DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) { write_attributes(ANR_K_MARK, domain_id(d), 0, a); }
 static nvtxRangeId_t NVTX_API rec_DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
     uint64_t id = new_range_id();
-    if (id)
-        write_attributes(K_START, domain_id(d), id, a);
-    return id;
+    return id ? started(id, write_attributes(ANR_K_START, domain_id(d), id, a)) : 0;
 }
-static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { if (id) write_simple(K_END, domain_id(d), id); }
+static void NVTX_API rec_DomainRangeEnd(nvtxDomainHandle_t d, nvtxRangeId_t id) { end_range(domain_id(d), id); }
 static int NVTX_API rec_DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a)
 {
     int depth;
@@ -1262,8 +1324,10 @@ static void atfork_child(void)
     while (b) {
         thread_buffer* next = b->next;
         free_chunks(b);
-        if (b != self)
+        if (b != self) {
+            free(b->owed);
             free(b);
+        }
         b = next;
     }
     g_threads = NULL;
@@ -1284,9 +1348,12 @@ static void atfork_child(void)
         self->tail = NULL;
         self->tail_used = 0;
         self->tail_events_base = 0;
+        self->limit = 0;
         self->full = 0;
         self->wrapped = 0;
         self->depth = 0;
+        self->owed_len = 0;
+        self->owed_total = 0;
         atomic_store(&self->events, 0);
         atomic_store(&self->dropped, 0);
         atomic_store(&self->discarded, 0);
@@ -1393,8 +1460,6 @@ EXPORT uint64_t autonvtx_recorder_events(void)
 
 /* ---- writing the recording: spills to the per-process file, explicit flushes ---- */
 
-#define T_SPILL 7
-#define SPILL_BYTES 48u
 #define WRITE_BUFFER (1u << 20)
 
 typedef struct writer {
@@ -1402,7 +1467,7 @@ typedef struct writer {
     char* buf; /* WRITE_BUFFER bytes */
     size_t len;
     uint64_t bytes;
-    int failed;
+    int failed;  /* the errno of the first failed write (ENOSPC, ...), else 0 */
 } writer;
 
 static char g_write_buffer[WRITE_BUFFER]; /* writers run under g_lock, one at a time */
@@ -1415,7 +1480,7 @@ static void drain(writer* w)
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            w->failed = 1;
+            w->failed = k < 0 && errno ? errno : EIO;
         else
             done += (size_t)k;
     }
@@ -1443,7 +1508,7 @@ static void put_u64(writer* w, uint64_t v) { put(w, &v, 8); }
 static void pad(writer* w, size_t n)
 {
     static const char zeros[8] = { 0 };
-    put(w, zeros, ALIGN8(n) - n);
+    put(w, zeros, ANR_ALIGN8(n) - n);
 }
 
 static void section(writer* w, uint32_t tag, uint64_t length)
@@ -1462,15 +1527,16 @@ typedef struct file_cursor {
     int last_final;             /* the last SPILL section written was a final one */
 } file_cursor;
 
-static int g_spill_fd = -1;    /* the live file $AUTONVTX_RECORD_DIR/<pid>.anr, under g_lock */
-static pid_t g_spill_fd_pid;
+/* The live file $AUTONVTX_RECORD_DIR/<pid>.anr, under g_lock: the process that created it (0:
+   none yet), and which file it is. No descriptor is kept between writes (see open_live_file). */
+static pid_t g_spill_pid;
+static dev_t g_spill_dev;
+static ino_t g_spill_ino;
 static file_cursor g_spill_cursor;
 
 static void reset_spill_file(void)
 {
-    if (g_spill_fd >= 0)
-        close(g_spill_fd); /* the parent's file, inherited by a fork child */
-    g_spill_fd = -1;
+    g_spill_pid = 0; /* a fork child, or a new directory: the next write creates its own */
     memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
 }
 
@@ -1500,9 +1566,9 @@ static void write_header(writer* w)
 {
     static char cmdline[65536];
     size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
-    put(w, "ANVTXREC", 8);
-    put_u32(w, FORMAT_VERSION);
-    put_u32(w, HEADER_SIZE);
+    put(w, ANR_MAGIC, ANR_MAGIC_BYTES);
+    put_u32(w, ANR_VERSION);
+    put_u32(w, ANR_HEADER_SIZE);
     put_u32(w, (uint32_t)getpid());
     put_u32(w, (uint32_t)getppid());
     put_u64(w, now_ns());
@@ -1510,7 +1576,7 @@ static void write_header(writer* w)
     put_u64(w, 0);
     put_u64(w, 0);
     put_u64(w, 0);
-    section(w, T_CMDLINE, ALIGN8(cmd_len));
+    section(w, ANR_T_CMDLINE, ANR_ALIGN8(cmd_len));
     put(w, cmdline, cmd_len);
     pad(w, cmd_len);
 }
@@ -1520,10 +1586,10 @@ static void write_domains(writer* w, file_cursor* cur)
     domain_entry* d;
     uint64_t len = 0;
     for (d = g_domains; d && d->id > cur->domains; d = d->next)
-        len += 8 + ALIGN8(strlen(d->name));
+        len += 8 + ANR_ALIGN8(strlen(d->name));
     if (len == 0)
         return;
-    section(w, T_DOMAINS, len);
+    section(w, ANR_T_DOMAINS, len);
     for (d = g_domains; d && d->id > cur->domains; d = d->next) {
         size_t n = strlen(d->name);
         put_u32(w, d->id);
@@ -1540,10 +1606,10 @@ static void write_strings(writer* w, file_cursor* cur)
     string_entry* s;
     uint64_t len = 0;
     for (s = first; s; s = s->next_in_order)
-        len += 16 + ALIGN8(s->len);
+        len += 16 + ANR_ALIGN8(s->len);
     if (len == 0)
         return;
-    section(w, T_STRINGS, len);
+    section(w, ANR_T_STRINGS, len);
     for (s = first; s; s = s->next_in_order) {
         put_u32(w, s->id);
         put_u32(w, s->domain);
@@ -1561,10 +1627,10 @@ static void write_named(writer* w, uint32_t tag, named_entry* list, named_entry*
 {
     size_t count = 0, i = 0;
     uint64_t len = 0;
-    int is_category = tag == T_CATEGORIES;
+    int is_category = tag == ANR_T_CATEGORIES;
     named_entry *e, **all;
     for (e = list; e && e != upto; e = e->next, ++count)
-        len += (is_category ? 16 : 8) + ALIGN8(strlen(e->name));
+        len += (is_category ? 16 : 8) + ANR_ALIGN8(strlen(e->name));
     if (count == 0 || !(all = malloc(count * sizeof(*all))))
         return;
     section(w, tag, len);
@@ -1588,39 +1654,10 @@ static void write_registries(writer* w, file_cursor* cur)
 {
     write_domains(w, cur);
     write_strings(w, cur);
-    write_named(w, T_CATEGORIES, g_categories, cur->categories);
+    write_named(w, ANR_T_CATEGORIES, g_categories, cur->categories);
     cur->categories = g_categories;
-    write_named(w, T_THREAD_NAMES, g_thread_names, cur->thread_names);
+    write_named(w, ANR_T_THREAD_NAMES, g_thread_names, cur->thread_names);
     cur->thread_names = g_thread_names;
-}
-
-/* Bytes of the record at p (its length follows from its head), or 0 if it runs past `avail`. */
-static size_t record_size(const char* p, size_t avail)
-{
-    record_head h;
-    size_t n = sizeof(record_head);
-    if (avail < n)
-        return 0;
-    memcpy(&h, p, sizeof(h));
-    if (h.kind == K_START || h.kind == K_END)
-        n += 8;
-    if (h.payload_type)
-        n += 8;
-    if (h.flags & F_COLOR)
-        n += 4;
-    if (h.flags & F_CATEGORY)
-        n += 4;
-    if (h.message_kind == M_REGISTERED) {
-        n += 4;
-    } else if (h.message_kind == M_INLINE) {
-        uint32_t len;
-        if (avail < n + 4)
-            return 0;
-        memcpy(&len, p + n, 4);
-        n += 4 + (size_t)len;
-    }
-    n = ALIGN8(n);
-    return n <= avail ? n : 0;
 }
 
 /* Writes `n` bytes of committed records, their timestamps converted to CLOCK_MONOTONIC ns. */
@@ -1637,7 +1674,7 @@ static void put_events(writer* w, const ts_convert* conv, const char* data, size
         size_t pos = 0;
         memcpy(copy, data + done, take);
         while (pos < take) {
-            size_t size = record_size(copy + pos, take - pos);
+            size_t size = anr_record_size(copy + pos, take - pos);
             uint64_t ts;
             if (size == 0)
                 break;
@@ -1647,7 +1684,7 @@ static void put_events(writer* w, const ts_convert* conv, const char* data, size
             pos += size;
         }
         if (pos == 0) { /* a record that does not fit the copy (none is that long) */
-            w->failed = 1;
+            w->failed = EIO;
             return;
         }
         put(w, copy, pos);
@@ -1680,18 +1717,27 @@ static span thread_span(thread_buffer* b, int live)
     return s;
 }
 
-/* The spill file keeps what it has: chunks before the last one written are final, so unmapped. */
-static void release_written(thread_buffer* b, const span* s)
+/* The spill file has what the last write took (written_chunk, written_used): chunks before its
+   last one are final, so unmapped. With `failed`, the file does not have it: all is kept. */
+static void release_written(int failed)
 {
-    chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
-    while (c && c != s->last) {
-        chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
-        atomic_store_explicit(&b->head, next, memory_order_release);
-        spare_give(c);
-        c = next;
+    thread_buffer* b;
+    for (b = g_threads; b; b = b->next) {
+        chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
+        if (!b->written_chunk)
+            continue;
+        while (!failed && c && c != b->written_chunk) {
+            chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
+            atomic_store_explicit(&b->head, next, memory_order_release);
+            spare_give(c);
+            c = next;
+        }
+        if (!failed) {
+            b->spill_chunk = b->written_chunk;
+            b->spill_off = b->written_used;
+        }
+        b->written_chunk = NULL;
     }
-    b->spill_chunk = s->last;
-    b->spill_off = s->last_used;
 }
 
 static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, int live)
@@ -1701,13 +1747,13 @@ static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, in
     chunk* c;
     if (s.bytes == 0)
         return;
-    section(w, T_THREAD, 32 + ALIGN8(name_len) + s.bytes);
+    section(w, ANR_T_THREAD, ANR_THREAD_HEAD_BYTES + ANR_ALIGN8(name_len) + s.bytes);
     put_u32(w, b->tid);
     put_u32(w, b->index);
     put_u64(w, atomic_load_explicit(&b->dropped, memory_order_relaxed));
     put_u64(w, atomic_load_explicit(&b->events, memory_order_relaxed));
     put_u32(w, (uint32_t)name_len);
-    put_u32(w, b->wrapped ? 1u : 0u);
+    put_u32(w, b->wrapped ? (uint32_t)ANR_THREAD_WRAPPED : 0u);
     put(w, b->name, name_len);
     pad(w, name_len);
     for (c = s.first; c; c = atomic_load_explicit(&c->next, memory_order_acquire)) {
@@ -1717,20 +1763,26 @@ static void write_thread(writer* w, const ts_convert* conv, thread_buffer* b, in
         if (c == s.last)
             break;
     }
-    if (live && !w->failed)
-        release_written(b, &s);
+    if (live) { /* released once the file has them (spill_locked) */
+        b->written_chunk = s.last;
+        b->written_used = s.last_used;
+    }
 }
 
-static int has_unwritten(const file_cursor* cur)
+static int has_unwritten_events(void)
 {
     thread_buffer* b;
-    if (g_domain_count != cur->domains || g_strings_last != cur->last_string
-        || g_categories != cur->categories || g_thread_names != cur->thread_names)
-        return 1;
     for (b = g_threads; b; b = b->next)
         if (thread_span(b, 1).bytes)
             return 1;
     return 0;
+}
+
+static int has_unwritten(const file_cursor* cur)
+{
+    return g_domain_count != cur->domains || g_strings_last != cur->last_string
+        || g_categories != cur->categories || g_thread_names != cur->thread_names
+        || has_unwritten_events();
 }
 
 /* Registries, threads' events and a SPILL section: (ns, realtime offset, events, dropped,
@@ -1750,7 +1802,7 @@ static void write_spill(writer* w, file_cursor* cur, int live, int final, uint64
         dropped += atomic_load_explicit(&b->dropped, memory_order_relaxed);
         discarded += atomic_load_explicit(&b->discarded, memory_order_relaxed);
     }
-    section(w, T_SPILL, SPILL_BYTES);
+    section(w, ANR_T_SPILL, ANR_SPILL_BYTES);
     put_u64(w, spill_ns);
     put_u64(w, (uint64_t)realtime_offset());
     put_u64(w, events);
@@ -1770,31 +1822,73 @@ static int spill_path(char* out, size_t cap)
     return g_record_dir[0] && (size_t)snprintf(out, cap, "%s/%d.anr", g_record_dir, (int)g_pid) < cap;
 }
 
-/* Appends what is new to the live file (opened, with its header, on first use). Under g_lock. */
+/*
+ * The live file, opened for one write: a program may close descriptors it did not open (a daemon
+ * closes them all) and open its own files, which then get the same numbers, so no descriptor of
+ * ours outlives a write. Created (with its header) by the process's first write; later ones open
+ * it by path, and only if it is still the file created: the same device and inode. Returns the
+ * descriptor (also in w->fd) and the file's size before this write, or -errno.
+ */
+static int open_live_file(writer* w, off_t* size)
+{
+    char path[4200];
+    struct stat st;
+    int fresh = g_spill_pid != g_pid;
+    int fd;
+    if (!spill_path(path, sizeof(path)))
+        return -EINVAL;
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | (fresh ? O_CREAT | O_TRUNC : 0), 0666);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) != 0 || (!fresh && (st.st_dev != g_spill_dev || st.st_ino != g_spill_ino))) {
+        int error = errno && fresh ? errno : ESTALE; /* replaced: what it held is gone */
+        close(fd);
+        return -error;
+    }
+    w->fd = fd;
+    *size = fresh ? 0 : st.st_size;
+    if (fresh) {
+        g_spill_pid = g_pid;
+        g_spill_dev = st.st_dev;
+        g_spill_ino = st.st_ino;
+        memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
+        write_header(w);
+    }
+    return fd;
+}
+
+/*
+ * Appends what is new to the live file. Under g_lock. A write that fails (a full disk, the
+ * directory removed) leaves the file as it was (cut back to its size before) and the events in
+ * memory, for the next write to try again; returns -errno.
+ */
 static int spill_locked(int final, uint64_t out[3])
 {
     writer w = { -1, g_write_buffer, 0, 0, 0 };
-    char path[4200];
-    if (g_spill_fd < 0 || g_spill_fd_pid != g_pid) {
-        if (!spill_path(path, sizeof(path)))
-            return -EINVAL;
-        g_spill_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
-        if (g_spill_fd < 0)
-            return -errno;
-        g_spill_fd_pid = g_pid;
-        memset(&g_spill_cursor, 0, sizeof(g_spill_cursor));
-        w.fd = g_spill_fd;
-        write_header(&w);
-    }
-    w.fd = g_spill_fd;
-    if (final || has_unwritten(&g_spill_cursor))
-        write_spill(&w, &g_spill_cursor, 1, final, out);
+    file_cursor before = g_spill_cursor;
+    off_t size = 0;
+    int fd;
+    /* Nothing new: not even opened. No event yet: no file yet (a process killed before its
+       first event is named missing, whatever the timing of its first periodic write). */
+    if (!final && (g_spill_pid != g_pid ? !has_unwritten_events() : !has_unwritten(&g_spill_cursor)))
+        return 0;
+    fd = open_live_file(&w, &size);
+    if (fd < 0)
+        return fd;
+    write_spill(&w, &g_spill_cursor, 1, final, out);
     drain(&w);
+    release_written(w.failed);
+    if (w.failed) {
+        g_spill_cursor = before;
+        if (ftruncate(fd, size) != 0 || size == 0)
+            g_spill_pid = 0; /* created again, header first, by the next write */
+    }
     if (final)
         spare_drain();
     if (out)
-        out[2] = (uint64_t)lseek(g_spill_fd, 0, SEEK_END);
-    return w.failed ? -EIO : 0;
+        out[2] = (uint64_t)lseek(fd, 0, SEEK_END);
+    close(fd);
+    return -w.failed;
 }
 
 static void spill_periodic(void)
@@ -1809,7 +1903,7 @@ static void spill_periodic(void)
 static void finish_spill_file(void)
 {
     pthread_mutex_lock(&g_lock);
-    if (g_keep_last || g_spill_fd < 0 || g_spill_fd_pid != g_pid || !g_spill_cursor.last_final
+    if (g_keep_last || g_spill_pid != g_pid || !g_spill_cursor.last_final
         || has_unwritten(&g_spill_cursor))
         spill_locked(1, NULL);
     pthread_mutex_unlock(&g_lock);
@@ -1826,7 +1920,7 @@ static int write_whole(int fd, uint64_t out[3])
     drain(&w);
     if (out)
         out[2] = w.bytes;
-    return w.failed ? -EIO : 0;
+    return -w.failed;
 }
 
 /* The live file so far, then a final SPILL section, into a new file. */
@@ -1839,7 +1933,7 @@ static int copy_live(int fd, uint64_t out[3])
     int in;
     char path[4200];
     if (rc != 0 || !spill_path(path, sizeof(path)) || (in = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return rc ? rc : -EIO;
+        return rc ? rc : -errno;
     for (;;) {
         ssize_t k = pread(in, g_write_buffer, WRITE_BUFFER, at);
         if (k < 0 && errno == EINTR)
@@ -1857,7 +1951,7 @@ static int copy_live(int fd, uint64_t out[3])
     drain(&w);
     if (out)
         out[2] = w.bytes;
-    return w.failed ? -EIO : 0;
+    return -w.failed;
 }
 
 static int write_to_new_file(const char* path, uint64_t out[3])
@@ -1869,7 +1963,7 @@ static int write_to_new_file(const char* path, uint64_t out[3])
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0)
         return -errno;
-    if (g_spill_fd >= 0 && g_spill_fd_pid == g_pid)
+    if (g_spill_pid == g_pid)
         rc = copy_live(fd, out);
     else
         rc = write_whole(fd, out);

@@ -1,7 +1,16 @@
-"""The report as values: a row per range name, a tree of nested ranges, and capture totals."""
+"""The report's figures: a row per range name, a tree of nested ranges, and capture totals.
+
+A row and a tree node from an autonvtx recording carry the recording's statistics
+(`recorder.stats.RangeStats`, the one statistics model): `instances` and `cpu_ns` are then its
+count and total, so `report` and `summary` show the same figures for one trace.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
+
+from autonvtx.recorder.model import ProcessRecording
+from autonvtx.recorder.stats import RangeStats
 
 
 @dataclass
@@ -62,6 +71,7 @@ class Row:
     span_ns: int = 0
     work: Work = field(default_factory=Work)
     top_kernels: list[KernelShare] = field(default_factory=list)
+    stats: Optional[RangeStats] = None  # from an autonvtx recording: the statistics model's row
 
 
 @dataclass
@@ -77,6 +87,7 @@ class TreeNode:
     work: Work = field(default_factory=Work)
     start_end: bool = False
     children: list[TreeNode] = field(default_factory=list)
+    stats: Optional[RangeStats] = None  # from an autonvtx recording: the statistics model's row
 
 
 @dataclass
@@ -102,3 +113,4 @@ class Report:
     totals: Totals
     notes: list[str] = field(default_factory=list)
     groups_outside: dict[str, Work] = field(default_factory=dict)
+    recordings: list[ProcessRecording] = field(default_factory=list)  # an autonvtx trace's processes

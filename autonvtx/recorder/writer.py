@@ -1,4 +1,4 @@
-"""Traces and statistics written straight from the recorder's files by its native exporter.
+"""Traces (.json, .json.gz, .pftrace) and statistics written straight from `.anr` files by the native exporter.
 
 Python writes the small parts (the JSON head and tail, Perfetto's descriptors) and the native
 exporter (`_native/export.c`, in the recorder library) streams every event between them, in
@@ -22,7 +22,6 @@ from autonvtx.recorder import native, perfetto
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import other_data, metadata_events
 
-STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS = 1, 2, 4, 8
 PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 
 
@@ -59,38 +58,6 @@ class Exported:
     outside_windows: dict[int, int] = field(default_factory=dict)
 
 
-def _library() -> ctypes.CDLL:
-    lib = ctypes.CDLL(_path())  # the loaded library's handle, when NVTX has loaded it
-    lib.autonvtx_export_new.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64]
-    lib.autonvtx_export_new.restype = ctypes.c_void_p
-    lib.autonvtx_export_file.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
-                                         ctypes.POINTER(ctypes.c_uint64)]
-    lib.autonvtx_export_file.restype = ctypes.c_int
-    lib.autonvtx_export_close.argtypes = [ctypes.c_void_p]
-    lib.autonvtx_export_close.restype = ctypes.c_int
-    lib.autonvtx_export_rows.argtypes = [ctypes.c_void_p]
-    lib.autonvtx_export_rows.restype = ctypes.c_size_t
-    lib.autonvtx_export_row.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64),
-                                        ctypes.POINTER(ctypes.c_double)]
-    lib.autonvtx_export_row.restype = None
-    lib.autonvtx_export_text.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int]
-    lib.autonvtx_export_text.restype = ctypes.c_char_p
-    lib.autonvtx_export_group_spans.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
-    lib.autonvtx_export_group_spans.restype = ctypes.c_size_t
-    lib.autonvtx_export_free.argtypes = [ctypes.c_void_p]
-    lib.autonvtx_export_free.restype = None
-    lib.autonvtx_export_outside.argtypes = [ctypes.c_void_p]
-    lib.autonvtx_export_outside.restype = ctypes.c_uint64
-    return lib
-
-
-def _path() -> str:
-    path = native.library_path()
-    if path is None:
-        raise FileNotFoundError(f"the native recorder {native.LIBRARY_NAME} is not built in this installation")
-    return path
-
-
 ExportFile = tuple[str, int, ProcessRecording]  # recording file, statistics group, its process
 
 
@@ -98,7 +65,7 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
            stats_mode: int = 0, skip_first: int = 0, progress: Progress | None = None) -> Exported:
     """Stream each recording file into the outputs; OSError on failure. Each file's process
     gets its unmatched pops, last write time and whether it ended normally."""
-    lib = _library()
+    lib = native.exporter()
     handle = lib.autonvtx_export_new(os.fsencode(json_path) if json_path else None,
                                      os.fsencode(pftrace_path) if pftrace_path else None,
                                      stats_mode, skip_first)
@@ -106,17 +73,17 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
         raise OSError(f"cannot open {json_path or pftrace_path} to write the trace")
     result = Exported()
     try:
-        info = (ctypes.c_uint64 * 8)()
+        info = native.FileInfo()
         for done, (path, group, recording) in enumerate(files):
-            rc = lib.autonvtx_export_file(handle, os.fsencode(path), group, info)
+            rc = lib.autonvtx_export_file(handle, os.fsencode(path), group, ctypes.byref(info))
             if rc != 0:
                 raise OSError(-rc, f"{path}: {os.strerror(-rc)}")
-            recording.unmatched_pops = info[3]
-            recording.flush_ns = info[6]
-            recording.ended_normally = bool(info[7])
-            result.ranges += info[0]
-            result.marks += info[1]
-            result.open_ranges += info[2]
+            recording.unmatched_pops = info.unmatched_pops
+            recording.flush_ns = info.flush_ns
+            recording.ended_normally = bool(info.ended_normally)
+            result.ranges += info.ranges
+            result.marks += info.marks
+            result.open_ranges += info.open_ranges
             outside = lib.autonvtx_export_outside(handle)
             if outside:
                 result.outside_windows[recording.pid] = outside
@@ -134,8 +101,7 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
 
 
 def _rows(lib: ctypes.CDLL, handle: int) -> list[RawRow]:
-    out = (ctypes.c_uint64 * 12)()
-    fout = (ctypes.c_double * 3)()
+    counts, figures = native.RowCounts(), native.RowFigures()
     rows = []
     texts: dict[tuple[int, int], str] = {}
 
@@ -146,21 +112,22 @@ def _rows(lib: ctypes.CDLL, handle: int) -> list[RawRow]:
         return texts[key]
 
     for i in range(lib.autonvtx_export_rows(handle)):
-        lib.autonvtx_export_row(handle, i, out, fout)
-        rows.append(RawRow(group=out[0], parent=int(out[1]) - 1, depth=out[2], domain=text(out[10], 1),
-                           name=text(out[9], 0), count=out[3], total_ns=out[4], self_ns=out[5],
-                           min_ns=out[6], max_ns=out[7], open_count=out[8], mean_ns=fout[0],
-                           median_ns=fout[1], variance=fout[2]))
+        lib.autonvtx_export_row(handle, i, ctypes.byref(counts), ctypes.byref(figures))
+        rows.append(RawRow(group=counts.group, parent=int(counts.parent_plus_one) - 1, depth=counts.depth,
+                           domain=text(counts.domain_id, native.TEXT_DOMAIN), name=text(counts.name_id, native.TEXT_NAME),
+                           count=counts.count, total_ns=counts.total_ns, self_ns=counts.self_ns,
+                           min_ns=counts.min_ns, max_ns=counts.max_ns, open_count=counts.open_count,
+                           mean_ns=figures.mean_ns, median_ns=figures.median_ns, variance=figures.variance))
     return rows
 
 
 def _spans(lib: ctypes.CDLL, handle: int) -> dict[int, tuple[int, int]]:
-    out = (ctypes.c_uint64 * 3)()
+    span = native.GroupSpan()
     spans = {}
-    count = lib.autonvtx_export_group_spans(handle, 0, out)
+    count = lib.autonvtx_export_group_spans(handle, 0, ctypes.byref(span))
     for i in range(count):
-        lib.autonvtx_export_group_spans(handle, i, out)
-        spans[out[0]] = (out[1], out[2])
+        lib.autonvtx_export_group_spans(handle, i, ctypes.byref(span))
+        spans[span.group] = (span.first_ns, span.last_ns)
     return spans
 
 
@@ -226,7 +193,9 @@ def write_trace(recordings: Sequence[ProcessRecording], files: Sequence[ExportFi
                 stream.write('\n],\n"otherData":' + json.dumps(other_data(recordings, metadata), default=str) + "}\n")
             if path.endswith(".gz"):
                 temp = _compressed(temp, path)
-        os.chmod(temp, 0o666 & ~_umask())
+        # open() made the file with the mode the umask leaves, as for any file the user writes;
+        # reading the umask would flip it for every thread of the program (os.umask is the
+        # only way to read it before Python 3.15's os.getumask()).
         os.replace(temp, path)
     except BaseException:
         try:
@@ -251,8 +220,3 @@ def _compressed(plain: str, path: str) -> str:
         os.unlink(plain)
     return target
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -1,0 +1,799 @@
+/*
+ * The walk of a module that one rule selects as a whole: what walk.py's _ModuleWalk decides
+ * and the engine applies, for the common cases, in one C call per module. A package targeted
+ * wholesale has thousands of functions in hundreds of modules; walked in Python, each cost
+ * several microseconds of deciding and reporting. Two engines apply the decisions here: the
+ * code engine (3.12+: a Range attached to the code, its local events on) and the wrap engine
+ * (a ranged function wrapper bound where the function was found).
+ *
+ * walk_uniform(application, items, decisions) goes over a module's (name, value) pairs:
+ *
+ *   - a plain function defined in the module (for the code engine, whose code is named as
+ *     the function): decided (reported wrapped with the rule's reason, protocol dunders
+ *     skipped) and applied; a re-export of one the wrap engine wrapped, rebound;
+ *   - a class written in Python whose __module__ is the module: its members the same way,
+ *     plain functions and static or class methods of plain functions, nested classes too;
+ *   - (code engine) functions nested in those, by their co_qualname; properties, builtin
+ *     methods and other
+ *     callables among members, and builtins the rule leaves out, skipped with their reasons;
+ *   - anything else (wrappers, builtins to wrap, a function whose code has another name, C
+ *     types): handed to the Python walk's own methods, so every decision the C walk does not
+ *     take is taken exactly as before.
+ *
+ * application, the engine's state: ("code", domain, color, category, tool_id,
+ * set_local_events, events, codes, no_existing) from ranges.CodeMonitor.uniform_walker, or
+ * ("wrap", domain, color, category, wrapper_type, wrappers, pending, rebind, apply, written)
+ * from engines/wrap.py's WrapEngine.uniform_walk.
+ * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
+ * visit_global, visit_member, wrap, failed, builtins, namespace, rebound, remember), the
+ * walk's state and methods (walk.py, _ModuleWalk.walk): reports are the same dicts and lists,
+ * filled the same way.
+ */
+#include "nvtxclient.h"
+
+#include <string.h>
+
+/* walk.py's kinds of values (_DATA, _CLASS, ...), decided once per type. */
+enum { K_DATA, K_CLASS, K_RANGE_WRAPPER, K_FUNCTION, K_BUILTIN, K_STATIC_OR_CLASS, K_PROPERTY,
+       K_OTHER_CALLABLE };
+
+typedef struct {
+    /* application */
+    int wrap_mode;      /* the wrap engine's (else the code engine's) */
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+    PyObject* tool_id;
+    PyObject* set_local_events;
+    PyObject* events;
+    PyObject* codes;
+    int no_existing;    /* the engine has no stand-in for any function (no builtin wrapped) */
+    PyObject* wrapper_type;
+    PyObject* wrappers; /* id(function) -> its wrapper */
+    PyObject* pending;  /* id(function) -> names to rebind once it is wrapped */
+    PyObject* rebind;
+    PyObject* apply;    /* WrapEngine.apply for what ranged_make() leaves (generators early on) */
+    PyObject* written;  /* what restore() undoes, or None */
+    /* decisions */
+    PyObject* name;
+    PyObject* reason;
+    PyObject* wrapped;
+    PyObject* skipped;
+    PyObject* classes_seen;
+    PyObject* kinds;
+    PyObject* kind_of;
+    PyObject* dunders;
+    PyObject* visit_global;
+    PyObject* visit_member;
+    PyObject* wrap;
+    PyObject* failed;
+    int builtins;       /* the rule wraps builtins (a wrapper's job: left to Python) */
+    PyObject* namespace;
+    PyObject* rebound;
+    PyObject* remember;
+} walk_state;
+
+static PyObject* str_module;
+static PyObject* str_qualname;
+static PyObject* str_func;
+static PyObject* str_locals;
+static PyObject* reason_protocol;
+static PyObject* reason_c_type;
+static PyObject* reason_property;
+static PyObject* reason_builtin_member;
+static PyObject* reason_builtin;
+static PyObject* str_wrapped;
+
+/* walk.py's _kind(type(value)), -1 on error. */
+static long kind_of(walk_state* w, PyObject* value)
+{
+    PyObject* type = (PyObject*)Py_TYPE(value);
+    PyObject* found;
+    long kind;
+
+    if (type == (PyObject*)&PyFunction_Type)
+        return K_FUNCTION;
+    found = PyDict_GetItemWithError(w->kinds, type);
+    if (found != NULL)
+        return PyLong_AsLong(found);
+    if (PyErr_Occurred())
+        return -1;
+    found = PyObject_CallOneArg(w->kind_of, type);
+    if (found == NULL)
+        return -1;
+    kind = PyLong_AsLong(found);
+    Py_DECREF(found);
+    return kind;
+}
+
+/* a == b for a str `b`; a non-str `a` is never equal (a module or class names its home with
+ * a str). -1 on error. */
+static int same_str(PyObject* a, PyObject* b)
+{
+    if (a == b)
+        return 1;
+    if (a == NULL || !PyUnicode_Check(a))
+        return 0;
+    return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
+}
+
+/* walk.py's test: a dunder the interpreter calls implicitly (not in WRAPPABLE_DUNDERS). */
+static int is_protocol(walk_state* w, PyObject* attr)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(attr);
+    if (n <= 4 || PyUnicode_READ_CHAR(attr, 0) != '_' || PyUnicode_READ_CHAR(attr, 1) != '_' ||
+        PyUnicode_READ_CHAR(attr, n - 1) != '_' || PyUnicode_READ_CHAR(attr, n - 2) != '_')
+        return 0;
+    return !PySet_Contains(w->dunders, attr);
+}
+
+/* "<locals>" in name: a function made by a factory, known by the name it is bound to. */
+static int is_local_name(PyObject* qualname)
+{
+    return PyUnicode_Find(qualname, str_locals, 0, PY_SSIZE_T_MAX, 1) >= 0;
+}
+
+/* own == f"{qualname}.{attr}", without making that string. */
+static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
+{
+    Py_ssize_t nq = PyUnicode_GET_LENGTH(qualname);
+    if (!PyUnicode_CheckExact(own) ||
+        PyUnicode_GET_LENGTH(own) != nq + 1 + PyUnicode_GET_LENGTH(attr) ||
+        PyUnicode_READ_CHAR(own, nq) != '.')
+        return 0;
+    return PyUnicode_Tailmatch(own, qualname, 0, nq, -1) == 1 &&
+           PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
+}
+
+static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
+{
+    return PyDict_SetDefault(w->skipped, qualname, reason) == NULL ? -1 : 0;
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
+ * attached, local events on, the code remembered for uninstall. */
+static int monitor_code(walk_state* w, PyObject* code)
+{
+    PyObject* args[3];
+    PyObject* done;
+    RangeObject* range;
+
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0; /* the first decision about a code object stands */
+    range = range_new_in_domain(w->domain, w->domain_name, ((PyCodeObject*)code)->co_qualname,
+                                w->color, w->category);
+    if (range == NULL || monitoring_attach(code, range) < 0)
+        return -1;
+    args[0] = w->tool_id;
+    args[1] = code;
+    args[2] = w->events;
+    done = PyObject_Vectorcall(w->set_local_events, args, 3, NULL);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return PyList_Append(w->codes, code);
+}
+
+#endif
+
+static int defines_code(PyCodeObject* code)
+{
+    PyObject* consts = code->co_consts;
+    Py_ssize_t i;
+    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
+        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
+            return 1;
+    return 0;
+}
+
+static int call_back(PyObject* callable, PyObject** args, size_t nargs)
+{
+    PyObject* done = PyObject_Vectorcall(callable, args, nargs, NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
+ * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
+ * expressions (named "<...>") left alone. */
+static int visit_nested(walk_state* w, PyCodeObject* code)
+{
+    PyObject* pending = PyList_New(0);
+    int result = 0;
+    if (pending == NULL || PyList_Append(pending, (PyObject*)code) < 0)
+        goto done;
+    while (result == 0 && PyList_GET_SIZE(pending) > 0) {
+        Py_ssize_t last = PyList_GET_SIZE(pending) - 1;
+        PyObject* consts = ((PyCodeObject*)PyList_GET_ITEM(pending, last))->co_consts;
+        Py_ssize_t i;
+        Py_INCREF(consts);
+        result = PyList_SetSlice(pending, last, last + 1, NULL);
+        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
+            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
+            if (!Py_IS_TYPE(inner, &PyCode_Type))
+                continue;
+            result = PyList_Append(pending, (PyObject*)inner);
+            if (result < 0 || PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
+                continue;
+            if (is_protocol(w, inner->co_name))
+                result = skip(w, inner->co_qualname, reason_protocol);
+            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
+                result = PyDict_SetItem(w->wrapped, inner->co_qualname, w->reason);
+        }
+        Py_DECREF(consts);
+    }
+done:
+    Py_XDECREF(pending);
+    return pending == NULL ? -1 : result;
+}
+
+/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
+static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    PyCodeObject* code = (PyCodeObject*)((PyFunctionObject*)func)->func_code;
+    int same;
+
+    if (!PyCode_Check(code))
+        return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    same = same_str(code->co_qualname, qualname);
+    if (same <= 0)
+        return same < 0 ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    if (defines_code(code) && visit_nested(w, code) < 0)
+        return -1;
+    if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
+        return -1;
+    return monitor_code(w, (PyObject*)code);
+}
+#endif
+
+/* WrapEngine.apply for a plain function and the message "{qualname}": its one wrapper, made
+ * on first request, and the names that waited for it rebound. */
+static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    PyObject* key = PyLong_FromVoidPtr(func);
+    PyObject* found;
+    PyObject* wrapper;
+    RangeObject* range;
+
+    if (key == NULL)
+        return NULL;
+    found = PyDict_GetItemWithError(w->wrappers, key);
+    if (found != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(found);
+    }
+    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
+    wrapper = range == NULL ? NULL : ranged_make(w->wrapper_type, func, range);
+    Py_XDECREF(range);
+    if (wrapper == Py_None) { /* not made here: the engine's own path */
+        Py_DECREF(wrapper);
+        Py_DECREF(key);
+        return PyObject_Vectorcall(w->apply, (PyObject*[]){func, qualname}, 2, NULL);
+    }
+    found = wrapper == NULL ? NULL : PyDict_SetDefault(w->wrappers, key, wrapper);
+    Py_XDECREF(wrapper);
+    if (found != NULL && PyDict_GET_SIZE(w->pending) > 0) {
+        PyObject* waiting = PyDict_GetItemWithError(w->pending, key);
+        if (waiting != NULL) {
+            Py_INCREF(waiting);
+            Py_INCREF(found);
+            if (PyDict_DelItem(w->pending, key) < 0 ||
+                call_back(w->rebind, (PyObject*[]){func, found, waiting}, 3) < 0)
+                Py_CLEAR(found);
+            else
+                Py_DECREF(found);
+            Py_DECREF(waiting);
+        } else if (PyErr_Occurred())
+            found = NULL;
+    }
+    Py_DECREF(key);
+    return Py_XNewRef(found);
+}
+
+/* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
+ * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
+ * error. */
+static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    if (w->wrap_mode) {
+        if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
+            return NULL;
+        return wrap_apply(w, func, qualname);
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (monitor_function(w, func, qualname) < 0)
+        return NULL;
+#endif
+    Py_RETURN_NONE;
+}
+
+/* The engine's existing(value): the wrap engine's wrapper of `value` (a new reference), else
+ * NULL, with an error set on failure. */
+static PyObject* existing(walk_state* w, PyObject* value)
+{
+    PyObject* key;
+    PyObject* found;
+    PyObject* wrapped;
+    if (!w->wrap_mode)
+        return NULL; /* a function has none; a builtin goes to Python unless no_existing */
+    key = PyLong_FromVoidPtr(value);
+    if (key == NULL)
+        return NULL;
+    found = PyDict_GetItemWithError(w->wrappers, key);
+    Py_DECREF(key);
+    if (found == NULL)
+        return NULL;
+    wrapped = PyObject_GetAttr(found, str_wrapped);
+    if (wrapped == NULL)
+        return NULL;
+    Py_DECREF(wrapped);
+    return wrapped == value ? Py_NewRef(found) : NULL;
+}
+
+/* WrapEngine.bind and set_member: remembered for restore() when it keeps a list. */
+static int put(walk_state* w, PyObject* holder, PyObject* attr, PyObject* value)
+{
+    if (w->written != Py_None) {
+        PyObject* dict = PyDict_Check(holder) ? holder : ((PyTypeObject*)holder)->tp_dict;
+        PyObject* old = PyDict_GetItemWithError(dict, attr);
+        PyObject* entry;
+        int failed;
+        if (old == NULL && PyErr_Occurred())
+            return -1;
+        entry = PyTuple_Pack(4, holder, attr, old != NULL ? old : Py_None, value);
+        failed = entry == NULL || PyList_Append(w->written, entry) < 0;
+        Py_XDECREF(entry);
+        if (failed)
+            return -1;
+    }
+    if (PyDict_Check(holder))
+        return PyDict_SetItem(holder, attr, value);
+    /* type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code. */
+    return PyType_Type.tp_setattro(holder, attr, value);
+}
+
+/* An error while deciding about `where`: reported as the Python walk reports it (only
+ * Exception: KeyboardInterrupt and the like propagate). */
+static int report_failure(walk_state* w, PyObject* where)
+{
+    PyObject* exc;
+    int result;
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return -1;
+#if PY_VERSION_HEX >= 0x030C0000
+    exc = PyErr_GetRaisedException();
+#else
+    {
+        PyObject *type, *traceback;
+        PyErr_Fetch(&type, &exc, &traceback);
+        PyErr_NormalizeException(&type, &exc, &traceback);
+        if (traceback != NULL)
+            PyException_SetTraceback(exc, traceback);
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+    }
+#endif
+    result = call_back(w->failed, (PyObject*[]){where, exc}, 2);
+    Py_DECREF(exc);
+    return result;
+}
+
+static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname);
+
+/* cls.attr = stand_in, made a static or class method again (`rewrap`); steals stand_in. */
+static int set_stand_in(walk_state* w, PyObject* cls, PyObject* attr, PyObject* stand_in, PyObject* rewrap)
+{
+    int result;
+    if (rewrap != NULL)
+        Py_SETREF(stand_in, PyObject_CallOneArg(rewrap, stand_in));
+    if (stand_in == NULL)
+        return -1;
+    result = put(w, cls, attr, stand_in);
+    Py_DECREF(stand_in);
+    return result;
+}
+
+/* _ModuleWalk._visit_member for a plain function, or a static or class method of one
+ * (`rewrap`: staticmethod or classmethod, else NULL). */
+static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* func,
+                                 PyObject* qualname, PyObject* rewrap)
+{
+    PyObject* own = ((PyFunctionObject*)func)->func_qualname;
+    PyObject* home = ((PyFunctionObject*)func)->func_module;
+    PyObject* member = NULL;
+    PyObject* stand_in;
+    int result, same;
+
+    if (is_protocol(w, attr)) {
+        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+        result = member == NULL ? -1 : skip(w, member, reason_protocol);
+        Py_XDECREF(member);
+        return result;
+    }
+    stand_in = existing(w, func);
+    if (stand_in != NULL)
+        return set_stand_in(w, cls, attr, stand_in, rewrap);
+    if (PyErr_Occurred())
+        return -1;
+    same = same_str(home, w->name);
+    if (same < 0)
+        return -1;
+    if (!same && !is_member_name(own, qualname, attr)) {
+        PyObject* reason = PyUnicode_FromFormat("defined elsewhere: in %S", home ? home : Py_None);
+        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+        result = reason == NULL || member == NULL ? -1 : skip(w, member, reason);
+        Py_XDECREF(reason);
+        Py_XDECREF(member);
+        return result;
+    }
+    if (!PyUnicode_CheckExact(own) || is_local_name(own)) {
+        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+        if (member == NULL)
+            return -1;
+        own = member;
+    }
+    stand_in = decide_function(w, func, own);
+    Py_XDECREF(member);
+    if (stand_in == NULL)
+        return -1;
+    if (stand_in == Py_None) {
+        Py_DECREF(stand_in);
+        return 0;
+    }
+    return set_stand_in(w, cls, attr, stand_in, rewrap);
+}
+
+/* _ModuleWalk._visit_other_member for what is never wrapped: properties, builtin methods,
+ * other callables and method-like descriptors, each skipped with its reason. */
+static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* raw, long kind)
+{
+    PyObject* member = PyUnicode_FromFormat("%U.%U", qualname, attr);
+    PyObject* reason = NULL;
+    int result = -1;
+    if (member == NULL)
+        return -1;
+    if (kind == K_PROPERTY)
+        reason = Py_NewRef(reason_property);
+    else if (kind == K_BUILTIN)
+        reason = Py_NewRef(reason_builtin_member);
+    else {
+#if PY_VERSION_HEX >= 0x030B0000
+        PyObject* type_name = PyType_GetName(Py_TYPE(raw));
+#else
+        PyObject* type_name = PyObject_GetAttrString((PyObject*)Py_TYPE(raw), "__name__");
+#endif
+        if (type_name != NULL)
+            reason = PyUnicode_FromFormat("not a plain function: %S", type_name);
+        Py_XDECREF(type_name);
+    }
+    if (reason != NULL)
+        result = skip(w, member, reason);
+    Py_XDECREF(reason);
+    Py_DECREF(member);
+    return result;
+}
+
+/* One member of a class: what C decides, or _ModuleWalk._visit_member. */
+static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* raw, PyObject* qualname)
+{
+    long kind = kind_of(w, raw);
+    PyObject* func;
+    int result;
+
+    if (kind < 0)
+        return -1;
+    if (kind == K_DATA)
+        return 0;
+    if (!PyUnicode_CheckExact(attr))
+        goto in_python;
+    if (kind == K_FUNCTION && Py_IS_TYPE(raw, &PyFunction_Type))
+        return visit_function_member(w, cls, attr, raw, qualname, NULL);
+    if (kind == K_STATIC_OR_CLASS) {
+        func = PyObject_GetAttr(raw, str_func);
+        if (func == NULL)
+            return -1;
+        result = Py_IS_TYPE(func, &PyFunction_Type)
+                     ? visit_function_member(w, cls, attr, func, qualname, (PyObject*)Py_TYPE(raw))
+                     : 1;
+        Py_DECREF(func);
+        if (result <= 0)
+            return result;
+    }
+    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)raw, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)raw)->tp_dict, str_module);
+        PyObject* own;
+        if (home == NULL && PyErr_Occurred())
+            return -1;
+        if (same_str(home, w->name) != 1)
+            return PyErr_Occurred() ? -1 : 0;
+        own = PyObject_GetAttr(raw, str_qualname);
+        if (own == NULL)
+            return -1;
+        result = is_member_name(own, qualname, attr) ? visit_class(w, raw, own) : 0;
+        Py_DECREF(own);
+        return result;
+    }
+    if (kind == K_PROPERTY || kind == K_BUILTIN || kind == K_OTHER_CALLABLE)
+        return skip_member(w, qualname, attr, raw, kind);
+in_python:
+    {
+        PyObject* kind_obj = PyLong_FromLong(kind);
+        if (kind_obj == NULL)
+            return -1;
+        result = call_back(w->visit_member, (PyObject*[]){cls, attr, raw, kind_obj, qualname}, 5);
+        Py_DECREF(kind_obj);
+        return result;
+    }
+}
+
+/* _ModuleWalk._visit_class for a class written in Python (heap type). */
+static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
+{
+    PyObject* id = PyLong_FromVoidPtr(cls);
+    PyObject* members;
+    Py_ssize_t i;
+    int seen;
+
+    if (id == NULL)
+        return -1;
+    seen = PySet_Contains(w->classes_seen, id);
+    if (seen != 0 || PySet_Add(w->classes_seen, id) < 0) {
+        Py_DECREF(id);
+        return seen > 0 ? 0 : -1;
+    }
+    Py_DECREF(id);
+    if (!PyType_HasFeature((PyTypeObject*)cls, Py_TPFLAGS_HEAPTYPE))
+        return skip(w, qualname, reason_c_type);
+    members = PyDict_Items(((PyTypeObject*)cls)->tp_dict);
+    if (members == NULL)
+        return -1;
+    for (i = 0; i < PyList_GET_SIZE(members); ++i) {
+        PyObject* attr = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 0);
+        PyObject* raw = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 1);
+        PyObject* where;
+        if (visit_member(w, cls, attr, raw, qualname) == 0)
+            continue;
+        where = PyUnicode_FromFormat("%U.%S", qualname, attr);
+        if (where == NULL || report_failure(w, where) < 0) {
+            Py_XDECREF(where);
+            goto error;
+        }
+        Py_DECREF(where);
+    }
+    Py_DECREF(members);
+    return 0;
+error:
+    Py_DECREF(members);
+    return -1;
+}
+
+/* getattr(value, name, default) */
+static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
+{
+    PyObject* found;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
+#else
+    if (_PyObject_LookupAttr(value, name, &found) < 0)
+#endif
+        return NULL;
+    return found != NULL ? found : Py_NewRef(default_value);
+}
+
+/* A builtin defined in the module, under a rule that leaves builtins out (and nothing wrapped
+ * yet that it could be a re-export of): skipped, as _ModuleWalk._wrap(builtin=True) says. */
+static int skip_builtin(walk_state* w, PyObject* attr, PyObject* value)
+{
+    PyObject* home = attribute_or(value, str_module, Py_None);
+    PyObject* qualname;
+    int same, result;
+    if (home == NULL)
+        return -1;
+    same = PyObject_RichCompareBool(home, w->name, Py_EQ);
+    Py_DECREF(home);
+    if (same <= 0)
+        return same;
+    qualname = attribute_or(value, str_qualname, attr);
+    if (qualname == NULL)
+        return -1;
+    result = skip(w, qualname, reason_builtin);
+    Py_DECREF(qualname);
+    return result;
+}
+
+/* One name of the module: _ModuleWalk._visit_global, in C for plain functions and classes. */
+static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kind)
+{
+    if (w->wrap_mode && (kind == K_FUNCTION || kind == K_BUILTIN) && PyUnicode_CheckExact(attr)) {
+        /* A re-export (or alias) of a function already wrapped at its definition site. */
+        PyObject* stand_in = existing(w, value);
+        int result;
+        if (stand_in == NULL && PyErr_Occurred())
+            return -1;
+        if (stand_in != NULL) {
+            result = put(w, w->namespace, attr, stand_in) < 0 ? -1 : PyList_Append(w->rebound, attr);
+            Py_DECREF(stand_in);
+            return result;
+        }
+    }
+    if (kind == K_FUNCTION && Py_IS_TYPE(value, &PyFunction_Type) && PyUnicode_CheckExact(attr)) {
+        PyFunctionObject* func = (PyFunctionObject*)value;
+        PyObject* qualname = func->func_qualname;
+        PyObject* stand_in;
+        int same = same_str(func->func_module, w->name), result;
+        if (same < 0)
+            return -1;
+        if (!same) /* imported: decided where it is defined, rebound then (the wrap engine) */
+            return w->wrap_mode ? call_back(w->remember, (PyObject*[]){value, func->func_module, attr}, 3) : 0;
+        if (!PyUnicode_CheckExact(qualname) || is_local_name(qualname))
+            qualname = attr;
+        if (is_protocol(w, attr))
+            return skip(w, qualname, reason_protocol);
+        stand_in = decide_function(w, value, qualname);
+        if (stand_in == NULL)
+            return -1;
+        result = stand_in == Py_None ? 0 : put(w, w->namespace, attr, stand_in);
+        Py_DECREF(stand_in);
+        return result;
+    }
+    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)value, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)value)->tp_dict, str_module);
+        PyObject* qualname;
+        int result;
+        if (home == NULL && PyErr_Occurred())
+            return -1;
+        result = same_str(home, w->name);
+        if (result <= 0)
+            return result;
+        qualname = PyObject_GetAttr(value, str_qualname);
+        if (qualname == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+        }
+        if (qualname == NULL || !PyUnicode_Check(qualname) || is_local_name(qualname))
+            Py_XSETREF(qualname, Py_NewRef(attr));
+        result = visit_class(w, value, qualname);
+        Py_DECREF(qualname);
+        return result;
+    }
+    if (kind == K_BUILTIN && (w->wrap_mode || w->no_existing) && !w->builtins && PyUnicode_CheckExact(attr))
+        return skip_builtin(w, attr, value);
+    {
+        PyObject* kind_obj = PyLong_FromLong(kind);
+        int result;
+        if (kind_obj == NULL)
+            return -1;
+        result = call_back(w->visit_global, (PyObject*[]){attr, value, kind_obj}, 3);
+        Py_DECREF(kind_obj);
+        return result;
+    }
+}
+
+static int walk_items(walk_state* w, PyObject* items)
+{
+    Py_ssize_t i;
+    for (i = 0; i < PyList_GET_SIZE(items); ++i) {
+        PyObject* item = PyList_GET_ITEM(items, i);
+        PyObject *attr, *value;
+        long kind;
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+            PyErr_SetString(PyExc_TypeError, "walk_uniform: items must be (name, value) pairs");
+            return -1;
+        }
+        attr = PyTuple_GET_ITEM(item, 0);
+        value = PyTuple_GET_ITEM(item, 1);
+        kind = kind_of(w, value);
+        if (kind == -1 && PyErr_Occurred())
+            return -1;
+        if (kind == K_DATA || kind >= K_STATIC_OR_CLASS)
+            continue; /* data, modules, instances: most of a module's names */
+        Py_INCREF(attr);
+        Py_INCREF(value);
+        if (visit_global(w, attr, value, kind) < 0 && report_failure(w, attr) < 0) {
+            Py_DECREF(attr);
+            Py_DECREF(value);
+            return -1;
+        }
+        Py_DECREF(attr);
+        Py_DECREF(value);
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(walk_uniform_doc,
+"walk_uniform(application, items, decisions, /)\n--\n\n"
+"Walk a module's (name, value) `items` that one rule selects as a whole: decide and monitor\n"
+"plain functions and the members of classes written in Python in C, hand everything else\n"
+"to the Python walk's methods (uniform.c says what the two tuples hold).");
+
+static int parse_application(walk_state* w, PyObject* application)
+{
+    PyObject* mode = PyTuple_GET_SIZE(application) > 0 ? PyTuple_GET_ITEM(application, 0) : NULL;
+    w->wrap_mode = mode != NULL && PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "wrap") == 0;
+    w->no_existing = 1;
+    if (w->wrap_mode)
+        return PyArg_ParseTuple(application, "OUkkOO!O!OOO:walk_uniform", &mode, &w->domain_name,
+                                &w->color, &w->category, &w->wrapper_type, &PyDict_Type,
+                                &w->wrappers, &PyDict_Type, &w->pending, &w->rebind, &w->apply,
+                                &w->written);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!monitoring_ready()) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine is not available");
+        return 0;
+    }
+    return PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
+                            &w->color, &w->category, &w->tool_id, &w->set_local_events,
+                            &w->events, &PyList_Type, &w->codes, &w->no_existing);
+#else
+    PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine needs Python 3.12+");
+    return 0;
+#endif
+}
+
+static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    walk_state w;
+    PyObject* items;
+    const char* domain;
+    (void)module;
+
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list, decisions: tuple)");
+        return NULL;
+    }
+    memset(&w, 0, sizeof w);
+    if (!parse_application(&w, args[0]) ||
+        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!O:walk_uniform", &w.name, &w.reason,
+                          &PyDict_Type, &w.wrapped, &PyDict_Type, &w.skipped, &PySet_Type,
+                          &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
+                          &w.dunders, &w.visit_global, &w.visit_member, &w.wrap, &w.failed,
+                          &w.builtins, &PyDict_Type, &w.namespace, &PyList_Type, &w.rebound,
+                          &w.remember))
+        return NULL;
+    if (w.wrap_mode && (w.written != Py_None && !PyList_Check(w.written))) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");
+        return NULL;
+    }
+    domain = PyUnicode_AsUTF8(w.domain_name);
+    if (domain == NULL)
+        return NULL;
+    /* One handle for the module's ranges (NULL: no tool attached; NVTX hands out one handle
+     * per name). */
+    w.domain = nvtxDomainCreateA(domain);
+    items = args[1];
+    Py_INCREF(items);
+    if (walk_items(&w, items) < 0) {
+        Py_DECREF(items);
+        return NULL;
+    }
+    Py_DECREF(items);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef uniform_methods[] = {
+    {"walk_uniform", (PyCFunction)(void (*)(void))walk_uniform, METH_FASTCALL, walk_uniform_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+int uniform_add_to_module(PyObject* module)
+{
+    str_module = PyUnicode_InternFromString("__module__");
+    str_qualname = PyUnicode_InternFromString("__qualname__");
+    str_func = PyUnicode_InternFromString("__func__");
+    str_locals = PyUnicode_InternFromString("<locals>");
+    reason_protocol = PyUnicode_InternFromString("protocol method: called implicitly");
+    reason_c_type = PyUnicode_InternFromString("C type: its attributes cannot be set");
+    reason_property = PyUnicode_InternFromString("property: descriptors are left untouched");
+    reason_builtin_member = PyUnicode_InternFromString("builtin method: only module-level builtins are wrapped");
+    reason_builtin = PyUnicode_InternFromString("builtin: the rule does not set builtins = true");
+    str_wrapped = PyUnicode_InternFromString("__wrapped__");
+    if (str_module == NULL || str_qualname == NULL || str_func == NULL || str_locals == NULL ||
+        reason_protocol == NULL || reason_c_type == NULL || reason_property == NULL ||
+        reason_builtin_member == NULL || reason_builtin == NULL || str_wrapped == NULL)
+        return -1;
+    return PyModule_AddFunctions(module, uniform_methods);
+}

@@ -1,0 +1,83 @@
+"""wrapt's wrapper types without the rest of wrapt: what the wrap engine needs at start-up.
+
+wrapt 2.x's `__init__` imports every feature it has: `wrapt.synchronization` imports asyncio
+(with ssl, socket, concurrent.futures, logging) and `wrapt.importer` imports importlib.metadata
+(with email and zipfile), about 35 ms of CPU on 3.11 where the wrap engine needs only
+`FunctionWrapper` and `BoundFunctionWrapper` (wrapt's `__wrapt__`, its C types). Those load
+here with the package's `__init__` held back; `wrapt` is put in sys.modules as that package
+with a PEP 562 `__getattr__` that runs the real `__init__` the first time a name it defines is
+asked for (`import wrapt; wrapt.decorator`, `from wrapt import ObjectProxy`), so the program's
+own `import wrapt` gets all of wrapt, and the same types: a wrapper made here is a
+`wrapt.FunctionWrapper` there. wrapt 1.x (whose `__init__` is cheap) is imported as it is.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+import threading
+import types
+from typing import Any
+
+# wrapt 2.x's module choosing between its C and Python wrapper types (wrapt 1.x has none).
+_CORE = "wrapt.__wrapt__"
+_lock = threading.RLock()
+
+
+def load_wrapt() -> types.ModuleType:
+    """The `wrapt` package, with at least FunctionWrapper and BoundFunctionWrapper usable: the
+    whole of wrapt when it is imported already, is 1.x or cannot be held back, else its core."""
+    with _lock:
+        present = sys.modules.get("wrapt")
+        if present is None:
+            present = _package_without_init()
+        if present is None:
+            import wrapt
+
+            return wrapt
+        return sys.modules.get(_CORE) or present
+
+
+def _package_without_init() -> types.ModuleType | None:
+    """The wrapt package with its core imported and its `__init__` deferred; None for a wrapt
+    without a core module (1.x) or one this cannot find as a plain package directory."""
+    spec = importlib.util.find_spec("wrapt")
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if spec is None or spec.loader is None or len(locations) != 1:
+        return None
+    if not os.path.isfile(os.path.join(locations[0], "__wrapt__.py")):
+        return None
+    get_code = getattr(spec.loader, "get_code", None)
+    if get_code is None:
+        return None
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["wrapt"] = package
+    try:
+        importlib.import_module(_CORE)
+    except BaseException:
+        _forget_partial()
+        raise
+    package.__getattr__ = _completer(package, get_code)  # type: ignore[method-assign]
+    return package
+
+
+def _completer(package: types.ModuleType, get_code: Any) -> Any:
+    def __getattr__(name: str) -> Any:
+        # First use of a name the package's `__init__` defines: run it now, in the package's
+        # own namespace (its submodules already imported are found in sys.modules).
+        with _lock:
+            namespace = vars(package)
+            if namespace.get("__getattr__") is __getattr__:
+                del namespace["__getattr__"]
+                exec(get_code("wrapt"), namespace)
+        if name in namespace:
+            return namespace[name]
+        raise AttributeError(f"module 'wrapt' has no attribute {name!r}")
+
+    return __getattr__
+
+
+def _forget_partial() -> None:
+    for name in [n for n in sys.modules if n == "wrapt" or n.startswith("wrapt.")]:
+        del sys.modules[name]

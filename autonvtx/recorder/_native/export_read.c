@@ -1,0 +1,268 @@
+/* The exporter's reader: walks a recording's sections, decodes its records and registries, and
+   finds its capture windows. A damaged file is read for all it holds: nothing is read past the
+   mapping or a section's end, an id is trusted only as far as the file could hold it, and a
+   record that cannot be decoded ends only its own section (what was skipped is counted). */
+#include "export.h"
+
+/* A category's global id: its registered name in the event's domain (the last one given), else
+   its number as text. */
+static uint32_t category_of(exporter* x, uint32_t domain, uint32_t number)
+{
+    uint32_t id = u64map_get(&x->cats, (uint64_t)domain << 32 | number);
+    char text[16];
+    if (id != NONE32)
+        return id;
+    snprintf(text, sizeof(text), "%u", number);
+    return intern(&x->categories, 0, text, strlen(text));
+}
+
+/* The bytes a record of this head needs before its inline text (and padding). */
+static size_t record_head_size(uint8_t kind, uint8_t flags, uint8_t ptype, uint8_t mkind)
+{
+    size_t n = kind == K_START || kind == K_END ? 24 : 16;
+    if (kind == K_POP || kind == K_END)
+        return n;
+    return n + (ptype ? 8 : 0) + (flags & 1 ? 4 : 0) + (flags & 2 ? 4 : 0) + (mkind == 1 || mkind == 2 ? 4 : 0);
+}
+
+static uint32_t message_of(exporter* x, uint32_t domain, uint8_t mkind, const char* p, uint32_t len)
+{
+    uint32_t s;
+    if (mkind == 1)
+        return intern(&x->names, global_domain(x, domain), p + 4, len);
+    if (mkind == 2) {
+        s = load32(p);
+        if (s < x->string_map_cap && x->string_map[s] != NONE32)
+            return x->string_map[s];
+    }
+    return intern(&x->names, global_domain(x, domain), "", 0);
+}
+
+/* Decodes one record at p (at most `avail` bytes) into `o`; returns its size, 0 if corrupt (an
+   unknown kind, or a record running past `avail`). Reads nothing past `avail`. */
+static size_t decode(exporter* x, const char* p, size_t avail, opened* o, uint64_t* id)
+{
+    uint8_t kind, flags, ptype, mkind;
+    size_t n = 16, need;
+    uint32_t len = 0;
+    if (avail < 16)
+        return 0;
+    kind = (uint8_t)p[0], flags = (uint8_t)p[1], ptype = (uint8_t)p[2], mkind = (uint8_t)p[3];
+    need = record_head_size(kind, flags, ptype, mkind);
+    if (kind < K_PUSH || kind > K_MARK || need > avail)
+        return 0;
+    if (mkind == 1 && kind != K_POP && kind != K_END && (len = load32(p + need - 4)) > avail - need)
+        return 0;
+    memset(o, 0, sizeof(*o));
+    o->domain = load32(p + 4);
+    o->start = load64(p + 8);
+    o->category = NONE32;
+    if (kind == K_START || kind == K_END) {
+        *id = load64(p + n);
+        n += 8;
+    }
+    if (kind == K_POP || kind == K_END)
+        return n;
+    if (ptype) {
+        o->payload_type = ptype;
+        o->payload = load64(p + n);
+        n += 8;
+    }
+    if (flags & 1) {
+        o->has_color = 1;
+        o->color = load32(p + n);
+        n += 4;
+    }
+    if (flags & 2) {
+        o->category = category_of(x, o->domain, load32(p + n));
+        n += 4;
+    }
+    o->name = message_of(x, o->domain, mkind, p + n, len);
+    n = ALIGN8(need + len);
+    return n <= avail ? n : 0;
+}
+
+/* The events of one THREAD section (at least its 32-byte head). A record that cannot be
+   decoded ends the section: the bytes from it on are counted as skipped. */
+static void read_thread(exporter* x, const char* p, size_t n)
+{
+    uint32_t tid = load32(p), index = load32(p + 4), name_len = load32(p + 24), flags = load32(p + 28);
+    size_t pos = 32 + ALIGN8((size_t)name_len);
+    thread_state* t = thread_of(x, index, tid, flags);
+    if (!t)
+        return;
+    while (pos < n) {
+        opened o;
+        uint64_t id = 0;
+        size_t size = decode(x, p + pos, n - pos, &o, &id);
+        if (size == 0) {
+            x->corrupt_records++;
+            x->skipped_bytes += n - pos;
+            return;
+        }
+        pair_event(x, t, (uint8_t)p[pos], &o, id);
+        pos += size;
+    }
+}
+
+/* Whether a registry id can be real: ids count up from 1, and each entry takes 8 bytes or more
+   of the file, so a larger one is damage (trusting it would size a map by it). */
+static int plausible_id(exporter* x, uint32_t id)
+{
+    if ((size_t)id <= x->size / 8)
+        return 1;
+    x->bad_entries++;
+    return 0;
+}
+
+static void read_named(exporter* x, uint32_t tag, uint32_t a, uint32_t b, const char* text, uint32_t len)
+{
+    if (tag == T_STRINGS) {
+        if (plausible_id(x, a) && grow_map(&x->string_map, &x->string_map_cap, a))
+            x->string_map[a] = intern(&x->names, global_domain(x, b), text, len);
+    } else if (tag == T_CATEGORIES) {
+        u64map_put(&x->cats, (uint64_t)a << 32 | b, intern(&x->categories, 0, text, len));
+    }
+}
+
+/* Registries: domains, strings and categories, mapped to global ids. An entry running past the
+   section ends it (counted as skipped). */
+static void read_registry(exporter* x, uint32_t tag, const char* p, size_t n)
+{
+    size_t pos = 0;
+    while (pos + 8 <= n) {
+        uint32_t a = load32(p + pos), b = load32(p + pos + 4), len;
+        if (tag == T_DOMAINS) {
+            if (b > n - pos - 8)
+                break;
+            if (plausible_id(x, a) && grow_map(&x->domain_map, &x->domain_map_cap, a))
+                x->domain_map[a] = intern(&x->domains, 0, p + pos + 8, b);
+            pos += 8 + ALIGN8((size_t)b);
+            continue;
+        }
+        if (pos + 16 > n || (len = load32(p + pos + 8)) > n - pos - 16)
+            break;
+        read_named(x, tag, a, b, p + pos + 16, len);
+        pos += 16 + ALIGN8((size_t)len);
+    }
+    if (pos < n) {
+        x->corrupt_records++;
+        x->skipped_bytes += n - pos;
+    }
+}
+
+/* Walks the sections to the file's end; a last one cut short is left out (and counted). */
+void read_sections(exporter* x)
+{
+    size_t pos = load32(x->data + 12);
+    while (pos + 16 <= x->size) {
+        uint32_t tag = load32(x->data + pos);
+        uint64_t len = load64(x->data + pos + 8);
+        const char* body = x->data + pos + 16;
+        if (tag == T_END)
+            break;
+        if (len > x->size - pos - 16) {
+            x->skipped_bytes += x->size - pos;
+            break;
+        }
+        if (tag == T_THREAD && len >= 32)
+            read_thread(x, body, len);
+        else if (tag == T_DOMAINS || tag == T_STRINGS || tag == T_CATEGORIES)
+            read_registry(x, tag, body, len);
+        else if (tag == T_SPILL && len >= 48) {
+            if (load64(body) > x->flush_ns)
+                x->flush_ns = load64(body);
+            x->ended_normally |= load32(body + 40) != 0;
+        }
+        pos += 16 + len;
+    }
+}
+
+/* ---- capture windows ---- */
+
+static void add_window(exporter* x, uint64_t lo, uint64_t hi)
+{
+    if (x->nwindows == x->windows_cap) {
+        size_t cap = x->windows_cap ? x->windows_cap * 2 : 8;
+        void* w = realloc(x->windows, cap * sizeof(*x->windows));
+        if (!w)
+            return;
+        x->windows = w;
+        x->windows_cap = cap;
+    }
+    x->windows[x->nwindows][0] = lo;
+    x->windows[x->nwindows][1] = hi;
+    x->nwindows++;
+}
+
+/* The events of one THREAD section, looking only for the capture range's starts and ends:
+   `open` holds (range id, start) of windows begun and not yet ended. */
+static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t capture,
+                                uint64_t (**open)[2], size_t* nopen)
+{
+    size_t pos = 32 + ALIGN8((size_t)load32(p + 24)), i;
+    while (pos < n) {
+        opened o;
+        uint64_t id = 0;
+        uint8_t kind = (uint8_t)p[pos];
+        size_t size = decode(x, p + pos, n - pos, &o, &id);
+        if (size == 0)
+            return;
+        pos += size;
+        if (kind == K_START && o.name == capture) {
+            void* grown = realloc(*open, (*nopen + 1) * sizeof(**open));
+            if (!grown)
+                return;
+            *open = grown;
+            (*open)[*nopen][0] = id;
+            (*open)[(*nopen)++][1] = o.start;
+        } else if (kind == K_END) {
+            for (i = 0; i < *nopen; ++i) {
+                if ((*open)[i][0] == id) {
+                    add_window(x, (*open)[i][1], o.start);
+                    (*open)[i][0] = (*open)[--*nopen][0];
+                    (*open)[i][1] = (*open)[*nopen][1];
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* Capture windows: the start/end ranges named "capture" in domain "autonvtx" (a registered
+   string, opened by regions' capture windows). A first walk reads the registries; the events
+   are decoded twice only when the file registered that string. A window still open at the
+   file's end lasts to its end. */
+void find_windows(exporter* x)
+{
+    size_t pos = load32(x->data + 12), i, nopen = 0;
+    uint32_t domain = intern(&x->domains, 0, "autonvtx", 8), capture, s;
+    uint64_t (*open)[2] = NULL;
+    int registered = 0;
+    capture = intern(&x->names, domain, "capture", 7);
+    while (pos + 16 <= x->size) {
+        uint32_t tag = load32(x->data + pos);
+        uint64_t len = load64(x->data + pos + 8);
+        if (tag == T_END || len > x->size - pos - 16)
+            break;
+        if (tag == T_DOMAINS || tag == T_STRINGS)
+            read_registry(x, tag, x->data + pos + 16, len);
+        pos += 16 + len;
+    }
+    for (s = 0; s < x->string_map_cap && !registered; ++s)
+        registered = x->string_map[s] == capture;
+    if (!registered)
+        return;
+    for (pos = load32(x->data + 12); pos + 16 <= x->size;) {
+        uint32_t tag = load32(x->data + pos);
+        uint64_t len = load64(x->data + pos + 8);
+        if (tag == T_END || len > x->size - pos - 16)
+            break;
+        if (tag == T_THREAD && len >= 32)
+            scan_thread_windows(x, x->data + pos + 16, len, capture, &open, &nopen);
+        pos += 16 + len;
+    }
+    for (i = 0; i < nopen; ++i)
+        add_window(x, open[i][1], UINT64_MAX);
+    free(open);
+}

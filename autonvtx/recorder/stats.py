@@ -1,0 +1,236 @@
+"""The one statistics model of a recording: a row per range (or call path), and the view options.
+
+Two producers fill it with the same figures: the native exporter (`_native/export.c`) at the
+end of a run and in `recover`, read through `from_exporter_rows`; and its Python oracle twin
+`stats_python.summarize`, which `summary`, `report` and `diff` use on saved traces (tests hold
+the two equal). Every renderer (`autonvtx.report.render`) reads these rows, and every view
+option means the same in every command: `arrange` applies them.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autonvtx.recorder.model import ProcessRecording
+
+GROUPINGS = ("name", "class")
+# --by: "gpu" only means something where GPU work was recorded (Nsight Systems exports).
+BY = ("process", "rank", "thread", "gpu")
+# --sort: every key any command sorts by; "cpu" and "instances" are the report's names for
+# "total" and "count". Keys a source has no figures for are refused by `check_sort`.
+STATS_SORTS = ("total", "self", "count", "mean", "max", "cpu", "instances", "name")
+GPU_SORTS = ("gpu", "cpu", "kernels", "instances", "span", "memcpy", "name", "total", "count")
+SORTS = tuple(dict.fromkeys(STATS_SORTS + GPU_SORTS))
+SORT_ALIASES = {"cpu": "total", "instances": "count"}
+_CLASS = re.compile(r" \(([^()]+)\)$")
+_RANK = re.compile(r"\brank (\d+)\b")
+
+
+@dataclass(frozen=True)
+class RangeStats:
+    """Statistics of every range sharing one domain and name, times in nanoseconds."""
+
+    domain: str
+    name: str
+    count: int
+    total_ns: int
+    self_ns: int  # total minus the time spent in ranges nested directly inside
+    mean_ns: float
+    median_ns: float
+    min_ns: int
+    max_ns: int
+    stddev_ns: float  # sample standard deviation (n - 1), as nsys reports it; 0 for one instance
+    percent: float  # share of the sum of all totals (nsys's Time %: nested ranges count twice)
+    open_count: int  # instances still open when the process exited
+    wall_percent: float = 0.0  # share of the recorded wall time (first range start to last end)
+    group: str = ""  # with --by: the process, rank or thread the row belongs to
+    depth: int = 0  # with --tree: nesting level (0 for the outermost ranges)
+    path: str = ""  # with --tree: the labels from the outermost range down, joined by " > "
+
+    @property
+    def label(self) -> str:
+        """How the table names the range: ``domain:name``, or the bare name in the default domain."""
+        return f"{self.domain}:{self.name}" if self.domain else self.name
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    """What `--tree`, `--group`, `--skip-first`, `--by`, `--sort`, `--top`, `--filter` asked for.
+
+    The same options, with the same meaning, for `run --summary`, `summary` and `report`.
+    """
+
+    tree: bool = False
+    group: str = "name"
+    skip_first: int = 0
+    by: str | None = None
+    sort: str = "total"
+    top: int | None = None  # per group; with --tree, children per range (and roots per group)
+    filter: str | None = None  # glob over names; with --tree, what encloses a match stays
+
+
+def check_sort(sort: str, available: Sequence[str], source: str) -> None:
+    """Refuse a --sort key the source has no figures for (GPU keys on a recording without GPU data)."""
+    from autonvtx.errors import UsageError
+
+    if sort not in available:
+        raise UsageError(f"--sort: {source} has no figures for {sort!r}; expected one of {', '.join(available)}")
+
+
+def class_name(name: str) -> str:
+    """``encoder.layers.3.attn (MultiheadAttention)`` -> ``MultiheadAttention``; others unchanged."""
+    match = _CLASS.search(name)
+    return match.group(1) if match else name
+
+
+def group_title(by: str | None, rec: ProcessRecording, tid: int = 0) -> str:
+    """How a --by group is headed: ``process 42 (python train.py)``, ``rank 3``, ``thread ...``."""
+    if by == "rank":
+        match = _RANK.search(rec.display_name)
+        return f"rank {match.group(1)}" if match else f"process {rec.pid} (no rank)"
+    if by == "thread":
+        return f"thread {tid} ({rec.thread_names.get(tid, '?')}) of process {rec.pid}"
+    return f"process {rec.pid} ({rec.display_name})" if by == "process" else ""
+
+
+def _sort_value(sort: str) -> Callable[[RangeStats], float]:
+    sort = SORT_ALIASES.get(sort, sort)
+    if sort == "name":
+        return lambda s: 0
+    return {"total": lambda s: s.total_ns, "self": lambda s: s.self_ns, "count": lambda s: s.count,
+            "mean": lambda s: s.mean_ns, "max": lambda s: s.max_ns}[sort]
+
+
+def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats]:
+    """Rows per group (groups in natural order of their titles: rank 2 before rank 10), each
+    group filtered, sorted and cut; in a tree, children follow their parent, siblings sorted
+    the same way, and a match keeps what encloses it and what it encloses."""
+    value = _sort_value(options.sort)
+
+    def order(s: RangeStats) -> tuple[float, str, str]:
+        return (-value(s), s.domain, s.name)
+
+    ordered: list[RangeStats] = []
+    groups: dict[str, list[RangeStats]] = {}
+    for row in rows:
+        groups.setdefault(row.group, []).append(row)
+    for _, members in sorted(groups.items(), key=lambda item: natural_order(item[0])):
+        if options.tree:
+            members = [replace(s, path=s.path or s.label) for s in members]
+            ordered.extend(_tree_order(members, order, options.filter, options.top))
+            continue
+        if options.filter is not None:
+            members = [s for s in members if _matches(s, options.filter)]
+        members.sort(key=order)
+        ordered.extend(members[:options.top] if options.top is not None else members)
+    return ordered
+
+
+def natural_order(text: str) -> list[tuple[int, int, str]]:
+    """A sort key that puts "rank 2" before "rank 10"."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
+
+
+def _tree_order(rows: list[RangeStats], order: Callable[[RangeStats], Any], pattern: str | None,
+                top: int | None) -> list[RangeStats]:
+    """Depth first, siblings in `order`; iterative, so any depth of nesting prints."""
+    children: dict[str, list[RangeStats]] = {}
+    for row in rows:
+        parent = row.path.rpartition(" > ")[0] if row.depth else ""
+        children.setdefault(parent, []).append(row)
+    wanted = None if pattern is None else _kept_by_filter(rows, pattern)
+    return _depth_first(children, order, wanted, top)
+
+
+def _depth_first(children: Mapping[str, list[RangeStats]], order: Callable[[RangeStats], Any],
+                 wanted: set[str] | None, top: int | None) -> list[RangeStats]:
+    def kids_of(path: str) -> list[RangeStats]:
+        kids = sorted((row for row in children.get(path, ()) if wanted is None or row.path in wanted), key=order)
+        return kids[:top] if top is not None else kids
+
+    ordered: list[RangeStats] = []
+    stack = list(reversed(kids_of("")))
+    while stack:
+        row = stack.pop()
+        ordered.append(row)
+        stack.extend(reversed(kids_of(row.path)))
+    return ordered
+
+
+def _kept_by_filter(rows: Sequence[RangeStats], pattern: str) -> set[str]:
+    """The paths a --filter keeps in a tree: each match, what encloses it and what it encloses."""
+    matched = [row.path for row in rows if _matches_name(row, pattern)]
+    kept: set[str] = set()
+    for path in matched:
+        parts = path.split(" > ")
+        kept.update(" > ".join(parts[:i]) for i in range(1, len(parts) + 1))
+    prefixes = tuple(path + " > " for path in matched)
+    kept.update(row.path for row in rows if prefixes and row.path.startswith(prefixes))
+    return kept
+
+
+def _matches_name(stats: RangeStats, pattern: str) -> bool:
+    return any(fnmatch.fnmatchcase(text, pattern) for text in (stats.name, stats.label) if text)
+
+
+def _matches(stats: RangeStats, pattern: str) -> bool:
+    texts = (stats.name, stats.label, stats.path)
+    return any(fnmatch.fnmatchcase(text, pattern) for text in texts if text) or \
+        any(fnmatch.fnmatchcase(part, pattern) for part in stats.path.split(" > ") if part)
+
+
+def count_text(number: int, singular: str, plural: str) -> str:
+    return f"{number:,} {singular if number == 1 else plural}"
+
+
+def summary_notes(recordings: Iterable[ProcessRecording]) -> list[str]:
+    """Lines telling the reader what the numbers may miss: lost events, open ranges, stray pops."""
+    recordings = list(recordings)
+    notes: list[str] = []
+    dropped = sum(r.dropped_events for r in recordings)
+    if dropped:
+        notes.append(
+            f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory bound was hit; "
+            "the counts are low (raise AUTONVTX_RECORD_LIMIT_MB)"
+        )
+    still_open = sum(1 for rec in recordings for r in rec.ranges if r.is_open)
+    if still_open:
+        notes.append(f"{count_text(still_open, 'range was', 'ranges were')} still open at exit (timed up to the moment the recording was written)")
+    unmatched = sum(r.unmatched_pops for r in recordings)
+    if unmatched:
+        notes.append(f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
+    return notes
+
+
+def from_exporter_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]], titles: Mapping[int, str],
+                       options: ViewOptions = ViewOptions()) -> list[RangeStats]:
+    """The model's rows from the native exporter's (`native.ExportRow`), arranged as `options` say."""
+    grand_total = sum(r.total_ns for r in rows)
+    by_index = dict(enumerate(rows))
+    stats = []
+    for r in rows:
+        if r.count == 0:  # every instance left out by --skip-first (kept above as a tree parent)
+            continue
+        first, last = spans.get(r.group, (0, 0))
+        wall = last - first
+        path = ""
+        if options.tree:
+            labels, node = [], r
+            while True:
+                labels.append(f"{node.domain}:{node.name}" if node.domain else node.name)
+                if node.parent < 0 or node.parent not in by_index:
+                    break
+                node = by_index[node.parent]
+            path = " > ".join(reversed(labels))
+        stats.append(RangeStats(
+            domain=r.domain, name=r.name, count=r.count, total_ns=r.total_ns, self_ns=r.self_ns,
+            mean_ns=r.mean_ns, median_ns=r.median_ns, min_ns=r.min_ns, max_ns=r.max_ns,
+            stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
+            percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
+            open_count=r.open_count, wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
+            group=titles.get(r.group, "") if options.by else "", depth=r.depth if options.tree else 0, path=path))
+    return arrange(stats, options)

@@ -1,0 +1,64 @@
+"""One renderer family, one dispatch: the statistics model and the report as text, CSV, JSON or HTML.
+
+Every command that writes a table (`run --summary`, `summary`, `report`) picks its form here, from
+`--format` or from the output file's extension, and refuses an extension it does not write.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import IO, Union
+
+from autonvtx.errors import UsageError
+from autonvtx.recorder.outputs import SUMMARY_SUFFIXES
+from autonvtx.recorder.stats import RangeStats
+from autonvtx.recorder.trace import write_atomically
+from autonvtx.report import data, text
+
+StrPath = Union[str, "os.PathLike[str]"]
+FORMATS = ("text", "csv", "json")
+FORMAT_OF_SUFFIX = {".txt": "text", ".csv": "csv", ".json": "json"}
+assert tuple(FORMAT_OF_SUFFIX) == SUMMARY_SUFFIXES
+
+
+def format_of(option: str, path: str) -> str:
+    """The form a table file is written in, from its extension; UsageError for any other."""
+    extension = os.path.splitext(path)[1].lower()
+    form = FORMAT_OF_SUFFIX.get(extension)
+    if form is None:
+        raise UsageError(f"{option}: {path!r} must end in .txt, .csv or .json (the forms a table is written in)")
+    return form
+
+
+def render_stats(stats: Sequence[RangeStats], form: str, *, notes: Sequence[str] = (), color: bool = False) -> str:
+    """The statistics table in `form` ("text", "csv" or "json")."""
+    if form == "csv":
+        return data.stats_csv(stats)
+    if form == "json":
+        return data.stats_json(stats, notes=notes)
+    return text.stats_text(stats, notes=notes, color=color)
+
+
+def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: Sequence[str] = ()) -> None:
+    """Write the table to stderr (``"-"``) or to a file whose extension picks the form.
+
+    Files are written atomically. Stderr, because stdout belongs to the program that was run.
+    An extension that names no form writes the text table (`check_summary_path` refused it
+    before the run, where a user named it).
+    """
+    target = os.fspath(destination)
+    if target == "-":
+        sys.stderr.write(text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr)))
+        sys.stderr.flush()
+        return
+    form = FORMAT_OF_SUFFIX.get(os.path.splitext(target)[1].lower(), "text")
+    write_text_file(target, render_stats(stats, form, notes=notes))
+
+
+def write_text_file(path: StrPath, content: str) -> None:
+    """`content` into `path`, atomically."""
+    def write(stream: IO[str]) -> None:
+        stream.write(content)
+
+    write_atomically(path, write)
