@@ -229,10 +229,11 @@ def rebind() -> int:
     under a tool that starts afresh there: Nsight Systems drops its parent's handles); how
     many have a tool. 0 without the native client (the `nvtx` package's ranges are its own)."""
     rebind_ranges = getattr(_client, "rebind_ranges", None)  # absent from older builds
-    if rebind_ranges is None:
+    name_category = getattr(_client, "name_category", None)
+    if rebind_ranges is None or name_category is None:
         return 0
     for (domain, category), number in _own_categories.items():
-        _client.name_category(domain, number, category)
+        name_category(domain, number, category)
     return int(rebind_ranges())
 
 

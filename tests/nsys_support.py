@@ -110,7 +110,7 @@ class Export:
     def categories(self) -> dict[tuple[int, int, int], str]:
         """(pid, domainId, category id) -> name."""
         return {(pid, domain, category): name for pid, domain, category, name in self.connection.execute(
-            "SELECT (globalTid >> 24) & 16777215, domainId, uint32Value, text FROM NVTX_EVENTS WHERE eventType = 33")}
+            "SELECT (globalTid >> 24) & 16777215, domainId, category, text FROM NVTX_EVENTS WHERE eventType = 33")}
 
 
 def counts(ranges: list[NvtxRange], domain: str) -> Counter[str]:

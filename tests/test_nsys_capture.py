@@ -186,9 +186,14 @@ def test_a_threads_python_name_is_its_nvtx_name(capture: Capture) -> None:
 
 
 def test_categories_are_named_in_the_export(capture: Capture) -> None:
-    (forward,) = {r.category for r in capture.ranges if r.name == "Model.forward"}
-    assert forward
-    assert "model" in capture.export.categories().values()
+    names = capture.export.categories()
+    domains = capture.export.domains()
+    forwards = [r for r in capture.ranges if r.name == "Model.forward"]
+    assert forwards and all(r.category for r in forwards)
+    for r in forwards:
+        (domain,) = {d for (pid, d), name in domains.items() if pid == r.pid and name == "app"}
+        assert names[(r.pid, domain, r.category)] == "model"
+    assert {r.category for r in capture.ranges if r.name == "step"} == {None}  # none given: nsys stores none
 
 
 @pytest.fixture(scope="module")
