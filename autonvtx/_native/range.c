@@ -10,9 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
-<<<<<<< HEAD
 /* Every prepared Range, newest first (the GIL guards the list). */
 static RangeObject* newest_range = NULL;
+/* rebind_ranges() ran in this process: a domain handle kept from before it (the code engine's
+ * pending ranges keep one) may be the parent's, so a Range made since asks by name. */
+static int ranges_rebound = 0;
 
 static void range_link(RangeObject* self)
 {
@@ -34,12 +36,12 @@ static void range_unlink(RangeObject* self)
     self->older = self->newer = NULL;
 }
 
-/* The domain handle and registered message of `self`, asked of the tool again. */
-static int range_bind(RangeObject* self, const char* domain_utf8, const char* message_utf8)
+/* The message of `self` registered in `domain` (NULL: no tool), as the event attributes hold it. */
+static void range_register(RangeObject* self, nvtxDomainHandle_t domain, const char* message_utf8)
 {
     nvtxStringHandle_t registered;
 
-    self->domain = nvtxDomainCreateA(domain_utf8);
+    self->domain = domain;
     self->enabled = self->domain != NULL;
     registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
     if (registered != NULL) {
@@ -49,37 +51,23 @@ static int range_bind(RangeObject* self, const char* domain_utf8, const char* me
         self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
         self->attributes.message.ascii = NULL;
     }
-    return self->enabled;
 }
 
-/* Fill a fresh Range: domain handle, registered message and the event attributes. */
-static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
-                         unsigned long color, unsigned long category)
-{
-    const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
-=======
 /* Fill a fresh Range in the domain `domain` (its handle) named `domain_name`: registered
  * message and the event attributes. */
 static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObject* domain_name,
                             PyObject* message, unsigned long color, unsigned long category)
 {
-    nvtxStringHandle_t registered;
->>>>>>> main
     const char* message_utf8 = PyUnicode_AsUTF8(message);
 
     if (message_utf8 == NULL)
         return -1;
-<<<<<<< HEAD
-    if (*domain_utf8 == '\0') {
-        PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
-        return -1;
+    if (ranges_rebound) {
+        const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
+        if (domain_utf8 == NULL)
+            return -1;
+        domain = nvtxDomainCreateA(domain_utf8);
     }
-=======
-    self->domain = domain;
-    self->enabled = self->domain != NULL;
-    registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
-
->>>>>>> main
     memset(&self->attributes, 0, sizeof self->attributes);
     self->attributes.version = NVTX_VERSION;
     self->attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -88,9 +76,7 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     self->attributes.color = (uint32_t)color;
     self->attributes.category = (uint32_t)category;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
-    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
-     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
-    range_bind(self, domain_utf8, message_utf8);
+    range_register(self, domain, message_utf8);
     Py_INCREF(domain_name);
     self->domain_name = domain_name;
     Py_INCREF(message);
@@ -99,7 +85,24 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     return 0;
 }
 
-<<<<<<< HEAD
+/* range_prepare_in(), the domain created from its name. */
+static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
+                         unsigned long color, unsigned long category)
+{
+    const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
+
+    if (domain_utf8 == NULL)
+        return -1;
+    if (*domain_utf8 == '\0') {
+        PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
+        return -1;
+    }
+    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
+     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
+    return range_prepare_in(self, nvtxDomainCreateA(domain_utf8), domain_name, message, color,
+                            category);
+}
+
 PyDoc_STRVAR(rebind_ranges_doc,
 "rebind_ranges() -> int\n--\n\n"
 "Ask the NVTX tool again for every Range's domain handle and registered message; returns how\n"
@@ -112,12 +115,14 @@ static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
     long bound = 0;
     (void)module;
     (void)unused;
+    ranges_rebound = 1;
     for (r = newest_range; r != NULL; r = r->older) {
         const char* domain_utf8 = PyUnicode_AsUTF8(r->domain_name);
         const char* message_utf8 = PyUnicode_AsUTF8(r->message);
         if (domain_utf8 == NULL || message_utf8 == NULL)
             return NULL;
-        bound += range_bind(r, domain_utf8, message_utf8);
+        range_register(r, nvtxDomainCreateA(domain_utf8), message_utf8);
+        bound += r->enabled;
     }
     return PyLong_FromLong(bound);
 }
@@ -149,26 +154,6 @@ static PyMethodDef range_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
-=======
-/* range_prepare_in(), the domain created from its name. */
-static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* message,
-                         unsigned long color, unsigned long category)
-{
-    const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
-
-    if (domain_utf8 == NULL)
-        return -1;
-    if (*domain_utf8 == '\0') {
-        PyErr_SetString(PyExc_ValueError, "Range: the domain needs a name");
-        return -1;
-    }
-    /* With no tool attached every NVTX call is a no-op returning 0: a NULL handle is how this
-     * client learns that nobody listens (nvtx's Python Domain asks nvtxDomainIsEnabled). */
-    return range_prepare_in(self, nvtxDomainCreateA(domain_utf8), domain_name, message, color,
-                            category);
-}
-
->>>>>>> main
 static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
 {
     static char* keywords[] = {"domain", "message", "color", "category", NULL};
