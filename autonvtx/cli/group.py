@@ -18,6 +18,7 @@ COMMAND_MODULES = {
     "list": "autonvtx.cli.rules",
     "export": "autonvtx.cli.rules",
     "init": "autonvtx.cli.rules",
+    "kernel": "autonvtx.cli.kernel",
 }
 
 
