@@ -49,7 +49,7 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
       autonvtx profile -o run1 --preset torch train.py --epochs 1
       autonvtx profile --nsys-arg=--duration=60 -t 'mypkg.*' -m mypkg.train
 
-    Defaults given to nsys: --trace=cuda,nvtx,osrt (nvtx,osrt without a CUDA driver),
+    Defaults given to nsys: --trace=cuda,nvtx,osrt (nvtx,osrt without a CUDA device),
     --sample=none --cpuctxsw=none, --trace-fork-before-exec=true, --export=sqlite, and with a
     capture window --capture-range=nvtx --nvtx-capture=capture@autonvtx --capture-range-end=stop.
     """
