@@ -99,6 +99,12 @@ def test_bad_rules_stop_before_nsys_is_looked_for(tmp_path: Path) -> None:
     assert "autonvtx.toml" in done.stderr and "$NSYS" not in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_missing_script_stops_before_nsys_is_looked_for(tmp_path: Path) -> None:
+    done = profile("absent.py", cwd=tmp_path, env=autonvtx_env(NSYS=str(tmp_path / "no-nsys")))
+    assert done.returncode == 2
+    assert done.stderr == f"autonvtx: can't open file '{tmp_path / 'absent.py'}': [Errno 2] No such file or directory\n"
+
+
 def test_a_missing_target_is_a_usage_error(tmp_path: Path) -> None:
     done = profile(cwd=tmp_path)
     assert done.returncode == 2

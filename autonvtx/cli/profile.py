@@ -59,6 +59,7 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
     if target is None:
         raise UsageError("profile: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx profile --help')")
     config = rules.load(captures=captures)  # bad rules stop us before nsys starts
+    check_script(target)
     capture = any(region.capture is not None for region in config.regions)
     nsys = nsight.find_nsys()
     outputs = nsight.report_paths(output)
@@ -76,6 +77,21 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
     export = export_of_capture(nsys, outputs, started, status)
     print_report(export, tree=tree, by=by, top=top, html=html)
     raise SystemExit(status)
+
+
+def check_script(target: tuple[str, str, tuple[str, ...]]) -> None:
+    """A script that is not there stops us before nsys starts, worded as `run` words it (a
+    module is looked for by `run` itself: finding it imports its parent packages)."""
+    from autonvtx import runner
+
+    kind, value, args = target
+    if kind != "script":
+        return
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        runner.resolve(runner.Target(kind=kind, value=value, args=args))
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
 
 
 def inner_run_command(rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int,
