@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx.report.acrossformats import AcrossRequest, produce_across
+from autonvtx.report.acrossrun import AcrossRequest, produce_across
 from autonvtx.report.overlap import intersect, is_communication, length, merge
 
 from conftest import autonvtx_env

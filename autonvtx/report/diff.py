@@ -220,8 +220,8 @@ def order_rows(rows: Sequence[DiffRow], sort: str = "change", pattern: str | Non
             out.append(row)
             visit(row.key)
 
-    for group in sorted({k[:1] for k in children if len(k) == 1}):
-        visit(group)
+    for root in sorted({k[:1] for k in children if len(k) == 1}, key=lambda k: group_order(k[0])):
+        visit(root)
     return out
 
 
