@@ -74,7 +74,7 @@ def test_export_against_itself_changes_nothing(fixture: str, runs: int) -> None:
     result = produce_diff(DiffRequest((fixture,) * runs, (fixture,) * runs, strip_ids=True, fmt="json"))
     assert result.text is not None
     document = json.loads(result.text)
-    assert document["schema"] == "autonvtx.diff/1"
+    assert document["schema"] == "autonvtx-diff/1"
     assert document["has_gpu_data"] is True
     assert len(document["ranges"]) > 3
     for row in document["ranges"]:
@@ -361,3 +361,11 @@ def test_scale_benchmark_runs_quickly() -> None:
     assert done.returncode == 0, done.stderr
     assert "report --across ranks, 2 files:" in done.stdout and "goal: under 60 s" in done.stdout
     assert "20% slower function flagged slower: 2 of 2" in done.stdout
+
+
+def test_output_file_form_from_its_extension(tmp_path: Path) -> None:
+    written = tmp_path / "diff.csv"
+    assert produce_diff(DiffRequest((SAXPY,), (SAXPY,), output=str(written))).text is None
+    assert written.read_text().startswith("name,group,path,verdict,metric")
+    refused = cli("diff", SAXPY, "--against", SAXPY, "-o", str(tmp_path / "diff.xlsx"))
+    assert refused.returncode == 2 and "must end in .txt, .csv or .json" in refused.stderr

@@ -6,11 +6,11 @@ import io
 import json
 from typing import Any, Callable, Sequence
 
-from autonvtx.report.text import format_duration
+from autonvtx.report.text import format_duration, printable
 from autonvtx.report.across import Spread, SpreadRow
 from autonvtx.report.gather import describe
 
-SCHEMA = "autonvtx.across-ranks/1"
+SCHEMA = "autonvtx-across-ranks/1"
 WIDTH = 110
 
 
@@ -47,7 +47,7 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
                  format_duration(int(round(row.lost_ns))), _imbalance(row), row.slowest.rank]
         if view.has_gpu:
             cells += _overlap_cells(row)
-        lines.append((cells, row.name))
+        lines.append((cells, printable(row.name)))
     out.append("")
     out.extend(_table(headers, lines))
     for note in view.notes:

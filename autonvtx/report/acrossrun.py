@@ -1,16 +1,15 @@
 """`autonvtx report FILES... --across ranks`: read the files, build the view, write it where asked."""
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.trace import write_atomically
 from autonvtx.report.across import order_spread, spread
 from autonvtx.report.acrossformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
+from autonvtx.report.render import format_of, write_text_file
 
 
 @dataclass(frozen=True)
@@ -47,14 +46,10 @@ def report_across(files: tuple[str, ...], across: str | None, view: dict[str, An
     for option, value in unsupported:
         if value:
             raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
-    chosen = fmt or {".csv": "csv", ".json": "json"}.get(os.path.splitext(output or "")[1].lower(), "text")
+    chosen = fmt or (format_of("-o", output) if output else "text")
     text = produce_across(AcrossRequest(files, view.get("sort"), view.get("top"), view.get("name_filter"), strip_ids,
                                         chosen, *scale))
     if output is None:
         sys.stdout.write(text)
-        return
-
-    def write(stream: IO[str]) -> None:
-        stream.write(text)
-
-    write_atomically(output, write)
+    else:
+        write_text_file(output, text)
