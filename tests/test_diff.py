@@ -369,3 +369,27 @@ def test_output_file_form_from_its_extension(tmp_path: Path) -> None:
     assert written.read_text().startswith("name,group,path,verdict,metric")
     refused = cli("diff", SAXPY, "--against", SAXPY, "-o", str(tmp_path / "diff.xlsx"))
     assert refused.returncode == 2 and "must end in .txt, .csv or .json" in refused.stderr
+
+
+def test_deep_recursion_compares_per_path(tmp_path: Path) -> None:
+    """A recursion 1,500 ranges deep: one path per level, compared without running out of stack."""
+    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (1500 - i), "name": "f", "cat": "d"} for i in range(1500)]
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    result = produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, fmt="csv", html=str(tmp_path / "d.html")))
+    records = list(csv.DictReader(io.StringIO(result.text or "")))
+    assert len(records) == 1500
+    assert [len(r["path"].split(" > ")) for r in records] == list(range(1, 1501))
+    assert {r["verdict"] for r in records} == {"same"}
+    filtered = produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, pattern="f", fmt="csv"))
+    assert len(list(csv.DictReader(io.StringIO(filtered.text or "")))) == 1500
+
+
+@pytest.mark.parametrize("shown, pattern, expected", [
+    ("autonvtx:forward", "forward", True), ("autonvtx:forward", "autonvtx:*", True), ("forward", "forward", True),
+    ("aten::mm", "aten::*", True), ("aten::mm", "mm", False), ("aten::mm", ":mm", False), ("autonvtx:forward", "back*", False),
+])
+def test_filter_matches_a_name_with_or_without_its_domain(shown: str, pattern: str, expected: bool) -> None:
+    from autonvtx.report.gather import name_matches
+
+    assert name_matches(shown, pattern) is expected
