@@ -10,14 +10,15 @@ import sys
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from autonvtx.config import Config, Rule
+from autonvtx.control import Instrumentation
 from autonvtx.errors import TargetNotFoundError
-from autonvtx.engines.kinds import choose_engine
-from autonvtx.engines.plan import PlanEngine
-from autonvtx.matching import Matcher
-from autonvtx.walk import ModuleReport, Walker
+from autonvtx.walk import ModuleReport
+
+if TYPE_CHECKING:
+    from autonvtx.regions import RegionInstaller
 
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
@@ -64,10 +65,10 @@ def plan_modules(
     """Walk every module in sys.modules that the rules target (after the caller imported
     what it wanted) and record what a run would wrap; with `main_source` (source, filename),
     also the functions that script defines, read from its source."""
-    matcher = Matcher(config)
-    kind, engine_note = choose_engine(config.settings.engine)
-    engine = PlanEngine(reaches_nested=kind.reaches_nested)
-    planner = Walker(matcher, engine)
+    instrumentation = Instrumentation(config, plan=True)  # the run's own assembly, as a plan
+    matcher, planner, engine = instrumentation.matcher, instrumentation.walker, instrumentation.plan_engine
+    assert engine is not None
+    engine_note = instrumentation.engine_note
     plan = Plan(config, notes=list(notes) + ([engine_note] if engine_note else []))
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
         module = sys.modules.get(name)
@@ -101,16 +102,13 @@ def plan_modules(
     plan.unmatched = {id(rule): lines for rule, lines in matcher.unmatched_by_rule()}
     plan.reports = planner.reports
     plan.plugins = plan_plugins(config)
-    if config.regions:
-        _plan_regions(plan, main_source)
+    if instrumentation.regions is not None:
+        _plan_regions(plan, instrumentation.regions, main_source)
     return plan
 
 
-def _plan_regions(plan: Plan, main_source: tuple[str, str] | None) -> None:
+def _plan_regions(plan: Plan, regions: RegionInstaller, main_source: tuple[str, str] | None) -> None:
     """Where the config's regions sit in the imported modules (and the script's source)."""
-    from autonvtx.regions import RegionInstaller  # only configs with regions need it
-
-    regions = RegionInstaller(plan.config, apply=False)
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
         module = sys.modules.get(name)
         if isinstance(module, types.ModuleType) and regions.should_consider_module(name):

@@ -242,7 +242,7 @@ def uniform_walk_function() -> Callable[..., None] | None:
     one rule selects as a whole, for either engine (autonvtx/_native/uniform.c); None without
     the native client (or one built from older sources)."""
     walk: Callable[..., None] | None = getattr(_native, "walk_uniform", None)
-    if walk is None or os.environ.get("COSTS_NO_NATIVE_WALK"):
+    if walk is None:
         return None
     return walk
 
@@ -364,7 +364,7 @@ class CodeMonitor:
         prepared = emitter.native if isinstance(emitter, Emitter) else emitter
         if prepared is None:
             raise ValueError("CodeMonitor.monitor: the emitter has no native range (pure-Python path)")
-        known = client.attached(code) is not None
+        known = client.has_range(code)
         client.attach(code, prepared)
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         if not known:
@@ -402,7 +402,7 @@ class CodeMonitor:
 
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client
-        return client is not None and client.attached(code) is not None
+        return client is not None and bool(client.has_range(code))
 
     def monitored(self) -> int:
         """How many code objects this monitor gives ranges."""

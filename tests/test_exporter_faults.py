@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -86,3 +87,251 @@ def test_recover_writes_a_pftrace_of_a_program_given_bytes_that_are_not_utf8(tmp
     (back,) = read_trace(tmp_path / "back.pftrace")
     assert back.label.endswith("caf\ufffd.txt") and [r.name for r in back.ranges] == ["work"]
     strict_json(tmp_path / "back.json")
+
+
+# A recording of everything the format holds: threads, domains, categories, registered and
+# inline names, payloads, colors, start/end ranges across threads, marks, a capture window.
+RICH = """
+    import threading, nvtx
+    lib = nvtx.get_domain("lib")
+    capture = nvtx.get_domain("autonvtx")
+    window = capture.start_range(capture.get_event_attributes(message="capture"))  # a registered string
+    def work(n, tag):
+        for i in range(n):
+            with nvtx.annotate("step", color="blue", domain="train", category="io", payload=i):
+                with nvtx.annotate(f"layer.{i % 3}.attn (Attention)", payload=1.5):
+                    pass
+                lib.push_range(lib.get_event_attributes(message="lib.call", payload=2))
+                lib.pop_range()
+        nvtx.mark("done", color=0xFF00FF00)
+    threads = [threading.Thread(target=work, args=(60, t)) for t in range(2)]
+    for t in threads:
+        t.start()
+    work(60, "main")
+    r = nvtx.start_range("async", color="red")
+    for t in threads:
+        t.join()
+    nvtx.end_range(r)
+    capture.end_range(window)
+    nvtx.push_range("left open")
+"""
+
+SECTION = struct.Struct("<IIQ")
+
+
+def sections(data: bytes) -> list[tuple[int, int, int]]:
+    """(offset of the body, tag, length) of each whole section of a recording."""
+    found, pos = [], struct.unpack_from("<I", data, 12)[0]
+    while pos + SECTION.size <= len(data):
+        tag, _, length = SECTION.unpack_from(data, pos)
+        if tag == 0 or pos + SECTION.size + length > len(data):
+            break
+        found.append((pos + SECTION.size, tag, length))
+        pos += SECTION.size + length
+    return found
+
+
+def records(data: bytes, body: int, length: int) -> list[int]:
+    """The offsets of the event records of the THREAD section at `body` (the layout in recording.py)."""
+    pos = body + 32 + (struct.unpack_from("<I", data, body + 24)[0] + 7) // 8 * 8
+    found = []
+    while pos < body + length:
+        kind, flags, ptype, mkind = data[pos:pos + 4]
+        size = 24 if kind in (3, 4) else 16
+        if kind not in (2, 4):
+            size += (8 if ptype else 0) + (4 if flags & 1 else 0) + (4 if flags & 2 else 0)
+            if mkind == 1:
+                size += 4 + struct.unpack_from("<I", data, pos + size)[0]
+            elif mkind == 2:
+                size += 4
+        found.append(pos)
+        pos += (size + 7) // 8 * 8
+    return found
+
+
+def damaged_copy(tmp_path: Path, source: Path, name: str, data: bytes) -> Path:
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / source.name).write_bytes(data)
+    return directory
+
+
+def limited_memory() -> None:
+    """preexec_fn: 4 GiB of address space, so that a size read from damage fails fast instead
+    of taking the machine's memory."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+
+def recover(tmp_path: Path, directory: Path, trace: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(directory), "-o", trace],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=ENV,
+                          preexec_fn=limited_memory)
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One recording of RICH, made once for the module."""
+    (path,) = record(tmp_path_factory.mktemp("rich"), RICH).glob("*.anr")
+    return path
+
+
+def test_one_corrupt_record_keeps_every_event_around_it_and_says_what_was_skipped(tmp_path: Path, rich: Path) -> None:
+    from autonvtx.recorder.chrome import read_chrome_trace
+
+    data = bytearray(rich.read_bytes())
+    body, _, length = max((s for s in sections(data) if s[1] == 5), key=lambda s: s[2])
+    offsets = records(data, body, length)
+    data[offsets[len(offsets) // 2]] = 0x77  # no such record kind
+    run = recover(tmp_path, damaged_copy(tmp_path, rich, "bad", bytes(data)), "back.json")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "its recording is damaged: 1 corrupt record (the rest of its section skipped)" in run.stderr
+    good = recover(tmp_path, rich.parent, "good.json")
+    (kept,), (full,) = read_chrome_trace(tmp_path / "back.json"), read_chrome_trace(tmp_path / "good.json")
+    assert len(full.ranges) // 2 < len(kept.ranges) < len(full.ranges), good.stderr
+
+
+def test_an_impossible_registry_id_is_not_trusted(tmp_path: Path, rich: Path) -> None:
+    data = bytearray(rich.read_bytes())
+    body, _, _ = next(s for s in sections(data) if s[1] == 3)  # STRINGS: {u32 id, ...}
+    struct.pack_into("<I", data, body, 0xFFFFFFF0)
+    run = recover(tmp_path, damaged_copy(tmp_path, rich, "bad", bytes(data)), "back.pftrace")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "1 registry entry with an impossible id" in run.stderr
+
+
+def test_a_record_cut_at_the_end_of_its_section_is_not_read_past_it(tmp_path: Path, rich: Path) -> None:
+    """The last section ends 16 bytes into a start record (24 bytes or more), at the end of the
+    file and of a page: reading its range id would read past the mapping."""
+    data = bytes(rich.read_bytes())
+    body, start = next((body, p) for body, tag, length in sections(data) if tag == 5
+                       for p in records(data, body, length) if data[p] == 3)
+    head = data[:body - SECTION.size] + SECTION.pack(5, 0, start + 16 - body) + data[body:start + 16]
+    pad = -len(head) % 4096  # a padding section before it puts the cut at a page's end
+    while 0 < pad < SECTION.size:
+        pad += 4096
+    filler = SECTION.pack(99, 0, pad - SECTION.size) + bytes(pad - SECTION.size) if pad else b""
+    cut = head[:body - SECTION.size] + filler + head[body - SECTION.size:]
+    assert len(cut) % 4096 == 0
+    run = recover(tmp_path, damaged_copy(tmp_path, rich, "cut", cut), "back.json")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "1 corrupt record" in run.stderr
+
+
+def mutations(data: bytes, seed: int, count: int) -> list[bytes]:
+    """`count` damaged copies of a recording, seeded: cuts (of the file, of a record at its end),
+    flipped bytes, extreme words, wrong section lengths, broken record heads, impossible
+    registry ids and text lengths."""
+    rng = random.Random(seed)
+    heads = [s for s in sections(data)]
+    starts = [p for body, tag, length in heads if tag == 5 for p in records(data, body, length)]
+    registries = [body for body, tag, _ in heads if tag in (2, 3, 4)]
+    extremes = (0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFF0, 0xFFFFFFFF)
+    out = []
+    for _ in range(count):
+        copy = bytearray(data)
+        how = rng.randrange(8)
+        if how == 0:
+            copy = copy[:rng.randrange(64, len(copy))]
+        elif how == 7:  # a write cut short with its section's length made to fit: records cut at the end
+            body, _, length = rng.choice([s for s in heads if s[1] == 5])
+            cut = body + rng.randrange(32, length)
+            copy = copy[:cut]
+            struct.pack_into("<Q", copy, body - 8, cut - body)
+        elif how == 1:
+            for _ in range(rng.randint(1, 8)):
+                copy[rng.randrange(64, len(copy))] ^= 1 << rng.randrange(8)
+        elif how == 2:
+            struct.pack_into("<I", copy, rng.randrange(64, len(copy) - 4) & ~3, rng.choice(extremes))
+        elif how == 3:
+            body = rng.choice(heads)[0]
+            struct.pack_into("<Q", copy, body - 8, rng.choice((0, 7, 31, 33, rng.randrange(1 << 20), (1 << 64) - 1)))
+        elif how == 4:
+            at = rng.choice(starts)
+            copy[at + rng.randrange(4)] = rng.randrange(256)
+        elif how == 5:
+            struct.pack_into("<I", copy, rng.choice(registries) + rng.choice((0, 4, 8)), rng.choice(extremes))
+        else:
+            at = rng.choice(starts)
+            struct.pack_into("<I", copy, at + rng.choice((16, 20, 24, 28, 32)), rng.choice(extremes))
+        out.append(bytes(copy))
+    return out
+
+
+FUZZ_CASES = 300
+
+
+def sanitized_exporter(directory: Path) -> Path:
+    """The harness tests/native/export_harness.c and the exporter, built with ASan and UBSan."""
+    native_dir = REPO / "autonvtx" / "recorder" / "_native"
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc")
+    required = bool(os.environ.get("CI") or os.environ.get("REQUIRE_SANITIZERS"))  # .ci/run sets it
+    if compiler is None:
+        (pytest.fail if required else pytest.skip)("no C compiler to build the sanitized exporter")
+    binary = directory / "export_harness"
+    build = subprocess.run(
+        [compiler, "-std=gnu11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+         "-fno-omit-frame-pointer", f"-I{native_dir}", str(REPO / "tests" / "native" / "export_harness.c"),
+         *map(str, sorted(native_dir.glob("export*.c"))), "-Wl,--wrap=mmap,--wrap=munmap", "-o", str(binary)],
+        capture_output=True, text=True, timeout=300)
+    if build.returncode != 0:
+        (pytest.fail if required else pytest.skip)(f"{compiler} cannot build with -fsanitize=address,undefined: "
+                                                   f"{build.stderr.strip()[-500:]}")
+    return binary
+
+
+def test_the_exporter_under_asan_and_ubsan_reads_damaged_recordings_within_their_bounds(tmp_path: Path,
+                                                                                        rich: Path) -> None:
+    binary = sanitized_exporter(tmp_path)
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    paths = [rich]
+    for i, data in enumerate(mutations(rich.read_bytes(), seed=21, count=FUZZ_CASES)):
+        paths.append(cases / f"{i}.anr")
+        paths[-1].write_bytes(data)
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"}
+    run = subprocess.run([str(binary), *map(str, paths)], capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "runtime error" not in run.stderr and "Sanitizer" not in run.stderr, run.stderr[-4000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 3 * len(paths)
+    assert lines[0].endswith("damage 0/0/0") and "rc 0" in lines[0]
+
+
+FUZZ_DRIVER = """
+import sys, traceback
+from pathlib import Path
+from autonvtx.cli import main
+for directory in sys.argv[1:]:
+    for output in ("t.json", "t.pftrace"):
+        try:
+            main(["recover", directory, "-o", str(Path(directory) / output)])
+        except SystemExit as exit:
+            print(f"{directory} {output}: status {exit.code}", flush=True)
+        except BaseException:
+            print(f"{directory} {output}: Traceback", flush=True)
+            traceback.print_exc()
+    try:
+        main(["summary", str(Path(directory) / "t.json"), "--tree", "--skip-first", "1"])
+    except SystemExit as exit:
+        print(f"{directory} summary: status {exit.code}", flush=True)
+    except BaseException:
+        print(f"{directory} summary: Traceback", flush=True)
+        traceback.print_exc()
+"""
+
+
+def test_recover_on_damaged_recordings_never_raises_and_keeps_what_it_can(tmp_path: Path, rich: Path) -> None:
+    """A seeded fuzz of `autonvtx recover` (and `summary` of what it wrote): every case ends with a
+    trace or a one-line message, never a traceback."""
+    directories = []
+    for i, data in enumerate(mutations(rich.read_bytes(), seed=2021, count=FUZZ_CASES)):
+        directories.append(damaged_copy(tmp_path, rich, f"case{i}", data))
+    driver = make_file(tmp_path / "driver.py", FUZZ_DRIVER)
+    run = subprocess.run([sys.executable, str(driver), *map(str, directories)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=900, env=ENV, preexec_fn=limited_memory)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "Traceback" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-4000:]
+    written = sum((d / "t.json").exists() for d in directories)
+    assert written > FUZZ_CASES * 0.8  # most damage still leaves a file worth reading

@@ -266,3 +266,27 @@ def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> N
     assert f"autonvtx recover {recording}" in done.stderr
     (process,) = read_directory(recording)  # what was written before is intact
     assert [r.name for r in process.ranges] == ["tick"]
+
+
+def test_a_full_disk_while_the_trace_is_written_names_the_trace(workdir: Path) -> None:
+    # The recording fits under the limit, the trace (text, several times larger) does not.
+    make_file(workdir / "program.py", """
+        import resource, signal
+
+        def tick():
+            return 1
+
+        for _ in range(20_000):
+            tick()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        # 40 bytes a range in the recording, over 100 in the trace.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000 * 80, resource.RLIM_INFINITY))
+    """)
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    recording = workdir / "trace.json.recording"
+    assert f"cannot write the trace: {os.strerror(27)}" in done.stderr  # not an I/O error on the input
+    assert f"autonvtx recover {recording}" in done.stderr
+    assert not list(workdir.glob(".trace.json*"))
+    (process,) = read_directory(recording)
+    assert len(process.ranges) == 20_000

@@ -17,6 +17,7 @@ COMMAND_MODULES = {
     "list": "autonvtx.cli.rules",
     "export": "autonvtx.cli.rules",
     "init": "autonvtx.cli.rules",
+    "kernel": "autonvtx.cli.kernel",
 }
 
 

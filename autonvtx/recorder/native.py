@@ -139,6 +139,13 @@ class GroupSpan(ctypes.Structure):
     _fields_ = [("group", ctypes.c_uint64), ("first_ns", ctypes.c_uint64), ("last_ns", ctypes.c_uint64)]
 
 
+class Damage(ctypes.Structure):
+    """What a damaged recording lost (`uint64_t out[3]` of `autonvtx_export_damage`)."""
+
+    _fields_ = [("corrupt_records", ctypes.c_uint64), ("skipped_bytes", ctypes.c_uint64),
+                ("bad_entries", ctypes.c_uint64)]
+
+
 # The exporter's statistics modes (export.c's STATS_*).
 STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS = 1, 2, 4, 8
 TEXT_NAME, TEXT_DOMAIN = 0, 1
@@ -175,5 +182,6 @@ def exporter() -> ctypes.CDLL:
              ctypes.c_size_t)
     _declare(lib, "autonvtx_export_free", [handle], None)
     _declare(lib, "autonvtx_export_outside", [handle], u64)
+    _declare(lib, "autonvtx_export_damage", [handle, ctypes.POINTER(Damage)], u64)
     _exporter_lib = lib
     return lib

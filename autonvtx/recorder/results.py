@@ -92,7 +92,8 @@ def write_results(directory: str, request: Request) -> Results:
                                skip_first=request.options.skip_first)
     else:
         exported = export(files, stats_mode=stats_mode, skip_first=request.options.skip_first)
-    notes = run_notes(recordings, exported.open_ranges) + notes + window_notes(exported.outside_windows)
+    notes = (run_notes(recordings, exported.open_ranges) + notes + window_notes(exported.outside_windows)
+             + damage_notes(exported.damage))
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
     stats = stats_from_rows(exported.rows, exported.spans, recordings, request.options) if stats_mode else []
@@ -103,6 +104,23 @@ def window_notes(outside: Mapping[int, int]) -> list[str]:
     """Events left out by capture windows (regions' `capture`): nothing is lost silently."""
     return [f"process {pid}: {count_text(count, 'event', 'events')} outside its capture windows"
             " (capture@autonvtx) left out" for pid, count in sorted(outside.items())]
+
+
+def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
+    """What a damaged recording lost: every event before the damage is in the outputs."""
+    notes = []
+    for pid, (records, skipped, entries) in sorted(damage.items()):
+        parts = []
+        if records:
+            parts.append(f"{count_text(records, 'corrupt record', 'corrupt records')} (the rest of "
+                         f"{'its section' if records == 1 else 'their sections'} skipped)")
+        if entries:
+            parts.append(f"{count_text(entries, 'registry entry', 'registry entries')} with an impossible id")
+        if skipped and not records:
+            parts.append("a last section cut short")
+        notes.append(f"process {pid}: its recording is damaged: {', '.join(parts)}; {count_text(skipped, 'byte', 'bytes')}"
+                     " left out, every event readable around them kept")
+    return notes
 
 
 def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[str]:

@@ -125,7 +125,7 @@ class RecordingSession:
             interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else signal.SIGINT
             self._keep_directory = True
             self._remove_partial_outputs()
-            print(f"autonvtx: {signal.Signals(interrupted).name} while writing the outputs: none was written; "
+            print(f"autonvtx: stopped by {signal.Signals(interrupted).name} while writing the outputs; "
                   f"the events are kept in {self._directory} "
                   f"(autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
         except Exception as error:  # never turn the user's exit into our traceback
@@ -184,7 +184,7 @@ class RecordingSession:
             results = write_results(directory, request)
         except OSError as error:
             self._keep_directory = True
-            print(f"autonvtx: could not write the recording: {error}; the events are kept in {directory} "
+            print(f"autonvtx: could not write the outputs: {error}; the events are kept in {directory} "
                   f"(autonvtx recover {directory} -o trace.json)", file=sys.stderr)
             return
         notes = results.notes + [_missing_note(p) for p in missing]

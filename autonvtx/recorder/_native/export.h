@@ -1,9 +1,10 @@
 /*
- * The exporter's internal header: the state the units share. The exporter reads the recorder's
- * per-process files (format 2, see recorder.c) and streams them into Chrome trace-event JSON,
- * Perfetto TracePackets and range statistics, in one pass per file. One unit per job:
- * export.c (the ctypes face, growable bytes, interning), export_read.c (sections, records,
- * registries, capture windows), export_pair.c (pushes with pops, starts with ends), export_json.c, export_perfetto.c and export_stats.c.
+ * The exporter's internal header: the state its units share. The exporter reads the recorder's
+ * per-process files (the .anr format, defined in anr_format.h) and streams them into Chrome
+ * trace-event JSON, Perfetto TracePackets and range statistics, in one pass per file. One unit
+ * per job: export.c (the ctypes face, growable bytes, interning), export_read.c (sections,
+ * records, registries, capture windows), export_pair.c (pushes with pops, starts with ends),
+ * export_json.c, export_perfetto.c and export_stats.c.
  */
 #ifndef AUTONVTX_EXPORT_H
 #define AUTONVTX_EXPORT_H
@@ -14,13 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anr_format.h"
+
 #define EXPORT __attribute__((visibility("default")))
-#define ALIGN8(n) (((n) + 7u) & ~(size_t)7u)
 #define NONE32 0xFFFFFFFFu
 
-enum { K_PUSH = 1, K_POP = 2, K_START = 3, K_END = 4, K_MARK = 5 };
-enum { T_END = 0, T_CMDLINE = 1, T_DOMAINS = 2, T_STRINGS = 3, T_CATEGORIES = 4, T_THREAD = 5,
-       T_THREAD_NAMES = 6, T_SPILL = 7 };
 enum { STATS_FLAT = 1, STATS_TREE = 2, STATS_BY_THREAD = 4, STATS_CLASS = 8 };
 
 /* ---- growable bytes ---- */

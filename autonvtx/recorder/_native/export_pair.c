@@ -185,13 +185,13 @@ void pair_event(exporter* x, thread_state* t, uint8_t kind, opened* o, uint64_t 
         t->first = o->start;
     if (o->start > t->last)
         t->last = o->start;
-    if (kind == K_PUSH)
+    if (kind == ANR_K_PUSH)
         on_push(x, t, o);
-    else if (kind == K_POP)
+    else if (kind == ANR_K_POP)
         on_pop(x, t, o->domain, o->start);
-    else if (kind == K_START)
+    else if (kind == ANR_K_START)
         on_start(x, t, id, o);
-    else if (kind == K_END)
+    else if (kind == ANR_K_END)
         on_end(x, t, id, o->start);
     else
         on_mark(x, t, o);

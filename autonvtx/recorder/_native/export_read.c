@@ -16,21 +16,13 @@ static uint32_t category_of(exporter* x, uint32_t domain, uint32_t number)
     return intern(&x->categories, 0, text, strlen(text));
 }
 
-/* The bytes a record of this head needs before its inline text (and padding). */
-static size_t record_head_size(uint8_t kind, uint8_t flags, uint8_t ptype, uint8_t mkind)
-{
-    size_t n = kind == K_START || kind == K_END ? 24 : 16;
-    if (kind == K_POP || kind == K_END)
-        return n;
-    return n + (ptype ? 8 : 0) + (flags & 1 ? 4 : 0) + (flags & 2 ? 4 : 0) + (mkind == 1 || mkind == 2 ? 4 : 0);
-}
-
-static uint32_t message_of(exporter* x, uint32_t domain, uint8_t mkind, const char* p, uint32_t len)
+/* A record's name: its inline text, its registered string, else "" (also for an unknown id). */
+static uint32_t message_of(exporter* x, uint32_t domain, uint8_t kind, const char* p)
 {
     uint32_t s;
-    if (mkind == 1)
-        return intern(&x->names, global_domain(x, domain), p + 4, len);
-    if (mkind == 2) {
+    if (kind == ANR_M_INLINE)
+        return intern(&x->names, global_domain(x, domain), p + 4, load32(p));
+    if (kind == ANR_M_REGISTERED) {
         s = load32(p);
         if (s < x->string_map_cap && x->string_map[s] != NONE32)
             return x->string_map[s];
@@ -39,55 +31,51 @@ static uint32_t message_of(exporter* x, uint32_t domain, uint8_t mkind, const ch
 }
 
 /* Decodes one record at p (at most `avail` bytes) into `o`; returns its size, 0 if corrupt (an
-   unknown kind, or a record running past `avail`). Reads nothing past `avail`. */
+   unknown kind, or a record running past `avail`). anr_record_size has checked that every
+   field lies within `avail` before any is read. */
 static size_t decode(exporter* x, const char* p, size_t avail, opened* o, uint64_t* id)
 {
-    uint8_t kind, flags, ptype, mkind;
-    size_t n = 16, need;
-    uint32_t len = 0;
-    if (avail < 16)
+    anr_record_head h;
+    size_t size = anr_record_size(p, avail), n = sizeof(h);
+    if (size == 0)
         return 0;
-    kind = (uint8_t)p[0], flags = (uint8_t)p[1], ptype = (uint8_t)p[2], mkind = (uint8_t)p[3];
-    need = record_head_size(kind, flags, ptype, mkind);
-    if (kind < K_PUSH || kind > K_MARK || need > avail)
-        return 0;
-    if (mkind == 1 && kind != K_POP && kind != K_END && (len = load32(p + need - 4)) > avail - need)
+    memcpy(&h, p, sizeof(h));
+    if (h.kind < ANR_K_PUSH || h.kind > ANR_K_MARK)
         return 0;
     memset(o, 0, sizeof(*o));
-    o->domain = load32(p + 4);
-    o->start = load64(p + 8);
+    o->domain = h.domain;
+    o->start = h.ts;
     o->category = NONE32;
-    if (kind == K_START || kind == K_END) {
+    if (h.kind == ANR_K_START || h.kind == ANR_K_END) {
         *id = load64(p + n);
         n += 8;
     }
-    if (kind == K_POP || kind == K_END)
-        return n;
-    if (ptype) {
-        o->payload_type = ptype;
+    if (h.kind == ANR_K_POP || h.kind == ANR_K_END)
+        return size;
+    if (h.payload_type) {
+        o->payload_type = h.payload_type;
         o->payload = load64(p + n);
         n += 8;
     }
-    if (flags & 1) {
+    if (h.flags & ANR_F_COLOR) {
         o->has_color = 1;
         o->color = load32(p + n);
         n += 4;
     }
-    if (flags & 2) {
+    if (h.flags & ANR_F_CATEGORY) {
         o->category = category_of(x, o->domain, load32(p + n));
         n += 4;
     }
-    o->name = message_of(x, o->domain, mkind, p + n, len);
-    n = ALIGN8(need + len);
-    return n <= avail ? n : 0;
+    o->name = message_of(x, o->domain, h.message_kind, p + n);
+    return size;
 }
 
-/* The events of one THREAD section (at least its 32-byte head). A record that cannot be
+/* The events of one THREAD section (at least its head). A record that cannot be
    decoded ends the section: the bytes from it on are counted as skipped. */
 static void read_thread(exporter* x, const char* p, size_t n)
 {
     uint32_t tid = load32(p), index = load32(p + 4), name_len = load32(p + 24), flags = load32(p + 28);
-    size_t pos = 32 + ALIGN8((size_t)name_len);
+    size_t pos = ANR_THREAD_HEAD_BYTES + ANR_ALIGN8((size_t)name_len);
     thread_state* t = thread_of(x, index, tid, flags);
     if (!t)
         return;
@@ -117,10 +105,10 @@ static int plausible_id(exporter* x, uint32_t id)
 
 static void read_named(exporter* x, uint32_t tag, uint32_t a, uint32_t b, const char* text, uint32_t len)
 {
-    if (tag == T_STRINGS) {
+    if (tag == ANR_T_STRINGS) {
         if (plausible_id(x, a) && grow_map(&x->string_map, &x->string_map_cap, a))
             x->string_map[a] = intern(&x->names, global_domain(x, b), text, len);
-    } else if (tag == T_CATEGORIES) {
+    } else if (tag == ANR_T_CATEGORIES) {
         u64map_put(&x->cats, (uint64_t)a << 32 | b, intern(&x->categories, 0, text, len));
     }
 }
@@ -132,18 +120,18 @@ static void read_registry(exporter* x, uint32_t tag, const char* p, size_t n)
     size_t pos = 0;
     while (pos + 8 <= n) {
         uint32_t a = load32(p + pos), b = load32(p + pos + 4), len;
-        if (tag == T_DOMAINS) {
+        if (tag == ANR_T_DOMAINS) {
             if (b > n - pos - 8)
                 break;
             if (plausible_id(x, a) && grow_map(&x->domain_map, &x->domain_map_cap, a))
                 x->domain_map[a] = intern(&x->domains, 0, p + pos + 8, b);
-            pos += 8 + ALIGN8((size_t)b);
+            pos += 8 + ANR_ALIGN8((size_t)b);
             continue;
         }
         if (pos + 16 > n || (len = load32(p + pos + 8)) > n - pos - 16)
             break;
         read_named(x, tag, a, b, p + pos + 16, len);
-        pos += 16 + ALIGN8((size_t)len);
+        pos += 16 + ANR_ALIGN8((size_t)len);
     }
     if (pos < n) {
         x->corrupt_records++;
@@ -151,31 +139,49 @@ static void read_registry(exporter* x, uint32_t tag, const char* p, size_t n)
     }
 }
 
+/* The section at `pos`: 1 with its tag, body and length; 0 at the end (an END tag, the file's
+   end, or a section cut short: `cut` gets its bytes). */
+static int section_at(const exporter* x, size_t pos, uint32_t* tag, const char** body, uint64_t* len,
+                      size_t* cut)
+{
+    *cut = 0;
+    if (pos + ANR_SECTION_HEAD_BYTES > x->size)
+        return 0;
+    *tag = load32(x->data + pos);
+    *len = load64(x->data + pos + 8);
+    *body = x->data + pos + ANR_SECTION_HEAD_BYTES;
+    if (*tag == ANR_T_END)
+        return 0;
+    if (*len > x->size - pos - ANR_SECTION_HEAD_BYTES) {
+        *cut = x->size - pos;
+        return 0;
+    }
+    return 1;
+}
+
+#define EACH_SECTION(x, pos, tag, body, len, cut) \
+    for (pos = load32((x)->data + 12); section_at(x, pos, &tag, &body, &len, &cut); \
+         pos += ANR_SECTION_HEAD_BYTES + len)
+
 /* Walks the sections to the file's end; a last one cut short is left out (and counted). */
 void read_sections(exporter* x)
 {
-    size_t pos = load32(x->data + 12);
-    while (pos + 16 <= x->size) {
-        uint32_t tag = load32(x->data + pos);
-        uint64_t len = load64(x->data + pos + 8);
-        const char* body = x->data + pos + 16;
-        if (tag == T_END)
-            break;
-        if (len > x->size - pos - 16) {
-            x->skipped_bytes += x->size - pos;
-            break;
-        }
-        if (tag == T_THREAD && len >= 32)
+    size_t pos, cut;
+    uint32_t tag;
+    uint64_t len;
+    const char* body;
+    EACH_SECTION(x, pos, tag, body, len, cut) {
+        if (tag == ANR_T_THREAD && len >= ANR_THREAD_HEAD_BYTES)
             read_thread(x, body, len);
-        else if (tag == T_DOMAINS || tag == T_STRINGS || tag == T_CATEGORIES)
+        else if (tag == ANR_T_DOMAINS || tag == ANR_T_STRINGS || tag == ANR_T_CATEGORIES)
             read_registry(x, tag, body, len);
-        else if (tag == T_SPILL && len >= 48) {
+        else if (tag == ANR_T_SPILL && len >= ANR_SPILL_BYTES) {
             if (load64(body) > x->flush_ns)
                 x->flush_ns = load64(body);
             x->ended_normally |= load32(body + 40) != 0;
         }
-        pos += 16 + len;
     }
+    x->skipped_bytes += cut;
 }
 
 /* ---- capture windows ---- */
@@ -200,7 +206,7 @@ static void add_window(exporter* x, uint64_t lo, uint64_t hi)
 static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t capture,
                                 uint64_t (**open)[2], size_t* nopen)
 {
-    size_t pos = 32 + ALIGN8((size_t)load32(p + 24)), i;
+    size_t pos = ANR_THREAD_HEAD_BYTES + ANR_ALIGN8((size_t)load32(p + 24)), i;
     while (pos < n) {
         opened o;
         uint64_t id = 0;
@@ -209,14 +215,14 @@ static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t c
         if (size == 0)
             return;
         pos += size;
-        if (kind == K_START && o.name == capture) {
+        if (kind == ANR_K_START && o.name == capture) {
             void* grown = realloc(*open, (*nopen + 1) * sizeof(**open));
             if (!grown)
                 return;
             *open = grown;
             (*open)[*nopen][0] = id;
             (*open)[(*nopen)++][1] = o.start;
-        } else if (kind == K_END) {
+        } else if (kind == ANR_K_END) {
             for (i = 0; i < *nopen; ++i) {
                 if ((*open)[i][0] == id) {
                     add_window(x, (*open)[i][1], o.start);
@@ -235,33 +241,22 @@ static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t c
    file's end lasts to its end. */
 void find_windows(exporter* x)
 {
-    size_t pos = load32(x->data + 12), i, nopen = 0;
-    uint32_t domain = intern(&x->domains, 0, "autonvtx", 8), capture, s;
-    uint64_t (*open)[2] = NULL;
+    size_t pos, cut, i, nopen = 0;
+    uint32_t domain = intern(&x->domains, 0, "autonvtx", 8), capture, s, tag;
+    uint64_t (*open)[2] = NULL, len;
+    const char* body;
     int registered = 0;
     capture = intern(&x->names, domain, "capture", 7);
-    while (pos + 16 <= x->size) {
-        uint32_t tag = load32(x->data + pos);
-        uint64_t len = load64(x->data + pos + 8);
-        if (tag == T_END || len > x->size - pos - 16)
-            break;
-        if (tag == T_DOMAINS || tag == T_STRINGS)
-            read_registry(x, tag, x->data + pos + 16, len);
-        pos += 16 + len;
-    }
+    EACH_SECTION(x, pos, tag, body, len, cut)
+        if (tag == ANR_T_DOMAINS || tag == ANR_T_STRINGS)
+            read_registry(x, tag, body, len);
     for (s = 0; s < x->string_map_cap && !registered; ++s)
         registered = x->string_map[s] == capture;
     if (!registered)
         return;
-    for (pos = load32(x->data + 12); pos + 16 <= x->size;) {
-        uint32_t tag = load32(x->data + pos);
-        uint64_t len = load64(x->data + pos + 8);
-        if (tag == T_END || len > x->size - pos - 16)
-            break;
-        if (tag == T_THREAD && len >= 32)
-            scan_thread_windows(x, x->data + pos + 16, len, capture, &open, &nopen);
-        pos += 16 + len;
-    }
+    EACH_SECTION(x, pos, tag, body, len, cut)
+        if (tag == ANR_T_THREAD && len >= ANR_THREAD_HEAD_BYTES)
+            scan_thread_windows(x, body, len, capture, &open, &nopen);
     for (i = 0; i < nopen; ++i)
         add_window(x, open[i][1], UINT64_MAX);
     free(open);
