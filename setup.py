@@ -14,7 +14,10 @@ from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
-SOURCE = "autonvtx/recorder/_native/recorder.c"
+# The recorder, one unit per job sharing recorder.h (see its header comment).
+RECORDER_SOURCES = [
+    f"autonvtx/recorder/_native/{name}.c" for name in ("recorder", "events", "buffers", "registry", "clock", "spill")
+]
 # The exporter, one unit per job sharing export.h (reader, pairing, JSON and Perfetto writers,
 # statistics).
 EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
@@ -118,8 +121,9 @@ setup(
     ext_modules=[
         Extension(
             LIBRARY,
-            sources=[SOURCE, *EXPORTER_SOURCES],
-            depends=["autonvtx/recorder/_native/export.h", "autonvtx/recorder/_native/anr_format.h"],
+            sources=[*RECORDER_SOURCES, *EXPORTER_SOURCES],
+            depends=["autonvtx/recorder/_native/anr_format.h", "autonvtx/recorder/_native/recorder.h",
+                     "autonvtx/recorder/_native/export.h"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,

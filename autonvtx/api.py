@@ -215,7 +215,7 @@ def _split(line: str) -> list[str]:
     import shlex
 
     try:
-        return shlex.split(line)
+        return shlex.split(line, comments=True)  # a `# comment` after the options, as in a shell
     except ValueError as exc:
         raise UsageError(f"%autonvtx: {exc}") from None
 

@@ -9,6 +9,7 @@ import types
 from typing import TYPE_CHECKING, Any, Callable
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
+from autonvtx.engines.plan import PlanEngine
 from autonvtx.environment import is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
@@ -25,6 +26,13 @@ NO_TOOL_NOTE = (
     "to see their ranges run under Nsight Systems "
     "(nsys profile -t nvtx autonvtx run ...) or add --trace/--summary"
 )
+# The same in a Jupyter kernel (%autonvtx), where neither can be added to a running process.
+NO_TOOL_NOTE_KERNEL = (
+    "no NVTX tool is attached to this kernel, so selected functions are left unwrapped; "
+    "to see their ranges install a kernel that records (in a terminal: autonvtx kernel install "
+    "-t 'mypkg.*' --trace DIR, or --nsys) and switch this notebook to it (Kernel > Change kernel > "
+    "Python (autonvtx))"
+)
 
 
 class Instrumentation:
@@ -36,6 +44,10 @@ class Instrumentation:
     range could be seen: every decision is still made and reported, and nothing is changed.
     `plugins` are the config's plugins, loaded by the caller (so bad plugins stop a run before
     its target starts); None loads them here.
+
+    A `plan` (`list`, `run --dry-run`, `export`) makes the same decisions with the plan engine
+    (shaped as the engine a run would use), applies none, places regions without attaching
+    them and arms no plugin; `plan_engine` holds what it decided.
     """
 
     def __init__(
@@ -44,23 +56,26 @@ class Instrumentation:
         *,
         plugins: list[Plugin] | None = None,
         restorable: bool = False,
+        plan: bool = False,
     ) -> None:
         self.config = config
         self.matcher = Matcher(config)
-        self.applies = is_tool_configured()
+        self.applies = is_tool_configured() or plan
         self._restorable = restorable
         # Which engine rules use; `engine_note` says why the one asked for could not be used.
         self.engine, self.engine_note = choose_engine(config.settings.engine)
-        self.walker = Walker(self.matcher, apply=self.applies, make_engine=self._make_engine, verb=self.engine.verb)
+        self.plan_engine = PlanEngine(reaches_nested=self.engine.reaches_nested) if plan else None
+        self.walker = Walker(self.matcher, self.plan_engine, apply=self.applies, make_engine=self._make_engine,
+                             verb=self.engine.verb)
         self.regions: RegionInstaller | None = None
         if config.regions:
             # Imported only then: a run without regions does not pay for it (start-up).
             from autonvtx.regions import RegionInstaller
 
-            self.regions = RegionInstaller(config)
+            self.regions = RegionInstaller(config, apply=not plan)
         self.hook = ImportHook(self, self)
         self.activator: PluginActivator | None = None
-        if config.plugins:
+        if config.plugins and not plan:
             # Imported only then: a run without plugins does not pay for it (start-up).
             from autonvtx.plugins import PluginActivator, load_plugins
 
@@ -98,10 +113,13 @@ class Instrumentation:
         if self.activator is not None:
             self.activator.install(self.hook)
         self.hook.install()
+        _installed.append(self)
 
     def uninstall(self) -> None:
         """Remove the import hook (sys.meta_path as found) and, if restorable, every wrapper."""
         self.hook.uninstall()
+        if self in _installed:
+            _installed.remove(self)
         engine = self.walker.built_engine
         if self._restorable and engine is not None:
             engine.restore()
@@ -152,7 +170,8 @@ class Instrumentation:
     def print_start_notes(self) -> None:
         """Said once before the program runs: no NVTX tool attached (nothing will be seen), or
         why the engine asked for cannot run."""
-        note = NO_TOOL_NOTE if not self.applies else self.engine_note
+        no_tool = NO_TOOL_NOTE_KERNEL if "ipykernel" in sys.modules else NO_TOOL_NOTE
+        note = no_tool if not self.applies else self.engine_note
         if note is not None:
             print(f"autonvtx: {note}", file=sys.stderr)
 
@@ -206,6 +225,16 @@ class Instrumentation:
             lines += self.report_lines(detailed=verbose > 1)
         for line in lines:
             print(f"autonvtx: {line}", file=out)
+
+
+# Installed in this process, oldest first: a Jupyter kernel started by `autonvtx run`
+# (autonvtx.kernel) walks its cells' `__main__`, which no import hook sees, through them.
+_installed: list[Instrumentation] = []
+
+
+def installed() -> list[Instrumentation]:
+    """The instrumentations installed in this process now (install() and not uninstall())."""
+    return list(_installed)
 
 
 def _count(number: int, noun: str) -> str:

@@ -10,14 +10,15 @@ import sys
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from autonvtx.config import Config, Rule
+from autonvtx.control import Instrumentation
 from autonvtx.errors import TargetNotFoundError
-from autonvtx.engines.kinds import choose_engine
-from autonvtx.engines.plan import PlanEngine
-from autonvtx.matching import Matcher
-from autonvtx.walk import ModuleReport, Walker
+from autonvtx.walk import ModuleReport
+
+if TYPE_CHECKING:
+    from autonvtx.regions import RegionInstaller
 
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
@@ -64,10 +65,10 @@ def plan_modules(
     """Walk every module in sys.modules that the rules target (after the caller imported
     what it wanted) and record what a run would wrap; with `main_source` (source, filename),
     also the functions that script defines, read from its source."""
-    matcher = Matcher(config)
-    kind, engine_note = choose_engine(config.settings.engine)
-    engine = PlanEngine(reaches_nested=kind.reaches_nested)
-    planner = Walker(matcher, engine)
+    instrumentation = Instrumentation(config, plan=True)  # the run's own assembly, as a plan
+    matcher, planner, engine = instrumentation.matcher, instrumentation.walker, instrumentation.plan_engine
+    assert engine is not None
+    engine_note = instrumentation.engine_note
     plan = Plan(config, notes=list(notes) + ([engine_note] if engine_note else []))
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
         module = sys.modules.get(name)
@@ -101,16 +102,13 @@ def plan_modules(
     plan.unmatched = {id(rule): lines for rule, lines in matcher.unmatched_by_rule()}
     plan.reports = planner.reports
     plan.plugins = plan_plugins(config)
-    if config.regions:
-        _plan_regions(plan, main_source)
+    if instrumentation.regions is not None:
+        _plan_regions(plan, instrumentation.regions, main_source)
     return plan
 
 
-def _plan_regions(plan: Plan, main_source: tuple[str, str] | None) -> None:
+def _plan_regions(plan: Plan, regions: RegionInstaller, main_source: tuple[str, str] | None) -> None:
     """Where the config's regions sit in the imported modules (and the script's source)."""
-    from autonvtx.regions import RegionInstaller  # only configs with regions need it
-
-    regions = RegionInstaller(plan.config, apply=False)
     for name in sorted(n for n in list(sys.modules) if n not in ("__main__", "__mp_main__")):
         module = sys.modules.get(name)
         if isinstance(module, types.ModuleType) and regions.should_consider_module(name):
@@ -394,4 +392,37 @@ def _describe_rule(rule: Rule) -> str:
     if rule.exclude:
         parts.append(f"exclude {', '.join(rule.exclude)}")
     return "; ".join(parts)
+
+
+# Nsight Systems' --python-functions-trace JSON (`autonvtx export`; configfile.nsys reads it back).
+def format_nsys_json(plan: Plan) -> str:
+    """The functions a plan selects as Nsight Systems' JSON: one entry per (module, domain,
+    color), each function named where it is defined (so reading the file back selects the
+    same functions)."""
+    grouped: dict[tuple[str, str, int], list[str]] = {}
+    for rule, planned in plan.selected:
+        for p in planned:
+            if p.module == "__main__":
+                continue  # Nsight Systems cannot name the script's own functions
+            style = plan.config.style(rule, p.module)
+            grouped.setdefault((p.module, style.domain, style.color), []).append(p.qualname)
+    return to_nsys_json(
+        (module, sorted(set(names)), domain, color)
+        for (module, domain, color), names in sorted(grouped.items())
+    )
+
+
+def to_nsys_json(entries: Iterable[tuple[str, Sequence[str], str | None, int | None]]) -> str:
+    """Nsight Systems' JSON for (module, function names, domain, color) entries; a color is
+    0xAARRGGBB and is written as "RRGGBB"."""
+    out = []
+    for module, functions, domain, color in entries:
+        entry: dict[str, Any] = {"module": module}
+        if domain is not None:
+            entry["domain"] = domain
+        if color is not None:
+            entry["color"] = f"{color & 0xFFFFFF:06X}"
+        entry["functions"] = list(functions)
+        out.append(entry)
+    return json.dumps(out, indent=4) + "\n"
 

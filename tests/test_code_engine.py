@@ -188,6 +188,12 @@ PACKAGES = ("json", "email", "collections", "asyncio", "dataclasses", "enum", "t
             "contextlib", "inspect", "textwrap", "string", "fractions")
 for name in PACKAGES:
     importlib.import_module(name)
+# Where installed, a package whose functions are mostly decorated (networkx's argmap).
+try:
+    import networkx
+    PACKAGES += ("networkx",)
+except ImportError:
+    pass
 from autonvtx.config import Config, Rule
 from autonvtx.engines import is_marked
 from autonvtx.engines.code import CodeEngine
@@ -251,3 +257,72 @@ def test_the_native_walk_decides_as_the_python_walk(tmp_path: Path, engine: str)
     assert native["applied"] == python["applied"]
     assert native["reports"] == python["reports"]
     assert not any("<module>" in skipped for _, skipped, _ in native["reports"].values())
+
+
+NESTING = """
+    def inner(x):
+        return x + 1
+
+    def outer(n):
+        return sum(inner(i) for i in range(n))
+
+    def failing():
+        inner(0)
+        raise ValueError("no")
+
+    def counter(n):
+        for i in range(n):
+            yield inner(i)
+
+    class Model:
+        def forward(self, x):
+            return outer(x)
+
+        @staticmethod
+        def build():
+            return Model()
+
+        def __repr__(self):
+            return "Model()"
+"""
+
+
+def nested_names(done) -> list[tuple[str, int]]:
+    # (name, depth) in the order ranges began: depth from containment on the one thread.
+    events = sorted(done.ranges(), key=lambda e: (e["ts"], -e["dur"]))
+    found, open_ends = [], []
+    for e in events:
+        open_ends = [end for end in open_ends if end > e["ts"]]
+        found.append((e["name"], len(open_ends)))
+        open_ends.append(e["ts"] + e["dur"])
+    return found
+
+
+@pytest.mark.parametrize("engine", [pytest.param("code", marks=needs_monitoring), "wrap"])
+def test_a_module_targeted_whole_nests_as_one_walked_in_python(tmp_path: Path, engine: str) -> None:
+    # `-t nest_mod` selects every name alike: the native walk (uniform.c; for the code engine a
+    # range made on each code's first run). `--exclude` of a name that does not exist makes
+    # the rules tell names apart: the Python walk. Both give the same ranges, nested alike.
+    make_file(tmp_path / "nest_mod.py", NESTING)
+    make_file(tmp_path / "prog.py", """
+        import nest_mod
+        m = nest_mod.Model.build()
+        m.forward(3)
+        list(nest_mod.counter(2))
+        try:
+            nest_mod.failing()
+        except ValueError:
+            pass
+        print(repr(m))
+        """)
+    runs = {}
+    for how, extra in (("native", ()), ("python", ("--exclude", "no_such_name"))):
+        done = run_autonvtx("--engine", engine, "-t", "nest_mod", *extra, "prog.py", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "Model()\n"
+        runs[how] = nested_names(done)
+    assert runs["native"] == runs["python"]
+    assert runs["native"][:6] == [("Model.build", 0), ("Model.forward", 0), ("outer", 1),
+                                  ("inner", 2), ("inner", 2), ("inner", 2)]
+    assert ("failing", 0) in runs["native"] and ("Model.__repr__", 0) not in runs["native"]
+    assert [name for name, _ in runs["native"]].count("counter") == 3  # 2 items, then the end

@@ -266,3 +266,42 @@ def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> N
     assert f"autonvtx recover {recording}" in done.stderr
     (process,) = read_directory(recording)  # what was written before is intact
     assert [r.name for r in process.ranges] == ["tick"]
+
+
+def test_a_full_disk_while_the_trace_is_written_names_the_trace(workdir: Path) -> None:
+    # The recording fits under the limit, the trace (text, several times larger) does not.
+    make_file(workdir / "program.py", """
+        import resource, signal
+
+        def tick():
+            return 1
+
+        for _ in range(20_000):
+            tick()
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        # 40 bytes a range in the recording, over 100 in the trace.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000 * 80, resource.RLIM_INFINITY))
+    """)
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    recording = workdir / "trace.json.recording"
+    assert f"cannot write the trace: {os.strerror(27)}" in done.stderr  # not an I/O error on the input
+    assert f"autonvtx recover {recording}" in done.stderr
+    assert not list(workdir.glob(".trace.json*"))
+    (process,) = read_directory(recording)
+    assert len(process.ranges) == 20_000
+
+
+def test_a_programs_own_sigterm_handler_during_the_exit_time_write_keeps_the_recording(workdir: Path) -> None:
+    # The program handles SIGTERM itself (sys.exit): autonvtx leaves its handler in charge, and
+    # the SystemExit it raises in the middle of the write must not cost the recording.
+    make_file(workdir / "program.py", SIGNALLED_AT_EXIT + """
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(3))
+""")
+    done = run_autonvtx("-t", "__main__", "program.py", str(int(signal.SIGTERM)), cwd=workdir)
+    recording = workdir / "trace.json.recording"
+    assert "stopped by the program's exit while writing the outputs" in done.stderr, done.stderr
+    assert f"autonvtx recover {recording}" in done.stderr
+    assert not list(workdir.glob(".trace.json*"))
+    (process,) = read_directory(recording)
+    assert [r.name for r in process.ranges].count("tick") == 300_000

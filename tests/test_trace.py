@@ -6,11 +6,14 @@ import json
 import math
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import autonvtx_env
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import Mark, ProcessRecording, Range
@@ -331,3 +334,24 @@ def test_colors_are_written_opaque_whatever_their_alpha(tmp_path: Path, color: i
     write_chrome_trace([rec], tmp_path / "t.json")
     (event,) = [e for e in json.loads((tmp_path / "t.json").read_text())["traceEvents"] if e["ph"] == "X"]
     assert event["args"]["color"] == "#0000ff"
+
+
+def test_writing_at_exit_leaves_the_process_umask_alone(tmp_path: Path) -> None:
+    # Issue 21, item 10: reading the umask (os.umask(0) then back) flips it for every thread
+    # of the program while the trace is written; the file gets the umask's mode all the same.
+    make_file(tmp_path / "prog.py", """\
+        import os, sys
+        real = os.umask
+        def spy(mask):
+            sys.stderr.write(f"umask({mask:o}) called\\n")
+            return real(mask)
+        os.umask = spy
+        """)
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "prog.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=autonvtx_env(),
+        preexec_fn=lambda: os.umask(0o027),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "umask(" not in done.stderr
+    assert (tmp_path / "t.json").stat().st_mode & 0o777 == 0o640

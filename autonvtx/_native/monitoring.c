@@ -8,6 +8,12 @@
  * every code object's exceptions reach the callback) costs one pointer test. The extra holds a
  * strong reference, released by detach() or when the code object dies (the free function).
  *
+ * A package targeted wholesale has thousands of functions, most never called in a given run:
+ * the walk (uniform.c) attaches to each of their code objects one shared PendingRange (the
+ * module's style: domain handle, color, category), and the first run of the code makes its
+ * own Range, named by the code's co_qualname, in its place. A function never called costs no
+ * Range and no registered string.
+ *
  * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
  * resumes a suspended generator) and monitoring_pop for PY_RETURN, PY_YIELD and PY_UNWIND: a
  * range per run of the frame between suspensions, as the wrapper engine gives.
@@ -27,14 +33,67 @@ static void release_range(void* extra)
     Py_XDECREF((PyObject*)extra);
 }
 
-static inline RangeObject* range_of(PyObject* const* args, Py_ssize_t nargs)
+/* The style a walk gives every code object of a module until it first runs. */
+typedef struct {
+    PyObject_HEAD
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+} PendingObject;
+
+static void Pending_dealloc(PendingObject* self)
+{
+    Py_XDECREF(self->domain_name);
+    Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static PyTypeObject PendingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.PendingRange",
+    .tp_basicsize = sizeof(PendingObject),
+    .tp_dealloc = (destructor)Pending_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = PyDoc_STR("The range a code object gets on its first run: domain, color, category; "
+                        "its message is the code's co_qualname."),
+};
+
+PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
+                             unsigned long category)
+{
+    PendingObject* pending = PyObject_New(PendingObject, &PendingType);
+    if (pending == NULL)
+        return NULL;
+    pending->domain = domain;
+    pending->domain_name = Py_NewRef(domain_name);
+    pending->color = color;
+    pending->category = category;
+    return (PyObject*)pending;
+}
+
+/* The code's own Range in place of its PendingRange; NULL (nothing raised) without memory. */
+static RangeObject* settle(PyObject* code, PendingObject* pending)
+{
+    RangeObject* range = range_new_in_domain(pending->domain, pending->domain_name,
+                                             ((PyCodeObject*)code)->co_qualname, pending->color,
+                                             pending->category);
+    /* The PendingRange goes to release_range: the code held one reference to it. */
+    if (range == NULL || PyUnstable_Code_SetExtra(code, extra_index, range) < 0) {
+        Py_XDECREF(range);
+        PyErr_Clear(); /* no range for this run; the next one tries again */
+        return NULL;
+    }
+    return range;
+}
+
+static inline void* extra_of(PyObject* const* args, Py_ssize_t nargs)
 {
     void* extra = NULL;
     if (nargs < 1 || !PyCode_Check(args[0]))
         return NULL;
     /* Cannot fail for a code object: a missing slot reads as NULL. */
     (void)PyUnstable_Code_GetExtra(args[0], extra_index, &extra);
-    return (RangeObject*)extra;
+    return extra;
 }
 
 /* The code objects whose ranges this thread has open, innermost last. A frame that was
@@ -72,9 +131,11 @@ static shadow_stack* thread_shadow(void)
 static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size_t nargsf,
                                  PyObject* kwnames)
 {
-    RangeObject* range = range_of(args, PyVectorcall_NARGS(nargsf));
+    RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
+    if (range != NULL && !Py_IS_TYPE(range, &RangeType))
+        range = settle(args[0], (PendingObject*)range);
     if (range != NULL) {
         shadow_stack* stack = thread_shadow();
         if (stack != NULL) {
@@ -90,10 +151,11 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
 static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_t nargsf,
                                 PyObject* kwnames)
 {
-    RangeObject* range = range_of(args, PyVectorcall_NARGS(nargsf));
+    RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
-    if (range != NULL) {
+    /* Still pending: this code never pushed (its first push settles it). */
+    if (range != NULL && Py_IS_TYPE(range, &RangeType)) {
         shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
         if (stack != NULL) {
             Py_ssize_t top = stack->depth - 1;
@@ -196,7 +258,7 @@ int monitoring_attached(PyCodeObject* code)
     return extra != NULL;
 }
 
-int monitoring_attach(PyObject* code, RangeObject* range)
+int monitoring_attach(PyObject* code, PyObject* range)
 {
     if (PyUnstable_Code_SetExtra(code, extra_index, range) < 0) {
         Py_DECREF(range);
@@ -223,10 +285,26 @@ static PyObject* attached(PyObject* module, PyObject* code)
         return NULL;
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
+    if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
+        extra = settle(code, (PendingObject*)extra);
+        if (extra == NULL)
+            return PyErr_NoMemory();
+    }
     return Py_NewRef(extra != NULL ? (PyObject*)extra : Py_None);
 }
 
+static PyObject* has_range(PyObject* module, PyObject* code)
+{
+    (void)module;
+    if (check_code(code, "has_range") < 0)
+        return NULL;
+    return PyBool_FromLong(monitoring_attached((PyCodeObject*)code));
+}
+
 static PyMethodDef monitoring_methods[] = {
+    {"has_range", (PyCFunction)has_range, METH_O,
+     "has_range(code, /)\n--\n\nWhether `code` has a Range, or the PendingRange its first run "
+     "makes one from."},
     {"attach", (PyCFunction)(void (*)(void))attach, METH_FASTCALL,
      "attach(code, range, /)\n--\n\nAttach `range` to `code` (replacing any attached before)."},
     {"detach", (PyCFunction)detach, METH_O,
@@ -253,7 +331,7 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
-    if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
+    if (PyType_Ready(&CallbackType) < 0 || PyType_Ready(&PendingType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0)
         return -1;
     return PyModule_AddFunctions(module, monitoring_methods);

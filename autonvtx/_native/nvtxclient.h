@@ -18,7 +18,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-typedef struct {
+typedef struct RangeObject {
     PyObject_HEAD
     nvtxDomainHandle_t domain;
     nvtxEventAttributes_t attributes;
@@ -26,6 +26,10 @@ typedef struct {
     PyObject* domain_name;
     PyObject* message;
     vectorcallfunc vectorcall;
+    /* Every prepared Range, linked (range.c): a fork child under another tool re-makes their
+     * handles (rebind_ranges). Touched only when a Range is made or freed. */
+    struct RangeObject* older;
+    struct RangeObject* newer;
 } RangeObject;
 
 extern PyTypeObject RangeType;
@@ -57,10 +61,14 @@ PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
 
 #if PY_VERSION_HEX >= 0x030C0000
 /* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code
- * extra index exists, whether `code` has a Range, and attaching one (stealing `range`). */
+ * extra index exists, whether `code` has a Range (or a PendingRange), attaching one (stealing
+ * `range`), and a PendingRange: what a code object runs its first time with (its Range, named
+ * by its co_qualname, is made then). */
 int monitoring_ready(void);
 int monitoring_attached(PyCodeObject* code);
-int monitoring_attach(PyObject* code, RangeObject* range);
+int monitoring_attach(PyObject* code, PyObject* range);
+PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
+                             unsigned long category);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

@@ -48,6 +48,7 @@ typedef struct {
     PyObject* set_local_events;
     PyObject* events;
     PyObject* codes;
+    PyObject* pending_range; /* the code engine's PendingRange for this module */
     int no_existing;    /* the engine has no stand-in for any function (no builtin wrapped) */
     PyObject* wrapper_type;
     PyObject* wrappers; /* id(function) -> its wrapper */
@@ -118,6 +119,19 @@ static int same_str(PyObject* a, PyObject* b)
     return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
 }
 
+/* getattr(value, name, default) */
+static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
+{
+    PyObject* found;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
+#else
+    if (_PyObject_LookupAttr(value, name, &found) < 0)
+#endif
+        return NULL;
+    return found != NULL ? found : Py_NewRef(default_value);
+}
+
 /* walk.py's test: a dunder the interpreter calls implicitly (not in WRAPPABLE_DUNDERS). */
 static int is_protocol(walk_state* w, PyObject* attr)
 {
@@ -154,18 +168,24 @@ static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 #if PY_VERSION_HEX >= 0x030C0000
 /* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
  * attached, local events on, the code remembered for uninstall. */
+static int turn_on(walk_state* w, PyObject* code);
+
 static int monitor_code(walk_state* w, PyObject* code)
+{
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0; /* the first decision about a code object stands */
+    /* The module's one PendingRange: the code's own Range is made on its first run. */
+    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
+/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
+static int turn_on(walk_state* w, PyObject* code)
 {
     PyObject* args[3];
     PyObject* done;
-    RangeObject* range;
 
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0; /* the first decision about a code object stands */
-    range = range_new_in_domain(w->domain, w->domain_name, ((PyCodeObject*)code)->co_qualname,
-                                w->color, w->category);
-    if (range == NULL || monitoring_attach(code, range) < 0)
-        return -1;
     args[0] = w->tool_id;
     args[1] = code;
     args[2] = w->events;
@@ -230,22 +250,78 @@ done:
     return pending == NULL ? -1 : result;
 }
 
+/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
+ * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
+ * name. A new reference; NULL, with no error set, when there is none. */
+static PyObject* code_named(PyObject* func, PyObject* qualname)
+{
+    PyObject* own = NULL;
+    PyObject* current = Py_NewRef(func);
+    int i;
+    for (i = 0; i < 100 && current != NULL; ++i) {
+        PyObject* next;
+        if (Py_IS_TYPE(current, &PyFunction_Type)) {
+            PyObject* code = ((PyFunctionObject*)current)->func_code;
+            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+            if (same < 0)
+                break;
+            if (same) {
+                Py_XDECREF(own);
+                Py_DECREF(current);
+                return Py_NewRef(code);
+            }
+            if (own == NULL && PyCode_Check(code))
+                own = Py_NewRef(code);
+        }
+        next = attribute_or(current, str_wrapped, Py_None);
+        Py_SETREF(current, next);
+        if (current == Py_None)
+            break;
+    }
+    Py_XDECREF(current);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(own);
+        return NULL;
+    }
+    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
+        Py_CLEAR(own);
+    return own;
+}
+
+/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
+ * with that name, attached now. */
+static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
+{
+    RangeObject* range;
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0;
+    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
+    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
 /* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
 static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
-    PyCodeObject* code = (PyCodeObject*)((PyFunctionObject*)func)->func_code;
-    int same;
+    PyObject* code = ((PyFunctionObject*)func)->func_code;
+    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+    int result;
 
-    if (!PyCode_Check(code))
-        return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-    same = same_str(code->co_qualname, qualname);
-    if (same <= 0)
-        return same < 0 ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-    if (defines_code(code) && visit_nested(w, code) < 0)
+    if (same < 0)
         return -1;
-    if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
-        return -1;
-    return monitor_code(w, (PyObject*)code);
+    if (same)
+        Py_INCREF(code);
+    else if ((code = code_named(func, qualname)) == NULL) /* reported by the Python walk */
+        return PyErr_Occurred() ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
+    if (result == 0)
+        result = PyDict_SetItem(w->wrapped, qualname, w->reason);
+    if (result == 0)
+        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
+                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
+    Py_DECREF(code);
+    return result;
 }
 #endif
 
@@ -570,19 +646,6 @@ error:
     return -1;
 }
 
-/* getattr(value, name, default) */
-static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
-{
-    PyObject* found;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
-#else
-    if (_PyObject_LookupAttr(value, name, &found) < 0)
-#endif
-        return NULL;
-    return found != NULL ? found : Py_NewRef(default_value);
-}
-
 /* A builtin defined in the module, under a rule that leaves builtins out (and nothing wrapped
  * yet that it could be a re-export of): skipped, as _ModuleWalk._wrap(builtin=True) says. */
 static int skip_builtin(walk_state* w, PyObject* attr, PyObject* value)
@@ -739,6 +802,7 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     walk_state w;
     PyObject* items;
     const char* domain;
+    int result;
     (void)module;
 
     if (nargs != 3 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2])) {
@@ -764,13 +828,20 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     /* One handle for the module's ranges (NULL: no tool attached; NVTX hands out one handle
      * per name). */
     w.domain = nvtxDomainCreateA(domain);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!w.wrap_mode) {
+        w.pending_range = monitoring_pending(w.domain, w.domain_name, w.color, w.category);
+        if (w.pending_range == NULL)
+            return NULL;
+    }
+#endif
     items = args[1];
     Py_INCREF(items);
-    if (walk_items(&w, items) < 0) {
-        Py_DECREF(items);
-        return NULL;
-    }
+    result = walk_items(&w, items);
     Py_DECREF(items);
+    Py_XDECREF(w.pending_range);
+    if (result < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 

@@ -12,10 +12,13 @@ COMMAND_MODULES = {
     "recover": "autonvtx.cli.recorded",
     "merge": "autonvtx.cli.recorded",
     "report": "autonvtx.cli.report",
+    "profile": "autonvtx.cli.profile",
+    "diff": "autonvtx.cli.diff",
     "presets": "autonvtx.cli.rules",
     "list": "autonvtx.cli.rules",
     "export": "autonvtx.cli.rules",
     "init": "autonvtx.cli.rules",
+    "kernel": "autonvtx.cli.kernel",
 }
 
 

@@ -6,25 +6,34 @@ from typing import Any
 
 import click
 
+from autonvtx.cli.diff import scale_options
 from autonvtx.cli.group import cli
 from autonvtx.cli.views import view_options
 
 
 @cli.command("report")
-@click.argument("profile")
+@click.argument("profile", nargs=-1, required=True)
 @view_options
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
 @click.option("--format", "fmt", type=click.Choice(["text", "csv", "json"]), help="Output form (default: text, or from -o's extension).")
 @click.option("-o", "--output", metavar="PATH", help="Write to PATH (.txt, .csv, .json) instead of standard output.")
 @click.option("--html", metavar="PATH", help="Also write a self-contained page: a flame chart of the tree beside the table.")
 @click.option("--html-by", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True, help="What sizes the boxes of --html.")
-def report_command(profile: str, strip_ids: bool, fmt: str | None, output: str | None, html: str | None, html_by: str,
+@click.option("--across", type=click.Choice(["ranks"]), help="Ranks side by side: spread per range, stragglers, NCCL overlap (several files allowed).")
+@scale_options
+def report_command(profile: tuple[str, ...], strip_ids: bool, fmt: str | None, output: str | None, html: str | None,
+                   html_by: str, across: str | None, jobs: int | None, scheduler: str | None, progress: bool | None,
                    **view: Any) -> None:
     """GPU time per NVTX range from PROFILE: an `nsys export --type sqlite` file, a .nsys-rep, or an
     autonvtx trace (.json, .json.gz, .pftrace: CPU time, the figures `autonvtx summary` prints)."""
     from autonvtx.report.output import ReportRequest, produce
 
-    request = ReportRequest(profile, view["tree"], view["by"], view["sort"], view["top"], view["name_filter"],
+    if across is not None or len(profile) > 1:
+        from autonvtx.report.acrossrun import report_across
+
+        report_across(profile, across, view, strip_ids, fmt, output, html, (jobs, scheduler, progress))
+        return
+    request = ReportRequest(profile[0], view["tree"], view["by"], view["sort"], view["top"], view["name_filter"],
                             strip_ids, fmt, output, html, html_by, view["group_by"], view["skip_first"])
     text = produce(request)
     if text is not None:

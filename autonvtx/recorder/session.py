@@ -119,13 +119,16 @@ class RecordingSession:
         try:
             with shutdown.interruptible():
                 self._write_outputs(self._directory)
-        except (KeyboardInterrupt, shutdown.Interrupted) as stop:
-            # Ctrl-C or SIGTERM while writing: keep the recording, leave no partial output,
-            # and end as that signal would have ended the program.
-            interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else signal.SIGINT
+        except (KeyboardInterrupt, shutdown.Interrupted, SystemExit) as stop:
+            # Ctrl-C or SIGTERM while writing (or the program's own handler of a signal, ending
+            # it by SystemExit): keep the recording, leave no partial output, and end as that
+            # signal would have ended the program.
+            interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else \
+                signal.SIGINT if isinstance(stop, KeyboardInterrupt) else 0
             self._keep_directory = True
             self._remove_partial_outputs()
-            print(f"autonvtx: {signal.Signals(interrupted).name} while writing the outputs: none was written; "
+            cause = signal.Signals(interrupted).name if interrupted else "the program's exit"
+            print(f"autonvtx: stopped by {cause} while writing the outputs; "
                   f"the events are kept in {self._directory} "
                   f"(autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
         except Exception as error:  # never turn the user's exit into our traceback
@@ -184,7 +187,7 @@ class RecordingSession:
             results = write_results(directory, request)
         except OSError as error:
             self._keep_directory = True
-            print(f"autonvtx: could not write the recording: {error}; the events are kept in {directory} "
+            print(f"autonvtx: could not write the outputs: {error}; the events are kept in {directory} "
                   f"(autonvtx recover {directory} -o trace.json)", file=sys.stderr)
             return
         notes = results.notes + [_missing_note(p) for p in missing]

@@ -8,6 +8,7 @@ blocks.
 from __future__ import annotations
 
 import ctypes
+import errno
 import gzip
 import json
 import os
@@ -60,6 +61,8 @@ class Exported:
     damage: dict[int, tuple[int, int, int]] = field(default_factory=dict)
 
 
+_OUTPUT_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # a full disk, a file size limit, a quota
+
 ExportFile = tuple[str, int, ProcessRecording]  # recording file, statistics group, its process
 
 
@@ -79,6 +82,8 @@ def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace
         for done, (path, group, recording) in enumerate(files):
             rc = lib.autonvtx_export_file(handle, os.fsencode(path), group, ctypes.byref(info))
             if rc != 0:
+                if -rc in _OUTPUT_ERRORS:  # the trace being written, not the recording read
+                    raise OSError(-rc, f"cannot write the trace: {os.strerror(-rc)}")
                 raise OSError(-rc, f"{path}: {os.strerror(-rc)}")
             recording.unmatched_pops = info.unmatched_pops
             recording.flush_ns = info.flush_ns
@@ -197,7 +202,9 @@ def write_trace(recordings: Sequence[ProcessRecording], files: Sequence[ExportFi
                 stream.write('\n],\n"otherData":' + json.dumps(other_data(recordings, metadata), default=str) + "}\n")
             if path.endswith(".gz"):
                 temp = _compressed(temp, path)
-        os.chmod(temp, 0o666 & ~_umask())
+        # open() made the file with the mode the umask leaves, as for any file the user writes;
+        # reading the umask would flip it for every thread of the program (os.umask is the
+        # only way to read it before Python 3.15's os.getumask()).
         os.replace(temp, path)
     except BaseException:
         try:
@@ -222,8 +229,3 @@ def _compressed(plain: str, path: str) -> str:
         os.unlink(plain)
     return target
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

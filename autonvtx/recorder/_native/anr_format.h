@@ -1,5 +1,5 @@
 /*
- * The `.anr` recording format, defined once: the recorder writes it (recorder.c), the exporter
+ * The `.anr` recording format, defined once: the recorder writes it (spill.c), the exporter
  * reads it (export.c), and autonvtx/recorder/recording.py reads it in Python (a test checks its
  * constants against this file).
  *

@@ -20,7 +20,7 @@ int buf_grow(buf* b, size_t n)
     while (cap < b->len + n)
         cap *= 2;
     if (!(q = realloc(b->p, cap))) {
-        b->failed = 1;
+        b->failed = ENOMEM;
         return 0;
     }
     b->p = q;
@@ -127,7 +127,7 @@ void flush_out(exporter* x, int force)
     if (x->out.len && (force || x->out.len >= (1u << 20))) {
         FILE* f = x->json ? x->json : x->pftrace;
         if (f && fwrite(x->out.p, 1, x->out.len, f) != x->out.len)
-            x->out.failed = 1;
+            x->out.failed = errno ? errno : EIO; /* ENOSPC, EFBIG, ...: said as such */
         x->out.len = 0;
     }
 }
@@ -311,7 +311,7 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->data = NULL;
     reset_file_state(x);
     flush_out(x, 1);
-    return x->out.failed ? -EIO : 0;
+    return -x->out.failed;
 }
 
 /* Events of the last file streamed that were left out: they began outside its capture windows. */
@@ -337,7 +337,7 @@ EXPORT int autonvtx_export_close(void* handle)
     int rc = 0;
     flush_out(x, 1);
     if (x->out.failed)
-        rc = -EIO;
+        rc = -x->out.failed;
     if (x->json && fclose(x->json) != 0)
         rc = -errno;
     if (x->pftrace && fclose(x->pftrace) != 0)

@@ -1,0 +1,189 @@
+"""Ranks side by side: per range, the spread of its time across ranks, the straggler, and NCCL overlap."""
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from statistics import median
+from typing import Sequence
+
+from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
+from autonvtx.report.views import group_order
+
+_NUMBER = re.compile(r"(\d+)")
+
+
+@dataclass(frozen=True)
+class RankValue:
+    """One rank's part of a range: its time (of the compared metric), instances, and NCCL overlap."""
+
+    rank: str
+    ns: int
+    instances: int
+    kernels: int
+    overlap: Overlap | None  # (communication ns, compute ns, overlapped ns), where GPU data exists
+
+
+@dataclass(frozen=True)
+class SpreadRow:
+    """One range across ranks."""
+
+    name: str
+    metric: str  # "gpu" or "cpu"
+    ranks: list[RankValue]  # ranks holding the range, in natural order
+
+    @property
+    def minimum(self) -> int:
+        return min(v.ns for v in self.ranks)
+
+    @property
+    def median(self) -> float:
+        return float(median(v.ns for v in self.ranks))
+
+    @property
+    def maximum(self) -> int:
+        return max(v.ns for v in self.ranks)
+
+    @property
+    def slowest(self) -> RankValue:
+        top = self.maximum
+        return next(v for v in self.ranks if v.ns == top)  # ranks are in natural order: the first on ties
+
+    @property
+    def fastest(self) -> RankValue:
+        low = self.minimum
+        return next(v for v in self.ranks if v.ns == low)
+
+    @property
+    def imbalance(self) -> float | None:
+        """max / median: 1.0 when every rank took as long; None when the median is 0."""
+        middle = self.median
+        return self.maximum / middle if middle else None
+
+    @property
+    def lost_ns(self) -> float:
+        """What the slowest rank took beyond the median rank: time the others wait at the next sync."""
+        return self.maximum - self.median
+
+    def is_communication(self) -> bool:
+        """Most of the range's kernel time (on every rank together) is communication."""
+        totals = self.overlap_totals()
+        return totals is not None and totals[0] > 0 and totals[0] >= totals[1]
+
+    def overlap_totals(self) -> Overlap | None:
+        found = [v.overlap for v in self.ranks if v.overlap is not None]
+        if not found:
+            return None
+        return (sum(o[0] for o in found), sum(o[1] for o in found), sum(o[2] for o in found))
+
+
+@dataclass
+class Spread:
+    """The view: which ranks, from which files, and one row per range."""
+
+    files: list[str]
+    ranks: list[str]
+    has_gpu: bool
+    rows: list[SpreadRow]
+    notes: list[str] = field(default_factory=list)
+
+    def straggler(self) -> Straggler | None:
+        """The rank that spent the most time beyond the median rank, summed over the ranges.
+
+        Ranges mostly made of communication kernels are left out: there the fast ranks wait for
+        the slow one, so the longest time marks a rank that waited, not the one it waited for.
+        """
+        excess: Counter[str] = Counter()
+        slowest: Counter[str] = Counter()
+        for row in self.rows:
+            if len(row.ranks) < 2 or row.lost_ns <= 0 or row.is_communication():
+                continue
+            middle = row.median
+            for value in row.ranks:
+                if value.ns > middle:
+                    excess[value.rank] += int(value.ns - middle)
+            slowest[row.slowest.rank] += 1
+        if not excess:
+            return None
+        most = max(excess.values())
+        rank = min((r for r, ns in excess.items() if ns == most), key=group_order)
+        return Straggler(rank, most, slowest[rank], sum(slowest.values()))
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank the others wait for: its time beyond the median rank, and in how many ranges it was slowest."""
+
+    rank: str
+    excess_ns: int
+    slowest_in: int
+    compared: int  # ranges held by several ranks, other than communication
+
+
+def rank_labels(summaries: Sequence[Summary]) -> list[dict[str, str]]:
+    """Per file: its group labels (as read with --by rank) -> the rank's label in the view.
+
+    A file holding one process whose rank is unknown takes the number in its name (rep_3.sqlite:
+    rank 3); labels several files share are told apart by the file's name.
+    """
+    mapped: list[dict[str, str]] = []
+    for summary in summaries:
+        groups = sorted({key[0] for key in summary.ranges}, key=group_order)
+        numbers = _NUMBER.findall(os.path.basename(summary.path))
+        if len(summaries) > 1 and len(groups) == 1 and not groups[0].startswith("rank ") and numbers:
+            mapped.append({groups[0]: f"rank {int(numbers[-1])}"})
+        else:
+            mapped.append({group: group for group in groups})
+    seen = Counter(label for labels in mapped for label in labels.values())
+    names = Counter(os.path.basename(summary.path) for summary in summaries)
+    for index, (summary, labels) in enumerate(zip(summaries, mapped)):
+        name = os.path.basename(summary.path)
+        where = name if names[name] == 1 else f"{name} #{index + 1}"
+        for group, label in labels.items():
+            if seen[label] > 1:
+                labels[group] = f"{label} ({where})"
+    return mapped
+
+
+def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
+    has_gpu = any(s.has_gpu for s in summaries)
+    per_name: dict[str, dict[str, tuple[Measures, Overlap | None]]] = {}
+    ranks: set[str] = set()
+    for summary, labels in zip(summaries, rank_labels(summaries)):
+        for (group, name), measures in summary.ranges.items():
+            if pattern is not None and not name_matches(name, pattern):
+                continue
+            rank = labels[group]
+            ranks.add(rank)
+            per_name.setdefault(name, {})[rank] = (measures, summary.overlap.get((group, name)))
+    rows = []
+    for name, by_rank in per_name.items():
+        uses_gpu = has_gpu and any(m[GPU] for m, _ in by_rank.values())
+        index = GPU if uses_gpu else CPU
+        values = [RankValue(rank, m[index], m[INSTANCES], m[KERNELS], o)
+                  for rank, (m, o) in sorted(by_rank.items(), key=lambda item: group_order(item[0]))]
+        rows.append(SpreadRow(name, "gpu" if uses_gpu else "cpu", values))
+    ordered = sorted(ranks, key=group_order)
+    notes = []
+    if len(ordered) < 2:
+        notes.append(f"only one rank found ({ordered[0] if ordered else 'none'}): nothing to compare across; "
+                     "give one export holding several processes, several rank files, or a merged trace")
+    return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes)
+
+
+def order_spread(rows: Sequence[SpreadRow], sort: str | None, top: int | None) -> list[SpreadRow]:
+    """Default: by the time the slowest rank lost against the median, then by the longest rank."""
+    if sort == "name":
+        found = sorted(rows, key=lambda r: r.name)
+    elif sort in (None, "lost"):
+        found = sorted(rows, key=lambda r: (-r.lost_ns, -r.maximum, r.name))
+    elif sort == "imbalance":
+        found = sorted(rows, key=lambda r: (-(r.imbalance or 0.0), -r.maximum, r.name))
+    elif sort in ("instances", "count"):
+        found = sorted(rows, key=lambda r: (-max(v.instances for v in r.ranks), r.name))
+    elif sort == "kernels":
+        found = sorted(rows, key=lambda r: (-max(v.kernels for v in r.ranks), r.name))
+    else:
+        found = sorted(rows, key=lambda r: (-r.maximum, r.name))
+    return found[:top] if top is not None else found

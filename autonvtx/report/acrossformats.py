@@ -1,0 +1,120 @@
+"""The across-ranks view as text, CSV or JSON."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any, Callable, Sequence
+
+from autonvtx.report.text import format_duration, printable
+from autonvtx.report.across import Spread, SpreadRow
+from autonvtx.report.gather import describe
+
+SCHEMA = "autonvtx-across-ranks/1"
+WIDTH = 110
+
+
+def _overlap_cells(row: SpreadRow) -> list[str]:
+    totals = row.overlap_totals()
+    if totals is None or not totals[0]:
+        return ["-", "-", "-"]
+    comm, _compute, overlapped = totals
+    return [format_duration(comm), format_duration(overlapped), format_duration(comm - overlapped)]
+
+
+def _imbalance(row: SpreadRow) -> str:
+    value = row.imbalance
+    return "-" if value is None else f"{value:.2f}"
+
+
+def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
+    shown = ", ".join(view.ranks[:8]) + (f", ... ({len(view.ranks)} ranks)" if len(view.ranks) > 8 else "")
+    out = [f"Across ranks: {describe(view.files)}",
+           f"{len(view.ranks)} rank(s): {shown}",
+           f"time per rank: {'GPU time where a range launched GPU work, else CPU time' if view.has_gpu else 'CPU time'}; "
+           "imbalance = max / median; lost = max - median"]
+    straggler = view.straggler()
+    if straggler is not None:
+        out.append(f"straggler: {straggler.rank} ({format_duration(straggler.excess_ns)} beyond the median rank over all ranges; "
+                   f"slowest in {straggler.slowest_in} of {straggler.compared} ranges"
+                   + (", communication ranges left out)" if view.has_gpu else ")"))
+    headers = ["Min", "Median", "Max", "Lost", "Imbalance", "Slowest"]
+    if view.has_gpu:
+        headers += ["NCCL", "Overlapped", "Exposed"]
+    lines = []
+    for row in rows:
+        cells = [format_duration(row.minimum), format_duration(int(round(row.median))), format_duration(row.maximum),
+                 format_duration(int(round(row.lost_ns))), _imbalance(row), row.slowest.rank]
+        if view.has_gpu:
+            cells += _overlap_cells(row)
+        lines.append((cells, printable(row.name)))
+    out.append("")
+    out.extend(_table(headers, lines))
+    for note in view.notes:
+        out.append(f"Note: {note}")
+    return "\n".join(out) + "\n"
+
+
+def _table(headers: list[str], lines: list[tuple[list[str], str]]) -> list[str]:
+    widths = [max([len(h)] + [len(cells[i]) for cells, _ in lines]) for i, h in enumerate(headers)]
+    room = max(WIDTH - sum(widths) - 2 * len(widths), 20)
+
+    def line(cells: Sequence[str], name: str) -> str:
+        shown = name if len(name) <= room else name[: room - 3] + "..."
+        return "  ".join([c.rjust(w) for c, w in zip(cells, widths)] + [shown]).rstrip()
+
+    return [line(headers, "Range"), line(["-" * w for w in widths], "-" * min(room, 40))] + [line(c, n) for c, n in lines]
+
+
+def record(row: SpreadRow) -> dict[str, Any]:
+    totals = row.overlap_totals()
+    found: dict[str, Any] = {
+        "name": row.name, "metric": row.metric, "ranks": len(row.ranks), "min_ns": row.minimum,
+        "median_ns": row.median, "max_ns": row.maximum, "lost_ns": row.lost_ns, "slowest_rank": row.slowest.rank,
+        "fastest_rank": row.fastest.rank,
+        "imbalance": None if row.imbalance is None else round(row.imbalance, 6),
+    }
+    if totals is not None:
+        found.update(communication_ns=totals[0], compute_ns=totals[1], overlapped_ns=totals[2],
+                     exposed_ns=totals[0] - totals[2])
+    found["per_rank"] = [_rank_record(value) for value in row.ranks]
+    return found
+
+
+def _rank_record(value: Any) -> dict[str, Any]:
+    found = {"rank": value.rank, "ns": value.ns, "instances": value.instances, "kernels": value.kernels}
+    if value.overlap is not None:
+        comm, compute, overlapped = value.overlap
+        found.update(communication_ns=comm, compute_ns=compute, overlapped_ns=overlapped, exposed_ns=comm - overlapped)
+    return found
+
+
+def format_json(view: Spread, rows: Sequence[SpreadRow]) -> str:
+    straggler = view.straggler()
+    document = {
+        "schema": SCHEMA,
+        "files": view.files,
+        "ranks": view.ranks,
+        "has_gpu_data": view.has_gpu,
+        "straggler": None if straggler is None else {"rank": straggler.rank, "excess_ns": straggler.excess_ns,
+                                                      "slowest_in": straggler.slowest_in, "compared": straggler.compared},
+        "ranges": [record(row) for row in rows],
+        "notes": view.notes,
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def format_csv(view: Spread, rows: Sequence[SpreadRow]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    columns = ["name", "metric", "ranks", "min_ns", "median_ns", "max_ns", "lost_ns", "slowest_rank", "fastest_rank",
+               "imbalance", "communication_ns", "compute_ns", "overlapped_ns", "exposed_ns"]
+    writer.writerow(columns)
+    for row in rows:
+        found = record(row)
+        writer.writerow(["" if found.get(column) is None else found[column] for column in columns])
+    return buffer.getvalue()
+
+
+FORMATTERS: dict[str, Callable[[Spread, Sequence[SpreadRow]], str]] = {"text": format_text, "csv": format_csv,
+                                                                        "json": format_json}

@@ -1,0 +1,87 @@
+"""`autonvtx diff`: read both sides, compare, and write the outputs asked for."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from autonvtx.errors import UsageError
+from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
+from autonvtx.report.diffformats import FORMATTERS
+from autonvtx.report.gather import Job, Progress, gather, show_progress
+from autonvtx.report.render import format_of, write_text_file
+
+@dataclass(frozen=True)
+class DiffRequest:
+    """Everything `autonvtx diff` was asked, as the command line gave it."""
+
+    base: tuple[str, ...]
+    new: tuple[str, ...]
+    tree: bool = False
+    by: str | None = None
+    sort: str | None = None  # None: by the change
+    top: int | None = None
+    pattern: str | None = None
+    strip_ids: bool = False
+    fmt: str | None = None
+    output: str | None = None
+    html: str | None = None
+    fail_over: float | None = None
+    options: DiffOptions = DiffOptions()
+    jobs: int | None = None
+    scheduler: str | None = None
+    progress: bool | None = None
+    group: str = "name"
+    skip_first: int = 0
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """What the command prints, and whether --fail-over was crossed."""
+
+    text: str | None
+    diff: Diff
+    failing: list[str]
+
+
+def produce_diff(request: DiffRequest) -> DiffResult:
+    if not request.base or not request.new:
+        raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
+    _check_output_paths(request)
+    with_paths = request.tree or request.html is not None
+    jobs = [Job(path, request.by, request.strip_ids, with_paths, group=request.group, skip_first=request.skip_first) for path in (*request.base, *request.new)]
+    progress = Progress(len(jobs), "reading", show_progress(request.progress))
+    summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
+    split = len(request.base)
+    diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
+    rows = order_rows(diff.rows, check_diff_sort(request.sort), request.pattern, request.top, request.tree)
+    fmt = request.fmt or (format_of("-o", request.output) if request.output else "text")
+    text = FORMATTERS[fmt](diff, rows)
+    if request.html is not None:
+        from autonvtx.report.diffpage import render_diff_page
+
+        whole = diff if request.tree else compare(summaries[:split], summaries[split:], request.options, True, request.by)
+        tree_rows = order_rows(whole.rows, "change", request.pattern, None, True)
+        _write(request.html, render_diff_page(diff, rows, tree_rows))
+    failing = []
+    if request.fail_over is not None:
+        failing = [f"{row.name}: {row.change_pct:+.1f}%" if row.change_pct is not None else row.name
+                   for row in over_limit(diff, request.fail_over)]
+    if request.output is not None:
+        _write(request.output, text)
+        return DiffResult(None, diff, failing)
+    return DiffResult(text, diff, failing)
+
+
+def _check_output_paths(request: DiffRequest) -> None:
+    for option, path in (("-o", request.output), ("--html", request.html)):
+        if path is None:
+            continue
+        directory = os.path.dirname(os.path.abspath(path)) or "."
+        if os.path.isdir(path):
+            raise UsageError(f"diff: {option} '{path}': is a directory; expected a file path")
+        if not os.path.isdir(directory):
+            raise UsageError(f"diff: {option} '{path}': no such directory '{directory}'")
+
+
+def _write(path: str, text: str) -> None:
+    write_text_file(path, text)
