@@ -109,7 +109,7 @@ def test_report_on_damaged_exports_never_raises(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("\n") >= CASES
     failures = [line for line in run.stderr.splitlines() if line.endswith(": Traceback")]
-    assert not failures, f"{len(failures)} of {CASES} tracebacks:\n" + run.stderr[-6000:]
+    assert not failures, f"{len(failures)} of {CASES} tracebacks:\n" + run.stderr[run.stderr.find("Traceback (most recent"):][:3000]
     refusals = [line for line in run.stderr.splitlines() if line.startswith("autonvtx: ")]
     for line in refusals:  # one line, location first: the file
         assert line.startswith(f"autonvtx: {tmp_path}") or "autonvtx: report" in line or "note" in line, line
