@@ -35,9 +35,9 @@ def process_startup() -> None:
     global _started
     if _started:
         return
-    rules = _resolve_rules()
     where = f"warning: process {os.getpid()}"
     try:
+        rules = _resolve_rules()
         under_run = _is_under_run()
         if under_run and "sitecustomize" not in sys.modules:
             return  # the .pth line ran first: the bootstrap's sitecustomize calls again, later
@@ -94,6 +94,9 @@ def _start(rules: str | None, *, under_run: bool) -> None:
     threads.install()
     if under_run:
         _carry_run(instrumentation, role)
+    from autonvtx import termination
+
+    termination.follow_tool_exit(watch=under_run)  # under nsys: SIGTERM and os._exit keep its ranges
 
 
 def _carry_run(instrumentation: Instrumentation | None, role: str | None) -> None:
