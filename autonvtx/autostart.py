@@ -35,9 +35,9 @@ def process_startup() -> None:
     global _started
     if _started:
         return
-    rules = _resolve_rules()
     where = f"warning: process {os.getpid()}"
     try:
+        rules = _resolve_rules()
         under_run = _is_under_run()
         if under_run and "sitecustomize" not in sys.modules:
             return  # the .pth line ran first: the bootstrap's sitecustomize calls again, later

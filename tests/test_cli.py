@@ -517,3 +517,44 @@ def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets_nor_rang
     needed = run_autonvtx("--preset", "torch", "-t", "json", "probe.py", cwd=workdir)
     assert needed.returncode == 0, needed.stderr
     assert needed.stdout.split() == optional
+
+
+# What a run loads (issue 24, start-up): nothing a run without that feature needs.
+START_PATH_PROBE = """
+    import json, sys
+
+    def main():
+        pass
+
+    main()
+    heavy = ("asyncio", "importlib.metadata", "email", "wrapt.importer", "wrapt.synchronization")
+    print(json.dumps({"heavy": [m for m in heavy if m in sys.modules], "wrapt": "wrapt" in sys.modules,
+                      "commands": sorted(m for m in sys.modules if m.startswith("autonvtx.cli."))}))
+"""
+
+
+@pytest.mark.parametrize("engine", [
+    "wrap",
+    pytest.param("code", marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="needs sys.monitoring")),
+])
+def test_a_run_loads_only_what_it_needs(tmp_path: Path, engine: str) -> None:
+    # The wrap engine takes wrapt's wrapper types only (wrapt 2.x's __init__ pulls asyncio and
+    # importlib.metadata); the code engine never imports wrapt; `run` loads no other command.
+    make_file(tmp_path / "probe.py", START_PATH_PROBE)
+    done = run_autonvtx("-v", "--engine", engine, "-t", "__main__", "probe.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{'monitored' if engine == 'code' else 'wrapped'} 1 functions in 1 modules" in done.stderr, done.stderr
+    from autonvtx.cli.group import COMMAND_MODULES
+
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert (loaded["heavy"], loaded["wrapt"]) == ([], engine == "wrap")
+    assert "autonvtx.cli.run" in loaded["commands"]
+    assert set(loaded["commands"]) & set(COMMAND_MODULES.values()) == set()
+
+
+def test_a_run_without_rules_loads_no_engine(tmp_path: Path) -> None:
+    make_file(tmp_path / "probe.py", START_PATH_PROBE)
+    done = run_autonvtx("probe.py", cwd=tmp_path, trace=False)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert (loaded["heavy"], loaded["wrapt"]) == ([], False)

@@ -12,7 +12,7 @@ import pytest
 from autonvtx.config import parse_color
 from autonvtx.configfile import load_config
 from autonvtx.errors import ConfigError
-from autonvtx.export import to_nsys_json
+from autonvtx.listing import to_nsys_json
 from conftest import REPO, autonvtx_env, make_file, run_autonvtx
 
 MODULES = REPO / "tests" / "modules"

@@ -69,7 +69,6 @@ def export_command(
       nsys profile --python-functions-trace=pandas.json python job.py
     """
     from autonvtx import listing
-    from autonvtx.export import plan_to_nsys_json
 
     config = rules.load()
     say_if_no_rules(config, "export")
@@ -88,7 +87,7 @@ def export_command(
             " Nsight Systems' format cannot express them, so they are not exported",
             file=sys.stderr,
         )
-    text = plan_to_nsys_json(plan)
+    text = listing.format_nsys_json(plan)
     if output is None:
         click.echo(text, nl=False)
     else:

@@ -1,4 +1,4 @@
-"""Nsight Systems' --python-functions-trace JSON read as rules (`autonvtx.export` writes it).
+"""Nsight Systems' --python-functions-trace JSON read as rules (`listing.format_nsys_json` writes it).
 
 The format (Nsight Systems User Guide, "Python Functions Trace"; the files it ships under
 PythonFunctionsTrace/) is a JSON list of objects::

@@ -52,13 +52,14 @@ def _package_without_init() -> types.ModuleType | None:
     if get_code is None:
         return None
     package = importlib.util.module_from_spec(spec)
+    # Completable before anyone can see it: another thread's `import wrapt` gets all of wrapt.
+    package.__getattr__ = _completer(package, get_code)  # type: ignore[method-assign]
     sys.modules["wrapt"] = package
     try:
         importlib.import_module(_CORE)
     except BaseException:
         _forget_partial()
         raise
-    package.__getattr__ = _completer(package, get_code)  # type: ignore[method-assign]
     return package
 
 
