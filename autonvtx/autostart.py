@@ -94,6 +94,9 @@ def _start(rules: str | None, *, under_run: bool) -> None:
     threads.install()
     if under_run:
         _carry_run(instrumentation, role)
+    from autonvtx import termination
+
+    termination.follow_tool_exit(watch=under_run)  # under nsys: SIGTERM and os._exit keep its ranges
 
 
 def _carry_run(instrumentation: Instrumentation | None, role: str | None) -> None:

@@ -52,6 +52,10 @@ RULES = "AUTONVTX_RULES"
 RECORD_KEEP = "AUTONVTX_RECORD_KEEP"
 
 
+# Nsight Systems' `nsys` for `autonvtx profile` and `autonvtx report X.nsys-rep` (a path or a
+# command name); unset: the `nsys` on PATH.
+NSYS = "NSYS"
+
 def is_tool_configured() -> bool:
     """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on
     each client's first call (nsys sets it for its target, `--trace`/`--summary` for the

@@ -138,7 +138,29 @@ def _category_id(style: RangeStyle) -> int:
     # domain: the program's own nvtx.annotate(category=...) then agrees with autonvtx on
     # every id (two numberings would name one id twice, the last name winning).
     domain = _domain(style.domain)
-    return domain.get_category_id(style.category) if _is_enabled(domain) else 0
+    if _is_enabled(domain):
+        return int(domain.get_category_id(style.category))
+    return _own_category_id(style.domain, style.category)
+
+
+# Categories numbered by autonvtx itself, per domain, where the `nvtx` package's Domain is a
+# dummy although a tool listens: nvtx 0.2.14+ asks nvtxDomainIsEnabled, which older tools (Nsight
+# Systems 2022.4) do not answer, so its ids would all be 0 and no category named. The program's
+# own nvtx calls are no-ops then: no numbering to agree with.
+_own_categories: dict[tuple[str, str], int] = {}
+
+
+def _own_category_id(domain: str, category: str) -> int:
+    name_category = getattr(_client, "name_category", None)
+    if name_category is None:
+        return 0
+    key = (domain, category)
+    if key not in _own_categories:
+        number = 1 + sum(1 for d, _ in _own_categories if d == domain)
+        if not name_category(domain, number, category):
+            return 0  # no tool attached
+        _own_categories[key] = number
+    return _own_categories[key]
 
 
 def style_arguments(style: RangeStyle) -> tuple[str, int, int]:
@@ -200,6 +222,19 @@ def name_thread(tid: int, name: str) -> None:
     it off (it selects the per-call range path only)."""
     if _client is not None:
         _client.name_os_thread(tid, name)
+
+
+def rebind() -> int:
+    """Ask the NVTX tool again for the handles of every range prepared so far (a fork child
+    under a tool that starts afresh there: Nsight Systems drops its parent's handles); how
+    many have a tool. 0 without the native client (the `nvtx` package's ranges are its own)."""
+    rebind_ranges = getattr(_client, "rebind_ranges", None)  # absent from older builds
+    name_category = getattr(_client, "name_category", None)
+    if rebind_ranges is None or name_category is None:
+        return 0
+    for (domain, category), number in _own_categories.items():
+        name_category(domain, number, category)
+    return int(rebind_ranges())
 
 
 def _domain(name: str) -> Any:

@@ -309,7 +309,7 @@ class _ModuleWalk:
         if native is not None:
             # The same decisions in C for what it knows (plain functions, Python classes), the
             # methods below for the rest (autonvtx/_native/uniform.c).
-            native(list(items), (
+            native(items if type(items) is list else list(items), (
                 self.name, self.uniform_reason, self.report.wrapped, self.report.skipped,
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
                 self._visit_member, self._wrap, self._failed,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx.report.acrossformats import AcrossRequest, produce_across
+from autonvtx.report.acrossrun import AcrossRequest, produce_across
 from autonvtx.report.overlap import intersect, is_communication, length, merge
 
 from conftest import autonvtx_env
@@ -40,7 +40,7 @@ def test_intervals_merge_and_intersect() -> None:
 
 def test_one_export_with_two_processes() -> None:
     document = across(TORCH, strip_ids=True)
-    assert document["schema"] == "autonvtx.across-ranks/1"
+    assert document["schema"] == "autonvtx-across-ranks/1"
     assert document["ranks"] == ["pid 144", "pid 145"]
     rows = {row["name"]: row for row in document["ranges"]}
     for row in document["ranges"]:

@@ -74,7 +74,7 @@ def test_export_against_itself_changes_nothing(fixture: str, runs: int) -> None:
     result = produce_diff(DiffRequest((fixture,) * runs, (fixture,) * runs, strip_ids=True, fmt="json"))
     assert result.text is not None
     document = json.loads(result.text)
-    assert document["schema"] == "autonvtx.diff/1"
+    assert document["schema"] == "autonvtx-diff/1"
     assert document["has_gpu_data"] is True
     assert len(document["ranges"]) > 3
     for row in document["ranges"]:
@@ -361,3 +361,35 @@ def test_scale_benchmark_runs_quickly() -> None:
     assert done.returncode == 0, done.stderr
     assert "report --across ranks, 2 files:" in done.stdout and "goal: under 60 s" in done.stdout
     assert "20% slower function flagged slower: 2 of 2" in done.stdout
+
+
+def test_output_file_form_from_its_extension(tmp_path: Path) -> None:
+    written = tmp_path / "diff.csv"
+    assert produce_diff(DiffRequest((SAXPY,), (SAXPY,), output=str(written))).text is None
+    assert written.read_text().startswith("name,group,path,verdict,metric")
+    refused = cli("diff", SAXPY, "--against", SAXPY, "-o", str(tmp_path / "diff.xlsx"))
+    assert refused.returncode == 2 and "must end in .txt, .csv or .json" in refused.stderr
+
+
+def test_deep_recursion_compares_per_path(tmp_path: Path) -> None:
+    """A recursion 1,500 ranges deep: one path per level, compared without running out of stack."""
+    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (1500 - i), "name": "f", "cat": "d"} for i in range(1500)]
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    result = produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, fmt="csv", html=str(tmp_path / "d.html")))
+    records = list(csv.DictReader(io.StringIO(result.text or "")))
+    assert len(records) == 1500
+    assert [len(r["path"].split(" > ")) for r in records] == list(range(1, 1501))
+    assert {r["verdict"] for r in records} == {"same"}
+    filtered = produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, pattern="f", fmt="csv"))
+    assert len(list(csv.DictReader(io.StringIO(filtered.text or "")))) == 1500
+
+
+@pytest.mark.parametrize("shown, pattern, expected", [
+    ("autonvtx:forward", "forward", True), ("autonvtx:forward", "autonvtx:*", True), ("forward", "forward", True),
+    ("aten::mm", "aten::*", True), ("aten::mm", "mm", False), ("aten::mm", ":mm", False), ("autonvtx:forward", "back*", False),
+])
+def test_filter_matches_a_name_with_or_without_its_domain(shown: str, pattern: str, expected: bool) -> None:
+    from autonvtx.report.gather import name_matches
+
+    assert name_matches(shown, pattern) is expected

@@ -409,11 +409,15 @@ def test_run_names_the_record_directory_when_it_cannot_write_the_trace(tmp_path:
     assert [r.name for r in read_chrome_trace(tmp_path / "back.json")[0].ranges] == ["work"]
 
 
-def test_merge_writes_json_only(tmp_path: Path) -> None:
+def test_merge_writes_perfetto_too(tmp_path: Path) -> None:
+    # Issue 20: merge goes through the one trace writer, so it writes .pftrace as --trace does.
+    from autonvtx.recorder.perfetto import read_trace
+
     (tmp_path / "a.json").write_text('{"traceEvents": []}')
     merged = subprocess.run([sys.executable, "-m", "autonvtx", "merge", "a.json", "-o", "m.pftrace"], cwd=tmp_path,
                             capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert merged.returncode == 2 and "merge writes Chrome trace-event JSON" in merged.stderr
+    assert merged.returncode == 0, merged.stderr
+    assert (tmp_path / "m.pftrace").read_bytes()[:1] == b"\x0a" and read_trace(tmp_path / "m.pftrace") == []
 
 
 def test_outputs_are_named_from_where_autonvtx_started(tmp_path: Path) -> None:

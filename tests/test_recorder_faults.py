@@ -290,3 +290,18 @@ def test_a_full_disk_while_the_trace_is_written_names_the_trace(workdir: Path) -
     assert not list(workdir.glob(".trace.json*"))
     (process,) = read_directory(recording)
     assert len(process.ranges) == 20_000
+
+
+def test_a_programs_own_sigterm_handler_during_the_exit_time_write_keeps_the_recording(workdir: Path) -> None:
+    # The program handles SIGTERM itself (sys.exit): autonvtx leaves its handler in charge, and
+    # the SystemExit it raises in the middle of the write must not cost the recording.
+    make_file(workdir / "program.py", SIGNALLED_AT_EXIT + """
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(3))
+""")
+    done = run_autonvtx("-t", "__main__", "program.py", str(int(signal.SIGTERM)), cwd=workdir)
+    recording = workdir / "trace.json.recording"
+    assert "stopped by the program's exit while writing the outputs" in done.stderr, done.stderr
+    assert f"autonvtx recover {recording}" in done.stderr
+    assert not list(workdir.glob(".trace.json*"))
+    (process,) = read_directory(recording)
+    assert [r.name for r in process.ranges].count("tick") == 300_000

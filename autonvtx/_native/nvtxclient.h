@@ -18,7 +18,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
-typedef struct {
+typedef struct RangeObject {
     PyObject_HEAD
     nvtxDomainHandle_t domain;
     nvtxEventAttributes_t attributes;
@@ -26,6 +26,10 @@ typedef struct {
     PyObject* domain_name;
     PyObject* message;
     vectorcallfunc vectorcall;
+    /* Every prepared Range, linked (range.c): a fork child under another tool re-makes their
+     * handles (rebind_ranges). Touched only when a Range is made or freed. */
+    struct RangeObject* older;
+    struct RangeObject* newer;
 } RangeObject;
 
 extern PyTypeObject RangeType;

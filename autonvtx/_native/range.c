@@ -10,20 +10,64 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Every prepared Range, newest first (the GIL guards the list). */
+static RangeObject* newest_range = NULL;
+/* rebind_ranges() ran in this process: a domain handle kept from before it (the code engine's
+ * pending ranges keep one) may be the parent's, so a Range made since asks by name. */
+static int ranges_rebound = 0;
+
+static void range_link(RangeObject* self)
+{
+    self->newer = NULL;
+    self->older = newest_range;
+    if (newest_range != NULL)
+        newest_range->newer = self;
+    newest_range = self;
+}
+
+static void range_unlink(RangeObject* self)
+{
+    if (self->newer != NULL)
+        self->newer->older = self->older;
+    else if (newest_range == self)
+        newest_range = self->older;
+    if (self->older != NULL)
+        self->older->newer = self->newer;
+    self->older = self->newer = NULL;
+}
+
+/* The message of `self` registered in `domain` (NULL: no tool), as the event attributes hold it. */
+static void range_register(RangeObject* self, nvtxDomainHandle_t domain, const char* message_utf8)
+{
+    nvtxStringHandle_t registered;
+
+    self->domain = domain;
+    self->enabled = self->domain != NULL;
+    registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
+    if (registered != NULL) {
+        self->attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+        self->attributes.message.registered = registered;
+    } else {
+        self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        self->attributes.message.ascii = NULL;
+    }
+}
+
 /* Fill a fresh Range in the domain `domain` (its handle) named `domain_name`: registered
  * message and the event attributes. */
 static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObject* domain_name,
                             PyObject* message, unsigned long color, unsigned long category)
 {
-    nvtxStringHandle_t registered;
     const char* message_utf8 = PyUnicode_AsUTF8(message);
 
     if (message_utf8 == NULL)
         return -1;
-    self->domain = domain;
-    self->enabled = self->domain != NULL;
-    registered = self->enabled ? nvtxDomainRegisterStringA(self->domain, message_utf8) : NULL;
-
+    if (ranges_rebound) {
+        const char* domain_utf8 = PyUnicode_AsUTF8(domain_name);
+        if (domain_utf8 == NULL)
+            return -1;
+        domain = nvtxDomainCreateA(domain_utf8);
+    }
     memset(&self->attributes, 0, sizeof self->attributes);
     self->attributes.version = NVTX_VERSION;
     self->attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
@@ -32,17 +76,12 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     self->attributes.color = (uint32_t)color;
     self->attributes.category = (uint32_t)category;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
-    if (registered != NULL) {
-        self->attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-        self->attributes.message.registered = registered;
-    } else {
-        self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
-        self->attributes.message.ascii = NULL;
-    }
+    range_register(self, domain, message_utf8);
     Py_INCREF(domain_name);
     self->domain_name = domain_name;
     Py_INCREF(message);
     self->message = message;
+    range_link(self);
     return 0;
 }
 
@@ -63,6 +102,57 @@ static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* mes
     return range_prepare_in(self, nvtxDomainCreateA(domain_utf8), domain_name, message, color,
                             category);
 }
+
+PyDoc_STRVAR(rebind_ranges_doc,
+"rebind_ranges() -> int\n--\n\n"
+"Ask the NVTX tool again for every Range's domain handle and registered message; returns how\n"
+"many have a tool. For a fork child under a tool that starts afresh there (Nsight Systems\n"
+"drops a forked child's events made with its parent's handles).");
+
+static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
+{
+    RangeObject* r;
+    long bound = 0;
+    (void)module;
+    (void)unused;
+    ranges_rebound = 1;
+    for (r = newest_range; r != NULL; r = r->older) {
+        const char* domain_utf8 = PyUnicode_AsUTF8(r->domain_name);
+        const char* message_utf8 = PyUnicode_AsUTF8(r->message);
+        if (domain_utf8 == NULL || message_utf8 == NULL)
+            return NULL;
+        range_register(r, nvtxDomainCreateA(domain_utf8), message_utf8);
+        bound += r->enabled;
+    }
+    return PyLong_FromLong(bound);
+}
+
+PyDoc_STRVAR(name_category_doc,
+"name_category(domain, category, name, /) -> bool\n--\n\n"
+"Name category id `category` of NVTX domain `domain` (nvtxDomainNameCategoryA); False when no\n"
+"tool is attached.");
+
+static PyObject* name_category(PyObject* module, PyObject* args)
+{
+    const char* domain_utf8;
+    const char* name_utf8;
+    unsigned long category;
+    nvtxDomainHandle_t domain;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "sks:name_category", &domain_utf8, &category, &name_utf8))
+        return NULL;
+    domain = nvtxDomainCreateA(domain_utf8);
+    if (domain == NULL)
+        Py_RETURN_FALSE;
+    nvtxDomainNameCategoryA(domain, (uint32_t)category, name_utf8);
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef range_functions[] = {
+    {"rebind_ranges", rebind_ranges, METH_NOARGS, rebind_ranges_doc},
+    {"name_category", name_category, METH_VARARGS, name_category_doc},
+    {NULL, NULL, 0, NULL},
+};
 
 static int Range_init(RangeObject* self, PyObject* args, PyObject* kwds)
 {
@@ -86,6 +176,8 @@ static void Range_dealloc(RangeObject* self)
 {
     /* The domain handle is never destroyed: other Ranges and nvtx's own Domain objects in this
      * process may hold the same name, and NVTX domains live as long as the process anyway. */
+    if (self->domain_name != NULL)
+        range_unlink(self);
     Py_XDECREF(self->domain_name);
     Py_XDECREF(self->message);
     Py_TYPE(self)->tp_free((PyObject*)self);
@@ -273,5 +365,5 @@ int range_add_to_module(PyObject* module)
         Py_DECREF(&RangeType);
         return -1;
     }
-    return 0;
+    return PyModule_AddFunctions(module, range_functions);
 }

@@ -12,6 +12,7 @@ COMMAND_MODULES = {
     "recover": "autonvtx.cli.recorded",
     "merge": "autonvtx.cli.recorded",
     "report": "autonvtx.cli.report",
+    "profile": "autonvtx.cli.profile",
     "diff": "autonvtx.cli.diff",
     "presets": "autonvtx.cli.rules",
     "list": "autonvtx.cli.rules",

@@ -29,7 +29,7 @@ def report_command(profile: tuple[str, ...], strip_ids: bool, fmt: str | None, o
     from autonvtx.report.output import ReportRequest, produce
 
     if across is not None or len(profile) > 1:
-        from autonvtx.report.acrossformats import report_across
+        from autonvtx.report.acrossrun import report_across
 
         report_across(profile, across, view, strip_ids, fmt, output, html, (jobs, scheduler, progress))
         return

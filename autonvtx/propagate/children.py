@@ -12,7 +12,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from autonvtx import environment
+from autonvtx import environment, termination
 from autonvtx.propagate import threads, workers
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> Non
     """Carry `autonvtx run` into this process's threads (their names) and, unless `follow` is
     off (--no-children), into its Python children: `config`'s rules, and the recording."""
     threads.install()
+    termination.follow_tool_exit(watch=False)  # under nsys: a SIGTERM keeps nsys's ranges
     if follow:
         instrumenting = _has_rules(config) and environment.is_tool_configured()
         follow_children(config if instrumenting else None, verbose=verbose, recording=recording)

@@ -119,13 +119,16 @@ class RecordingSession:
         try:
             with shutdown.interruptible():
                 self._write_outputs(self._directory)
-        except (KeyboardInterrupt, shutdown.Interrupted) as stop:
-            # Ctrl-C or SIGTERM while writing: keep the recording, leave no partial output,
-            # and end as that signal would have ended the program.
-            interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else signal.SIGINT
+        except (KeyboardInterrupt, shutdown.Interrupted, SystemExit) as stop:
+            # Ctrl-C or SIGTERM while writing (or the program's own handler of a signal, ending
+            # it by SystemExit): keep the recording, leave no partial output, and end as that
+            # signal would have ended the program.
+            interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else \
+                signal.SIGINT if isinstance(stop, KeyboardInterrupt) else 0
             self._keep_directory = True
             self._remove_partial_outputs()
-            print(f"autonvtx: stopped by {signal.Signals(interrupted).name} while writing the outputs; "
+            cause = signal.Signals(interrupted).name if interrupted else "the program's exit"
+            print(f"autonvtx: stopped by {cause} while writing the outputs; "
                   f"the events are kept in {self._directory} "
                   f"(autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
         except Exception as error:  # never turn the user's exit into our traceback

@@ -5,11 +5,10 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from statistics import median
 from typing import Sequence
 
-from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary
+from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
 from autonvtx.report.views import group_order
 
 _NUMBER = re.compile(r"(\d+)")
@@ -153,7 +152,7 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
     ranks: set[str] = set()
     for summary, labels in zip(summaries, rank_labels(summaries)):
         for (group, name), measures in summary.ranges.items():
-            if pattern is not None and not fnmatchcase(name, pattern):
+            if pattern is not None and not name_matches(name, pattern):
                 continue
             rank = labels[group]
             ranks.add(rank)

@@ -1,71 +1,17 @@
-"""The across-ranks view as text, CSV or JSON; and `report --across ranks` from files to outputs."""
+"""The across-ranks view as text, CSV or JSON."""
 from __future__ import annotations
 
 import csv
 import io
 import json
-from dataclasses import dataclass
-from typing import IO, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
-from autonvtx.report.text import format_duration
-from autonvtx.report.across import Spread, SpreadRow, order_spread, spread
-from autonvtx.report.gather import Job, Progress, describe, gather, show_progress
+from autonvtx.report.text import format_duration, printable
+from autonvtx.report.across import Spread, SpreadRow
+from autonvtx.report.gather import describe
 
-SCHEMA = "autonvtx.across-ranks/1"
+SCHEMA = "autonvtx-across-ranks/1"
 WIDTH = 110
-
-
-@dataclass(frozen=True)
-class AcrossRequest:
-    """`autonvtx report FILES... --across ranks` as the command line gave it."""
-
-    files: tuple[str, ...]
-    sort: str | None = None
-    top: int | None = None
-    pattern: str | None = None
-    strip_ids: bool = False
-    fmt: str = "text"
-    jobs: int | None = None
-    scheduler: str | None = None
-    progress: bool | None = None
-
-
-def produce_across(request: AcrossRequest) -> str:
-    jobs = [Job(path, "rank", request.strip_ids, overlap=True) for path in request.files]
-    progress = Progress(len(jobs), "reading", show_progress(request.progress))
-    summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
-    view = spread(summaries, request.pattern)
-    rows = order_spread(view.rows, request.sort, request.top)
-    return FORMATTERS[request.fmt](view, rows)
-
-
-def report_across(files: tuple[str, ...], across: str | None, view: dict[str, Any], strip_ids: bool, fmt: str | None,
-                  output: str | None, html: str | None, scale: tuple[int | None, str | None, bool | None]) -> None:
-    """`report FILES... --across ranks`: check what was asked, produce, print or write."""
-    import os
-    import sys
-
-    from autonvtx.errors import UsageError
-    from autonvtx.recorder.trace import write_atomically
-
-    if across is None:
-        raise UsageError(f"report: {len(files)} files given; expected one PROFILE, or several with --across ranks")
-    unsupported = (("--tree", view.get("tree")), ("--by", view.get("by")), ("--html", html),
-                   ("--group", view.get("group_by", "name") != "name"), ("--skip-first", view.get("skip_first")))
-    for option, value in unsupported:
-        if value:
-            raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
-    chosen = fmt or {".csv": "csv", ".json": "json"}.get(os.path.splitext(output or "")[1].lower(), "text")
-    text = produce_across(AcrossRequest(files, view.get("sort"), view.get("top"), view.get("name_filter"), strip_ids,
-                                        chosen, *scale))
-    if output is None:
-        sys.stdout.write(text)
-        return
-
-    def write(stream: IO[str]) -> None:
-        stream.write(text)
-
-    write_atomically(output, write)
 
 
 def _overlap_cells(row: SpreadRow) -> list[str]:
@@ -101,7 +47,7 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
                  format_duration(int(round(row.lost_ns))), _imbalance(row), row.slowest.rank]
         if view.has_gpu:
             cells += _overlap_cells(row)
-        lines.append((cells, row.name))
+        lines.append((cells, printable(row.name)))
     out.append("")
     out.extend(_table(headers, lines))
     for note in view.notes:

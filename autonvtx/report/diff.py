@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from statistics import fmean
 from typing import Callable, Sequence
 
-from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary
+from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
 from autonvtx.report.noise import TEST_NAME, welch
 from autonvtx.report.views import group_order
 
@@ -199,30 +198,50 @@ def order_rows(rows: Sequence[DiffRow], sort: str = "change", pattern: str | Non
     if not tree:
         groups: dict[str, list[DiffRow]] = {}
         for row in rows:
-            if pattern is None or fnmatchcase(row.name, pattern):
+            if pattern is None or name_matches(row.name, pattern):
                 groups.setdefault(row.group, []).append(row)
         ordered: list[DiffRow] = []
         for group in sorted(groups, key=group_order):  # --top: per group, as report's is
             kept = sorted(groups[group], key=key)
             ordered.extend(kept[:top] if top is not None else kept)
         return ordered
-    wanted = {row.key for row in rows if pattern is None or fnmatchcase(row.name, pattern)}
-    enclosing = {k[:end] for k in wanted for end in range(2, len(k) + 1)}
+    shown = _kept_paths(rows, pattern)
     children: dict[tuple[str, ...], list[DiffRow]] = {}
     for row in rows:
-        if row.key in enclosing or any(row.key[:end] in wanted for end in range(2, len(row.key))):
+        if shown is None or row.key in shown:
             children.setdefault(row.key[:-1], []).append(row)
     out: list[DiffRow] = []
 
-    def visit(parent: tuple[str, ...]) -> None:
-        below = sorted(children.get(parent, ()), key=key)
-        for row in below[:top] if top is not None else below:
-            out.append(row)
-            visit(row.key)
+    def below(parent: tuple[str, ...]) -> list[DiffRow]:
+        rows_below = sorted(children.get(parent, ()), key=key)
+        return rows_below[:top] if top is not None else rows_below
 
-    for group in sorted({k[:1] for k in children if len(k) == 1}):
-        visit(group)
+    for root in sorted({k[:1] for k in children if len(k) == 1}, key=lambda k: group_order(k[0])):
+        pending = list(reversed(below(root)))  # depth first, iteratively: paths can be thousands deep
+        while pending:
+            row = pending.pop()
+            out.append(row)
+            pending.extend(reversed(below(row.key)))
     return out
+
+
+def _kept_paths(rows: Sequence[DiffRow], pattern: str | None) -> set[tuple[str, ...]] | None:
+    """With --filter: the paths that match, what encloses them and what they enclose (None: all)."""
+    if pattern is None:
+        return None
+    wanted = {row.key for row in rows if name_matches(row.name, pattern)}
+    kept = set(wanted)
+    for key in wanted:
+        parent = key[:-1]
+        while len(parent) > 1 and parent not in kept:
+            kept.add(parent)
+            parent = parent[:-1]
+    inside: set[tuple[str, ...]] = set()
+    for row in sorted(rows, key=lambda r: len(r.key)):  # parents before children
+        parent = row.key[:-1]
+        if parent in wanted or parent in inside:
+            inside.add(row.key)
+    return kept | inside
 
 
 def over_limit(diff: Diff, pct: float) -> list[DiffRow]:

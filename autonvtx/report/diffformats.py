@@ -6,11 +6,11 @@ import io
 import json
 from typing import Any, Callable, Sequence
 
-from autonvtx.report.text import format_duration
+from autonvtx.report.text import format_duration, printable
 from autonvtx.report.diff import Diff, DiffRow, Side
 from autonvtx.report.gather import describe
 
-SCHEMA = "autonvtx.diff/1"
+SCHEMA = "autonvtx-diff/1"  # named as the report's and the summary's are
 WIDTH = 110
 
 
@@ -48,8 +48,8 @@ def _cells(row: DiffRow, has_gpu: bool) -> list[str]:
 
 def _name(row: DiffRow, tree: bool) -> str:
     if tree:
-        return "  " * (len(row.path) - 1) + row.name
-    return row.name
+        return "  " * (len(row.path) - 1) + printable(row.name)
+    return printable(row.name)
 
 
 def format_text(diff: Diff, rows: Sequence[DiffRow]) -> str:

@@ -3,16 +3,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import IO
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.trace import write_atomically
 from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
 from autonvtx.report.diffformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
-
-_EXTENSION_FORMATS = {".csv": "csv", ".json": "json", ".txt": "text"}
-
+from autonvtx.report.render import format_of, write_text_file
 
 @dataclass(frozen=True)
 class DiffRequest:
@@ -58,7 +54,7 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     split = len(request.base)
     diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
     rows = order_rows(diff.rows, check_diff_sort(request.sort), request.pattern, request.top, request.tree)
-    fmt = request.fmt or _EXTENSION_FORMATS.get(os.path.splitext(request.output or "")[1].lower(), "text")
+    fmt = request.fmt or (format_of("-o", request.output) if request.output else "text")
     text = FORMATTERS[fmt](diff, rows)
     if request.html is not None:
         from autonvtx.report.diffpage import render_diff_page
@@ -88,7 +84,4 @@ def _check_output_paths(request: DiffRequest) -> None:
 
 
 def _write(path: str, text: str) -> None:
-    def write(stream: IO[str]) -> None:
-        stream.write(text)
-
-    write_atomically(path, write)
+    write_text_file(path, text)

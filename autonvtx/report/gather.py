@@ -5,6 +5,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import IO, Any, Callable, Iterator, Sequence
 
 from autonvtx.report.text import label  # how every view names a range: domain:name
@@ -68,6 +69,14 @@ def summarize(job: Job) -> Summary:
     return summary
 
 
+def name_matches(shown: str, pattern: str) -> bool:
+    """--filter as every view reads it: the range's name, with or without its domain (`domain:name`)."""
+    if fnmatchcase(shown, pattern):
+        return True
+    domain, colon, name = shown.partition(":")
+    return bool(colon) and bool(domain) and not name.startswith(":") and fnmatchcase(name, pattern)
+
+
 def _recording_tree(report: Any, job: Job) -> list[Any]:
     """A recording's tree, from the statistics model (its Report holds rows only)."""
     if not report.recordings:
@@ -94,10 +103,13 @@ def _add(seen: Measures | None, more: Measures) -> Measures:
 
 
 def _add_paths(into: dict[tuple[str, ...], Measures], nodes: Sequence[Any], prefix: tuple[str, ...]) -> None:
-    for node in nodes:
-        path = prefix + (label(node.domain, node.name),)
+    # Iterative: a recursion thousands of ranges deep is a tree that deep.
+    pending = [(prefix, node) for node in reversed(nodes)]
+    while pending:
+        above, node = pending.pop()
+        path = above + (label(node.domain, node.name),)
         into[path] = _add(into.get(path), _measures(node.instances, node.cpu_ns, node.work))
-        _add_paths(into, node.children, path)
+        pending.extend((path, child) for child in reversed(node.children))
 
 
 class Progress:

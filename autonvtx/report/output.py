@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, check_sort
+from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange, check_sort
 from autonvtx.report import data, text
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
@@ -71,7 +71,8 @@ def _recording_outputs(report: Report, request: ReportRequest, sort: str,
     """An autonvtx recording's table and tree, from the statistics model with the view options."""
     view = ViewOptions(tree=False, group=request.group, skip_first=request.skip_first, by=report.by, sort=sort,
                        top=request.top, filter=request.pattern)
-    flat = recording_stats(report.recordings, view)
+    # read_profile computed the flat rows with these groups already: only their arrangement is new.
+    flat = arrange([row.stats for row in report.rows if row.stats is not None], view)
     tree_stats = recording_stats(report.recordings, dataclasses.replace(view, tree=True)) \
         if request.tree or request.html is not None else []
     rows = [row_of(s) for s in flat]

@@ -1,4 +1,4 @@
-"""Range statistics and their text, CSV and JSON forms, on recordings built by hand."""
+"""The statistics model (recorder.stats, its Python twin stats_python) and its text, CSV and JSON forms, on recordings built by hand; `autonvtx summary`."""
 from __future__ import annotations
 
 import csv

@@ -1,0 +1,168 @@
+"""`autonvtx profile`: Nsight Systems over `autonvtx run`, then `autonvtx report` on what it wrote."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+import click
+
+from autonvtx.cli.group import cli
+from autonvtx.cli.options import RuleArgs, rule_options
+from autonvtx.cli.run import TARGET_KEY, RunCommand
+from autonvtx.errors import UsageError
+
+DEFAULT_OUTPUT = "autonvtx-profile"
+
+
+@cli.command(
+    "profile",
+    cls=RunCommand,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    short_help="Run a program under Nsight Systems with NVTX ranges, then print time per range.",
+)
+@click.option("-o", "--output", default=DEFAULT_OUTPUT, show_default=True, metavar="OUT",
+              help="Report name: OUT.nsys-rep and OUT.sqlite; nsys expands %q{VAR}, %h and %p in it.")
+@click.option("--force", is_flag=True, help="Overwrite OUT.nsys-rep and OUT.sqlite when they exist.")
+@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
+              help="Pass ARG to `nsys profile` (repeatable), e.g. --nsys-arg=--trace=cuda,nvtx,cublas;"
+              " it replaces autonvtx's default of the same option.")
+@rule_options
+@click.option("--capture", "captures", multiple=True, metavar="FUNCTION:FROM-TO",
+              help="Profile only iterations FROM <= i < TO of FUNCTION's first loop (as `run --capture`);"
+              " nsys then records only that window. Python 3.12+.")
+@click.option("--no-children", is_flag=True, help="Leave child processes alone (as `run --no-children`).")
+@click.option("-v", "--verbose", count=True, help="As `run -v`.")
+@click.option("--tree", is_flag=True, help="Report: show the nesting of ranges.")
+@click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Report: one table per group.")
+@click.option("--top", type=click.IntRange(min=1), metavar="N", help="Report: only the N first rows.")
+@click.option("--html", metavar="PATH", help="Also write the report's page (a flame chart beside the table).")
+def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArgs, captures: tuple[str, ...],
+            no_children: bool, verbose: int, tree: bool, by: str | None, top: int | None, html: str | None) -> None:
+    """Run SCRIPT (or -m MODULE, or -c CODE) under `nsys profile` with NVTX ranges, as `autonvtx run`
+    would, then print `autonvtx report`'s table of the capture. Exits with the program's status.
+
+    \b
+      autonvtx profile [OPTIONS] SCRIPT [ARGS]...
+      autonvtx profile -o run1 --preset torch train.py --epochs 1
+      autonvtx profile --nsys-arg=--duration=60 -t 'mypkg.*' -m mypkg.train
+
+    Defaults given to nsys: --trace=cuda,nvtx,osrt (nvtx,osrt without a CUDA device),
+    --sample=none --cpuctxsw=none, --trace-fork-before-exec=true, --export=sqlite, and with a
+    capture window --capture-range=nvtx --nvtx-capture=capture@autonvtx --capture-range-end=stop.
+    """
+    from autonvtx import nsight
+
+    target = click.get_current_context().meta.get(TARGET_KEY)
+    if target is None:
+        raise UsageError("profile: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx profile --help')")
+    config = rules.load(captures=captures)  # bad rules stop us before nsys starts
+    check_script(target)
+    capture = any(region.capture is not None for region in config.regions)
+    nsys = nsight.find_nsys()
+    outputs = nsight.report_paths(output)
+    if not force:
+        taken = nsight.existing(outputs)
+        if taken:
+            raise UsageError(f"profile: -o '{output}': {taken[-1]} exists; expected --force to overwrite it, or another -o")
+    run_command = inner_run_command(rules, captures, no_children, verbose, target)
+    plan = nsight.plan_profile(nsys, output=output, force=force, capture=capture, cuda=nsight.is_cuda_traceable(),
+                               nsys_args=nsys_args, run_command=run_command)
+    for note in plan.notes:
+        print(f"autonvtx: profile: {note}", file=sys.stderr)
+    started = time.time()
+    status = run_nsys(plan.command)
+    export = export_of_capture(nsys, outputs, started, status)
+    print_report(export, tree=tree, by=by, top=top, html=html)
+    raise SystemExit(status)
+
+
+def check_script(target: tuple[str, str, tuple[str, ...]]) -> None:
+    """A script that is not there stops us before nsys starts, worded as `run` words it (a
+    module is looked for by `run` itself: finding it imports its parent packages)."""
+    from autonvtx import runner
+
+    kind, value, args = target
+    if kind != "script":
+        return
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        runner.resolve(runner.Target(kind="script", value=value, args=args))
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
+
+
+def inner_run_command(rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int,
+                      target: tuple[str, str, tuple[str, ...]]) -> list[str]:
+    """`python -m autonvtx run ...` with this interpreter (a fresh venv needs no autonvtx on PATH)."""
+    command = [sys.executable, "-m", "autonvtx", "run"]
+    for flag, values in (("--config", rules.configs), ("--preset", rules.presets), ("--target", rules.targets),
+                         ("--include", rules.includes), ("--exclude", rules.excludes), ("--capture", captures)):
+        for value in values:
+            command.append(f"{flag}={value}")
+    if rules.engine is not None:
+        command.append(f"--engine={rules.engine}")
+    if no_children:
+        command.append("--no-children")
+    if verbose:
+        command.append("-" + "v" * verbose)
+    kind, value, args = target
+    command += {"script": ["--", value], "module": ["-m", value], "code": ["-c", value]}[kind]
+    return [*command, *args]
+
+
+def run_nsys(command: Sequence[str]) -> int:
+    """Run nsys in the foreground and return its status (the program's own: nsys passes it on).
+    Ctrl-C reaches nsys too (same process group), which ends the program and writes the report:
+    we wait for it."""
+    process = subprocess.Popen(list(command))
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def export_of_capture(nsys: Any, outputs: Sequence[str], started: float, status: int) -> str:
+    """The SQLite export nsys wrote for this capture; a .qdstrm left without its importer is
+    imported here, with the importer found where the Debian package keeps it."""
+    from autonvtx import nsight
+    from autonvtx.report.nsysrep import ensure_export
+
+    report_glob, qdstrm_glob, export_glob = outputs
+    fresh = [path for path in nsight.existing(outputs) if os.path.getmtime(path) >= started - 1]
+    reports = [path for path in fresh if path.endswith(".nsys-rep")]
+    exports = [path for path in fresh if path.endswith(".sqlite")]
+    if exports and (not reports or os.path.getmtime(exports[-1]) >= os.path.getmtime(reports[-1])):
+        return exports[-1]
+    if reports:
+        return ensure_export(reports[-1])
+    streams = [path for path in fresh if path.endswith(".qdstrm")]
+    if streams and nsys.importer is not None:
+        return ensure_export(nsight.import_qdstrm(nsys.importer, streams[-1]))
+    if streams:
+        raise nsight.NsysError(f"profile: nsys left only {streams[-1]}: its importer (QdstrmImporter) was not found"
+                               f" beside {os.path.realpath(nsys.path)}; expected an Nsight Systems installation"
+                               " with its host-linux-x64 directory")
+    raise nsight.NsysError(f"profile: nsys (status {status}) wrote no report {report_glob}; expected"
+                           " `nsys profile` to finish (its messages are above)", exit_status=status or 2)
+
+
+def print_report(export: str, *, tree: bool, by: str | None, top: int | None, html: str | None) -> None:
+    """`autonvtx report`'s table of the capture on standard output (and its page with --html)."""
+    from autonvtx.report.export import ReportError
+    from autonvtx.report.output import ReportRequest, produce
+
+    print(f"autonvtx: profile: report {export[: -len('.sqlite')]}.nsys-rep, export {export}", file=sys.stderr)
+    try:
+        text = produce(ReportRequest(export, tree=tree, by=by, top=top, html=html))
+    except ReportError as error:  # a capture without ranges: said, and the program's status stands
+        print(f"autonvtx: profile: {error}", file=sys.stderr)
+        return
+    if text:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    if html is not None:
+        print(f"autonvtx: profile: wrote {html}", file=sys.stderr)

@@ -1,0 +1,206 @@
+"""Nsight Systems on this machine: where `nsys` and its importer are, and the `nsys profile`
+command line `autonvtx profile` runs (its defaults, the capture window, the report's name)."""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from autonvtx import environment
+from autonvtx.errors import AutonvtxError
+
+INSTALL_HINT = (
+    "install Nsight Systems: on Debian `apt-get install nsight-systems` (the non-free component),"
+    " on Ubuntu the same from multiverse, or NVIDIA's installer"
+    " (https://developer.nvidia.com/nsight-systems); or name its nsys in $NSYS"
+)
+
+# The NVTX range autonvtx opens over a capture window (regions/): registered, so nsys needs no
+# NSYS_NVTX_PROFILER_REGISTER_ONLY=0 to match it.
+CAPTURE_RANGE = "capture@autonvtx"
+
+# Where the Debian package keeps the importer (`nsys profile` looks beside its target directory,
+# /usr/lib/x86_64-linux-gnu/nsight-systems/host-linux-x64, which the package does not create).
+_DEBIAN_HOST_DIR = "/usr/lib/nsight-systems/host-linux-x64"
+_IMPORTER = "QdstrmImporter"
+
+
+class NsysError(AutonvtxError):
+    """Nsight Systems is missing, or did not do what was asked."""
+
+    def __init__(self, message: str, exit_status: int = 2) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+@dataclass(frozen=True)
+class Nsys:
+    """One Nsight Systems installation: the `nsys` to run, its version, its importer (None when
+    not found: `nsys profile` then leaves only a .qdstrm)."""
+
+    path: str
+    version: str
+    importer: str | None
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", self.version)[:3])
+
+
+def find_nsys(env: Mapping[str, str] | None = None) -> Nsys:
+    """The nsys named by $NSYS, else the one on PATH; NsysError (status 2) when there is none."""
+    path = locate_nsys(env)
+    return Nsys(path=path, version=_version(path), importer=find_importer(path))
+
+
+def locate_nsys(env: Mapping[str, str] | None = None) -> str:
+    """The path of the nsys named by $NSYS, else of the one on PATH (nothing run); NsysError
+    (status 2) when there is none."""
+    env = os.environ if env is None else env
+    named = env.get(environment.NSYS)
+    if named:
+        path = shutil.which(named, path=env.get("PATH"))
+        if path is None:
+            raise NsysError(f"$NSYS '{named}': no such executable; expected the path of Nsight Systems' nsys")
+        return path
+    path = shutil.which("nsys", path=env.get("PATH"))
+    if path is None:
+        raise NsysError(f"nsys: not found on PATH ($NSYS unset); {INSTALL_HINT}")
+    return path
+
+
+def _version(path: str) -> str:
+    try:
+        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise NsysError(f"{path}: could not run it ({error}); expected Nsight Systems' nsys") from None
+    found = re.search(r"\d{4}\.\d+(\.\d+)*", result.stdout + result.stderr)
+    if result.returncode != 0 or found is None:
+        raise NsysError(f"{path} --version: no version in its answer; expected Nsight Systems' nsys")
+    return found.group(0)
+
+
+def find_importer(nsys_path: str) -> str | None:
+    """The QdstrmImporter that turns nsys's .qdstrm into a .nsys-rep: beside the directory nsys
+    lives in (NVIDIA's layout), or where Debian's package puts it."""
+    real = os.path.realpath(nsys_path)
+    here = os.path.dirname(real)
+    candidates = [
+        os.path.join(os.path.dirname(here), "host-linux-x64", _IMPORTER),
+        os.path.join(here, _IMPORTER),
+        os.path.join(_DEBIAN_HOST_DIR, _IMPORTER),
+    ]
+    for candidate in candidates:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def import_qdstrm(importer: str, qdstrm: str) -> str:
+    """Turn `qdstrm` into the .nsys-rep beside it (what `nsys profile` does when it finds its
+    importer); returns that path."""
+    report = qdstrm[: -len(".qdstrm")] + ".nsys-rep"
+    try:
+        result = subprocess.run([importer, "--input-file", qdstrm], capture_output=True, text=True)
+    except OSError as error:
+        raise NsysError(f"{qdstrm}: could not run {importer} ({error}); expected a working QdstrmImporter") from None
+    if result.returncode != 0 or not os.path.exists(report):
+        lines = (result.stderr or result.stdout).strip().splitlines()
+        raise NsysError(f"{qdstrm}: {importer} failed: {lines[-1] if lines else f'status {result.returncode}'}")
+    return report
+
+
+def is_cuda_traceable() -> bool:
+    """Whether this machine has a CUDA device nsys could trace: the driver loads and counts at
+    least one (asked in this process, which runs no CUDA work itself; the program's own start
+    is not touched)."""
+    import ctypes  # here: only `autonvtx profile` asks
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+        count = ctypes.c_int(0)
+        return driver.cuInit(0) == 0 and driver.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class ProfilePlan:
+    """What `autonvtx profile` asks of nsys: the whole command line and the report's name."""
+
+    command: tuple[str, ...]
+    output: str  # as given to nsys -o (nsys expands its %q{VAR}, %h, %p)
+    notes: tuple[str, ...]
+
+
+def plan_profile(nsys: Nsys, *, output: str, force: bool, capture: bool, cuda: bool,
+                 nsys_args: Sequence[str], run_command: Sequence[str]) -> ProfilePlan:
+    """`nsys profile` over `run_command` with autonvtx's defaults; an option the user passes in
+    `nsys_args` replaces the default of the same name."""
+    given = {_option_name(arg) for arg in nsys_args}
+    notes: list[str] = []
+    defaults: list[tuple[str, str]] = []
+    if "--trace" not in given:
+        defaults.append(("--trace", "cuda,nvtx,osrt" if cuda else "nvtx,osrt"))
+        if not cuda:
+            notes.append("no CUDA device here (libcuda.so.1 loads none): tracing nvtx,osrt only")
+    # CPU sampling is off: it needs perf events and is not what a range table reads, and with it
+    # nsys 2022.4 did not finish 7 of 9 captures on our machines (README, "With Nsight Systems").
+    defaults += [("--sample", "none"), ("--cpuctxsw", "none")]
+    # multiprocessing's fork children never exec: without this nsys sees nothing of them.
+    defaults.append(("--trace-fork-before-exec", "true"))
+    if capture:
+        defaults += [("--capture-range", "nvtx"), ("--nvtx-capture", CAPTURE_RANGE), ("--capture-range-end", "stop")]
+    defaults.append(("--export", "sqlite"))
+    arguments = [f"{name}={value}" for name, value in defaults if name not in given]
+    arguments += [f"--output={output}", f"--force-overwrite={'true' if force else 'false'}"]
+    command = (nsys.path, "profile", *arguments, *nsys_args, *run_command)
+    return ProfilePlan(command=command, output=output, notes=tuple(notes))
+
+
+_SHORT_NAMES = {"-t": "--trace", "-s": "--sample", "-o": "--output", "-f": "--force-overwrite",
+                "-c": "--capture-range", "-p": "--nvtx-capture", "-w": "--show-output"}
+
+
+def _option_name(argument: str) -> str:
+    name = argument.partition("=")[0]
+    return _SHORT_NAMES.get(name, name)
+
+
+def expand_output(pattern: str, env: Mapping[str, str] | None = None) -> str:
+    """`-o`'s name as nsys expands it: %q{VAR} from the environment, %h the host name, %% a
+    percent sign; %p (a process id, known only once nsys ran) is left as a glob, `*`."""
+    env = os.environ if env is None else env
+
+    def expand(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "%%":
+            return "%"
+        if token == "%h":
+            return socket.gethostname()
+        if token.startswith("%q{"):
+            return env.get(token[3:-1], "")
+        return "*"
+
+    return re.sub(r"%q\{[^}]*\}|%%|%h|%[a-z]", expand, pattern)
+
+
+def report_paths(output: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """The files nsys may write for `-o output` (the report, or the .qdstrm it leaves when its
+    importer is missing, and the export), as names or globs."""
+    base = expand_output(output, env)
+    for suffix in (".nsys-rep", ".qdrep"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    return [base + suffix for suffix in (".nsys-rep", ".qdstrm", ".sqlite")]
+
+
+def existing(paths: Sequence[str]) -> list[str]:
+    """Those of `paths` (globs allowed) that exist, newest last."""
+    found = {match for path in paths for match in glob.glob(glob.escape(path).replace("[*]", "*"))}
+    return sorted(found, key=os.path.getmtime)

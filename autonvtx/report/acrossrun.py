@@ -1,0 +1,55 @@
+"""`autonvtx report FILES... --across ranks`: read the files, build the view, write it where asked."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from autonvtx.errors import UsageError
+from autonvtx.report.across import order_spread, spread
+from autonvtx.report.acrossformats import FORMATTERS
+from autonvtx.report.gather import Job, Progress, gather, show_progress
+from autonvtx.report.render import format_of, write_text_file
+
+
+@dataclass(frozen=True)
+class AcrossRequest:
+    """`autonvtx report FILES... --across ranks` as the command line gave it."""
+
+    files: tuple[str, ...]
+    sort: str | None = None
+    top: int | None = None
+    pattern: str | None = None
+    strip_ids: bool = False
+    fmt: str = "text"
+    jobs: int | None = None
+    scheduler: str | None = None
+    progress: bool | None = None
+
+
+def produce_across(request: AcrossRequest) -> str:
+    jobs = [Job(path, "rank", request.strip_ids, overlap=True) for path in request.files]
+    progress = Progress(len(jobs), "reading", show_progress(request.progress))
+    summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
+    view = spread(summaries, request.pattern)
+    rows = order_spread(view.rows, request.sort, request.top)
+    return FORMATTERS[request.fmt](view, rows)
+
+
+def report_across(files: tuple[str, ...], across: str | None, view: dict[str, Any], strip_ids: bool, fmt: str | None,
+                  output: str | None, html: str | None, scale: tuple[int | None, str | None, bool | None]) -> None:
+    """`report FILES... --across ranks`: check what was asked, produce, print or write."""
+    if across is None:
+        raise UsageError(f"report: {len(files)} files given; expected one PROFILE, or several with --across ranks")
+    unsupported = (("--tree", view.get("tree")), ("--by", view.get("by")), ("--html", html),
+                   ("--group", view.get("group_by", "name") != "name"), ("--skip-first", view.get("skip_first")))
+    for option, value in unsupported:
+        if value:
+            raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
+    chosen = fmt or (format_of("-o", output) if output else "text")
+    text = produce_across(AcrossRequest(files, view.get("sort"), view.get("top"), view.get("name_filter"), strip_ids,
+                                        chosen, *scale))
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_text_file(output, text)

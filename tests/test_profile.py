@@ -1,0 +1,146 @@
+"""`autonvtx profile` without a capture: what it asks of nsys, and how it refuses before nsys runs."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, autonvtx_env, make_file
+from nsys_support import nsys_or_skip
+
+from autonvtx import nsight
+
+NSYS = nsight.Nsys(path="/opt/nsys/bin/nsys", version="2022.4.2.1", importer=None)
+RUN = ("python", "-m", "autonvtx", "run", "--", "train.py")
+
+
+def profile(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = autonvtx_env() if env is None else env
+    environment["PYTHONPATH"] = str(REPO)
+    return subprocess.run([sys.executable, "-m", "autonvtx", "profile", *args], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_defaults_nsys_is_given_around_the_run() -> None:
+    plan = nsight.plan_profile(NSYS, output="out", force=False, capture=False, cuda=True, nsys_args=(), run_command=RUN)
+    assert plan.command == (
+        "/opt/nsys/bin/nsys", "profile", "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
+        "--trace-fork-before-exec=true", "--export=sqlite", "--output=out", "--force-overwrite=false", *RUN)
+    assert plan.notes == ()
+
+
+def test_without_a_cuda_device_cuda_is_not_traced_and_a_note_says_so() -> None:
+    plan = nsight.plan_profile(NSYS, output="out", force=True, capture=False, cuda=False, nsys_args=(), run_command=RUN)
+    assert "--trace=nvtx,osrt" in plan.command and "--force-overwrite=true" in plan.command
+    assert plan.notes == ("no CUDA device here (libcuda.so.1 loads none): tracing nvtx,osrt only",)
+
+
+def test_a_capture_window_becomes_nsys_capture_range() -> None:
+    plan = nsight.plan_profile(NSYS, output="out", force=False, capture=True, cuda=False, nsys_args=(), run_command=RUN)
+    assert plan.command[plan.command.index("--trace-fork-before-exec=true") + 1:][:3] == (
+        "--capture-range=nvtx", "--nvtx-capture=capture@autonvtx", "--capture-range-end=stop")
+
+
+@pytest.mark.parametrize(("given", "replaced"), [
+    (("-t", "cuda,nvtx"), "--trace="),
+    (("--trace=nvtx",), "--trace="),
+    (("-s", "cpu"), "--sample="),
+    (("--capture-range-end=repeat",), "--capture-range-end="),
+    (("--trace-fork-before-exec=false",), "--trace-fork-before-exec="),
+])
+def test_an_option_passed_with_nsys_arg_replaces_the_default_of_that_name(given: tuple[str, ...], replaced: str) -> None:
+    plan = nsight.plan_profile(NSYS, output="out", force=False, capture=True, cuda=True, nsys_args=given, run_command=RUN)
+    ours = plan.command[2:plan.command.index(given[0])]
+    assert not any(arg.startswith(replaced) for arg in ours)
+    assert plan.command[plan.command.index(given[0]):][:len(given)] == given
+
+
+@pytest.mark.parametrize(("pattern", "expected"), [
+    ("rep_%q{RANK}", "rep_3"),
+    ("rep_%q{UNSET_VARIABLE}", "rep_"),
+    ("run_%p", "run_*"),
+    ("100%%", "100%"),
+    ("plain", "plain"),
+])
+def test_output_names_expand_as_nsys_expands_them(pattern: str, expected: str) -> None:
+    assert nsight.expand_output(pattern, {"RANK": "3"}) == expected
+
+
+def test_the_files_looked_for_drop_a_report_suffix_given_with_o() -> None:
+    assert nsight.report_paths("run.nsys-rep", {}) == ["run.nsys-rep", "run.qdstrm", "run.sqlite"]
+
+
+def test_no_nsys_is_status_2_and_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
+    make_file(tmp_path / "app.py", "print('ran')\n")
+    env = autonvtx_env(PATH=os.path.dirname(sys.executable))
+    env.pop("NSYS", None)
+    done = profile("app.py", cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("autonvtx: nsys: not found on PATH ($NSYS unset); install Nsight Systems: on Debian")
+    assert "nsight-systems" in line
+
+
+def test_an_nsys_variable_naming_nothing_is_refused(tmp_path: Path) -> None:
+    make_file(tmp_path / "app.py", "print('ran')\n")
+    done = profile("app.py", cwd=tmp_path, env=autonvtx_env(NSYS=str(tmp_path / "no-nsys")))
+    assert done.returncode == 2
+    assert done.stderr == f"autonvtx: $NSYS '{tmp_path / 'no-nsys'}': no such executable; expected the path of Nsight Systems' nsys\n"
+
+
+def test_bad_rules_stop_before_nsys_is_looked_for(tmp_path: Path) -> None:
+    make_file(tmp_path / "app.py", "print('ran')\n")
+    make_file(tmp_path / "autonvtx.toml", "[[rules]]\nmodules = 3\n")
+    done = profile("app.py", cwd=tmp_path, env=autonvtx_env(NSYS=str(tmp_path / "no-nsys")))
+    assert done.returncode == 2
+    assert "autonvtx.toml" in done.stderr and "$NSYS" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_missing_script_stops_before_nsys_is_looked_for(tmp_path: Path) -> None:
+    done = profile("absent.py", cwd=tmp_path, env=autonvtx_env(NSYS=str(tmp_path / "no-nsys")))
+    assert done.returncode == 2
+    assert done.stderr == f"autonvtx: can't open file '{tmp_path / 'absent.py'}': [Errno 2] No such file or directory\n"
+
+
+def test_a_missing_target_is_a_usage_error(tmp_path: Path) -> None:
+    done = profile(cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "autonvtx: profile: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx profile --help')\n"
+
+
+def test_an_existing_report_is_kept_unless_force_is_given(tmp_path: Path) -> None:
+    nsys_or_skip()
+    make_file(tmp_path / "app.py", "print('ran')\n")
+    make_file(tmp_path / "out.sqlite", "")
+    done = profile("-o", "out", "app.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (f"autonvtx: profile: -o 'out': out.sqlite exists; expected --force to overwrite it,"
+                           " or another -o\n")
+    assert "ran" not in done.stdout
+
+
+def test_report_on_a_nsys_rep_without_nsys_says_what_to_run(tmp_path: Path) -> None:
+    (tmp_path / "run.nsys-rep").write_bytes(b"not read")
+    env = autonvtx_env(PATH=os.path.dirname(sys.executable))
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-m", "autonvtx", "report", "run.nsys-rep"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "autonvtx: run.nsys-rep: reading a .nsys-rep needs Nsight Systems' `nsys` on PATH, which is not there;"
+        " expected `nsys export --type sqlite --output run.sqlite run.nsys-rep` run where nsys is installed,"
+        " then `autonvtx report run.sqlite`\n")
+
+
+def test_report_with_nsys_naming_nothing_says_so(tmp_path: Path) -> None:
+    (tmp_path / "run.nsys-rep").write_bytes(b"not read")
+    env = autonvtx_env(NSYS="/no/such/nsys")
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-m", "autonvtx", "report", "run.nsys-rep"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("autonvtx: run.nsys-rep: reading a .nsys-rep needs Nsight Systems' nsys ($NSYS"
+                                  " '/no/such/nsys': no such executable;")
