@@ -142,24 +142,22 @@ def test_a_program_that_closes_every_descriptor_keeps_its_own_files(workdir: Pat
     assert [r["name"] for r in done.ranges()].count("tick") == calls
 
 
-# Many ranges, so that writing the trace at exit takes a while; the signal lands in that write,
-# when its temporary file is complete but not yet put in place (the program's os.replace sends
-# it). A thread that polled for the temporary file instead was not scheduled in time under
-# load (6 of 6 runs on 3.12 at a load average of 15): the write ended first, status 0.
+# Many ranges, so that writing the trace at exit takes a while; a thread of the program sends
+# the signal as soon as the trace's temporary file appears, in the middle of that write.
 SIGNALLED_AT_EXIT = """
-    import os, signal, sys
+    import glob, os, signal, sys, threading, time
 
     def tick():
         return 1
 
-    def replace_signalled(source, target, *args, **kwargs):
-        if os.path.basename(source).startswith(".trace.json."):
-            os.kill(os.getpid(), int(sys.argv[1]))  # handled in this thread, the writing one
-        return replace(source, target, *args, **kwargs)
+    def signal_when_writing(signum):
+        while not glob.glob(".trace.json.*.tmp"):
+            time.sleep(0.0005)
+        os.kill(os.getpid(), signum)
 
     for _ in range(300_000):
         tick()
-    replace, os.replace = os.replace, replace_signalled
+    threading.Thread(target=signal_when_writing, args=(int(sys.argv[1]),), daemon=True).start()
 """
 
 
