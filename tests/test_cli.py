@@ -558,3 +558,20 @@ def test_a_run_without_rules_loads_no_engine(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert (loaded["heavy"], loaded["wrapt"]) == ([], False)
+
+
+def test_a_source_folder_without_native_parts_says_so_and_never_advises_the_pypi_name(tmp_path: Path) -> None:
+    # `python -m autonvtx` in a source checkout's root imports ./autonvtx, where nothing is
+    # built: the message says that, and how to go on (the name on PyPI is another project).
+    import autonvtx
+
+    shutil.copytree(Path(autonvtx.__file__).parent, tmp_path / "autonvtx",
+                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    env = {k: v for k, v in autonvtx_env().items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "prog.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "the source folder imported from the working directory" in done.stderr
+    assert "pip install --force-reinstall autonvtx" not in done.stderr

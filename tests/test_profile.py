@@ -144,3 +144,29 @@ def test_report_with_nsys_naming_nothing_says_so(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("autonvtx: run.nsys-rep: reading a .nsys-rep needs Nsight Systems' nsys ($NSYS"
                                   " '/no/such/nsys': no such executable;")
+
+
+def test_the_inner_run_starts_this_autonvtx_not_a_source_folder_in_the_working_directory(tmp_path: Path) -> None:
+    # From a source checkout's root, `python -m autonvtx` imported ./autonvtx (no native parts
+    # built there) and nsys recorded nothing; the inner run must import the autonvtx that runs
+    # `profile`. A decoy package in the working directory stands in for that folder.
+    from autonvtx.cli.options import RuleArgs
+    from autonvtx.cli.profile import inner_run_command
+
+    make_file(tmp_path / "autonvtx" / "__init__.py", "raise SystemExit('the decoy autonvtx was imported')")
+    make_file(tmp_path / "prog.py", """\
+        import sys
+        def work():
+            return 42
+        print(work(), sys.path[0])
+        """)
+    rules = RuleArgs(targets=("__main__",))
+    command = inner_run_command(rules, (), False, 1, ("script", "prog.py", ()))
+    environment = autonvtx_env()
+    environment.pop("PYTHONPATH", None)
+    done = subprocess.run(command, cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "decoy" not in done.stderr
+    assert done.stdout.split()[0] == "42"
+    assert done.stdout.split()[1] in (str(tmp_path), os.path.realpath(tmp_path))  # the script's own directory leads sys.path
+    assert "engine:" in done.stderr  # -v: autonvtx's own report, so autonvtx ran the script

@@ -94,10 +94,24 @@ def check_script(target: tuple[str, str, tuple[str, ...]]) -> None:
         sys.argv[:], sys.path[:] = argv, path
 
 
+_START = "import sys; sys.path[0] = {home!r}; from autonvtx.cli import main; main()"
+
+
+def _package_home() -> str:
+    """The directory holding the autonvtx package this process runs."""
+    import autonvtx
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(autonvtx.__file__)))
+
+
 def inner_run_command(rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int,
                       target: tuple[str, str, tuple[str, ...]]) -> list[str]:
-    """`python -m autonvtx run ...` with this interpreter (a fresh venv needs no autonvtx on PATH)."""
-    command = [sys.executable, "-m", "autonvtx", "run"]
+    """`autonvtx run ...` with this interpreter and this autonvtx (a fresh venv needs no autonvtx
+    on PATH). Not `python -m autonvtx`: -m puts the working directory first on sys.path, and
+    from a source checkout that imports its ./autonvtx, whose native parts are not built, so
+    nsys would record nothing. The child looks first where this process found autonvtx; the
+    runner then gives sys.path[0] to the target, as `autonvtx run` always does."""
+    command = [sys.executable, "-c", _START.format(home=_package_home()), "run"]
     for flag, values in (("--config", rules.configs), ("--preset", rules.presets), ("--target", rules.targets),
                          ("--include", rules.includes), ("--exclude", rules.excludes), ("--capture", captures)):
         for value in values:

@@ -71,10 +71,7 @@ class RecordingSession:
 
         library = native.library_path()
         if library is None:
-            raise UsageError(
-                "--trace/--summary: the native recorder is not built in this installation; "
-                "reinstall autonvtx with 'pip install --force-reinstall autonvtx' and a C compiler"
-            )
+            raise UsageError(f"--trace/--summary: {_unbuilt()}")
         self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
@@ -211,6 +208,23 @@ class RecordingSession:
 
 
 RECORD_DIRECTORY_SUFFIX = ".recording"
+
+
+def _unbuilt() -> str:
+    """Why the recorder library is missing, and what to do: most often a source checkout's
+    ./autonvtx, imported from the working directory (`python -m autonvtx` there), shadows the
+    installed package (the name autonvtx on PyPI is another project: never advise it)."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../autonvtx
+    if os.path.dirname(package) == os.getcwd():
+        return (
+            f"the native recorder is not built in {package}, the source folder imported from the working"
+            " directory; run from another directory (the installed autonvtx is then used), or build it"
+            " here with 'pip install -e .'"
+        )
+    return (
+        f"the native recorder is not built in this installation ({package}); install autonvtx again"
+        " from its source with a C compiler ('pip install .' in a clone of autonvtx)"
+    )
 
 
 def _record_directory(trace: str | None) -> str | None:

@@ -164,7 +164,7 @@ def _export_notes(export: NsysExport, labels: Labels) -> list[str]:
                      "profile with `nsys profile -t cuda,nvtx`")
     if not export.work:
         notes.append("no CUDA GPU activity in this capture (no CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET tables): "
-                     "CPU time only; profile with `nsys profile -t cuda,nvtx`")
+                     "CPU time only; for GPU time, capture with CUDA traced (`-t cuda,nvtx`) on a machine with a CUDA GPU")
     elif export.runtime is None:
         notes.append("no CUDA runtime calls in this capture (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
                      "GPU work cannot be tied to the ranges that launched it")
