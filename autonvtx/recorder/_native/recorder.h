@@ -45,7 +45,6 @@
 #define BIG_CHUNK_MAP (2u * 1024u * 1024u) /* later chunks: one transparent huge page each */
 #define MAX_MESSAGE (64u * 1024u)
 #define NAME_BYTES 64
-#define STRING_BUCKETS 4096u
 
 
 typedef struct chunk {
@@ -91,6 +90,7 @@ typedef struct thread_buffer {
 
 typedef struct domain_entry { /* what an nvtxDomainHandle_t points to */
     struct domain_entry* next;
+    struct domain_entry* hnext;       /* hash chain of the name index (registry.c) */
     uint32_t id;
     char* name;
 } domain_entry;

@@ -6,7 +6,14 @@
 
 domain_entry* g_domains;
 uint32_t g_domain_count;
-static string_entry* g_string_buckets[STRING_BUCKETS];
+/* Hash indexes (power-of-two sizes) of domains by name and strings by domain and text, grown
+   as they fill so that a lookup stays O(1) however many a program registers: a list of domains
+   and a fixed table of strings made 100k domains and 1M strings quadratic (issue 21). If an
+   index cannot grow, the one it has still answers, only slower. Under g_lock. */
+static domain_entry** g_domain_index;
+static size_t g_domain_index_size;
+static string_entry** g_string_index;
+static size_t g_string_index_size;
 string_entry* g_strings_first;
 string_entry* g_strings_last;
 static uint32_t g_string_count;
@@ -83,27 +90,6 @@ static void NVTX_API rec_NameCategoryW(uint32_t c, const wchar_t* n) { add_named
 static void NVTX_API rec_NameOsThreadA(uint32_t t, const char* n) { add_named(&g_thread_names, t, 0, strdup(n ? n : "")); }
 static void NVTX_API rec_NameOsThreadW(uint32_t t, const wchar_t* n) { add_named(&g_thread_names, t, 0, dup_wide(n)); }
 
-static nvtxDomainHandle_t domain_create(char* name)
-{
-    domain_entry* d;
-    if (!name)
-        return NULL;
-    pthread_mutex_lock(&g_lock);
-    for (d = g_domains; d; d = d->next)
-        if (strcmp(d->name, name) == 0)
-            break;
-    if (!d && (d = malloc(sizeof(*d))) != NULL) {
-        d->id = ++g_domain_count;
-        d->name = name;
-        name = NULL;
-        d->next = g_domains;
-        g_domains = d;
-    }
-    pthread_mutex_unlock(&g_lock);
-    free(name);
-    return (nvtxDomainHandle_t)(void*)d;
-}
-
 static uint32_t hash_string(uint32_t domain, const char* s)
 {
     uint32_t h = 2166136261u ^ domain;
@@ -112,15 +98,90 @@ static uint32_t hash_string(uint32_t domain, const char* s)
     return h;
 }
 
+static void grow_domain_index(void)
+{
+    size_t size = g_domain_index_size ? g_domain_index_size * 2 : 64;
+    domain_entry** index = calloc(size, sizeof(*index));
+    if (!index)
+        return;
+    for (domain_entry* d = g_domains; d; d = d->next) {
+        size_t b = hash_string(0, d->name) & (size - 1);
+        d->hnext = index[b];
+        index[b] = d;
+    }
+    free(g_domain_index);
+    g_domain_index = index;
+    g_domain_index_size = size;
+}
+
+static domain_entry* find_domain(const char* name)
+{
+    domain_entry* d = g_domain_index ? g_domain_index[hash_string(0, name) & (g_domain_index_size - 1)] : g_domains;
+    for (; d; d = g_domain_index ? d->hnext : d->next)
+        if (strcmp(d->name, name) == 0)
+            return d;
+    return NULL;
+}
+
+static nvtxDomainHandle_t domain_create(char* name)
+{
+    domain_entry* d;
+    if (!name)
+        return NULL;
+    pthread_mutex_lock(&g_lock);
+    d = find_domain(name);
+    if (!d && (d = malloc(sizeof(*d))) != NULL) {
+        if (g_domain_count >= g_domain_index_size)
+            grow_domain_index();  /* before the new one joins the list: it is indexed below */
+        d->id = ++g_domain_count;
+        d->name = name;
+        name = NULL;
+        d->next = g_domains;
+        g_domains = d;
+        d->hnext = NULL;
+        if (g_domain_index) {
+            size_t b = hash_string(0, d->name) & (g_domain_index_size - 1);
+            d->hnext = g_domain_index[b];
+            g_domain_index[b] = d;
+        }
+    }
+    pthread_mutex_unlock(&g_lock);
+    free(name);
+    return (nvtxDomainHandle_t)(void*)d;
+}
+
+static void grow_string_index(void)
+{
+    size_t size = g_string_index_size ? g_string_index_size * 2 : 4096;
+    string_entry** index = calloc(size, sizeof(*index));
+    if (!index)
+        return;
+    for (string_entry* e = g_strings_first; e; e = e->next_in_order) {
+        size_t b = hash_string(e->domain, e->text) & (size - 1);
+        e->next = index[b];
+        index[b] = e;
+    }
+    free(g_string_index);
+    g_string_index = index;
+    g_string_index_size = size;
+}
+
 static nvtxStringHandle_t string_register(uint32_t domain, char* text)
 {
-    string_entry* e;
-    uint32_t bucket;
+    string_entry* e = NULL;
+    uint32_t hash;
     if (!text)
         return NULL;
-    bucket = hash_string(domain, text) % STRING_BUCKETS;
+    hash = hash_string(domain, text);
     pthread_mutex_lock(&g_lock);
-    for (e = g_string_buckets[bucket]; e; e = e->next)
+    if (g_string_count >= g_string_index_size)
+        grow_string_index();  /* before a new one joins the list: it is indexed below */
+    if (!g_string_index) {  /* no memory for even the first index */
+        pthread_mutex_unlock(&g_lock);
+        free(text);
+        return NULL;
+    }
+    for (e = g_string_index[hash & (g_string_index_size - 1)]; e; e = e->next)
         if (e->domain == domain && strcmp(e->text, text) == 0)
             break;
     if (!e && (e = malloc(sizeof(*e))) != NULL) {
@@ -129,14 +190,14 @@ static nvtxStringHandle_t string_register(uint32_t domain, char* text)
         e->text = text;
         e->len = (uint32_t)strlen(text);
         text = NULL;
-        e->next = g_string_buckets[bucket];
-        g_string_buckets[bucket] = e;
         e->next_in_order = NULL;
         if (g_strings_last)
             g_strings_last->next_in_order = e;
         else
             g_strings_first = e;
         g_strings_last = e;
+        e->next = g_string_index[hash & (g_string_index_size - 1)];
+        g_string_index[hash & (g_string_index_size - 1)] = e;
     }
     pthread_mutex_unlock(&g_lock);
     free(text);
