@@ -13,7 +13,7 @@ Markers, an HTML comment on the line before a fenced block (invisible on the pag
 
 In ```console blocks, `$ COMMAND` lines are run and the lines up to the next `$` are the
 expected output (stdout and stderr together, as a terminal shows them). Comparing, every number
-matches any number (and a time unit any unit), a run of spaces any run of spaces, a run of
+matches any number (a bound such as `<0.0001` included; a time unit any unit), a run of spaces any run of spaces, a run of
 dashes any run of dashes, `...` in a line any text, and a line holding only `...` any lines. Each page's commands run in
 order in one fresh directory holding a copy of examples/ and tests/fixtures/; each block starts
 at its root, as a reader starts in the repository's root.
@@ -148,11 +148,12 @@ def line_pattern(line: str) -> str:
     if "..." in line.strip("."):  # `...` inside a line: any text (a path that differs per machine)
         return ".*?".join(line_pattern(part) for part in line.split("..."))
     out, i = [], 0
-    tokens = re.compile(rf"(?P<number>{NUMBER})(?P<unit> {UNIT})?|(?P<space> +)|(?P<dashes>-{{3,}})")
+    # A bound (`<0.0001`, a p-value below what is printed) is a number too.
+    tokens = re.compile(rf"(?P<number><?{NUMBER})(?P<unit> {UNIT})?|(?P<space> +)|(?P<dashes>-{{3,}})")
     for match in tokens.finditer(line):
         out.append(re.escape(line[i : match.start()]))
         if match.group("number"):
-            out.append(NUMBER + (" " + UNIT if match.group("unit") else ""))
+            out.append("<?" + NUMBER + (" " + UNIT if match.group("unit") else ""))
         elif match.group("space"):
             out.append(" *" if match.start() == 0 else " +")
         else:
