@@ -43,9 +43,9 @@ def code_named(func: Any, qualname: str) -> types.CodeType | None:
     (code generated with exec, as attrs and dataclasses make `__init__`, is named by what
     `exec` saw). None for a closure of another name: a factory's function, or a decorator's
     wrapper without `__wrapped__`, whose code serves every function it decorates."""
-    own = None
+    own: types.CodeType | None = None
     for _ in range(100):
-        code = getattr(func, "__code__", None) if type(func) is types.FunctionType else None
+        code: types.CodeType | None = func.__code__ if type(func) is types.FunctionType else None
         if code is not None:
             if code.co_qualname == qualname:
                 return code

@@ -9,7 +9,6 @@ import types
 from typing import TYPE_CHECKING, Any, Callable
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
-from autonvtx.engines.plan import PlanEngine
 from autonvtx.environment import is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
@@ -17,6 +16,7 @@ from autonvtx.walk import Walker
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
+    from autonvtx.engines.plan import PlanEngine
     from autonvtx.engines import Engine
     from autonvtx.plugins import Plugin, PluginActivator
     from autonvtx.regions import RegionInstaller
@@ -64,7 +64,11 @@ class Instrumentation:
         self._restorable = restorable
         # Which engine rules use; `engine_note` says why the one asked for could not be used.
         self.engine, self.engine_note = choose_engine(config.settings.engine)
-        self.plan_engine = PlanEngine(reaches_nested=self.engine.reaches_nested) if plan else None
+        self.plan_engine: PlanEngine | None = None
+        if plan:
+            from autonvtx.engines.plan import PlanEngine  # a run never needs it (start-up)
+
+            self.plan_engine = PlanEngine(reaches_nested=self.engine.reaches_nested)
         self.walker = Walker(self.matcher, self.plan_engine, apply=self.applies, make_engine=self._make_engine,
                              verb=self.engine.verb)
         self.regions: RegionInstaller | None = None

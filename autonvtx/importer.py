@@ -71,7 +71,7 @@ class InstrumentingLoader:
         if namespace.get("__loader__") is self:
             namespace["__loader__"] = self.loader
         spec = namespace.get("__spec__")
-        if isinstance(spec, ModuleSpec) and spec.loader is self:
+        if isinstance(spec, ModuleSpec) and spec.loader is self:  # type: ignore[comparison-overlap]  # a stand-in, not a Loader subclass
             spec.loader = self.loader
 
 
@@ -123,7 +123,9 @@ class InstrumentingFinder:
         if _is_lazy(loader):
             hook.note_skipped(fullname, "lazy loader: the module executes on first attribute access")
             return spec
-        spec.loader = InstrumentingLoader(loader, hook.module_executed, hook.note_skipped)
+        # A stand-in that delegates to the real loader (not an importlib.abc.Loader subclass:
+        # its defaults would answer for the real loader).
+        spec.loader = InstrumentingLoader(loader, hook.module_executed, hook.note_skipped)  # type: ignore[assignment]
         return spec
 
     def _real_spec(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
@@ -136,7 +138,7 @@ class InstrumentingFinder:
             find_spec = getattr(finder, "find_spec", None)
             if find_spec is None or finder is self:
                 continue
-            spec = find_spec(fullname, path, target)
+            spec: ModuleSpec | None = find_spec(fullname, path, target)
             if spec is not None:
                 return spec
         return None

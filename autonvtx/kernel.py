@@ -102,7 +102,7 @@ def launch() -> None:
     and, after each cell, a walk of `__main__` by the rules `autonvtx run` installed."""
     from ipykernel.kernelapp import IPKernelApp
 
-    app = IPKernelApp.instance()
+    app: Any = IPKernelApp.instance()  # ipykernel ships no type information
     app.initialize(sys.argv[1:])
     app.shell.events.register("post_run_cell", walk_cells)
     app.start()

@@ -54,17 +54,24 @@ class Nsys:
 
 def find_nsys(env: Mapping[str, str] | None = None) -> Nsys:
     """The nsys named by $NSYS, else the one on PATH; NsysError (status 2) when there is none."""
+    path = locate_nsys(env)
+    return Nsys(path=path, version=_version(path), importer=find_importer(path))
+
+
+def locate_nsys(env: Mapping[str, str] | None = None) -> str:
+    """The path of the nsys named by $NSYS, else of the one on PATH (nothing run); NsysError
+    (status 2) when there is none."""
     env = os.environ if env is None else env
     named = env.get(environment.NSYS)
     if named:
         path = shutil.which(named, path=env.get("PATH"))
         if path is None:
             raise NsysError(f"$NSYS '{named}': no such executable; expected the path of Nsight Systems' nsys")
-    else:
-        path = shutil.which("nsys", path=env.get("PATH"))
-        if path is None:
-            raise NsysError(f"nsys: not found on PATH ($NSYS unset); {INSTALL_HINT}")
-    return Nsys(path=path, version=_version(path), importer=find_importer(path))
+        return path
+    path = shutil.which("nsys", path=env.get("PATH"))
+    if path is None:
+        raise NsysError(f"nsys: not found on PATH ($NSYS unset); {INSTALL_HINT}")
+    return path
 
 
 def _version(path: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Callable, NamedTuple
 
 from autonvtx import environment, resumptions, toolids
 from autonvtx.config import RangeStyle
-from autonvtx.resumptions import Thunk, Wrapper
+from autonvtx.resumptions import Thunk, Wrapper as Wrapper  # re-exported: the engines' wrapper type
 
 
 def _load_client() -> ModuleType | None:

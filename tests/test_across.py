@@ -152,15 +152,16 @@ def test_one_rank_says_so() -> None:
 RANKED = """
     import os, time
 
-    SLOW = 2.0 if os.environ["RANK"] == "1" else 1.0
+    SLOW = 3.0 if os.environ["RANK"] == "1" else 1.0
 
+    # Sleeps long beside a loaded machine's wake-up delays (tens of ms at worst).
     def forward():
-        time.sleep(0.02 * SLOW)
+        time.sleep(0.1 * SLOW)
 
     def backward():
-        time.sleep(0.02)
+        time.sleep(0.05)
 
-    for _ in range(5):
+    for _ in range(3):
         forward()
         backward()
 """
@@ -181,7 +182,7 @@ def test_recorded_two_rank_run_names_the_slow_rank(tmp_path: Path) -> None:
         document = across(*inputs)
         assert document["ranks"] == ["rank 0", "rank 1"]
         forward = next(row for row in document["ranges"] if row["name"] == "autonvtx:forward")
-        assert forward["slowest_rank"] == "rank 1" and forward["imbalance"] > 1.2
+        assert forward["slowest_rank"] == "rank 1" and forward["imbalance"] > 1.3  # 1.5 without noise
         assert document["straggler"]["rank"] == "rank 1"
 
 

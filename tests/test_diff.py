@@ -267,13 +267,14 @@ def test_unreachable_scheduler_is_a_usage_error() -> None:
 PROGRAM = """
     import sys, time
 
+    # Sleeps long beside a loaded machine's wake-up delays (tens of ms at worst).
     def work():
-        time.sleep(0.02 * float(sys.argv[1]))
+        time.sleep(0.05 * float(sys.argv[1]))
 
     def steady():
-        time.sleep(0.02)
+        time.sleep(0.05)
 
-    for _ in range(5):
+    for _ in range(3):
         work()
         steady()
 """
@@ -295,7 +296,7 @@ def test_recorded_runs_of_a_program_made_slower(tmp_path: Path) -> None:
     rows = {row["name"]: row for row in document["ranges"]}  # names in autonvtx's NVTX domain
     work, steady = rows["autonvtx:work"], rows["autonvtx:steady"]
     assert work["verdict"] == "slower", work
-    assert work["base"]["instances"] == work["new"]["instances"] == 5
+    assert work["base"]["instances"] == work["new"]["instances"] == 3
     assert 50 < work["change_pct"] < 150, work
     assert abs(steady["change_pct"]) < 40, steady
     assert document["ranges"][0]["name"] == "autonvtx:work" or document["ranges"][0]["verdict"] == "slower"

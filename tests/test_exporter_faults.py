@@ -335,3 +335,145 @@ def test_recover_on_damaged_recordings_never_raises_and_keeps_what_it_can(tmp_pa
     assert "Traceback" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-4000:]
     written = sum((d / "t.json").exists() for d in directories)
     assert written > FUZZ_CASES * 0.8  # most damage still leaves a file worth reading
+
+
+def range_set(recording: object) -> list[tuple[object, ...]]:
+    return sorted((r.tid, r.domain, r.name, r.start_ns, r.end_ns, r.is_open) for r in recording.ranges)  # type: ignore[attr-defined]
+
+
+def test_pops_pair_per_domain_as_the_python_reader_pairs_them(tmp_path: Path) -> None:
+    """Domains interleaved on one thread, popped out of order and popped with nothing open: the
+    exporter pairs exactly as the oracle reader (recording.py) does, and counts the same strays."""
+    from autonvtx.recorder.chrome import read_chrome_trace
+    from autonvtx.recorder.recording import read_directory
+
+    directory = record(tmp_path, """
+        import nvtx
+        for i in range(50):
+            nvtx.push_range("a1", domain="A")
+            nvtx.push_range("b1", domain="B")
+            nvtx.push_range("a2", domain="A")
+            nvtx.pop_range(domain="B")      # b1, below a2
+            nvtx.push_range("c1", domain="C")
+            nvtx.pop_range(domain="A")      # a2, below c1
+            nvtx.pop_range(domain="C")
+            nvtx.pop_range(domain="D")      # nothing open in D
+            nvtx.pop_range(domain="A")
+        nvtx.push_range("open", domain="B")
+    """)
+    (expected,) = read_directory(directory)
+    run = recover(tmp_path, directory, "t.json")
+    assert run.returncode == 0, run.stderr
+    (got,) = read_chrome_trace(tmp_path / "t.json")
+    assert range_set(got) == range_set(expected) and len(got.ranges) == 201
+    assert got.unmatched_pops == expected.unmatched_pops == 50
+
+
+# Each is quadratic in a reader that scans: a pop without a push in its domain scanned the whole
+# stack (200k such pops under a 200k-deep stack took 79 s to export), each event's category was
+# looked up in a list of every named category. Linear, they take well under a second; the
+# timeout only stops a quadratic reader from holding the test suite for minutes.
+SCALE = {
+    "stray pops": ("""
+        import nvtx
+        for i in range(200_000):
+            nvtx.push_range("open")
+        for i in range(200_000):
+            nvtx.pop_range(domain="other")
+        for i in range(200_000):
+            nvtx.pop_range()
+    """, 200_000),
+    "categories": ("""
+        import nvtx
+        for i in range(100_000):
+            with nvtx.annotate("x", category=f"c{i}"):
+                pass
+    """, 100_000),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCALE))
+def test_export_is_linear_in_stray_pops_and_categories(tmp_path: Path, case: str) -> None:
+    from autonvtx.recorder.chrome import read_chrome_trace
+
+    source, ranges = SCALE[case]
+    directory = record(tmp_path, source)
+    try:
+        run = subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(directory), "-o", "t.json"],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120, env=ENV)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"writing the trace of {ranges:,} ranges ({case}) did not end within 120 s")
+    assert run.returncode == 0, run.stderr
+    (rec,) = read_chrome_trace(tmp_path / "t.json")
+    assert len(rec.ranges) == ranges
+    if case == "categories":
+        assert {r.category for r in rec.ranges} == {f"c{i}" for i in range(100_000)}
+    else:
+        assert rec.unmatched_pops == 200_000
+
+
+WINDOWED = """
+    import nvtx
+    def busy(n):
+        return sum(range(n))
+    for i in range(30):                 # before the window: not exported
+        with nvtx.annotate("setup"):
+            busy(20_000)
+    capture = nvtx.get_domain("autonvtx")
+    window = capture.start_range(capture.get_event_attributes(message="capture"))
+    for i in range(10):
+        with nvtx.annotate("step"):
+            busy(20_000)
+    capture.end_range(window)
+    for i in range(30):                 # after it: not exported
+        with nvtx.annotate("teardown"):
+            busy(20_000)
+"""
+
+
+def test_wall_share_under_a_capture_window_divides_by_the_window(tmp_path: Path) -> None:
+    """The live summary and `autonvtx summary` of the trace it wrote agree: the capture range
+    spans the exported time (100%), not the whole run (about 20% here)."""
+    from autonvtx.recorder.chrome import read_chrome_trace
+    from autonvtx.recorder.results import Request, write_results
+    from autonvtx.recorder.stats_python import summarize
+
+    directory = record(tmp_path, WINDOWED)
+    live = {s.name: s for s in write_results(str(directory), Request(trace=str(tmp_path / "t.json"),
+                                                                     summary="-")).stats}
+    saved = {s.name: s for s in summarize(read_chrome_trace(tmp_path / "t.json"))}
+    assert set(live) == set(saved) == {"capture", "step"}
+    assert live["capture"].wall_percent == pytest.approx(100.0)
+    for name in live:
+        assert live[name].wall_percent == pytest.approx(saved[name].wall_percent, rel=1e-6), name
+
+
+WARM_UP = """
+    import nvtx
+    def busy(n):
+        return sum(range(n))
+    for step in range(5):
+        with nvtx.annotate("forward"):
+            for i in range(3):
+                with nvtx.annotate(f"encoder.layers.{i} (Attention)"):
+                    busy(2_000_000 if step == 0 else 20_000)   # the first call compiles
+"""
+
+
+def test_skip_first_leaves_out_each_ranges_warm_up_under_group_class(tmp_path: Path) -> None:
+    """--skip-first 1 --group class: each layer's first call is warm-up (3 instances out of the
+    Attention row, not 1), and the warm-up is out of % wall's denominator too."""
+    from autonvtx.recorder.recording import read_directory
+    from autonvtx.recorder.results import Request, write_results
+    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.recorder.stats_python import summarize
+
+    directory = record(tmp_path, WARM_UP)
+    options = ViewOptions(group="class", skip_first=1)
+    live = {s.name: s for s in write_results(str(directory), Request(summary="-", options=options)).stats}
+    oracle = {s.name: s for s in summarize(read_directory(directory), options)}
+    assert live["Attention"].count == oracle["Attention"].count == 3 * 4
+    assert live["forward"].count == 4
+    assert live["forward"].wall_percent > 95  # the warm-up forward took ~90% of the run
+    for name in live:
+        assert live[name].wall_percent == pytest.approx(oracle[name].wall_percent, rel=1e-6), name

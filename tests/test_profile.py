@@ -129,6 +129,18 @@ def test_report_on_a_nsys_rep_without_nsys_says_what_to_run(tmp_path: Path) -> N
     done = subprocess.run([sys.executable, "-m", "autonvtx", "report", "run.nsys-rep"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    (line,) = done.stderr.splitlines()
-    assert line.startswith("autonvtx: run.nsys-rep: reading it needs Nsight Systems' nsys (nsys: not found on PATH")
-    assert "nsys export --type sqlite --output run.sqlite run.nsys-rep" in line
+    assert done.stderr == (
+        "autonvtx: run.nsys-rep: reading a .nsys-rep needs Nsight Systems' `nsys` on PATH, which is not there;"
+        " expected `nsys export --type sqlite --output run.sqlite run.nsys-rep` run where nsys is installed,"
+        " then `autonvtx report run.sqlite`\n")
+
+
+def test_report_with_nsys_naming_nothing_says_so(tmp_path: Path) -> None:
+    (tmp_path / "run.nsys-rep").write_bytes(b"not read")
+    env = autonvtx_env(NSYS="/no/such/nsys")
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-m", "autonvtx", "report", "run.nsys-rep"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("autonvtx: run.nsys-rep: reading a .nsys-rep needs Nsight Systems' nsys ($NSYS"
+                                  " '/no/such/nsys': no such executable;")

@@ -155,6 +155,9 @@ SIGNALLED_AT_EXIT = """
             time.sleep(0.0005)
         os.kill(os.getpid(), signum)
 
+    # Ctrl-C on, as in a terminal: a run started with SIGINT ignored (a background job of a
+    # script) keeps it ignored, rightly, and would end with status 0.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for _ in range(300_000):
         tick()
     threading.Thread(target=signal_when_writing, args=(int(sys.argv[1]),), daemon=True).start()

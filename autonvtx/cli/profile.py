@@ -89,7 +89,7 @@ def check_script(target: tuple[str, str, tuple[str, ...]]) -> None:
         return
     argv, path = list(sys.argv), list(sys.path)
     try:
-        runner.resolve(runner.Target(kind=kind, value=value, args=args))
+        runner.resolve(runner.Target(kind="script", value=value, args=args))
     finally:
         sys.argv[:], sys.path[:] = argv, path
 

@@ -59,7 +59,10 @@ class CodeEngine:
         style, domain, color, category = self._styled(rule, module)
         if style.message != "{qualname}":
             return None
-        return self._monitor.uniform_walker(domain, color, category, no_existing=self._fallback is None)
+        walker: Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None = self._monitor.uniform_walker(
+            domain, color, category, no_existing=self._fallback is None
+        )
+        return walker
 
     def _styled(self, rule: Rule, module: str) -> tuple[Any, str, int, int]:
         styled = self._styles.get((id(rule), module))

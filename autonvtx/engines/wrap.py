@@ -58,7 +58,7 @@ def _lacking_what_functions_lack(cls: type) -> type:
     return cls
 
 
-class RangeWrapper(wrapt.FunctionWrapper):
+class RangeWrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]  # wraps any callable
     """The FunctionWrapper autonvtx installs: a wrapt proxy that also pickles and copies like
     the function it wraps (wrapt's proxies refuse both, wrapt issue #158 and its docs)."""
 
@@ -79,7 +79,7 @@ class RangeWrapper(wrapt.FunctionWrapper):
             return ranged
         self = _PlainFunctionWrapper(func, wrapper)
         try:
-            _FUNCTION_WRAPPER_BASE.__init__(self, func, None, wrapper, None, "staticmethod")
+            _FUNCTION_WRAPPER_BASE.__init__(self, func, None, wrapper, None, "staticmethod")  # type: ignore[misc]  # the base's own __init__, on purpose
         except Exception:  # another wrapt: keep the wrapper wrapt made, slower but right
             return cls(func, wrapper)
         return self
@@ -103,7 +103,7 @@ class RangeWrapper(wrapt.FunctionWrapper):
         return self
 
 
-class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
+class BoundRangeWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[type-arg]  # binds any callable
     """A RangeWrapper bound by attribute access: pickles like a bound method does."""
 
     __slots__ = ()
@@ -128,7 +128,7 @@ class BoundRangeWrapper(wrapt.BoundFunctionWrapper):
         return self
 
 
-RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper
+RangeWrapper.__bound_function_wrapper__ = BoundRangeWrapper  # type: ignore[misc]  # wrapt reads it from the class
 setattr(RangeWrapper, RANGE_MARK, True)
 setattr(BoundRangeWrapper, RANGE_MARK, True)
 

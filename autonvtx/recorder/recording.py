@@ -79,6 +79,10 @@ _Open = Tuple[int, str, Optional[str], Optional[int], Payload]  # start ts, name
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+# Registries only the events refer to: a scan without events leaves them to the exporter.
+_EVENT_REGISTRIES = (_T_DOMAINS, _T_STRINGS, _T_CATEGORIES)
+
+
 def _pad8(n: int) -> int:
     return (n + 7) & ~7
 
@@ -148,6 +152,9 @@ class _Reader:
             start, end = pos + _SECTION.size, pos + _SECTION.size + length
             if tag == _T_END or end > len(data):
                 break  # a write cut short by the process's end: what precedes it is whole
+            if not events and tag in _EVENT_REGISTRIES:
+                pos = end  # read by the native exporter (a million strings cost seconds here)
+                continue
             try:
                 self.section(recording, tables, threads, tag, start, end)
             except struct.error as error:

@@ -153,9 +153,13 @@ def _depth_first(children: Mapping[str, list[RangeStats]], order: Callable[[Rang
         return kids[:top] if top is not None else kids
 
     ordered: list[RangeStats] = []
+    placed: set[int] = set()  # a row whose path is its parent's ("" under "") is placed once
     stack = list(reversed(kids_of("")))
     while stack:
         row = stack.pop()
+        if id(row) in placed:
+            continue
+        placed.add(id(row))
         ordered.append(row)
         stack.extend(reversed(kids_of(row.path)))
     return ordered

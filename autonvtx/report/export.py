@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple
+from collections.abc import Sequence
+from typing import Any, Iterator, Optional, Tuple
 
 from autonvtx.errors import AutonvtxError
 from autonvtx.report.schema import Schema, Table, discover, meta_value, quote, string_table
@@ -59,17 +60,41 @@ class NsysExport:
         self.connection = _connect(path)
         try:
             self.schema: Schema = discover(self.connection)
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may quote bytes
             self.connection.close()
             raise ReportError(f"{path}: not an SQLite database ({exc}); expected an Nsight Systems export (nsys export --type sqlite)") from None
         if not self.schema.is_nsys:
             self.connection.close()
             raise ReportError(f"{path}: an SQLite file without Nsight Systems tables (no StringIds, NVTX_EVENTS or CUPTI_ACTIVITY_KIND_*); expected an nsys export --type sqlite file")
+        self.connection = _GuardedConnection(self.connection, path)  # type: ignore[assignment]
         self.strings = string_table(self.schema)
         self.nvtx = self._nvtx_table()
         self.runtime = self._runtime_table()
         self.work = [w for w in (self._work_table(kind, base) for kind, base in _WORK_TABLES) if w is not None]
         self._open_ranges: int | None = None
+        self._check_integers()
+
+    def _check_integers(self) -> None:
+        """Refuse, naming the column, an export whose times or ids hold text, reals or blobs (the
+        sweep does arithmetic on them); one scan per column, in SQLite."""
+        checks: list[tuple[Table, list[str | None]]] = []
+        if self.nvtx is not None:
+            checks.append((self.nvtx, [self.nvtx.column(c) for c in ("start", "end", "eventType", "globalTid",
+                                                                      "domainId", "textId")]))
+        if self.runtime is not None:
+            checks.append((self.runtime, [self.runtime.column(c) for c in ("start", "globalTid", "correlationId",
+                                                                            "eventClass")]))
+        for work in self.work:
+            checks.append((work.table, [work.table.column(c) for c in ("start", "end", "correlationId")]
+                           + [work.device_column, work.process_column, work.bytes_column]))
+        for table, columns in checks:
+            for column in dict.fromkeys(c for c in columns if c is not None):
+                row = self.connection.execute(
+                    f"SELECT typeof({quote(column)}) FROM {quote(table.name)} "
+                    f"WHERE typeof({quote(column)}) NOT IN ('integer', 'null') LIMIT 1").fetchone()
+                if row is not None:
+                    raise ReportError(f"{self.path}: {table.name}.{column} holds a {row[0]} value; expected "
+                                      "integers, as nsys writes them (the export was damaged or not written by nsys)")
 
     def close(self) -> None:
         self.connection.close()
@@ -240,6 +265,52 @@ class NsysExport:
         return "" if key is None else str(key)
 
 
+class _GuardedCursor:
+    """A cursor whose SQLite errors (a file damaged past its first pages) read as ReportError."""
+
+    def __init__(self, cursor: sqlite3.Cursor, path: str) -> None:
+        self.cursor, self.path = cursor, path
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            yield from self.cursor
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise _damaged(self.path, exc) from None
+
+    def fetchone(self) -> Any:
+        try:
+            return self.cursor.fetchone()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise _damaged(self.path, exc) from None
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return self.cursor.fetchall()
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise _damaged(self.path, exc) from None
+
+
+class _GuardedConnection:
+    """The export's connection: every query's SQLite error names the file in one line."""
+
+    def __init__(self, connection: sqlite3.Connection, path: str) -> None:
+        self.connection, self.path = connection, path
+
+    def execute(self, sql: str, args: Sequence[object] = ()) -> _GuardedCursor:
+        try:
+            return _GuardedCursor(self.connection.execute(sql, args), self.path)
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise _damaged(self.path, exc) from None
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _damaged(path: str, exc: sqlite3.Error | UnicodeDecodeError) -> ReportError:
+    return ReportError(f"{path}: cannot read the export ({exc}); expected an intact Nsight Systems export "
+                       "(nsys export --type sqlite)")
+
+
 def _thread_condition(column: str, threads: ThreadFilter) -> str:
     """SQL restricting `column` to some threads: (True, ids) keeps them, (False, ids) leaves them out."""
     if threads is None:
@@ -257,6 +328,8 @@ def _connect(path: str) -> sqlite3.Connection:
         # immutable skips locking (exports on read-only or network file systems open too).
         uri = "file:" + _uri_path(os.path.abspath(path)) + "?mode=ro&immutable=1"
         connection = sqlite3.connect(uri, uri=True)
+        # NVTX text is whatever bytes the program gave: text that is not UTF-8 reads with U+FFFD.
+        connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
         connection.execute("PRAGMA query_only = 1")
         return connection
     except sqlite3.Error as exc:

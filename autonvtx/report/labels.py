@@ -91,8 +91,8 @@ def _processes(export: NsysExport) -> dict[int, str]:
     table = export.schema.table("PROCESSES")
     if table is None or not table.has("globalPid", "name"):
         return {}
-    return {int(gpid): str(name) for gpid, name in export.connection.execute(
-        f"SELECT globalPid, name FROM {quote(table.name)} WHERE name IS NOT NULL")}
+    return {gpid: str(name) for gpid, name in export.connection.execute(
+        f"SELECT globalPid, name FROM {quote(table.name)} WHERE name IS NOT NULL") if isinstance(gpid, int)}
 
 
 def _thread_names(export: NsysExport) -> dict[int, str]:
@@ -105,7 +105,8 @@ def _thread_names(export: NsysExport) -> dict[int, str]:
         f"SELECT t.globalTid, {name} FROM {quote(table.name)} t{join}"
         + (" ORDER BY t.priority" if table.has("priority") else "")
     )
-    return {int(gtid): str(value) for gtid, value in rows if value}
+    # A label row damaged past reading (an id that is not an integer) only loses its label.
+    return {gtid: str(value) for gtid, value in rows if value and isinstance(gtid, int)}
 
 
 def _nvtx_names(export: NsysExport) -> tuple[dict[int, str], dict[int, str]]:
@@ -125,8 +126,8 @@ def _nvtx_names(export: NsysExport) -> tuple[dict[int, str], dict[int, str]]:
     ):
         if not value:
             continue
-        if kind == THREAD_NAME_TYPE and gtid is not None:
-            threads[int(gtid)] = str(value)
-        elif kind == DOMAIN_CREATE_TYPE and domain_id is not None:
-            domains[int(domain_id)] = str(value)
+        if kind == THREAD_NAME_TYPE and isinstance(gtid, int):
+            threads[gtid] = str(value)
+        elif kind == DOMAIN_CREATE_TYPE and isinstance(domain_id, int):
+            domains[domain_id] = str(value)
     return threads, domains

@@ -6,7 +6,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import Any
 
 from autonvtx.report.export import ReportError
 
@@ -35,34 +34,38 @@ def ensure_export(path: str) -> str:
     nsys = _nsys(path, target)
     if path.lower().endswith(".qdstrm"):
         path = _imported(nsys, path)
-    _export(nsys.path, path, target)
+    _export(nsys, path, target)
     return target
 
 
-def _nsys(path: str, target: str) -> Any:
-    from autonvtx.nsight import NsysError, find_nsys
+def _nsys(path: str, target: str) -> str:
+    from autonvtx.environment import NSYS
+    from autonvtx.nsight import NsysError, locate_nsys
 
     try:
-        return find_nsys()
+        return locate_nsys()
     except NsysError as error:
+        where = "`nsys` on PATH, which is not there" if not os.environ.get(NSYS) else f"nsys ({error})"
         raise ReportError(
-            f"{path}: reading it needs Nsight Systems' nsys ({error}); expected `nsys export --type sqlite"
-            f" --output {target} {path}` run where nsys is installed, then `autonvtx report {target}`"
+            f"{path}: reading a .nsys-rep needs Nsight Systems' {where}; "
+            f"expected `nsys export --type sqlite --output {target} {path}` run where nsys is installed, "
+            f"then `autonvtx report {target}`"
         ) from None
 
 
-def _imported(nsys: Any, path: str) -> str:
+def _imported(nsys: str, path: str) -> str:
     """The .nsys-rep of a .qdstrm: made by nsys's importer (QdstrmImporter) when it is newer."""
-    from autonvtx.nsight import NsysError, import_qdstrm
+    from autonvtx.nsight import NsysError, find_importer, import_qdstrm
 
     report = path[: -len(".qdstrm")] + ".nsys-rep"
     if os.path.exists(report) and os.path.getmtime(report) >= os.path.getmtime(path):
         return report
-    if nsys.importer is None:
-        raise ReportError(f"{path}: Nsight Systems' importer (QdstrmImporter) was not found beside {nsys.path};"
+    importer = find_importer(nsys)
+    if importer is None:
+        raise ReportError(f"{path}: Nsight Systems' importer (QdstrmImporter) was not found beside {nsys};"
                           " expected an installation with its host-linux-x64 directory")
     try:
-        return str(import_qdstrm(nsys.importer, path))
+        return str(import_qdstrm(importer, path))
     except NsysError as error:
         raise ReportError(str(error)) from None
 

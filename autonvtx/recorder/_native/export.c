@@ -285,9 +285,8 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->flush_ns = load64(x->data + 24);
     x->ended_normally = 0;
     x->outside = 0;
-    find_windows(x);
-    /* the windows' walk met the same damage: count it once, from the full walk */
     x->corrupt_records = x->skipped_bytes = x->bad_entries = 0;
+    find_windows(x);
     read_sections(x);
     x->info[I_FIRST] = UINT64_MAX;
     for (i = 0; i < x->nthreads; ++i) {

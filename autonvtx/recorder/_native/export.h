@@ -122,6 +122,8 @@ typedef struct thread_state {
     uint64_t first, last;
     uint64_t span_first, span_last; /* statistics: the instances counted on this thread */
     u64map tops;           /* file domain id -> 1 + stack index of its innermost open range */
+    uint32_t hot_domain, hot_top; /* the last domain pushed or popped, whose entry lives here */
+    int has_hot;
     uint8_t* seen_names;   /* Perfetto: interned on this thread's sequence */
     size_t seen_names_cap;
     uint8_t* seen_cats;

@@ -61,9 +61,32 @@ static void range_ended(exporter* x, thread_state* t, opened* o, uint64_t end, i
     x->info[I_OPEN] += is_open != 0;
 }
 
+/* The innermost open range of a domain (1 + its stack index, 0: none). The last domain used
+   is kept out of the map: most threads push and pop in one domain, and then never hash. */
+static uint32_t top_of(const thread_state* t, uint32_t domain)
+{
+    uint32_t top;
+    if (t->has_hot && t->hot_domain == domain)
+        return t->hot_top;
+    top = u64map_get(&t->tops, domain);
+    return top == NONE32 ? 0 : top;
+}
+
+static int set_top(thread_state* t, uint32_t domain, uint32_t top)
+{
+    if (!t->has_hot || t->hot_domain != domain) {
+        if (t->has_hot && !u64map_put(&t->tops, t->hot_domain, t->hot_top))
+            return 0;
+        t->hot_domain = domain;
+        t->has_hot = 1;
+    }
+    t->hot_top = top;
+    return 1;
+}
+
 static void on_push(exporter* x, thread_state* t, opened* o)
 {
-    uint32_t below = u64map_get(&t->tops, o->domain);
+    uint32_t below = top_of(t, o->domain);
     if (t->depth == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 64;
         opened* s = realloc(t->stack, cap * sizeof(*s));
@@ -72,11 +95,11 @@ static void on_push(exporter* x, thread_state* t, opened* o)
         t->stack = s;
         t->cap = cap;
     }
-    if (t->depth >= NONE32 - 1 || !u64map_put(&t->tops, o->domain, (uint32_t)t->depth + 1))
+    if (t->depth >= NONE32 - 1 || !set_top(t, o->domain, (uint32_t)t->depth + 1))
         return;
     o->row = -1;
     o->outside = !in_window(x, o->start);
-    o->below = below == NONE32 ? 0 : below;
+    o->below = below;
     if (x->stats_mode & STATS_TREE) {
         int64_t parent = t->depth ? t->stack[t->depth - 1].row : -1;
         o->row = stats_row(&x->st, stats_group(x, t), parent, stat_name(x, o->name), (uint32_t)t->depth);
@@ -97,14 +120,15 @@ static void drop_closed(thread_state* t)
    the stack. Below the top it is only marked closed, and leaves the stack with the top. */
 static void on_pop(exporter* x, thread_state* t, uint32_t domain, uint64_t ts)
 {
-    uint32_t top = u64map_get(&t->tops, domain);
+    uint32_t top = top_of(t, domain);
     opened o;
-    if (top == NONE32 || top == 0) {
+    if (top == 0) {
         t->unmatched++;
         return;
     }
     o = t->stack[top - 1];
-    u64map_put(&t->tops, domain, o.below);
+    if (!set_top(t, domain, o.below))
+        return;
     if (top == t->depth) {
         t->depth--;
         drop_closed(t);

@@ -173,7 +173,7 @@ void read_sections(exporter* x)
     EACH_SECTION(x, pos, tag, body, len, cut) {
         if (tag == ANR_T_THREAD && len >= ANR_THREAD_HEAD_BYTES)
             read_thread(x, body, len);
-        else if (tag == ANR_T_DOMAINS || tag == ANR_T_STRINGS || tag == ANR_T_CATEGORIES)
+        else if (tag == ANR_T_CATEGORIES) /* domains and strings: read by find_windows, first */
             read_registry(x, tag, body, len);
         else if (tag == ANR_T_SPILL && len >= ANR_SPILL_BYTES) {
             if (load64(body) > x->flush_ns)
@@ -236,7 +236,8 @@ static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t c
 }
 
 /* Capture windows: the start/end ranges named "capture" in domain "autonvtx" (a registered
-   string, opened by regions' capture windows). A first walk reads the registries; the events
+   string, opened by regions' capture windows). A first walk reads the domain and string
+   registries (for the whole file: read_sections does not read them again); the events
    are decoded twice only when the file registered that string. A window still open at the
    file's end lasts to its end. */
 void find_windows(exporter* x)
