@@ -81,7 +81,7 @@ def install(
     resolved = _resolve(config, presets, targets, include, exclude, engine)
     if not (resolved.rules or resolved.plugins or resolved.regions):
         raise UsageError(
-            "install: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
+            "install: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
         )
     instrumentation = Instrumentation(resolved, restorable=True)

@@ -204,7 +204,8 @@ class Instrumentation:
         wrapped = sum(len(r.wrapped) for _, r in reports)
         skipped = sum(len(r.skipped) for _, r in reports)
         lines.append(self.engine_line())
-        lines.append(f"{self.walker.verb} {wrapped} functions in {len(reports)} modules ({skipped} skipped)")
+        lines.append(f"{self.walker.verb} {_count(wrapped, 'function')} in {_count(len(reports), 'module')}"
+                     f" ({skipped} skipped)")
         if self.activator is not None:
             lines.extend(self.activator.notes)
         if self.regions is not None:

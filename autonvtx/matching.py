@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import sys
+import types
 from collections.abc import Callable, Iterable
 
 from autonvtx.config import Config, Rule
@@ -278,16 +280,20 @@ class Matcher:
             lines = []
             hit_modules = self._modules_of_rule[c.index]
             for i, glob in enumerate(rule.modules):
+                # `pkg.*` beside a `pkg` that matched: a package without submodules, no typo.
+                if glob.endswith(".*") and glob[:-2] in hit_modules:
+                    continue
                 if (c.index, "modules", i) not in self._matched:
                     lines.append(
                         f"{rule.where('modules')}: {glob!r} matched no module"
                         + _suggest(glob, self._seen_modules | set(self._by_module))
                     )
             if hit_modules:  # else its include/exclude globs were never tried: no news in them
+                lines += [f"{rule.where('modules')}: {line}" for line in self._reexport_notes(hit_modules)]
                 names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
                 for key in ("include", "exclude"):
                     for i, glob in enumerate(getattr(rule, key)):
-                        if glob != "*" and (c.index, key, i) not in self._matched:
+                        if glob not in _NEVER_A_TYPO[key] and (c.index, key, i) not in self._matched:
                             lines.append(
                                 f"{rule.where(key)}: {glob!r} matched no qualified name"
                                 f" in {_plural(len(hit_modules), 'module')} it targets"
@@ -295,6 +301,22 @@ class Matcher:
                             )
             result.append((rule, lines))
         return result
+
+    def _reexport_notes(self, modules: Iterable[str]) -> list[str]:
+        """A targeted package whose `__init__` defines no function or class, only re-exports
+        them from submodules no rule targets: the rule selects nothing there (functions get
+        their ranges where they are defined), and the submodules' glob is what was meant."""
+        notes = []
+        for name in sorted(modules):
+            package = sys.modules.get(name)
+            if not isinstance(package, types.ModuleType) or not hasattr(package, "__path__"):
+                continue
+            if _defines_any(package, name):
+                continue
+            prefix = name + "."
+            if any(sub.startswith(prefix) and not self.should_consider_module(sub) for sub in list(sys.modules)):
+                notes.append(f"0 functions defined in {name!r}; its submodules match {prefix + '*'!r}")
+        return notes
 
     def _unmatched_readings(self, group: list[_CompiledRule]) -> list[str]:
         """The unmatched names of one Nsight Systems entry, whose rules are its readings: the
@@ -365,6 +387,21 @@ def _suggest(glob: str, seen: Iterable[str]) -> str:
     if not close:
         return ""
     return f"; did you mean {'.'.join([close[0], *tail])!r}?"
+
+
+# Globs that matching nothing cannot mean a typo: every name, and (excluded) the conventional
+# private names, which a module may simply not have (`autonvtx init` writes them).
+_NEVER_A_TYPO = {"include": ("*",), "exclude": ("*", "_*", "*._*")}
+
+
+def _defines_any(module: types.ModuleType, name: str) -> bool:
+    # Type checks and vars() only: no attribute lookup runs the program's code.
+    for value in list(vars(module).values()):
+        if isinstance(value, types.FunctionType) and value.__module__ == name:
+            return True
+        if isinstance(value, type) and vars(value).get("__module__") == name:
+            return True
+    return False
 
 
 def _plural(n: int, word: str) -> str:

@@ -52,9 +52,11 @@ def starter_text(cwd: str, *, table: str = "autonvtx", rules: str = "rules") -> 
     available = set(all_presets())
     with_preset = [name for name in frameworks if name in available]
     packages = project_packages(cwd)
+    # `list` imports modules and cannot show a script's own functions: `run --dry-run` can.
+    check = f"autonvtx list {packages[0]}" if packages else "autonvtx run --dry-run SCRIPT"
     lines = [
         "# autonvtx: which functions get NVTX ranges (written by `autonvtx init`).",
-        "# Check what these rules select with `autonvtx list MODULE`, then run",
+        f"# Check what these rules select with `{check}`, then run",
         "# `autonvtx run --summary SCRIPT` (or under `nsys profile -t cuda,nvtx`).",
         "",
     ]

@@ -105,7 +105,7 @@ def test_install_is_used_under_autonvtx_run(tmp_path: Path) -> None:
         ({"config": "missing.toml"}, autonvtx.ConfigError, r"no such file 'missing.toml'"),
         ({"targets": "mymod"}, autonvtx.UsageError, r"install: targets: expected a list of strings"),
         ({"targets": ["my mod"]}, autonvtx.ConfigError, r"--target: bad glob 'my mod'"),
-        ({}, autonvtx.UsageError, r"install: no rules found: looked for ./autonvtx.toml"),
+        ({}, autonvtx.UsageError, r"install: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml"),
     ],
 )
 def test_bad_input_raises_autonvtx_errors(
@@ -159,7 +159,7 @@ def test_ipython_extension_instruments_cells(tmp_path: Path) -> None:
         stderr=errors,
     )
     verb = "monitored" if sys.version_info >= (3, 12) else "wrapped"  # the default engine's
-    assert f"autonvtx: installed: {verb} 0 functions in 1 modules (0 skipped)" in out, out + errors[0]
+    assert f"autonvtx: installed: {verb} 0 functions in 1 module (0 skipped)" in out, out + errors[0]
     # `%autonvtx` alone: what the cells and the import since then brought.
     assert f"autonvtx: {verb} 2 functions in 2 modules (2 skipped)" in out
     assert "autonvtx: uninstalled; every replaced function is back" in out

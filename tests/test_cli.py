@@ -240,8 +240,8 @@ def test_bad_arguments(workdir: Path, args: list[str], message: str) -> None:
 
 
 NO_RULES = (
-    "autonvtx: {command}: no rules found: looked for ./autonvtx.toml and [tool.autonvtx] in"
-    " ./pyproject.toml; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
+    "autonvtx: {command}: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
+    " ./pyproject.toml{beside}; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
     " (autonvtx init writes a starter ./autonvtx.toml)"
 )
 
@@ -252,13 +252,13 @@ def test_no_rules_is_said_once_with_where_autonvtx_looked(workdir: Path) -> None
     make_file(workdir / "pyproject.toml", "[project]\nname = 'x'\n")  # no [tool.autonvtx]: not a config
     done = run_autonvtx("s.py", cwd=workdir, trace=False)
     assert (done.returncode, done.stdout) == (0, "ran\n")
-    assert done.stderr.splitlines() == [NO_RULES.format(command="run")]
+    assert done.stderr.splitlines() == [NO_RULES.format(command="run", beside=", then the same beside the script")]
     listed = subprocess.run(
         [sys.executable, "-m", "autonvtx", "list", "json"],
         cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
     )
     assert listed.returncode == 0, listed.stderr
-    assert listed.stderr.splitlines() == [NO_RULES.format(command="list")]
+    assert listed.stderr.splitlines() == [NO_RULES.format(command="list", beside="")]
 
 
 @pytest.mark.parametrize("given", [["-t", "nothing_here"], ["--preset", "numpy"], ["--config", "rules.toml"], []])
@@ -342,7 +342,7 @@ def test_verbose_lists_wrapped_and_skipped(workdir: Path) -> None:
     assert any(line.startswith(f"autonvtx: __main__:Box.grow: {default_verb()}") for line in lines)
     assert any(line.startswith("autonvtx: __main__:Box.__repr__: skipped") for line in lines)
     assert any(line.startswith("autonvtx: __main__:Box.area: skipped") for line in lines)
-    assert any(line.startswith(f"autonvtx: {default_verb()} 2 functions in 1 modules") for line in lines)
+    assert any(line.startswith(f"autonvtx: {default_verb()} 2 functions in 1 module (") for line in lines)
 
 
 # --summary forms and `autonvtx summary`
@@ -543,7 +543,7 @@ def test_a_run_loads_only_what_it_needs(tmp_path: Path, engine: str) -> None:
     make_file(tmp_path / "probe.py", START_PATH_PROBE)
     done = run_autonvtx("-v", "--engine", engine, "-t", "__main__", "probe.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert f"{'monitored' if engine == 'code' else 'wrapped'} 1 functions in 1 modules" in done.stderr, done.stderr
+    assert f"{'monitored' if engine == 'code' else 'wrapped'} 1 function in 1 module" in done.stderr, done.stderr
     from autonvtx.cli.group import COMMAND_MODULES
 
     loaded = json.loads(done.stdout.splitlines()[-1])
@@ -575,3 +575,21 @@ def test_a_source_folder_without_native_parts_says_so_and_never_advises_the_pypi
     assert "Traceback" not in done.stderr
     assert "the source folder imported from the working directory" in done.stderr
     assert "pip install --force-reinstall autonvtx" not in done.stderr
+
+
+@pytest.mark.parametrize("where", ["AUTONVTX_RULES", "beside the script"])
+def test_run_finds_rules_in_autonvtx_rules_or_beside_the_script_and_says_which_with_v(
+    workdir: Path, where: str
+) -> None:
+    # Issue 23: `autonvtx run app/s.py` from the repository root said "no rules found" with
+    # app/autonvtx.toml beside the script, and ignored AUTONVTX_RULES.
+    make_file(workdir / "app" / "s.py", "def f():\n    pass\n\nf()\n")
+    rules = make_file(workdir / "app" / ("autonvtx.toml" if where != "AUTONVTX_RULES" else "env.toml"),
+                      "[[rules]]\nmodules = ['__main__']\n")
+    env = autonvtx_env(AUTONVTX_RULES=str(rules)) if where == "AUTONVTX_RULES" else autonvtx_env()
+    done = run_autonvtx("-v", "app/s.py", cwd=workdir, env=env)
+    assert done.returncode == 0, done.stderr
+    shown = str(rules) if where == "AUTONVTX_RULES" else os.path.join("app", "autonvtx.toml")
+    assert f"autonvtx: rules from {shown}" in done.stderr.splitlines(), done.stderr
+    assert "no rules found" not in done.stderr
+    assert done.range_names() == ["f"]

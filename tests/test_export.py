@@ -255,6 +255,7 @@ def test_recover_writes_the_trace_of_a_killed_run(tmp_path: Path) -> None:
                              cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert recover.returncode == 0, recover.stderr
     assert "ended abnormally" in recover.stderr
+    assert "(ended abnormally)) ended abnormally" not in recover.stderr  # said once (issue 23)
     from autonvtx.recorder.perfetto import read_trace
 
     (rec,) = read_trace(tmp_path / "back.pftrace")

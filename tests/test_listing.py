@@ -339,6 +339,26 @@ def test_init_pyproject_appends_and_refuses_twice(tmp_path: Path) -> None:
     assert "already has a [tool.autonvtx] table" in done.stderr
 
 
+@pytest.mark.parametrize("package", [False, True])
+def test_init_advice_works_as_written_and_its_first_run_warns_nothing(tmp_path: Path, package: bool) -> None:
+    # Issue 23: the starter advised `autonvtx list MODULE` for a rule that targets only
+    # __main__ (which `list` cannot show), and its first run warned about its own excludes.
+    make_file(tmp_path / "s.py", "def main():\n    pass\n\nmain()\n")
+    if package:
+        make_file(tmp_path / "mypkg" / "__init__.py", "def work():\n    pass\n")
+        make_file(tmp_path / "s.py", "import mypkg\n\nmypkg.work()\n")
+    assert autonvtx("init", cwd=tmp_path).returncode == 0
+    advice = re.search(r"^# Check what these rules select with `autonvtx ([^`]+)`", (tmp_path / "autonvtx.toml").read_text(), re.M)
+    assert advice is not None
+    args = advice.group(1).replace("SCRIPT", "s.py").split()
+    assert args == (["list", "mypkg"] if package else ["run", "--dry-run", "s.py"])
+    shown = autonvtx(*args, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert ("mypkg:work" if package else "__main__:main") in shown.stdout, shown.stdout
+    ran = autonvtx("run", "--summary", "s.py", cwd=tmp_path)
+    assert ran.returncode == 0 and "warning" not in ran.stderr, ran.stderr
+
+
 def _importable(name: str) -> bool:
     import importlib.util
 

@@ -1,6 +1,7 @@
 """Tests for autonvtx.matching: module filter, precedence, reasons, unmatched patterns."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,8 +168,10 @@ def test_precedence_follows_file_order(tmp_path: Path) -> None:
          [("m", "Trainer.step"), ("m", "f")],
          ["rules.toml: rules[0].include: 'Trainr.*' matched no qualified name in the module it targets;"
           " did you mean 'Trainer.*'?",
-          "rules.toml: rules[0].exclude: '_*' matched no qualified name in the module it targets",
           "rules.toml: rules[0].exclude: 'g' matched no qualified name in the module it targets"]),
+        # Excluding private names a module does not have is no typo (`autonvtx init` writes them).
+        ((rule(0, ("m",), exclude=("_*", "*._*", "_x*")),), [("m", "f")],
+         ["rules.toml: rules[0].exclude: '_x*' matched no qualified name in the module it targets"]),
         # A name both included and overridden still proves its globs right; '*' is never a typo.
         ((rule(0, ("m.*",), exclude=("_*",)), rule(1, ("m.a",), include=("_x",))),
          [("m.a", "_x"), ("m.b", "f")], []),
@@ -183,6 +186,10 @@ def test_precedence_follows_file_order(tmp_path: Path) -> None:
         ((Rule(("mypkgg",), origin=COMMAND_LINE_ORIGIN),), [("mypkg", None)],
          ["--target: 'mypkgg' matched no module; did you mean 'mypkg'?"]),
         ((rule(0, ("a",)),), [], ["rules.toml: rules[0].modules: 'a' matched no module"]),
+        # `pkg.*` beside a `pkg` that matched: a package without (imported) submodules.
+        ((rule(0, ("pkg", "pkg.*")),), [("pkg", "f")], []),
+        ((rule(0, ("pkg", "pkgg.*")),), [("pkg", "f")],
+         ["rules.toml: rules[0].modules: 'pkgg.*' matched no module; did you mean 'pkg.*'?"]),
     ],
 )
 def test_unmatched_patterns(rules: tuple[Rule, ...], asked: list[tuple[str, str | None]], expected: list[str]) -> None:
@@ -208,3 +215,51 @@ def test_unmatched_by_rule_and_presets_left_out_of_the_warnings() -> None:
     assert m.unmatched_patterns() == [
         "rules.toml: rules[0].include: 'trian' matched no qualified name in the module it targets; did you mean 'train'?"
     ]
+
+
+def reexporting_package(monkeypatch: pytest.MonkeyPatch, *, defines: bool) -> None:
+    """`pkg` whose __init__ re-exports `f` from `pkg.core` (and, with `defines`, defines `g`)."""
+    import types
+
+    core = types.ModuleType("pkg.core")
+    exec("def f(): pass", core.__dict__)
+    package = types.ModuleType("pkg")
+    package.__path__ = []  # type: ignore[attr-defined]
+    package.f = core.f  # type: ignore[attr-defined]
+    if defines:
+        exec("def g(): pass", package.__dict__)
+        package.g.__module__ = "pkg"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pkg", package)
+    monkeypatch.setitem(sys.modules, "pkg.core", core)
+
+
+@pytest.mark.parametrize("modules, defines, expected", [
+    # The package defines nothing and its submodule is not targeted: the rule selects nothing.
+    (("pkg",), False, ["--target: 0 functions defined in 'pkg'; its submodules match 'pkg.*'"]),
+    (("pkg",), True, []),  # it defines g: the rule does select something
+    (("pkg", "pkg.*"), False, []),  # the submodule is targeted too
+])
+def test_a_package_that_only_reexports_says_its_submodules_match(
+    monkeypatch: pytest.MonkeyPatch, modules: tuple[str, ...], defines: bool, expected: list[str]
+) -> None:
+    reexporting_package(monkeypatch, defines=defines)
+    m = Matcher(Config(rules=(Rule(modules, origin=COMMAND_LINE_ORIGIN),)))
+    for name in ("pkg", "pkg.core"):
+        m.should_consider_module(name)
+    assert m.unmatched_patterns() == expected
+
+
+def test_run_and_list_say_a_reexporting_package_selects_nothing(tmp_path: Path) -> None:
+    import subprocess
+
+    from conftest import autonvtx_env
+
+    make_file(tmp_path / "mypkg" / "__init__.py", "from .core import f\n")
+    make_file(tmp_path / "mypkg" / "core.py", "def f():\n    return 1\n")
+    make_file(tmp_path / "s.py", "import mypkg\nmypkg.f()\n")
+    line = "--target: 0 functions defined in 'mypkg'; its submodules match 'mypkg.*'"
+    for args in (["run", "-t", "mypkg", "-v", "s.py"], ["list", "-t", "mypkg", "mypkg"]):
+        done = subprocess.run([sys.executable, "-m", "autonvtx", *args], cwd=tmp_path, capture_output=True,
+                              text=True, env=autonvtx_env(), timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert line in done.stdout + done.stderr, (args, done.stdout, done.stderr)

@@ -58,13 +58,13 @@ class RuleArgs:
     excludes: tuple[str, ...] = ()
     engine: str | None = None
 
-    def load(self, captures: Sequence[str] = ()) -> Config:
+    def load(self, captures: Sequence[str] = (), near: str | None = None) -> Config:
         """The config from presets, config files (or discovery), the -t rule and --engine;
-        `captures`: `run --capture` windows."""
+        `captures`: `run --capture` windows; `near`: the script's directory (discovery)."""
         from autonvtx.configfile import load_rules
 
-        return load_rules(self.configs, presets=self.presets, targets=self.targets,
-                          includes=self.includes, excludes=self.excludes, engine=self.engine, captures=captures)
+        return load_rules(self.configs, presets=self.presets, targets=self.targets, includes=self.includes,
+                          excludes=self.excludes, engine=self.engine, captures=captures, near=near)
 
 
 def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:

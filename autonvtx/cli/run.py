@@ -208,7 +208,11 @@ def run(
             describe_target(kind, value, target_args), ranks=ranks, trace=trace, summary=summary,
             buffer_mb=buffer_mb, keep=keep, children=not no_children, table=table,
         )
-    config = rules.load(captures=captures)
+    # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
+    # after the working directory.
+    config = rules.load(captures=captures, near=(os.path.dirname(value) or ".") if kind == "script" else None)
+    if verbose and config.sources and not (rules.configs or rules.presets or rules.targets):
+        print(f"autonvtx: rules from {', '.join(config.sources)}", file=sys.stderr)  # found, not given
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -276,9 +280,10 @@ def say_if_no_rules(config: Config, command: str) -> None:
     """With no rules given and none discovered, say so once on stderr, and where we looked:
     a command without rules most often means a config in another directory or a forgotten -t."""
     if not config.sources:
+        beside = ", then the same beside the script" if command == "run" else ""
         print(
-            f"autonvtx: {command}: no rules found: looked for ./autonvtx.toml and [tool.autonvtx]"
-            " in ./pyproject.toml; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
+            f"autonvtx: {command}: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx]"
+            f" in ./pyproject.toml{beside}; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"
             " (autonvtx init writes a starter ./autonvtx.toml)",
             file=sys.stderr,
         )

@@ -21,6 +21,7 @@ from autonvtx.configfile.formats import parse_file
 from autonvtx.configfile.problems import Problems
 from autonvtx.configfile.tables import FileConfig, load_file, read_description
 from autonvtx.engines import ENGINES
+from autonvtx.environment import RULES
 from autonvtx.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -42,9 +43,11 @@ def load_config(
     extra_sources: Sequence[str] = (),
     engine: str | None = None,
     captures: Sequence[str] = (),
+    near: str | None = None,
 ) -> Config:
     """Merge presets, config files and the command-line rule, in that order of precedence;
-    `engine` (--engine) overrides what the files say; `captures` are --capture windows."""
+    `engine` (--engine) overrides what the files say; `captures` are --capture windows; `near`
+    is the script's directory, where discovery looks after the working directory."""
     base = cwd if cwd is not None else os.getcwd()
     for flag, values in (("--include", includes), ("--exclude", excludes)):
         if values and not targets:
@@ -54,7 +57,7 @@ def load_config(
     files = [("preset", p) for p in extra_sources] + [("--config", p) for p in config_paths]
     preset_sources = list(extra_sources)
     if not files and not targets:
-        files = discover(base)
+        files = discover(base, near)
     problems = Problems()
     loaded_files = []
     for arg, path in files:
@@ -113,6 +116,7 @@ def load_rules(
     cwd: str | None = None,
     engine: str | None = None,
     captures: Sequence[str] = (),
+    near: str | None = None,
 ) -> Config:
     """What `autonvtx run`'s rule options say: named presets, config files (or the discovered
     one), the -t rule and --engine, merged."""
@@ -124,7 +128,7 @@ def load_rules(
         sources = resolve_presets(presets)
     return load_config(
         configs, targets=targets, includes=includes, excludes=excludes, cwd=cwd, extra_sources=sources,
-        engine=engine, captures=captures,
+        engine=engine, captures=captures, near=near,
     )
 
 
@@ -153,18 +157,28 @@ def _named_presets(
     return found
 
 
-def discover(base: str) -> list[tuple[str, str]]:
-    """The config a run without --config, --preset or -t uses: [("discovered", name)] or []."""
-    for name in DISCOVERED:
-        path = os.path.join(base, name)
-        if not os.path.isfile(path):
-            continue
-        if name == "pyproject.toml":
-            data = parse_file(name, path, "toml")
-            tool = data.get("tool")
-            if not (isinstance(tool, dict) and "autonvtx" in tool):
+def discover(base: str, near: str | None = None) -> list[tuple[str, str]]:
+    """The config a run without --config, --preset or -t uses: the file AUTONVTX_RULES names,
+    else the first of DISCOVERED in `base`, then in `near` (the script's directory), as
+    [(where it came from, path relative to base)]; or []."""
+    named = os.environ.get(RULES)
+    if named:
+        return [(RULES, named)]
+    directories = [base]
+    if near is not None and os.path.abspath(near) != os.path.abspath(base):
+        directories.append(near)
+    for directory in directories:
+        for name in DISCOVERED:
+            path = os.path.join(directory, name)
+            if not os.path.isfile(path):
                 continue
-        return [("discovered", name)]
+            shown = os.path.relpath(path, base) if directory != base else name
+            if name == "pyproject.toml":
+                data = parse_file(shown, path, "toml")
+                tool = data.get("tool")
+                if not (isinstance(tool, dict) and "autonvtx" in tool):
+                    continue
+            return [("discovered", shown)]
     return []
 
 

@@ -139,7 +139,8 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
             notes.append(f"process {rec.pid} ({rec.display_name}) was still running when the recording was "
                          "written: its events up to its last write are in")
         if not rec.ended_normally and not rec.label.endswith("(recording missing)"):
-            notes.append(f"process {rec.pid} ({rec.display_name}) ended abnormally (a crash, os._exit or a "
+            name = rec.display_name.removesuffix(" (ended abnormally)")  # the track's label says it too
+            notes.append(f"process {rec.pid} ({name}) ended abnormally (a crash, os._exit or a "
                          "kill): its events up to its last write (at most ~100 ms before) are kept, and the "
                          "ranges it left open end there")
     if open_ranges:
