@@ -6,7 +6,7 @@ import io
 import json
 from typing import Any, Callable, Sequence
 
-from autonvtx.report.text import format_duration, printable
+from autonvtx.report.text import format_duration, named_table, printable
 from autonvtx.report.across import Spread, SpreadRow
 from autonvtx.report.gather import describe
 
@@ -49,21 +49,10 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
             cells += _overlap_cells(row)
         lines.append((cells, printable(row.name)))
     out.append("")
-    out.extend(_table(headers, lines))
+    out.extend(named_table(headers, lines, width=WIDTH))
     for note in view.notes:
         out.append(f"Note: {note}")
     return "\n".join(out) + "\n"
-
-
-def _table(headers: list[str], lines: list[tuple[list[str], str]]) -> list[str]:
-    widths = [max([len(h)] + [len(cells[i]) for cells, _ in lines]) for i, h in enumerate(headers)]
-    room = max(WIDTH - sum(widths) - 2 * len(widths), 20)
-
-    def line(cells: Sequence[str], name: str) -> str:
-        shown = name if len(name) <= room else name[: room - 3] + "..."
-        return "  ".join([c.rjust(w) for c, w in zip(cells, widths)] + [shown]).rstrip()
-
-    return [line(headers, "Range"), line(["-" * w for w in widths], "-" * min(room, 40))] + [line(c, n) for c, n in lines]
 
 
 def record(row: SpreadRow) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import io
 import json
 from typing import Any, Callable, Sequence
 
-from autonvtx.report.text import format_duration, printable
+from autonvtx.report.text import format_duration, named_table, printable
 from autonvtx.report.diff import Diff, DiffRow, Side
 from autonvtx.report.gather import describe
 
@@ -69,26 +69,13 @@ def format_text(diff: Diff, rows: Sequence[DiffRow]) -> str:
         out.append("")
         if group:
             out.append(f"== {group} ==")
-        out.extend(_table(headers, [(_cells(r, diff.has_gpu), _name(r, diff.tree)) for r in members]))
+        lines = [(_cells(r, diff.has_gpu), _name(r, diff.tree)) for r in members]
+        out.extend(named_table(headers, lines, width=WIDTH, left_first=True))
     if not rows:
         out.extend(["", "(no ranges)"])
     for note in diff.notes:
         out.append(f"Note: {note}")
     return "\n".join(out) + "\n"
-
-
-def _table(headers: list[str], lines: list[tuple[list[str], str]]) -> list[str]:
-    widths = [max([len(h)] + [len(cells[i]) for cells, _ in lines]) for i, h in enumerate(headers)]
-    room = max(WIDTH - sum(widths) - 2 * len(widths), 20)
-
-    def line(cells: Sequence[str], name: str) -> str:
-        padded = [cells[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(cells[1:], widths[1:])]
-        shown = name if len(name) <= room else name[: room - 3] + "..."
-        return "  ".join(padded + [shown]).rstrip()
-
-    out = [line(headers, "Range"), line(["-" * w for w in widths], "-" * min(room, 40))]
-    out.extend(line(cells, name) for cells, name in lines)
-    return out
 
 
 def _side_record(side: Side) -> dict[str, Any]:

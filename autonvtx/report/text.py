@@ -116,6 +116,25 @@ def use_color(stream: IO[str]) -> bool:
 WIDTH = 100  # text tables fit a 100-column terminal; longer names are cut with "..."
 
 
+def named_table(headers: Sequence[str], lines: Sequence[tuple[Sequence[str], str]], *, width: int,
+                left_first: bool = False) -> list[str]:
+    """Columns of figures (right-aligned; the first left-aligned with `left_first`), then the
+    range's name, cut with "..." to fit `width` columns: the header, a rule and one line a row."""
+    widths = [max([len(h)] + [len(cells[i]) for cells, _ in lines]) for i, h in enumerate(headers)]
+    room = max(width - sum(widths) - 2 * len(widths), 20)
+
+    def line(cells: Sequence[str], name: str) -> str:
+        padded = [c.rjust(w) for c, w in zip(cells, widths)]
+        if left_first and cells:
+            padded[0] = cells[0].ljust(widths[0])
+        shown = name if len(name) <= room else name[: room - 3] + "..."
+        return "  ".join(padded + [shown]).rstrip()
+
+    return [line(headers, "Range"), line(["-" * w for w in widths], "-" * min(room, 40))] + [
+        line(cells, name) for cells, name in lines
+    ]
+
+
 def label(domain: str, name: str) -> str:
     """How the text names a range: ``domain:name``, or the bare name in the default domain."""
     shown = name if name else "(unnamed)"
