@@ -1,14 +1,13 @@
 """`autonvtx diff`: read both sides, compare, and write the outputs asked for."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
 from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
 from autonvtx.report.diffformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
-from autonvtx.report.render import format_of, write_text_file
+from autonvtx.report.render import check_writable, format_of, write_text_file
 
 @dataclass(frozen=True)
 class DiffRequest:
@@ -74,13 +73,7 @@ def produce_diff(request: DiffRequest) -> DiffResult:
 
 def _check_output_paths(request: DiffRequest) -> None:
     for option, path in (("-o", request.output), ("--html", request.html)):
-        if path is None:
-            continue
-        directory = os.path.dirname(os.path.abspath(path)) or "."
-        if os.path.isdir(path):
-            raise UsageError(f"diff: {option} '{path}': is a directory; expected a file path")
-        if not os.path.isdir(directory):
-            raise UsageError(f"diff: {option} '{path}': no such directory '{directory}'")
+        check_writable("diff", option, path)
 
 
 def _write(path: str, text: str) -> None:

@@ -10,7 +10,7 @@ from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange
 from autonvtx.report import data, text
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
-from autonvtx.report.render import format_of, write_text_file
+from autonvtx.report.render import check_writable, format_of, write_text_file
 from autonvtx.report.views import Shaping, shape_rows, shape_tree
 
 
@@ -90,13 +90,7 @@ _RENDERERS = {"text": text.report_text, "csv": data.report_csv, "json": data.rep
 def _check_output_paths(request: ReportRequest) -> None:
     """Fail before the (possibly long) read when an output cannot be written."""
     for option, path in (("-o", request.output), ("--html", request.html)):
-        if path is None:
-            continue
-        directory = os.path.dirname(os.path.abspath(path)) or "."
-        if os.path.isdir(path):
-            raise UsageError(f"report: {option} '{path}': is a directory; expected a file path")
-        if not os.path.isdir(directory):
-            raise UsageError(f"report: {option} '{path}': no such directory '{directory}'")
+        check_writable("report", option, path)
     if request.html is not None and request.output is not None and os.path.abspath(request.html) == os.path.abspath(request.output):
         raise UsageError(f"report: -o and --html name the same file '{request.output}'; expected two paths")
     if request.output is not None and request.fmt is None:

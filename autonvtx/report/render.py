@@ -56,6 +56,18 @@ def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: S
     write_text_file(target, render_stats(stats, form, notes=notes))
 
 
+def check_writable(command: str, option: str, path: str | None) -> None:
+    """Fail before a (possibly long) read when `path`, given to `option`, cannot be written:
+    a directory, or a file in a directory that does not exist."""
+    if path is None:
+        return
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise UsageError(f"{command}: {option} '{path}': is a directory; expected a file path")
+    if not os.path.isdir(directory):
+        raise UsageError(f"{command}: {option} '{path}': no such directory '{directory}'")
+
+
 def write_text_file(path: StrPath, content: str) -> None:
     """`content` into `path`, atomically."""
     def write(stream: IO[str]) -> None:
