@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -419,3 +420,33 @@ def test_summary_refuses_gpu_only_view_options(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
     done = summary_cli("t.json", "--sort", "kernels", cwd=tmp_path)
     assert done.returncode == 2 and "--sort: an autonvtx recording (no GPU data) has no figures for 'kernels'" in done.stderr
+
+
+def test_a_terminal_gets_the_first_rows_and_first_a_line_saying_how_to_see_more(tmp_path: Path) -> None:
+    # Issue 23: the torch export printed 26,829 lines, the hint on the last. A terminal (a
+    # pseudo-terminal here) gets the first rows; a pipe or a file still gets them all.
+    import pty
+
+    export = TORCH
+    leader, follower = pty.openpty()
+    with subprocess.Popen([sys.executable, "-m", "autonvtx", "report", str(export)], stdout=follower,
+                          stderr=subprocess.PIPE, env=autonvtx_env()) as proc:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=120)
+    os.close(leader)
+    lines = b"".join(chunks).decode().splitlines()
+    assert proc.returncode == 0
+    assert lines[0].startswith("showing the first 30 of 18,499 ranges by gpu: --top N for more"), lines[0]
+    assert len(lines) < 120
+    piped = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(export)], capture_output=True,
+                           text=True, timeout=120, env=autonvtx_env())
+    assert not piped.stdout.startswith("showing") and piped.stdout.count("\n") > 18_499

@@ -31,6 +31,12 @@ class ReportRequest:
     html_by: str = "gpu"
     group: str = "name"
     skip_first: int = 0
+    terminal: bool = False  # the table goes to a terminal: without --top, the first TERMINAL_TOP rows
+
+
+# A profile can hold tens of thousands of range names (torch's per-call op ids): a terminal
+# gets the first rows and, first, a line saying how to see more; a file or a pipe gets all.
+TERMINAL_TOP = 30
 
 
 def produce(request: ReportRequest) -> str | None:
@@ -43,6 +49,11 @@ def produce(request: ReportRequest) -> str | None:
         option = "--group" if request.group != "name" else "--skip-first"
         raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
     sort = request.sort or ("gpu" if report.has_gpu else "cpu")
+    head = ""
+    if request.terminal and request.top is None and not request.tree and len(report.rows) > TERMINAL_TOP:
+        head = (f"showing the first {TERMINAL_TOP} of {len(report.rows):,} ranges by {sort}: --top N for more,"
+                " or write them all with -o FILE or through a pipe\n\n")
+        request = dataclasses.replace(request, top=TERMINAL_TOP)
     check_sort(sort, GPU_SORTS if report.has_gpu else STATS_SORTS,
                "this export" if report.kind == "nsys" else "an autonvtx recording (no GPU data)")
     if report.kind == "autonvtx":
@@ -61,7 +72,7 @@ def produce(request: ReportRequest) -> str | None:
             page_tree = shape_tree(report.tree, Shaping(sort=size_by, pattern=request.pattern))
         write_text_file(request.html, render_page(report, rows, page_tree, size_by))
     if request.output is None:
-        return content
+        return head + content
     write_text_file(request.output, content)
     return None
 
