@@ -135,7 +135,7 @@ setup(
         Extension(
             CLIENT,
             sources=CLIENT_SOURCES,
-            depends=["autonvtx/_native/nvtxclient.h"],
+            depends=["autonvtx/_native/nvtxclient.h", "autonvtx/_native/uniform.h"],
             # RECORDER_FLAGS: the code engine's per-thread stack of open ranges is thread-local.
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["dl"],

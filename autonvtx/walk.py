@@ -2,7 +2,6 @@
 (and why), and hand the selected ones to an engine."""
 from __future__ import annotations
 
-import functools
 import threading
 import types
 import weakref
@@ -12,9 +11,20 @@ from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
 from autonvtx.config import Rule
-from autonvtx.engines import RANGE_MARK, Engine, loaded_function_wrapper
+from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
 from autonvtx.matching import Matcher, normalize_module
+from autonvtx.valuekinds import BUILTIN as _BUILTIN
+from autonvtx.valuekinds import CLASS as _CLASS
+from autonvtx.valuekinds import DATA as _DATA
+from autonvtx.valuekinds import FUNCTION as _FUNCTION
+from autonvtx.valuekinds import KINDS as _kinds
+from autonvtx.valuekinds import PROPERTY as _PROPERTY
+from autonvtx.valuekinds import RANGE_WRAPPER as _RANGE_WRAPPER
+from autonvtx.valuekinds import STATIC_OR_CLASS as _STATIC_OR_CLASS
+from autonvtx.valuekinds import is_builtin as _is_builtin
+from autonvtx.valuekinds import is_wrapt_function_wrapper
+from autonvtx.valuekinds import kind_of as _kind
 
 # Dunders the interpreter calls only because a program named them in a statement or a call
 # (`Trainer(...)`, `with`, `for`, `obj[i]`, `obj()`): a range there is the program's vocabulary.
@@ -34,55 +44,6 @@ _REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes written in Python (settable attributes)
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
-_BUILTIN_TYPES = (types.BuiltinFunctionType,)
-_METHOD_LIKE = (functools.cached_property, functools.partialmethod, functools.singledispatchmethod)
-
-
-def _is_builtin(value: Any) -> bool:
-    return _kind(type(value)) == _BUILTIN
-
-
-# What a value's type makes it, for the walk: decided once per type, not per value (a package
-# targeted wholesale has tens of thousands of globals and class members, nearly all data).
-_DATA, _CLASS, _RANGE_WRAPPER, _FUNCTION, _BUILTIN, _STATIC_OR_CLASS, _PROPERTY, _OTHER_CALLABLE = range(8)
-_kinds: dict[type, int] = {}
-
-
-def _kind(kind: type) -> int:
-    try:
-        return _kinds[kind]
-    except KeyError:
-        pass
-    if issubclass(kind, type):
-        found = _CLASS
-    elif any(RANGE_MARK in vars(k) for k in kind.__mro__):
-        found = _RANGE_WRAPPER
-    elif kind is types.FunctionType or is_wrapt_function_wrapper(kind):
-        found = _FUNCTION
-    elif kind is staticmethod or kind is classmethod:
-        found = _STATIC_OR_CLASS
-    elif issubclass(kind, property):
-        found = _PROPERTY
-    elif _is_builtin_type(kind):
-        found = _BUILTIN
-    elif issubclass(kind, _METHOD_LIKE) or any("__call__" in vars(k) for k in kind.__mro__):
-        found = _OTHER_CALLABLE  # callable(value), from its type as callable() decides
-    else:
-        found = _DATA
-    if len(_kinds) < 10_000:  # types made on the fly are not kept alive without bound
-        _kinds[kind] = found
-    return found
-
-
-def _is_builtin_type(kind: type) -> bool:
-    # Cython compiles a module's functions to its own function type, one per Cython version.
-    # NumPy >= 1.25 makes its public functions C callables of type _ArrayFunctionDispatcher
-    # (NEP 18 dispatch), which behave like builtins.
-    return (
-        kind in _BUILTIN_TYPES
-        or kind.__name__.endswith("cython_function_or_method")
-        or kind.__name__ == "_ArrayFunctionDispatcher"
-    )
 
 
 def _is_dunder(name: str) -> bool:
@@ -90,14 +51,6 @@ def _is_dunder(name: str) -> bool:
 
 
 _CODE = types.CodeType
-
-
-def is_wrapt_function_wrapper(kind: type) -> bool:
-    """Whether `kind` is a wrapt FunctionWrapper (a wrapt decorator's): a function to wrap.
-    Asked of what is loaded, not by importing wrapt: a program that never imported wrapt has
-    none, and a run that wraps nothing never pays for importing it."""
-    wrapper = loaded_function_wrapper()
-    return wrapper is not None and issubclass(kind, wrapper)
 
 
 @dataclass

@@ -1,0 +1,79 @@
+/*
+ * The walk of a module that one rule selects as a whole: what walk.py's _ModuleWalk decides
+ * and the engine applies, for the common cases, in one C call per module. A package targeted
+ * wholesale has thousands of functions in hundreds of modules; walked in Python, each cost
+ * several microseconds of deciding and reporting. Two engines apply the decisions here: the
+ * code engine (3.12+: a Range attached to the code, its local events on) and the wrap engine
+ * (a ranged function wrapper bound where the function was found).
+ *
+ * walk_uniform(application, items, decisions) goes over a module's (name, value) pairs:
+ *
+ *   - a plain function defined in the module (for the code engine, whose code is named as
+ *     the function): decided (reported wrapped with the rule's reason, protocol dunders
+ *     skipped) and applied; a re-export of one the wrap engine wrapped, rebound;
+ *   - a class written in Python whose __module__ is the module: its members the same way,
+ *     plain functions and static or class methods of plain functions, nested classes too;
+ *   - (code engine) functions nested in those, by their co_qualname; properties, builtin
+ *     methods and other
+ *     callables among members, and builtins the rule leaves out, skipped with their reasons;
+ *   - anything else (wrappers, builtins to wrap, a function whose code has another name, C
+ *     types): handed to the Python walk's own methods, so every decision the C walk does not
+ *     take is taken exactly as before.
+ *
+ * application, the engine's state: ("code", domain, color, category, tool_id,
+ * set_local_events, events, codes, no_existing) from ranges.CodeMonitor.uniform_walker, or
+ * ("wrap", domain, color, category, wrapper_type, wrappers, pending, rebind, apply, written)
+ * from engines/wrap.py's WrapEngine.uniform_walk.
+ * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
+ * visit_global, visit_member, wrap, failed, builtins, namespace, rebound, remember), the
+ * walk's state and methods (walk.py, _ModuleWalk.walk): reports are the same dicts and lists,
+ * filled the same way.
+ */
+#ifndef AUTONVTX_UNIFORM_H
+#define AUTONVTX_UNIFORM_H
+
+#include "nvtxclient.h"
+
+/* walk.py's kinds of values (_DATA, _CLASS, ...), decided once per type. */
+enum { K_DATA, K_CLASS, K_RANGE_WRAPPER, K_FUNCTION, K_BUILTIN, K_STATIC_OR_CLASS, K_PROPERTY,
+       K_OTHER_CALLABLE };
+
+typedef struct {
+    /* application */
+    int wrap_mode;      /* the wrap engine's (else the code engine's) */
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+    PyObject* tool_id;
+    PyObject* set_local_events;
+    PyObject* events;
+    PyObject* codes;
+    PyObject* pending_range; /* the code engine's PendingRange for this module */
+    int no_existing;    /* the engine has no stand-in for any function (no builtin wrapped) */
+    PyObject* wrapper_type;
+    PyObject* wrappers; /* id(function) -> its wrapper */
+    PyObject* pending;  /* id(function) -> names to rebind once it is wrapped */
+    PyObject* rebind;
+    PyObject* apply;    /* WrapEngine.apply for what ranged_make() leaves (generators early on) */
+    PyObject* written;  /* what restore() undoes, or None */
+    /* decisions */
+    PyObject* name;
+    PyObject* reason;
+    PyObject* wrapped;
+    PyObject* skipped;
+    PyObject* classes_seen;
+    PyObject* kinds;
+    PyObject* kind_of;
+    PyObject* dunders;
+    PyObject* visit_global;
+    PyObject* visit_member;
+    PyObject* wrap;
+    PyObject* failed;
+    int builtins;       /* the rule wraps builtins (a wrapper's job: left to Python) */
+    PyObject* namespace;
+    PyObject* rebound;
+    PyObject* remember;
+} walk_state;
+
+#endif
