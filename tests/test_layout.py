@@ -193,3 +193,22 @@ def _long_c_functions(path: str) -> Iterator[str]:
 
 def test_no_function_is_longer_than_80_lines() -> None:
     assert long_functions() == []
+
+
+# A module past these sizes is probably doing two jobs (issue 20: one job per module).
+LONGEST_MODULE = {".py": 500, ".c": 800, ".h": 800}
+
+
+def test_no_module_is_longer_than_its_bound() -> None:
+    too_long = []
+    for directory, _, files in os.walk(PACKAGE_DIR):
+        for name in files:
+            bound = LONGEST_MODULE.get(os.path.splitext(name)[1])
+            if bound is None:
+                continue
+            path = os.path.join(directory, name)
+            with open(path, encoding="utf-8") as f:
+                lines = sum(1 for _ in f)
+            if lines > bound:
+                too_long.append(f"{os.path.relpath(path, PACKAGE_DIR)}: {lines} lines (at most {bound})")
+    assert not too_long, "\n".join(too_long)
