@@ -8,7 +8,7 @@ function called from compiled code, a method of a `transformers` layer. Dynamo u
 own wrappers the same way (its `_torchdynamo_inline` attribute), but that attribute would
 have to sit in the wrapped function's `__dict__`, which `functools.wraps` copies onto later
 wrappers (dynamo would then trace past them). So where dynamo makes a function variable
-(`UserFunctionVariable`, and `UserMethodVariable` for methods) or builds one from a global,
+(`UserFunctionVariable`, and `UserMethodVariable` for methods; globals reach them too),
 autonvtx's wrapper is replaced by the function it wraps and the source by
 `<source>.__wrapped__`: dynamo inlines and guards the real function. Inside a compiled graph
 there is no range (an NVTX call cannot be traced; the torch plugin's ranges leave compiled
