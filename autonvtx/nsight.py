@@ -9,7 +9,7 @@ import shutil
 import socket
 import subprocess
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from autonvtx import environment
 from autonvtx.errors import AutonvtxError
@@ -204,3 +204,49 @@ def existing(paths: Sequence[str]) -> list[str]:
     """Those of `paths` (globs allowed) that exist, newest last."""
     found = {match for path in paths for match in glob.glob(glob.escape(path).replace("[*]", "*"))}
     return sorted(found, key=os.path.getmtime)
+
+
+# nsys draws a progress bar per file it writes ("[1/1] [=====50%    ] run.nsys-rep") by redrawing
+# one line with carriage returns. On a terminal that is a bar; in a log or a CI job it is one
+# line holding every redrawn step. A run of such steps is matched by its own shape, so the
+# program's output (tqdm's bars look otherwise) passes through untouched.
+_PROGRESS_RUN = re.compile(rb"(?:\r\[\d+/\d+\] \[[^\]\r\n]*\] [^\r\n]*)+")
+_PROGRESS_STEP = re.compile(rb"\r(\[(\d+/\d+)\] [^\r]*)")
+
+
+def _final_steps(match: re.Match[bytes]) -> bytes:
+    """The last state of each bar in a run of redrawn steps, one line each."""
+    last: dict[bytes, bytes] = {}
+    for step in _PROGRESS_STEP.finditer(match.group(0)):
+        last[step.group(2)] = step.group(1)
+    return b"\n".join(last.values())
+
+
+class ProgressFilter:
+    """Copies nsys's standard output (the program's own is part of it) to `write` unchanged,
+    except that each progress bar's redrawn steps become its final state on one line. Text
+    without a carriage return passes at once; a partial line holding one waits for its end."""
+
+    def __init__(self, write: Callable[[bytes], object]) -> None:
+        self._write = write
+        self._pending = b""
+
+    def feed(self, data: bytes) -> None:
+        data = self._pending + data
+        self._pending = b""
+        if b"\r" not in data:
+            self._write(data)
+            return
+        end = data.rfind(b"\n") + 1
+        complete, rest = data[:end], data[end:]
+        if complete:
+            self._write(_PROGRESS_RUN.sub(_final_steps, complete))
+        if b"\r" in rest:
+            self._pending = rest
+        elif rest:
+            self._write(rest)
+
+    def close(self) -> None:
+        if self._pending:
+            self._write(_PROGRESS_RUN.sub(_final_steps, self._pending))
+            self._pending = b""

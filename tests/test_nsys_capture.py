@@ -2,6 +2,7 @@
 of child and ending, checked in its SQLite export and against autonvtx's own recorder."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,6 +151,15 @@ def test_profile_leaves_the_report_and_its_export_named_by_rank_and_exits_with_t
     assert "spawn terminated, exitcode" in capture.profiled.stdout  # the program's own output
     assert (capture.directory / "page.html").read_text().startswith("<!DOCTYPE html>")
     assert "Traceback" not in capture.profiled.stderr
+
+
+def test_nsys_progress_bars_reach_a_log_as_their_final_state_only(capture: Capture) -> None:
+    # stdout is a pipe here, as in a CI log: nsys redraws each bar with carriage returns, which
+    # text mode turns into one line per redrawn step unless autonvtx keeps only the last.
+    bars = [line for line in capture.profiled.stdout.splitlines() if re.match(r"\[\d+/\d+\] \[", line)]
+    assert bars, capture.profiled.stdout
+    assert all("100%" in bar for bar in bars), bars
+    assert len(bars) == len({bar.split("]")[0] for bar in bars}), bars
 
 
 def test_every_range_reaches_nsys_from_threads_subprocesses_pools_forks_and_terminated_processes(

@@ -170,3 +170,34 @@ def test_the_inner_run_starts_this_autonvtx_not_a_source_folder_in_the_working_d
     assert done.stdout.split()[0] == "42"
     assert done.stdout.split()[1] in (str(tmp_path), os.path.realpath(tmp_path))  # the script's own directory leads sys.path
     assert "engine:" in done.stderr  # -v: autonvtx's own report, so autonvtx ran the script
+
+
+# What nsys 2022.4.2 printed on standard output for one capture with stdout in a file (its
+# progress bar redrawn with carriage returns), shortened, after the program's own line.
+NSYS_STDOUT = (b"hello\nGenerating '/tmp/nsys-report-a43a.qdstrm'\n"
+               b"\r[1/1] [0%                          ] t2.nsys-rep"
+               b"\r[1/1] [===========50%              ] t2.nsys-rep"
+               b"\r[1/1] [========================100%] t2.nsys-rep\n"
+               b"Generated:\n    /tmp/nsystest/t2.nsys-rep\n")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, len(NSYS_STDOUT)])
+def test_nsys_progress_is_kept_as_its_final_state_whatever_the_chunks(chunk: int) -> None:
+    written: list[bytes] = []
+    progress = nsight.ProgressFilter(written.append)
+    for start in range(0, len(NSYS_STDOUT), chunk):
+        progress.feed(NSYS_STDOUT[start:start + chunk])
+    progress.close()
+    assert b"".join(written) == (b"hello\nGenerating '/tmp/nsys-report-a43a.qdstrm'\n"
+                                 b"[1/1] [========================100%] t2.nsys-rep\n"
+                                 b"Generated:\n    /tmp/nsystest/t2.nsys-rep\n")
+
+
+def test_two_bars_keep_one_line_each_and_the_programs_own_carriage_returns_pass() -> None:
+    written: list[bytes] = []
+    progress = nsight.ProgressFilter(written.append)
+    program = b" 50%|#####     | 5/10\r100%|##########| 10/10\r\n"
+    progress.feed(program + b"\r[1/2] [50%] a.nsys-rep\r[1/2] [100%] a.nsys-rep\r[2/2] [100%] a.sqlite\n")
+    progress.feed(b"prompt> ")
+    progress.close()
+    assert b"".join(written) == program + b"[1/2] [100%] a.nsys-rep\n[2/2] [100%] a.sqlite\nprompt> "

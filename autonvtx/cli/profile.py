@@ -130,13 +130,57 @@ def inner_run_command(rules: RuleArgs, captures: Sequence[str], no_children: boo
 def run_nsys(command: Sequence[str]) -> int:
     """Run nsys in the foreground and return its status (the program's own: nsys passes it on).
     Ctrl-C reaches nsys too (same process group), which ends the program and writes the report:
-    we wait for it."""
-    process = subprocess.Popen(list(command))
+    we wait for it. Where standard output is no terminal (a log, a pipe, CI), it is copied
+    through nsight.ProgressFilter, so nsys's redrawn progress bars arrive as one line each."""
+    if _is_terminal(sys.stdout):
+        process = subprocess.Popen(list(command))
+    else:
+        sys.stdout.flush()
+        process = subprocess.Popen(list(command), stdout=subprocess.PIPE)
+        assert process.stdout is not None
+        _copy_filtered(process.stdout)
     while True:
         try:
             return process.wait()
         except KeyboardInterrupt:
             continue
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _copy_filtered(source: Any) -> None:
+    """nsys's standard output to ours until it closes. If ours goes away (`| head`), the copy
+    stops and the pipe is closed, so the program sees a closed pipe as it would have, and
+    what autonvtx prints later goes nowhere instead of failing."""
+    from autonvtx.nsight import ProgressFilter
+
+    def write(data: bytes) -> None:
+        if hasattr(sys.stdout, "buffer"):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data.decode(errors="replace"))
+        sys.stdout.flush()
+
+    progress = ProgressFilter(write)
+    try:
+        while True:
+            try:
+                data = source.read1(65536)
+            except KeyboardInterrupt:
+                continue
+            if not data:
+                break
+            progress.feed(data)
+        progress.close()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    finally:
+        source.close()
 
 
 def export_of_capture(nsys: Any, outputs: Sequence[str], started: float, status: int) -> str:
