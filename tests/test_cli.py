@@ -239,6 +239,16 @@ def test_bad_arguments(workdir: Path, args: list[str], message: str) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_missing_script_is_one_line_without_notes_or_unmatched_rule_warnings(workdir: Path) -> None:
+    # A newcomer's typo drew the no-tool note and "'mypkg.*' matched no module" beside the one
+    # line that mattered.
+    done = run_autonvtx("-t", "mypkg.*", "missing.py", cwd=workdir, trace=False)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        f"autonvtx: can't open file '{workdir / 'missing.py'}': [Errno 2] No such file or directory"
+    ]
+
+
 NO_RULES = (
     "autonvtx: {command}: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
     " ./pyproject.toml{beside}; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"

@@ -11,7 +11,7 @@ import click
 
 from autonvtx.cli.group import cli
 from autonvtx.cli.options import RuleArgs, rule_options
-from autonvtx.cli.run import TARGET_KEY, RunCommand
+from autonvtx.cli.run import TARGET_KEY, RunCommand, check_script
 from autonvtx.errors import UsageError
 
 DEFAULT_OUTPUT = "autonvtx-profile"
@@ -77,21 +77,6 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
     export = export_of_capture(nsys, outputs, started, status)
     print_report(export, tree=tree, by=by, top=top, html=html)
     raise SystemExit(status)
-
-
-def check_script(target: tuple[str, str, tuple[str, ...]]) -> None:
-    """A script that is not there stops us before nsys starts, worded as `run` words it (a
-    module is looked for by `run` itself: finding it imports its parent packages)."""
-    from autonvtx import runner
-
-    kind, value, args = target
-    if kind != "script":
-        return
-    argv, path = list(sys.argv), list(sys.path)
-    try:
-        runner.resolve(runner.Target(kind="script", value=value, args=args))
-    finally:
-        sys.argv[:], sys.path[:] = argv, path
 
 
 _START = "import sys; sys.path[0] = {home!r}; from autonvtx.cli import main; main()"

@@ -199,6 +199,9 @@ def run(
     if target is None:
         raise UsageError("run: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx run --help')")
     kind, value, target_args = target
+    # A script that is not there is one line and nothing more: no rules, notes or warnings
+    # about patterns that never had a chance to match.
+    check_script(target)
     if summary is None and table != SUMMARY_OPTION_DEFAULTS:
         raise UsageError("run: --tree, --group, --skip-first, --by, --sort, --top and --filter shape --summary; "
                          "add --summary")
@@ -242,6 +245,22 @@ def run(
         raise
     say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
     return TargetRun(resolved, on_main_statement)
+
+
+def check_script(target: tuple[str, str, tuple[str, ...]]) -> None:
+    """A script that is not there stops us before anything starts (`profile`: before nsys),
+    worded as Python words it (a module is looked for when it runs: finding it imports its
+    parent packages, which the rules may select)."""
+    from autonvtx import runner
+
+    kind, value, args = target
+    if kind != "script":
+        return
+    argv, path = list(sys.argv), list(sys.path)
+    try:
+        runner.resolve(runner.Target(kind="script", value=value, args=args))
+    finally:
+        sys.argv[:], sys.path[:] = argv, path
 
 
 def recording_outputs(label: str, *, ranks: str | None, table: dict[str, Any], **options: Any) -> tuple[bool, Any]:
