@@ -89,6 +89,48 @@ def test_a_range_per_for_iteration_nests_in_the_function_and_around_its_calls(tm
     assert payloads == [0, 1, 2]
 
 
+NESTED_LOOPS = """
+    def work(i):
+        return i
+
+    def train(epochs):
+        for epoch in range(epochs):
+            for step in range(2):
+                work(step)
+            while False:
+                pass
+            work(epoch)
+
+    def main():
+        train(2)
+"""
+
+
+@needs_312
+def test_an_outer_iteration_whose_body_starts_with_an_inner_loop_is_one_range(tmp_path: Path) -> None:
+    # The body's first line is the inner loop's header, which runs at each inner step: each
+    # outer iteration was restarted there (123 "epoch" ranges for 3 epochs in the example).
+    regions = ('[[regions]]\nfunction = "loops:train"\nloop = "first"\nname = "epoch {i}"\n'
+               '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n')
+    lines, _ = record(tmp_path, NESTED_LOOPS, regions)
+    assert lines == [
+        "main",
+        "  train",
+        "    epoch 0",
+        "      step 0",
+        "        work",
+        "      step 1",
+        "        work",
+        "      work",
+        "    epoch 1",
+        "      step 2",
+        "        work",
+        "      step 3",
+        "        work",
+        "      work",
+    ]
+
+
 @needs_312
 def test_regions_work_beside_the_wrap_engine(tmp_path: Path) -> None:
     lines, _ = record(tmp_path, FOR_LOOP, '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n',

@@ -9,7 +9,11 @@
  *
  *   line     a region's enter line opens it (a loop's closes the open iteration first); a
  *            line outside an open region of this frame closes it; any line no region needs
- *            returns DISABLE, so the interpreter stops calling for it
+ *            returns DISABLE, so the interpreter stops calling for it. A loop's header line
+ *            (its `lo`: CPython runs it before every iteration, `while True:` included) arms
+ *            the open iteration: the enter line begins the next one only when armed, so an
+ *            inner loop that starts on the enter line does not restart the outer iteration
+ *            at each of its own steps
  *   start    a call region opens (each call is one iteration)
  *   exit     PY_RETURN, PY_UNWIND: the frame's open regions close
  *   yield    PY_YIELD: they close, and are remembered for the frame
@@ -56,6 +60,7 @@ typedef struct {
     RegionObject* region; /* borrowed: autonvtx.regions.monitor keeps every Region alive */
     PyObject* frame;      /* borrowed: compared, never dereferenced */
     long long index;
+    int armed; /* a loop's header line ran since this iteration began: its enter line begins the next */
 } open_entry;
 
 #define STACK_DEPTH 128
@@ -162,6 +167,7 @@ static void open_region(open_stack* stack, RegionObject* r, PyObject* frame, lon
     top->region = r;
     top->frame = frame;
     top->index = index;
+    top->armed = 0;
     stack->depth++;
 }
 
@@ -237,11 +243,16 @@ static PyObject* on_line(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     n = PyTuple_GET_SIZE(regions);
     for (i = 0; i < n; i++) {
         RegionObject* r = (RegionObject*)PyTuple_GET_ITEM(regions, i);
-        if (line == r->enter) {
+        if (r->is_loop && line == r->lo) {
             int at = find_open(stack, r, frame);
             needed = 1;
-            if (at >= 0 && !r->is_loop)
-                continue; /* a span is open already: the line runs again inside it */
+            if (at >= 0)
+                stack->entries[at].armed = 1;
+        } else if (line == r->enter) {
+            int at = find_open(stack, r, frame);
+            needed = 1;
+            if (at >= 0 && (!r->is_loop || !stack->entries[at].armed))
+                continue; /* a span open already, or an inner loop stepping on the enter line */
             while (at >= 0 && stack->depth > at)
                 close_top(stack); /* the iteration before, and what it left open inside */
             begin(stack, r, frame);
@@ -350,8 +361,12 @@ static PyObject* on_frame_resume(PyObject* self, PyObject* const* args, Py_ssize
     if (saved != NULL) {
         const open_entry* entries = (const open_entry*)PyBytes_AS_STRING(saved);
         n = PyBytes_GET_SIZE(saved) / (Py_ssize_t)sizeof(open_entry);
-        for (i = 0; i < n; i++)
+        for (i = 0; i < n; i++) {
+            int depth = stack->depth;
             open_region(stack, entries[i].region, frame, entries[i].index);
+            if (stack->depth > depth) /* armed before the suspension: an `async for` header awaits */
+                stack->entries[depth].armed = entries[i].armed;
+        }
         (void)PyDict_DelItem(suspended, key);
     }
     Py_DECREF(key);

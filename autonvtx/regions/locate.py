@@ -21,7 +21,8 @@ _Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 @dataclass(frozen=True)
 class Placement:
     """A region resolved in one code object: LINE events at `enter` open it; a line outside
-    [lo, hi] closes it. `is_loop`: entering again closes the open iteration first."""
+    [lo, hi] closes it. `is_loop`: `lo` is the loop's header, which runs before each iteration;
+    entering again after it ran closes the open iteration first."""
 
     kind: str  # "loop", "lines" or "call"
     enter: int
