@@ -99,6 +99,10 @@ int ranged_add_to_module(PyObject* module);
 int steps_add_to_module(PyObject* module);
 int monitoring_add_to_module(PyObject* module);
 int regions_add_to_module(PyObject* module);
+
+/* Ask the NVTX tool again for every Region's handles (rebind_ranges calls it in a fork child);
+ * returns how many have a tool. */
+long regions_rebind(void);
 int uniform_add_to_module(PyObject* module);
 
 #endif

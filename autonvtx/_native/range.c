@@ -105,8 +105,8 @@ static int range_prepare(RangeObject* self, PyObject* domain_name, PyObject* mes
 
 PyDoc_STRVAR(rebind_ranges_doc,
 "rebind_ranges() -> int\n--\n\n"
-"Ask the NVTX tool again for every Range's domain handle and registered message; returns how\n"
-"many have a tool. For a fork child under a tool that starts afresh there (Nsight Systems\n"
+"Ask the NVTX tool again for every Range's (and region's) domain handle and registered\n"
+"message; returns how many have a tool. For a fork child under a tool that starts afresh there (Nsight Systems\n"
 "drops a forked child's events made with its parent's handles).");
 
 static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
@@ -124,7 +124,7 @@ static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
         range_register(r, nvtxDomainCreateA(domain_utf8), message_utf8);
         bound += r->enabled;
     }
-    return PyLong_FromLong(bound);
+    return PyLong_FromLong(bound + regions_rebind());
 }
 
 PyDoc_STRVAR(name_category_doc,

@@ -37,7 +37,7 @@
 
 #define CALL_LINE (-1) /* enter "line" of a call region: PY_START opens it */
 
-typedef struct {
+typedef struct RegionObject_ {
     PyObject_HEAD
     nvtxDomainHandle_t domain;
     nvtxEventAttributes_t attributes; /* registered message, unless the name holds {i} */
@@ -51,10 +51,16 @@ typedef struct {
     nvtxDomainHandle_t capture_domain;
     nvtxEventAttributes_t capture_attributes;
     PyObject* on_capture; /* callable(opening: bool, index: int): cudaProfiler*, bookkeeping */
+    PyObject* names;      /* (domain, message) as bytes: the handles are asked for again after a fork */
+    struct RegionObject_* older; /* every live Region, newest first (regions_rebind) */
+    struct RegionObject_* newer;
 } RegionObject;
 
 static PyTypeObject RegionType;
 static Py_ssize_t regions_index = -1;
+static RegionObject* newest_region; /* every live Region, through `older` */
+
+static void region_register(RegionObject* self);
 
 typedef struct {
     RegionObject* region; /* borrowed: autonvtx.regions.monitor keeps every Region alive */
@@ -405,13 +411,36 @@ static int Region_init(RegionObject* self, PyObject* args, PyObject* kwds)
         Py_XSETREF(self->pieces, Py_NewRef(pieces));
     }
     Py_XSETREF(self->on_capture, Py_NewRef(on_capture));
-    self->domain = nvtxDomainCreateA(domain);
+    Py_XSETREF(self->names, Py_BuildValue("(yy)", domain, message));
+    if (self->names == NULL)
+        return -1;
     memset(&self->attributes, 0, sizeof self->attributes);
     self->attributes.version = NVTX_VERSION;
     self->attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
     self->attributes.colorType = NVTX_COLOR_ARGB;
     self->attributes.color = (uint32_t)color;
     self->attributes.category = (uint32_t)category;
+    memset(&self->capture_attributes, 0, sizeof self->capture_attributes);
+    self->capture_attributes.version = NVTX_VERSION;
+    self->capture_attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    region_register(self);
+    if (self->older == NULL && self->newer == NULL && newest_region != self) {
+        self->older = newest_region;
+        if (newest_region != NULL)
+            newest_region->newer = self;
+        newest_region = self;
+    }
+    return 0;
+}
+
+/* The domain handle and registered strings, asked of the tool (again, in a fork child: nsys
+ * starts afresh there and drops events made with the parent's handles). */
+static void region_register(RegionObject* self)
+{
+    const char* domain = PyBytes_AS_STRING(PyTuple_GET_ITEM(self->names, 0));
+    const char* message = PyBytes_AS_STRING(PyTuple_GET_ITEM(self->names, 1));
+
+    self->domain = nvtxDomainCreateA(domain);
     self->attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
     self->attributes.message.ascii = NULL;
     if (self->domain != NULL && self->pieces == NULL) {
@@ -422,20 +451,34 @@ static int Region_init(RegionObject* self, PyObject* args, PyObject* kwds)
         /* A registered string: nsys --capture-range=nvtx matches registered strings unless
          * NSYS_NVTX_PROFILER_REGISTER_ONLY=0. */
         self->capture_domain = nvtxDomainCreateA("autonvtx");
-        memset(&self->capture_attributes, 0, sizeof self->capture_attributes);
-        self->capture_attributes.version = NVTX_VERSION;
-        self->capture_attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
         if (self->capture_domain != NULL) {
             self->capture_attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
             self->capture_attributes.message.registered =
                 nvtxDomainRegisterStringA(self->capture_domain, "capture");
         }
     }
-    return 0;
+}
+
+long regions_rebind(void)
+{
+    RegionObject* r;
+    long bound = 0;
+    for (r = newest_region; r != NULL; r = r->older) {
+        region_register(r);
+        bound += r->domain != NULL;
+    }
+    return bound;
 }
 
 static void Region_dealloc(RegionObject* self)
 {
+    if (self->newer != NULL)
+        self->newer->older = self->older;
+    else if (newest_region == self)
+        newest_region = self->older;
+    if (self->older != NULL)
+        self->older->newer = self->newer;
+    Py_XDECREF(self->names);
     Py_XDECREF(self->pieces);
     Py_XDECREF(self->on_capture);
     Py_TYPE(self)->tp_free((PyObject*)self);
@@ -575,6 +618,11 @@ int regions_add_to_module(PyObject* module)
 int regions_add_to_module(PyObject* module)
 {
     (void)module;
+    return 0;
+}
+
+long regions_rebind(void)
+{
     return 0;
 }
 
