@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from autonvtx import cells
 from autonvtx.errors import UsageError
 
 # The kernel's target, run by `autonvtx run -c`: a `-m` module would be `__main__` itself, and
@@ -105,16 +106,20 @@ def launch() -> None:
     app: Any = IPKernelApp.instance()  # ipykernel ships no type information
     app.initialize(sys.argv[1:])
     app.shell.events.register("post_run_cell", walk_cells)
+    cells.add_to(app.shell, __name__, "walk_cells")  # and after each definition: a call in its cell
     app.start()
 
 
 def walk_cells(*_: object) -> None:
     """Instrument what the cells defined so far in `__main__` (IPython's user module): only what
-    is new since the last walk is looked at."""
+    is new since the last walk is looked at. Called from inside cells too: never raises."""
     from autonvtx.control import installed
 
     main = sys.modules.get("__main__")
     if main is None:
         return
     for instrumentation in installed():
-        instrumentation.instrument_module(main)
+        try:
+            instrumentation.instrument_module(main)
+        except Exception:  # the walk reports what it could not do; a cell must not fail for it
+            pass

@@ -109,16 +109,22 @@ def test_a_real_kernel_session_is_recorded_with_cell_functions_and_package_range
     done = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp"), "-t", "__main__", "-t", "mypkg",
                     "--trace", str(tmp_path / "traces"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    cells = ["import mypkg", "def step(i):\n    return mypkg.work(i)", "[step(i) for i in range(3)]"]
+    # A call in the cell that defines the function has its range too (the walk after the cell
+    # came too late for it), and a traceback still names the cell's own lines.
+    cells = ["import mypkg", "def step(i):\n    return mypkg.work(i)\nstep(0)", "[step(i) for i in range(3)]",
+             "class Model:\n    def fail(self):\n        raise ValueError('cell line 3')\ntry:\n    Model().fail()\n"
+             "except ValueError as e:\n    print(e.__traceback__.tb_next.tb_lineno)"]
     outputs = run_notebook(cells, kernel="autonvtx", cwd=tmp_path / "nb", jupyter_path=tmp_path / "jp" / "share" / "jupyter")
     assert outputs[2][0]["data"]["text/plain"] == "[0, 0, 1]"
+    assert stream_text(outputs, "stdout") == "3\n"
     run_notebook(["import mypkg", "mypkg.work(5)"], kernel="autonvtx", cwd=tmp_path / "nb",
                  jupyter_path=tmp_path / "jp" / "share" / "jupyter")
     traces = sorted((tmp_path / "traces").glob("autonvtx-*.json"))
     assert len(traces) == 2, "one trace per kernel session"
     names = [[e["name"] for e in json.loads(t.read_text())["traceEvents"] if e.get("ph") == "X"] for t in traces]
     first = next(n for n in names if "step" in n)
-    assert first.count("step") == 3 and first.count("work") == 3
+    assert first.count("step") == 4 and first.count("work") == 4
+    assert first.count("Model.fail") == 1
     second = next(n for n in names if n is not first)
     assert second.count("work") == 1 and "step" not in second
 
