@@ -116,8 +116,8 @@ def compare(base: Sequence[Summary], new: Sequence[Summary], options: DiffOption
 def _notes(base: Sequence[Summary], new: Sequence[Summary], has_gpu: bool) -> list[str]:
     if has_gpu or not any(s.has_gpu for s in (*base, *new)):
         return []
-    return ["GPU data on one side only: CPU time compared; profile both sides with `nsys profile -t cuda,nvtx` "
-            "to compare GPU time"]
+    return ["GPU data on one side only: CPU time compared; capture both sides with `autonvtx profile` on a machine "
+            "with a CUDA GPU (nsys itself: --trace=cuda,nvtx) to compare GPU time"]
 
 
 def _side(found: list[Measures | None], metric: int) -> Side:

@@ -161,10 +161,11 @@ def _export_notes(export: NsysExport, labels: Labels) -> list[str]:
     notes = []
     if export.nvtx is None:
         notes.append("no NVTX events in this capture (no NVTX_EVENTS table): nothing to attribute GPU work to; "
-                     "profile with `nsys profile -t cuda,nvtx`")
+                     "capture with `autonvtx profile` (or nsys itself with --trace=cuda,nvtx)")
     if not export.work:
         notes.append("no CUDA GPU activity in this capture (no CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET tables): "
-                     "CPU time only; for GPU time, capture with CUDA traced (`-t cuda,nvtx`) on a machine with a CUDA GPU")
+                     "CPU time only; for GPU time, capture on a machine with a CUDA GPU (`autonvtx profile` traces CUDA there; "
+                     "nsys itself needs --trace=cuda,nvtx)")
     elif export.runtime is None:
         notes.append("no CUDA runtime calls in this capture (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
                      "GPU work cannot be tied to the ranges that launched it")
@@ -197,8 +198,8 @@ def _from_recording(path: str, options: ReportOptions) -> Report:
         recordings = [_renamed(recording, strip_ids) for recording in recordings]
     by = None if options.by == "gpu" else options.by
     notes = ["an autonvtx recording holds NVTX ranges only (the recorder sees no CUDA activity): CPU time per "
-             "range, no GPU time; for GPU time per range profile with `nsys profile -t cuda,nvtx autonvtx run ...` "
-             "and report on the export"]
+             "range, no GPU time; for GPU time per range run the program under Nsight Systems (`autonvtx profile "
+             "[rule options] SCRIPT`, on a machine with a CUDA GPU) and report on its export"]
     if options.by == "gpu":
         notes.append("--by gpu: the recording holds no GPU data; ranges shown without grouping")
     notes.extend(summary_notes(recordings))
