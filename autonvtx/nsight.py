@@ -200,6 +200,21 @@ def report_paths(output: str, env: Mapping[str, str] | None = None) -> list[str]
     return [base + suffix for suffix in (".nsys-rep", ".qdstrm", ".sqlite")]
 
 
+def check_output_directory(output: str, env: Mapping[str, str] | None = None) -> None:
+    """Refuse `-o output` before nsys runs the program when nsys could not write there: it
+    would run the whole capture, then save the report under /tmp and say so in passing."""
+    directory = os.path.dirname(os.path.abspath(expand_output(output, env))) or "."
+    if not os.path.isdir(directory):
+        raise NsysError(f"profile: -o '{output}': no such directory '{directory}'; expected an existing directory")
+    probe = os.path.join(directory, f".autonvtx-profile.{os.getpid()}.probe")
+    try:  # by creating a file: root passes access() on read-only mounts and /proc
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except OSError as error:
+        raise NsysError(f"profile: -o '{output}': cannot write in '{directory}' ({error.strerror});"
+                        " expected a writable directory") from None
+    os.unlink(probe)
+
+
 def existing(paths: Sequence[str]) -> list[str]:
     """Those of `paths` (globs allowed) that exist, newest last."""
     found = {match for path in paths for match in glob.glob(glob.escape(path).replace("[*]", "*"))}

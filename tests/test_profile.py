@@ -122,6 +122,21 @@ def test_an_existing_report_is_kept_unless_force_is_given(tmp_path: Path) -> Non
     assert "ran" not in done.stdout
 
 
+@pytest.mark.parametrize(("output", "message"), [
+    ("nodir/out", "no such directory '{cwd}/nodir'; expected an existing directory"),
+    # /proc is no place for a file, even for root (whom access() lets through): found by trying.
+    ("/proc/out", "cannot write in '/proc' (No such file or directory); expected a writable directory"),
+])
+def test_an_output_nsys_could_not_write_stops_before_the_program_runs(tmp_path: Path, output: str, message: str) -> None:
+    # nsys ran the whole capture, then saved it under /tmp, and autonvtx said nsys wrote nothing.
+    nsys_or_skip()
+    make_file(tmp_path / "app.py", "print('ran')\n")
+    done = profile("-o", output, "app.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == f"autonvtx: profile: -o '{output}': {message.format(cwd=tmp_path)}\n"
+    assert "ran" not in done.stdout
+
+
 def test_report_on_a_nsys_rep_without_nsys_says_what_to_run(tmp_path: Path) -> None:
     (tmp_path / "run.nsys-rep").write_bytes(b"not read")
     env = autonvtx_env(PATH=os.path.dirname(sys.executable))

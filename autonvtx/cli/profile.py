@@ -63,6 +63,7 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
     capture = any(region.capture is not None for region in config.regions)
     nsys = nsight.find_nsys()
     outputs = nsight.report_paths(output)
+    nsight.check_output_directory(output)
     if not force:
         taken = nsight.existing(outputs)
         if taken:
