@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 import types
@@ -286,7 +287,7 @@ class Matcher:
                 if (c.index, "modules", i) not in self._matched:
                     lines.append(
                         f"{rule.where('modules')}: {glob!r} matched no module"
-                        + _suggest(glob, self._seen_modules | set(self._by_module))
+                        + (_suggest(glob, self._seen_modules | set(self._by_module)) or _hint(glob, rule))
                     )
             if hit_modules:  # else its include/exclude globs were never tried: no news in them
                 lines += [f"{rule.where('modules')}: {line}" for line in self._reexport_notes(hit_modules)]
@@ -362,6 +363,20 @@ class Matcher:
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _hint(glob: str, rule: Rule) -> str:
+    """What a module glob that matched nothing was most likely meant as: the script (which runs
+    as `__main__`), or a class or function (chosen by include globs, not module ones)."""
+    head = glob.split(".", 1)[0]
+    scripts = [getattr(sys.modules.get("__main__"), "__file__", None), sys.argv[0] if sys.argv else None]
+    if any(isinstance(s, str) and head == os.path.basename(s).removesuffix(".py") for s in scripts):
+        return "; the script runs as module '__main__': target it as '__main__'"
+    if head[:1].isupper():
+        if rule.where("include").startswith("-"):
+            return f"; {head!r} looks like a class: -t MODULE --include {glob!r}"
+        return f"; {head!r} looks like a class: its module goes in 'modules', {glob!r} in 'include'"
+    return ""
 
 
 def _suggest(glob: str, seen: Iterable[str]) -> str:

@@ -190,6 +190,12 @@ def test_precedence_follows_file_order(tmp_path: Path) -> None:
         ((rule(0, ("pkg", "pkg.*")),), [("pkg", "f")], []),
         ((rule(0, ("pkg", "pkgg.*")),), [("pkg", "f")],
          ["rules.toml: rules[0].modules: 'pkgg.*' matched no module; did you mean 'pkg.*'?"]),
+        # A class given where a module goes (a newcomer's -t 'Pipeline.*').
+        ((Rule(("Pipeline.*",), origin=COMMAND_LINE_ORIGIN),), [("mypkg", None)],
+         ["--target: 'Pipeline.*' matched no module; 'Pipeline' looks like a class: -t MODULE --include 'Pipeline.*'"]),
+        ((rule(0, ("Trainer",)),), [("mypkg", None)],
+         ["rules.toml: rules[0].modules: 'Trainer' matched no module; 'Trainer' looks like a class: its module goes"
+          " in 'modules', 'Trainer' in 'include'"]),
     ],
 )
 def test_unmatched_patterns(rules: tuple[Rule, ...], asked: list[tuple[str, str | None]], expected: list[str]) -> None:
@@ -263,3 +269,11 @@ def test_run_and_list_say_a_reexporting_package_selects_nothing(tmp_path: Path) 
                               text=True, env=autonvtx_env(), timeout=120)
         assert done.returncode == 0, done.stderr
         assert line in done.stdout + done.stderr, (args, done.stdout, done.stderr)
+
+
+def test_the_scripts_own_name_as_a_module_glob_is_told_it_runs_as_main(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["/home/me/train.py", "--epochs", "3"])
+    m = matcher(Rule(("train",), origin=COMMAND_LINE_ORIGIN))
+    m.should_consider_module("__main__")
+    assert m.unmatched_patterns() == [
+        "--target: 'train' matched no module; the script runs as module '__main__': target it as '__main__'"]
