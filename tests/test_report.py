@@ -123,7 +123,7 @@ def test_numbered_names_of_an_export_share_a_row_unless_each(torch_json: dict[st
     assert row["instances"] == sum(r["instances"] for r in copies) == 1_889
     # Nested instances of one row count once: no copy_ encloses another, so the CPU time is the sum.
     assert row["cpu_ns"] == sum(r["cpu_ns"] for r in copies)
-    assert "FSDP::pre_forward (blocks.{n}._checkpoint_wrapped_module)" in rows
+    assert "FSDP::pre_forward (blocks.{n}._checkpoint_wrapped_module), op_id = {n}" in rows
     assert "ncclSend" in rows and not any(re.search(r"(?<![A-Za-z0-9])\d", name) for name in rows)
     assert torch_grouped["schema"] == torch_json["schema"] == "autonvtx-report/1"
 
@@ -167,13 +167,13 @@ def test_domains_registered_strings_and_ranks_of_the_2022_export() -> None:
 
 
 @pytest.mark.parametrize("by", ["process", "rank", "thread"])
-def test_groups_partition_the_work(torch_json: dict[str, Any], by: str) -> None:
+def test_groups_partition_the_work(torch_grouped: dict[str, Any], by: str) -> None:
     grouped = report_json(TORCH, by=by)
     assert len({r["group"] for r in grouped["ranges"]}) == 2  # two processes, one thread each with ranges
     whole: dict[str, int] = {}
     for r in grouped["ranges"]:
         whole[r["name"]] = whole.get(r["name"], 0) + r["kernels"]
-    assert whole == {r["name"]: r["kernels"] for r in torch_json["ranges"]}
+    assert whole == {r["name"]: r["kernels"] for r in torch_grouped["ranges"]}
 
 
 def test_by_gpu_splits_work_by_device() -> None:

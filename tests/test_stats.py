@@ -413,6 +413,55 @@ def test_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
     assert exact.returncode == 0 and "d:step 1" in exact.stdout and "d:step {n}" not in exact.stdout
 
 
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="regions need sys.monitoring (3.12+)")
+def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
+    make_file(tmp_path / "loops.py", """
+        def train(steps):
+            total = 0
+            for i in range(steps):
+                total += i
+            total += 1
+            return total
+
+        train(7)
+        train(5)
+    """)
+    make_file(tmp_path / "c.toml", """
+        [[regions]]
+        function = "__main__:train"
+        loop = "first"
+
+        [[regions]]
+        function = "__main__:train"
+        lines = "5-6"
+    """)
+    done = autonvtx(tmp_path, "run", "--config", "c.toml", "--summary", "s.json", "loops.py")
+    assert done.returncode == 0, done.stderr
+    rows = {r["name"]: r["count"] for r in json.loads((tmp_path / "s.json").read_text())["ranges"]}
+    # The loop's default name "{qualname} {i}" is one row; the span's "train lines 5-6" names a place.
+    assert rows == {"train {n}": 12, "train lines 5-6": 2}
+    each = autonvtx(tmp_path, "run", "--config", "c.toml", "--summary", "e.json", "--each", "loops.py")
+    assert each.returncode == 0, each.stderr
+    rows = {r["name"]: r["count"] for r in json.loads((tmp_path / "e.json").read_text())["ranges"]}
+    assert rows == {**{f"train {i}": 2 for i in range(5)}, "train 5": 1, "train 6": 1, "train lines 5-6": 2}
+
+
+def test_run_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
+    make_file(tmp_path / "prog.py", """
+        import nvtx
+        for step in range(3):
+            with nvtx.annotate(f"step {step}"):
+                pass
+    """)
+    done = autonvtx(tmp_path, "run", "--summary", "--filter", "nothing*", "prog.py")
+    assert done.returncode == 0 and "(no range matches --filter 'nothing*')" in done.stderr, done.stderr
+    assert "no ranges recorded" not in done.stderr and "Note: no range" not in done.stderr
+    written = autonvtx(tmp_path, "run", "--summary", "s.csv", "--filter", "nothing*", "prog.py")
+    assert "autonvtx: no range matches --filter 'nothing*'" in written.stderr, written.stderr
+    shown = autonvtx(tmp_path, "run", "--summary", "--filter", "step {n}", "prog.py")
+    assert shown.returncode == 0 and "step {n}" in shown.stderr and "  3  " in shown.stderr, shown.stderr
+
+
 def test_colored_text_only_when_asked() -> None:
     assert "\x1b[" not in stats_text(rows(ViewOptions()))
     assert "\x1b[1m" in stats_text(rows(ViewOptions()), color=True)
