@@ -154,8 +154,8 @@ def test_numbered_names_are_compared_as_one_row_unless_each(tmp_path: Path) -> N
 
     base, new = run(tmp_path / "a.json", 4, 500), run(tmp_path / "b.json", 6, 500)
     grouped = list(csv.DictReader(io.StringIO(produce_diff(DiffRequest((base,), (new,), fmt="csv")).text or "")))
-    assert [(r["name"], r["base_instances"], r["new_instances"], r["base_cpu_ns"], r["new_cpu_ns"]) for r in grouped] \
-        == [("step {n}", "4", "6", "2000", "3000")]
+    assert [(r["name"], *map(float, (r["base_instances"], r["new_instances"], r["base_cpu_ns"], r["new_cpu_ns"])))
+            for r in grouped] == [("step {n}", 4, 6, 2000, 3000)]
     each = produce_diff(DiffRequest((base,), (new,), fmt="csv", each=True)).text or ""
     verdicts = {r["name"]: r["verdict"] for r in csv.DictReader(io.StringIO(each))}
     assert verdicts == {**{f"step {i}": "same" for i in range(4)}, "step 4": "new", "step 5": "new"}
