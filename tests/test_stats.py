@@ -443,7 +443,7 @@ def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
     each = autonvtx(tmp_path, "run", "--config", "c.toml", "--summary", "e.json", "--each", "loops.py")
     assert each.returncode == 0, each.stderr
     rows = {r["name"]: r["count"] for r in json.loads((tmp_path / "e.json").read_text())["ranges"]}
-    assert rows == {**{f"train {i}": 2 for i in range(5)}, "train 5": 1, "train 6": 1, "train lines 5-6": 2}
+    assert rows == {**{f"train {i}": 1 for i in range(12)}, "train lines 5-6": 2}  # {i} counts on across calls
 
 
 def test_run_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
