@@ -143,6 +143,26 @@ def test_new_and_gone_ranges(tmp_path: Path) -> None:
     assert document["counts"] == {"slower": 0, "faster": 0, "same": 1, "new": 1, "gone": 1}
 
 
+def test_numbered_names_are_compared_as_one_row_unless_each(tmp_path: Path) -> None:
+    from autonvtx.recorder.model import ProcessRecording, Range
+    from autonvtx.recorder.trace import write_chrome_trace
+
+    def run(path: Path, steps: int, ns: int) -> str:
+        ranges = [Range(1, 1, "", f"step {i}", 1000 * i, 1000 * i + ns) for i in range(steps)]
+        write_chrome_trace([ProcessRecording(1, ranges=ranges, flush_ns=10**6)], path)
+        return str(path)
+
+    base, new = run(tmp_path / "a.json", 4, 500), run(tmp_path / "b.json", 6, 500)
+    grouped = list(csv.DictReader(io.StringIO(produce_diff(DiffRequest((base,), (new,), fmt="csv")).text or "")))
+    assert [(r["name"], *map(float, (r["base_instances"], r["new_instances"], r["base_cpu_ns"], r["new_cpu_ns"])))
+            for r in grouped] == [("step {n}", 4, 6, 2000, 3000)]
+    each = produce_diff(DiffRequest((base,), (new,), fmt="csv", each=True)).text or ""
+    verdicts = {r["name"]: r["verdict"] for r in csv.DictReader(io.StringIO(each))}
+    assert verdicts == {**{f"step {i}": "same" for i in range(4)}, "step 4": "new", "step 5": "new"}
+    shown = cli("diff", base, "--against", new, "--each", "--filter", "step 5")
+    assert shown.returncode == 0 and "step 5" in shown.stdout and "step {n}" not in shown.stdout, shown.stderr
+
+
 def test_single_runs_use_the_noise_threshold(tmp_path: Path) -> None:
     rng = random.Random(7)
     base = write_runs(tmp_path, "b", 1, Program(noise=_quiet()), rng)

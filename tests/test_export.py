@@ -305,6 +305,7 @@ LAYERS = """
 @pytest.mark.parametrize("options", [
     dict(tree=True), dict(group="class"), dict(tree=True, group="class", sort="self"), dict(skip_first=2),
     dict(by="thread"), dict(by="process", top=2), dict(filter="*attn*"), dict(by="thread", tree=True, skip_first=1),
+    dict(each=True), dict(each=True, tree=True, skip_first=1), dict(each=True, group="class", skip_first=1),
 ])
 def test_native_statistics_take_the_summary_options_as_the_python_summary(tmp_path: Path,
                                                                           options: dict[str, Any]) -> None:
@@ -318,6 +319,44 @@ def test_native_statistics_take_the_summary_options_as_the_python_summary(tmp_pa
                        s.max_ns, s.median_ns, s.open_count)
     assert [shape(s) for s in got] == [shape(s) for s in expected]
     assert [s.wall_percent for s in got] == pytest.approx([s.wall_percent for s in expected], rel=0.05)
+
+
+# Names the grouping rule must treat alike byte by byte (stats.name_template, export_stats.c's
+# numbered_name): numbers, words, hex literals, spans, non-ASCII neighbours, ends of the name.
+NUMBERED = ["step 0", "step 17", "epoch 3 step 4", "conv2d", "layer1", "fp16", "0x1f", "0x1fz", "0x", "0xg",
+            "at 0XaB9", "lines 12-40", "12-", "-12", "x-1", "1-x", "2024-01-05", "шаг3", "шаг 3", "3é", "é3",
+            "a_1", "1", "12", "{n}", "step {n}", "0x1f-2", "9-0x1f", "lr 0.001", "(7)", "#8#", "x9 9x 9"]
+
+
+def random_names(count: int) -> list[str]:
+    import random
+
+    pick = random.Random(23)
+    return ["".join(pick.choice("ax09 -_.é(") for _ in range(pick.randint(1, 8))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("each", [False, True], ids=["grouped", "each"])
+def test_native_statistics_group_numbered_names_as_the_python_twin(tmp_path: Path, each: bool) -> None:
+    from autonvtx.recorder.stats import ViewOptions
+
+    names = NUMBERED + random_names(400)
+    directory = record(tmp_path, f"""
+        import nvtx
+        for name in {names!r}:
+            for i in range(2):
+                with nvtx.annotate(name, domain="d"):
+                    with nvtx.annotate(f"inner {{i}}", domain="d"):
+                        pass
+    """)
+    for options in (ViewOptions(each=each), ViewOptions(each=each, tree=True, skip_first=1)):
+        expected = summarize(read_directory(directory), options)
+        got = write_results(str(directory), Request(summary="-", options=options)).stats
+        shape = lambda s: (s.depth, s.path, s.domain, s.name, s.count, s.total_ns, s.self_ns, s.min_ns,  # noqa: E731
+                           s.max_ns, s.median_ns)
+        assert sorted(map(shape, got)) == sorted(map(shape, expected))
+    grouped = {s.name for s in expected}
+    assert ("step {n}" in grouped and "inner {n}" in grouped) is not each
+    assert ("step 17" in grouped) is each
 
 
 class _Terminal:

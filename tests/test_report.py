@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +25,7 @@ TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
 # GPU work belongs to every range, on the thread whose runtime call (same correlationId, same
 # process; CUDA-backtrace rows excluded, they repeat the call) launched it, that contains the
 # call's start; DISTINCT makes it count once per range name however many instances enclose it.
+# Names go through row_name(): as recorded (--each), or with standalone digit runs as {n}.
 INDEPENDENT = """
 WITH rt AS (SELECT globalTid, start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass NOT IN (67, 68, 69)),
 work AS (
@@ -32,7 +34,7 @@ work AS (
   UNION ALL SELECT 's', m.rowid, m."end" - m.start, m.globalPid, m.correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET m),
 launched AS (SELECT w.kind, w.id, w.ns, rt.globalTid AS tid, rt.start AS t
              FROM work w JOIN rt ON rt.correlationId = w.cid AND rt.globalTid >> 24 = w.gpid >> 24),
-r AS (SELECT n.globalTid AS tid, n.start, n."end", n.domainId AS domain, COALESCE(n.text, s.value) AS name
+r AS (SELECT n.globalTid AS tid, n.start, n."end", n.domainId AS domain, row_name(COALESCE(n.text, s.value)) AS name
       FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60)),
 pairs AS (SELECT DISTINCT r.domain, r.name, l.kind, l.id, l.ns
           FROM launched l JOIN r ON r.tid = l.tid AND r.start <= l.t AND l.t <= r."end")
@@ -47,8 +49,20 @@ def domain_names(db: sqlite3.Connection) -> dict[int, str]:
     return names
 
 
-def independent(path: Path) -> dict[tuple[str, str], tuple[int, int, int]]:
+def grouped(name: str | None) -> str | None:
+    """The rows' names by default, written independently of the report's rule (these exports' names
+    hold neither hex literals nor "A-B" spans): a digit run no letter or digit touches is {n}."""
+    return None if name is None else re.sub(r"(?<![A-Za-z0-9])[0-9]+(?![A-Za-z0-9])", "{n}", name)
+
+
+def connect(path: Path, each: bool = True) -> sqlite3.Connection:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.create_function("row_name", 1, (lambda name: name) if each else grouped, deterministic=True)
+    return db
+
+
+def independent(path: Path, each: bool = True) -> dict[tuple[str, str], tuple[int, int, int]]:
+    db = connect(path, each)
     try:
         domains = domain_names(db)
         return {(domains.get(d, f"domain {d}"), name): (kernels, kernel_ns, gpu_ns)
@@ -65,28 +79,53 @@ def report_json(path: Path, **options: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def torch_json() -> dict[str, Any]:
+    return report_json(TORCH, each=True)
+
+
+@pytest.fixture(scope="module")
+def torch_grouped() -> dict[str, Any]:
     return report_json(TORCH)
 
 
+@pytest.mark.parametrize("each", [True, False], ids=["each", "grouped"])
 @pytest.mark.parametrize("path", [SAXPY, TORCH], ids=["saxpy-2022.2", "torch-2026.2"])
-def test_per_name_kernels_and_gpu_time_match_an_independent_join(path: Path) -> None:
-    expected = independent(path)
-    document = report_json(path)
+def test_per_name_kernels_and_gpu_time_match_an_independent_join(path: Path, each: bool) -> None:
+    expected = independent(path, each)
+    document = report_json(path, each=each)
     got = {(r["domain"], r["name"]): (r["kernels"], r["kernel_ns"], r["gpu_ns"])
            for r in document["ranges"] if r["kernels"] or r["gpu_ns"]}
     assert got == expected
     assert sum(kernels for kernels, _, _ in expected.values()) > 0
 
 
-def test_instances_and_cpu_time_are_the_ranges_recorded(torch_json: dict[str, Any]) -> None:
-    db = sqlite3.connect(f"file:{TORCH}?mode=ro", uri=True)
+@pytest.mark.parametrize("each", [True, False], ids=["each", "grouped"])
+def test_instances_and_cpu_time_are_the_ranges_recorded(torch_json: dict[str, Any], torch_grouped: dict[str, Any],
+                                                        each: bool) -> None:
+    db = connect(TORCH, each)
     counts = dict(db.execute(
-        "SELECT COALESCE(n.text, s.value), COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
-        "WHERE eventType IN (59, 60) GROUP BY 1"))
+        "SELECT row_name(COALESCE(n.text, s.value)), COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+        "ON s.id = n.textId WHERE eventType IN (59, 60) GROUP BY 1"))
     db.close()
-    assert {r["name"]: r["instances"] for r in torch_json["ranges"]} == counts
-    row = next(r for r in torch_json["ranges"] if r["name"] == "aten::empty, op_id = 990346")
-    assert row["cpu_ns"] == 60111435104 - 60111430336
+    document = torch_json if each else torch_grouped
+    assert {r["name"]: r["instances"] for r in document["ranges"]} == counts
+    if each:
+        row = next(r for r in document["ranges"] if r["name"] == "aten::empty, op_id = 990346")
+        assert row["cpu_ns"] == 60111435104 - 60111430336
+
+
+def test_numbered_names_of_an_export_share_a_row_unless_each(torch_json: dict[str, Any],
+                                                             torch_grouped: dict[str, Any]) -> None:
+    # 18,499 names as recorded, nearly each with its own op_id: 71 rows, each op's instances together.
+    assert (len(torch_json["ranges"]), len(torch_grouped["ranges"])) == (18_499, 71)
+    rows = {r["name"]: r for r in torch_grouped["ranges"]}
+    copies = [r for r in torch_json["ranges"] if re.fullmatch(r"aten::copy_, op_id = \d+", r["name"])]
+    row = rows["aten::copy_, op_id = {n}"]
+    assert row["instances"] == sum(r["instances"] for r in copies) == 1_889
+    # Nested instances of one row count once: no copy_ encloses another, so the CPU time is the sum.
+    assert row["cpu_ns"] == sum(r["cpu_ns"] for r in copies)
+    assert "FSDP::pre_forward (blocks.{n}._checkpoint_wrapped_module), op_id = {n}" in rows
+    assert "ncclSend" in rows and not any(re.search(r"(?<![A-Za-z0-9])\d", name) for name in rows)
+    assert torch_grouped["schema"] == torch_json["schema"] == "autonvtx-report/1"
 
 
 def test_totals_split_the_capture_into_inside_outside_and_not_captured(torch_json: dict[str, Any]) -> None:
@@ -106,7 +145,7 @@ def test_totals_split_the_capture_into_inside_outside_and_not_captured(torch_jso
 def test_names_are_exactly_as_recorded_unless_strip_ids(torch_json: dict[str, Any]) -> None:
     names = {r["name"] for r in torch_json["ranges"]}
     assert "aten::detach_, seq = 45328, op_id = 990724" in names
-    stripped = report_json(TORCH, strip_ids=True)
+    stripped = report_json(TORCH, strip_ids=True, each=True)
     rows = {r["name"]: r for r in stripped["ranges"]}
     assert "aten::detach_" in rows and not any("op_id" in name or "seq =" in name for name in rows)
     # Folding keeps every instance and every kernel: per name the sums of the unfolded rows.
@@ -128,13 +167,13 @@ def test_domains_registered_strings_and_ranks_of_the_2022_export() -> None:
 
 
 @pytest.mark.parametrize("by", ["process", "rank", "thread"])
-def test_groups_partition_the_work(torch_json: dict[str, Any], by: str) -> None:
+def test_groups_partition_the_work(torch_grouped: dict[str, Any], by: str) -> None:
     grouped = report_json(TORCH, by=by)
     assert len({r["group"] for r in grouped["ranges"]}) == 2  # two processes, one thread each with ranges
     whole: dict[str, int] = {}
     for r in grouped["ranges"]:
         whole[r["name"]] = whole.get(r["name"], 0) + r["kernels"]
-    assert whole == {r["name"]: r["kernels"] for r in torch_json["ranges"]}
+    assert whole == {r["name"]: r["kernels"] for r in torch_grouped["ranges"]}
 
 
 def test_by_gpu_splits_work_by_device() -> None:
@@ -319,7 +358,7 @@ def test_a_deep_recursion_is_reported(tmp_path: Path, args: list[str]) -> None:
 
 def test_terminal_escape_sequences_in_names_are_shown_escaped(tmp_path: Path) -> None:
     deep_trace(tmp_path / "evil.json", 1, name="\x1b]0;pwned\x07\x1b[2J")
-    done = cli("evil.json", cwd=tmp_path)
+    done = cli("evil.json", "--each", cwd=tmp_path)  # the name exactly (its "0" stays)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout
     assert "\\x1b]0;pwned\\x07\\x1b[2J" in done.stdout
@@ -429,7 +468,7 @@ def test_a_terminal_gets_the_first_rows_and_first_a_line_saying_how_to_see_more(
 
     export = TORCH
     leader, follower = pty.openpty()
-    with subprocess.Popen([sys.executable, "-m", "autonvtx", "report", str(export)], stdout=follower,
+    with subprocess.Popen([sys.executable, "-m", "autonvtx", "report", str(export), "--each"], stdout=follower,
                           stderr=subprocess.PIPE, env=autonvtx_env()) as proc:
         os.close(follower)
         chunks = []
@@ -444,9 +483,9 @@ def test_a_terminal_gets_the_first_rows_and_first_a_line_saying_how_to_see_more(
         proc.wait(timeout=120)
     os.close(leader)
     lines = b"".join(chunks).decode().splitlines()
-    assert proc.returncode == 0
+    assert proc.returncode == 0, proc.stderr
     assert lines[0].startswith("showing the first 30 of 18,499 ranges by gpu: --top N for more"), lines[0]
     assert len(lines) < 120
-    piped = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(export)], capture_output=True,
+    piped = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(export), "--each"], capture_output=True,
                            text=True, timeout=120, env=autonvtx_env())
     assert not piped.stdout.startswith("showing") and piped.stdout.count("\n") > 18_499

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats import RangeStats, ViewOptions, summary_notes
+from autonvtx.recorder.stats import RangeStats, ViewOptions, arrange_saying, name_template, summary_notes
 from autonvtx.recorder.stats_python import summarize
 from autonvtx.report.data import stats_csv, stats_json
 from autonvtx.report.render import write_summary
@@ -319,8 +319,147 @@ def test_sort_and_top(sort: str, first: str) -> None:
 
 
 def test_filter_keeps_matching_names() -> None:
-    assert [s.name for s in rows(ViewOptions(filter="enc.*"))] == ["enc.layers.0.attn (Attention)",
-                                                                       "enc.layers.1.attn (Attention)"]
+    assert [s.name for s in rows(ViewOptions(filter="enc.*", each=True))] == ["enc.layers.0.attn (Attention)",
+                                                                                  "enc.layers.1.attn (Attention)"]
+    assert [s.name for s in rows(ViewOptions(filter="enc.*"))] == ["enc.layers.{n}.attn (Attention)"]
+
+
+# Names that differ only in their numbers share a row unless --each (issue 23)
+
+
+@pytest.mark.parametrize(("name", "row"), [
+    ("step 0", "step {n}"), ("epoch 3 step 17", "epoch {n} step {n}"), ("train 12", "train {n}"),
+    ("encoder.layers.3.attn (MultiheadAttention)", "encoder.layers.{n}.attn (MultiheadAttention)"),
+    ("ProfilerStep#12", "ProfilerStep#{n}"), ("aten::mm, seq = 45440, op_id = 990760", "aten::mm, seq = {n}, op_id = {n}"),
+    ("<lambda> at 0x7f3a2B90", "<lambda> at {n}"), ("batch_7", "batch_{n}"), ("lr 0.001", "lr {n}.{n}"),
+    ("x -1", "x -{n}"), ("шаг 3", "шаг {n}"), ("12", "{n}"),
+    # Digits that touch a letter or a non-ASCII character belong to a word; so does a hex literal a letter ends.
+    ("conv2d", "conv2d"), ("layer1", "layer1"), ("fp16 matmul", "fp16 matmul"), ("шаг3", "шаг3"),
+    ("0x1fz", "0x1fz"), ("0x", "0x"),
+    # A span names a place, not an instance: a line-span region's default name, a date.
+    ("train lines 12-40", "train lines 12-40"), ("2024-01-05", "2024-01-05"),
+    ("step {n}", "step {n}"), ("", ""),
+])
+def test_name_template(name: str, row: str) -> None:
+    assert name_template(name) == row
+
+
+def numbered_steps() -> list[ProcessRecording]:
+    """Three steps named from a template ("step {i}"), a load inside the first two."""
+    return [ProcessRecording(pid=1, ranges=[push("step 0", 0, 100), push("load 0", 10, 30), push("step 1", 100, 160),
+                                            push("load 1", 110, 115), push("step 2", 200, 290)])]
+
+
+def test_a_grouped_row_holds_exact_statistics_over_every_instance() -> None:
+    table = {s.name: s for s in summarize(numbered_steps())}
+    assert set(table) == {"step {n}", "load {n}"}
+    step, load = table["step {n}"], table["load {n}"]
+    # By hand: steps of 100, 60 and 90 ns; loads of 20 and 5 inside the first two.
+    assert (step.count, step.total_ns, step.self_ns, step.min_ns, step.max_ns) == (3, 250, 225, 60, 100)
+    assert step.mean_ns == pytest.approx(250 / 3)
+    assert step.median_ns == 90  # of all three: no per-name row (each one step) could give it
+    assert step.stddev_ns == pytest.approx(math.sqrt(((100 - 250 / 3) ** 2 + (60 - 250 / 3) ** 2 + (90 - 250 / 3) ** 2) / 2))
+    assert (load.count, load.total_ns, load.self_ns, load.median_ns) == (2, 25, 25, 12.5)
+    assert load.stddev_ns == pytest.approx(math.sqrt(2 * 7.5 ** 2))
+    assert step.percent == pytest.approx(100 * 250 / 275)
+    each = {s.name: (s.count, s.total_ns, s.self_ns) for s in summarize(numbered_steps(), ViewOptions(each=True))}
+    assert each == {"step 0": (1, 100, 80), "step 1": (1, 60, 55), "step 2": (1, 90, 90), "load 0": (1, 20, 20),
+                    "load 1": (1, 5, 5)}
+
+
+def test_tree_groups_numbered_names_at_each_level() -> None:
+    recording = ProcessRecording(pid=1, ranges=[
+        push("epoch 0", 0, 1000), push("step 0", 0, 100), push("step 1", 200, 400),
+        push("epoch 1", 1000, 2000), push("step 0", 1000, 1300), push("eval", 1500, 1600)])
+    tree = summarize([recording], ViewOptions(tree=True))
+    assert [("  " * s.depth + s.name, s.count, s.total_ns, s.self_ns) for s in tree] == [
+        ("epoch {n}", 2, 2000, 1300), ("  step {n}", 3, 600, 600), ("  eval", 1, 100, 100)]
+    assert tree[1].path == "d:epoch {n} > d:step {n}" and tree[1].median_ns == 200
+
+
+def test_skip_first_leaves_out_the_first_instances_of_the_grouped_name() -> None:
+    # A numbered step's warm-up is the first step: with --each, each step is a range of its own
+    # whose one instance is its warm-up.
+    table = {s.name: s for s in summarize(numbered_steps(), ViewOptions(skip_first=1))}
+    assert (table["step {n}"].count, table["step {n}"].total_ns) == (2, 150)
+    assert (table["load {n}"].count, table["load {n}"].total_ns) == (1, 5)
+    assert summarize(numbered_steps(), ViewOptions(skip_first=1, each=True)) == []
+
+
+def test_an_empty_filter_result_names_the_pattern() -> None:
+    every = rows(ViewOptions())
+    table, why = arrange_saying(every, ViewOptions(filter="nothing*"))
+    assert table == [] and why == "no range matches --filter 'nothing*'"
+    text = stats_text(table, notes=[why], empty=why)
+    assert "(no range matches --filter 'nothing*')" in text and "Note:" not in text and "recorded" not in text
+    assert arrange_saying([], ViewOptions(filter="x")) == ([], None)  # nothing recorded: the table says that
+    assert "(no ranges recorded)" in stats_text([])
+    _, why = arrange_saying(every, ViewOptions(filter="enc.layers.0*"))
+    assert why is not None and "'step {n}'; --each for a row per name" in why
+    each = ViewOptions(filter="enc.layers.0*", each=True)
+    assert [s.name for s in arrange_saying(rows(each), each)[0]] == ["enc.layers.0.attn (Attention)"]
+
+
+def test_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
+    nested_trace(tmp_path / "t.json", 3, name="step 1")
+    shown = autonvtx(tmp_path, "summary", "t.json", "--filter", "nothing*")
+    assert shown.returncode == 0 and "(no range matches --filter 'nothing*')" in shown.stdout, shown.stderr
+    assert "no ranges recorded" not in shown.stdout
+    written = autonvtx(tmp_path, "summary", "t.json", "--filter", "step 1", "-o", "s.json")
+    assert written.returncode == 0 and written.stderr.startswith("autonvtx: no range matches --filter 'step 1' ("), \
+        written.stderr
+    assert json.loads((tmp_path / "s.json").read_text())["ranges"] == []
+    exact = autonvtx(tmp_path, "summary", "t.json", "--filter", "step 1", "--each", "--tree")
+    assert exact.returncode == 0 and "d:step 1" in exact.stdout and "d:step {n}" not in exact.stdout
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="regions need sys.monitoring (3.12+)")
+def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
+    make_file(tmp_path / "loops.py", """
+        def train(steps):
+            total = 0
+            for i in range(steps):
+                total += i
+            total += 1
+            return total
+
+        train(7)
+        train(5)
+    """)
+    make_file(tmp_path / "c.toml", """
+        [[regions]]
+        function = "__main__:train"
+        loop = "first"
+
+        [[regions]]
+        function = "__main__:train"
+        lines = "5-6"
+    """)
+    done = autonvtx(tmp_path, "run", "--config", "c.toml", "--summary", "s.json", "loops.py")
+    assert done.returncode == 0, done.stderr
+    rows = {r["name"]: r["count"] for r in json.loads((tmp_path / "s.json").read_text())["ranges"]}
+    # The loop's default name "{qualname} {i}" is one row; the span's "train lines 5-6" names a place.
+    assert rows == {"train {n}": 12, "train lines 5-6": 2}
+    each = autonvtx(tmp_path, "run", "--config", "c.toml", "--summary", "e.json", "--each", "loops.py")
+    assert each.returncode == 0, each.stderr
+    rows = {r["name"]: r["count"] for r in json.loads((tmp_path / "e.json").read_text())["ranges"]}
+    assert rows == {**{f"train {i}": 1 for i in range(12)}, "train lines 5-6": 2}  # {i} counts on across calls
+
+
+def test_run_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
+    make_file(tmp_path / "prog.py", """
+        import nvtx
+        for step in range(3):
+            with nvtx.annotate(f"step {step}"):
+                pass
+    """)
+    done = autonvtx(tmp_path, "run", "--summary", "--filter", "nothing*", "prog.py")
+    assert done.returncode == 0 and "(no range matches --filter 'nothing*')" in done.stderr, done.stderr
+    assert "no ranges recorded" not in done.stderr and "Note: no range" not in done.stderr
+    written = autonvtx(tmp_path, "run", "--summary", "s.csv", "--filter", "nothing*", "prog.py")
+    assert "autonvtx: no range matches --filter 'nothing*'" in written.stderr, written.stderr
+    shown = autonvtx(tmp_path, "run", "--summary", "--filter", "step {n}", "prog.py")
+    assert shown.returncode == 0 and "step {n}" in shown.stderr and "  3  " in shown.stderr, shown.stderr
 
 
 def test_colored_text_only_when_asked() -> None:
@@ -389,12 +528,12 @@ def test_summary_tree_of_a_deep_recursion_is_printed(tmp_path: Path) -> None:
 
 def test_terminal_escape_sequences_in_names_do_not_reach_the_terminal(tmp_path: Path) -> None:
     nested_trace(tmp_path / "evil.json", 2, name="\x1b]0;pwned\x07\x1b[31mred\x9b2J")
-    result = autonvtx(tmp_path, "summary", "evil.json")
+    result = autonvtx(tmp_path, "summary", "evil.json", "--each")  # the name exactly (its "0" stays)
     assert result.returncode == 0, result.stderr
     assert not any(ch in result.stdout for ch in "\x1b\x07\x9b")
     assert "\\x1b]0;pwned\\x07\\x1b[31mred\\x9b2J" in result.stdout
     # Machine-readable forms keep the name exactly.
-    result = autonvtx(tmp_path, "summary", "evil.json", "-o", "s.json")
+    result = autonvtx(tmp_path, "summary", "evil.json", "-o", "s.json", "--each")
     assert result.returncode == 0, result.stderr
     names = {row["name"] for row in json.loads((tmp_path / "s.json").read_text())["ranges"]}
     assert names == {"\x1b]0;pwned\x07\x1b[31mred\x9b2J"}

@@ -79,7 +79,7 @@ def diff_command(base: tuple[str, ...], new: tuple[str, ...], strip_ids: bool, a
     request = DiffRequest(base, new, view["tree"], view["by"], view["sort"], view["top"], view["name_filter"], strip_ids,
                           fmt, output, html, fail_over,
                           DiffOptions(alpha=alpha, noise_pct=noise_pct, min_change_pct=min_change_pct), jobs, scheduler,
-                          progress, view["group_by"], view["skip_first"])
+                          progress, view["group_by"], view["skip_first"], view["each"])
     result = produce_diff(request)
     if result.text is not None:
         click.echo(result.text, nl=False)

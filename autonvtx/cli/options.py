@@ -95,5 +95,5 @@ def make_summary_options(values: dict[str, Any]) -> Any:
     return make_view_options(values)
 
 
-SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": None,
-                           "top": None, "name_filter": None}
+SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "each": False, "skip_first": 0, "by": None,
+                           "sort": None, "top": None, "name_filter": None}

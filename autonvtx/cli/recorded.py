@@ -24,7 +24,7 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.stats import summary_notes
+    from autonvtx.recorder.stats import arrange_saying, summary_notes, unshaped
     from autonvtx.report.profile import recording_stats
     from autonvtx.report.render import write_summary
     from autonvtx.report.text import stats_text, use_color
@@ -36,11 +36,14 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     options = make_view_options(view)
     recordings = read_trace(trace)
     # The same function `report` reads a recording's figures with: one table, one set of numbers.
-    stats = recording_stats(recordings, options)
+    stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
+    notes = summary_notes(recordings) + ([empty] if empty else [])
     if output is None:
-        click.echo(stats_text(stats, notes=summary_notes(recordings), color=use_color(sys.stdout)), nl=False)
+        click.echo(stats_text(stats, notes=notes, color=use_color(sys.stdout), empty=empty), nl=False)
     else:
-        write_summary(stats, output, notes=summary_notes(recordings))
+        write_summary(stats, output, notes=notes, empty=empty)
+        if empty:
+            print(f"autonvtx: {empty}", file=sys.stderr)
 
 
 @cli.command("recover")

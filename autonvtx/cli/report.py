@@ -35,7 +35,7 @@ def report_command(profile: tuple[str, ...], strip_ids: bool, fmt: str | None, o
         return
     request = ReportRequest(profile[0], view["tree"], view["by"], view["sort"], view["top"], view["name_filter"],
                             strip_ids, fmt, output, html, html_by, view["group_by"], view["skip_first"],
-                            terminal=output is None and fmt in (None, "text") and sys.stdout.isatty())
+                            terminal=output is None and fmt in (None, "text") and sys.stdout.isatty(), each=view["each"])
     text = produce(request)
     if text is not None:
         click.echo(text, nl=False)

@@ -203,7 +203,7 @@ def run(
     # about patterns that never had a chance to match.
     check_script(target)
     if summary is None and table != SUMMARY_OPTION_DEFAULTS:
-        raise UsageError("run: --tree, --group, --skip-first, --by, --sort, --top and --filter shape --summary; "
+        raise UsageError("run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
                          "add --summary")
     left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
     if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":

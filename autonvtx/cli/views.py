@@ -10,11 +10,14 @@ from autonvtx.recorder.stats import BY, GROUPINGS, SORTS
 
 
 def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a command with --tree, --group, --skip-first, --by, --sort, --top, --filter."""
+    """Decorate a command with --tree, --group, --each, --skip-first, --by, --sort, --top, --filter."""
     options = [
         click.option("--tree", is_flag=True, help="One row per call path, indented by nesting."),
         click.option("--group", "group_by", type=click.Choice(GROUPINGS), default="name",
                      help="class folds 'a.b.3.attn (Attention)' rows into one per class (recordings)."),
+        click.option("--each", is_flag=True,
+                     help="A row per recorded name: without it, names that differ only in their numbers "
+                          "('step 0', 'step 1', ...) share one row, 'step {n}'."),
         click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
                      help="Leave out each range's first N instances on each thread (warm-up; recordings)."),
         click.option("--by", type=click.Choice(BY), help="A table per process, rank, thread (or GPU, for exports)."),
@@ -31,8 +34,8 @@ def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-VIEW_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": None,
-                        "top": None, "name_filter": None}
+VIEW_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "each": False, "skip_first": 0, "by": None,
+                        "sort": None, "top": None, "name_filter": None}
 
 
 def make_view_options(values: dict[str, Any]) -> Any:
@@ -47,4 +50,4 @@ def make_view_options(values: dict[str, Any]) -> Any:
 
         raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
     return ViewOptions(tree=values["tree"], group=values["group_by"], skip_first=values["skip_first"], by=by,
-                       sort=sort, top=values["top"], filter=values["name_filter"])
+                       sort=sort, top=values["top"], filter=values["name_filter"], each=values["each"])

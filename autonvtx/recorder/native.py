@@ -147,7 +147,7 @@ class Damage(ctypes.Structure):
 
 
 # The exporter's statistics modes (export.c's STATS_*).
-STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS = 1, 2, 4, 8
+STATS_FLAT, STATS_TREE, STATS_BY_THREAD, STATS_CLASS, STATS_NUMBERS = 1, 2, 4, 8, 16
 TEXT_NAME, TEXT_DOMAIN = 0, 1
 
 

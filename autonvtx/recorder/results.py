@@ -15,7 +15,8 @@ from typing import Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.stats import RangeStats, ViewOptions, count_text, from_exporter_rows, group_title
+from autonvtx.recorder.stats import (RangeStats, ViewOptions, arrange_saying, count_text, from_exporter_rows,
+                                     group_title, unshaped)
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Results:
     recordings: list[ProcessRecording]
     stats: list[RangeStats]
     notes: list[str]
+    empty: str | None = None  # why `stats` is empty, where --filter emptied it (also among the notes)
 
 
 def recording_files(directory: str, only_pid: int | None = None) -> list[Path]:
@@ -96,8 +98,9 @@ def write_results(directory: str, request: Request) -> Results:
              + damage_notes(exported.damage))
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
-    stats = stats_from_rows(exported.rows, exported.spans, recordings, request.options) if stats_mode else []
-    return Results(recordings, stats, notes)
+    every = stats_from_rows(exported.rows, exported.spans, recordings, unshaped(request.options)) if stats_mode else []
+    stats, empty = arrange_saying(every, request.options)
+    return Results(recordings, stats, notes + ([empty] if empty else []), empty)
 
 
 def window_notes(outside: Mapping[int, int]) -> list[str]:
@@ -153,10 +156,11 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
 
 
 def _stats_mode(options: ViewOptions) -> int:
-    from autonvtx.recorder.native import STATS_BY_THREAD, STATS_CLASS, STATS_FLAT, STATS_TREE
+    from autonvtx.recorder.native import STATS_BY_THREAD, STATS_CLASS, STATS_FLAT, STATS_NUMBERS, STATS_TREE
 
     mode = STATS_TREE if options.tree else STATS_FLAT
     mode |= STATS_BY_THREAD if options.by == "thread" else 0
+    mode |= 0 if options.each else STATS_NUMBERS
     return mode | (STATS_CLASS if options.group == "class" else 0)
 
 

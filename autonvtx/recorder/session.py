@@ -194,7 +194,7 @@ class RecordingSession:
             print(f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)",
                   file=sys.stderr)
         if self.outputs.summary is not None:
-            write_summary(results.stats, self.outputs.summary, notes=notes)
+            write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
             if self.outputs.summary != SUMMARY_TO_STDERR:
                 print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
 

@@ -28,6 +28,13 @@ SORTS = tuple(dict.fromkeys(STATS_SORTS + GPU_SORTS))
 SORT_ALIASES = {"cpu": "total", "instances": "count"}
 _CLASS = re.compile(r" \(([^()]+)\)$")
 _RANK = re.compile(r"\brank (\d+)\b")
+# A number in a range name (`name_template`): a run of ASCII digits, or a 0x hex literal, that no
+# letter, digit or non-ASCII character touches (`conv2d`, `fp16`, `layer1` are words and stay),
+# and that is not one end of a span `A-B` (a line span `lines 12-40` names a place, not an
+# instance). The native exporter applies the same rule byte by byte (`_native/export_stats.c`).
+_WORD = "A-Za-z0-9\u0080-\U0010ffff"
+_NUMBER = re.compile(rf"(?<![{_WORD}])(?<![0-9]-)(?:0[xX][0-9A-Fa-f]+|[0-9]+)(?![{_WORD}])(?!-[0-9])")
+NUMBER_PLACEHOLDER = "{n}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class ViewOptions:
     sort: str = "total"
     top: int | None = None  # per group; with --tree, children per range (and roots per group)
     filter: str | None = None  # glob over names; with --tree, what encloses a match stays
+    each: bool = False  # one row per recorded name; else names differing only in numbers share one
 
 
 def check_sort(sort: str, available: Sequence[str], source: str) -> None:
@@ -79,6 +87,36 @@ def check_sort(sort: str, available: Sequence[str], source: str) -> None:
 
     if sort not in available:
         raise UsageError(f"--sort: {source} has no figures for {sort!r}; expected one of {', '.join(available)}")
+
+
+def name_template(name: str) -> str:
+    """``step 17`` -> ``step {n}``, ``epoch 3 step 17`` -> ``epoch {n} step {n}``: the row a name
+    falls in unless --each; names without a number stay as they are."""
+    return _NUMBER.sub(NUMBER_PLACEHOLDER, name)
+
+
+def row_naming(each: bool) -> Callable[[str], str]:
+    """The name -> row name function of a view: `name_template`, remembered per name (a recording
+    repeats each name many times), or the names as recorded with --each."""
+    if each:
+        return lambda name: name
+    seen: dict[str, str] = {}
+
+    def named(name: str) -> str:
+        row = seen.get(name)
+        if row is None:
+            row = seen[name] = name_template(name)
+        return row
+
+    return named
+
+
+def no_match_message(pattern: str, each: bool) -> str:
+    """What an empty --filter result says (naming the pattern), on every command that filters."""
+    message = f"no range matches --filter '{pattern}'"
+    if not each and _NUMBER.search(pattern):
+        message += f" (names differing only in their numbers share one row, such as 'step {NUMBER_PLACEHOLDER}'; --each for a row per name)"
+    return message
 
 
 def class_name(name: str) -> str:
@@ -128,6 +166,20 @@ def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats
         members.sort(key=order)
         ordered.extend(members[:options.top] if options.top is not None else members)
     return ordered
+
+
+def arrange_saying(rows: Sequence[RangeStats], options: ViewOptions) -> tuple[list[RangeStats], str | None]:
+    """`arrange`, and why its result is empty where --filter emptied it (`no_match_message`);
+    `rows` are every row of the view, none left out by --filter or --top yet."""
+    arranged = arrange(rows, options)
+    if arranged or not rows or options.filter is None:
+        return arranged, None
+    return arranged, no_match_message(options.filter, options.each)
+
+
+def unshaped(options: ViewOptions) -> ViewOptions:
+    """The view without --filter and --top: every row, for `arrange_saying`."""
+    return replace(options, filter=None, top=None)
 
 
 def natural_order(text: str) -> list[tuple[int, int, str]]:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats import RangeStats, ViewOptions, arrange, class_name, group_title
+from autonvtx.recorder.stats import RangeStats, ViewOptions, arrange, class_name, group_title, row_naming
 
 _Key = tuple[str, ...]  # (domain, name) per level: a flat row has one level, a tree row its path
 
@@ -22,13 +22,16 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
 
     Self time subtracts the time of the push/pop ranges nested directly inside a push/pop
     range on the same thread, whatever their domain. Start/end ranges may overlap anything
-    and cross threads, so they neither have children nor count as one.
+    and cross threads, so they neither have children nor count as one. Unless `options.each`,
+    names that differ only in their numbers share a row (`stats.name_template`): its figures are
+    over every instance of every such name, as the native exporter counts them.
     """
-    fold = class_name if options.group == "class" else (lambda name: name)
+    named = row_naming(options.each)
+    fold = (lambda name: class_name(named(name))) if options.group == "class" else named
     groups: dict[str, list[tuple[_Key, Range, int]]] = {}
     spans: dict[str, tuple[int, int]] = {}  # the time each group's counted instances span (no warm-up)
     for rec in recordings:
-        for r, self_ns, key, kept in _skip_first(_instances(rec.ranges, fold, options.tree), options.skip_first):
+        for r, self_ns, key, kept in _skip_first(_instances(rec.ranges, fold, options.tree), options.skip_first, named):
             if not kept:
                 continue
             title = group_title(options.by, rec, r.tid if options.by == "thread" else 0)
@@ -47,14 +50,16 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
     return arrange(rows, options)
 
 
-def _skip_first(instances: list[tuple[Range, int, _Key]], count: int) -> list[tuple[Range, int, _Key, bool]]:
+def _skip_first(instances: list[tuple[Range, int, _Key]], count: int,
+                named: Callable[[str], str]) -> list[tuple[Range, int, _Key, bool]]:
     """Each instance, and whether it counts: each range's first `count` instances on each thread
-    under its parent row (its warm-up, by start) do not; by range name, not by the class row
-    that --group class folds it into, as the native exporter counts them."""
+    under its parent row (its warm-up, by start) do not; by range name (`step {n}`'s first steps
+    unless --each), not by the class row that --group class folds it into, as the native
+    exporter counts them."""
     seen: dict[tuple[int, _Key, str, str], int] = {}
     marked = []
     for r, self_ns, key in sorted(instances, key=lambda item: item[0].start_ns) if count else instances:
-        which = (r.tid, key[:-2], r.domain, r.name)
+        which = (r.tid, key[:-2], r.domain, named(r.name))
         seen[which] = seen.get(which, 0) + 1
         marked.append((r, self_ns, key, seen[which] > count))
     return marked

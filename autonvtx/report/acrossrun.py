@@ -25,10 +25,11 @@ class AcrossRequest:
     jobs: int | None = None
     scheduler: str | None = None
     progress: bool | None = None
+    each: bool = False  # a row per recorded name; else numbers are folded into {n}
 
 
 def produce_across(request: AcrossRequest) -> str:
-    jobs = [Job(path, "rank", request.strip_ids, overlap=True) for path in request.files]
+    jobs = [Job(path, "rank", request.strip_ids, overlap=True, each=request.each) for path in request.files]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     view = spread(summaries, request.pattern)
@@ -48,7 +49,7 @@ def report_across(files: tuple[str, ...], across: str | None, view: dict[str, An
             raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
     chosen = fmt or (format_of("-o", output) if output else "text")
     text = produce_across(AcrossRequest(files, view.get("sort"), view.get("top"), view.get("name_filter"), strip_ids,
-                                        chosen, *scale))
+                                        chosen, *scale, each=bool(view.get("each"))))
     if output is None:
         sys.stdout.write(text)
     else:

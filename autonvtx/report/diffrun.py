@@ -31,6 +31,7 @@ class DiffRequest:
     progress: bool | None = None
     group: str = "name"
     skip_first: int = 0
+    each: bool = False  # compare per recorded name; else by names with numbers as {n}, as report shows them
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def produce_diff(request: DiffRequest) -> DiffResult:
         raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
     _check_output_paths(request)
     with_paths = request.tree or request.html is not None
-    jobs = [Job(path, request.by, request.strip_ids, with_paths, group=request.group, skip_first=request.skip_first) for path in (*request.base, *request.new)]
+    jobs = [Job(path, request.by, request.strip_ids, with_paths, group=request.group, skip_first=request.skip_first,
+                each=request.each) for path in (*request.base, *request.new)]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     split = len(request.base)

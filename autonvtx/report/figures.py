@@ -114,3 +114,4 @@ class Report:
     notes: list[str] = field(default_factory=list)
     groups_outside: dict[str, Work] = field(default_factory=dict)
     recordings: list[ProcessRecording] = field(default_factory=list)  # an autonvtx trace's processes
+    empty: str | None = None  # why the table printed has no rows, where --filter emptied it (also a note)

@@ -29,6 +29,7 @@ class Job:
     overlap: bool = False
     group: str = "name"  # --group class: a recording's rows folded per class
     skip_first: int = 0  # --skip-first: a recording's first N instances per thread left out
+    each: bool = False  # --each: a row per recorded name; else numbers are folded into {n}
 
 
 @dataclass
@@ -52,7 +53,7 @@ class Summary:
 def summarize(job: Job) -> Summary:
     """Read one file (in whichever process runs this) and keep only its summary."""
     report = read_profile(job.path, ReportOptions(by=job.by, strip_ids=job.strip_ids, group=job.group,
-                                                  skip_first=job.skip_first))
+                                                  skip_first=job.skip_first, each=job.each))
     summary = Summary(job.path, report.kind, report.description, report.has_gpu, notes=list(report.notes))
     for row in report.rows:
         key = (row.group, label(row.domain, row.name))
@@ -65,7 +66,7 @@ def summarize(job: Job) -> Summary:
         from autonvtx.report.overlap import read_overlap
 
         export = ensure_export(job.path) if is_report(job.path) else job.path  # read_profile exported it already
-        summary.overlap = read_overlap(export, job.by, job.strip_ids)
+        summary.overlap = read_overlap(export, job.by, job.strip_ids, job.each)
     return summary
 
 
@@ -85,7 +86,7 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
     from autonvtx.report.profile import recording_stats, tree_of
 
     by = None if job.by == "gpu" else job.by
-    view = ViewOptions(tree=True, group=job.group, skip_first=job.skip_first, by=by, sort="total")
+    view = ViewOptions(tree=True, group=job.group, skip_first=job.skip_first, by=by, sort="total", each=job.each)
     return tree_of(recording_stats(report.recordings, view))
 
 

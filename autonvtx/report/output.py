@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange, check_sort
+from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange_saying, check_sort, no_match_message
 from autonvtx.report import data, text
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
@@ -32,6 +33,7 @@ class ReportRequest:
     group: str = "name"
     skip_first: int = 0
     terminal: bool = False  # the table goes to a terminal: without --top, the first TERMINAL_TOP rows
+    each: bool = False  # a row per recorded name (numbers not folded into {n})
 
 
 # A profile can hold tens of thousands of range names (torch's per-call op ids): a terminal
@@ -43,7 +45,7 @@ def produce(request: ReportRequest) -> str | None:
     """Write the outputs asked for; return the text for standard output (None when -o took it)."""
     _check_output_paths(request)
     fmt = request.fmt or (format_of("report: -o", request.output) if request.output else "text")
-    report = read_profile(request.profile, ReportOptions(by=request.by, strip_ids=request.strip_ids,
+    report = read_profile(request.profile, ReportOptions(by=request.by, strip_ids=request.strip_ids, each=request.each,
                                                          group=request.group, skip_first=request.skip_first))
     if report.kind == "nsys" and (request.group != "name" or request.skip_first):
         option = "--group" if request.group != "name" else "--skip-first"
@@ -61,9 +63,13 @@ def produce(request: ReportRequest) -> str | None:
     else:
         shaping = Shaping(sort=sort, top=request.top, pattern=request.pattern)
         rows = shape_rows(report.rows, shaping)
+        if report.rows and not rows and request.pattern is not None:
+            _say_empty(report, no_match_message(request.pattern, request.each))
         tree = shape_tree(report.tree, shaping) if request.tree else None
         content = _RENDERERS[fmt](report, rows, tree)
         page_tree = None
+    if report.empty is not None and (request.output is not None or fmt != "text"):
+        print(f"autonvtx: {report.empty}", file=sys.stderr)  # the table's own line says it only in text
     if request.html is not None:
         from autonvtx.report.page import render_page
 
@@ -81,9 +87,11 @@ def _recording_outputs(report: Report, request: ReportRequest, sort: str,
                        fmt: str) -> tuple[str, list[Row], list[TreeNode]]:
     """An autonvtx recording's table and tree, from the statistics model with the view options."""
     view = ViewOptions(tree=False, group=request.group, skip_first=request.skip_first, by=report.by, sort=sort,
-                       top=request.top, filter=request.pattern)
+                       top=request.top, filter=request.pattern, each=request.each)
     # read_profile computed the flat rows with these groups already: only their arrangement is new.
-    flat = arrange([row.stats for row in report.rows if row.stats is not None], view)
+    flat, empty = arrange_saying([row.stats for row in report.rows if row.stats is not None], view)
+    if empty is not None:
+        _say_empty(report, empty)
     tree_stats = recording_stats(report.recordings, dataclasses.replace(view, tree=True)) \
         if request.tree or request.html is not None else []
     rows = [row_of(s) for s in flat]
@@ -93,6 +101,11 @@ def _recording_outputs(report: Report, request: ReportRequest, sort: str,
     else:
         content = _RENDERERS[fmt](report, rows, tree if request.tree else None)
     return content, rows, tree
+
+
+def _say_empty(report: Report, why: str) -> None:
+    report.empty = why
+    report.notes.append(why)
 
 
 _RENDERERS = {"text": text.report_text, "csv": data.report_csv, "json": data.report_json}

@@ -7,7 +7,7 @@ from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
 from autonvtx.report.text import label
 from autonvtx.report.labels import read_labels
 from autonvtx.report.schema import quote
-from autonvtx.report.views import strip_ids
+from autonvtx.report.views import range_naming
 
 # Kernels of NCCL (ncclKernel_*, ncclDevKernel_*) and of NVSHMEM move data between GPUs; the rest
 # compute. The same test Holistic Trace Analysis and Nsight Systems' recipes make, by name.
@@ -21,16 +21,18 @@ def is_communication(kernel: str) -> bool:
     return any(word in lowered for word in _COMMUNICATION)
 
 
-def read_overlap(path: str, by: str | None, strip: bool) -> dict[tuple[str, str], tuple[int, int, int]]:
+def read_overlap(path: str, by: str | None, strip: bool,
+                 each: bool = False) -> dict[tuple[str, str], tuple[int, int, int]]:
     """(group, range) -> (communication ns, compute ns, overlapped ns), over the GPU time of the
-    kernels launched inside the range's instances (push/pop ranges; by the launching call)."""
+    kernels launched inside the range's instances (push/pop ranges; by the launching call); ranges
+    named as the report names them (--strip-ids, numbers as {n} unless --each)."""
     export = NsysExport(path)
     try:
         if not _has_communication(export):
             return {}  # nothing to overlap: spare the second pass over ranges and launches
         labels = read_labels(export)
         group_of = labels.grouping(by)
-        intervals = _kernel_intervals(export, group_of, labels.domain, strip)
+        intervals = _kernel_intervals(export, group_of, labels.domain, range_naming(strip, each))
     finally:
         export.close()
     result = {}
@@ -53,7 +55,7 @@ def _has_communication(export: NsysExport) -> bool:
 
 
 def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], domain_name: Callable[[int], str],
-                      strip: bool) -> dict[tuple[str, str], tuple[list[Interval], list[Interval]]]:
+                      rename: Callable[[str], str] | None) -> dict[tuple[str, str], tuple[list[Interval], list[Interval]]]:
     """Each kernel's GPU interval, under every distinct range name open on its launching thread."""
     stacks: dict[int, list[tuple[int, str]]] = {}  # globalTid -> open ranges (end, label)
     kinds: dict[object, bool] = {}  # kernel name id or text -> is communication
@@ -89,7 +91,7 @@ def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], domain
             launch = next(launches, None)
         if start_end:
             continue
-        text = strip_ids(name) if strip and name else (name or "")
+        text = rename(name) if rename is not None and name else (name or "")
         stack = stacks.setdefault(global_tid, [])
         while stack and stack[-1][0] < start:
             stack.pop()

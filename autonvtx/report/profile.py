@@ -18,7 +18,7 @@ from autonvtx.recorder.stats import RangeStats, ViewOptions
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
 from autonvtx.report.nsysrep import ensure_export, is_report
 from autonvtx.report.sweep import Sweep, Tally
-from autonvtx.report.views import build_rows, build_tree, strip_ids
+from autonvtx.report.views import build_rows, build_tree, range_naming, strip_ids
 from autonvtx.report import workers
 from autonvtx.report.workers import Part, split_threads, sweep_parallel
 
@@ -30,10 +30,11 @@ BY_CHOICES = ("process", "rank", "thread", "gpu")
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """How to build the report: --by and --strip-ids (shaping comes later, at printing)."""
+    """How to build the report: --by, --strip-ids and --each (shaping comes later, at printing)."""
 
     by: str | None = None
     strip_ids: bool = False
+    each: bool = False  # a row per recorded name; else names differing only in numbers share one
     group: str = "name"  # "class": rows of a recording folded per class (`--group`)
     skip_first: int = 0  # a recording's first N instances of each range per thread left out
 
@@ -65,7 +66,7 @@ def _head(path: str) -> bytes:
 
 
 def _rename(options: ReportOptions) -> Callable[[str], str] | None:
-    return strip_ids if options.strip_ids else None
+    return range_naming(options.strip_ids, options.each)
 
 
 def _from_export(path: str, options: ReportOptions) -> Report:
@@ -108,7 +109,7 @@ def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[
     shares = split_threads(export, workers.available_cpus())
     devices: list[int | None] = list(export.devices()) if options.by == "gpu" else [None]
     if len(shares) > 1:
-        return [sweep_parallel([Part(export.path, options.by, options.strip_ids, device, threads) for threads in shares])
+        return [sweep_parallel([Part(export.path, options.by, options.strip_ids, device, threads, options.each) for threads in shares])
                 for device in devices]
     if options.by != "gpu":
         return [Sweep(labels.grouping(options.by), rename).run(export.ranges(), export.launches())]
@@ -203,7 +204,7 @@ def _from_recording(path: str, options: ReportOptions) -> Report:
     if options.by == "gpu":
         notes.append("--by gpu: the recording holds no GPU data; ranges shown without grouping")
     notes.extend(summary_notes(recordings))
-    view = ViewOptions(group=options.group, skip_first=options.skip_first, by=by, sort="total")
+    view = ViewOptions(group=options.group, skip_first=options.skip_first, by=by, sort="total", each=options.each)
     rows = [row_of(s) for s in recording_stats(recordings, view)]
     count = len(recordings)
     description = f"autonvtx recording ({count} process{'es' if count != 1 else ''})"

@@ -31,17 +31,21 @@ def format_of(option: str, path: str) -> str:
     return form
 
 
-def render_stats(stats: Sequence[RangeStats], form: str, *, notes: Sequence[str] = (), color: bool = False) -> str:
-    """The statistics table in `form` ("text", "csv" or "json")."""
+def render_stats(stats: Sequence[RangeStats], form: str, *, notes: Sequence[str] = (), color: bool = False,
+                 empty: str | None = None) -> str:
+    """The statistics table in `form` ("text", "csv" or "json"); `empty`: why it has no rows
+    (in the JSON form, among the notes)."""
     if form == "csv":
         return data.stats_csv(stats)
     if form == "json":
-        return data.stats_json(stats, notes=notes)
-    return text.stats_text(stats, notes=notes, color=color)
+        return data.stats_json(stats, notes=list(notes) + ([empty] if empty and not stats and empty not in notes else []))
+    return text.stats_text(stats, notes=notes, color=color, empty=empty)
 
 
-def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: Sequence[str] = ()) -> None:
-    """Write the table to stderr (``"-"``) or to a file whose extension picks the form.
+def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: Sequence[str] = (),
+                  empty: str | None = None) -> None:
+    """Write the table to stderr (``"-"``) or to a file whose extension picks the form (`empty`:
+    why it may have no rows, as `render_stats` takes it).
 
     Files are written atomically. Stderr, because stdout belongs to the program that was run.
     An extension that names no form writes the text table (`check_summary_path` refused it
@@ -49,11 +53,11 @@ def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: S
     """
     target = os.fspath(destination)
     if target == "-":
-        sys.stderr.write(text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr)))
+        sys.stderr.write(text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr), empty=empty))
         sys.stderr.flush()
         return
     form = FORMAT_OF_SUFFIX.get(os.path.splitext(target)[1].lower(), "text")
-    write_text_file(target, render_stats(stats, form, notes=notes))
+    write_text_file(target, render_stats(stats, form, notes=notes, empty=empty))
 
 
 def check_writable(command: str, option: str, path: str | None) -> None:

@@ -46,11 +46,17 @@ def format_duration(ns: float) -> str:
     return f"{ns:.0f} ns"
 
 
-def stats_text(stats: Sequence[RangeStats], *, notes: Sequence[str] = (), color: bool = False) -> str:
+NO_RANGES = "no ranges recorded"
+
+
+def stats_text(stats: Sequence[RangeStats], *, notes: Sequence[str] = (), color: bool = False,
+               empty: str | None = None) -> str:
     """Aligned tables (one per --by group, under its title), then one ``Note:`` line per note.
 
     In a tree the Range column is indented by nesting. `color`: ANSI bold headers and the
-    shares of time in yellow (>= 10%) and red (>= 50%), for a terminal.
+    shares of time in yellow (>= 10%) and red (>= 50%), for a terminal. An empty table says
+    why in place of its rows: `empty` (such as `stats.no_match_message`), else that no range was
+    recorded; a note saying the same is not repeated below.
     """
     groups: dict[str, list[RangeStats]] = {}
     for s in stats:
@@ -60,6 +66,9 @@ def stats_text(stats: Sequence[RangeStats], *, notes: Sequence[str] = (), color:
         if title:
             out.extend(([""] if out else []) + [_paint(f"== {printable(title)} ==", "1", color)])
         out.extend(_table(members, color))
+    if not stats:
+        out.append(f"({printable(empty or NO_RANGES)})")
+        notes = [note for note in notes if note != empty]
     if notes:
         out.append("")
         out.extend(f"Note: {printable(note)}" for note in notes)
@@ -95,8 +104,6 @@ def _table(stats: Sequence[RangeStats], color: bool) -> list[str]:
 
     out = [_paint(line(_TEXT_COLUMNS), "1", color), line(["-" * w for w in widths])]
     out.extend(line(row, paint=color) for row in rows)
-    if not rows:
-        out.append("(no ranges recorded)")
     return out
 
 
@@ -209,15 +216,16 @@ def report_text(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode] | 
     out = [printable(f"{what} time per NVTX range: {report.source} ({report.description})")]
     out.extend(_totals_lines(report))
     if stats is not None:
-        out.extend(stats_text(stats).rstrip("\n").split("\n"))
+        out.extend(stats_text(stats, empty=report.empty).rstrip("\n").split("\n"))
     elif tree is not None:
         out.extend(_tree_text(report, tree))
     else:
         out.extend(_rows_text(report, rows))
-    if report.notes:
+    notes = [note for note in report.notes if note != report.empty]  # the table's own line says that one
+    if notes:
         out.append("")
         out.extend(textwrap.fill(printable(note), WIDTH, initial_indent="Note: ", subsequent_indent="      ",
-                                 break_on_hyphens=False) for note in report.notes)
+                                 break_on_hyphens=False) for note in notes)
     return "\n".join(out) + "\n"
 
 
@@ -248,6 +256,8 @@ def _bytes(count: int) -> str:
 
 def _rows_text(report: Report, rows: Sequence[Row]) -> list[str]:
     if not rows:
+        if report.empty is not None:
+            return [f"({printable(report.empty)})"]
         return ["(no NVTX ranges)" if not report.by else "(no NVTX ranges in any group)"]
     out: list[str] = []
     groups: dict[str, list[Row]] = {}
@@ -272,9 +282,9 @@ def _tree_text(report: Report, roots: Sequence[TreeNode]) -> list[str]:
             lines.append((_row_cells(report, node), "  " * depth + shown(node.domain, node.name), []))
         if report.by:
             out.append(f"== {printable(root.group)} ==")
-        out.extend(_gpu_table(report, lines) if lines else ["(no NVTX ranges)"])
+        out.extend(_gpu_table(report, lines) if lines else [f"({printable(report.empty or 'no NVTX ranges')})"])
         out.append("")
-    return out[:-1] if out else ["(no NVTX ranges)"]
+    return out[:-1] if out else [f"({printable(report.empty or 'no NVTX ranges')})"]
 
 
 def walk(nodes: Sequence[TreeNode], depth: int = 0) -> Iterator[tuple[int, TreeNode]]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Callable
 
+from autonvtx.recorder.stats import name_template
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
 from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
 
@@ -21,6 +22,24 @@ def strip_ids(name: str) -> str:
     if " = " not in name:
         return name
     return _CALL_ID.sub("", name)
+
+
+def range_naming(strip: bool, each: bool) -> Callable[[str], str] | None:
+    """How an export's recorded names become its rows' names: --strip-ids drops the per-call ids,
+    then, unless --each, numbers become {n} (`recorder.stats.name_template`, as in a recording's
+    rows); None when names stay as recorded. Remembered per name: the sweep asks once a range."""
+    if each and not strip:
+        return None
+    seen: dict[str, str] = {}
+
+    def rename(name: str) -> str:
+        row = seen.get(name)
+        if row is None:
+            row = strip_ids(name) if strip else name
+            row = seen[name] = row if each else name_template(row)
+        return row
+
+    return rename
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from autonvtx.report.export import NsysExport, ReportError, ThreadFilter
 from autonvtx.report.labels import read_labels
 from autonvtx.report.sweep import Sweep, Tally
-from autonvtx.report.views import strip_ids
+from autonvtx.report.views import range_naming
 
 # Below this many NVTX events a second process costs more (its start, a second scan of the
 # tables) than it saves.
@@ -26,17 +26,19 @@ class Part:
     strip: bool
     device: int | None
     threads: ThreadFilter
+    each: bool = False  # --each: a row per recorded name, numbers not folded
 
 
 def sweep_part(part: Part) -> Tally:
     export = NsysExport(part.path)
     try:
         labels = read_labels(export)
+        rename = range_naming(part.strip, part.each)
         if part.device is not None:
             group = f"GPU {part.device}"
-            sweep = Sweep(lambda _tid: group, strip_ids if part.strip else None, only_with_work=True)
+            sweep = Sweep(lambda _tid: group, rename, only_with_work=True)
         else:
-            sweep = Sweep(labels.grouping(part.by), strip_ids if part.strip else None)
+            sweep = Sweep(labels.grouping(part.by), rename)
         return sweep.run(export.ranges(part.threads), export.launches(part.device, part.threads))
     finally:
         export.close()

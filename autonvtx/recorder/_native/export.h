@@ -20,7 +20,8 @@
 #define EXPORT __attribute__((visibility("default")))
 #define NONE32 0xFFFFFFFFu
 
-enum { STATS_FLAT = 1, STATS_TREE = 2, STATS_BY_THREAD = 4, STATS_CLASS = 8 };
+/* STATS_NUMBERS: names that differ only in their numbers share a row (`step 3` -> `step {n}`). */
+enum { STATS_FLAT = 1, STATS_TREE = 2, STATS_BY_THREAD = 4, STATS_CLASS = 8, STATS_NUMBERS = 16 };
 
 /* ---- growable bytes ---- */
 
@@ -86,6 +87,8 @@ typedef struct stats {
     size_t nslots;
     group_span* groups;
     size_t ngroups;
+    uint32_t* numbered; /* STATS_NUMBERS: name id -> the id of its name with numbers as {n} */
+    size_t numbered_cap;
 } stats;
 
 /* ---- an open-addressing map: 64-bit key -> 32-bit value ---- */
@@ -237,6 +240,7 @@ void pf_async(exporter* x, thread_state* t, const opened* o, uint64_t end, int i
 int64_t stats_row(stats* s, uint64_t group, int64_t parent, uint32_t name, uint32_t depth);
 void stats_span(stats* s, uint64_t group, uint64_t first, uint64_t last);
 uint32_t stat_name(exporter* x, uint32_t id);
+uint32_t numbered_name(exporter* x, uint32_t id);
 uint64_t stats_group(const exporter* x, const thread_state* t);
 int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
                    uint64_t self, int is_open);

@@ -99,12 +99,75 @@ void stats_span(stats* s, uint64_t group, uint64_t first, uint64_t last)
     }
 }
 
-/* The name a statistics row is keyed by: with STATS_CLASS, "a.b.3.attn (MultiheadAttention)"
-   folds into "MultiheadAttention" (as summary.class_name does); other names stay. */
+static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
+static int is_hex(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'f'); }
+/* A letter, a digit, or a byte of a non-ASCII character: what a number must not touch. */
+static int is_word(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'z') || c >= 0x80; }
+
+/* The end of the number that starts at s[i], or i when none does: stats.name_template's rule (a
+   run of digits or a 0x hex literal that no word byte touches, not one end of a span "A-B"). */
+static size_t number_end(const unsigned char* s, size_t n, size_t i)
+{
+    size_t j;
+    if (!is_digit(s[i]) || (i > 0 && is_word(s[i - 1])) || (i > 1 && s[i - 1] == '-' && is_digit(s[i - 2])))
+        return i;
+    if (s[i] == '0' && i + 2 < n && (s[i + 1] | 32) == 'x' && is_hex(s[i + 2]))
+        for (j = i + 2; j < n && is_hex(s[j]); ++j)
+            ;
+    else
+        for (j = i; j < n && is_digit(s[j]); ++j)
+            ;
+    /* A hex literal that a word byte ends is no number, and neither is its "0" (an 'x' follows). */
+    if ((j < n && is_word(s[j])) || (j + 1 < n && s[j] == '-' && is_digit(s[j + 1])))
+        return i;
+    return j;
+}
+
+/* With STATS_NUMBERS, the name with each number written "{n}" (interned; remembered per id);
+   else, or for a name without numbers, the name itself. */
+uint32_t numbered_name(exporter* x, uint32_t id)
+{
+    stats* s = &x->st;
+    const unsigned char* text;
+    size_t len, i, end, k = 0;
+    uint32_t domain, result = id;
+    char* out;
+    if (!(x->stats_mode & STATS_NUMBERS))
+        return id;
+    if (id < s->numbered_cap && s->numbered[id] != NONE32)
+        return s->numbered[id];
+    if (!grow_map(&s->numbered, &s->numbered_cap, id))
+        return id;
+    text = (const unsigned char*)x->names.items[id].text;
+    len = text ? x->names.items[id].len : 0;
+    domain = x->names.items[id].domain;
+    if (len && (out = malloc(3 * len))) { /* "{n}" for a one-digit number: at most 3 bytes a byte */
+        for (i = 0; i < len;) {
+            end = number_end(text, len, i);
+            if (end > i) {
+                memcpy(out + k, "{n}", 3);
+                k += 3;
+                i = end;
+            } else {
+                out[k++] = (char)text[i++];
+            }
+        }
+        if (k != len || memcmp(out, text, len) != 0)
+            result = intern(&x->names, domain, out, k); /* may move names.items: text is its own block */
+        free(out);
+    }
+    s->numbered[id] = result;
+    return result;
+}
+
+/* The name a statistics row is keyed by: numbers folded (numbered_name), then with STATS_CLASS
+   "a.b.{n}.attn (MultiheadAttention)" folds into "MultiheadAttention" (as stats.class_name does);
+   other names stay. */
 uint32_t stat_name(exporter* x, uint32_t id)
 {
     const name* n;
     const char *text, *open;
+    id = numbered_name(x, id);
     if (!(x->stats_mode & STATS_CLASS))
         return id;
     if (id < x->folded_cap && x->folded[id] != NONE32)
@@ -130,10 +193,11 @@ uint64_t stats_group(const exporter* x, const thread_state* t)
     return x->stats_mode & STATS_BY_THREAD ? thread_uuid(x->pid, t->tid) : x->group;
 }
 
-/* Counts an instance of row r, the range `name` (its name before class folding) from start to
-   end: 0 while it is among the thread's first `skip_first` of that range under its parent row
-   (its warm-up; a class row folds many ranges, each with its own warm-up). The instances
-   counted span the time that % wall divides by, so left-out warm-up is not in it either. */
+/* Counts an instance of row r, the range `name` (as recorded) from start to end: 0 while it is
+   among the thread's first `skip_first` of that range under its parent row (its warm-up, by its
+   name with numbers folded: `step {n}`'s first steps; a class row folds many ranges, each with
+   its own warm-up). The instances counted span the time that % wall divides by, so left-out
+   warm-up is not in it either. */
 int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
                    uint64_t self, int is_open)
 {
@@ -141,7 +205,7 @@ int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint6
     if (r < 0)
         return 0;
     if (x->skip_first) {
-        uint64_t key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | name;
+        uint64_t key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | numbered_name(x, name);
         uint32_t seen = u64map_get(&t->instances, key);
         seen = seen == NONE32 ? 0 : seen;
         if (seen < x->skip_first) {
@@ -197,6 +261,7 @@ void stats_free(stats* s)
     free(s->rows);
     free(s->slots);
     free(s->groups);
+    free(s->numbered);
 }
 
 EXPORT size_t autonvtx_export_rows(void* handle) { return ((exporter*)handle)->st.count; }
