@@ -2,7 +2,10 @@
 of child and ending, checked in its SQLite export and against autonvtx's own recorder."""
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,3 +237,42 @@ def test_a_terminated_child_exits_143_under_nsys_and_dies_of_sigterm_under_the_r
     assert "fork terminated, exitcode 143" in capture.profiled.stdout
     assert "spawn terminated, exitcode -15" in recorded.stdout
     assert "fork terminated, exitcode -15" in recorded.stdout
+
+
+def test_each_process_s_domains_keep_their_own_names(tmp_path: Path) -> None:
+    # nsys numbers NVTX domains per process: the parent's "trainer" and the child's "data" are
+    # both domain 1 in the export, and the report named every range after one of them.
+    nsys_or_skip()
+    make_file(tmp_path / "app.py", """
+        import subprocess, sys
+
+        def main():
+            subprocess.run([sys.executable, "-c", "import worker; worker.load(); worker.load()"], check=True)
+            step()
+
+        def step():
+            return 1
+
+        main()
+    """)
+    make_file(tmp_path / "worker.py", "def load():\n    return 2\n")
+    make_file(tmp_path / "autonvtx.toml", """
+        [[rules]]
+        modules = ["__main__"]
+        domain = "trainer"
+
+        [[rules]]
+        modules = ["worker"]
+        domain = "data"
+    """)
+    profiled = run_profile("-o", "domains", "app.py", cwd=tmp_path)
+    assert profiled.returncode == 0, profiled.stderr
+    export = Export(tmp_path / "domains.sqlite")
+    # The export itself holds the collision this test is about.
+    assert {(r.domain, r.name) for r in export.ranges()} == {("trainer", "main"), ("trainer", "step"), ("data", "load")}
+    reported = subprocess.run([sys.executable, "-m", "autonvtx", "report", "domains.sqlite", "--format", "json"],
+                              cwd=tmp_path, capture_output=True, text=True, env=autonvtx_env(), timeout=120)
+    assert reported.returncode == 0, reported.stderr
+    rows = json.loads(reported.stdout)["ranges"]
+    assert {(row["domain"], row["name"], row["instances"]) for row in rows} == {
+        ("trainer", "main", 1), ("trainer", "step", 1), ("data", "load", 2)}

@@ -5,7 +5,7 @@ from typing import Callable
 
 from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
 from autonvtx.report.text import label
-from autonvtx.report.labels import read_labels
+from autonvtx.report.labels import Labels, read_labels
 from autonvtx.report.schema import quote
 from autonvtx.report.views import range_naming
 
@@ -32,7 +32,7 @@ def read_overlap(path: str, by: str | None, strip: bool,
             return {}  # nothing to overlap: spare the second pass over ranges and launches
         labels = read_labels(export)
         group_of = labels.grouping(by)
-        intervals = _kernel_intervals(export, group_of, labels.domain, range_naming(strip, each))
+        intervals = _kernel_intervals(export, group_of, labels, range_naming(strip, each))
     finally:
         export.close()
     result = {}
@@ -54,7 +54,7 @@ def _has_communication(export: NsysExport) -> bool:
     return False
 
 
-def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], domain_name: Callable[[int], str],
+def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], labels: Labels,
                       rename: Callable[[str], str] | None) -> dict[tuple[str, str], tuple[list[Interval], list[Interval]]]:
     """Each kernel's GPU interval, under every distinct range name open on its launching thread."""
     stacks: dict[int, list[tuple[int, str]]] = {}  # globalTid -> open ranges (end, label)
@@ -85,7 +85,8 @@ def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], domain
                 lists = found[(group, name)] = ([], [])
             lists[0 if communication else 1].append((gpu_start, gpu_end))
 
-    for global_tid, start, end, start_end, domain, name in export.ranges():
+    domain_name = labels.domain
+    for global_tid, start, end, start_end, domain, name in labels.ranges_of(export):
         while launch is not None and launch[1] < start:
             take(launch)
             launch = next(launches, None)

@@ -112,10 +112,11 @@ def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[
         return [sweep_parallel([Part(export.path, options.by, options.strip_ids, device, threads, options.each) for threads in shares])
                 for device in devices]
     if options.by != "gpu":
-        return [Sweep(labels.grouping(options.by), rename).run(export.ranges(), export.launches())]
+        return [Sweep(labels.grouping(options.by), rename).run(labels.ranges_of(export), export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
-        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(export.ranges(), export.launches(device))
+        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(labels.ranges_of(export),
+                                                                         export.launches(device))
         for device in export.devices()
     ]
 

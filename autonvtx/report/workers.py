@@ -39,7 +39,7 @@ def sweep_part(part: Part) -> Tally:
             sweep = Sweep(lambda _tid: group, rename, only_with_work=True)
         else:
             sweep = Sweep(labels.grouping(part.by), rename)
-        return sweep.run(export.ranges(part.threads), export.launches(part.device, part.threads))
+        return sweep.run(labels.ranges_of(export, part.threads), export.launches(part.device, part.threads))
     finally:
         export.close()
 
