@@ -47,7 +47,8 @@ th { position: sticky; top: 0; background: #f1f1ef; cursor: pointer; user-select
 td.name, th.name { text-align: left; max-width: 0; overflow: hidden; text-overflow: ellipsis; }
 th.name.range { width: 58%; }
 th.name.kernel { width: 42%; }
-th.name.group { width: 24%; }
+/* A group ("python3 (pid 144)", "rank 1") is short: it keeps its width, up to a point. */
+td.name.group, th.name.group { max-width: 11em; }
 tbody tr:hover { background: #fff4d6; }
 #tip { position: fixed; pointer-events: none; background: #1d1f23; color: #fff; padding: 6px 8px; border-radius: 4px;
        font-size: 12px; max-width: 520px; z-index: 10; white-space: pre-wrap; word-break: break-all; }
@@ -67,7 +68,7 @@ SCRIPT = r"""
   // A row of the chart is as tall as the free height allows, within these bounds: a shallow
   // tree fills the pane with boxes that have room for their figures, a deep one scrolls.
   // The root's row says only the total, so it stays short.
-  var MIN_ROW = 22, MAX_ROW = 96, ROOT_ROW = 40, LINE = 15;
+  var MIN_ROW = 22, MAX_ROW = 150, ROOT_ROW = 40, LINE = 15;
   var sizeBy = data.hasGpu ? data.sizeBy : "cpu";
   var chart = document.getElementById("chart");
   var tip = document.getElementById("tip");
@@ -253,7 +254,7 @@ SCRIPT = r"""
       columns.forEach(function (column) {
         var td = document.createElement("td");
         td.textContent = cell(row, column);
-        if (column[2] === "name") { td.className = "name"; td.title = row[column[1]]; }
+        if (column[2] === "name") { td.className = "name " + column[3]; td.title = row[column[1]]; }
         line.appendChild(td);
       });
       line.addEventListener("mouseenter", function () { highlight(row[0], true); });
