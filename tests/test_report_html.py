@@ -248,7 +248,7 @@ class Browser:
         self.send("Runtime.evaluate", {"expression": settled, "awaitPromise": True}, session)
         reply = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
         assert "exceptionDetails" not in reply, reply
-        return reply["result"]["value"]
+        return reply["result"].get("value")
 
     def screenshot(self, session: str, path: Path) -> None:
         path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"}, session)["data"]))
