@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from conftest import make_file, run_autonvtx
 
+from autonvtx.report.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
@@ -365,5 +366,87 @@ def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
             assert set(seen["names"]) == {"main", "serve", "checkout", "basket", "price", "work"}
             assert {"main", "serve", "checkout", "work"} <= set(seen["labels"])
             assert not [label for label in seen["labels"] if label.startswith("shop:")]
+    finally:
+        browser.close()
+
+
+@pytest.mark.parametrize("names, prefix", [
+    (["torch:forward", "torch:backward"], "torch:"),
+    (["domain 1:ncclSend", "domain 1:ncclRecv"], "domain 1:"),
+    (["aten::add", "aten::mul"], ""),  # "::" belongs to the name
+    (["torch:forward", "jax:jit"], ""),  # differing prefixes stay
+    (["torch:forward", "forward"], ""),
+    (["torch:"], ""),  # nothing would be left
+    ([], ""),
+])
+def test_diff_page_finds_the_prefix_every_name_shares(names: list[str], prefix: str) -> None:
+    from autonvtx.report.diffpage import shared_prefix
+
+    assert shared_prefix(names) == prefix
+
+
+DIFF_MEASURE = """(() => {
+  const box = element => element.getBoundingClientRect();
+  const tree = document.getElementById("tree-pane"), pane = document.getElementById("table-pane");
+  const cells = Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 60)
+    .flatMap(row => Array.from(row.children));
+  return {
+    width: innerWidth, height: innerHeight,
+    page: [document.documentElement.scrollWidth, document.documentElement.scrollHeight],
+    tree: [box(tree).top, box(tree).bottom],
+    pane: [box(pane).left, box(pane).right, pane.scrollWidth - pane.clientWidth],
+    columns: Array.from(document.querySelectorAll("#table thead th"))
+      .map(th => [th.dataset.column, box(th).left, box(th).right]),
+    cutFigures: cells.filter(td => !td.classList.contains("name") && td.scrollWidth > td.clientWidth)
+      .map(td => td.textContent),
+    untitledNames: cells.filter(td => td.classList.contains("name") && td.title !== td.textContent).length,
+    labels: Array.from(document.querySelectorAll("#tree .box .name")).map(n => n.textContent),
+    names: Array.from(document.querySelectorAll("#table tbody tr")).map(row => row.dataset.name),
+    domain: (document.getElementById("domain") || {textContent: ""}).textContent,
+  };
+})()"""
+
+
+def check_diff_fits(seen: dict[str, Any], width: int, height: int) -> None:
+    assert (seen["width"], seen["height"]) == (width, height)
+    assert seen["page"][0] <= width and seen["page"][1] <= height, seen["page"]
+    left, right, sideways = seen["pane"]
+    assert sideways <= 0, "the table scrolls sideways"
+    for name, start, end in seen["columns"]:
+        assert left - 1 <= start < end <= min(right, width) + 1, (name, start, end, seen["pane"])
+    assert not seen["cutFigures"] and seen["untitledNames"] == 0
+
+
+def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path) -> None:
+    make_file(tmp_path / "autonvtx.toml", """
+        [autonvtx]
+        domain = "shop"
+        [[rules]]
+        modules = ["__main__"]
+        """)
+    make_file(tmp_path / "shop.py", """
+        def work(n): return sum(i * i for i in range(n))
+        def checkout(n): return [work(n) for _ in range(3)]
+        checkout(20000)
+        """)
+    done = run_autonvtx("shop.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shop, torch = tmp_path / "shop-diff.html", tmp_path / "torch-diff.html"
+    produce_diff(DiffRequest((str(done.trace_path),), (str(done.trace_path),), tree=True, html=str(shop)))
+    produce_diff(DiffRequest((str(TORCH),), (str(TORCH),), tree=True, strip_ids=True, html=str(torch)))
+    browser = Browser(tmp_path)
+    try:
+        for width, height in SIZES:
+            seen = browser.evaluate(browser.open(shop, width, height), DIFF_MEASURE)
+            check_diff_fits(seen, width, height)
+            assert seen["domain"] == "all ranges in domain shop"
+            assert set(seen["names"]) == set(seen["labels"]) == {"checkout", "work"}
+            tab = browser.open(torch, width, height)
+            seen = browser.evaluate(tab, DIFF_MEASURE)
+            browser.screenshot(tab, tmp_path / f"torch-diff-{width}x{height}.png")
+            check_diff_fits(seen, width, height)
+            top, bottom = seen["tree"]
+            assert bottom - top > 0.6 * height and bottom <= height  # a long tree scrolls in its pane
+            assert seen["domain"] == "" and "domain 1:ncclGroupEnd" in seen["names"]
     finally:
         browser.close()
