@@ -146,7 +146,8 @@ SCRIPT = r"""
       name.textContent = node[NAME];
     } else {
       // Wrap between the parts of a qualified name (aten::linear, Trainer.step) before anywhere else.
-      node[NAME].split(/(?<=::|[._\/ ,(])/).forEach(function (part, i) {
+      // (No look-behind in the pattern: a browser without it would reject the whole script.)
+      node[NAME].replace(/(::|[._\/ ,(])/g, "$1\u0000").split("\u0000").forEach(function (part, i) {
         if (i) name.appendChild(document.createElement("wbr"));
         name.appendChild(document.createTextNode(part));
       });
