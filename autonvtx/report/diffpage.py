@@ -43,7 +43,7 @@ if(a>=1e3)return (ns/1e3).toFixed(3)+' us';return Math.round(ns)+' ns';};
 const pct=v=>v===null?'':(v>0?'+':'')+v.toFixed(1)+'%';
 document.getElementById('title').textContent='autonvtx diff: '+data.base+'  \u2192  '+data.new;
 document.getElementById('test').textContent=data.test;
-if(data.domain)document.getElementById('domain').textContent='all ranges in domain '+data.domain;
+if(data.domain)document.getElementById('domain').textContent='all ranges in '+(/^domain \d+$/.test(data.domain)?'':'domain ')+data.domain;
 const counts=document.getElementById('counts');
 for(const [k,v] of Object.entries(data.counts)){const s=document.createElement('span');s.className=k;s.textContent=v+' '+k;counts.appendChild(s);}
 // The tree: rows arrive in tree order, each with its path; a node's bar is its larger side's time.

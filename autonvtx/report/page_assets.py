@@ -287,7 +287,8 @@ SCRIPT = r"""
       var domain = document.createElement("span");
       domain.className = "domain";
       domain.id = "domain";
-      domain.textContent = "all ranges in domain " + data.domain;
+      // An unnamed domain is already called "domain N".
+      domain.textContent = "all ranges in " + (/^domain \d+$/.test(data.domain) ? "" : "domain ") + data.domain;
       line.appendChild(document.createTextNode(summary ? " \u2014 " : ""));
       line.appendChild(domain);
     }
