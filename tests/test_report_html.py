@@ -189,10 +189,15 @@ class Browser:
         self.deadline = time.monotonic() + 120
 
     def close(self) -> None:
+        # Asked to close, the browser ends its renderer and helper processes with it.
+        try:
+            os.write(self.out, json.dumps({"id": self.last_id + 1, "method": "Browser.close"}).encode() + b"\0")
+            self.process.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
         os.close(self.out)
         os.close(self.into)
-        self.process.kill()
-        self.process.wait()
 
     def receive(self) -> dict[str, Any]:
         while b"\0" not in self.buffer:
