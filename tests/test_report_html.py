@@ -1,17 +1,24 @@
 """autonvtx report --html: one self-contained page, rendered in a real headless Chromium."""
 from __future__ import annotations
 
+import base64
+import fcntl
 import json
 import os
 import re
+import select
 import shutil
+import struct
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import make_file, run_autonvtx
 
+from autonvtx.report.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
@@ -133,9 +140,11 @@ def test_a_range_named_like_markup_cannot_break_the_page(tmp_path: Path) -> None
     produce(ReportRequest(str(trace), html=str(page), each=True))  # the name exactly: its "1" stays
     data_text = page.read_text(encoding="utf-8").split('id="report-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in data_text
-    assert {row[0] for row in page_data(page)["rows"]} == {"d:" + name, "d:plain"}
+    # Both ranges are in domain d: the page says so once and names them without it.
+    assert {row[0] for row in page_data(page)["rows"]} == {name, "plain"}
+    assert page_data(page)["domain"] == "d"
     dom = rendered(page, tmp_path)
-    assert sorted(dom.table_rows) == sorted(["d:" + name, "d:plain"])
+    assert sorted(dom.table_rows) == sorted([name, "plain"])
 
 
 def test_cpu_view_holds_ranges_without_gpu_time_and_the_page_says_what_ran_outside(tmp_path: Path) -> None:
@@ -150,3 +159,299 @@ def test_cpu_view_holds_ranges_without_gpu_time_and_the_page_says_what_ran_outsi
     assert data["totals"]["outside_gpu_ns"] == summary["totals"]["outside_ranges"]["gpu_ns"]
     text = browse(page, tmp_path, "--dump-dom").stdout
     assert f"{100 * outside:.1f}% of it launched outside every range" in text
+
+
+class Browser:
+    """A headless Chromium driven over its DevTools pipe (--remote-debugging-pipe: it reads
+    commands on fd 3 and writes replies and events on fd 4, each a JSON text ended by NUL), so
+    that a test sets the viewport exactly, measures the laid-out page and screenshots it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        # Copies above 4, so that placing them on 3 and 4 in the child cannot overwrite each other.
+        commands, self.out = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in os.pipe())
+        self.into, replies = (fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10) for fd in os.pipe())
+
+        def on_3_and_4() -> None:
+            os.dup2(commands, 3)
+            os.dup2(replies, 4)
+
+        self.process = subprocess.Popen(
+            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'cdp-profile'}", "--remote-debugging-pipe",
+             "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(3, 4), preexec_fn=on_3_and_4)
+        os.close(commands)
+        os.close(replies)
+        self.buffer = b""
+        self.events: list[dict[str, Any]] = []
+        self.last_id = 0
+        self.deadline = time.monotonic() + 120
+
+    def close(self) -> None:
+        # Asked to close, the browser ends its renderer and helper processes with it.
+        try:
+            os.write(self.out, json.dumps({"id": self.last_id + 1, "method": "Browser.close"}).encode() + b"\0")
+            self.process.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
+        os.close(self.out)
+        os.close(self.into)
+
+    def receive(self) -> dict[str, Any]:
+        while b"\0" not in self.buffer:
+            left = self.deadline - time.monotonic()
+            ready, _, _ = select.select([self.into], [], [], max(left, 0))
+            assert ready, "Chromium did not answer within 120 s"
+            chunk = os.read(self.into, 1 << 20)
+            assert chunk, "Chromium closed its DevTools pipe"
+            self.buffer += chunk
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        found: dict[str, Any] = json.loads(message)
+        return found
+
+    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None) -> Any:
+        self.last_id += 1
+        message: dict[str, Any] = {"id": self.last_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        data = json.dumps(message).encode() + b"\0"
+        while data:
+            data = data[os.write(self.out, data):]
+        while True:
+            reply = self.receive()
+            if reply.get("id") == self.last_id:
+                assert "error" not in reply, (method, reply["error"])
+                return reply["result"]
+            self.events.append(reply)
+
+    def wait_for(self, method: str, session: str) -> None:
+        while True:
+            for i, event in enumerate(self.events):
+                if event.get("method") == method and event.get("sessionId") == session:
+                    del self.events[i]
+                    return
+            self.events.append(self.receive())
+
+    def open(self, page: Path, width: int, height: int) -> str:
+        """A tab showing `page` in a `width` x `height` viewport; its session id."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session: str = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.resize(session, width, height)
+        self.send("Page.enable", session=session)
+        self.send("Page.navigate", {"url": page.as_uri()}, session)
+        self.wait_for("Page.loadEventFired", session)
+        return session
+
+    def resize(self, session: str, width: int, height: int) -> None:
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+
+    def evaluate(self, session: str, expression: str) -> Any:
+        # Two animation frames first: the page redraws on "resize" in the next frame.
+        settled = "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+        self.send("Runtime.evaluate", {"expression": settled, "awaitPromise": True}, session)
+        reply = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+        assert "exceptionDetails" not in reply, reply
+        return reply["result"].get("value")
+
+    def screenshot(self, session: str, path: Path) -> None:
+        path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"}, session)["data"]))
+
+
+# What a person at the window would see, measured from the laid-out page.
+MEASURE = """(() => {
+  const box = element => element.getBoundingClientRect();
+  const chart = document.getElementById("chart"), pane = document.getElementById("table-pane");
+  const boxes = Array.from(chart.querySelectorAll(".box"));
+  const cells = Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 60)
+    .flatMap(row => Array.from(row.children));
+  return {
+    width: innerWidth, height: innerHeight,
+    page: [document.documentElement.scrollWidth, document.documentElement.scrollHeight],
+    chart: [box(chart).top, box(chart).bottom],
+    drawn: Math.max(...boxes.map(b => box(b).bottom)) - box(chart).top,
+    row: Math.max(...boxes.filter(b => b.dataset.depth !== "0").map(b => box(b).height)),
+    pane: [box(pane).left, box(pane).right, pane.scrollWidth - pane.clientWidth],
+    columns: Array.from(document.querySelectorAll("#table thead th"))
+      .map(th => [th.dataset.column, box(th).left, box(th).right]),
+    cutFigures: cells.filter(td => !td.classList.contains("name") && td.scrollWidth > td.clientWidth)
+      .map(td => td.textContent),
+    untitledNames: cells.filter(td => td.classList.contains("name") && td.title !== td.textContent).length,
+    labels: boxes.map(b => b.querySelector(".n")).filter(n => n).map(n => n.textContent),
+    names: Array.from(document.querySelectorAll("#table tbody tr")).map(row => row.dataset.name),
+    summary: document.getElementById("summary").textContent,
+  };
+})()"""
+
+
+def check_fits(seen: dict[str, Any], width: int, height: int) -> None:
+    """The page is the window: nothing scrolls the page, the chart takes the free height, and
+    every table column is inside the window and its pane, its figures whole."""
+    assert (seen["width"], seen["height"]) == (width, height)
+    assert seen["page"][0] <= width and seen["page"][1] <= height, seen["page"]
+    top, bottom = seen["chart"]
+    assert bottom - top > 0.6 * height and bottom <= height, seen["chart"]
+    # The boxes, not only their frame: they fill it, or their rows are as tall as rows get.
+    assert seen["drawn"] >= 0.9 * (bottom - top) or seen["row"] >= 140, (seen["drawn"], seen["row"], bottom - top)
+    left, right, sideways = seen["pane"]
+    assert sideways <= 0, "the table scrolls sideways"
+    for name, start, end in seen["columns"]:
+        assert left - 1 <= start < end <= min(right, width) + 1, (name, start, end, seen["pane"])
+        assert end - start >= 36, (name, start, end)
+    assert not seen["cutFigures"]
+    assert seen["untitledNames"] == 0  # a cut name shows whole on hover
+
+
+SIZES = [(1400, 900), (1920, 1080)]
+
+
+def test_page_fits_the_window_and_keeps_differing_prefixes(tmp_path: Path) -> None:
+    page = tmp_path / "torch.html"
+    produce(ReportRequest(str(TORCH), strip_ids=True, html=str(page)))
+    browser = Browser(tmp_path)
+    try:
+        for width, height in SIZES:
+            tab = browser.open(page, width, height)
+            seen = browser.evaluate(tab, MEASURE)
+            browser.screenshot(tab, tmp_path / f"torch-{width}x{height}.png")
+            check_fits(seen, width, height)
+            assert [column[0] for column in seen["columns"]] == [
+                "Range", "GPU time", "GPU %", "Kernels", "Mem ops", "CPU time", "Inst", "Top kernel"]
+            # Bare names beside "domain 1:..." (and "nccl:..."): no prefix is shared, none dropped.
+            assert "domain 1:ncclGroupEnd" in seen["names"] and "nccl:all_to_all" in seen["names"]
+            assert "domain 1:ncclGroupEnd" in seen["labels"] and "in domain" not in seen["summary"]
+        # The page follows its window: the tab opened at 1400x900, made larger, redraws to fit.
+        first = browser.open(page, *SIZES[0])
+        before = browser.evaluate(first, MEASURE)
+        browser.resize(first, *SIZES[1])
+        after = browser.evaluate(first, MEASURE)
+        check_fits(after, *SIZES[1])
+        assert after["chart"][1] - after["chart"][0] > before["chart"][1] - before["chart"][0] + 100
+    finally:
+        browser.close()
+    for width, height in SIZES:
+        shot = (tmp_path / f"torch-{width}x{height}.png").read_bytes()
+        assert shot[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", shot[16:24]) == (width, height)
+
+
+def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
+    # One of our own recordings: every range is in the domain the config names.
+    make_file(tmp_path / "autonvtx.toml", """
+        [autonvtx]
+        domain = "shop"
+        [[rules]]
+        modules = ["__main__"]
+        """)
+    make_file(tmp_path / "shop.py", """
+        def work(n):
+            return sum(i * i for i in range(n))
+        def price(n): return work(n)
+        def basket(n): return [price(n) for _ in range(3)]
+        def checkout(n): return basket(n) + [work(n)]
+        def serve(n): return [checkout(n) for _ in range(4)]
+        def main(): serve(20000); work(50000)
+        main()
+        """)
+    done = run_autonvtx("shop.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    page = tmp_path / "shop.html"
+    produce(ReportRequest(str(done.trace_path), html=str(page)))
+    assert page_data(page)["domain"] == "shop"
+    browser = Browser(tmp_path)
+    try:
+        for width, height in SIZES:
+            tab = browser.open(page, width, height)
+            seen = browser.evaluate(tab, MEASURE)
+            browser.screenshot(tab, tmp_path / f"shop-{width}x{height}.png")
+            check_fits(seen, width, height)
+            assert [column[0] for column in seen["columns"]] == ["Range", "CPU time", "Inst"]
+            assert "all ranges in domain shop" in seen["summary"]
+            assert set(seen["names"]) == {"main", "serve", "checkout", "basket", "price", "work"}
+            assert {"main", "serve", "checkout", "work"} <= set(seen["labels"])
+            assert not [label for label in seen["labels"] if label.startswith("shop:")]
+    finally:
+        browser.close()
+
+
+@pytest.mark.parametrize("names, prefix", [
+    (["torch:forward", "torch:backward"], "torch:"),
+    (["domain 1:ncclSend", "domain 1:ncclRecv"], "domain 1:"),
+    (["aten::add", "aten::mul"], ""),  # "::" belongs to the name
+    (["torch:forward", "jax:jit"], ""),  # differing prefixes stay
+    (["torch:forward", "forward"], ""),
+    (["torch:"], ""),  # nothing would be left
+    ([], ""),
+])
+def test_diff_page_finds_the_prefix_every_name_shares(names: list[str], prefix: str) -> None:
+    from autonvtx.report.diffpage import shared_prefix
+
+    assert shared_prefix(names) == prefix
+
+
+DIFF_MEASURE = """(() => {
+  const box = element => element.getBoundingClientRect();
+  const tree = document.getElementById("tree-pane"), pane = document.getElementById("table-pane");
+  const cells = Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 60)
+    .flatMap(row => Array.from(row.children));
+  return {
+    width: innerWidth, height: innerHeight,
+    page: [document.documentElement.scrollWidth, document.documentElement.scrollHeight],
+    tree: [box(tree).top, box(tree).bottom],
+    pane: [box(pane).left, box(pane).right, pane.scrollWidth - pane.clientWidth],
+    columns: Array.from(document.querySelectorAll("#table thead th"))
+      .map(th => [th.dataset.column, box(th).left, box(th).right]),
+    cutFigures: cells.filter(td => !td.classList.contains("name") && td.scrollWidth > td.clientWidth)
+      .map(td => td.textContent),
+    untitledNames: cells.filter(td => td.classList.contains("name") && td.title !== td.textContent).length,
+    labels: Array.from(document.querySelectorAll("#tree .box .name")).map(n => n.textContent),
+    names: Array.from(document.querySelectorAll("#table tbody tr")).map(row => row.dataset.name),
+    domain: (document.getElementById("domain") || {textContent: ""}).textContent,
+  };
+})()"""
+
+
+def check_diff_fits(seen: dict[str, Any], width: int, height: int) -> None:
+    assert (seen["width"], seen["height"]) == (width, height)
+    assert seen["page"][0] <= width and seen["page"][1] <= height, seen["page"]
+    left, right, sideways = seen["pane"]
+    assert sideways <= 0, "the table scrolls sideways"
+    for name, start, end in seen["columns"]:
+        assert left - 1 <= start < end <= min(right, width) + 1, (name, start, end, seen["pane"])
+    assert not seen["cutFigures"] and seen["untitledNames"] == 0
+
+
+def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path) -> None:
+    make_file(tmp_path / "autonvtx.toml", """
+        [autonvtx]
+        domain = "shop"
+        [[rules]]
+        modules = ["__main__"]
+        """)
+    make_file(tmp_path / "shop.py", """
+        def work(n): return sum(i * i for i in range(n))
+        def checkout(n): return [work(n) for _ in range(3)]
+        checkout(20000)
+        """)
+    done = run_autonvtx("shop.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shop, torch = tmp_path / "shop-diff.html", tmp_path / "torch-diff.html"
+    produce_diff(DiffRequest((str(done.trace_path),), (str(done.trace_path),), tree=True, html=str(shop)))
+    produce_diff(DiffRequest((str(TORCH),), (str(TORCH),), tree=True, strip_ids=True, html=str(torch)))
+    browser = Browser(tmp_path)
+    try:
+        for width, height in SIZES:
+            seen = browser.evaluate(browser.open(shop, width, height), DIFF_MEASURE)
+            check_diff_fits(seen, width, height)
+            assert seen["domain"] == "all ranges in domain shop"
+            assert set(seen["names"]) == set(seen["labels"]) == {"checkout", "work"}
+            tab = browser.open(torch, width, height)
+            seen = browser.evaluate(tab, DIFF_MEASURE)
+            browser.screenshot(tab, tmp_path / f"torch-diff-{width}x{height}.png")
+            check_diff_fits(seen, width, height)
+            top, bottom = seen["tree"]
+            assert bottom - top > 0.6 * height and bottom <= height  # a long tree scrolls in its pane
+            assert seen["domain"] == "" and "domain 1:ncclGroupEnd" in seen["names"]
+    finally:
+        browser.close()

@@ -16,38 +16,75 @@ _MAX_NODES = 30000
 
 
 def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], size_by: str) -> str:
+    nodes = _tree(tree)
+    table = [_row(report, row) for row in rows]
+    domain = _shared_domain(rows, nodes)
+    if domain:
+        _drop_domain(domain, nodes, table)
     data = {
         "title": report.source,
         "description": report.description,
         "hasGpu": report.has_gpu,
         "sizeBy": size_by,
         "notes": report.notes,
+        "domain": domain,
         "totals": {"gpu_ns": report.totals.capture.gpu_ns, "kernels": report.totals.capture.kernels,
                    "outside_gpu_ns": report.totals.outside.gpu_ns},
         "tree": None,  # written apart: see _tree_json
-        "rows": [_row(report, row) for row in rows],
+        "rows": table,
     }
     # No "<" may reach the script element: "</script" would end it early, and "<!--" followed by
     # "<script" opens the HTML parser's double-escaped state, which swallows the rest of the page
     # (HTML Living Standard, "script data double escaped state"). JSON reads "\u003c" as "<".
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    payload = payload.replace('"tree":null', '"tree":' + _tree_json(_tree(tree)), 1).replace("<", "\\u003c")
+    payload = payload.replace('"tree":null', '"tree":' + _tree_json(nodes), 1).replace("<", "\\u003c")
     title = html.escape(f"autonvtx report: {report.source}")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title}</title>"
         f"<style>{STYLE}</style></head><body>"
         f"<script type=\"application/json\" id=\"report-data\">{payload}</script>"
-        "<header><h1 id=\"title\"></h1><div id=\"summary\"></div><div id=\"controls\"></div><ul id=\"notes\"></ul></header>"
-        "<main><section id=\"chart-pane\"><div id=\"crumbs\"></div><div id=\"chart\"></div></section>"
+        "<header><h1 id=\"title\"></h1><div id=\"summary\"></div><ul id=\"notes\"></ul></header>"
+        "<main><section id=\"chart-pane\"><div id=\"bar\"><div id=\"crumbs\"></div><div id=\"controls\"></div></div>"
+        "<div id=\"chart\"></div></section>"
         "<section id=\"table-pane\"><table id=\"table\"><thead></thead><tbody></tbody></table></section></main>"
         "<div id=\"tip\" hidden></div>"
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
 
+def _shared_domain(rows: Sequence[Row], nodes: list[Any]) -> str:
+    """The one NVTX domain every range on the page is in, if there is one (else "").
+
+    Its name would otherwise open every label ("torch:..." in a box a few words wide shows only
+    that); the page says it once instead. Ranges in several domains keep their prefixes.
+    """
+    domains = {row.domain for row in rows}
+    stack = list(nodes)
+    while stack and len(domains) < 2:
+        node = stack.pop()
+        if not node[1]:
+            domains.add(node[10])
+        stack.extend(node[9])
+    return domains.pop() if len(domains) == 1 else ""
+
+
+def _drop_domain(domain: str, nodes: list[Any], table: list[list[Any]]) -> None:
+    cut = len(domain) + 1  # "domain:"
+    for row in table:
+        row[0] = row[0][cut:]
+    stack = list(nodes)
+    while stack:
+        node = stack.pop()
+        if not node[1]:
+            node[0] = node[0][cut:]
+        stack.extend(node[9])
+
+
 def _tree(roots: Sequence[TreeNode]) -> list[Any]:
-    """[name, group?, gpu_ns, cpu_ns, kernels, mem ops, instances, span_ns, hidden, children].
+    """[name, group?, gpu_ns, cpu_ns, kernels, mem ops, instances, span_ns, hidden, children, domain].
+
+    The domain (last, for `_shared_domain`) is not written into the page.
 
     The page redraws by GPU or by CPU time from the same data, so a node stays when it is large
     enough by either measure; a budget of nodes bounds the page. Built without recursion: a
@@ -64,7 +101,7 @@ def _tree(roots: Sequence[TreeNode]) -> list[Any]:
     def encoded(node: TreeNode, is_group: bool) -> list[Any]:
         name = node.group if is_group else label(node.domain, node.name)
         return [name, int(is_group), node.work.gpu_ns, node.cpu_ns, node.work.kernels,
-                node.work.memcpy + node.work.memset, node.instances, node.span_ns, 0, []]
+                node.work.memcpy + node.work.memset, node.instances, node.span_ns, 0, [], node.domain]
 
     grouped = len(roots) != 1
     result = [encoded(node, grouped) for node in top if grouped or visible(node)]

@@ -3,31 +3,61 @@ from __future__ import annotations
 
 STYLE = """
 :root { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 13px; color: #1d1f23; }
-body { margin: 0; padding: 12px 16px; background: #fbfbfa; }
-h1 { font-size: 17px; margin: 0 0 4px; }
-#summary { color: #555; margin-bottom: 6px; }
-#notes { margin: 4px 0 8px; padding-left: 18px; color: #8a5a00; }
-#controls button { font: inherit; margin-right: 4px; padding: 2px 8px; border: 1px solid #bbb; background: #fff; border-radius: 3px; cursor: pointer; }
-#controls button.on { background: #2b5d9b; color: #fff; border-color: #2b5d9b; }
-main { display: flex; gap: 14px; align-items: flex-start; }
-#chart-pane { flex: 5 1 0; min-width: 0; }
-#table-pane { flex: 4 1 0; min-width: 420px; font-size: 12px; max-height: 85vh; overflow: auto; border: 1px solid #ddd; background: #fff; }
-#crumbs { margin-bottom: 4px; min-height: 18px; }
+/* The page is the window: the header takes what it needs, the chart and the table share the
+   rest and scroll inside themselves, so neither pushes the other below the fold. */
+html, body { height: 100%; }
+body { margin: 0; padding: 10px 16px 12px; box-sizing: border-box; background: #fbfbfa;
+       display: flex; flex-direction: column; }
+header { flex: none; }
+h1 { font-size: 17px; margin: 0 0 2px; overflow-wrap: anywhere; }
+#summary { color: #555; margin-bottom: 4px; }
+#summary .domain { color: #1d1f23; }
+#notes { margin: 0 0 6px; padding-left: 18px; color: #8a5a00; font-size: 12px; }
+#notes:empty { display: none; }
+main { flex: 1 1 auto; min-height: 0; display: flex; gap: 12px; }
+#chart-pane { flex: 1 1 0; min-width: 0; display: flex; flex-direction: column; }
+#bar { flex: none; display: flex; align-items: baseline; gap: 12px; margin-bottom: 4px; min-height: 22px; }
+#crumbs { flex: 1 1 auto; min-width: 0; overflow: hidden; white-space: nowrap; text-overflow: ellipsis; }
 #crumbs span { cursor: pointer; color: #2b5d9b; }
 #crumbs span:hover { text-decoration: underline; }
-#chart { position: relative; width: 100%; border: 1px solid #ddd; background: #fff; overflow: hidden; }
-.box { position: absolute; height: 20px; box-sizing: border-box; border: 1px solid rgba(255,255,255,.9);
-       overflow: hidden; white-space: nowrap; text-overflow: ellipsis; padding: 2px 3px; font-size: 11px;
-       line-height: 15px; cursor: pointer; color: #222; }
-.box:hover, .box.hl { outline: 2px solid #1d1f23; z-index: 1; }
+#controls { flex: none; }
+#controls button { font: inherit; margin-left: 4px; padding: 1px 8px; border: 1px solid #bbb; background: #fff; border-radius: 3px; cursor: pointer; }
+#controls button.on { background: #2b5d9b; color: #fff; border-color: #2b5d9b; }
+#chart { flex: 1 1 auto; min-height: 160px; position: relative; border: 1px solid #ddd; background: #fff;
+         overflow-x: hidden; overflow-y: auto; }
+.box { position: absolute; box-sizing: border-box; border: 1px solid rgba(255,255,255,.9); overflow: hidden;
+       padding: 2px 4px; font-size: 11px; line-height: 15px; cursor: pointer; color: #222; white-space: nowrap; }
+.box .n, .box .v { display: block; overflow: hidden; text-overflow: ellipsis; }
+.box .n.wrap { white-space: normal; overflow-wrap: anywhere; display: -webkit-box; -webkit-box-orient: vertical; }
+.box .v { color: rgba(0,0,0,.62); font-variant-numeric: tabular-nums; }
+.box:hover, .box.hl { outline: 2px solid #1d1f23; outline-offset: -2px; z-index: 1; }
 .empty { padding: 12px; color: #666; }
-table { border-collapse: collapse; width: 100%; }
-th, td { padding: 3px 6px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
-th { position: sticky; top: 0; background: #f1f1ef; cursor: pointer; user-select: none; }
-td.name, th.name { text-align: left; max-width: 260px; overflow: hidden; text-overflow: ellipsis; }
+/* The table's width is the pane's: number columns take what their figures need, the two name
+   columns share the rest and cut their text (the full name is the cell's title); only a pane
+   narrower than the table's min-width scrolls sideways. */
+#table-pane { flex: 0 0 auto; align-self: flex-start; max-height: 100%; box-sizing: border-box; overflow: auto;
+              font-size: 12px; border: 1px solid #ddd; background: #fff; }
+#table-pane.gpu { width: clamp(600px, 54%, 920px); }
+#table-pane.cpu { width: clamp(360px, 34%, 560px); }
+table { border-collapse: collapse; width: 100%; min-width: 340px; }
+.gpu table { min-width: 580px; }
+th, td { padding: 3px 6px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap;
+         font-variant-numeric: tabular-nums; }
+th { position: sticky; top: 0; background: #f1f1ef; cursor: pointer; user-select: none; z-index: 2; }
+td.name, th.name { text-align: left; max-width: 0; overflow: hidden; text-overflow: ellipsis; }
+th.name.range { width: 58%; }
+th.name.kernel { width: 42%; }
+/* A group ("python3 (pid 144)", "rank 1") is short: it keeps its width, up to a point. */
+td.name.group, th.name.group { max-width: 11em; }
 tbody tr:hover { background: #fff4d6; }
 #tip { position: fixed; pointer-events: none; background: #1d1f23; color: #fff; padding: 6px 8px; border-radius: 4px;
        font-size: 12px; max-width: 520px; z-index: 10; white-space: pre-wrap; word-break: break-all; }
+/* A narrow window stacks the chart over the table. */
+@media (max-width: 1100px) {
+  main { flex-direction: column; }
+  #chart-pane { flex: 0 0 auto; height: 48vh; }
+  #table-pane, #table-pane.gpu, #table-pane.cpu { flex: 1 1 auto; align-self: stretch; width: auto; min-height: 200px; }
+}
 """
 
 SCRIPT = r"""
@@ -35,7 +65,10 @@ SCRIPT = r"""
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
   var NAME = 0, GROUP = 1, GPU = 2, CPU = 3, KERNELS = 4, MEMOPS = 5, INST = 6, SPAN = 7, HIDDEN = 8, KIDS = 9;
-  var ROW = 21;
+  // A row of the chart is as tall as the free height allows, within these bounds: a shallow
+  // tree fills the pane with boxes that have room for their figures, a deep one scrolls.
+  // The root's row says only the total, so it stays short.
+  var MIN_ROW = 22, MAX_ROW = 150, ROOT_ROW = 40, LINE = 15;
   var sizeBy = data.hasGpu ? data.sizeBy : "cpu";
   var chart = document.getElementById("chart");
   var tip = document.getElementById("tip");
@@ -80,13 +113,12 @@ SCRIPT = r"""
     box.className = "box";
     box.style.left = (x * 100) + "%";
     box.style.width = (w * 100) + "%";
-    box.style.top = (depth * ROW) + "px";
     box.style.background = colour(node);
     box.dataset.name = node[NAME];
     box.dataset.depth = String(depth);
     box.dataset.value = String(value(node));
     box.dataset.kind = node === root ? "root" : (node[GROUP] ? "group" : "range");
-    if (px > 28) box.textContent = node[NAME];
+    state.boxes.push([box, node, px, depth]);
     box.addEventListener("mousemove", function (event) { showTip(event, node); });
     box.addEventListener("mouseleave", hideTip);
     box.addEventListener("click", function () { if (node !== focus[focus.length - 1]) { focus.push(node); render(); } });
@@ -102,6 +134,36 @@ SCRIPT = r"""
     }
   }
 
+  // Rows share the chart's height; a box shows its name, then (when the row has room) its time
+  // and share of the focused range, the name wrapping over the lines left.
+  function label(box, node, px, row, whole) {
+    if (px <= 28) return;
+    var lines = Math.floor((row - 4) / LINE);
+    var name = document.createElement("span");
+    name.className = "n";
+    box.appendChild(name);
+    if (lines < 3) {
+      name.textContent = node[NAME];
+    } else {
+      // Wrap between the parts of a qualified name (aten::linear, Trainer.step) before anywhere else.
+      // (No look-behind in the pattern: a browser without it would reject the whole script.)
+      node[NAME].replace(/(::|[._\/ ,(])/g, "$1\u0000").split("\u0000").forEach(function (part, i) {
+        if (i) name.appendChild(document.createElement("wbr"));
+        name.appendChild(document.createTextNode(part));
+      });
+    }
+    if (lines < 2 || px < 56) return;
+    if (lines > 2) {
+      name.className = "n wrap";
+      name.style.webkitLineClamp = String(lines - 1);
+    }
+    var figures = document.createElement("span");
+    figures.className = "v";
+    figures.textContent = dur(value(node)) + " \u00b7 " + (100 * value(node) / whole).toFixed(1) + "%";
+    figures.title = whole === data.totals.gpu_ns ? "share of all GPU time" : "share of the CPU time of all ranges";
+    box.appendChild(figures);
+  }
+
   function render() {
     chart.textContent = "";
     var top = focus[focus.length - 1];
@@ -110,11 +172,21 @@ SCRIPT = r"""
       empty.className = "empty";
       empty.textContent = sizeBy === "gpu" ? "No GPU time inside these ranges: size the boxes by CPU time." : "No ranges.";
       chart.appendChild(empty);
-      chart.style.height = "";
     } else {
-      var state = { width: chart.clientWidth || 800, depth: 0 };
+      var state = { width: chart.clientWidth || 800, depth: 0, boxes: [] };
       place(top, 0, 1, 0, state);
-      chart.style.height = ((state.depth + 1) * ROW + 2) + "px";
+      var first = state.depth ? Math.min(ROOT_ROW, Math.floor(chart.clientHeight / (state.depth + 1))) : 0;
+      var row = Math.floor((chart.clientHeight - first) / (state.depth + (first ? 0 : 1)));
+      row = Math.max(MIN_ROW, Math.min(MAX_ROW, row));
+      first = Math.max(MIN_ROW, first);
+      // Shares as the table gives them: of all GPU time, or of the CPU time of all ranges.
+      var whole = sizeBy === "gpu" && data.totals.gpu_ns ? data.totals.gpu_ns : value(root);
+      state.boxes.forEach(function (item) {
+        var depth = item[3], height = depth ? row : first;
+        item[0].style.top = (depth ? first + (depth - 1) * row : 0) + "px";
+        item[0].style.height = height + "px";
+        label(item[0], item[1], item[2], height, whole);
+      });
     }
     var crumbs = document.getElementById("crumbs");
     crumbs.textContent = "";
@@ -137,11 +209,13 @@ SCRIPT = r"""
   function hideTip() { tip.hidden = true; }
 
   // The table: one row per range name, sortable by any column.
-  var columns = [["Range", 0, "name"]];
-  if (data.rows.some(function (r) { return r[1]; })) columns.push(["Group", 1, "name"]);
+  var columns = [["Range", 0, "name", "range"]];
+  if (data.rows.some(function (r) { return r[1]; })) columns.push(["Group", 1, "name", "group"]);
   if (data.hasGpu) columns.push(["GPU time", 2, "ns"], ["GPU %", 3, "pct"], ["Kernels", 4, "n"], ["Mem ops", 5, "n"]);
   columns.push(["CPU time", 6, "ns"], ["Inst", 7, "n"]);
-  if (data.hasGpu) columns.push(["Top kernel", 9, "name"]);
+  if (data.hasGpu) columns.push(["Top kernel", 9, "name", "kernel"]);
+  // The pane is as wide as its columns want, and leaves the chart the rest.
+  document.getElementById("table-pane").className = data.hasGpu ? "gpu" : "cpu";
   var order = { index: data.hasGpu && sizeBy === "gpu" ? 2 : 6, down: true };
 
   function cell(row, column) {
@@ -161,7 +235,8 @@ SCRIPT = r"""
     columns.forEach(function (column) {
       var th = document.createElement("th");
       th.textContent = column[0] + (order.index === column[1] ? (order.down ? " \u25be" : " \u25b4") : "");
-      if (column[2] === "name") th.className = "name";
+      if (column[2] === "name") th.className = "name " + column[3];
+      th.dataset.column = column[0];
       th.addEventListener("click", function () {
         order = { index: column[1], down: order.index === column[1] ? !order.down : column[2] !== "name" };
         renderTable();
@@ -180,7 +255,7 @@ SCRIPT = r"""
       columns.forEach(function (column) {
         var td = document.createElement("td");
         td.textContent = cell(row, column);
-        if (column[2] === "name") { td.className = "name"; td.title = row[column[1]]; }
+        if (column[2] === "name") { td.className = "name " + column[3]; td.title = row[column[1]]; }
         line.appendChild(td);
       });
       line.addEventListener("mouseenter", function () { highlight(row[0], true); });
@@ -206,7 +281,17 @@ SCRIPT = r"""
           "% of it launched outside every range";
       }
     }
-    document.getElementById("summary").textContent = summary;
+    var line = document.getElementById("summary");
+    line.textContent = summary;
+    if (data.domain) {
+      var domain = document.createElement("span");
+      domain.className = "domain";
+      domain.id = "domain";
+      // An unnamed domain is already called "domain N".
+      domain.textContent = "all ranges in " + (/^domain \d+$/.test(data.domain) ? "" : "domain ") + data.domain;
+      line.appendChild(document.createTextNode(summary ? " \u2014 " : ""));
+      line.appendChild(domain);
+    }
     var notes = document.getElementById("notes");
     data.notes.forEach(function (note) {
       var li = document.createElement("li");
@@ -233,6 +318,11 @@ SCRIPT = r"""
   header();
   renderTable();
   render();
-  window.addEventListener("resize", render);
+  var pending = false;
+  window.addEventListener("resize", function () {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(function () { pending = false; render(); });
+  });
 })();
 """
