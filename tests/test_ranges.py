@@ -310,3 +310,24 @@ def test_a_coroutine_closed_before_it_ran_does_not_warn(workdir: Path, pure: str
     assert len(warned) == 1 and warned[0].startswith("RuntimeWarning: coroutine 'fetch'")
     assert [line for line in ours.stderr.splitlines() if "never awaited" in line] == warned
     assert ours.range_names().count("fetch") == 1  # the awaited one, wrapped
+
+
+@needs_native
+def test_the_native_wrapper_keeps_no_dictionary_and_reads_names_through() -> None:
+    import gc
+
+    from autonvtx.engines import wrap as instrument
+
+    def f(x: object) -> object:
+        """f's doc"""
+        return x
+
+    wrapper = instrument._RangedFunctionWrapper(f, ranges._client.Range("autonvtx", "f"))
+    # wrapt gives each proxy a dictionary holding copies of __module__ and __doc__: none here.
+    assert not [r for r in gc.get_referents(wrapper) if type(r) is dict]
+    assert (wrapper.__module__, wrapper.__doc__) == (__name__, "f's doc")
+    wrapper.__doc__ = "changed"
+    wrapper.__module__ = "elsewhere"
+    assert (f.__doc__, f.__module__) == ("changed", "elsewhere") == (wrapper.__doc__, wrapper.__module__)
+    wrapper.marker = 1  # type: ignore[attr-defined]  # set on the function, as wrapt does
+    assert f.marker == 1  # type: ignore[attr-defined]

@@ -101,6 +101,66 @@ static PyObject* ranged_descr_get(PyObject* self, PyObject* obj, PyObject* type)
 
 static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds);
 
+/* wrapt's proxy makes each instance a dictionary and copies the function's __module__ and
+ * __doc__ into it, so that they win over the wrapper classes' own (a class statement puts
+ * both in the class's dictionary). A wholesale walk makes thousands of these wrappers and
+ * the dictionary was most of each (184 of about 450 bytes on 3.11): this type reads and writes
+ * both through to the function instead (its getsets, found before any base class's, and
+ * ranged_setattro), and the dictionary goes; wrapt makes one again only for a `_self_` name
+ * the program sets on the wrapper. */
+static void drop_instance_dict(PyObject* self)
+{
+    Py_ssize_t offset = Py_TYPE(self)->tp_dictoffset;
+    if (offset > 0)
+        Py_CLEAR(*(PyObject**)((char*)self + offset));
+}
+
+static int ranged_setattro(PyObject* self, PyObject* name, PyObject* value);
+
+/* The base's setattro (wrapt's), found from the ranged type up. */
+static setattrofunc ranged_base_setattro(PyObject* self)
+{
+    PyTypeObject* type = Py_TYPE(self);
+    while (type != NULL && type->tp_setattro != ranged_setattro)
+        type = type->tp_base;
+    return type != NULL && type->tp_base != NULL ? type->tp_base->tp_setattro : NULL;
+}
+
+/* __module__ and __doc__ through ranged_getset (wrapt's setattro writes them to the instance
+ * dictionary too, which is gone); every other name as wrapt sets it. */
+static int ranged_setattro(PyObject* self, PyObject* name, PyObject* value)
+{
+    setattrofunc base = ranged_base_setattro(self);
+    if (PyUnicode_Check(name) && (PyUnicode_CompareWithASCIIString(name, "__module__") == 0 ||
+                                  PyUnicode_CompareWithASCIIString(name, "__doc__") == 0))
+        return PyObject_GenericSetAttr(self, name, value);
+    if (base == NULL) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: ranged function wrapper without a base");
+        return -1;
+    }
+    return base(self, name, value);
+}
+
+static PyObject* ranged_get_through(PyObject* self, void* name)
+{
+    PyObject* function = RANGED_FIELDS(self)->function;
+    if (function == NULL) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return NULL;
+    }
+    return PyObject_GetAttrString(function, (const char*)name);
+}
+
+static int ranged_set_through(PyObject* self, PyObject* value, void* name)
+{
+    PyObject* function = RANGED_FIELDS(self)->function;
+    if (function == NULL) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return -1;
+    }
+    return PyObject_SetAttrString(function, (const char*)name, value);
+}
+
 static PyTypeObject* ranged_base_init_type(PyObject* self)
 {
     PyTypeObject* type = Py_TYPE(self);
@@ -135,6 +195,7 @@ static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds)
     }
     if (base == NULL || base->tp_init == NULL || base->tp_init(self, args, NULL) < 0)
         return -1;
+    drop_instance_dict(self);
     fields->vectorcall = ranged_call_path(function);
     Py_INCREF(function);
     Py_XSETREF(fields->function, function);
@@ -193,6 +254,11 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
     /* The base's dealloc/traverse/clear are CPython's subtype_dealloc/_traverse/_clear (base
      * is a class statement's type): reused as they are, they manage our two object members
      * exactly as they manage a Python class's __slots__, and the reference to the heap type. */
+    static PyGetSetDef getset[] = {
+        {"__module__", ranged_get_through, ranged_set_through, NULL, "__module__"},
+        {"__doc__", ranged_get_through, ranged_set_through, NULL, "__doc__"},
+        {NULL, NULL, NULL, NULL, NULL},
+    };
     PyType_Slot slots[] = {
         {Py_tp_dealloc, (void*)base->tp_dealloc},
         {Py_tp_traverse, (void*)base->tp_traverse},
@@ -202,6 +268,8 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
         {Py_tp_init, (void*)ranged_init},
         {Py_tp_new, (void*)ranged_new},
         {Py_tp_members, members},
+        {Py_tp_getset, getset},
+        {Py_tp_setattro, (void*)ranged_setattro},
         {0, NULL},
     };
     PyType_Spec spec = {
