@@ -331,3 +331,46 @@ def test_the_native_wrapper_keeps_no_dictionary_and_reads_names_through() -> Non
     assert (f.__doc__, f.__module__) == ("changed", "elsewhere") == (wrapper.__doc__, wrapper.__module__)
     wrapper.marker = 1  # type: ignore[attr-defined]  # set on the function, as wrapt does
     assert f.marker == 1  # type: ignore[attr-defined]
+
+
+LAZY_RANGES_PROGRAM = """
+import asyncio, sys, types
+from autonvtx import ranges
+from autonvtx.config import Config, Rule
+from autonvtx.engines.wrap import WrapEngine
+from autonvtx.matching import Matcher
+from autonvtx.walk import Walker
+
+module = types.ModuleType("lazy_mod")
+exec('''
+def called(x):
+    return x
+def never(x):
+    return x
+async def fetched():
+    return 1
+alias = called
+class Box:
+    def method(self):
+        return called(2)
+''', vars(module))
+sys.modules["lazy_mod"] = module
+config = Config(rules=(Rule(modules=("lazy_mod",), origin="test"),))
+Walker(Matcher(config), WrapEngine(config)).instrument(module)   # the native walk: one rule, whole
+kinds = lambda: [type(f._self_range).__name__ for f in (module.called, module.never, module.fetched)]
+print(*kinds(), module.alias is module.called)
+before = ranges._client.rebind_ranges()
+print(module.Box().method(), module.alias(3), asyncio.run(module.fetched()))
+print(*kinds(), ranges._client.rebind_ranges() - before)
+"""
+
+
+@needs_native
+def test_a_wholesale_walk_makes_a_range_on_the_first_call(tmp_path: Path) -> None:
+    rec, out = record(tmp_path, LAZY_RANGES_PROGRAM)
+    assert out.splitlines() == [
+        "PendingStyle PendingStyle PendingStyle True",
+        "2 3 1",
+        "Range PendingStyle Range 3",  # called, Box.method, fetched: three ranges made
+    ]
+    assert [r.name for r in rec.ranges] == ["Box.method", "called", "called", "fetched"]

@@ -60,6 +60,12 @@ RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_nam
  * wrapper cannot serve `function` (a generator-like one before set_drivers()). */
 PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
 
+/* The same, its Range (`message` in `domain`, with `color` and `category`) made on its first
+ * call (ranged.c): for walks that wrap many functions, most never called. */
+PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandle_t domain,
+                              PyObject* domain_name, PyObject* message, unsigned long color,
+                              unsigned long category);
+
 #if PY_VERSION_HEX >= 0x030C0000
 /* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code
  * extra index exists, whether `code` has a Range (or a PendingRange), attaching one (stealing

@@ -19,10 +19,64 @@
 typedef struct {
     vectorcallfunc vectorcall;
     PyObject* function;   /* the plain function: called directly, not through wrapt */
-    PyObject* range;      /* its Range */
+    PyObject* range;      /* its Range, or until its first call a PendingStyle */
+    PyObject* message;    /* with a PendingStyle: the range's message, else NULL */
 } ranged_fields;
 
 #define RANGED_FIELDS(op) ((ranged_fields*)((char*)(op) + Py_TYPE(op)->tp_vectorcall_offset))
+
+/* What a wrapper made by a wholesale walk holds until its first call instead of a Range: the
+ * style its range will have (domain, color, category), shared by the module's wrappers. Most
+ * functions of a package targeted wholesale are never called, and a Range costs 120 bytes
+ * and a registered string each (the code engine's pending range does the same). */
+typedef struct {
+    PyObject_HEAD
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+} PendingStyleObject;
+
+static void PendingStyle_dealloc(PendingStyleObject* self)
+{
+    Py_XDECREF(self->domain_name);
+    Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static PyTypeObject PendingStyleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.PendingStyle",
+    .tp_basicsize = sizeof(PendingStyleObject),
+    .tp_dealloc = (destructor)PendingStyle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("The style of a ranged wrapper's range, made on its first call."),
+};
+
+/* The wrapper's Range, made now if it waited for its first call; NULL with an error set when
+ * the wrapper is broken (its fields are writable members: a program could have replaced or
+ * deleted them; subtype_dealloc and subtype_traverse only manage writable ones). */
+static RangeObject* ranged_range(PyObject* self)
+{
+    ranged_fields* fields = RANGED_FIELDS(self);
+    PyObject* range = fields->range;
+    PendingStyleObject* style = (PendingStyleObject*)range;
+    RangeObject* made;
+
+    if (fields->function != NULL && range != NULL && Py_IS_TYPE(range, &RangeType))
+        return (RangeObject*)range;
+    if (fields->function == NULL || range == NULL || !Py_IS_TYPE(range, &PendingStyleType) ||
+        fields->message == NULL || !PyUnicode_Check(fields->message)) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return NULL;
+    }
+    made = range_new_in_domain(style->domain, style->domain_name, fields->message, style->color,
+                               style->category);
+    if (made == NULL)
+        return NULL;
+    Py_SETREF(fields->range, (PyObject*)made);
+    Py_CLEAR(fields->message);
+    return made;
+}
 
 static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                    PyObject* kwnames)
@@ -32,11 +86,9 @@ static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t
     PyObject* range = fields->range;
     PyObject* result;
 
-    /* Both are writable members (subtype_dealloc and subtype_traverse only manage writable
-     * T_OBJECT_EX members), so a program could have replaced or deleted them. */
     if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
-        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
-        return NULL;
+        if ((range = (PyObject*)ranged_range(self)) == NULL)
+            return NULL;
     }
     if (!((RangeObject*)range)->enabled)
         return PyObject_Vectorcall(function, args, nargsf, kwnames);
@@ -51,15 +103,11 @@ static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t
 static PyObject* ranged_suspending_call(PyObject* self, PyObject* const* args, size_t nargsf,
                                         PyObject* kwnames, int kind)
 {
-    ranged_fields* fields = RANGED_FIELDS(self);
-    PyObject* function = fields->function;
-    PyObject* range = fields->range;
+    RangeObject* range = ranged_range(self);
 
-    if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
-        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+    if (range == NULL)
         return NULL;
-    }
-    return steps_drive((RangeObject*)range, PyObject_Vectorcall(function, args, nargsf, kwnames),
+    return steps_drive(range, PyObject_Vectorcall(RANGED_FIELDS(self)->function, args, nargsf, kwnames),
                        kind);
 }
 
@@ -189,7 +237,8 @@ static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds)
                      Py_TYPE(function)->tp_name);
         return -1;
     }
-    if (!Py_IS_TYPE(range, &RangeType) || ((RangeObject*)range)->domain_name == NULL) {
+    if (!(Py_IS_TYPE(range, &RangeType) && ((RangeObject*)range)->domain_name != NULL) &&
+        !Py_IS_TYPE(range, &PendingStyleType)) {
         PyErr_SetString(PyExc_TypeError, "ranged function wrapper needs an initialized Range");
         return -1;
     }
@@ -249,6 +298,7 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
         {"__vectorcalloffset__", T_PYSSIZET, offset + offsetof(ranged_fields, vectorcall), READONLY, NULL},
         {"_self_ranged_function", T_OBJECT_EX, offset + offsetof(ranged_fields, function), 0, NULL},
         {"_self_range", T_OBJECT_EX, offset + offsetof(ranged_fields, range), 0, NULL},
+        {"_self_range_message", T_OBJECT_EX, offset + offsetof(ranged_fields, message), 0, NULL},
         {NULL, 0, 0, 0, NULL},
     };
     /* The base's dealloc/traverse/clear are CPython's subtype_dealloc/_traverse/_clear (base
@@ -360,6 +410,50 @@ PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range)
     return PyObject_Vectorcall(cls, call_args, 2, NULL);
 }
 
+/* The style of the last pending wrapper made: a walk makes every wrapper of a module in one
+ * style, so consecutive ones share it. */
+static PendingStyleObject* last_style;
+
+static PyObject* pending_style(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
+                               unsigned long category)
+{
+    PendingStyleObject* style = last_style;
+    if (style != NULL && style->domain == domain && style->color == color &&
+        style->category == category && style->domain_name == domain_name)
+        return Py_NewRef((PyObject*)style);
+    style = PyObject_New(PendingStyleObject, &PendingStyleType);
+    if (style == NULL)
+        return NULL;
+    style->domain = domain;
+    style->domain_name = Py_NewRef(domain_name);
+    style->color = color;
+    style->category = category;
+    Py_XSETREF(last_style, (PendingStyleObject*)Py_NewRef((PyObject*)style));
+    return (PyObject*)style;
+}
+
+PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandle_t domain,
+                              PyObject* domain_name, PyObject* message, unsigned long color,
+                              unsigned long category)
+{
+    PyObject* style;
+    PyObject* wrapper;
+
+    if (!PyType_Check(cls) || ((PyTypeObject*)cls)->tp_init != ranged_init) {
+        PyErr_SetString(PyExc_TypeError, "ranged_make_pending: cls must come from ranged_function_type");
+        return NULL;
+    }
+    if (!PyFunction_Check(function) || !ranged_ready(function))
+        Py_RETURN_NONE;
+    style = pending_style(domain, domain_name, color, category);
+    if (style == NULL)
+        return NULL;
+    wrapper = PyObject_Vectorcall(cls, (PyObject*[]){function, style}, 2, NULL);
+    Py_DECREF(style);
+    if (wrapper != NULL)
+        Py_XSETREF(RANGED_FIELDS(wrapper)->message, Py_NewRef(message));
+    return wrapper;
+}
 
 static PyMethodDef ranged_methods[] = {
     {"ranged_function_type", (PyCFunction)(void (*)(void))ranged_function_type, METH_FASTCALL,
@@ -370,5 +464,7 @@ static PyMethodDef ranged_methods[] = {
 
 int ranged_add_to_module(PyObject* module)
 {
+    if (PyType_Ready(&PendingStyleType) < 0)
+        return -1;
     return PyModule_AddFunctions(module, ranged_methods);
 }
