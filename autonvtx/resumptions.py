@@ -1,6 +1,7 @@
 """Generators, coroutines and async generators with a range around each resumption: the
-wrapper engine's stand-ins, on the native path (a real generator or coroutine delegating to the
-native client's RangedSteps) and the pure-Python one."""
+wrapper engine's stand-ins, on the native path (a real generator or async generator delegating
+to the native client's RangedSteps; coroutines take the client's proxy, no stand-in) and the
+pure-Python one."""
 from __future__ import annotations
 
 import sys
@@ -67,29 +68,23 @@ def _named_like(outer: Any, inner: Any) -> Any:
     return outer
 
 
-# The native drivers (steps.c): what the program gets stays a real generator, coroutine or
-# async generator; the native RangedSteps it delegates to pushes and pops around each
-# resumption of the driven one.
+# The native drivers (steps.c): what the program gets stays a real generator or async
+# generator; the native RangedSteps it delegates to pushes and pops around each resumption of
+# the driven one. A coroutine needs none: the native client hands the program a proxy of its
+# own coroutine (coroutine.c).
 if sys.version_info >= (3, 12):
     # 3.12+ resumes the native object through tp_iternext, which keeps a returned value in
     # `returned` instead of raising StopIteration(value) (RangedSteps' iternext says why); a
-    # value that came back otherwise (through throw()) is what `yield from`/`await` gave. Read
-    # as an attribute, not a call: a coroutine awaited once pays this on every call.
+    # value that came back otherwise (through throw()) is what `yield from` gave. Read as an
+    # attribute, not a call.
     def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
         value = yield from steps
-        return steps.returned if value is None else value
-
-    async def _drive_coroutine(steps: Any) -> Any:
-        value = await steps
         return steps.returned if value is None else value
 
 else:
 
     def _drive_generator(steps: Any) -> Generator[Any, Any, Any]:
         return (yield from steps)
-
-    async def _drive_coroutine(steps: Any) -> Any:
-        return await steps
 
 
 # A generator-based coroutine (types.coroutine) must stay awaitable: types.coroutine sets
@@ -219,5 +214,6 @@ _PURE_DRIVERS: dict[int, tuple[type, Callable[..., Any]]] = {
 }
 
 
-# The native client's drivers, in enum suspending_kind's order (its set_drivers() takes them).
-NATIVE_DRIVERS = (_drive_generator, _drive_iterable_coroutine, _drive_coroutine, _ranged_async_generator)
+# The native client's drivers, in enum suspending_kind's order, the coroutine's left out (its
+# set_drivers() takes them).
+NATIVE_DRIVERS = (_drive_generator, _drive_iterable_coroutine, _ranged_async_generator)

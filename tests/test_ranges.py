@@ -310,3 +310,67 @@ def test_a_coroutine_closed_before_it_ran_does_not_warn(workdir: Path, pure: str
     assert len(warned) == 1 and warned[0].startswith("RuntimeWarning: coroutine 'fetch'")
     assert [line for line in ours.stderr.splitlines() if "never awaited" in line] == warned
     assert ours.range_names().count("fetch") == 1  # the awaited one, wrapped
+
+
+@needs_native
+def test_the_native_wrapper_keeps_no_dictionary_and_reads_names_through() -> None:
+    import gc
+
+    from autonvtx.engines import wrap as instrument
+
+    def f(x: object) -> object:
+        """f's doc"""
+        return x
+
+    wrapper = instrument._RangedFunctionWrapper(f, ranges._client.Range("autonvtx", "f"))
+    # wrapt gives each proxy a dictionary holding copies of __module__ and __doc__: none here.
+    assert not [r for r in gc.get_referents(wrapper) if type(r) is dict]
+    assert (wrapper.__module__, wrapper.__doc__) == (__name__, "f's doc")
+    wrapper.__doc__ = "changed"
+    wrapper.__module__ = "elsewhere"
+    assert (f.__doc__, f.__module__) == ("changed", "elsewhere") == (wrapper.__doc__, wrapper.__module__)
+    wrapper.marker = 1  # type: ignore[attr-defined]  # set on the function, as wrapt does
+    assert f.marker == 1  # type: ignore[attr-defined]
+
+
+LAZY_RANGES_PROGRAM = """
+import asyncio, sys, types
+from autonvtx import ranges
+from autonvtx.config import Config, Rule
+from autonvtx.engines.wrap import WrapEngine
+from autonvtx.matching import Matcher
+from autonvtx.walk import Walker
+
+module = types.ModuleType("lazy_mod")
+exec('''
+def called(x):
+    return x
+def never(x):
+    return x
+async def fetched():
+    return 1
+alias = called
+class Box:
+    def method(self):
+        return called(2)
+''', vars(module))
+sys.modules["lazy_mod"] = module
+config = Config(rules=(Rule(modules=("lazy_mod",), origin="test"),))
+Walker(Matcher(config), WrapEngine(config)).instrument(module)   # the native walk: one rule, whole
+kinds = lambda: [type(f._self_range).__name__ for f in (module.called, module.never, module.fetched)]
+print(*kinds(), module.alias is module.called)
+before = ranges._client.rebind_ranges()
+print(module.Box().method(), module.alias(3), asyncio.run(module.fetched()))
+print(*kinds(), ranges._client.rebind_ranges() - before)
+"""
+
+
+@needs_native
+def test_a_wholesale_walk_makes_a_range_on_the_first_call(tmp_path: Path) -> None:
+    rec, out = record(tmp_path, LAZY_RANGES_PROGRAM)
+    assert out.splitlines() == [
+        "PendingStyle PendingStyle PendingStyle True",
+        "2 3 1",
+        "Range PendingStyle Range 3",  # called, Box.method, fetched: three ranges made
+    ]
+    assert [r.name for r in rec.ranges] == ["Box.method", "called", "called", "fetched"]

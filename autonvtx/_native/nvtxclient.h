@@ -5,7 +5,8 @@
  *   nvtxclient.c  the module: thread naming, the recorder benchmark loop, initialisation
  *   range.c       Range: one function's range, prepared once
  *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
- *   steps.c       RangedSteps: a range around each resumption of a generator or coroutine
+ *   steps.c       RangedSteps: a range around each resumption of a generator or async generator
+ *   coroutine.c   RangedCoroutine: a coroutine's proxy, a range around each of its resumptions
  *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines
@@ -59,6 +60,12 @@ RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_nam
  * wrapper cannot serve `function` (a generator-like one before set_drivers()). */
 PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
 
+/* The same, its Range (`message` in `domain`, with `color` and `category`) made on its first
+ * call (ranged.c): for walks that wrap many functions, most never called. */
+PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandle_t domain,
+                              PyObject* domain_name, PyObject* message, unsigned long color,
+                              unsigned long category);
+
 #if PY_VERSION_HEX >= 0x030C0000
 /* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code
  * extra index exists, whether `code` has a Range (or a PendingRange), attaching one (stealing
@@ -90,6 +97,11 @@ PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind);
 
 /* A RangedSteps driving `inner` (steps.c). */
 PyObject* steps_new(PyObject* inner, RangeObject* range);
+
+/* `inner` (a coroutine, stolen) behind a RangedCoroutine pushing `range` around each of its
+ * resumptions, and the type's set-up at module initialisation (coroutine.c). */
+PyObject* coroutine_proxy_new(PyObject* inner, RangeObject* range);
+int coroutine_proxy_ready(void);
 
 /* Whether ranges.py gave steps.c the Python functions it drives through (set_drivers). */
 int steps_ready(void);

@@ -19,10 +19,64 @@
 typedef struct {
     vectorcallfunc vectorcall;
     PyObject* function;   /* the plain function: called directly, not through wrapt */
-    PyObject* range;      /* its Range */
+    PyObject* range;      /* its Range, or until its first call a PendingStyle */
+    PyObject* message;    /* with a PendingStyle: the range's message, else NULL */
 } ranged_fields;
 
 #define RANGED_FIELDS(op) ((ranged_fields*)((char*)(op) + Py_TYPE(op)->tp_vectorcall_offset))
+
+/* What a wrapper made by a wholesale walk holds until its first call instead of a Range: the
+ * style its range will have (domain, color, category), shared by the module's wrappers. Most
+ * functions of a package targeted wholesale are never called, and a Range costs 120 bytes
+ * and a registered string each (the code engine's pending range does the same). */
+typedef struct {
+    PyObject_HEAD
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+} PendingStyleObject;
+
+static void PendingStyle_dealloc(PendingStyleObject* self)
+{
+    Py_XDECREF(self->domain_name);
+    Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static PyTypeObject PendingStyleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.PendingStyle",
+    .tp_basicsize = sizeof(PendingStyleObject),
+    .tp_dealloc = (destructor)PendingStyle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = PyDoc_STR("The style of a ranged wrapper's range, made on its first call."),
+};
+
+/* The wrapper's Range, made now if it waited for its first call; NULL with an error set when
+ * the wrapper is broken (its fields are writable members: a program could have replaced or
+ * deleted them; subtype_dealloc and subtype_traverse only manage writable ones). */
+static RangeObject* ranged_range(PyObject* self)
+{
+    ranged_fields* fields = RANGED_FIELDS(self);
+    PyObject* range = fields->range;
+    PendingStyleObject* style = (PendingStyleObject*)range;
+    RangeObject* made;
+
+    if (fields->function != NULL && range != NULL && Py_IS_TYPE(range, &RangeType))
+        return (RangeObject*)range;
+    if (fields->function == NULL || range == NULL || !Py_IS_TYPE(range, &PendingStyleType) ||
+        fields->message == NULL || !PyUnicode_Check(fields->message)) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return NULL;
+    }
+    made = range_new_in_domain(style->domain, style->domain_name, fields->message, style->color,
+                               style->category);
+    if (made == NULL)
+        return NULL;
+    Py_SETREF(fields->range, (PyObject*)made);
+    Py_CLEAR(fields->message);
+    return made;
+}
 
 static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
                                    PyObject* kwnames)
@@ -32,11 +86,9 @@ static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t
     PyObject* range = fields->range;
     PyObject* result;
 
-    /* Both are writable members (subtype_dealloc and subtype_traverse only manage writable
-     * T_OBJECT_EX members), so a program could have replaced or deleted them. */
     if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
-        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
-        return NULL;
+        if ((range = (PyObject*)ranged_range(self)) == NULL)
+            return NULL;
     }
     if (!((RangeObject*)range)->enabled)
         return PyObject_Vectorcall(function, args, nargsf, kwnames);
@@ -51,15 +103,11 @@ static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t
 static PyObject* ranged_suspending_call(PyObject* self, PyObject* const* args, size_t nargsf,
                                         PyObject* kwnames, int kind)
 {
-    ranged_fields* fields = RANGED_FIELDS(self);
-    PyObject* function = fields->function;
-    PyObject* range = fields->range;
+    RangeObject* range = ranged_range(self);
 
-    if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
-        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+    if (range == NULL)
         return NULL;
-    }
-    return steps_drive((RangeObject*)range, PyObject_Vectorcall(function, args, nargsf, kwnames),
+    return steps_drive(range, PyObject_Vectorcall(RANGED_FIELDS(self)->function, args, nargsf, kwnames),
                        kind);
 }
 
@@ -101,6 +149,66 @@ static PyObject* ranged_descr_get(PyObject* self, PyObject* obj, PyObject* type)
 
 static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds);
 
+/* wrapt's proxy makes each instance a dictionary and copies the function's __module__ and
+ * __doc__ into it, so that they win over the wrapper classes' own (a class statement puts
+ * both in the class's dictionary). A wholesale walk makes thousands of these wrappers and
+ * the dictionary was most of each (184 of about 450 bytes on 3.11): this type reads and writes
+ * both through to the function instead (its getsets, found before any base class's, and
+ * ranged_setattro), and the dictionary goes; wrapt makes one again only for a `_self_` name
+ * the program sets on the wrapper. */
+static void drop_instance_dict(PyObject* self)
+{
+    Py_ssize_t offset = Py_TYPE(self)->tp_dictoffset;
+    if (offset > 0)
+        Py_CLEAR(*(PyObject**)((char*)self + offset));
+}
+
+static int ranged_setattro(PyObject* self, PyObject* name, PyObject* value);
+
+/* The base's setattro (wrapt's), found from the ranged type up. */
+static setattrofunc ranged_base_setattro(PyObject* self)
+{
+    PyTypeObject* type = Py_TYPE(self);
+    while (type != NULL && type->tp_setattro != ranged_setattro)
+        type = type->tp_base;
+    return type != NULL && type->tp_base != NULL ? type->tp_base->tp_setattro : NULL;
+}
+
+/* __module__ and __doc__ through ranged_getset (wrapt's setattro writes them to the instance
+ * dictionary too, which is gone); every other name as wrapt sets it. */
+static int ranged_setattro(PyObject* self, PyObject* name, PyObject* value)
+{
+    setattrofunc base = ranged_base_setattro(self);
+    if (PyUnicode_Check(name) && (PyUnicode_CompareWithASCIIString(name, "__module__") == 0 ||
+                                  PyUnicode_CompareWithASCIIString(name, "__doc__") == 0))
+        return PyObject_GenericSetAttr(self, name, value);
+    if (base == NULL) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: ranged function wrapper without a base");
+        return -1;
+    }
+    return base(self, name, value);
+}
+
+static PyObject* ranged_get_through(PyObject* self, void* name)
+{
+    PyObject* function = RANGED_FIELDS(self)->function;
+    if (function == NULL) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return NULL;
+    }
+    return PyObject_GetAttrString(function, (const char*)name);
+}
+
+static int ranged_set_through(PyObject* self, PyObject* value, void* name)
+{
+    PyObject* function = RANGED_FIELDS(self)->function;
+    if (function == NULL) {
+        PyErr_SetString(PyExc_TypeError, "autonvtx: this ranged function wrapper is not initialized");
+        return -1;
+    }
+    return PyObject_SetAttrString(function, (const char*)name, value);
+}
+
 static PyTypeObject* ranged_base_init_type(PyObject* self)
 {
     PyTypeObject* type = Py_TYPE(self);
@@ -129,12 +237,14 @@ static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds)
                      Py_TYPE(function)->tp_name);
         return -1;
     }
-    if (!Py_IS_TYPE(range, &RangeType) || ((RangeObject*)range)->domain_name == NULL) {
+    if (!(Py_IS_TYPE(range, &RangeType) && ((RangeObject*)range)->domain_name != NULL) &&
+        !Py_IS_TYPE(range, &PendingStyleType)) {
         PyErr_SetString(PyExc_TypeError, "ranged function wrapper needs an initialized Range");
         return -1;
     }
     if (base == NULL || base->tp_init == NULL || base->tp_init(self, args, NULL) < 0)
         return -1;
+    drop_instance_dict(self);
     fields->vectorcall = ranged_call_path(function);
     Py_INCREF(function);
     Py_XSETREF(fields->function, function);
@@ -188,11 +298,17 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
         {"__vectorcalloffset__", T_PYSSIZET, offset + offsetof(ranged_fields, vectorcall), READONLY, NULL},
         {"_self_ranged_function", T_OBJECT_EX, offset + offsetof(ranged_fields, function), 0, NULL},
         {"_self_range", T_OBJECT_EX, offset + offsetof(ranged_fields, range), 0, NULL},
+        {"_self_range_message", T_OBJECT_EX, offset + offsetof(ranged_fields, message), 0, NULL},
         {NULL, 0, 0, 0, NULL},
     };
     /* The base's dealloc/traverse/clear are CPython's subtype_dealloc/_traverse/_clear (base
      * is a class statement's type): reused as they are, they manage our two object members
      * exactly as they manage a Python class's __slots__, and the reference to the heap type. */
+    static PyGetSetDef getset[] = {
+        {"__module__", ranged_get_through, ranged_set_through, NULL, "__module__"},
+        {"__doc__", ranged_get_through, ranged_set_through, NULL, "__doc__"},
+        {NULL, NULL, NULL, NULL, NULL},
+    };
     PyType_Slot slots[] = {
         {Py_tp_dealloc, (void*)base->tp_dealloc},
         {Py_tp_traverse, (void*)base->tp_traverse},
@@ -202,6 +318,8 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
         {Py_tp_init, (void*)ranged_init},
         {Py_tp_new, (void*)ranged_new},
         {Py_tp_members, members},
+        {Py_tp_getset, getset},
+        {Py_tp_setattro, (void*)ranged_setattro},
         {0, NULL},
     };
     PyType_Spec spec = {
@@ -292,6 +410,50 @@ PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range)
     return PyObject_Vectorcall(cls, call_args, 2, NULL);
 }
 
+/* The style of the last pending wrapper made: a walk makes every wrapper of a module in one
+ * style, so consecutive ones share it. */
+static PendingStyleObject* last_style;
+
+static PyObject* pending_style(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
+                               unsigned long category)
+{
+    PendingStyleObject* style = last_style;
+    if (style != NULL && style->domain == domain && style->color == color &&
+        style->category == category && style->domain_name == domain_name)
+        return Py_NewRef((PyObject*)style);
+    style = PyObject_New(PendingStyleObject, &PendingStyleType);
+    if (style == NULL)
+        return NULL;
+    style->domain = domain;
+    style->domain_name = Py_NewRef(domain_name);
+    style->color = color;
+    style->category = category;
+    Py_XSETREF(last_style, (PendingStyleObject*)Py_NewRef((PyObject*)style));
+    return (PyObject*)style;
+}
+
+PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandle_t domain,
+                              PyObject* domain_name, PyObject* message, unsigned long color,
+                              unsigned long category)
+{
+    PyObject* style;
+    PyObject* wrapper;
+
+    if (!PyType_Check(cls) || ((PyTypeObject*)cls)->tp_init != ranged_init) {
+        PyErr_SetString(PyExc_TypeError, "ranged_make_pending: cls must come from ranged_function_type");
+        return NULL;
+    }
+    if (!PyFunction_Check(function) || !ranged_ready(function))
+        Py_RETURN_NONE;
+    style = pending_style(domain, domain_name, color, category);
+    if (style == NULL)
+        return NULL;
+    wrapper = PyObject_Vectorcall(cls, (PyObject*[]){function, style}, 2, NULL);
+    Py_DECREF(style);
+    if (wrapper != NULL)
+        Py_XSETREF(RANGED_FIELDS(wrapper)->message, Py_NewRef(message));
+    return wrapper;
+}
 
 static PyMethodDef ranged_methods[] = {
     {"ranged_function_type", (PyCFunction)(void (*)(void))ranged_function_type, METH_FASTCALL,
@@ -302,5 +464,7 @@ static PyMethodDef ranged_methods[] = {
 
 int ranged_add_to_module(PyObject* module)
 {
+    if (PyType_Ready(&PendingStyleType) < 0)
+        return -1;
     return PyModule_AddFunctions(module, ranged_methods);
 }

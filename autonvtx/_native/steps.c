@@ -1,24 +1,21 @@
 /*
- * A range around each resumption of a generator, coroutine or async generator, for the
- * wrapper engine (Python 3.10+).
+ * A range around each resumption of a generator or async generator, for the wrapper engine
+ * (Python 3.10+); coroutines take a proxy instead (coroutine.c).
  *
  * What a wrapped generator function returns must stay a real generator (inspect.isgenerator,
- * types.GeneratorType, asyncio's checks for coroutines), so the object handed to the program
- * is made by a two-line Python driver from ranges.py: `return (yield from steps)` for a
- * generator, `return await steps` for a coroutine (3.12+: through steps.result(), see
- * Steps_iternext). `steps`, a RangedSteps, is the native part:
- * the driver's SEND reaches its am_send (3.10, 3.11: PyIter_Send) or its tp_iternext and send
- * method (3.12+), and the driver's throw() and close() reach its throw and close methods
- * (genobject.c, _gen_throw and gen_close_iter, for a delegate that is not a generator); each
- * pushes the range, resumes the driven object and pops. Nothing yielded or sent is kept while
- * suspended. An async generator's driver is a Python loop awaiting a RangedSteps around each
- * asend/athrow/aclose awaitable.
+ * types.GeneratorType, `yield from`, asyncio's checks for generator-based coroutines), so the
+ * object handed to the program is made by a two-line Python driver from resumptions.py:
+ * `return (yield from steps)` (3.12+: through steps.returned, see Steps_iternext). `steps`, a
+ * RangedSteps, is the native part: the driver's SEND reaches its am_send (3.10, 3.11:
+ * PyIter_Send) or its tp_iternext and send method (3.12+), and the driver's throw() and
+ * close() reach its throw and close methods (genobject.c, _gen_throw and gen_close_iter, for a
+ * delegate that is not a generator); each pushes the range, resumes the driven object and
+ * pops. Nothing yielded or sent is kept while suspended. An async generator's driver is a
+ * Python loop awaiting a RangedSteps around each asend/athrow/aclose awaitable.
  *
- * A coroutine the program closes (or drops) before it ever ran: the driver's own close()
- * runs nothing, so the finalizer here closes the driven coroutine, which would otherwise
- * warn "coroutine ... was never awaited" although the program did nothing wrong. Dropped
- * without close(), the driver (a real coroutine named as the driven one) warns once, as
- * plain Python does.
+ * A coroutine's steps (Range.steps() given one) closed or dropped before they ever ran: the
+ * finalizer here closes the driven coroutine, which would otherwise warn "coroutine ... was
+ * never awaited" although the program did nothing wrong.
  */
 #include "nvtxclient.h"
 
@@ -36,7 +33,8 @@ typedef struct {
 
 static PyTypeObject StepsType;
 
-/* ranges.py's drivers, indexed by enum suspending_kind (set_drivers). */
+/* resumptions.py's drivers, indexed by enum suspending_kind (set_drivers); none for
+ * KIND_COROUTINE. */
 static PyObject* drivers[KIND_COUNT];
 static PyObject* str_throw;
 static PyObject* str_close;
@@ -359,9 +357,12 @@ PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind)
     PyObject* outer;
     PyObject* args[2];
 
-    if (inner == NULL || !range->enabled || drivers[kind] == NULL ||
-        Py_TYPE(inner) != expected_type(kind))
+    if (inner == NULL || !range->enabled || Py_TYPE(inner) != expected_type(kind))
         return inner; /* a decorator in between changed what the call returns, or no tool */
+    if (kind == KIND_COROUTINE)
+        return coroutine_proxy_new(inner, range);
+    if (drivers[kind] == NULL)
+        return inner;
     args[0] = inner;
     if (kind == KIND_ASYNC_GENERATOR)
         args[1] = PyObject_GetAttr((PyObject*)range, str_steps);
@@ -389,16 +390,18 @@ PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind)
 }
 
 PyDoc_STRVAR(set_drivers_doc,
-"set_drivers(generator, iterable_coroutine, coroutine, async_generator, /)\n--\n\n"
-"The Python functions that make what a wrapped generator-like function returns: the first\n"
-"three take a RangedSteps, the last (inner, range.steps).");
+"set_drivers(generator, iterable_coroutine, async_generator, /)\n--\n\n"
+"The Python functions that make what a wrapped generator or async generator function returns:\n"
+"the first two take a RangedSteps, the last (inner, range.steps). Coroutines need none.");
 
 static PyObject* set_drivers(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
 {
+    static const int kinds[] = {KIND_GENERATOR, KIND_ITERABLE_COROUTINE, KIND_ASYNC_GENERATOR};
+    const Py_ssize_t count = (Py_ssize_t)(sizeof kinds / sizeof kinds[0]);
     Py_ssize_t i;
     (void)module;
-    if (nargs != KIND_COUNT) {
-        PyErr_Format(PyExc_TypeError, "set_drivers expected %d functions", KIND_COUNT);
+    if (nargs != count) {
+        PyErr_Format(PyExc_TypeError, "set_drivers expected %zd functions", count);
         return NULL;
     }
     for (i = 0; i < nargs; ++i) {
@@ -409,7 +412,7 @@ static PyObject* set_drivers(PyObject* module, PyObject* const* args, Py_ssize_t
     }
     for (i = 0; i < nargs; ++i) {
         Py_INCREF(args[i]);
-        Py_XSETREF(drivers[i], args[i]);
+        Py_XSETREF(drivers[kinds[i]], args[i]);
     }
     Py_RETURN_NONE;
 }
@@ -427,7 +430,8 @@ int steps_add_to_module(PyObject* module)
     str_qualname = PyUnicode_InternFromString("__qualname__");
     str_steps = PyUnicode_InternFromString("steps");
     if (str_throw == NULL || str_close == NULL || str_name == NULL || str_qualname == NULL ||
-        str_steps == NULL || PyType_Ready(&StepsType) < 0)
+        str_steps == NULL || PyType_Ready(&StepsType) < 0 ||
+        coroutine_proxy_ready() < 0)
         return -1;
     Py_INCREF(&StepsType);
     if (PyModule_AddObject(module, "RangedSteps", (PyObject*)&StepsType) < 0) {

@@ -260,7 +260,6 @@ static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
     PyObject* key = PyLong_FromVoidPtr(func);
     PyObject* found;
     PyObject* wrapper;
-    RangeObject* range;
 
     if (key == NULL)
         return NULL;
@@ -269,9 +268,9 @@ static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
         Py_DECREF(key);
         return Py_XNewRef(found);
     }
-    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
-    wrapper = range == NULL ? NULL : ranged_make(w->wrapper_type, func, range);
-    Py_XDECREF(range);
+    /* Its range is made on its first call: most functions of a package are never called. */
+    wrapper = ranged_make_pending(w->wrapper_type, func, w->domain, w->domain_name, qualname,
+                                  w->color, w->category);
     if (wrapper == Py_None) { /* not made here: the engine's own path */
         Py_DECREF(wrapper);
         Py_DECREF(key);

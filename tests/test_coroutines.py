@@ -1,0 +1,160 @@
+"""The wrapper engine's coroutines (the native client's RangedCoroutine, coroutine.c): the
+program's own coroutine behind a proxy, a range around each resumption, observed through the
+recorder; what the program can tell about it is what it could tell about the coroutine."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autonvtx import ranges
+from conftest import run_under_recorder
+
+needs_native = pytest.mark.skipif(
+    ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout"
+)
+
+# Each wrapped the two ways the engine wraps: the ranged function wrapper (plain functions,
+# the call in C) and a wrapt wrapper calling Range.drive (a decorator in between).
+PROLOGUE = """
+import asyncio, collections.abc, gc, inspect, sys, traceback, types, weakref
+from autonvtx import ranges
+from autonvtx.config import RangeStyle
+from autonvtx.engines import wrap
+
+make = ranges.ranged_wrapper_factory(wrap._RangedFunctionWrapper)
+style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None)
+
+def ranged(func, how):
+    if how == "ranged":
+        return make(func, "autonvtx", func.__qualname__, 0xFF00FF00, 0)
+    wrapper = ranges.wrapper_for(func, ranges.emitter_with_message(style, func.__qualname__))
+    return lambda *args, **kwargs: wrapper(func, None, args, kwargs)
+"""
+
+LOOKS_PROGRAM = PROLOGUE + """
+async def fetch(x):
+    await asyncio.sleep(0)
+    return x
+
+for how in ("ranged", "drive"):
+    c = ranged(fetch, how)(1)
+    print(inspect.iscoroutine(c), asyncio.iscoroutine(c), isinstance(c, collections.abc.Coroutine),
+          inspect.isawaitable(c), isinstance(c, collections.abc.Iterable), c.__class__ is types.CoroutineType)
+    print(c.__name__, c.__qualname__, c.cr_code is fetch.__code__, c.cr_frame.f_code is fetch.__code__,
+          c.cr_await, c.cr_running, inspect.getcoroutinestate(c), repr(c).startswith("<coroutine object fetch at"))
+    c.__qualname__ = "renamed"
+    print(c.__qualname__, asyncio.run(c), inspect.getcoroutinestate(c))
+"""
+
+
+@needs_native
+def test_a_wrapped_coroutine_reads_as_the_coroutine(tmp_path: Path) -> None:
+    (rec,), out = run_under_recorder(tmp_path, LOOKS_PROGRAM)
+    assert out.splitlines() == [
+        "True True True True False True",
+        "fetch fetch True True None False CORO_CREATED True",
+        "renamed 1 CORO_CLOSED",
+    ] * 2
+    # asyncio.run: two resumptions each (the sleep(0) suspends once).
+    assert [r.name for r in rec.ranges] == ["fetch"] * 4
+    assert not [r for r in rec.ranges if r.is_open]
+
+
+BEHAVES_PROGRAM = PROLOGUE + """
+async def value(x):
+    return x
+
+async def nothing():
+    pass
+
+async def boom():
+    raise ValueError("boom")
+
+async def sleeper():
+    await asyncio.sleep(10)
+
+@types.coroutine
+def suspend():
+    yield
+
+async def pauses():
+    await suspend()
+
+class Box:
+    pass
+
+async def main(how):
+    got = [await ranged(value, how)((1, 2)), await ranged(nothing, how)()]
+    got.append(await asyncio.ensure_future(ranged(value, how)(7)))
+    try:
+        await ranged(boom, how)()
+    except ValueError as error:   # the program's frames only, none of autonvtx's
+        got.append([frame.name for frame in traceback.extract_tb(error.__traceback__)])
+    shared = ranged(sleeper, how)()
+    task = asyncio.ensure_future(shared)
+    await asyncio.sleep(0)
+    try:
+        await shared               # a second awaiter, refused as for a coroutine
+    except RuntimeError as error:
+        got.append(str(error))
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        got.append(shared.cr_frame is None)
+    try:
+        await asyncio.wait_for(ranged(sleeper, how)(), 0.001)
+    except (asyncio.TimeoutError, TimeoutError):
+        got.append("timeout")
+    returned = await ranged(value, how)(Box())
+    alive = weakref.ref(returned)
+    del returned                   # nothing of ours keeps what a coroutine returned
+    got.append(alive() is None)
+    return got
+
+for how in ("ranged", "drive"):
+    print(asyncio.run(main(how)))
+    c = ranged(value, how)(3)
+    try:
+        c.send(None)
+    except StopIteration as stop:
+        print(type(stop).__name__, stop.value, stop.args)
+    c = ranged(value, how)(4)
+    c.close()                       # before it ran: nothing runs, no warning
+    print(inspect.getcoroutinestate(c))
+    c = ranged(pauses, how)()
+    alive = weakref.ref(c)
+    c.send(None)
+    try:
+        c.throw(KeyError("k"))
+    except KeyError:
+        print("thrown", inspect.getcoroutinestate(c))
+    del c
+    gc.collect()
+    print(alive() is None)
+"""
+
+
+@needs_native
+def test_a_wrapped_coroutine_behaves_as_the_coroutine(tmp_path: Path) -> None:
+    stderr: list[str] = []
+    (rec,), out = run_under_recorder(
+        tmp_path, BEHAVES_PROGRAM, env={"PYTHONWARNINGS": "error"}, stderr=stderr
+    )
+    assert out.splitlines() == [
+        "[(1, 2), None, 7, ['main', 'boom'], 'coroutine is being awaited already', True, "
+        "'timeout', True]",
+        "StopIteration 3 (3,)",
+        "CORO_CLOSED",
+        "thrown CORO_CLOSED",
+        "True",
+    ] * 2
+    assert "Warning" not in stderr[0], stderr[0]
+    assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
+    names = [r.name for r in rec.ranges]
+    # Per wrapping: value x3 and nothing once in main, boom, sleeper's two resumptions (its
+    # start, then the cancellation thrown in) and the timed-out one's two; value, twice more
+    # by hand; the closed one: none; the one thrown into: start and throw.
+    once = ["value"] * 3 + ["nothing", "boom"] + ["sleeper"] * 4 + ["value"] + ["pauses"] * 2
+    assert sorted(names) == sorted(once * 2)
