@@ -112,9 +112,12 @@ def test_the_watcher_is_not_the_programs_child_and_holds_only_stderr(workdir: Pa
     assert program.stdout.readline() == "no child\n"
     pid = int(program.stdout.readline())
     (watcher,) = watchers_of(pid)
-    stat = Path(f"/proc/{watcher}/stat").read_text().rpartition(")")[2].split()
-    ppid, session = int(stat[1]), int(stat[3])
-    assert ppid != pid and session == watcher  # not the program's child; a session of its own
+    def parent_and_session(process: int) -> tuple[int, int]:
+        stat = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
+        return int(stat[1]), int(stat[3])
+
+    parent, session = parent_and_session(watcher)
+    assert parent != pid and session != parent_and_session(pid)[1]  # not the program's child; a session of its own
     fds = {int(fd): os.readlink(f"/proc/{watcher}/fd/{fd}") for fd in os.listdir(f"/proc/{watcher}/fd")}
     assert fds[0] == fds[1] == os.devnull  # the program's stdin and stdout are not held
     assert fds[2] == os.readlink(f"/proc/{pid}/fd/2")

@@ -6,15 +6,15 @@ without running its exit (os._exit, SIGKILL, a crash) writes nothing. The watche
 thing that can notice it: a separate process, started once per run, that waits on the program.
 
 It must change nothing the program or its caller sees, hence its shape:
-- not a child of the program (a double fork: the program's `os.wait()` loops, its child lists and
-  its SIGCHLD never see it), and its own session (Ctrl-C and job-control signals for the
-  terminal's foreground group do not reach it);
+- not a child of the program (started in the background by a shell that ends at once: the
+  program's `os.wait()` loops, its child lists and its SIGCHLD never see it), and in a session of
+  its own (Ctrl-C and job-control signals for the terminal's foreground group do not reach it);
 - an `exec` of a bare interpreter (`-I -S`): it holds none of the program's memory, and its
   stdin and stdout are /dev/null (`autonvtx run ... | cat` ends when the program does); it keeps
   stderr, for what it says;
 - the program learns nothing of it: two descriptors are made and closed again, one pipe's write
   end stays open (close-on-exec) until the exit-time writer writes the byte that says "done".
-Cost on the start path: two forks and a posix_spawn, waited for (~1-2 ms, `benchmarks/`).
+Cost on the start path: a posix_spawn of /bin/sh, waited for (~1 ms of CPU; `benchmarks/watcher.py`).
 """
 from __future__ import annotations
 
@@ -57,11 +57,17 @@ def start_watcher(command: list[str], env: dict[str, str]) -> Watch | None:
         pidfd = -1
     read_fd, write_fd = os.pipe()  # both close-on-exec
     try:
+        for fd in (pidfd, read_fd):  # for the watcher; closed here right after
+            if fd >= 0:
+                os.set_inheritable(fd, True)
         argv = [sys.executable, "-I", "-S", _watcher_script(), str(os.getpid()), str(pidfd), str(read_fd), *command]
-        pid = os.fork()
-        if pid == 0:  # the intermediate process: starts the watcher and leaves it to init
-            _spawn_and_leave(argv, env, (pidfd, read_fd))
-        _wait(pid)
+        # sh starts the watcher in the background and ends at once: the watcher is left to init
+        # (or the nearest subreaper), and this process only waits for a small shell.
+        shell = ["/bin/sh", "-c", '"$0" "$@" &', *argv]
+        _wait(os.posix_spawn(shell[0], shell, env, setsid=True, file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+        ]))
         status = os.fstat(write_fd)
     except OSError:
         os.close(write_fd)
@@ -74,10 +80,10 @@ def start_watcher(command: list[str], env: dict[str, str]) -> Watch | None:
 
 
 def _can_watch() -> bool:
-    """Not as pid 1 (an orphan would be the program's own child), not without an interpreter to
-    run, and not with other threads alive (a fork then copies a process in an unknown state, and
-    Python 3.12+ warns)."""
-    if os.getpid() == 1 or not sys.executable or not hasattr(os, "posix_spawn"):
+    """Not as pid 1 (an orphan would be the program's own child), not without an interpreter and
+    a shell to run, and not with other threads alive (one of them could start a process that
+    inherits the descriptors made inheritable for a moment)."""
+    if os.getpid() == 1 or not sys.executable or not hasattr(os, "posix_spawn") or not os.path.exists("/bin/sh"):
         return False
     try:
         return len(os.listdir("/proc/self/task")) == 1
@@ -87,21 +93,6 @@ def _can_watch() -> bool:
 
 def _watcher_script() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "watcher.py")
-
-
-def _spawn_and_leave(argv: list[str], env: dict[str, str], passed: tuple[int, ...]) -> None:
-    try:
-        for fd in passed:
-            if fd >= 0:
-                os.set_inheritable(fd, True)
-        os.posix_spawn(argv[0], argv, env, setsid=True, file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        ])
-    except BaseException:
-        pass
-    finally:
-        os._exit(0)
 
 
 def _wait(pid: int) -> None:
