@@ -237,3 +237,28 @@ def test_a_sigterm_keeps_its_status(workdir: Path) -> None:
     done = run_autonvtx("--trace", "t.json", "program.py", cwd=workdir, trace=False)
     assert done.returncode == -signal.SIGTERM
     assert "could not write 't.json'" in done.stderr
+
+
+def test_a_program_killed_while_writing_its_outputs_still_gets_them(workdir: Path) -> None:
+    # A thread of the program kills it as soon as the trace's temporary file appears, in the
+    # middle of the exit-time write: the watcher writes the trace, and removes the partial one.
+    make_file(workdir / "program.py", """
+        import glob, os, signal, threading, time
+
+        def tick():
+            return 1
+
+        def kill_when_writing():
+            while not glob.glob(".trace.json.*.tmp"):
+                time.sleep(0.0005)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        for _ in range(300_000):
+            tick()
+        threading.Thread(target=kill_when_writing, daemon=True).start()
+    """)
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert "ended without running its exit" in done.stderr
+    assert done.range_names().count("tick") == 300_000
+    assert not list(workdir.glob(".trace.json*"))

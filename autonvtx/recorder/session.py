@@ -172,6 +172,7 @@ class RecordingSession:
             if self.outputs.keep == "last" else ""
         print(f"autonvtx: the program (pid {self._pid}) ended without running its exit (os._exit, a signal or a "
               f"crash){lost}; writing the outputs from its recording in {directory}", file=sys.stderr)
+        self._remove_partial_outputs()  # the program's, if it died while writing them
         try:
             self._write_outputs(directory)
         except Exception as error:
