@@ -262,3 +262,37 @@ def test_a_program_killed_while_writing_its_outputs_still_gets_them(workdir: Pat
     assert "ended without running its exit" in done.stderr
     assert done.range_names().count("tick") == 300_000
     assert not list(workdir.glob(".trace.json*"))
+
+
+def test_ctrl_c_keeps_its_status_and_the_watcher_is_silent(workdir: Path) -> None:
+    make_file(workdir / "program.py", "def work():\n    return 1\nwork()\nraise KeyboardInterrupt\n")
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 130
+    assert "ended without running its exit" not in done.stderr
+    assert done.range_names() == ["work"]
+
+
+@pytest.mark.parametrize("pidfd", [True, False], ids=["pidfd", "polling"])
+@pytest.mark.parametrize("says_done", [True, False], ids=["done", "died"])
+def test_the_watcher_runs_its_command_only_for_a_death_without_done(pidfd: bool, says_done: bool) -> None:
+    # The watcher script alone, on a process of the test's (a zombie once killed: dead for it).
+    from autonvtx.recorder import watcher
+
+    program = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    read_fd, write_fd = os.pipe()
+    fd = os.pidfd_open(program.pid) if pidfd else -1
+    passed = [read_fd] + ([fd] if pidfd else [])
+    command = [sys.executable, "-c", "print('written after death')"]
+    watching = subprocess.Popen([sys.executable, "-I", "-S", watcher.__file__, str(program.pid), str(fd), str(read_fd),
+                                 *command], pass_fds=passed, stdout=subprocess.PIPE, text=True)
+    os.close(read_fd)
+    if fd >= 0:
+        os.close(fd)
+    if says_done:
+        os.write(write_fd, b"\1")
+    program.kill()
+    out, _ = watching.communicate(timeout=60)
+    program.wait()
+    os.close(write_fd)
+    assert watching.returncode == 0
+    assert out == ("" if says_done else "written after death\n")
