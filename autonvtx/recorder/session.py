@@ -134,8 +134,7 @@ class RecordingSession:
             self._remove_partial_outputs()
             cause = signal.Signals(interrupted).name if interrupted else "the program's exit"
             print(f"autonvtx: stopped by {cause} while writing the outputs; "
-                  f"the events are kept in {self._directory} "
-                  f"(autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
+                  f"the events are kept in {self._directory} ({self._recover_command()})", file=sys.stderr)
         except Exception as error:  # never turn the user's exit into our traceback
             self._fail(f"could not write the recording: {error}", keep=True)
         finally:
