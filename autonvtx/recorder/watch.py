@@ -14,7 +14,7 @@ It must change nothing the program or its caller sees, hence its shape:
   stderr, for what it says;
 - the program learns nothing of it: two descriptors are made and closed again, one pipe's write
   end stays open (close-on-exec) until the exit-time writer writes the byte that says "done".
-Cost on the start path: a posix_spawn of /bin/sh, waited for (~1 ms of CPU; `benchmarks/watcher.py`).
+Cost on the start path: a posix_spawn of /bin/sh, waited for (1.3-1.7 ms of CPU; `benchmarks/watcher.py`).
 """
 from __future__ import annotations
 
