@@ -219,8 +219,7 @@ class RecordingSession:
                 self._fail(f"the recording directory {directory} was removed while the program ran: "
                            "the events it held are lost, and no trace or summary was written", keep=False)
                 return
-            self._fail(f"could not write this process's events: {error.strerror or error} ({directory})",
-                       keep=True)
+            self._fail(f"could not write this process's events: {error.strerror or error}", keep=True)
             return
         process_notes = read_process_notes(directory) if self.outputs.children else {}
         labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
