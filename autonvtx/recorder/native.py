@@ -60,6 +60,8 @@ class RecorderControl:
         lib.autonvtx_recorder_events.restype = ctypes.c_uint64
         lib.autonvtx_recorder_stats.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
         lib.autonvtx_recorder_stats.restype = None
+        lib.autonvtx_recorder_fail_exit.argtypes = [ctypes.c_int]
+        lib.autonvtx_recorder_fail_exit.restype = ctypes.c_int
         self._lib = lib
 
     def flush(self, path: str | os.PathLike[str] | None = None) -> FlushResult:
@@ -87,6 +89,11 @@ class RecorderControl:
 
     def events_recorded(self) -> int:
         return int(self._lib.autonvtx_recorder_events())
+
+    def fail_exit(self, status: int) -> bool:
+        """Make this process exit with `status` where it would exit with 0, once Python has shut
+        down (glibc only: False elsewhere)."""
+        return bool(self._lib.autonvtx_recorder_fail_exit(status))
 
     def stats(self) -> Stats:
         out = (ctypes.c_uint64 * 4)()

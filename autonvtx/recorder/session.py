@@ -26,6 +26,7 @@ from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, Outputs
 from autonvtx.recorder.results import NOTE_SUFFIX, read_process_notes
+from autonvtx.recorder.watch import Watch, start_watcher
 
 
 def other_tool_attached() -> str | None:
@@ -58,7 +59,10 @@ class RecordingSession:
         self._saved_env: dict[str, str | None] = {}
         self._finished = False
         self._keep_directory = False
+        self._failed = False  # an output could not be written: the run's status says so (FAILED_STATUS)
         self._pid = os.getpid()
+        self._watch: Watch | None = None
+        self._alive = True  # False when written by the watcher after this process died
 
     def start(self) -> None:
         # Everything finish() needs is imported now: at exit the program may have changed
@@ -72,7 +76,9 @@ class RecordingSession:
         library = native.library_path()
         if library is None:
             raise UsageError(f"--trace/--summary: {_unbuilt()}")
+        check_writable(self.outputs, self._given)
         self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
+        self._watch = start_watcher(self._after_death_command(), _clean_environment())
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
             environment.RECORD_DIR: self._directory,
@@ -98,6 +104,8 @@ class RecordingSession:
         if self._directory is not None:
             shutil.rmtree(self._directory, ignore_errors=True)
         self._finished = True
+        if self._watch is not None:
+            self._watch.say_done()
 
     def finish(self) -> None:
         """Flush this process's events, read every process's recording, write the outputs.
@@ -126,17 +134,64 @@ class RecordingSession:
             self._remove_partial_outputs()
             cause = signal.Signals(interrupted).name if interrupted else "the program's exit"
             print(f"autonvtx: stopped by {cause} while writing the outputs; "
-                  f"the events are kept in {self._directory} "
-                  f"(autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
+                  f"the events are kept in {self._directory} ({self._recover_command()})", file=sys.stderr)
         except Exception as error:  # never turn the user's exit into our traceback
-            self._keep_directory = True
-            print(f"autonvtx: could not write the recording: {error}; the events are kept in "
-                  f"{self._directory} (autonvtx recover {self._directory} -o trace.json)", file=sys.stderr)
+            self._fail(f"could not write the recording: {error}", keep=True)
         finally:
             if not self._keep_directory:
                 shutil.rmtree(self._directory, ignore_errors=True)
+            if self._watch is not None:
+                self._watch.say_done()
+        if self._failed and not interrupted:
+            _fail_exit()
         if interrupted:
             shutdown.die_of(interrupted)
+
+    def _fail(self, what: str, *, keep: bool) -> None:
+        """Say what could not be written, and how to get it still; the run's status will say it too."""
+        self._failed = True
+        if not keep:
+            print(f"autonvtx: {what}", file=sys.stderr)
+            return
+        self._keep_directory = True
+        print(f"autonvtx: {what}; the events are kept in {self._directory}: "
+              f"'{self._recover_command()}' writes the trace once that is fixed", file=sys.stderr)
+
+    def _recover_command(self) -> str:
+        target = self._given.trace if self._given.trace is not None else "trace.json"
+        return f"autonvtx recover {self._directory} -o {target}"
+
+    def finish_after_death(self) -> None:
+        """In the writer the watcher starts: the outputs from what the dead program spilled."""
+        directory = self._directory
+        if directory is None or not os.path.isdir(directory):
+            return
+        self._finished = True
+        lost = " (with --keep last its events stay in memory until the exit: they are lost)" \
+            if self.outputs.keep == "last" else ""
+        print(f"autonvtx: the program (pid {self._pid}) ended without running its exit (os._exit, a signal or a "
+              f"crash){lost}; writing the outputs from its recording in {directory}", file=sys.stderr)
+        self._remove_partial_outputs()  # the program's, if it died while writing them
+        try:
+            self._write_outputs(directory)
+        except Exception as error:
+            self._fail(f"could not write the recording: {error}", keep=True)
+        finally:
+            if not self._keep_directory:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def _after_death_command(self) -> list[str]:
+        """What the watcher runs if this process dies without its exit: `write_after_death`, in a
+        fresh interpreter that imports this same autonvtx."""
+        import dataclasses
+
+        given = {"trace": self._given.trace, "summary": self._given.summary}
+        state = {"outputs": dataclasses.asdict(self.outputs), "given": given, "directory": self._directory,
+                 "pid": self._pid}
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        code = (f"import sys; sys.path.insert(0, {root!r}); "
+                "from autonvtx.recorder.session import write_after_death; write_after_death(sys.argv[1])")
+        return [sys.executable, "-I", "-c", code, json.dumps(state)]
 
     def _remove_partial_outputs(self) -> None:
         """The hidden temporary files this process was writing the outputs to (`.<name>.<pid>.*.tmp`
@@ -157,15 +212,14 @@ class RecordingSession:
         from autonvtx.report.render import write_summary
 
         try:
-            native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
+            if self._alive:
+                native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
         except OSError as error:
             if not os.path.isdir(directory):
-                print(f"autonvtx: the recording directory {directory} was removed while the program ran: "
-                      "the events it held are lost, and no trace or summary was written", file=sys.stderr)
+                self._fail(f"the recording directory {directory} was removed while the program ran: "
+                           "the events it held are lost, and no trace or summary was written", keep=False)
                 return
-            self._keep_directory = True
-            print(f"autonvtx: could not write this process's events: {error}; what was written so far "
-                  f"is in {directory} (autonvtx recover {directory} -o trace.json)", file=sys.stderr)
+            self._fail(f"could not write this process's events: {error.strerror or error}", keep=True)
             return
         process_notes = read_process_notes(directory) if self.outputs.children else {}
         labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
@@ -183,9 +237,9 @@ class RecordingSession:
         try:
             results = write_results(directory, request)
         except OSError as error:
-            self._keep_directory = True
-            print(f"autonvtx: could not write the outputs: {error}; the events are kept in {directory} "
-                  f"(autonvtx recover {directory} -o trace.json)", file=sys.stderr)
+            which = f"--trace: could not write '{self._given.trace}'" if self.outputs.trace is not None \
+                else "--summary: could not read the recording"
+            self._fail(f"{which}: {error.strerror or error}", keep=True)
             return
         notes = results.notes + [_missing_note(p) for p in missing]
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
@@ -194,20 +248,83 @@ class RecordingSession:
             print(f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)",
                   file=sys.stderr)
         if self.outputs.summary is not None:
-            write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
+            try:
+                write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
+            except OSError as error:
+                self._fail(f"--summary: could not write '{self._given.summary}': {error.strerror or error}",
+                           keep=True)
+                return
             if self.outputs.summary != SUMMARY_TO_STDERR:
                 print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
 
     def _adjust(self, recordings: list[ProcessRecording]) -> None:
         for recording in recordings:
             if recording.pid == self._pid:
-                _name_live_threads(recording)
+                if self._alive:
+                    _name_live_threads(recording)
             elif not recording.ended_normally and _is_running(recording.pid):
                 recording.label = recording.label.replace("(ended abnormally)", "(still running)")
                 recording.ended_normally = True  # not dead: its events so far are all there is
 
 
 RECORD_DIRECTORY_SUFFIX = ".recording"
+
+# The run's status when the program ended well (0) but an output it asked for was not written.
+FAILED_STATUS = 3
+
+
+def check_writable(outputs: Outputs, given: Outputs) -> None:
+    """Refuse, before the program runs, an output whose directory takes no new file: one that
+    exists and looks writable but is not (/proc, a read-only mount), found by creating a file
+    there as the writer will."""
+    for option, path, shown in (("--trace", outputs.trace, given.trace), ("--summary", outputs.summary, given.summary)):
+        if path is None or path == SUMMARY_TO_STDERR:
+            continue
+        directory, name = os.path.split(path)
+        probe = os.path.join(directory, f".{name}.{os.getpid()}.probe.tmp")
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise UsageError(f"{option}: '{shown}' cannot be written: creating a file in '{directory}' fails "
+                             f"({error.strerror}); expected a path in a writable directory") from None
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+
+
+def _fail_exit() -> None:
+    """The run's status becomes FAILED_STATUS if the program's would have been 0."""
+    from autonvtx.recorder import native
+
+    try:
+        native.control().fail_exit(FAILED_STATUS)
+    except OSError:
+        pass
+
+
+def _clean_environment() -> dict[str, str]:
+    """This process's environment without what makes a process recorded or instrumented: the
+    watcher and the writer it may start are neither."""
+    ours = {environment.NVTX_INJECTION64_PATH, environment.RECORD_DIR, environment.RECORD_LIMIT_MB,
+            environment.RECORD_KEEP, environment.RULES, environment.CONFIG}
+    return {key: value for key, value in os.environ.items() if key not in ours}
+
+
+def write_after_death(state: str) -> None:
+    """The watcher's writer: the outputs of a run whose first process died without its exit
+    (`RecordingSession._after_death_command` says what to write)."""
+    from autonvtx.recorder.stats import ViewOptions
+
+    values = json.loads(state)
+    view = values["outputs"].pop("summary_options")
+    outputs = Outputs(**values["outputs"], summary_options=ViewOptions(**view) if view is not None else None)
+    session = RecordingSession(Outputs(**values["given"]))
+    session.outputs = outputs
+    session._directory, session._pid, session._alive = values["directory"], values["pid"], False
+    session.finish_after_death()
 
 
 def _unbuilt() -> str:

@@ -233,3 +233,35 @@ EXPORT uint64_t autonvtx_recorder_events(void)
     return s[0];
 }
 
+
+/* ---- the run's exit status when its outputs could not be written ---- */
+
+static int g_failure_status;
+
+/* Runs inside exit(), after Python's own shutdown (atexit handlers, flushes, finalizers) is over:
+ * the one point where the status the program ended with is known (glibc passes it to on_exit
+ * handlers) and can still be changed. A program that failed keeps its own status. */
+static void exit_with_failure(int status, void* arg)
+{
+    (void)arg;
+    if (status == 0 && g_failure_status) {
+        fflush(NULL);
+        _exit(g_failure_status);
+    }
+}
+
+/* Makes a process that would exit with 0 exit with `status` instead. 1 where that is possible
+ * (glibc's on_exit), 0 where not. */
+EXPORT int autonvtx_recorder_fail_exit(int status)
+{
+#ifdef __GLIBC__
+    static int registered;
+    g_failure_status = status;
+    if (!registered && on_exit(exit_with_failure, NULL) == 0)
+        registered = 1;
+    return registered;
+#else
+    (void)status;
+    return 0;
+#endif
+}
