@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import ConfigError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
     from autonvtx.configfile.problems import Problems
 
 
@@ -48,8 +50,7 @@ def check_shape(display: str, data: Any) -> None:
     self-referring alias never ends). Iterative, and it stops at the bound."""
     # (value, depth, the entry of the table or list holding it): the chain says, past the
     # depth bound, whether a table or list holds itself.
-    Entry = tuple[Any, int, Any]
-    stack: list[Entry] = [(data, 0, None)]
+    stack: list[tuple[Any, int, Any]] = [(data, 0, None)]
     seen = 0
     while stack:
         entry = stack.pop()
