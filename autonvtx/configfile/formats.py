@@ -24,6 +24,11 @@ def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
         raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
+    from autonvtx.configfile import cache
+
+    data = cache.load(kind, text)
+    if isinstance(data, dict):  # this very text, parsed and checked by an earlier run
+        return data
     try:
         data = _parse_toml(display, text) if kind == "toml" else _parse_yaml(display, text)
     except RecursionError:  # the parsers recurse per level of nesting
@@ -33,6 +38,7 @@ def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{display}: expected a mapping at the top level, got {describe_value(data)}")
     check_shape(display, data)
+    cache.keep(kind, text, data)
     return data
 
 
