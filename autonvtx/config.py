@@ -180,11 +180,9 @@ class Config(Value):
         )
 
     def to_json(self) -> str:
-        import json  # imported here: start-up cost of a run with no rules (issue 6)
-
         data = self.as_dict()
         data["plugin_options"] = {name: dict(options) for name, options in self.plugin_options}
-        return json.dumps({"version": 1, **data}, separators=(",", ":"), sort_keys=True)
+        return compact_json({"version": 1, **data})
 
     @classmethod
     def from_json(cls, text: str) -> Config:
@@ -205,6 +203,30 @@ class Config(Value):
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"resolved configuration: unreadable ({exc})") from None
+
+
+def compact_json(value: object) -> str:
+    """`json.dumps(value, separators=(",", ":"), sort_keys=True)`, without importing json for
+    what a Config holds (a run with rules hands its config to children: start-up, issue 24):
+    printable ASCII strings, ints, finite floats, booleans, None, lists, tuples, str-keyed dicts.
+    Anything else goes to json itself."""
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return f'"{value}"'
+    elif value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    elif isinstance(value, int):
+        return int.__repr__(value)
+    elif isinstance(value, float):
+        if value - value == 0:  # finite: json spells the others Infinity and NaN
+            return float.__repr__(value)
+    elif isinstance(value, (list, tuple)):
+        return "[" + ",".join(compact_json(item) for item in value) + "]"
+    elif isinstance(value, dict) and all(type(key) is str for key in value):
+        return "{" + ",".join(f"{compact_json(key)}:{compact_json(value[key])}" for key in sorted(value)) + "}"
+    import json
+
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def freeze_options(options: dict[str, dict[str, Scalar]]) -> PluginOptions:
