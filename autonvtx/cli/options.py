@@ -10,8 +10,7 @@ import click
 from autonvtx.cli.ruleargs import RuleArgs
 from autonvtx.engines import ENGINES
 
-__all__ = ["RULE_OPTIONS", "SUMMARY_OPTION_DEFAULTS", "RuleArgs", "make_summary_options", "rule_options",
-           "summary_options"]
+__all__ = ["RULE_OPTIONS", "RuleArgs", "rule_options", "summary_options"]
 
 
 # The rule options of `run`, `list` and `export` (and %autonvtx in IPython), declared once.
@@ -67,13 +66,3 @@ def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
     from autonvtx.cli.views import view_options
 
     return view_options(command)
-
-
-def make_summary_options(values: dict[str, Any]) -> Any:
-    from autonvtx.cli.views import make_view_options
-
-    return make_view_options(values)
-
-
-SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "skip_first": 0, "by": None, "sort": None,
-                           "top": None, "name_filter": None}
