@@ -11,9 +11,12 @@ In IPython or Jupyter: `%load_ext autonvtx`, then `%autonvtx -t 'mypkg.*' --pres
 """
 from __future__ import annotations
 
-from typing import Any
-
 from autonvtx.errors import AutonvtxError, ConfigError, UsageError
+
+# Annotations only: `autonvtx run` imports this package first, and typing costs start-up (issue 24).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,6 @@
 (`%load_ext autonvtx`, then `%autonvtx -t 'mypkg.*'`)."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 import types
@@ -109,7 +108,7 @@ def _resolve(
         if presets or targets or include or exclude:
             raise UsageError("install: config: a Config object cannot be combined with presets or targets")
         if engine is not None:
-            return dataclasses.replace(config, settings=dataclasses.replace(config.settings, engine=engine))
+            return config.replace(settings=config.settings.replace(engine=engine))
         return config
     if config is None:
         paths: list[str] = []

@@ -1,14 +1,16 @@
-"""autonvtx's configuration as values: settings, rules, range styles (frozen dataclasses), and
+"""autonvtx's configuration as values: settings, rules, range styles (frozen values), and
 what makes a color, a glob or a message template valid. Reading files is `configfile`'s job."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from dataclasses import dataclass
-from typing import Any, Union
 
 from autonvtx.errors import ConfigError, did_you_mean
+from autonvtx.values import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 MESSAGE_FIELDS = ("module", "qualname", "name", "class", "file", "line")
 
@@ -18,35 +20,46 @@ _COMMAND_LINE_FLAGS = {"modules": "--target", "include": "--include", "exclude":
 
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(Value):
     """Global keys of the `[autonvtx]` table: the defaults every rule falls back to."""
 
-    domain: str = "autonvtx"
-    message: str = "{qualname}"
-    color: str = "auto"
+    __slots__ = ("domain", "message", "color", "engine")
+    domain: str
+    message: str
+    color: str
     # How rules put ranges on functions: "code" (sys.monitoring, 3.12+), "wrap" (wrappers),
     # "auto" (code where it can run, else wrap).
-    engine: str = "auto"
+    engine: str
+
+    def __init__(self, domain: str = "autonvtx", message: str = "{qualname}", color: str = "auto",
+                 engine: str = "auto") -> None:
+        self._set(domain, message, color, engine)
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One `[[rules]]` entry (or the command-line rule); `origin` says where it was written."""
+class Rule(Value):
+    """One `[[rules]]` entry (or the command-line rule); `origin` says where it was written.
 
+    `reading_of` is set on the rules read from one entry of an Nsight Systems JSON file (its
+    location): a name `a.f` there is `a.f` in the module or `f` in submodule `a`, and the reader
+    writes a rule per reading. A name is unmatched when no reading of it matched."""
+
+    __slots__ = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins", "origin",
+                 "reading_of")
     modules: tuple[str, ...]
-    include: tuple[str, ...] = ("*",)
-    exclude: tuple[str, ...] = ()
-    color: str | None = None
-    domain: str | None = None
-    category: str | None = None
-    message: str | None = None
-    builtins: bool = False
-    origin: str = ""
-    reading_of: str = ""
-    """Set on the rules read from one entry of an Nsight Systems JSON file (its location):
-    a name `a.f` there is `a.f` in the module or `f` in submodule `a`, and the reader writes
-    a rule per reading. A name is unmatched when no reading of it matched."""
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    color: str | None
+    domain: str | None
+    category: str | None
+    message: str | None
+    builtins: bool
+    origin: str
+    reading_of: str
+
+    def __init__(self, modules: tuple[str, ...], include: tuple[str, ...] = ("*",), exclude: tuple[str, ...] = (),
+                 color: str | None = None, domain: str | None = None, category: str | None = None,
+                 message: str | None = None, builtins: bool = False, origin: str = "", reading_of: str = "") -> None:
+        self._set(modules, include, exclude, color, domain, category, message, builtins, origin, reading_of)
 
     def where(self, key: str) -> str:
         """The location of one of this rule's keys, as messages name it."""
@@ -55,22 +68,27 @@ class Rule:
         return f"{self.origin}.{key}"
 
 
-@dataclass(frozen=True)
-class Region:
+class Region(Value):
     """One `[[regions]]` entry: ranges inside the functions `function` selects. `loop` ("first",
     or the line a loop starts on) gives a range per iteration; `lines` (first, last) a range
     each time those lines run; neither, a range per call. `capture` is the iteration window
     [from, to) to profile. "auto" (the --capture shortcut) is the first loop, else each call."""
 
+    __slots__ = ("function", "loop", "lines", "name", "capture", "domain", "color", "category", "origin")
     function: str
-    loop: str | int | None = None
-    lines: tuple[int, int] | None = None
-    name: str | None = None
-    capture: tuple[int, int] | None = None
-    domain: str | None = None
-    color: str | None = None
-    category: str | None = None
-    origin: str = ""
+    loop: str | int | None
+    lines: tuple[int, int] | None
+    name: str | None
+    capture: tuple[int, int] | None
+    domain: str | None
+    color: str | None
+    category: str | None
+    origin: str
+
+    def __init__(self, function: str, loop: str | int | None = None, lines: tuple[int, int] | None = None,
+                 name: str | None = None, capture: tuple[int, int] | None = None, domain: str | None = None,
+                 color: str | None = None, category: str | None = None, origin: str = "") -> None:
+        self._set(function, loop, lines, name, capture, domain, color, category, origin)
 
     def where(self, key: str) -> str:
         """The location of one of this region's keys, as messages name it."""
@@ -87,37 +105,47 @@ class Region:
         return self.function.partition(":")[2]
 
 
-@dataclass(frozen=True)
-class RangeStyle:
+class RangeStyle(Value):
     """What a range emitted for a function selected by a rule looks like."""
 
+    __slots__ = ("domain", "message", "color", "category")
     domain: str
     message: str
     color: int
     category: str | None
 
+    def __init__(self, domain: str, message: str, color: int, category: str | None) -> None:
+        self._set(domain, message, color, category)
 
-Scalar = Union[str, int, float, bool]
+
+Scalar = str | int | float | bool
 # A plugin's options: (plugin name, ((key, value), ...)), hashable and frozen like the rest.
 PluginOptions = tuple[tuple[str, tuple[tuple[str, Scalar], ...]], ...]
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(Value):
     """The resolved configuration: settings, rules in precedence order, and their sources.
 
     `plugins` are the framework plugins to activate (built-in short names such as "torch",
     or dotted module names), in the order first listed; `plugin_options` holds each plugin's
-    `[autonvtx.plugin.<name>]` table, later sources overriding earlier ones key by key.
+    `[autonvtx.plugin.<name>]` table, later sources overriding earlier ones key by key;
+    `preset_sources` are the sources that are presets.
     """
 
-    settings: Settings = Settings()
-    rules: tuple[Rule, ...] = ()
-    sources: tuple[str, ...] = ()
-    plugins: tuple[str, ...] = ()
-    plugin_options: PluginOptions = ()
-    preset_sources: tuple[str, ...] = ()  # the sources that are presets
-    regions: tuple[Region, ...] = ()
+    __slots__ = ("settings", "rules", "sources", "plugins", "plugin_options", "preset_sources", "regions")
+    settings: Settings
+    rules: tuple[Rule, ...]
+    sources: tuple[str, ...]
+    plugins: tuple[str, ...]
+    plugin_options: PluginOptions
+    preset_sources: tuple[str, ...]
+    regions: tuple[Region, ...]
+
+    def __init__(self, settings: Settings | None = None, rules: tuple[Rule, ...] = (), sources: tuple[str, ...] = (),
+                 plugins: tuple[str, ...] = (), plugin_options: PluginOptions = (),
+                 preset_sources: tuple[str, ...] = (), regions: tuple[Region, ...] = ()) -> None:
+        self._set(settings if settings is not None else Settings(), rules, sources, plugins, plugin_options,
+                  preset_sources, regions)
 
     def is_preset_rule(self, rule: Rule) -> bool:
         """Whether `rule` comes from a preset (whose patterns cover several versions of a
@@ -152,11 +180,9 @@ class Config:
         )
 
     def to_json(self) -> str:
-        import json  # imported here: start-up cost of a run with no rules (issue 6)
-
-        data = dataclasses.asdict(self)
+        data = self.as_dict()
         data["plugin_options"] = {name: dict(options) for name, options in self.plugin_options}
-        return json.dumps({"version": 1, **data}, separators=(",", ":"), sort_keys=True)
+        return compact_json({"version": 1, **data})
 
     @classmethod
     def from_json(cls, text: str) -> Config:
@@ -177,6 +203,30 @@ class Config:
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ConfigError(f"resolved configuration: unreadable ({exc})") from None
+
+
+def compact_json(value: object) -> str:
+    """`json.dumps(value, separators=(",", ":"), sort_keys=True)`, without importing json for
+    what a Config holds (a run with rules hands its config to children: start-up, issue 24):
+    printable ASCII strings, ints, finite floats, booleans, None, lists, tuples, str-keyed dicts.
+    Anything else goes to json itself."""
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return f'"{value}"'
+    elif value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    elif isinstance(value, int):
+        return int.__repr__(value)
+    elif isinstance(value, float):
+        if value - value == 0:  # finite: json spells the others Infinity and NaN
+            return float.__repr__(value)
+    elif isinstance(value, (list, tuple)):
+        return "[" + ",".join(compact_json(item) for item in value) + "]"
+    elif isinstance(value, dict) and all(type(key) is str for key in value):
+        return "{" + ",".join(f"{compact_json(key)}:{compact_json(value[key])}" for key in sorted(value)) + "}"
+    import json
+
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def freeze_options(options: dict[str, dict[str, Scalar]]) -> PluginOptions:

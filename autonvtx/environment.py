@@ -52,6 +52,10 @@ RULES = "AUTONVTX_RULES"
 RECORD_KEEP = "AUTONVTX_RECORD_KEEP"
 
 
+# The user's cache directory (XDG): parsed config files are kept under it, in autonvtx/configs
+# (configfile.cache); unset: ~/.cache.
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
+
 # Nsight Systems' `nsys` for `autonvtx profile` and `autonvtx report X.nsys-rep` (a path or a
 # command name); unset: the `nsys` on PATH.
 NSYS = "NSYS"

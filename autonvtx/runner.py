@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import __future__
-import ast
 import builtins
 import importlib.machinery
 import importlib.util
@@ -11,48 +10,64 @@ import os
 import sys
 import types
 import warnings
-from dataclasses import dataclass
-from typing import Callable, Literal, Mapping, NoReturn, cast
 
 from autonvtx import tracebacks
 from autonvtx.errors import TargetNotFoundError
+from autonvtx.values import Value
+
+# Annotations only (typing costs start-up, issue 24); `ast` is imported when the script runs
+# statement by statement.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ast
+    from typing import Callable, Literal, Mapping, NoReturn
+
+    MainStatementCallback = Callable[[types.ModuleType], object]
 
 _FUTURE_FLAGS = 0
 for _name in __future__.all_feature_names:
     _FUTURE_FLAGS |= getattr(__future__, _name).compiler_flag
 del _name
 
-MainStatementCallback = Callable[[types.ModuleType], object]
 
-
-@dataclass(frozen=True)
-class Target:
+class Target(Value):
     """What the user asked to run, as given on the command line."""
 
+    __slots__ = ("kind", "value", "args")
     kind: Literal["script", "module", "code"]
     value: str
-    args: tuple[str, ...] = ()
+    args: tuple[str, ...]
+
+    def __init__(self, kind: Literal["script", "module", "code"], value: str, args: tuple[str, ...] = ()) -> None:
+        self._set(kind, value, args)
 
 
-@dataclass(frozen=True)
-class ResolvedTarget:
-    """A target found and ready to execute; built by :func:`resolve`."""
+class ResolvedTarget(Value):
+    """A target found and ready to execute; built by :func:`resolve`.
 
+    `argv0` is ``sys.argv[0]`` once the target runs; `filename` the file name its code is
+    compiled under (shown in tracebacks); `main_attrs` the attributes Python gives ``__main__``
+    beyond those of the interpreter's bare one; `forgets_file`: Python removes
+    ``__file__``/``__cached__`` from ``__main__`` when a script ends; `pending_error` was raised
+    by the target's own code while finding it (a parent package's import): Python prints it as
+    a traceback, so :func:`execute` does too."""
+
+    __slots__ = ("target", "argv0", "filename", "main_attrs", "source", "code", "is_pyc", "forgets_file",
+                 "pending_error")
     target: Target
     argv0: str
-    """``sys.argv[0]`` once the target runs."""
     filename: str
-    """The file name its code is compiled under (shown in tracebacks)."""
     main_attrs: Mapping[str, object]
-    """Attributes Python gives ``__main__`` beyond those of the interpreter's bare one."""
-    source: bytes | str | None = None
-    code: types.CodeType | None = None
-    is_pyc: bool = False
-    forgets_file: bool = False
-    """Python removes ``__file__``/``__cached__`` from ``__main__`` when a script ends."""
-    pending_error: BaseException | None = None
-    """Raised by the target's own code while finding it (a parent package's import):
-    Python prints it as a traceback, so :func:`execute` does too."""
+    source: bytes | str | None
+    code: types.CodeType | None
+    is_pyc: bool
+    forgets_file: bool
+    pending_error: BaseException | None
+
+    def __init__(self, target: Target, argv0: str, filename: str, main_attrs: Mapping[str, object],
+                 source: bytes | str | None = None, code: types.CodeType | None = None, is_pyc: bool = False,
+                 forgets_file: bool = False, pending_error: BaseException | None = None) -> None:
+        self._set(target, argv0, filename, main_attrs, source, code, is_pyc, forgets_file, pending_error)
 
 
 def resolve(target: Target) -> ResolvedTarget:
@@ -336,9 +351,12 @@ def _statement_codes(resolved: ResolvedTarget) -> list[types.CodeType] | None:
         source = _module_source(resolved)
     if source is None or resolved.is_pyc:
         return None
+    import ast  # here: a run whose rules do not select __main__ never needs it (start-up)
+
     filename = resolved.filename
     # compile() rather than ast.parse(), whose frame would show in a SyntaxError's traceback.
-    tree = cast(ast.Module, compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True))
+    tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert isinstance(tree, ast.Module)
     # Compiling the whole module first raises the SyntaxErrors only it can see (a late
     # `from __future__`, `global x` after `x = 1`) before any statement runs; its
     # warnings are left to the per-statement compiles so each is shown once.
@@ -359,6 +377,8 @@ def _statement_codes(resolved: ResolvedTarget) -> list[types.CodeType] | None:
 
 
 def _is_docstring_like(statement: ast.stmt) -> bool:
+    import ast
+
     return (
         isinstance(statement, ast.Expr)
         and isinstance(statement.value, ast.Constant)

@@ -30,9 +30,12 @@ import functools
 import os
 import signal
 import sys
-from typing import Any, Callable
 
 from autonvtx import environment
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 _following_pid = 0
 _fork_hook_registered = False
@@ -45,9 +48,9 @@ def other_tool_attached() -> bool:
     current = os.environ.get(environment.NVTX_INJECTION64_PATH)
     if not current:
         return False
-    from autonvtx.recorder import native
+    from autonvtx.recorder import library_path
 
-    ours = native.library_path()
+    ours = library_path()
     return ours is None or os.path.realpath(current) != os.path.realpath(ours)
 
 

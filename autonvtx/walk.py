@@ -6,7 +6,6 @@ import threading
 import types
 import weakref
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
@@ -53,15 +52,15 @@ def _is_dunder(name: str) -> bool:
 _CODE = types.CodeType
 
 
-@dataclass
 class ModuleReport:
     """What happened to one module: every name wrapped or skipped, each with its reason."""
 
-    module: str
-    verb: str = "wrapped"  # what the engine does to a selected function ("monitored": code engine)
-    wrapped: dict[str, str] = field(default_factory=dict)  # qualname -> reason
-    skipped: dict[str, str] = field(default_factory=dict)  # qualname -> reason
-    rebound: list[str] = field(default_factory=list)  # names pointed at an existing wrapper
+    def __init__(self, module: str, verb: str = "wrapped") -> None:  # not a dataclass: start-up (issue 24)
+        self.module = module
+        self.verb = verb  # what the engine does to a selected function ("monitored": code engine)
+        self.wrapped: dict[str, str] = {}  # qualname -> reason
+        self.skipped: dict[str, str] = {}  # qualname -> reason
+        self.rebound: list[str] = []  # names pointed at an existing wrapper
 
     def skip(self, qualname: str, reason: str) -> None:
         self.skipped.setdefault(qualname, reason)

@@ -4,6 +4,7 @@ its target.
     python benchmarks/run.py            # the table (about a minute on 2 cores)
     python benchmarks/run.py --quick    # tiny sizes: checks the benchmark code runs (CI)
     python benchmarks/run.py --json out.json   # also write every figure measured
+    python benchmarks/run.py --only start-up   # one section's rows (start-up: about 10 s)
 
 Each measurement runs in its own process (whether a tool is attached, and which per-call
 path serves the ranges, are fixed at a process's start):
@@ -475,9 +476,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI: the code runs)")
     parser.add_argument("--json", metavar="PATH", help="also write every figure measured")
+    parser.add_argument("--only", choices=["start-up"], help="measure only this section's rows")
     args = parser.parse_args(argv)
     quick = ["--quick"] if args.quick else []
     started = time.perf_counter()
+    if args.only == "start-up":
+        print(f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, start-up rows only")
+        print(format_table(startup_rows(args.quick)))
+        print(f"({time.perf_counter() - started:.0f} s)")
+        return 0
 
     native = worker("percall.py", *quick)
     pure = worker("percall.py", *quick, env=user_env(AUTONVTX_PURE_PYTHON="1"))

@@ -539,7 +539,8 @@ START_PATH_PROBE = """
     main()
     heavy = ("asyncio", "importlib.metadata", "email", "wrapt.importer", "wrapt.synchronization")
     print(json.dumps({"heavy": [m for m in heavy if m in sys.modules], "wrapt": "wrapt" in sys.modules,
-                      "commands": sorted(m for m in sys.modules if m.startswith("autonvtx.cli."))}))
+                      "commands": sorted(m for m in sys.modules if m.startswith("autonvtx.cli.")),
+                      "click": "click" in sys.modules}))
 """
 
 
@@ -549,7 +550,8 @@ START_PATH_PROBE = """
 ])
 def test_a_run_loads_only_what_it_needs(tmp_path: Path, engine: str) -> None:
     # The wrap engine takes wrapt's wrapper types only (wrapt 2.x's __init__ pulls asyncio and
-    # importlib.metadata); the code engine never imports wrapt; `run` loads no other command.
+    # importlib.metadata); the code engine never imports wrapt; `run` loads no command module
+    # (its own parser reads these options, cli.runargs), so no click either.
     make_file(tmp_path / "probe.py", START_PATH_PROBE)
     done = run_autonvtx("-v", "--engine", engine, "-t", "__main__", "probe.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -558,8 +560,9 @@ def test_a_run_loads_only_what_it_needs(tmp_path: Path, engine: str) -> None:
 
     loaded = json.loads(done.stdout.splitlines()[-1])
     assert (loaded["heavy"], loaded["wrapt"]) == ([], engine == "wrap")
-    assert "autonvtx.cli.run" in loaded["commands"]
+    assert "autonvtx.cli.launch" in loaded["commands"]
     assert set(loaded["commands"]) & set(COMMAND_MODULES.values()) == set()
+    assert not loaded["click"]
 
 
 def test_a_run_without_rules_loads_no_engine(tmp_path: Path) -> None:

@@ -99,8 +99,8 @@ def test_yaml_equals_toml(tmp_path: Path, name: str) -> None:
     from_toml = load(tmp_path, "rules.toml", FULL_TOML)
     from_yaml = load(tmp_path, name, FULL_YAML)
     assert from_yaml.settings == from_toml.settings
-    assert [dict(vars(r), origin="") for r in from_yaml.rules] == [
-        dict(vars(r), origin="") for r in from_toml.rules
+    assert [dict(r.as_dict(), origin="") for r in from_yaml.rules] == [
+        dict(r.as_dict(), origin="") for r in from_toml.rules
     ]
     assert from_yaml.rules[1].origin == f"{name}: rules[1]"
 

@@ -5,9 +5,12 @@ import importlib
 
 import click
 
+from autonvtx.errors import did_you_mean
+
 # Where each command lives (a module registers its commands when imported). Only the module of
 # the command asked for is imported: `autonvtx run` does not load the others (start-up).
 COMMAND_MODULES = {
+    "run": "autonvtx.cli.run",  # its common forms are read without click (cli.runargs)
     "summary": "autonvtx.cli.recorded",
     "recover": "autonvtx.cli.recorded",
     "merge": "autonvtx.cli.recorded",
@@ -31,6 +34,16 @@ class CommandGroup(click.Group):
         if cmd_name not in self.commands and module is not None:
             importlib.import_module(module)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        # click's message names only the commands already imported, and not where to look.
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            names = sorted(set(self.commands) | set(COMMAND_MODULES))
+            raise click.UsageError(f"No such command {name!r}{did_you_mean(name, names)} (see 'autonvtx --help')", ctx)
+        return super().resolve_command(ctx, args)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         for module in sorted(set(COMMAND_MODULES.values())):

@@ -3,15 +3,14 @@ and the options that shape a summary table (`run --summary`, `summary`)."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable
 
 import click
 
+from autonvtx.cli.ruleargs import RuleArgs
 from autonvtx.engines import ENGINES
 
-if TYPE_CHECKING:
-    from autonvtx.config import Config
+__all__ = ["RULE_OPTIONS", "RuleArgs", "rule_options", "summary_options"]
 
 
 # The rule options of `run`, `list` and `export` (and %autonvtx in IPython), declared once.
@@ -47,26 +46,6 @@ RULE_OPTIONS = [
 ]
 
 
-@dataclass(frozen=True)
-class RuleArgs:
-    """What the rule options say, handed to a command as one `rules` argument."""
-
-    configs: tuple[str, ...] = ()
-    presets: tuple[str, ...] = ()
-    targets: tuple[str, ...] = ()
-    includes: tuple[str, ...] = ()
-    excludes: tuple[str, ...] = ()
-    engine: str | None = None
-
-    def load(self, captures: Sequence[str] = (), near: str | None = None) -> Config:
-        """The config from presets, config files (or discovery), the -t rule and --engine;
-        `captures`: `run --capture` windows; `near`: the script's directory (discovery)."""
-        from autonvtx.configfile import load_rules
-
-        return load_rules(self.configs, presets=self.presets, targets=self.targets, includes=self.includes,
-                          excludes=self.excludes, engine=self.engine, captures=captures, near=near)
-
-
 def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--config, --preset, -t/--target, --include, --exclude, --engine: the command receives
     them as one `rules: RuleArgs` argument."""
@@ -87,13 +66,3 @@ def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
     from autonvtx.cli.views import view_options
 
     return view_options(command)
-
-
-def make_summary_options(values: dict[str, Any]) -> Any:
-    from autonvtx.cli.views import make_view_options
-
-    return make_view_options(values)
-
-
-SUMMARY_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "each": False, "skip_first": 0, "by": None,
-                           "sort": None, "top": None, "name_filter": None}

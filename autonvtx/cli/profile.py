@@ -11,7 +11,8 @@ import click
 
 from autonvtx.cli.group import cli
 from autonvtx.cli.options import RuleArgs, rule_options
-from autonvtx.cli.run import TARGET_KEY, RunCommand, check_script
+from autonvtx.cli.launch import check_script
+from autonvtx.cli.run import TARGET_KEY, RunCommand
 from autonvtx.errors import UsageError
 
 DEFAULT_OUTPUT = "autonvtx-profile"

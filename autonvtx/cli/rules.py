@@ -8,7 +8,7 @@ import click
 
 from autonvtx.cli.group import cli
 from autonvtx.cli.options import RuleArgs, rule_options
-from autonvtx.cli.run import say_if_no_rules
+from autonvtx.cli.launch import say_if_no_rules
 
 @cli.command("presets")
 def presets_command() -> None:

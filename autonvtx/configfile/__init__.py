@@ -3,8 +3,6 @@ name, discovery in the working directory, and the command-line rule, merged into
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from autonvtx.config import (
     COMMAND_LINE_ORIGIN,
@@ -17,14 +15,16 @@ from autonvtx.config import (
     module_glob_problem,
     name_glob_problem,
 )
-from autonvtx.configfile.formats import parse_file
-from autonvtx.configfile.problems import Problems
-from autonvtx.configfile.tables import FileConfig, load_file, read_description
-from autonvtx.engines import ENGINES
 from autonvtx.environment import RULES
 from autonvtx.errors import ConfigError
 
+# The readers of files (and tomllib, through them) are imported when a file is read: a run with
+# no config, or with -t only, does not load them (start-up, issue 24).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from autonvtx.configfile.tables import FileConfig
     from autonvtx.presets import Preset
 
 __all__ = ["DISCOVERED", "describe_preset", "discover", "load_config", "load_rules", "read_description"]
@@ -58,12 +58,7 @@ def load_config(
     preset_sources = list(extra_sources)
     if not files and not targets:
         files = discover(base, near)
-    problems = Problems()
-    loaded_files = []
-    for arg, path in files:
-        with problems.collect():
-            loaded_files.append((path, load_file(arg, path, base)))
-    problems.raise_any()
+    loaded_files = _load_files(files, base)
     if any(loaded.presets for _, loaded in loaded_files):
         # Presets a file names come before every file, as --preset ones do.
         count = len(extra_sources)
@@ -92,6 +87,8 @@ def load_config(
 
         regions.extend(capture_region(spec) for spec in captures)
     if engine is not None:
+        from autonvtx.engines import ENGINES
+
         if engine not in ENGINES:
             raise ConfigError(f"--engine: unknown engine {engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
         settings["engine"] = engine
@@ -132,12 +129,29 @@ def load_rules(
     )
 
 
+def _load_files(files: list[tuple[str, str]], base: str) -> list[tuple[str, FileConfig]]:
+    """Each (option that gave it, path) of `files` read; every problem of every file at once."""
+    if not files:
+        return []
+    from autonvtx.configfile.problems import Problems
+    from autonvtx.configfile.tables import load_file
+
+    problems = Problems()
+    loaded_files = []
+    for arg, path in files:
+        with problems.collect():
+            loaded_files.append((path, load_file(arg, path, base)))
+    problems.raise_any()
+    return loaded_files
+
+
 def _named_presets(
     loaded_files: list[tuple[str, FileConfig]], base: str
 ) -> list[tuple[str, FileConfig]]:
     """The preset files that the files' `presets` keys name, transitively, each once, in
     the order first named; none of those already loaded."""
     # Imported here: a run whose files name no preset never loads it (start-up).
+    from autonvtx.configfile.tables import load_file
     from autonvtx.presets import preset_path
 
     seen = {os.path.abspath(os.path.join(base, path)) for path, _ in loaded_files}
@@ -174,6 +188,8 @@ def discover(base: str, near: str | None = None) -> list[tuple[str, str]]:
                 continue
             shown = os.path.relpath(path, base) if directory != base else name
             if name == "pyproject.toml":
+                from autonvtx.configfile.formats import parse_file
+
                 data = parse_file(shown, path, "toml")
                 tool = data.get("tool")
                 if not (isinstance(tool, dict) and "autonvtx" in tool):
@@ -200,6 +216,13 @@ def _command_line_rule(
         exclude=tuple(excludes),
         origin=COMMAND_LINE_ORIGIN,
     )
+
+
+def read_description(path: str) -> str | None:
+    """The `description` of the preset or config file at `path` (see `tables.read_description`)."""
+    from autonvtx.configfile import tables
+
+    return tables.read_description(path)
 
 
 def describe_preset(preset: Preset) -> str:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import ConfigError
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any
+
     from autonvtx.configfile.problems import Problems
 
 
@@ -22,6 +24,11 @@ def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
         raise ConfigError(f"{display}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
         raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
+    from autonvtx.configfile import cache
+
+    data = cache.load(kind, text)
+    if isinstance(data, dict):  # this very text, parsed and checked by an earlier run
+        return data
     try:
         data = _parse_toml(display, text) if kind == "toml" else _parse_yaml(display, text)
     except RecursionError:  # the parsers recurse per level of nesting
@@ -31,6 +38,7 @@ def parse_file(display: str, full: str, kind: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{display}: expected a mapping at the top level, got {describe_value(data)}")
     check_shape(display, data)
+    cache.keep(kind, text, data)
     return data
 
 
@@ -48,8 +56,7 @@ def check_shape(display: str, data: Any) -> None:
     self-referring alias never ends). Iterative, and it stops at the bound."""
     # (value, depth, the entry of the table or list holding it): the chain says, past the
     # depth bound, whether a table or list holds itself.
-    Entry = tuple[Any, int, Any]
-    stack: list[Entry] = [(data, 0, None)]
+    stack: list[tuple[Any, int, Any]] = [(data, 0, None)]
     seen = 0
     while stack:
         entry = stack.pop()

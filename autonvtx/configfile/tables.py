@@ -2,12 +2,8 @@
 run and reported together, each naming the file and the key."""
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from autonvtx.config import (
     Region,
@@ -23,6 +19,11 @@ from autonvtx.configfile.problems import Problems
 from autonvtx.engines import ENGINES
 from autonvtx.errors import ConfigError, did_you_mean
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
 SETTINGS_KEYS = ("domain", "message", "color", "engine")
 # Keys of the [autonvtx] table that are not range settings: `description` is the one line
 # `autonvtx presets` prints; `presets` names presets the file builds on (as --preset does);
@@ -31,18 +32,18 @@ TABLE_KEYS = SETTINGS_KEYS + ("description", "presets", "plugins", "plugin")
 RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
 
 
-@dataclass
 class FileConfig:
-    """What one file contributes, before merging."""
+    """What one file contributes, before merging (filled in as the file's tables are read)."""
 
-    settings: dict[str, str]
-    rules: list[Rule]
-    plugins: list[str] = dataclasses.field(default_factory=list)
-    plugin_options: dict[str, dict[str, Scalar]] = dataclasses.field(default_factory=dict)
-    description: str | None = None
-    presets: list[str] = dataclasses.field(default_factory=list)
-    table: str = "autonvtx"  # where its [autonvtx] keys live, for messages
-    regions: list[Region] = dataclasses.field(default_factory=list)
+    def __init__(self, settings: dict[str, str], rules: list[Rule], table: str = "autonvtx") -> None:
+        self.settings = settings
+        self.rules = rules
+        self.plugins: list[str] = []
+        self.plugin_options: dict[str, dict[str, Scalar]] = {}
+        self.description: str | None = None
+        self.presets: list[str] = []
+        self.table = table  # where its [autonvtx] keys live, for messages
+        self.regions: list[Region] = []
 
 
 def load_file(arg: str, path: str, base: str) -> FileConfig:

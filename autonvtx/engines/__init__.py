@@ -75,8 +75,9 @@ ENGINES = ("auto", "code", "wrap")
 
 def loaded_function_wrapper() -> type | None:
     """wrapt's FunctionWrapper type when wrapt (or the part the wrap engine loads) is loaded,
-    else None; imports nothing (wrapt 2.x keeps it in `wrapt.__wrapt__`, 1.x in `wrappers`)."""
-    for name in ("wrapt.__wrapt__", "wrapt.wrappers"):
+    else None; imports nothing (wrapt 2.x keeps it in `wrapt.__wrapt__`, and its C type in
+    `wrapt._wrappers`, all that engines.wraptcore loads; 1.x in `wrappers`)."""
+    for name in ("wrapt.__wrapt__", "wrapt._wrappers", "wrapt.wrappers"):
         module = sys.modules.get(name)
         kind = vars(module).get("FunctionWrapper") if module is not None else None
         if isinstance(kind, type):

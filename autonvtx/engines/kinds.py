@@ -4,22 +4,26 @@ none compares engine names."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-from typing import Callable
 
 from autonvtx.config import Config
 from autonvtx.engines import Engine
+from autonvtx.values import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 class EngineUnavailableError(Exception):
     """An engine's factory could not make it here (the one-line reason is the message)."""
 
 
-@dataclass(frozen=True)
-class EngineKind:
+class EngineKind(Value):
     """An engine as callers see it: what it does (its capabilities) and how to make one.
-    Callers read these fields; none compares engine names."""
+    Callers read these fields; none compares engine names. (A frozen value without
+    dataclasses: start-up, issue 24.)"""
 
+    __slots__ = ("name", "description", "verb", "reaches_nested", "replaces_functions", "factory")
     name: str
     description: str  # what `-v` says about it
     verb: str  # what it does to a selected function: "monitored", "wrapped"
@@ -27,6 +31,10 @@ class EngineKind:
     replaces_functions: bool  # the program sees wrappers where its functions were
     # (config, restorable) -> the engine; EngineUnavailableError when it cannot run after all.
     factory: Callable[[Config, bool], Engine]
+
+    def __init__(self, name: str, description: str, verb: str, *, reaches_nested: bool, replaces_functions: bool,
+                 factory: Callable[[Config, bool], Engine]) -> None:
+        self._set(name, description, verb, reaches_nested, replaces_functions, factory)
 
     def build(self, config: Config, *, restorable: bool = False) -> Engine:
         return self.factory(config, restorable)

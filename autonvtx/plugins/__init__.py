@@ -217,7 +217,7 @@ class PluginContext:
             modules=(module or self._trigger,), color=color, domain=domain, category=category
         )
         style = self._config.style(rule, module or self._trigger)
-        return dataclasses.replace(style, message=_VERBATIM)
+        return style.replace(message=_VERBATIM)
 
     def emitter(self, message: str, style: RangeStyle) -> ranges.Emitter:
         """The emitter for a range named `message` with `style`, built once and cached."""
@@ -229,7 +229,7 @@ class PluginContext:
         from autonvtx import ranges
 
         if style.message != _VERBATIM:
-            style = dataclasses.replace(style, message=_VERBATIM)
+            style = style.replace(message=_VERBATIM)
         made = ranges.emitter_for(style, ranges.Label(self._trigger, message, "", 0))
         return self._emitters.setdefault(key, made)
 

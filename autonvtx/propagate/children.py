@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from autonvtx import environment, termination
 from autonvtx.propagate import threads, workers
 
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     from autonvtx.config import Config
 

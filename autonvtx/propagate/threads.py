@@ -5,9 +5,12 @@ import _thread
 import os
 import sys
 import threading
-from typing import Any, Callable
 
 from autonvtx import environment
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 # Linux keeps 15 bytes of a thread name (TASK_COMM_LEN is 16 with the NUL): prctl(2).
 OS_NAME_BYTES = 15

@@ -25,9 +25,11 @@ import signal
 import sys
 import threading
 import types
-from typing import TYPE_CHECKING, Any, Callable
 
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from autonvtx.control import Instrumentation
 
 # What the `-c` code of an interpreter multiprocessing started begins with (Lib/multiprocessing/

@@ -10,7 +10,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-LIBRARY_NAME = "libautonvtx_recorder.so"
+# Re-exported: where callers have always found them.
+from autonvtx.recorder import LIBRARY_NAME as LIBRARY_NAME
+from autonvtx.recorder import library_path as library_path
 
 Mode = Literal["record", "noop"]
 
@@ -32,12 +34,6 @@ class Stats:
     dropped: int
     bytes_used: int  # bytes of committed event records
     bytes_allocated: int  # bytes of buffer chunks, counted against AUTONVTX_RECORD_LIMIT_MB
-
-
-def library_path() -> str | None:
-    """Absolute path of the built recorder library, or None when this installation has none."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), LIBRARY_NAME)
-    return path if os.path.isfile(path) else None
 
 
 class RecorderControl:
