@@ -249,6 +249,17 @@ def test_cli_prints_the_table() -> None:
     assert "saxpy" in done.stdout and "MPI:MPI_Init" in done.stdout and done.stderr == ""
 
 
+@pytest.mark.parametrize("args", [[], ["--tree", "--by", "rank"]])
+def test_an_empty_filter_result_names_the_pattern(args: list[str]) -> None:
+    shown = cli(str(SAXPY), "--filter", "zz*", *args)
+    assert shown.returncode == 0 and "(no range matches --filter 'zz*')" in shown.stdout, shown.stderr
+    assert "no NVTX ranges" not in shown.stdout and "Note: no range" not in shown.stdout and shown.stderr == ""
+    data = cli(str(SAXPY), "--filter", "zz*", "--format", "json", *args)
+    assert data.stderr == "autonvtx: no range matches --filter 'zz*'\n"
+    document = json.loads(data.stdout)
+    assert document["ranges"] == [] and document["notes"][-1] == "no range matches --filter 'zz*'"
+
+
 def _random_bytes(tmp: Path) -> Path:
     path = tmp / "random.sqlite"
     path.write_bytes(bytes(range(256)) * 64)

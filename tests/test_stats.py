@@ -384,6 +384,11 @@ def test_skip_first_leaves_out_the_first_instances_of_the_grouped_name() -> None
     assert (table["step {n}"].count, table["step {n}"].total_ns) == (2, 150)
     assert (table["load {n}"].count, table["load {n}"].total_ns) == (1, 5)
     assert summarize(numbered_steps(), ViewOptions(skip_first=1, each=True)) == []
+    # Under --group class each recorded name keeps its own warm-up (each layer compiles once).
+    by_class = {s.name: s.count for s in rows(ViewOptions(skip_first=1, group="class", by="process"))
+                if "process 1" in s.group}
+    grouped = {s.name: s.count for s in rows(ViewOptions(skip_first=1, by="process")) if "process 1" in s.group}
+    assert (by_class["Attention"], grouped["enc.layers.{n}.attn (Attention)"]) == (2, 3)
 
 
 def test_an_empty_filter_result_names_the_pattern() -> None:

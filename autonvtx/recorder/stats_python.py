@@ -28,10 +28,13 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
     """
     named = row_naming(options.each)
     fold = (lambda name: class_name(named(name))) if options.group == "class" else named
+    # Whose warm-up --skip-first leaves out: the row's (`step {n}`'s first steps), or under
+    # --group class each recorded name's (each module its own first calls).
+    warms = (lambda name: name) if options.group == "class" else named
     groups: dict[str, list[tuple[_Key, Range, int]]] = {}
     spans: dict[str, tuple[int, int]] = {}  # the time each group's counted instances span (no warm-up)
     for rec in recordings:
-        for r, self_ns, key, kept in _skip_first(_instances(rec.ranges, fold, options.tree), options.skip_first, named):
+        for r, self_ns, key, kept in _skip_first(_instances(rec.ranges, fold, options.tree), options.skip_first, warms):
             if not kept:
                 continue
             title = group_title(options.by, rec, r.tid if options.by == "thread" else 0)
@@ -53,9 +56,9 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
 def _skip_first(instances: list[tuple[Range, int, _Key]], count: int,
                 named: Callable[[str], str]) -> list[tuple[Range, int, _Key, bool]]:
     """Each instance, and whether it counts: each range's first `count` instances on each thread
-    under its parent row (its warm-up, by start) do not; by range name (`step {n}`'s first steps
-    unless --each), not by the class row that --group class folds it into, as the native
-    exporter counts them."""
+    under its parent row (its warm-up, by start) do not; by `named` range name (`step {n}`'s
+    first steps unless --each), not by the class row that --group class folds it into, as the
+    native exporter counts them."""
     seen: dict[tuple[int, _Key, str, str], int] = {}
     marked = []
     for r, self_ns, key in sorted(instances, key=lambda item: item[0].start_ns) if count else instances:

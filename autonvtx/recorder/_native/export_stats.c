@@ -194,10 +194,10 @@ uint64_t stats_group(const exporter* x, const thread_state* t)
 }
 
 /* Counts an instance of row r, the range `name` (as recorded) from start to end: 0 while it is
-   among the thread's first `skip_first` of that range under its parent row (its warm-up, by its
-   name with numbers folded: `step {n}`'s first steps; a class row folds many ranges, each with
-   its own warm-up). The instances counted span the time that % wall divides by, so left-out
-   warm-up is not in it either. */
+   among the thread's first `skip_first` of that range under its parent row (its warm-up: by its
+   name with numbers folded, `step {n}`'s first steps; a class row folds many ranges, each with
+   its own warm-up by its recorded name). The instances counted span the time that % wall
+   divides by, so left-out warm-up is not in it either. */
 int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
                    uint64_t self, int is_open)
 {
@@ -205,7 +205,8 @@ int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint6
     if (r < 0)
         return 0;
     if (x->skip_first) {
-        uint64_t key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | numbered_name(x, name);
+        uint32_t warms = x->stats_mode & STATS_CLASS ? name : numbered_name(x, name);
+        uint64_t key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | warms;
         uint32_t seen = u64map_get(&t->instances, key);
         seen = seen == NONE32 ? 0 : seen;
         if (seen < x->skip_first) {
