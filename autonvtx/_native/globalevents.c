@@ -12,7 +12,15 @@
 #include <patchlevel.h>
 #include <pyconfig.h> /* Py_GIL_DISABLED */
 
-#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+/* Some distributions ship Python's headers without the internal ones: PY_UNWIND then stays on. */
+#if defined(__has_include)
+#if !__has_include(<internal/pycore_interp.h>)
+#define AUTONVTX_NO_INTERNAL_HEADERS 1
+#endif
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED) && \
+    !defined(AUTONVTX_NO_INTERNAL_HEADERS)
 #define Py_BUILD_CORE 1
 #include <Python.h>
 #include <internal/pycore_interp.h>
