@@ -168,6 +168,41 @@ def test_exceptions_pop_while_another_thread_opens_and_closes_ranges(tmp_path: P
     assert sorted(by_thread.values(), key=len) == [["holder", "  fails"], ["fails"] * 4]
 
 
+def test_where_the_table_of_global_events_is_unknown_unwind_stays_on(tmp_path: Path) -> None:
+    # The fallback: no table to switch PY_UNWIND in, so it is on for good, and exceptions
+    # still pop every monitored frame they leave.
+    (recording,), out = run_under_recorder(
+        tmp_path,
+        textwrap.dedent("""
+            import sys
+            from autonvtx import ranges
+            from autonvtx.config import RangeStyle
+
+            ranges._native.global_events = lambda: None  # as where globalevents.c found none
+            monitor = ranges.CodeMonitor()
+            assert monitor.install() is None
+            events = sys.monitoring.events
+            print(sys.monitoring.get_events(monitor.tool_id) == events.PY_UNWIND | events.PY_THROW)
+
+            def fails():
+                raise ValueError("x")
+
+            def passes_it_on():
+                return fails()
+
+            for f in (fails, passes_it_on):
+                monitor.monitor(f.__code__, ranges.emitter_with_message(
+                    RangeStyle("autonvtx", "{qualname}", 0, None), f.__qualname__))
+            try:
+                passes_it_on()
+            except ValueError:
+                print("unwound")
+        """),
+    )
+    assert out.split() == ["True", "unwound"]
+    assert nested(recording) == ["passes_it_on", "  fails"]
+
+
 def test_a_generator_gets_a_range_per_resumption_and_each_exit_pops(tmp_path: Path) -> None:
     rec, out = record(
         tmp_path,
