@@ -24,7 +24,8 @@ EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
                     for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")]
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
-    f"autonvtx/_native/{name}.c" for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "regions", "uniform")
+    f"autonvtx/_native/{name}.c"
+    for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform")
 ]
 
 

@@ -347,7 +347,9 @@ class CodeMonitor:
     generator or coroutine gets a range per resumption and every exit pops. monitor(code,
     emitter) attaches the emitter's native range to the code object (a code extra, found in
     O(1) by the callbacks) and turns on the local events for it. PY_UNWIND and PY_THROW can
-    only be global: for code without a range the callback returns at once. A frame already
+    only be global: for code without a range the callback returns at once, and PY_UNWIND is on
+    only while one of the callbacks' ranges is open, where the native client can switch it
+    (_unwind_while_open), so untargeted exceptions outside them cost nothing. A frame already
     running when its code gets monitored pushed nothing, and its exit pops nothing (the native
     callbacks keep each thread's open ranges). uninstall() turns off every event this monitor
     turned on, detaches every range and frees the tool id. One CodeMonitor is installed at a
@@ -384,9 +386,11 @@ class CodeMonitor:
         assert client is not None  # monitoring_available() said so
         for event in (events.PY_START, events.PY_RESUME, events.PY_THROW):
             monitoring.register_callback(tool_id, event, client.monitoring_push)
-        for event in (events.PY_RETURN, events.PY_YIELD, events.PY_UNWIND):
+        for event in (events.PY_RETURN, events.PY_YIELD):
             monitoring.register_callback(tool_id, event, client.monitoring_pop)
-        monitoring.set_events(tool_id, events.PY_UNWIND | events.PY_THROW)
+        monitoring.register_callback(tool_id, events.PY_UNWIND, client.monitoring_unwind)
+        if not _unwind_while_open(monitoring, tool_id, client):
+            monitoring.set_events(tool_id, events.PY_UNWIND | events.PY_THROW)
         self.tool_id, self._client = tool_id, client
         CodeMonitor.active = self
         return None
@@ -454,6 +458,7 @@ class CodeMonitor:
             monitoring.set_local_events(tool_id, code, 0)
             client.detach(code)
         self._codes.clear()
+        client.arm_unwind(-1)
         monitoring.set_events(tool_id, 0)
         events = monitoring.events
         for event in (events.PY_START, events.PY_RESUME, events.PY_THROW, events.PY_RETURN,
@@ -468,6 +473,22 @@ class CodeMonitor:
         if self.tool_id is None or self._client is None:
             raise RuntimeError("CodeMonitor is not installed")
         return self.tool_id, self._client
+
+
+def _unwind_while_open(monitoring: Any, tool_id: int, client: ModuleType) -> bool:
+    """PY_THROW on for good, PY_UNWIND only while a range of the callbacks is open (they flip
+    its bit in the interpreter's table of global events): True; False where the table is not
+    found or does not follow set_events (the caller turns PY_UNWIND on for good)."""
+    events, bit = monitoring.events, 1 << tool_id
+    if client.global_events() is None:
+        return False
+    for wanted in (events.PY_THROW, events.PY_THROW | events.PY_UNWIND, events.PY_THROW):
+        monitoring.set_events(tool_id, wanted)
+        unwind, throw = client.global_events()
+        if not throw & bit or bool(unwind & bit) != bool(wanted & events.PY_UNWIND):
+            return False
+    client.arm_unwind(tool_id)
+    return True
 
 
 def _local_events() -> int:

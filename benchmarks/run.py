@@ -4,7 +4,8 @@ its target.
     python benchmarks/run.py            # the table (about a minute on 2 cores)
     python benchmarks/run.py --quick    # tiny sizes: checks the benchmark code runs (CI)
     python benchmarks/run.py --json out.json   # also write every figure measured
-    python benchmarks/run.py --only start-up   # one section's rows (start-up: about 10 s)
+    python benchmarks/run.py --only percall,wholesale --engine code   # some sections, one engine
+    python benchmarks/run.py --only start-up   # the start-up rows alone (about 10 s)
 
 Each measurement runs in its own process (whether a tool is attached, and which per-call
 path serves the ranges, are fixed at a process's start):
@@ -390,10 +391,10 @@ def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
 WHOLESALE_TARGETS = {"wrap": (8, 400), "code": (3, 200)}
 
 
-def wholesale_rows(quick: bool) -> list[Row]:
+def wholesale_rows(quick: bool, only_engine: str | None = None) -> list[Row]:
     """Goals 4 and 24, wholesale, as whole processes: numpy and pandas, and networkx (many
     small Python functions), with the wrap engine and (3.12+) the code engine, each against
-    issue 24's targets; torch for information, where installed."""
+    issue 24's targets; torch for information, where installed. `only_engine`: that one."""
     runs = 1 if quick else 7
     sys.path.insert(0, REPO)
     from autonvtx.engines.kinds import choose_engine
@@ -403,11 +404,13 @@ def wholesale_rows(quick: bool) -> list[Row]:
     code = kind.name
     if code == "code":
         engines.append("code")
+    if only_engine is not None:
+        engines = [e for e in engines if e == only_engine]
     rows = []
     for engine in engines:
         for packages in ("numpy,pandas", "networkx", "torch"):
             rows.append(wholesale_row(packages, engine, runs if packages != "torch" else max(1, runs // 2)))
-    if code != "code":
+    if code != "code" and only_engine != "wrap":
         rows.append(Row("24", "wholesale, code engine", f"skipped: {why_not}", "<= 3 us, <= 200 B", None))
     return rows
 
@@ -472,13 +475,31 @@ def format_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+# The sections --only picks: percall.py with a no-op tool (goals 1, 2, 5, 11, 13, 24's
+# per-call rows), its pure-Python run, its run without a tool (goal 3), start-up, wholesale.
+SECTIONS = ("percall", "pure", "notool", "startup", "wholesale")
+
+
+def sections(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip().replace("start-up", "startup") for name in text.split(",") if name.strip())
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown section {unknown[0]!r}; expected some of {', '.join(SECTIONS)}"
+                                         if unknown else f"expected some of {', '.join(SECTIONS)}")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI: the code runs)")
     parser.add_argument("--json", metavar="PATH", help="also write every figure measured")
-    parser.add_argument("--only", choices=["start-up"], help="measure only this section's rows")
+    parser.add_argument("--only", metavar="SECTIONS", type=sections,
+                        help=f"comma-separated, of: {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument("--engine", choices=("wrap", "code"),
+                        help="wholesale rows of this engine only (default: both)")
     args = parser.parse_args(argv)
     quick = ["--quick"] if args.quick else []
+    only = args.only or SECTIONS
     started = time.perf_counter()
     if args.only == "start-up":
         print(f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, start-up rows only")
@@ -486,21 +507,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"({time.perf_counter() - started:.0f} s)")
         return 0
 
-    native = worker("percall.py", *quick)
-    pure = worker("percall.py", *quick, env=user_env(AUTONVTX_PURE_PYTHON="1"))
-    library = worker("percall.py", *quick, "--tool", "none")
-    rows = goal1_rows(native, "", target=True)
-    rows += recorder_rows(native)
-    rows += goal1_rows(pure, " (pure-Python fallback)", target=False)
-    rows.append(goal2_row(native))
-    rows += goal3_rows(args.quick, library)
-    rows += startup_rows(args.quick)
-    rows += wholesale_rows(args.quick)
-    rows += goal5_rows(native)
-    rows += percall_engine_rows(native)
+    rows: list[Row] = []
+    native = pure = library = None
+    if "percall" in only or "pure" in only:
+        native = worker("percall.py", *quick)
+    if "pure" in only:
+        pure = worker("percall.py", *quick, env=user_env(AUTONVTX_PURE_PYTHON="1"))
+    if "notool" in only:
+        library = worker("percall.py", *quick, "--tool", "none")
+    if "percall" in only:
+        rows += goal1_rows(native, "", target=True)
+        rows += recorder_rows(native)
+    if "pure" in only:
+        rows += goal1_rows(pure, " (pure-Python fallback)", target=False)
+    if "percall" in only:
+        rows.append(goal2_row(native))
+    if "notool" in only:
+        rows += goal3_rows(args.quick, library)
+    if "startup" in only:
+        rows += startup_rows(args.quick)
+    if "wholesale" in only:
+        rows += wholesale_rows(args.quick, args.engine)
+    if "percall" in only:
+        rows += goal5_rows(native)
+        rows += percall_engine_rows(native)
 
+    native_path = "not measured" if native is None else "yes" if native["native"] else "NO (fallback)"
     print(f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"native per-call path: {'yes' if native['native'] else 'NO (fallback)'}"
+          f"native per-call path: {native_path}"
           f"{' (quick: sizes too small for the figures to mean anything)' if args.quick else ''}")
     print(format_table(rows))
     print(f"({time.perf_counter() - started:.0f} s)")

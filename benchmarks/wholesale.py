@@ -7,6 +7,14 @@ with every module of the packages targeted and once with a rule that selects not
 It imports the packages, then runs a small workload through them (timed on its own, in the
 thread's CPU time), and prints what it computed (both runs must agree), the workload's time,
 the resident memory at the end, and the packages' versions.
+
+    python benchmarks/wholesale.py --walk-alone [--engine code] [--packages ...]
+
+measures the walk alone instead, in this process: the packages imported first, then
+`autonvtx.install(targets=...)` walking every module of them (GC off, a no-op NVTX tool), its
+CPU time and what it allocated (tracemalloc, with --memory) per function, the modules' walks
+alone (install()'s once-only work apart) per function, the native walk's share of them and
+the Python around it per module; one JSON line.
 """
 from __future__ import annotations
 
@@ -81,11 +89,92 @@ def resident_bytes() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def walk_alone(packages: list[str], engine: str, memory: bool) -> dict[str, Any]:
+    """install() over the packages' modules, already imported: time and memory per function,
+    the native walk's time apart (the walks the code engine hands out, timed around)."""
+    import gc
+    import tracemalloc
+
+    from autonvtx.recorder import native
+
+    library = native.library_path()
+    if library is None:
+        raise SystemExit("wholesale: the native recorder is not built (pip install -e .)")
+    os.environ["NVTX_INJECTION64_PATH"], os.environ["AUTONVTX_RECORDER_MODE"] = library, "noop"
+    for package in packages:
+        importlib.import_module(package)
+    import autonvtx
+    from autonvtx import ranges
+
+    native_ns = [0]
+    made = ranges.CodeMonitor.uniform_walker
+
+    def timed_walker(self: Any, *args: Any, **kwargs: Any) -> Any:
+        walk = made(self, *args, **kwargs)
+        if walk is None:
+            return None
+
+        def timed(*walk_args: Any) -> None:
+            started = time.thread_time_ns()
+            try:
+                walk(*walk_args)
+            finally:
+                native_ns[0] += time.thread_time_ns() - started
+
+        return timed
+
+    ranges.CodeMonitor.uniform_walker = timed_walker  # type: ignore[method-assign]
+    # The walks of the modules themselves, without install()'s once-only work (the engine
+    # made, the import hook's scan of sys.modules).
+    from autonvtx.importer import ImportHook
+
+    walks_ns = [0]
+    executed = ImportHook.module_executed
+
+    def timed_executed(self: Any, module: Any) -> None:
+        started = time.thread_time_ns()
+        try:
+            executed(self, module)
+        finally:
+            walks_ns[0] += time.thread_time_ns() - started
+
+    ImportHook.module_executed = timed_executed  # type: ignore[method-assign]
+    targets = [m for p in packages for m in (p, f"{p}.*")]
+    gc.disable()
+    if memory:  # tracemalloc slows every allocation: time and memory come from separate runs
+        tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    started = time.thread_time_ns()
+    installation = autonvtx.install(targets=targets, engine=engine)
+    elapsed = time.thread_time_ns() - started
+    allocated = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    reports = installation._instrumentation.walker.reports  # a benchmark reads the private handle
+    functions = sum(len(r.wrapped) for r in reports.values())
+    modules = len(reports)  # walked, whether or not they define a function
+    return {
+        "engine": engine, "functions": functions, "modules": modules,
+        "us_per_function": elapsed / 1e3 / max(1, functions),
+        "bytes_per_function": allocated / max(1, functions) if memory else None,
+        "walks_us_per_function": walks_ns[0] / 1e3 / max(1, functions),
+        # The native walk is timed where the code engine hands it out (the wrap engine's: None).
+        "native_us_per_function": native_ns[0] / 1e3 / max(1, functions) if engine == "code" else None,
+        "python_us_per_module": (walks_ns[0] - native_ns[0]) / 1e3 / max(1, modules) if engine == "code" else None,
+        "once_ms": (elapsed - walks_ns[0]) / 1e6,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", default="numpy,pandas", choices=sorted(WORKLOADS))
+    parser.add_argument("--walk-alone", action="store_true", help="the walk alone, in this process")
+    parser.add_argument("--engine", default="code", choices=("code", "wrap"), help="with --walk-alone")
+    parser.add_argument("--memory", action="store_true", help="with --walk-alone: trace allocations (slower)")
     args = parser.parse_args()
     packages = args.packages.split(",")
+    if args.walk_alone:
+        print(json.dumps(walk_alone(packages, args.engine, args.memory)))
+        return 0
     import colorsys  # noqa: F401  (the one tiny target of run.py's "first" variant)
 
     started = time.thread_time()

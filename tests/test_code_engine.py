@@ -326,3 +326,39 @@ def test_a_module_targeted_whole_nests_as_one_walked_in_python(tmp_path: Path, e
                                   ("inner", 2), ("inner", 2), ("inner", 2)]
     assert ("failing", 0) in runs["native"] and ("Model.__repr__", 0) not in runs["native"]
     assert [name for name, _ in runs["native"]].count("counter") == 3  # 2 items, then the end
+
+
+@needs_monitoring
+@pytest.mark.parametrize("color", [None, "green"])
+def test_a_package_targeted_wholesale_colors_each_module_its_own_way(tmp_path: Path, color: str | None) -> None:
+    # The native walk is made once per rule and color, not per module: each module still gets
+    # its own auto color, and a rule's own color holds for all of its modules.
+    from autonvtx.config import auto_color, parse_color
+
+    names = [f"m{i}" for i in range(8)]
+    for name in names:
+        make_file(tmp_path / "colorpkg" / f"{name}.py", f"def {name}():\n    return 1\n")
+    make_file(tmp_path / "colorpkg" / "__init__.py", "")
+    make_file(tmp_path / "plain.py", "def plain():\n    return 2\n")
+    rules = '[autonvtx]\nengine = "code"\n\n[[rules]]\nmodules = ["colorpkg", "colorpkg.*"]\n'
+    if color is not None:
+        rules += f'color = "{color}"\n'
+    make_file(tmp_path / "rules.toml", rules + '\n[[rules]]\nmodules = ["plain"]\n')
+    (recording,), _ = run_under_recorder(
+        tmp_path,
+        f"""
+        import importlib, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from autonvtx.api import install
+        install(config={str(tmp_path / "rules.toml")!r})
+        import plain
+        for name in {names!r}:
+            getattr(importlib.import_module("colorpkg." + name), name)()
+        plain.plain()
+        """,
+    )
+    colors = {r.name: r.color for r in recording.ranges}
+    expected = {n: auto_color(f"colorpkg.{n}") if color is None else parse_color(color) for n in names}
+    assert colors == {**expected, "plain": auto_color("plain")}
+    if color is None:
+        assert len(set(colors.values())) > 2  # the palette spreads them: one walk for all would not

@@ -112,6 +112,97 @@ def test_exceptions_pop_every_frame_they_leave(tmp_path: Path) -> None:
     ]
 
 
+def test_exceptions_pop_while_another_thread_opens_and_closes_ranges(tmp_path: Path) -> None:
+    # PY_UNWIND is on only while some thread has a range open: one thread's ranges closing
+    # must not turn it off under another thread's open frame.
+    rec, out = record(
+        tmp_path,
+        """
+        import threading
+
+        holding, release = threading.Event(), threading.Event()
+
+        def fails():
+            raise ValueError("x")
+
+        def holder():
+            holding.set()
+            release.wait()
+            fails()
+
+        def quiet():
+            try:
+                raise KeyError("untargeted")
+            except KeyError:
+                return 0
+
+        def run():
+            try:
+                holder()
+            except ValueError:
+                print("holder unwound")
+
+        watch(fails)
+        watch(holder)
+        thread = threading.Thread(target=run)
+        thread.start()
+        holding.wait()
+        for _ in range(3):
+            try:
+                fails()
+            except ValueError:
+                pass
+        quiet()
+        release.set()
+        thread.join()
+        try:
+            fails()
+        except ValueError:
+            print("unwound with no range open elsewhere")
+        """,
+    )
+    assert out.splitlines() == ["holder unwound", "unwound with no range open elsewhere"]
+    by_thread: dict[int, list[str]] = {}
+    for r, name in zip(rec.ranges, nested(rec)):
+        by_thread.setdefault(r.tid, []).append(name)
+    assert sorted(by_thread.values(), key=len) == [["holder", "  fails"], ["fails"] * 4]
+
+
+def test_where_the_table_of_global_events_is_unknown_unwind_stays_on(tmp_path: Path) -> None:
+    # The fallback: no table to switch PY_UNWIND in, so it is on for good, and exceptions
+    # still pop every monitored frame they leave.
+    (recording,), out = run_under_recorder(
+        tmp_path,
+        textwrap.dedent("""
+            import sys
+            from autonvtx import ranges
+            from autonvtx.config import RangeStyle
+
+            ranges._native.global_events = lambda: None  # as where globalevents.c found none
+            monitor = ranges.CodeMonitor()
+            assert monitor.install() is None
+            events = sys.monitoring.events
+            print(sys.monitoring.get_events(monitor.tool_id) == events.PY_UNWIND | events.PY_THROW)
+
+            def fails():
+                raise ValueError("x")
+
+            def passes_it_on():
+                return fails()
+
+            for f in (fails, passes_it_on):
+                monitor.monitor(f.__code__, ranges.emitter_with_message(
+                    RangeStyle("autonvtx", "{qualname}", 0, None), f.__qualname__))
+            try:
+                passes_it_on()
+            except ValueError:
+                print("unwound")
+        """),
+    )
+    assert out.split() == ["True", "unwound"]
+    assert nested(recording) == ["passes_it_on", "  fails"]
+
+
 def test_a_generator_gets_a_range_per_resumption_and_each_exit_pops(tmp_path: Path) -> None:
     rec, out = record(
         tmp_path,
@@ -478,7 +569,7 @@ def test_functions_of_untargeted_code_are_left_alone() -> None:
     assert monitor.install() is None
     try:
         def targeted() -> int:
-            return 1
+            return sys.monitoring.get_events(monitor.tool_id)
 
         def untargeted() -> int:
             return 2
@@ -487,8 +578,13 @@ def test_functions_of_untargeted_code_are_left_alone() -> None:
         tool = monitor.tool_id
         assert sys.monitoring.get_local_events(tool, untargeted.__code__) == 0
         assert sys.monitoring.get_local_events(tool, targeted.__code__) != 0
-        assert isinstance(targeted, types.FunctionType) and targeted() == 1
+        assert isinstance(targeted, types.FunctionType)
+        # PY_UNWIND, global by nature, is on only while a range is open (where the
+        # interpreter's table of global events could be checked).
         events = sys.monitoring.events
-        assert sys.monitoring.get_events(tool) == events.PY_UNWIND | events.PY_THROW
+        assert targeted() == events.PY_UNWIND | events.PY_THROW
+        assert sys.monitoring.get_events(tool) in (events.PY_THROW, events.PY_UNWIND | events.PY_THROW)
+        if ranges._client.global_events() is not None:
+            assert sys.monitoring.get_events(tool) == events.PY_THROW
     finally:
         monitor.uninstall()

@@ -15,8 +15,16 @@
  * Range and no registered string.
  *
  * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
- * resumes a suspended generator) and monitoring_pop for PY_RETURN, PY_YIELD and PY_UNWIND: a
- * range per run of the frame between suspensions, as the wrapper engine gives.
+ * resumes a suspended generator), monitoring_pop for PY_RETURN and PY_YIELD, and
+ * monitoring_unwind for PY_UNWIND: a range per run of the frame between suspensions, as the
+ * wrapper engine gives.
+ *
+ * PY_UNWIND has no local form: while it is on, every frame an exception leaves, anywhere,
+ * costs CPython's dispatch of the event (about 20 ns). Only a frame that pushed a range needs
+ * it, so where ranges.py could check the interpreter's table of global events
+ * (globalevents.c), the code engine's PY_UNWIND bit is on only while one of its ranges is open
+ * on some thread: set by the push that opens the first, cleared by the pop that closes the
+ * last (a byte each time; set_events would re-instrument every running frame).
  */
 #include "nvtxclient.h"
 
@@ -86,6 +94,36 @@ static RangeObject* settle(PyObject* code, PendingObject* pending)
     return range;
 }
 
+/* The code engine's PY_UNWIND bit in the interpreter's table of global events, once armed
+ * (arm_unwind): NULL while PY_UNWIND stays on for good. `open_ranges` counts the ranges the
+ * callbacks pushed and have not popped, on every thread (the GIL orders the callbacks). */
+Py_ssize_t global_events_offset(void); /* globalevents.c: -1 where unknown */
+#define EVENT_PY_UNWIND 12 /* the table's index for each (3.12, 3.13; globalevents.c checks) */
+#define EVENT_PY_THROW 13
+static uint8_t* unwind_tools;
+static uint8_t unwind_bit;
+static Py_ssize_t open_ranges;
+
+static inline void range_opened(void)
+{
+    if (unwind_tools != NULL && open_ranges++ == 0)
+        *unwind_tools |= unwind_bit;
+}
+
+static inline void range_closed(void)
+{
+    if (unwind_tools != NULL && open_ranges > 0 && --open_ranges == 0)
+        *unwind_tools &= (uint8_t)~unwind_bit;
+}
+
+static uint8_t* global_events(void)
+{
+    Py_ssize_t offset = global_events_offset();
+    if (offset < 0)
+        return NULL;
+    return (uint8_t*)PyInterpreterState_Get() + offset;
+}
+
 static inline void* extra_of(PyObject* const* args, Py_ssize_t nargs)
 {
     void* extra = NULL;
@@ -143,6 +181,7 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
                 stack->codes[stack->depth] = args[0];
             stack->depth++;
         }
+        range_opened();
         range_push(range);
     }
     Py_RETURN_NONE;
@@ -164,8 +203,20 @@ static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_
             stack->depth = top;
         }
         range_pop(range);
+        range_closed();
     }
     Py_RETURN_NONE;
+}
+
+/* PY_UNWIND: armed, it comes only while some thread has a range open; a thread with none open
+ * has nothing to pop, whatever the code. */
+static PyObject* monitoring_unwind(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                   PyObject* kwnames)
+{
+    shadow_stack* stack = shadow;
+    if (stack != NULL && stack->depth == 0)
+        Py_RETURN_NONE;
+    return monitoring_pop(callable, args, nargsf, kwnames);
 }
 
 /* The callbacks are objects of their own callable type rather than builtin functions: the
@@ -301,7 +352,47 @@ static PyObject* has_range(PyObject* module, PyObject* code)
     return PyBool_FromLong(monitoring_attached((PyCodeObject*)code));
 }
 
+/* The bytes of the interpreter's table for PY_UNWIND and PY_THROW, for ranges.py to check
+ * the table against the public set_events before arming; None where it is unknown. */
+static PyObject* read_global_events(PyObject* module, PyObject* unused)
+{
+    (void)module;
+    (void)unused;
+    uint8_t* tools = global_events();
+    if (tools == NULL)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", tools[EVENT_PY_UNWIND], tools[EVENT_PY_THROW]);
+}
+
+static PyObject* arm_unwind(PyObject* module, PyObject* arg)
+{
+    (void)module;
+    long tool_id = PyLong_AsLong(arg);
+    if (tool_id == -1 && PyErr_Occurred())
+        return NULL;
+    open_ranges = 0;
+    if (tool_id < 0) {
+        unwind_tools = NULL;
+        Py_RETURN_NONE;
+    }
+    uint8_t* tools = global_events();
+    if (tools == NULL || tool_id > 7) {
+        PyErr_SetString(PyExc_ValueError, "arm_unwind: no table of global events here, or a bad tool id");
+        return NULL;
+    }
+    unwind_bit = (uint8_t)(1u << tool_id);
+    unwind_tools = tools + EVENT_PY_UNWIND;
+    *unwind_tools &= (uint8_t)~unwind_bit; /* no range is open yet */
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef monitoring_methods[] = {
+    {"global_events", (PyCFunction)read_global_events, METH_NOARGS,
+     "global_events()\n--\n\nThe interpreter's tool bits for PY_UNWIND and PY_THROW, read from its "
+     "table of global events; None where that table's place is unknown."},
+    {"arm_unwind", (PyCFunction)arm_unwind, METH_O,
+     "arm_unwind(tool_id, /)\n--\n\nFrom now on, PY_UNWIND is on for `tool_id` only while a range "
+     "pushed by the callbacks is open (-1: no longer; set_events decides)."},
     {"has_range", (PyCFunction)has_range, METH_O,
      "has_range(code, /)\n--\n\nWhether `code` has a Range, or the PendingRange its first run "
      "makes one from."},
@@ -332,7 +423,8 @@ int monitoring_add_to_module(PyObject* module)
         }
     }
     if (PyType_Ready(&CallbackType) < 0 || PyType_Ready(&PendingType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
-        add_callback(module, "monitoring_pop", monitoring_pop) < 0)
+        add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
+        add_callback(module, "monitoring_unwind", monitoring_unwind) < 0)
         return -1;
     return PyModule_AddFunctions(module, monitoring_methods);
 }

@@ -10,7 +10,7 @@ import types
 from typing import TYPE_CHECKING, Any, Callable
 
 from autonvtx import ranges
-from autonvtx.config import Config, Rule
+from autonvtx.config import Config, Rule, auto_color
 
 if TYPE_CHECKING:
     from autonvtx.engines.wrap import WrapEngine
@@ -28,6 +28,12 @@ class CodeEngine:
         self._monitor = monitor
         self._restorable = restorable
         self._styles: dict[tuple[int, str], Any] = {}
+        # Per rule: its style for some module, and whether the color is the module's own
+        # ("auto"): then only the color differs from one module to the next.
+        self._rule_styles: dict[int, tuple[Any, bool]] = {}
+        # The native walk per (rule, color, no builtin stand-in yet): hundreds of modules of a
+        # package targeted wholesale share a few (the auto colors are a small palette).
+        self._walkers: dict[tuple[int, int, bool], Any] = {}
         self._fallback: WrapEngine | None = None
 
     def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> Any:
@@ -55,13 +61,24 @@ class CodeEngine:
     def uniform_walk(self, module: str, rule: Rule) -> Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None:
         """The native walk of `module`, which `rule` selects as a whole (apply_code() for every
         plain function it meets, in C: ranges.CodeMonitor.uniform_walker), or None where it
-        cannot serve: a message template other than the name, or no native client."""
-        style, domain, color, category = self._styled(rule, module)
+        cannot serve: a message template other than the name, or no native client. Made once
+        per rule and color, not per module (a package targeted wholesale has hundreds)."""
+        ruled = self._rule_styles.get(id(rule))
+        if ruled is None:
+            setting = rule.color if rule.color is not None else self._config.settings.color
+            ruled = self._rule_styles[id(rule)] = (self._styled(rule, module), setting == "auto")
+        (style, domain, color, category), auto = ruled
         if style.message != "{qualname}":
             return None
-        walker: Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None = self._monitor.uniform_walker(
-            domain, color, category, no_existing=self._fallback is None
-        )
+        if auto:
+            color = auto_color(module)  # what Config.style() gives this module
+        no_existing = self._fallback is None
+        key = (id(rule), color, no_existing)
+        walker: Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None = self._walkers.get(key)
+        if walker is None:
+            walker = self._walkers[key] = self._monitor.uniform_walker(
+                domain, color, category, no_existing=no_existing
+            )
         return walker
 
     def _styled(self, rule: Rule, module: str) -> tuple[Any, str, int, int]:
