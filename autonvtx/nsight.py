@@ -13,6 +13,7 @@ from typing import Callable, Mapping, Sequence
 
 from autonvtx import environment
 from autonvtx.errors import AutonvtxError
+from autonvtx.probe import cannot_create_in
 
 INSTALL_HINT = (
     "install Nsight Systems: on Debian `apt-get install nsight-systems` (the non-free component),"
@@ -206,13 +207,9 @@ def check_output_directory(output: str, env: Mapping[str, str] | None = None) ->
     directory = os.path.dirname(os.path.abspath(expand_output(output, env))) or "."
     if not os.path.isdir(directory):
         raise NsysError(f"profile: -o '{output}': no such directory '{directory}'; expected an existing directory")
-    probe = os.path.join(directory, f".autonvtx-profile.{os.getpid()}.probe")
-    try:  # by creating a file: root passes access() on read-only mounts and /proc
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    except OSError as error:
-        raise NsysError(f"profile: -o '{output}': cannot write in '{directory}' ({error.strerror});"
-                        " expected a writable directory") from None
-    os.unlink(probe)
+    why = cannot_create_in(directory, os.path.basename(output))
+    if why is not None:
+        raise NsysError(f"profile: -o '{output}': cannot write in '{directory}' ({why}); expected a writable directory")
 
 
 def existing(paths: Sequence[str]) -> list[str]:

@@ -137,6 +137,16 @@ def test_an_output_nsys_could_not_write_stops_before_the_program_runs(tmp_path: 
     assert "ran" not in done.stdout
 
 
+def test_an_html_page_that_could_not_be_written_stops_before_the_program_runs(tmp_path: Path) -> None:
+    nsys_or_skip()
+    make_file(tmp_path / "app.py", "print('ran')\n")
+    done = profile("--html", "/proc/page.html", "app.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == ("autonvtx: profile: --html '/proc/page.html': cannot write in '/proc' (No such file or"
+                           " directory); expected a writable directory\n")
+    assert "ran" not in done.stdout
+
+
 def test_report_on_a_nsys_rep_without_nsys_says_what_to_run(tmp_path: Path) -> None:
     (tmp_path / "run.nsys-rep").write_bytes(b"not read")
     env = autonvtx_env(PATH=os.path.dirname(sys.executable))

@@ -177,6 +177,9 @@ def test_autonvtx_recording_gives_the_cpu_side_and_says_it_has_no_gpu_data(workd
 @pytest.mark.parametrize("args, message", [
     (["--html", "."], "is a directory"),
     (["-o", "no/such/dir/out.txt"], "no such directory"),
+    # Root passes access() there: found by making a file (it was a traceback after the read).
+    (["--html", "/proc/page.html"], "cannot write in '/proc'"),
+    (["-o", "/proc/out.txt"], "cannot write in '/proc'"),
 ])
 def test_unwritable_outputs_fail_before_reading(tmp_path: Path, args: list[str], message: str) -> None:
     path = write_export(tmp_path / "x.sqlite", nvtx=[(0, 100, 59, "step", None, 0, TID)])

@@ -14,6 +14,7 @@ from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.launch import check_script
 from autonvtx.cli.run import TARGET_KEY, RunCommand
 from autonvtx.errors import UsageError
+from autonvtx.report.render import check_writable
 
 DEFAULT_OUTPUT = "autonvtx-profile"
 
@@ -65,6 +66,7 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
     nsys = nsight.find_nsys()
     outputs = nsight.report_paths(output)
     nsight.check_output_directory(output)
+    check_writable("profile", "--html", html)  # before the capture, not after it
     if not force:
         taken = nsight.existing(outputs)
         if taken:

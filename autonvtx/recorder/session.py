@@ -21,6 +21,7 @@ from typing import Any
 
 from autonvtx import environment
 from autonvtx.errors import UsageError
+from autonvtx.probe import cannot_create_in
 from autonvtx.ranks import RankInfo, detect_rank
 from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
@@ -281,18 +282,10 @@ def check_writable(outputs: Outputs, given: Outputs) -> None:
         if path is None or path == SUMMARY_TO_STDERR:
             continue
         directory, name = os.path.split(path)
-        probe = os.path.join(directory, f".{name}.{os.getpid()}.probe.tmp")
-        try:
-            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-        except FileExistsError:
-            continue
-        except OSError as error:
+        why = cannot_create_in(directory, name)
+        if why is not None:
             raise UsageError(f"{option}: '{shown}' cannot be written: creating a file in '{directory}' fails "
-                             f"({error.strerror}); expected a path in a writable directory") from None
-        try:
-            os.unlink(probe)
-        except OSError:
-            pass
+                             f"({why}); expected a path in a writable directory")
 
 
 def _fail_exit() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import IO, Union
 
 from autonvtx.errors import UsageError
+from autonvtx.probe import cannot_create_in
 from autonvtx.recorder.outputs import SUMMARY_SUFFIXES
 from autonvtx.recorder.stats import RangeStats
 from autonvtx.recorder.trace import write_atomically
@@ -62,7 +63,7 @@ def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: S
 
 def check_writable(command: str, option: str, path: str | None) -> None:
     """Fail before a (possibly long) read when `path`, given to `option`, cannot be written:
-    a directory, or a file in a directory that does not exist."""
+    a directory, or a file in a directory that does not exist or takes no new file."""
     if path is None:
         return
     directory = os.path.dirname(os.path.abspath(path)) or "."
@@ -70,6 +71,10 @@ def check_writable(command: str, option: str, path: str | None) -> None:
         raise UsageError(f"{command}: {option} '{path}': is a directory; expected a file path")
     if not os.path.isdir(directory):
         raise UsageError(f"{command}: {option} '{path}': no such directory '{directory}'")
+    why = cannot_create_in(directory, os.path.basename(path))
+    if why is not None:
+        raise UsageError(f"{command}: {option} '{path}': cannot write in '{directory}' ({why});"
+                         " expected a writable directory")
 
 
 def write_text_file(path: StrPath, content: str) -> None:
