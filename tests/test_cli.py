@@ -249,6 +249,28 @@ def test_a_missing_script_is_one_line_without_notes_or_unmatched_rule_warnings(w
     ]
 
 
+def test_an_output_option_after_the_script_is_said_to_be_the_scripts(workdir: Path) -> None:
+    # `autonvtx run -t x s.py --summary` ran without a tool, and the note said "add --summary".
+    make_file(workdir / "s.py", "import sys\nprint(sys.argv[1:])\n")
+    done = run_autonvtx("-t", "__main__", "s.py", "--summary", cwd=workdir, trace=False)
+    assert (done.returncode, done.stdout) == (0, "['--summary']\n")  # the script's argument, as with python
+    assert ("autonvtx: note: --summary comes after the script, so the script gets it, not autonvtx;"
+            " autonvtx's options go before SCRIPT") in done.stderr.splitlines()
+    quiet = run_autonvtx("--summary", "-t", "__main__", "s.py", "--trace", cwd=workdir, trace=False)
+    assert "comes after the script" not in quiet.stderr  # autonvtx has an output: the script's own option
+
+
+def test_verbose_says_which_discovered_config_command_line_rules_leave_unread(workdir: Path) -> None:
+    make_file(workdir / "s.py", "pass\n")
+    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["__main__"]\ndomain = "mine"\n')
+    done = run_autonvtx("-v", "-t", "__main__", "s.py", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    assert ("autonvtx: rules from the command line only: autonvtx.toml not read (a config is discovered only"
+            " without --config, --preset and -t; add --config to use it too)") in done.stderr.splitlines()
+    found = run_autonvtx("-v", "s.py", cwd=workdir, trace=False)
+    assert "autonvtx: rules from autonvtx.toml" in found.stderr.splitlines()
+
+
 NO_RULES = (
     "autonvtx: {command}: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
     " ./pyproject.toml{beside}; give rules with --config FILE, --preset NAME or -t 'MODULE_GLOB'"

@@ -79,9 +79,10 @@ def start_run(
         )
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
-    config = rules.load(captures=captures, near=(os.path.dirname(value) or ".") if kind == "script" else None)
-    if verbose and config.sources and not (rules.configs or rules.presets or rules.targets):
-        print(f"autonvtx: rules from {', '.join(config.sources)}", file=sys.stderr)  # found, not given
+    near = (os.path.dirname(value) or ".") if kind == "script" else None
+    config = rules.load(captures=captures, near=near)
+    if verbose:
+        say_where_rules_came_from(config, rules, near)
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -110,7 +111,37 @@ def start_run(
             session.cancel()
         raise
     say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
+    if outputs is None:
+        say_if_outputs_were_given_to_the_target(target_args)
     return TargetRun(resolved, on_main_statement)
+
+
+def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None) -> None:
+    """-v: the config files discovery found, or, when rules were given, the ones it left unread
+    (a `-t` run beside an autonvtx.toml silently used other domains and exclusions)."""
+    if not (rules.configs or rules.presets or rules.targets):
+        if config.sources:
+            print(f"autonvtx: rules from {', '.join(config.sources)}", file=sys.stderr)  # found, not given
+        return
+    from autonvtx.configfile import discover
+
+    unread = [path for _, path in discover(".", near)]
+    if unread:
+        print(f"autonvtx: rules from the command line only: {', '.join(unread)} not read (a config is"
+              " discovered only without --config, --preset and -t; add --config to use it too)", file=sys.stderr)
+
+
+# autonvtx run's options that a newcomer puts after the script, where they are the script's.
+_OUTPUT_OPTIONS = ("--trace", "--summary")
+
+
+def say_if_outputs_were_given_to_the_target(target_args: Sequence[str]) -> None:
+    """An output option after SCRIPT belongs to the script; when autonvtx itself was given no
+    output, that is most likely a misplaced option of ours: say so once."""
+    misplaced = [arg for arg in target_args if arg.partition("=")[0] in _OUTPUT_OPTIONS]
+    if misplaced:
+        print(f"autonvtx: note: {misplaced[0].partition('=')[0]} comes after the script, so the script gets it,"
+              " not autonvtx; autonvtx's options go before SCRIPT", file=sys.stderr)
 
 
 def is_default_table(table: dict[str, Any]) -> bool:
