@@ -146,8 +146,11 @@ MAGIC_USAGE = (
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext autonvtx`: registers the `%autonvtx` line magic, and walks `__main__` after
     each cell so that functions defined in cells are selectable (module `__main__`)."""
+    from autonvtx import cells
+
     ipython.register_magic_function(_magic, magic_kind="line", magic_name="autonvtx")
     ipython.events.register("post_run_cell", _after_cell)
+    cells.add_to(ipython, __name__, "_after_cell")  # and after each definition: a call in its cell
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -159,11 +162,19 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.events.unregister("post_run_cell", _after_cell)
     except ValueError:
         pass
+    from autonvtx import cells
+
+    cells.remove_from(ipython)
 
 
 def _after_cell(*_: object) -> None:
+    """Walk `__main__` for what the cells defined; also called from inside a cell, right after
+    a definition (autonvtx.cells): never raises."""
     if _active is not None and _active.active:
-        _active.instrument_main()
+        try:
+            _active.instrument_main()
+        except Exception:  # the walk reports what it could not do; a cell must not fail for it
+            pass
 
 
 def _magic(line: str) -> None:

@@ -137,7 +137,8 @@ def test_ipython_extension_instruments_cells(tmp_path: Path) -> None:
             "ip = get_ipython()",
             "ip.run_line_magic('load_ext', 'autonvtx')",
             "ip.run_line_magic('autonvtx', \"-t __main__ -t mymod --exclude 'Model.*'\")",
-            "ip.run_cell('import mymod\\ndef cell_fn():\\n    return mymod.work(1)')",
+            # A call in the cell that defines the function has its range (autonvtx.cells).
+            "ip.run_cell('import mymod\\ndef cell_fn():\\n    return mymod.work(1)\\ncell_fn()')",
             "ip.run_cell('cell_fn(); mymod.Model().step()')",
             "ip.run_line_magic('autonvtx', '')",
             "ip.run_line_magic('autonvtx', 'off')",
@@ -164,7 +165,7 @@ def test_ipython_extension_instruments_cells(tmp_path: Path) -> None:
     assert f"autonvtx: {verb} 2 functions in 2 modules (2 skipped)" in out
     assert "autonvtx: uninstalled; every replaced function is back" in out
     assert re.search(r"autonvtx: %autonvtx: No such option:? '?--bogus", errors[0])  # the CLI's own words
-    assert sorted(names(recordings)) == ["cell_fn", "work", "work"]  # work() inside Model.step too
+    assert sorted(names(recordings)) == ["cell_fn", "cell_fn", "work", "work", "work"]  # work() inside Model.step too
 
 
 def test_is_instrumented_knows_a_plugins_replacement() -> None:
