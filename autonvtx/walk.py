@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
+from autonvtx.compiled import already_ranged, compiled_callables
 from autonvtx.config import Rule
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
@@ -82,7 +83,8 @@ class ModuleReport:
         """One line per decision, `module:qualname: wrapped (why)` or `... skipped (why)`."""
         out = [f"{self.module}:{q}: {self.verb} ({why})" for q, why in self.wrapped.items()]
         out += [f"{self.module}:{q}: skipped ({why})" for q, why in self.skipped.items()]
-        return out
+        known = {*self.wrapped, *self.skipped}
+        return out + [f"{self.module}:{q}: skipped ({why})" for q, why in compiled_callables(self.module, known)]
 
 
 def _reason_kind(reason: str) -> str:
@@ -300,7 +302,7 @@ class _ModuleWalk:
                 self._visit_class(value, _qualname(value, attr))
             return
         if kind == _RANGE_WRAPPER:
-            self.report.skip(attr, "already wrapped")
+            self.report.skip(attr, already_ranged(value))
             return
         existing = self.engine.existing(value)
         if existing is not None:

@@ -90,3 +90,27 @@ def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "jax:jit " in done.stdout and "'jit(name)'" in done.stdout
     assert "jax._src.array:ArrayImpl.block_until_ready" in done.stdout
+
+
+def test_verbose_says_what_a_module_level_jitted_function_is_with_and_without_the_preset(workdir: Path) -> None:
+    # -vv said nothing of them without the preset, and "already wrapped" with it.
+    make_file(workdir / "jmod.py", """
+        import jax
+
+        @jax.jit
+        def step(x):
+            return x * 2
+
+        def plain(x):
+            return step(x) + 1
+    """)
+    make_file(workdir / "main.py", "import jmod\nimport jax.numpy as jnp\nprint(float(jmod.plain(jnp.ones(3)).sum()))\n")
+    bare = run_autonvtx("-vv", "-t", "jmod", "main.py", cwd=workdir)
+    assert bare.returncode == 0, bare.stderr
+    assert ("autonvtx: jmod:step: skipped (compiled: jaxlib's PjitFunction made from step, not a function; its calls"
+            " run compiled code, not step's: --preset jax ranges each of its calls)") in bare.stderr.splitlines()
+    preset = run_autonvtx("-vv", "-t", "jmod", "--preset", "jax", "main.py", cwd=workdir)
+    assert preset.returncode == 0, preset.stderr
+    assert ("autonvtx: jmod:step: skipped (already ranged: a plugin's range around jaxlib's PjitFunction (each call))"
+            in preset.stderr.splitlines())
+    assert Counter(preset.range_names())["jit(step)"] == 1
