@@ -161,9 +161,17 @@ def test_domains_registered_strings_and_ranks_of_the_2022_export() -> None:
     # MPI ranges live in the "MPI" domain with registered strings (textId); marks are not ranges.
     assert set(rows) == {("", "saxpy"), ("MPI", "MPI_Init"), ("MPI", "MPI_Send"), ("MPI", "MPI_Recv"), ("MPI", "MPI_Finalize")}
     assert {r["group"] for r in document["ranges"]} == {"rank 0"}  # from the NVTX thread name "MPI Rank 0"
+    assert not any(note.startswith("--by rank:") for note in document["notes"])
+
     saxpy = rows[("", "saxpy")]
     assert (saxpy["instances"], saxpy["kernels"]) == (5, 5)
     assert saxpy["top_kernels"] == [{"name": "saxpy", "count": 5, "ns": saxpy["kernel_ns"]}]
+
+
+def test_by_rank_on_an_export_without_ranks_says_each_process_is_its_pid() -> None:
+    document = report_json(TORCH, by="rank")
+    assert {r["group"] for r in document["ranges"]} == {"pid 144", "pid 145"}
+    assert any(note.startswith("--by rank: no process of this export names its rank") for note in document["notes"])
 
 
 @pytest.mark.parametrize("by", ["process", "rank", "thread"])

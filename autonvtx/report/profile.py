@@ -90,6 +90,9 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         if options.by == "gpu":
             notes.append("--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
                          "ranges that launched nothing are left out")
+        if options.by == "rank" and not labels.ranks:
+            notes.append("--by rank: no process of this export names its rank (as MPI's 'MPI Rank N' thread names or a "
+                         "'rank N' process name do): each process is shown by its pid")
         unnamed = sorted({domain for tally in tallies for domain, _ in tally.keys if domain and domain not in labels.domains})
         if unnamed:
             shown = ", ".join(str(d) for d in unnamed)
