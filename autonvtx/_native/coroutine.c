@@ -15,7 +15,6 @@
 
 #include <stddef.h>
 
-static PyObject* str_throw;
 static PyObject* str_close;
 
 typedef struct {
@@ -236,23 +235,7 @@ static PyObject* Proxy_await(ProxyObject* self)
 
 static PyObject* Proxy_throw(ProxyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
-    PyObject* stack[4];
-    RangeObject* range = self->range;
-    PyObject* result;
-    Py_ssize_t i;
-
-    if (nargs < 1 || nargs > 3) {
-        PyErr_Format(PyExc_TypeError, "throw expected at least 1 argument, got %zd", nargs);
-        return NULL;
-    }
-    stack[0] = self->inner;
-    for (i = 0; i < nargs; ++i)
-        stack[i + 1] = args[i];
-    self->started = 1;
-    range_push(range);
-    result = PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
-    range_pop(range);
-    return result;
+    return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
 }
 
 /* close(): a range only when the coroutine ran (closing one that never did runs nothing). */
@@ -368,9 +351,8 @@ static PyTypeObject ProxyType = {
 
 int coroutine_proxy_ready(void)
 {
-    str_throw = PyUnicode_InternFromString("throw");
     str_close = PyUnicode_InternFromString("close");
-    if (str_throw == NULL || str_close == NULL || return_type_ready() < 0)
+    if (str_close == NULL || return_type_ready() < 0)
         return -1;
     return PyType_Ready(&ProxyType);
 }

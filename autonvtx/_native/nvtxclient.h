@@ -99,6 +99,10 @@ PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind);
 /* A RangedSteps driving `inner` (steps.c). */
 PyObject* steps_new(PyObject* inner, RangeObject* range);
 
+/* inner.throw(*args) inside `range`, marking `*started` (steps.c; the coroutine proxy too). */
+PyObject* steps_throw_into(PyObject* inner, RangeObject* range, int* started, PyObject* const* args,
+                           Py_ssize_t nargs);
+
 /* `inner` (a coroutine, stolen) behind a RangedCoroutine pushing `range` around each of its
  * resumptions, and the type's set-up at module initialisation (coroutine.c). */
 PyObject* coroutine_proxy_new(PyObject* inner, RangeObject* range);

@@ -158,12 +158,13 @@ static PySendResult Steps_am_send(StepsObject* self, PyObject* arg, PyObject** r
     return steps_send(self, arg, result);
 }
 
-/* throw(...) with the caller's arguments as they came: 3.12 warns about the three-argument
- * form, and only the program should cause that warning. */
-static PyObject* Steps_throw(StepsObject* self, PyObject* const* args, Py_ssize_t nargs)
+/* inner.throw(...) inside the range, with the caller's arguments as they came: 3.12 warns
+ * about the three-argument form, and only the program should cause that warning. Shared by
+ * the generator driver and the coroutine proxy (coroutine.c). */
+PyObject* steps_throw_into(PyObject* inner, RangeObject* range, int* started, PyObject* const* args,
+                           Py_ssize_t nargs)
 {
     PyObject* stack[4];
-    RangeObject* range = self->range;
     PyObject* result;
     Py_ssize_t i;
 
@@ -171,14 +172,19 @@ static PyObject* Steps_throw(StepsObject* self, PyObject* const* args, Py_ssize_
         PyErr_Format(PyExc_TypeError, "throw expected 1 to 3 arguments, got %zd", nargs);
         return NULL;
     }
-    stack[0] = self->inner;
+    stack[0] = inner;
     for (i = 0; i < nargs; ++i)
         stack[i + 1] = args[i];
-    self->started = 1;
+    *started = 1;
     range_push(range);
     result = PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
     range_pop(range);
     return result;
+}
+
+static PyObject* Steps_throw(StepsObject* self, PyObject* const* args, Py_ssize_t nargs)
+{
+    return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
 }
 
 static PyObject* Steps_close(StepsObject* self, PyObject* unused)
