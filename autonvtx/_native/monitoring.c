@@ -41,46 +41,16 @@ static void release_range(void* extra)
     Py_XDECREF((PyObject*)extra);
 }
 
-/* The style a walk gives every code object of a module until it first runs. */
-typedef struct {
-    PyObject_HEAD
-    nvtxDomainHandle_t domain;
-    PyObject* domain_name;
-    unsigned long color;
-    unsigned long category;
-} PendingObject;
-
-static void Pending_dealloc(PendingObject* self)
-{
-    Py_XDECREF(self->domain_name);
-    Py_TYPE(self)->tp_free((PyObject*)self);
-}
-
-static PyTypeObject PendingType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "autonvtx._nvtxclient.PendingRange",
-    .tp_basicsize = sizeof(PendingObject),
-    .tp_dealloc = (destructor)Pending_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .tp_doc = PyDoc_STR("The range a code object gets on its first run: domain, color, category; "
-                        "its message is the code's co_qualname."),
-};
-
+/* The style a walk gives every code object of a module until it first runs (a PendingStyle,
+ * range.c): its message is the code's co_qualname. */
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category)
 {
-    PendingObject* pending = PyObject_New(PendingObject, &PendingType);
-    if (pending == NULL)
-        return NULL;
-    pending->domain = domain;
-    pending->domain_name = Py_NewRef(domain_name);
-    pending->color = color;
-    pending->category = category;
-    return (PyObject*)pending;
+    return pending_style_new(domain, domain_name, color, category);
 }
 
 /* The code's own Range in place of its PendingRange; NULL (nothing raised) without memory. */
-static RangeObject* settle(PyObject* code, PendingObject* pending)
+static RangeObject* settle(PyObject* code, PendingStyleObject* pending)
 {
     RangeObject* range = range_new_in_domain(pending->domain, pending->domain_name,
                                              ((PyCodeObject*)code)->co_qualname, pending->color,
@@ -173,7 +143,7 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     (void)callable;
     (void)kwnames;
     if (range != NULL && !Py_IS_TYPE(range, &RangeType))
-        range = settle(args[0], (PendingObject*)range);
+        range = settle(args[0], (PendingStyleObject*)range);
     if (range != NULL) {
         shadow_stack* stack = thread_shadow();
         if (stack != NULL) {
@@ -337,7 +307,7 @@ static PyObject* attached(PyObject* module, PyObject* code)
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
     if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
-        extra = settle(code, (PendingObject*)extra);
+        extra = settle(code, (PendingStyleObject*)extra);
         if (extra == NULL)
             return PyErr_NoMemory();
     }
@@ -422,7 +392,7 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
-    if (PyType_Ready(&CallbackType) < 0 || PyType_Ready(&PendingType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
+    if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
         add_callback(module, "monitoring_unwind", monitoring_unwind) < 0)
         return -1;

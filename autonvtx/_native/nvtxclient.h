@@ -96,6 +96,19 @@ int suspending_kind(int co_flags);
  * `kind` promises, or when no NVTX tool listens. Steals `inner`. */
 PyObject* steps_drive(RangeObject* range, PyObject* inner, int kind);
 
+/* The style of a range made on its first use (range.c): the code engine's pending range and
+ * a wholesale wrapper's, one type. */
+typedef struct {
+    PyObject_HEAD
+    nvtxDomainHandle_t domain;
+    PyObject* domain_name;
+    unsigned long color;
+    unsigned long category;
+} PendingStyleObject;
+extern PyTypeObject PendingStyleType;
+PyObject* pending_style_new(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
+                            unsigned long category);
+
 /* A RangedSteps driving `inner` (steps.c). */
 PyObject* steps_new(PyObject* inner, RangeObject* range);
 

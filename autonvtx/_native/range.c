@@ -356,9 +356,40 @@ RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_nam
     return range;
 }
 
+/* The style a range will have, held in its place until its first use (a code object's first
+ * run, a wholesale wrapper's first call): most functions of a package targeted wholesale are
+ * never called, and a Range costs 120 bytes and a registered string each. */
+static void PendingStyle_dealloc(PendingStyleObject* self)
+{
+    Py_XDECREF(self->domain_name);
+    Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+PyTypeObject PendingStyleType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.PendingStyle",
+    .tp_basicsize = sizeof(PendingStyleObject),
+    .tp_dealloc = (destructor)PendingStyle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = PyDoc_STR("The style (domain, color, category) of a range made on its first use."),
+};
+
+PyObject* pending_style_new(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
+                            unsigned long category)
+{
+    PendingStyleObject* style = PyObject_New(PendingStyleObject, &PendingStyleType);
+    if (style == NULL)
+        return NULL;
+    style->domain = domain;
+    style->domain_name = Py_NewRef(domain_name);
+    style->color = color;
+    style->category = category;
+    return (PyObject*)style;
+}
+
 int range_add_to_module(PyObject* module)
 {
-    if (PyType_Ready(&RangeType) < 0)
+    if (PyType_Ready(&RangeType) < 0 || PyType_Ready(&PendingStyleType) < 0)
         return -1;
     Py_INCREF(&RangeType);
     if (PyModule_AddObject(module, "Range", (PyObject*)&RangeType) < 0) {

@@ -25,33 +25,8 @@ typedef struct {
 
 #define RANGED_FIELDS(op) ((ranged_fields*)((char*)(op) + Py_TYPE(op)->tp_vectorcall_offset))
 
-/* What a wrapper made by a wholesale walk holds until its first call instead of a Range: the
- * style its range will have (domain, color, category), shared by the module's wrappers. Most
- * functions of a package targeted wholesale are never called, and a Range costs 120 bytes
- * and a registered string each (the code engine's pending range does the same). */
-typedef struct {
-    PyObject_HEAD
-    nvtxDomainHandle_t domain;
-    PyObject* domain_name;
-    unsigned long color;
-    unsigned long category;
-} PendingStyleObject;
-
-static void PendingStyle_dealloc(PendingStyleObject* self)
-{
-    Py_XDECREF(self->domain_name);
-    Py_TYPE(self)->tp_free((PyObject*)self);
-}
-
-static PyTypeObject PendingStyleType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "autonvtx._nvtxclient.PendingStyle",
-    .tp_basicsize = sizeof(PendingStyleObject),
-    .tp_dealloc = (destructor)PendingStyle_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = PyDoc_STR("The style of a ranged wrapper's range, made on its first call."),
-};
-
+/* Until its first call, a wrapper made by a wholesale walk holds a PendingStyle (range.c),
+ * shared by the module's wrappers, instead of a Range. */
 /* The wrapper's Range, made now if it waited for its first call; NULL with an error set when
  * the wrapper is broken (its fields are writable members: a program could have replaced or
  * deleted them; subtype_dealloc and subtype_traverse only manage writable ones). */
@@ -421,13 +396,9 @@ static PyObject* pending_style(nvtxDomainHandle_t domain, PyObject* domain_name,
     if (style != NULL && style->domain == domain && style->color == color &&
         style->category == category && style->domain_name == domain_name)
         return Py_NewRef((PyObject*)style);
-    style = PyObject_New(PendingStyleObject, &PendingStyleType);
+    style = (PendingStyleObject*)pending_style_new(domain, domain_name, color, category);
     if (style == NULL)
         return NULL;
-    style->domain = domain;
-    style->domain_name = Py_NewRef(domain_name);
-    style->color = color;
-    style->category = category;
     Py_XSETREF(last_style, (PendingStyleObject*)Py_NewRef((PyObject*)style));
     return (PyObject*)style;
 }
@@ -464,7 +435,5 @@ static PyMethodDef ranged_methods[] = {
 
 int ranged_add_to_module(PyObject* module)
 {
-    if (PyType_Ready(&PendingStyleType) < 0)
-        return -1;
     return PyModule_AddFunctions(module, ranged_methods);
 }
