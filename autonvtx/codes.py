@@ -3,7 +3,10 @@ selects nested functions by their `co_qualname`; the code engine monitors code o
 from __future__ import annotations
 
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any
 
 _CODE = types.CodeType
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import TYPE_CHECKING, Any, Callable
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
 from autonvtx.environment import is_tool_configured

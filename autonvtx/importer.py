@@ -7,12 +7,17 @@ import threading
 import types
 import warnings
 from importlib.machinery import ModuleSpec
-from typing import Any, Callable, Protocol, Sequence
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 # The script and `-m` targets never pass through an import hook: the runner instruments
 # them (Walker.instrument_main). In the snapshot they are autonvtx's own entry point.
 _MAIN_NAMES = ("__main__", "__mp_main__")
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Protocol, Sequence
+else:
+    Protocol = object  # plain classes at run time: only mypy reads them
 
 
 class _Matcher(Protocol):

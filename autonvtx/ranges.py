@@ -6,11 +6,18 @@ import sys
 import types
 from functools import partial
 from types import ModuleType
-from typing import Any, Callable, NamedTuple
 
 from autonvtx import environment, resumptions, toolids
 from autonvtx.config import RangeStyle
-from autonvtx.resumptions import Thunk, Wrapper as Wrapper  # re-exported: the engines' wrapper type
+from autonvtx.rangetuples import Emitter as Emitter, Label as Label, label_for as label_for
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from autonvtx.resumptions import Thunk, Wrapper as Wrapper  # re-exported: the engines' type
+
+    RangedMaker = Callable[[Any, str, str, int, int], Any]
 
 
 def _load_client() -> ModuleType | None:
@@ -27,58 +34,6 @@ _client = _load_client()
 # built) sends every range through the `nvtx` package instead, with the same events (same
 # domain, registered message, color and category).
 _native = None if os.environ.get(environment.PURE_PYTHON, "") not in ("", "0") else _client
-
-
-# Label and Emitter are made once per wrapped function, thousands of times when a package is
-# targeted wholesale: named tuples build in a fraction of a frozen dataclass's time
-# (benchmarks/wholesale.py).
-class Label(NamedTuple):
-    """What a range's message template can name about the function it covers."""
-
-    module: str
-    qualname: str
-    file: str
-    line: int
-
-    @property
-    def name(self) -> str:
-        return self.qualname.rpartition(".")[2]
-
-    @property
-    def class_(self) -> str:
-        head, _, _ = self.qualname.rpartition(".")
-        # "f.<locals>.g" has no class: only a dotted prefix made of class names is one.
-        return "" if "<locals>" in head else head
-
-    def format(self, template: str) -> str:
-        if template == "{qualname}":  # the default: no formatting needed
-            return self.qualname
-        return template.format(
-            module=self.module,
-            qualname=self.qualname,
-            name=self.name,
-            file=self.file,
-            line=self.line,
-            **{"class": self.class_},
-        )
-
-
-def label_for(func: Any, module: str, qualname: str) -> Label:
-    """The label of `func`, known in `module` as `qualname`; file and line come from its code."""
-    code = getattr(func, "__code__", None)
-    filename = getattr(code, "co_filename", "") or ""
-    return Label(module, qualname, os.path.basename(filename), getattr(code, "co_firstlineno", 0) or 0)
-
-
-class Emitter(NamedTuple):
-    """A range ready to emit: `push()` and `pop()` take no arguments and allocate nothing.
-    `native` is the native client's prepared range when it serves this emitter."""
-
-    message: str
-    domain: str
-    push: Thunk
-    pop: Thunk
-    native: Any = None
 
 
 def _nothing() -> None:
@@ -167,9 +122,6 @@ def style_arguments(style: RangeStyle) -> tuple[str, int, int]:
     """(domain, color, category id): what a ranged_wrapper_factory() maker takes of a style,
     worked out once per style rather than once per function."""
     return style.domain, style.color, _category_id(style)
-
-
-RangedMaker = Callable[[Any, str, str, int, int], Any]
 
 
 def ranged_wrapper_factory(wrapper_type: type | None) -> RangedMaker | None:

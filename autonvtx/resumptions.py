@@ -7,11 +7,14 @@ from __future__ import annotations
 import sys
 import types
 from functools import partial
-from typing import Any, Callable, Coroutine, Generator
 
-Thunk = Callable[[], None]
-# wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
-Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Coroutine, Generator
+
+    Thunk = Callable[[], None]
+    # wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
+    Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 # What a generator-like function's call returns, numbered as the native client numbers them
 # (nvtxclient.h, enum suspending_kind).

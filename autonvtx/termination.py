@@ -28,14 +28,16 @@ from __future__ import annotations
 import atexit
 import functools
 import os
-import signal
 import sys
 
 from autonvtx import environment
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    import signal
     from typing import Any, Callable
+else:  # its C half: the same functions and numbers, without building the enums of `signal`
+    import _signal as signal
 
 _following_pid = 0
 _fork_hook_registered = False

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any
 
 from autonvtx.engines import RANGE_MARK, loaded_function_wrapper
 

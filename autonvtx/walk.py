@@ -6,7 +6,10 @@ import threading
 import types
 import weakref
 from collections import Counter
-from typing import Any, Callable, Iterable
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
 from autonvtx.compiled import already_ranged, compiled_callables

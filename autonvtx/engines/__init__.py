@@ -27,7 +27,12 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any, Protocol
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+else:
+    Protocol = object  # Engine is a plain class at run time (no isinstance() asks for it)
 
 from autonvtx.config import Rule
 

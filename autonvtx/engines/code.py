@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import types
-from typing import TYPE_CHECKING, Any, Callable
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule, auto_color
 
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     from autonvtx.engines.wrap import WrapEngine
 
 

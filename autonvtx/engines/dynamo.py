@@ -20,7 +20,10 @@ nothing is changed there.
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from autonvtx.engines import is_marked
 

@@ -6,9 +6,11 @@ import functools
 import threading
 import types
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
 
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    from typing import Any, Callable
+
     import wrapt
 else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see wraptcore)
     from autonvtx.engines.wraptcore import load_wrapt
@@ -339,11 +341,12 @@ def patch_attribute(
     return _patch(owner, attr, build, written, function_only=False)
 
 
-# What a conditional range asks on every call: (args, kwargs) -> the emitter of this call's
-# range, or None for no range. For a method args[0] is the instance, as the function sees it.
-EmitterChooser = Callable[[tuple[Any, ...], dict[str, Any]], "ranges.Emitter | None"]
-# Told when a chooser raised (the call then runs without a range); must not raise itself.
-ErrorHandler = Callable[[Exception], None]
+if TYPE_CHECKING:
+    # What a conditional range asks on every call: (args, kwargs) -> the emitter of this call's
+    # range, or None for no range. For a method args[0] is the instance, as the function sees it.
+    EmitterChooser = Callable[[tuple[Any, ...], dict[str, Any]], "ranges.Emitter | None"]
+    # Told when a chooser raised (the call then runs without a range); must not raise itself.
+    ErrorHandler = Callable[[Exception], None]
 
 
 def replace_attribute(

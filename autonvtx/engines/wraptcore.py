@@ -18,7 +18,10 @@ import os
 import sys
 import threading
 import types
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from typing import Any
 
 # wrapt 2.x's module choosing between its C and Python wrapper types (wrapt 1.x has none).
 _CORE = "wrapt.__wrapt__"

@@ -21,16 +21,18 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import sys
 import threading
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    import signal
     from typing import Any, Callable
 
     from autonvtx.control import Instrumentation
+else:  # its C half: the same functions and numbers, without building the enums of `signal`
+    import _signal as signal
 
 # What the `-c` code of an interpreter multiprocessing started begins with (Lib/multiprocessing/
 # spawn.py get_command_line, forkserver.py ensure_running, resource_tracker.py ensure_running).
