@@ -2,8 +2,9 @@
 
     python benchmarks/gpu_check.py [--keep DIR]
 
-For PyTorch (examples/torch_training/train.py with the torch preset), Numba and CuPy (small
-programs written here: the examples have none for them) it
+For PyTorch (examples/torch_training/train.py with the torch preset), Numba, CuPy (targeted, and
+with the cupy preset) and JAX (the jax preset) (small programs written here: the examples have
+none for them) it
   1. runs the program under `autonvtx run --trace` and checks ranges were recorded;
   2. where `nsys` is on PATH: profiles the same run with `nsys profile -t cuda,nvtx`, exports it,
      runs `autonvtx report` on the export, and checks that kernels were launched inside ranges
@@ -12,7 +13,12 @@ programs written here: the examples have none for them) it
      CUPTI inside the run, and checks that the calls launching kernels fall inside ranges the
      recorder wrote on the same thread (CUPTI's clock mapped to CLOCK_MONOTONIC, the
      recorder's, from timestamp pairs taken before and after the run).
+  4. runs a `torch.compile`d model plainly and under each engine (`--engine code` where
+     sys.monitoring exists, `--engine wrap`), and checks that the compiled results equal the
+     plain run's, that autonvtx adds no graph break and no recompiled graph, and that the
+     functions around the compiled model got their ranges.
 Prints one line per thing checked. Without a GPU it prints why and exits 0; a failed check exits 1.
+`--cpu` runs the checks that need no GPU (1 and 4) on the CPU, to try this script anywhere.
 """
 from __future__ import annotations
 
@@ -69,6 +75,59 @@ def run():
         total += float(step(x))
     cp.cuda.Device().synchronize()
     return total
+"""
+
+JAX_WORK = """
+import jax
+import jax.numpy as jnp
+
+@jax.jit
+def step(x):
+    return jnp.tanh(x @ x.T).sum()
+
+def run():
+    x = jnp.arange(512 * 512, dtype=jnp.float32).reshape(512, 512) / (512 * 512)
+    total = 0.0
+    for _ in range(5):
+        total += float(step(x).block_until_ready())
+    return total
+"""
+
+# A compiled model inside functions the rules select: the compiled graph must not change
+# (no graph break, no extra graph) and its results must equal the plain run's.
+COMPILE_WORK = """
+import json
+import torch
+from torch._dynamo.utils import counters
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.Linear(256, 256)
+        self.second = torch.nn.Linear(256, 256)
+
+    def forward(self, x):
+        return self.second(torch.relu(self.first(x)))
+
+
+def step(model, x):
+    return model(x).sum()
+
+
+def run():
+    torch.manual_seed(0)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = Block().to(device)
+    compiled = torch.compile(model)
+    x = torch.randn(64, 256, device=device)
+    eager = float(step(model, x))
+    results = [float(step(compiled, x)) for _ in range(5)]
+    print("GPU_CHECK_RESULT " + json.dumps({
+        "device": device, "eager": eager, "compiled": results,
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "unique_graphs": counters["stats"]["unique_graphs"]}), flush=True)
+    return sum(results)
 """
 
 # The target autonvtx runs: it starts CUPTI when asked, then runs a script (as __main__) or a
@@ -159,6 +218,8 @@ def gpu_present() -> tuple[bool, str]:
 def workloads(scratch: Path) -> list[dict[str, Any]]:
     (scratch / "gpucheck_work_numba.py").write_text(textwrap.dedent(NUMBA_WORK))
     (scratch / "gpucheck_work_cupy.py").write_text(textwrap.dedent(CUPY_WORK))
+    (scratch / "gpucheck_work_jax.py").write_text(textwrap.dedent(JAX_WORK))
+    (scratch / "gpucheck_work_compile.py").write_text(textwrap.dedent(COMPILE_WORK))
     (scratch / "gpucheck_launch.py").write_text(textwrap.dedent(LAUNCHER))
     train = REPO / "examples" / "torch_training" / "train.py"
     return [
@@ -171,7 +232,62 @@ def workloads(scratch: Path) -> list[dict[str, Any]]:
         {"name": "cupy", "module": "cupy", "rules": ["-t", "gpucheck_work_cupy"],
          "target": ["gpucheck_work_cupy"], "expect": "step",
          "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'"},
+        {"name": "cupy-preset", "module": "cupy", "rules": ["--preset", "cupy"],
+         "target": ["gpucheck_work_cupy"], "expect": None,
+         "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'"},
+        {"name": "jax", "module": "jax", "rules": ["--preset", "jax"],
+         "target": ["gpucheck_work_jax"], "expect": "jit(step)",
+         "usable": "import jax; assert jax.devices('gpu'), 'no GPU device'"},
     ]
+
+
+def compile_engines() -> list[str]:
+    return (["code"] if sys.version_info >= (3, 12) else []) + ["wrap"]
+
+
+def compile_result(stdout: str) -> dict[str, Any] | None:
+    lines = [line for line in stdout.splitlines() if line.startswith("GPU_CHECK_RESULT ")]
+    return json.loads(lines[-1].split(" ", 1)[1]) if lines else None
+
+
+def check_compile(scratch: Path) -> list[bool]:
+    """torch.compile under each engine: the same graphs and results as the plain run."""
+    from autonvtx.recorder.trace import read_chrome_trace
+
+    launch = [str(scratch / "gpucheck_launch.py"), "gpucheck_work_compile"]
+    plain = subprocess.run([sys.executable, *launch], cwd=scratch, env=environment(scratch), capture_output=True,
+                           text=True, timeout=900)
+    base = compile_result(plain.stdout)
+    if plain.returncode != 0 or base is None:
+        say(f"FAIL torch.compile: the plain run exited {plain.returncode}: {plain.stderr.strip()[-300:]}")
+        return [False]
+    say(f"torch.compile plain run on {base['device']}: {base['graph_breaks']} graph breaks, "
+        f"{base['unique_graphs']} graphs")
+    results = []
+    for engine in compile_engines():
+        trace = scratch / f"compile-{engine}.json"
+        done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--engine", engine, "-t", "gpucheck_work_compile",
+                               "--trace", str(trace), *launch], cwd=scratch, env=environment(scratch),
+                              capture_output=True, text=True, timeout=900)
+        got = compile_result(done.stdout)
+        if done.returncode != 0 or got is None:
+            say(f"FAIL torch.compile, {engine} engine: exited {done.returncode}: {done.stderr.strip()[-400:]}")
+            results.append(False)
+            continue
+        names: dict[str, int] = {}
+        for rec in read_chrome_trace(trace):
+            for r in rec.ranges:
+                names[r.name] = names.get(r.name, 0) + 1
+        same = (got["graph_breaks"] == base["graph_breaks"] and got["unique_graphs"] == base["unique_graphs"]
+                and all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(got["compiled"], base["compiled"]))
+                and abs(got["eager"] - base["eager"]) <= 1e-3 * max(1.0, abs(base["eager"])))
+        ranged = names.get("step", 0) == 6 and names.get("run", 0) == 1
+        ok = same and ranged
+        shown = ", ".join(f"{name} x{count}" for name, count in sorted(names.items()))
+        say(f"{'ok' if ok else 'FAIL'} torch.compile, {engine} engine: {got['graph_breaks']} graph breaks, "
+            f"{got['unique_graphs']} graphs, results {'equal' if same else 'DIFFER'}; ranges: {shown}")
+        results.append(ok)
+    return results
 
 
 def autonvtx_command(work: dict[str, Any], scratch: Path, *extra: str) -> list[str]:
@@ -199,6 +315,8 @@ def check_recorder(work: dict[str, Any], scratch: Path) -> bool:
     ok = bool(names) and (work["expect"] is None or work["expect"] in names)
     say(f"{'ok' if ok else 'FAIL'} {work['name']}: autonvtx run --trace recorded {len(names)} range names"
         + (f" (expected {work['expect']!r} among them)" if work["expect"] else ""))
+    if os.environ.get("GPU_CHECK_NAMES"):
+        say(f"  names: {', '.join(sorted(names)[:40])}")
     return ok
 
 
@@ -277,12 +395,13 @@ def check_cupti(work: dict[str, Any], scratch: Path) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", metavar="DIR", help="keep traces and exports in DIR")
+    parser.add_argument("--cpu", action="store_true", help="without a GPU: the torch.compile checks on the CPU")
     args = parser.parse_args()
     present, why = gpu_present()
-    if not present:
+    if not present and not args.cpu:
         say(f"skipped: no CUDA GPU on this machine ({why})")
         return 0
-    say(f"GPU: {why}")
+    say(f"GPU: {why}" if present else f"no GPU ({why}): --cpu, the torch.compile checks on the CPU alone")
     scratch = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="autonvtx-gpu-check-"))
     scratch.mkdir(parents=True, exist_ok=True)
     nsys = shutil.which("nsys")
@@ -290,7 +409,8 @@ def main() -> int:
     say(f"kernel-in-range check by: {'nsys (' + nsys + ')' if nsys else 'cupti-python' if has_cupti else 'nothing (no nsys, no cupti-python): only that the programs run and record ranges'}")
     results = []
     try:
-        for work in workloads(scratch):
+        gpu_work = workloads(scratch)  # writes the work modules, the compile check's too
+        for work in gpu_work if present else []:
             if importlib.util.find_spec(work["module"]) is None:
                 say(f"skipped {work['name']}: {work['module']} is not installed")
                 continue
@@ -304,6 +424,10 @@ def main() -> int:
                 results.append(check_nsys(work, scratch, nsys))
             elif has_cupti:
                 results.append(check_cupti(work, scratch))
+        if importlib.util.find_spec("torch") is None:
+            say("skipped torch.compile: torch is not installed")
+        else:
+            results.extend(check_compile(scratch))
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
