@@ -95,6 +95,9 @@ def find_importer(nsys_path: str) -> str | None:
         os.path.join(os.path.dirname(here), "host-linux-x64", _IMPORTER),
         os.path.join(here, _IMPORTER),
         os.path.join(_DEBIAN_HOST_DIR, _IMPORTER),
+        # The nsys that Nsight Compute bundles keeps its importer in a sibling directory named
+        # for the host, e.g. host/linux-desktop-glibc_2_11_3-x64 beside host/target-linux-x64.
+        *sorted(glob.glob(os.path.join(os.path.dirname(here), "*", _IMPORTER))),
     ]
     for candidate in candidates:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):

@@ -395,6 +395,8 @@ def check_cupti(work: dict[str, Any], scratch: Path) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", metavar="DIR", help="keep traces and exports in DIR")
+    parser.add_argument("--only", metavar="NAMES", help="only these workloads (comma-separated: torch, numba, cupy,"
+                        " cupy-preset, jax, compile)")
     parser.add_argument("--cpu", action="store_true", help="without a GPU: the torch.compile checks on the CPU")
     args = parser.parse_args()
     present, why = gpu_present()
@@ -410,7 +412,10 @@ def main() -> int:
     results = []
     try:
         gpu_work = workloads(scratch)  # writes the work modules, the compile check's too
+        only = set(args.only.split(",")) if args.only else None
         for work in gpu_work if present else []:
+            if only is not None and work["name"] not in only:
+                continue
             if importlib.util.find_spec(work["module"]) is None:
                 say(f"skipped {work['name']}: {work['module']} is not installed")
                 continue
@@ -424,7 +429,9 @@ def main() -> int:
                 results.append(check_nsys(work, scratch, nsys))
             elif has_cupti:
                 results.append(check_cupti(work, scratch))
-        if importlib.util.find_spec("torch") is None:
+        if only is not None and "compile" not in only:
+            pass
+        elif importlib.util.find_spec("torch") is None:
             say("skipped torch.compile: torch is not installed")
         else:
             results.extend(check_compile(scratch))
