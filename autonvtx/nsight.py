@@ -94,10 +94,11 @@ def find_importer(nsys_path: str) -> str | None:
     candidates = [
         os.path.join(os.path.dirname(here), "host-linux-x64", _IMPORTER),
         os.path.join(here, _IMPORTER),
-        os.path.join(_DEBIAN_HOST_DIR, _IMPORTER),
         # The nsys that Nsight Compute bundles keeps its importer in a sibling directory named
-        # for the host, e.g. host/linux-desktop-glibc_2_11_3-x64 beside host/target-linux-x64.
+        # for the host, e.g. host/linux-desktop-glibc_2_11_3-x64 beside host/target-linux-x64:
+        # an installation's own importer before another's (their versions must match).
         *sorted(glob.glob(os.path.join(os.path.dirname(here), "*", _IMPORTER))),
+        os.path.join(_DEBIAN_HOST_DIR, _IMPORTER),
     ]
     for candidate in candidates:
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):

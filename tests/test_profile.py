@@ -226,3 +226,22 @@ def test_two_bars_keep_one_line_each_and_the_programs_own_carriage_returns_pass(
     progress.feed(b"prompt> ")
     progress.close()
     assert b"".join(written) == program + b"[1/2] [100%] a.nsys-rep\n[2/2] [100%] a.sqlite\nprompt> "
+
+
+@pytest.mark.parametrize("host", ["host-linux-x64", "linux-desktop-glibc_2_11_3-x64"])
+def test_the_importer_is_found_beside_nsys_in_nvidia_layouts(tmp_path: Path, host: str) -> None:
+    # NVIDIA's installer keeps it in host-linux-x64; the nsys that Nsight Compute bundles (as on
+    # the CUDA image of our GPU machines) in a directory named for the host's glibc.
+    nsys = make_file(tmp_path / "host" / "target-linux-x64" / "nsys", "#!/bin/sh\n")
+    importer = make_file(tmp_path / "host" / host / "QdstrmImporter", "#!/bin/sh\n")
+    for path in (nsys, importer):
+        os.chmod(path, 0o755)
+    assert nsight.find_importer(str(nsys)) == str(importer)
+
+
+def test_no_importer_beside_nsys_is_none_unless_debians_directory_has_one(tmp_path: Path) -> None:
+    nsys = make_file(tmp_path / "bin" / "nsys", "#!/bin/sh\n")
+    os.chmod(nsys, 0o755)
+    debian = os.path.join("/usr/lib/nsight-systems/host-linux-x64", "QdstrmImporter")
+    expected = debian if os.access(debian, os.X_OK) else None
+    assert nsight.find_importer(str(nsys)) == expected
