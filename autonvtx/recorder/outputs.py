@@ -111,3 +111,11 @@ def _check_writable(option: str, path: str) -> None:
         raise UsageError(f"{option}: directory '{parent}' is not writable")
     if Path(path).is_dir():
         raise UsageError(f"{option}: '{path}' is a directory; expected a file name")
+    # os.access says yes to root in /proc and on a read-only mount: make a file there, as the
+    # writer will at the end.
+    from autonvtx.probe import cannot_create_in
+
+    why = cannot_create_in(str(parent), Path(path).name)
+    if why is not None:
+        raise UsageError(f"{option}: '{path}' cannot be written: creating a file in '{parent}' fails ({why}); "
+                         "expected a path in a writable directory")

@@ -21,7 +21,6 @@ from typing import Any
 
 from autonvtx import environment
 from autonvtx.errors import UsageError
-from autonvtx.probe import cannot_create_in
 from autonvtx.ranks import RankInfo, detect_rank
 from autonvtx.recorder import shutdown
 from autonvtx.recorder.model import ProcessRecording
@@ -77,7 +76,6 @@ class RecordingSession:
         library = native.library_path()
         if library is None:
             raise UsageError(f"--trace/--summary: {_unbuilt()}")
-        check_writable(self.outputs, self._given)
         self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
         self._watch = start_watcher(self._after_death_command(), _clean_environment())
         settings = {
@@ -272,20 +270,6 @@ RECORD_DIRECTORY_SUFFIX = ".recording"
 
 # The run's status when the program ended well (0) but an output it asked for was not written.
 FAILED_STATUS = 3
-
-
-def check_writable(outputs: Outputs, given: Outputs) -> None:
-    """Refuse, before the program runs, an output whose directory takes no new file: one that
-    exists and looks writable but is not (/proc, a read-only mount), found by creating a file
-    there as the writer will."""
-    for option, path, shown in (("--trace", outputs.trace, given.trace), ("--summary", outputs.summary, given.summary)):
-        if path is None or path == SUMMARY_TO_STDERR:
-            continue
-        directory, name = os.path.split(path)
-        why = cannot_create_in(directory, name)
-        if why is not None:
-            raise UsageError(f"{option}: '{shown}' cannot be written: creating a file in '{directory}' fails "
-                             f"({why}); expected a path in a writable directory")
 
 
 def _fail_exit() -> None:
