@@ -197,7 +197,7 @@ def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[tuple[int, Summary]]
     with _connect(Client, address) as client:
         futures = client.map(summarize, list(jobs), pure=False)
         index = {future.key: i for i, future in enumerate(futures)}
-        for future in as_completed(futures):  # type: ignore[no-untyped-call]
+        for future in as_completed(futures):  # type: ignore[no-untyped-call, unused-ignore]
             yield index[future.key], future.result()
 
 
