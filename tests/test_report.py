@@ -232,6 +232,20 @@ def test_text_table_fits_100_columns_and_shapes() -> None:
     assert names == sorted(names) == ["nccl:all_to_all", "ncclCommCount", "ncclGroupEnd", "ncclGroupStart", "ncclRecv", "ncclSend"]
 
 
+def test_filter_matches_an_exports_domain_and_name_as_a_recordings() -> None:
+    # A recording's rows match `domain:name` as well as the name; an export's do the same.
+    def names(pattern: str) -> list[str]:
+        text = produce(ReportRequest(str(TORCH), strip_ids=True, pattern=pattern, sort="name"))
+        assert text is not None
+        return [line.split("  ")[-1] for line in text.splitlines() if " ns " in line or " ms " in line]
+
+    in_domain = ["domain 1:ncclCommCount", "domain 1:ncclGroupEnd", "domain 1:ncclGroupStart", "domain 1:ncclRecv",
+                 "domain 1:ncclSend"]
+    assert names("domain 1:nccl*") == in_domain
+    assert names("nccl*") == ["nccl:all_to_all", *in_domain]
+    assert names("domain 1:*Group*") == in_domain[1:3]
+
+
 def test_csv_has_one_row_per_range_name() -> None:
     text = produce(ReportRequest(str(SAXPY), fmt="csv"))
     assert text is not None

@@ -50,8 +50,11 @@ class Shaping:
     top: int | None = None
     pattern: str | None = None
 
-    def matches(self, name: str) -> bool:
-        return self.pattern is None or fnmatchcase(name, self.pattern)
+    def matches(self, name: str, domain: str = "") -> bool:
+        """--filter on the bare name or, as on a recording's rows, on `domain:name`."""
+        if self.pattern is None or fnmatchcase(name, self.pattern):
+            return True
+        return bool(domain) and fnmatchcase(f"{domain}:{name}", self.pattern)
 
 
 def _work(totals: list[int]) -> Work:
@@ -165,7 +168,7 @@ def group_order(label: str) -> tuple[object, ...]:
 
 def shape_rows(rows: list[Row], shaping: Shaping) -> list[Row]:
     """Filter, then sort within each group (groups in natural order), then keep --top per group."""
-    kept = [row for row in rows if shaping.matches(row.name)]
+    kept = [row for row in rows if shaping.matches(row.name, row.domain)]
     by_group: dict[str, list[Row]] = {}
     for row in kept:
         by_group.setdefault(row.group, []).append(row)
@@ -203,7 +206,7 @@ def _kept_children(root: TreeNode, shaping: Shaping) -> list[TreeNode]:
     parents: dict[int, TreeNode] = {id(child): root for child in root.children}
     while stack:
         node, inherited, done = stack.pop()
-        matched = inherited or shaping.matches(node.name)
+        matched = inherited or shaping.matches(node.name, node.domain)
         if not done:
             copies[id(node)] = []
             stack.append((node, inherited, True))
