@@ -158,3 +158,80 @@ def test_a_wrapped_coroutine_behaves_as_the_coroutine(tmp_path: Path) -> None:
     # by hand; the closed one: none; the one thrown into: start and throw.
     once = ["value"] * 3 + ["nothing", "boom"] + ["sleeper"] * 4 + ["value"] + ["pauses"] * 2
     assert sorted(names) == sorted(once * 2)
+
+
+AS_PLAIN_PROGRAM = PROLOGUE + """
+import functools, warnings
+
+def shared(fn):                    # one inner code object for every function it decorates
+    @functools.wraps(fn)
+    async def inner(x=0):
+        return await fn(x)
+    return inner
+
+@shared
+async def first(x):
+    return x
+
+@shared
+async def second(x):
+    return x
+
+async def inner_pause():
+    await asyncio.sleep(0)
+    return "inner"
+
+async def outer():
+    await asyncio.sleep(0)
+    return await ranged(inner_pause, "ranged")()
+
+@types.coroutine
+def legacy(c):
+    return (yield from c)          # a generator-based coroutine delegating to a coroutine
+
+async def main():
+    got = [await ranged(first, "ranged")(1), await ranged(second, "ranged")(2)]
+    got.append(await first(3))     # the function itself, not through its wrapper: no range
+    if sys.version_info >= (3, 12):   # before, the proxy: `yield from` needs a coroutine's exact type
+        got.append(await legacy(ranged(first, "ranged")(4)))
+    else:
+        got.append(await ranged(first, "ranged")(4))
+    got.append(await ranged(outer, "ranged")())
+    return got
+
+print(asyncio.run(main()))
+wrapper = ranged(first, "ranged")
+c = wrapper(5)
+print(type(c) is types.CoroutineType if sys.version_info >= (3, 12) else True)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    del c
+    gc.collect()
+print([str(w.message) for w in caught])
+first.__defaults__ = (6,)          # what the function is now, the wrapper calls
+first.__qualname__ = "renamed"
+c = wrapper()
+print(c.__qualname__, asyncio.run(c))
+"""
+
+
+@needs_native
+def test_a_wrapped_coroutine_is_ranged_as_the_program_calls_it(tmp_path: Path) -> None:
+    (rec,), out = run_under_recorder(tmp_path, AS_PLAIN_PROGRAM)
+    assert out.splitlines() == [
+        "[1, 2, 3, 4, 'inner']",
+        "True",
+        "[\"coroutine 'first' was never awaited\"]",
+        "renamed 6",
+    ]
+    assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
+    # Each wrapper its own name although both functions share one code object (the range is
+    # named when the wrapper is made); the direct call and the coroutine never awaited none;
+    # outer three times (its sleep suspends it, then inner_pause's), inner_pause twice, each
+    # inside one of outer's.
+    names = [r.name for r in rec.ranges]
+    assert sorted(names) == sorted(["first", "second", "first", "first"] + ["outer"] * 3 + ["inner_pause"] * 2)
+    outers = [r for r in rec.ranges if r.name == "outer"]
+    inners = [r for r in rec.ranges if r.name == "inner_pause"]
+    for outer, inner in zip(outers[1:], inners):
+        assert outer.start_ns <= inner.start_ns <= inner.end_ns <= outer.end_ns

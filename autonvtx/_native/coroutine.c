@@ -349,6 +349,222 @@ static PyTypeObject ProxyType = {
     .tp_getset = Proxy_getset,
 };
 
+#if PY_VERSION_HEX >= 0x030C0000
+/*
+ * 3.12+: no proxy. A wrapped coroutine function's call runs the function's twin (a function
+ * object of ours with the same code, globals, closure, defaults and names), which makes the
+ * program's own coroutine, of the function's own code, in a frame whose function is the twin;
+ * the code engine's sys.monitoring callbacks (monitoring.c) push and pop around each run of
+ * that frame (PY_START, PY_RESUME and PY_THROW push; PY_YIELD, PY_RETURN and PY_UNWIND pop),
+ * finding the range through the frame's function: a frame of the same code run by anything
+ * else (the function called directly, another function sharing the code, as a decorator's
+ * inner function is shared) has no twin and gets no range, as under the proxy. An `await`
+ * then resumes the coroutine inline, as under plain Python: the proxy's tp_iternext, its
+ * StopIteration and its re-entry into the interpreter go (3.12: 120-274 ns down to the code
+ * engine's 30 or so).
+ *
+ * The code carries `twin_marker` as its code extra (monitoring.c's index) and the local events;
+ * the twin carries its Range in its func_doc and `twin_marker` in its func_module, slots
+ * nothing reads while it runs (the twin never reaches the program). ranges.CodeMonitor lends
+ * the tool id and keeps the code objects to turn off (arm_coroutines in resumptions.py, called
+ * once, from here, at the first call). Anywhere the frame's layout is unknown, or no tool id is
+ * free, or the code engine already monitors the code, the proxy serves as before.
+ */
+Py_ssize_t frame_function_offset(void); /* globalevents.c: -1 where unknown */
+
+PyObject* twin_marker;
+static Py_ssize_t function_offset = -1;
+enum { TWINS_UNARMED, TWINS_ARMED, TWINS_OFF };
+static int twins_state = TWINS_OFF; /* TWINS_UNARMED once a hook is set */
+static PyObject* arm_hook;          /* resumptions.arm_coroutines */
+static PyObject* set_local_events;  /* sys.monitoring.set_local_events */
+static PyObject* tool_id;
+static PyObject* local_events;
+static PyObject* monitored_codes;   /* the CodeMonitor's list: what its uninstall() turns off */
+
+static inline PyObject* frame_code_and_function(PyObject** function)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    void* frame = PyThreadState_GetUnchecked()->current_frame;
+#else
+    void* frame = _PyThreadState_UncheckedGet()->cframe->current_frame;
+#endif
+    if (frame == NULL)
+        return NULL;
+    *function = *(PyObject**)((char*)frame + function_offset);
+    return *(PyObject**)frame;
+}
+
+/* The Range of the running frame of `code` when a twin runs it, else NULL: the callbacks'
+ * lookup for code marked with twin_marker. The frame is the one the event is about (the
+ * callbacks run without a frame of their own); its code is checked all the same. */
+RangeObject* coroutine_frame_range(PyObject* code)
+{
+    PyObject* function = NULL;
+    if (frame_code_and_function(&function) != code || function == NULL || !PyFunction_Check(function) ||
+        ((PyFunctionObject*)function)->func_module != twin_marker)
+        return NULL;
+    return (RangeObject*)((PyFunctionObject*)function)->func_doc;
+}
+
+static int in_sync(PyFunctionObject* twin, PyFunctionObject* function, RangeObject* range)
+{
+    return twin->func_code == function->func_code && twin->func_defaults == function->func_defaults &&
+           twin->func_kwdefaults == function->func_kwdefaults && twin->func_name == function->func_name &&
+           twin->func_qualname == function->func_qualname && twin->func_doc == (PyObject*)range;
+}
+
+/* A new twin of `function`, its frames ranged by `range`. */
+static PyObject* twin_of(PyFunctionObject* function, RangeObject* range)
+{
+    PyFunctionObject* twin = (PyFunctionObject*)PyFunction_NewWithQualName(
+        function->func_code, function->func_globals, function->func_qualname);
+    if (twin == NULL)
+        return NULL;
+    Py_XSETREF(twin->func_name, Py_NewRef(function->func_name));
+    Py_XSETREF(twin->func_builtins, Py_NewRef(function->func_builtins));
+    Py_XSETREF(twin->func_doc, Py_NewRef((PyObject*)range));
+    Py_XSETREF(twin->func_module, Py_NewRef(twin_marker));
+    if (PyFunction_SetDefaults((PyObject*)twin, function->func_defaults ? function->func_defaults : Py_None) < 0 ||
+        PyFunction_SetKwDefaults((PyObject*)twin, function->func_kwdefaults ? function->func_kwdefaults : Py_None) < 0 ||
+        PyFunction_SetClosure((PyObject*)twin, function->func_closure ? function->func_closure : Py_None) < 0) {
+        Py_DECREF(twin);
+        return NULL;
+    }
+    return (PyObject*)twin;
+}
+
+/* `code` marked and its local events on: 1; 0 when the code engine ranges it itself (the
+ * proxy serves); -1 on error. */
+static int mark_code(PyObject* code)
+{
+    void* extra = NULL;
+    PyObject* done;
+    (void)PyUnstable_Code_GetExtra(code, monitoring_extra_index(), &extra);
+    if (extra == twin_marker)
+        return 1;
+    if (extra != NULL)
+        return 0;
+    if (monitoring_attach(code, Py_NewRef(twin_marker)) < 0)
+        return -1;
+    done = PyObject_CallFunctionObjArgs(set_local_events, tool_id, code, local_events, NULL);
+    if (done == NULL || PyList_Append(monitored_codes, code) < 0) {
+        Py_XDECREF(done);
+        (void)PyUnstable_Code_SetExtra(code, monitoring_extra_index(), NULL);
+        return -1;
+    }
+    Py_DECREF(done);
+    return 1;
+}
+
+static int twins_armed(void)
+{
+    PyObject* armed;
+    if (twins_state == TWINS_UNARMED) {
+        twins_state = TWINS_OFF; /* asked once; the hook arms them (set_coroutine_monitor) */
+        armed = PyObject_CallNoArgs(arm_hook);
+        if (armed == NULL)
+            PyErr_WriteUnraisable(arm_hook); /* degrade: the proxy serves */
+        Py_XDECREF(armed);
+    }
+    return twins_state == TWINS_ARMED;
+}
+
+int coroutine_twin_call(PyObject** twin_slot, PyObject* function, RangeObject* range,
+                        PyObject* const* args, size_t nargsf, PyObject* kwnames, PyObject** result)
+{
+    PyObject* twin = *twin_slot;
+    int marked;
+
+    if (twins_state != TWINS_ARMED && !twins_armed())
+        return 0;
+    if (twin == NULL || !PyFunction_Check(twin) ||
+        !in_sync((PyFunctionObject*)twin, (PyFunctionObject*)function, range)) {
+        if ((twin = twin_of((PyFunctionObject*)function, range)) == NULL) {
+            *result = NULL;
+            return 1;
+        }
+        Py_XSETREF(*twin_slot, twin);
+    }
+    marked = mark_code(PyFunction_GET_CODE(function));
+    if (marked <= 0) {
+        if (marked < 0) {
+            *result = NULL;
+            return 1;
+        }
+        return 0;
+    }
+    *result = PyObject_Vectorcall(twin, args, nargsf, kwnames);
+    return 1;
+}
+
+static PyObject* set_coroutine_monitor(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs == 1 && args[0] == Py_None) {
+        twins_state = arm_hook != NULL && function_offset >= 0 ? TWINS_UNARMED : TWINS_OFF;
+        Py_CLEAR(set_local_events);
+        Py_CLEAR(tool_id);
+        Py_CLEAR(local_events);
+        Py_CLEAR(monitored_codes);
+        Py_RETURN_NONE;
+    }
+    if (nargs != 4 || !PyList_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "set_coroutine_monitor(tool_id, set_local_events, events, codes: list) or (None)");
+        return NULL;
+    }
+    if (function_offset < 0)
+        Py_RETURN_FALSE;
+    Py_XSETREF(tool_id, Py_NewRef(args[0]));
+    Py_XSETREF(set_local_events, Py_NewRef(args[1]));
+    Py_XSETREF(local_events, Py_NewRef(args[2]));
+    Py_XSETREF(monitored_codes, Py_NewRef(args[3]));
+    twins_state = TWINS_ARMED;
+    Py_RETURN_TRUE;
+}
+
+static PyObject* set_coroutine_arming(PyObject* module, PyObject* hook)
+{
+    (void)module;
+    Py_XSETREF(arm_hook, Py_NewRef(hook));
+    if (twins_state == TWINS_OFF && function_offset >= 0)
+        twins_state = TWINS_UNARMED;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef coroutine_methods[] = {
+    {"set_coroutine_arming", (PyCFunction)set_coroutine_arming, METH_O,
+     "set_coroutine_arming(hook, /)\n--\n\nCalled once, at the first call of a wrapped coroutine "
+     "function, to lend a sys.monitoring tool (set_coroutine_monitor); until it does, and where "
+     "it cannot, wrapped coroutines are proxied."},
+    {"set_coroutine_monitor", (PyCFunction)(void (*)(void))set_coroutine_monitor, METH_FASTCALL,
+     "set_coroutine_monitor(tool_id, set_local_events, events, codes, /)\n--\n\nRange wrapped "
+     "coroutines through the code engine's callbacks of `tool_id`, appending each code object "
+     "marked to `codes`; False where this Python's frames are unknown. (None): no longer "
+     "(the hook is asked again at the next call)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int coroutine_add_to_module(PyObject* module)
+{
+    twin_marker = PyUnicode_InternFromString("autonvtx: a wrapped coroutine's code");
+    if (twin_marker == NULL)
+        return -1;
+    function_offset = monitoring_ready() ? frame_function_offset() : -1;
+    return PyModule_AddFunctions(module, coroutine_methods);
+}
+
+#else
+
+int coroutine_add_to_module(PyObject* module)
+{
+    (void)module;
+    return 0;
+}
+
+#endif
+
 int coroutine_proxy_ready(void)
 {
     str_close = PyUnicode_InternFromString("close");
