@@ -254,41 +254,6 @@ def _set_native_drivers() -> bool:
 _drivers_set = _set_native_drivers()
 
 
-# 3.12+: the monitor lending its tool id and callbacks to wrapped coroutines (coroutine.c): the
-# code engine's when it runs, else one made for them at the first call of a wrapped coroutine
-# function, which release_coroutine_monitor() uninstalls (WrapEngine.restore()).
-_coroutine_monitor: CodeMonitor | None = None
-
-
-def _arm_coroutines() -> None:
-    global _coroutine_monitor
-    monitor = CodeMonitor.active
-    if monitor is None:
-        if monitoring_available() is not None:
-            return  # no tool id to lend (coverage, a debugger...): the proxy serves
-        monitor = CodeMonitor()
-        if monitor.install() is not None:
-            return
-        _coroutine_monitor = monitor
-    monitor.lend_to_coroutines()
-
-
-def release_coroutine_monitor() -> None:
-    """Wrapped coroutines no longer ranged through sys.monitoring (until the next call of
-    one asks again); the monitor made for them uninstalled."""
-    global _coroutine_monitor
-    if _native is None or not hasattr(_native, "set_coroutine_monitor"):
-        return
-    _native.set_coroutine_monitor(None)
-    monitor, _coroutine_monitor = _coroutine_monitor, None
-    if monitor is not None:
-        monitor.uninstall()
-
-
-if _native is not None and hasattr(_native, "set_coroutine_arming"):
-    _native.set_coroutine_arming(_arm_coroutines)
-
-
 # ---- The code engine's layer (Python 3.12+, PEP 669) ----
 
 _TOOL_IDS = toolids.ENGINE  # the order and why: toolids (regions' order depends on it)
@@ -307,7 +272,7 @@ def monitoring_available() -> str | None:
         return "autonvtx's native client (autonvtx._nvtxclient) is not built"
     if not hasattr(_native, "monitoring_push"):
         return "autonvtx's native client was built without the code engine (rebuild: pip install -e .)"
-    if CodeMonitor.active is not None and CodeMonitor.active is not _coroutine_monitor:
+    if CodeMonitor.active is not None:
         return f"autonvtx already monitors code with sys.monitoring tool id {CodeMonitor.active.tool_id}"
     if _free_tool_id() is None:
         holders = ", ".join(f"{i}: {_sys_monitoring().get_tool(i)!r}" for i in range(6))
@@ -360,8 +325,6 @@ class CodeMonitor:
         reason = monitoring_available()
         if reason is not None:
             return reason
-        if _coroutine_monitor is not None and _coroutine_monitor is not self:
-            release_coroutine_monitor()  # wrapped coroutines borrow this one from their next call
         monitoring = _sys_monitoring()
         for tool_id in _TOOL_IDS:
             try:
@@ -397,12 +360,6 @@ class CodeMonitor:
         _sys_monitoring().set_local_events(tool_id, code, _LOCAL_EVENTS)
         if not known:
             self._codes.append(code)
-
-    def lend_to_coroutines(self) -> None:
-        """Range the wrapper engine's coroutines with this monitor's callbacks (coroutine.c
-        marks their code objects, which uninstall() then turns off like its own)."""
-        tool_id, client = self._installed()
-        client.set_coroutine_monitor(tool_id, _sys_monitoring().set_local_events, _LOCAL_EVENTS, self._codes)
 
     def unmonitor(self, code: types.CodeType) -> None:
         """Stop giving `code` ranges; nothing happens for code this monitor does not monitor."""
@@ -453,8 +410,6 @@ class CodeMonitor:
             monitoring.set_local_events(tool_id, code, 0)
             client.detach(code)
         self._codes.clear()
-        if hasattr(client, "set_coroutine_monitor"):
-            client.set_coroutine_monitor(None)  # wrapped coroutines: ask again (_arm_coroutines)
         client.arm_unwind(-1)
         monitoring.set_events(tool_id, 0)
         events = monitoring.events

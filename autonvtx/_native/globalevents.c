@@ -3,8 +3,7 @@
  * `monitors` table of PyInterpreterState, an internal structure (Include/internal/
  * pycore_interp.h). The code engine turns its own PY_UNWIND bit there on and off as its first
  * range opens and its last closes (monitoring.c): PEP 669 gives PY_UNWIND no local form, and
- * sys.monitoring.set_events re-instruments every running frame each time it is called. And
- * where a running frame keeps its function object (coroutine.c).
+ * sys.monitoring.set_events re-instruments every running frame each time it is called.
  *
  * This unit alone is compiled as part of the core (Py_BUILD_CORE), for offsetof() only: it
  * calls nothing internal. ranges.py checks the table behaves as the offset says, through the
@@ -24,7 +23,6 @@
     !defined(AUTONVTX_NO_INTERNAL_HEADERS)
 #define Py_BUILD_CORE 1
 #include <Python.h>
-#include <internal/pycore_frame.h>
 #include <internal/pycore_interp.h>
 #include <stddef.h>
 
@@ -36,27 +34,11 @@ Py_ssize_t global_events_offset(void)
     return (Py_ssize_t)offsetof(PyInterpreterState, monitors);
 }
 
-/* Where a running frame keeps its function (_PyInterpreterFrame.f_funcobj; its code object comes
- * first, 3.12's f_code, 3.13's f_executable): coroutine.c tells a wrapped coroutine's frames
- * from other frames of the same code by it. */
-_Static_assert(offsetof(_PyInterpreterFrame, previous) == sizeof(PyObject*),
-               "coroutine.c reads a frame's code object as its first field");
-
-Py_ssize_t frame_function_offset(void)
-{
-    return (Py_ssize_t)offsetof(_PyInterpreterFrame, f_funcobj);
-}
-
 #else
 
 #include <Python.h>
 
 Py_ssize_t global_events_offset(void)
-{
-    return -1;
-}
-
-Py_ssize_t frame_function_offset(void)
 {
     return -1;
 }

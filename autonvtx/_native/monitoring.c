@@ -143,8 +143,7 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     (void)callable;
     (void)kwnames;
     if (range != NULL && !Py_IS_TYPE(range, &RangeType))
-        range = (PyObject*)range == twin_marker ? coroutine_frame_range(args[0])
-                                                : settle(args[0], (PendingStyleObject*)range);
+        range = settle(args[0], (PendingStyleObject*)range);
     if (range != NULL) {
         shadow_stack* stack = thread_shadow();
         if (stack != NULL) {
@@ -164,8 +163,6 @@ static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_
     RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
-    if ((PyObject*)range == twin_marker)
-        range = coroutine_frame_range(args[0]);
     /* Still pending: this code never pushed (its first push settles it). */
     if (range != NULL && Py_IS_TYPE(range, &RangeType)) {
         shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
@@ -275,11 +272,6 @@ int monitoring_ready(void)
     return extra_index >= 0;
 }
 
-Py_ssize_t monitoring_extra_index(void)
-{
-    return extra_index;
-}
-
 int monitoring_attached(PyCodeObject* code)
 {
     void* extra = NULL;
@@ -314,8 +306,6 @@ static PyObject* attached(PyObject* module, PyObject* code)
         return NULL;
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
-    if (extra == twin_marker)
-        extra = NULL; /* a wrapped coroutine's: the range is its wrapper's */
     if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
         extra = settle(code, (PendingStyleObject*)extra);
         if (extra == NULL)

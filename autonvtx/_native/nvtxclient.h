@@ -77,16 +77,6 @@ int monitoring_attached(PyCodeObject* code);
 int monitoring_attach(PyObject* code, PyObject* range);
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category);
-Py_ssize_t monitoring_extra_index(void);
-
-/* A wrapped coroutine function's call on 3.12+ (coroutine.c): the coroutine made by the
- * function's twin, whose frames the callbacks range (1, *result set: a new reference or NULL
- * with an error); 0 when the proxy must serve. `*twin_slot` is the wrapper's to keep. The code
- * extra of code whose coroutines are so ranged, and the callbacks' lookup of the range. */
-int coroutine_twin_call(PyObject** twin_slot, PyObject* function, RangeObject* range,
-                        PyObject* const* args, size_t nargsf, PyObject* kwnames, PyObject** result);
-extern PyObject* twin_marker;
-RangeObject* coroutine_frame_range(PyObject* code);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */
@@ -130,7 +120,6 @@ PyObject* steps_throw_into(PyObject* inner, RangeObject* range, int* started, Py
  * resumptions, and the type's set-up at module initialisation (coroutine.c). */
 PyObject* coroutine_proxy_new(PyObject* inner, RangeObject* range);
 int coroutine_proxy_ready(void);
-int coroutine_add_to_module(PyObject* module);
 
 /* Whether ranges.py gave steps.c the Python functions it drives through (set_drivers). */
 int steps_ready(void);

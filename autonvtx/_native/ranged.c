@@ -21,7 +21,6 @@ typedef struct {
     PyObject* function;   /* the plain function: called directly, not through wrapt */
     PyObject* range;      /* its Range, or until its first call a PendingStyle */
     PyObject* message;    /* with a PendingStyle: the range's message, else NULL */
-    PyObject* twin;       /* a coroutine function's twin on 3.12+ (coroutine.c), else NULL */
 } ranged_fields;
 
 #define RANGED_FIELDS(op) ((ranged_fields*)((char*)(op) + Py_TYPE(op)->tp_vectorcall_offset))
@@ -83,14 +82,6 @@ static PyObject* ranged_suspending_call(PyObject* self, PyObject* const* args, s
 
     if (range == NULL)
         return NULL;
-#if PY_VERSION_HEX >= 0x030C0000
-    if (kind == KIND_COROUTINE && range->enabled) {
-        PyObject* coroutine;
-        if (coroutine_twin_call(&RANGED_FIELDS(self)->twin, RANGED_FIELDS(self)->function, range, args,
-                                nargsf, kwnames, &coroutine))
-            return coroutine;
-    }
-#endif
     return steps_drive(range, PyObject_Vectorcall(RANGED_FIELDS(self)->function, args, nargsf, kwnames),
                        kind);
 }
@@ -283,7 +274,6 @@ static PyObject* ranged_function_type(PyObject* module, PyObject* const* args, P
         {"_self_ranged_function", T_OBJECT_EX, offset + offsetof(ranged_fields, function), 0, NULL},
         {"_self_range", T_OBJECT_EX, offset + offsetof(ranged_fields, range), 0, NULL},
         {"_self_range_message", T_OBJECT_EX, offset + offsetof(ranged_fields, message), 0, NULL},
-        {"_self_coroutine_twin", T_OBJECT_EX, offset + offsetof(ranged_fields, twin), 0, NULL},
         {NULL, 0, 0, 0, NULL},
     };
     /* The base's dealloc/traverse/clear are CPython's subtype_dealloc/_traverse/_clear (base

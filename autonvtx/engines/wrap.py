@@ -297,7 +297,6 @@ class WrapEngine:
     def restore(self) -> int:
         """Put back every original this engine replaced, where the wrapper is still in place
         (a name the program rebound since is its own); the count restored."""
-        ranges.release_coroutine_monitor()
         if not self._written:
             return 0
         written, self._written = self._written, []
