@@ -209,6 +209,24 @@ for c in (first(7), ranged(first, "ranged")(7)):   # what only a generator-based
             print(error)
     print(hasattr(c, "__iter__"))
     c.close()
+@types.coroutine
+def suspend():
+    yield
+
+async def waits_once():
+    await suspend()
+    return "done"
+
+g = legacy(ranged(waits_once, "ranged")())  # throw() and close() reach it through `yield from`
+g.send(None)
+try:
+    g.throw(KeyError("k"))
+except KeyError:
+    print("thrown", inspect.getgeneratorstate(g))
+g = legacy(ranged(waits_once, "ranged")())
+g.send(None)
+g.close()
+print("closed", inspect.getgeneratorstate(g))
 wrapper = ranged(first, "ranged")
 c = wrapper(5)
 with warnings.catch_warnings(record=True) as caught:
@@ -233,6 +251,8 @@ def test_a_wrapped_coroutine_is_ranged_as_the_program_calls_it(tmp_path: Path) -
             "'coroutine' object is not iterable",
             "False",
         ] * 2,
+        "thrown GEN_CLOSED",
+        "closed GEN_CLOSED",
         "[\"coroutine 'first' was never awaited\"]",
         "renamed 6",
     ]
@@ -240,9 +260,11 @@ def test_a_wrapped_coroutine_is_ranged_as_the_program_calls_it(tmp_path: Path) -
     # Each wrapper its own name although both functions share one code object (the range is
     # named when the wrapper is made); the direct call and the coroutine never awaited none;
     # outer three times (its sleep suspends it, then inner_pause's), inner_pause twice, each
-    # inside one of outer's.
+    # inside one of outer's; waits_once started, then thrown into, then again closed.
     names = [r.name for r in rec.ranges]
-    assert sorted(names) == sorted(["first", "second", "first", "first"] + ["outer"] * 3 + ["inner_pause"] * 2)
+    assert sorted(names) == sorted(
+        ["first", "second", "first", "first"] + ["outer"] * 3 + ["inner_pause"] * 2 + ["waits_once"] * 4
+    )
     outers = [r for r in rec.ranges if r.name == "outer"]
     inners = [r for r in rec.ranges if r.name == "inner_pause"]
     for outer, inner in zip(outers[1:], inners):
