@@ -158,3 +158,114 @@ def test_a_wrapped_coroutine_behaves_as_the_coroutine(tmp_path: Path) -> None:
     # by hand; the closed one: none; the one thrown into: start and throw.
     once = ["value"] * 3 + ["nothing", "boom"] + ["sleeper"] * 4 + ["value"] + ["pauses"] * 2
     assert sorted(names) == sorted(once * 2)
+
+
+AS_PLAIN_PROGRAM = PROLOGUE + """
+import functools, warnings
+
+def shared(fn):                    # one inner code object for every function it decorates
+    @functools.wraps(fn)
+    async def inner(x=0):
+        return await fn(x)
+    return inner
+
+@shared
+async def first(x):
+    return x
+
+@shared
+async def second(x):
+    return x
+
+async def inner_pause():
+    await asyncio.sleep(0)
+    return "inner"
+
+async def outer():
+    await asyncio.sleep(0)
+    return await ranged(inner_pause, "ranged")()
+
+@types.coroutine
+def legacy(c):
+    return (yield from c)          # a generator-based coroutine delegating to a coroutine
+
+async def main():
+    got = [await ranged(first, "ranged")(1), await ranged(second, "ranged")(2)]
+    got.append(await first(3))     # the function itself, not through its wrapper: no range
+    got.append(await legacy(ranged(first, "ranged")(4)))
+    got.append(await ranged(outer, "ranged")())
+    return got
+
+print(asyncio.run(main()))
+
+def plain_generator(c):
+    return (yield from c)
+
+for c in (first(7), ranged(first, "ranged")(7)):   # what only a generator-based coroutine may do
+    for attempt in (lambda: next(plain_generator(c)), lambda: iter(c)):
+        try:
+            attempt()
+        except TypeError as error:
+            print(error)
+    print(hasattr(c, "__iter__"))
+    c.close()
+@types.coroutine
+def suspend():
+    yield
+
+async def waits_once():
+    await suspend()
+    return "done"
+
+g = legacy(ranged(waits_once, "ranged")())  # throw() and close() reach it through `yield from`
+g.send(None)
+try:
+    g.throw(KeyError("k"))
+except KeyError:
+    print("thrown", inspect.getgeneratorstate(g))
+g = legacy(ranged(waits_once, "ranged")())
+g.send(None)
+g.close()
+print("closed", inspect.getgeneratorstate(g))
+wrapper = ranged(first, "ranged")
+c = wrapper(5)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    del c
+    gc.collect()
+print([str(w.message) for w in caught])
+first.__defaults__ = (6,)          # what the function is now, the wrapper calls
+first.__qualname__ = "renamed"
+c = wrapper()
+print(c.__qualname__, asyncio.run(c))
+"""
+
+
+@needs_native
+def test_a_wrapped_coroutine_is_ranged_as_the_program_calls_it(tmp_path: Path) -> None:
+    (rec,), out = run_under_recorder(tmp_path, AS_PLAIN_PROGRAM)
+    assert out.splitlines() == [
+        "[1, 2, 3, 4, 'inner']",
+        *[
+            "cannot 'yield from' a coroutine object in a non-coroutine generator",
+            "'coroutine' object is not iterable",
+            "False",
+        ] * 2,
+        "thrown GEN_CLOSED",
+        "closed GEN_CLOSED",
+        "[\"coroutine 'first' was never awaited\"]",
+        "renamed 6",
+    ]
+    assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
+    # Each wrapper its own name although both functions share one code object (the range is
+    # named when the wrapper is made); the direct call and the coroutine never awaited none;
+    # outer three times (its sleep suspends it, then inner_pause's), inner_pause twice, each
+    # inside one of outer's; waits_once started, then thrown into, then again closed.
+    names = [r.name for r in rec.ranges]
+    assert sorted(names) == sorted(
+        ["first", "second", "first", "first"] + ["outer"] * 3 + ["inner_pause"] * 2 + ["waits_once"] * 4
+    )
+    outers = [r for r in rec.ranges if r.name == "outer"]
+    inners = [r for r in rec.ranges if r.name == "inner_pause"]
+    for outer, inner in zip(outers[1:], inners):
+        assert outer.start_ns <= inner.start_ns <= inner.end_ns <= outer.end_ns

@@ -10,6 +10,7 @@
  * from __await__) and then am_send (3.10, 3.11 and asyncio's tasks: PyIter_Send) or
  * tp_iternext (3.12+'s SEND, sending None); none of our frames shows in tracebacks. A proxy dropped unawaited drops the coroutine, which warns "never awaited"
  * with its own name, as plain Python does; one closed before it ran closes it quietly.
+ * `yield from` takes it inside a generator-based coroutine, as it takes a coroutine.
  */
 #include "nvtxclient.h"
 
@@ -233,6 +234,31 @@ static PyObject* Proxy_await(ProxyObject* self)
     return Py_NewRef(self);
 }
 
+/* `yield from proxy` inside a generator-based coroutine (types.coroutine): ceval's
+ * GET_YIELD_FROM_ITER takes an exact coroutine as its own iterator there, and anything else
+ * through iter(); this answers iter() as that rule answers for the coroutine. Elsewhere it
+ * raises what CPython raises for a coroutine: `yield from` in a plain generator, iter()
+ * anywhere else. (The type has the slot but no `__iter__`, as a coroutine: see
+ * coroutine_proxy_ready; collections.abc.Iterable does not take it.) */
+static PyObject* Proxy_iter(ProxyObject* self)
+{
+    PyFrameObject* frame = PyEval_GetFrame(); /* the caller's: this runs in no frame of ours */
+    int flags = 0;
+    if (frame != NULL) {
+        PyCodeObject* code = PyFrame_GetCode(frame);
+        flags = code->co_flags;
+        Py_DECREF(code);
+    }
+    if (flags & CO_ITERABLE_COROUTINE)
+        return Py_NewRef(self);
+    if (flags & CO_GENERATOR)
+        PyErr_SetString(PyExc_TypeError,
+                        "cannot 'yield from' a coroutine object in a non-coroutine generator");
+    else
+        PyErr_SetString(PyExc_TypeError, "'coroutine' object is not iterable");
+    return NULL;
+}
+
 static PyObject* Proxy_throw(ProxyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
     return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
@@ -344,6 +370,7 @@ static PyTypeObject ProxyType = {
     .tp_traverse = (traverseproc)Proxy_traverse,
     .tp_clear = (inquiry)Proxy_clear,
     .tp_weaklistoffset = offsetof(ProxyObject, weakrefs),
+    .tp_iter = (getiterfunc)Proxy_iter,
     .tp_iternext = (iternextfunc)Proxy_iternext,
     .tp_methods = Proxy_methods,
     .tp_getset = Proxy_getset,
@@ -352,7 +379,12 @@ static PyTypeObject ProxyType = {
 int coroutine_proxy_ready(void)
 {
     str_close = PyUnicode_InternFromString("close");
-    if (str_close == NULL || return_type_ready() < 0)
+    if (str_close == NULL || return_type_ready() < 0 || PyType_Ready(&ProxyType) < 0)
         return -1;
-    return PyType_Ready(&ProxyType);
+    /* The slot without the attribute: a coroutine has no `__iter__` (hasattr, and
+     * collections.abc.Iterable, which looks for it in the class dictionaries, say no). */
+    if (PyDict_DelItemString(ProxyType.tp_dict, "__iter__") < 0)
+        return -1;
+    PyType_Modified(&ProxyType);
+    return 0;
 }
