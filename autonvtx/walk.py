@@ -56,18 +56,88 @@ def _is_dunder(name: str) -> bool:
 _CODE = types.CodeType
 
 
+class _Member:
+    """Marks a class member's skip in ModuleReport's list: its name is made when read."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MEMBER"
+
+
+MEMBER = _Member()
+
+
 class ModuleReport:
-    """What happened to one module: every name wrapped or skipped, each with its reason."""
+    """What happened to one module: every name wrapped or skipped, each with its reason.
+
+    A package targeted wholesale has thousands of decisions, read only by --verbose, `list`
+    and the exit counts: the walks append them to flat lists (8 bytes a name wrapped, 16 a
+    name skipped, 32 a class member skipped, without making its "Class.attr" name), folded
+    into the `wrapped` and `skipped` dictionaries in order when something reads those."""
+
+    __slots__ = ("module", "verb", "rebound", "_wrapped", "_skipped", "_names", "_reason", "_skips")
 
     def __init__(self, module: str, verb: str = "wrapped") -> None:  # not a dataclass: start-up (issue 24)
         self.module = module
         self.verb = verb  # what the engine does to a selected function ("monitored": code engine)
-        self.wrapped: dict[str, str] = {}  # qualname -> reason
-        self.skipped: dict[str, str] = {}  # qualname -> reason
         self.rebound: list[str] = []  # names pointed at an existing wrapper
+        self._wrapped: dict[str, str] = {}  # qualname -> reason
+        self._skipped: dict[str, str] = {}  # qualname -> reason
+        self._names: list[str] = []  # wrapped, not folded yet, all for `_reason`
+        self._reason = ""
+        # Skipped, not folded yet: qualname, reason; or MEMBER, class qualname, attr, reason.
+        self._skips: list[Any] = []
+
+    @property
+    def wrapped(self) -> dict[str, str]:
+        if self._names:
+            self._fold_wrapped()
+        return self._wrapped
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        if self._skips:
+            self._fold_skipped()
+        return self._skipped
+
+    def add_wrapped(self, qualname: str, reason: str) -> None:
+        self.names_wrapped_for(reason).append(qualname)
+
+    def names_wrapped_for(self, reason: str) -> list[str]:
+        """The list a walk appends the qualnames it wraps for `reason` to."""
+        if reason is not self._reason and reason != self._reason:
+            self._fold_wrapped()
+            self._reason = reason
+        return self._names
 
     def skip(self, qualname: str, reason: str) -> None:
-        self.skipped.setdefault(qualname, reason)
+        self._skips += (qualname, reason)
+
+    @property
+    def skips(self) -> list[Any]:
+        """The list a walk appends its skips to, as skip() does (MEMBER, class qualname, attr,
+        reason for a member)."""
+        return self._skips
+
+    # Folded in place: a walk may hold these lists (the native walk does, for its module).
+    def _fold_wrapped(self) -> None:
+        wrapped, reason = self._wrapped, self._reason
+        for qualname in self._names:
+            wrapped[qualname] = reason
+        self._names.clear()
+
+    def _fold_skipped(self) -> None:
+        skips, skipped = self._skips, self._skipped
+        i, n = 0, len(skips)
+        while i < n:
+            qualname = skips[i]
+            if qualname is MEMBER:
+                qualname = f"{skips[i + 1]}.{skips[i + 2]}"
+                i += 2
+            skipped.setdefault(qualname, skips[i + 1])
+            i += 2
+        skips.clear()
 
     def skip_counts(self) -> Counter[str]:
         return Counter(_reason_kind(reason) for reason in self.skipped.values())
@@ -267,11 +337,12 @@ class _ModuleWalk:
             # The same decisions in C for what it knows (plain functions, Python classes), the
             # methods below for the rest (autonvtx/_native/uniform.c).
             native(items if type(items) is list else list(items), (
-                self.name, self.uniform_reason, self.report.wrapped, self.report.skipped,
+                self.name, self.uniform_reason, self.report.names_wrapped_for(self.uniform_reason),
+                self.report.skips,
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
                 self._visit_member, self._wrap, self._failed,
                 self.uniform.rule.builtins,  # type: ignore[union-attr]
-                self.namespace, self.report.rebound, self._remember,
+                self.namespace, self.report.rebound, self._remember, MEMBER,
             ))
             return
         kinds = _kinds
@@ -445,7 +516,7 @@ class _ModuleWalk:
         rule, reason = decided
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
         # per function.
-        self.report.wrapped[qualname] = reason
+        self.report.add_wrapped(qualname, reason)
         if code is not None:
             self.engine.apply_code(code, self.rule_module, qualname, rule)
             return None
@@ -486,7 +557,7 @@ class _ModuleWalk:
             if decided is not None:
                 rule, reason = decided
                 self.engine.apply_code(inner, self.rule_module, qualname, rule)
-                self.report.wrapped[qualname] = reason
+                self.report.add_wrapped(qualname, reason)
 
 
 def _qualname(obj: Any, fallback: str) -> str:

@@ -77,6 +77,9 @@ int monitoring_attached(PyCodeObject* code);
 int monitoring_attach(PyObject* code, PyObject* range);
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category);
+/* set_local_events(tool_id, code, events), the instrumentation left to the code's first run;
+ * 0 when the caller must call set_local_events itself (monitoring.c). */
+int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

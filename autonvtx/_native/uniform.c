@@ -88,9 +88,19 @@ static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
            PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
 }
 
+/* ModuleReport.skip: appended to the report's list, folded into its dictionary when read. */
 static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 {
-    return PyDict_SetDefault(w->skipped, qualname, reason) == NULL ? -1 : 0;
+    return PyList_Append(w->skipped, qualname) < 0 ? -1 : PyList_Append(w->skipped, reason);
+}
+
+/* The same for `qualname`.`attr`, a class member, without making that name now. */
+static int skip_member_named(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* reason)
+{
+    if (PyList_Append(w->skipped, w->member) < 0 || PyList_Append(w->skipped, qualname) < 0 ||
+        PyList_Append(w->skipped, attr) < 0)
+        return -1;
+    return PyList_Append(w->skipped, reason);
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -114,6 +124,8 @@ static int turn_on(walk_state* w, PyObject* code)
     PyObject* args[3];
     PyObject* done;
 
+    if (monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits))
+        return PyList_Append(w->codes, code);
     args[0] = w->tool_id;
     args[1] = code;
     args[2] = w->events;
@@ -169,7 +181,7 @@ static int visit_nested(walk_state* w, PyCodeObject* code)
             if (is_protocol(w, inner->co_name))
                 result = skip(w, inner->co_qualname, reason_protocol);
             else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
-                result = PyDict_SetItem(w->wrapped, inner->co_qualname, w->reason);
+                result = PyList_Append(w->wrapped, inner->co_qualname);
         }
         Py_DECREF(consts);
     }
@@ -244,7 +256,7 @@ static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
         return PyErr_Occurred() ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
     result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
     if (result == 0)
-        result = PyDict_SetItem(w->wrapped, qualname, w->reason);
+        result = PyList_Append(w->wrapped, qualname);
     if (result == 0)
         result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
                      ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
@@ -302,7 +314,7 @@ static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
 static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
     if (w->wrap_mode) {
-        if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
+        if (PyList_Append(w->wrapped, qualname) < 0)
             return NULL;
         return wrap_apply(w, func, qualname);
     }
@@ -410,12 +422,8 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
     PyObject* stand_in;
     int result, same;
 
-    if (is_protocol(w, attr)) {
-        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
-        result = member == NULL ? -1 : skip(w, member, reason_protocol);
-        Py_XDECREF(member);
-        return result;
-    }
+    if (is_protocol(w, attr))
+        return skip_member_named(w, qualname, attr, reason_protocol);
     stand_in = existing(w, func);
     if (stand_in != NULL)
         return set_stand_in(w, cls, attr, stand_in, rewrap);
@@ -426,10 +434,8 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
         return -1;
     if (!same && !is_member_name(own, qualname, attr)) {
         PyObject* reason = PyUnicode_FromFormat("defined elsewhere: in %S", home ? home : Py_None);
-        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
-        result = reason == NULL || member == NULL ? -1 : skip(w, member, reason);
+        result = reason == NULL ? -1 : skip_member_named(w, qualname, attr, reason);
         Py_XDECREF(reason);
-        Py_XDECREF(member);
         return result;
     }
     if (!PyUnicode_CheckExact(own) || is_local_name(own)) {
@@ -453,11 +459,8 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
  * other callables and method-like descriptors, each skipped with its reason. */
 static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* raw, long kind)
 {
-    PyObject* member = PyUnicode_FromFormat("%U.%U", qualname, attr);
     PyObject* reason = NULL;
     int result = -1;
-    if (member == NULL)
-        return -1;
     if (kind == K_PROPERTY)
         reason = Py_NewRef(reason_property);
     else if (kind == K_BUILTIN)
@@ -473,9 +476,8 @@ static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObje
         Py_XDECREF(type_name);
     }
     if (reason != NULL)
-        result = skip(w, member, reason);
+        result = skip_member_named(w, qualname, attr, reason);
     Py_XDECREF(reason);
-    Py_DECREF(member);
     return result;
 }
 
@@ -715,9 +717,13 @@ static int parse_application(walk_state* w, PyObject* application)
         PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine is not available");
         return 0;
     }
-    return PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
-                            &w->color, &w->category, &w->tool_id, &w->set_local_events,
-                            &w->events, &PyList_Type, &w->codes, &w->no_existing);
+    if (!PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
+                          &w->color, &w->category, &w->tool_id, &w->set_local_events,
+                          &w->events, &PyList_Type, &w->codes, &w->no_existing))
+        return 0;
+    w->tool = (int)PyLong_AsLong(w->tool_id);
+    w->event_bits = PyLong_AsUnsignedLongMask(w->events);
+    return !PyErr_Occurred();
 #else
     PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine needs Python 3.12+");
     return 0;
@@ -738,12 +744,12 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     }
     memset(&w, 0, sizeof w);
     if (!parse_application(&w, args[0]) ||
-        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!O:walk_uniform", &w.name, &w.reason,
-                          &PyDict_Type, &w.wrapped, &PyDict_Type, &w.skipped, &PySet_Type,
+        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!OO:walk_uniform", &w.name, &w.reason,
+                          &PyList_Type, &w.wrapped, &PyList_Type, &w.skipped, &PySet_Type,
                           &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
                           &w.dunders, &w.visit_global, &w.visit_member, &w.wrap, &w.failed,
                           &w.builtins, &PyDict_Type, &w.namespace, &PyList_Type, &w.rebound,
-                          &w.remember))
+                          &w.remember, &w.member))
         return NULL;
     if (w.wrap_mode && (w.written != Py_None && !PyList_Check(w.written))) {
         PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");

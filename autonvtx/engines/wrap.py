@@ -18,7 +18,7 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
     wrapt = load_wrapt()
 
 from autonvtx import ranges
-from autonvtx.config import Config, Rule
+from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
@@ -183,6 +183,10 @@ class WrapEngine:
         # stay theirs).
         self._styles: dict[tuple[int, str], Any] = {}
         self._distinct_styles: dict[Any, Any] = {}
+        # For the native walk (uniform_walk): per rule, its style for some module and whether
+        # its color is each module's own; the walks per (rule, color).
+        self._rule_styles: dict[int, tuple[Any, bool]] = {}
+        self._walkers: dict[tuple[int, int], Callable[..., None]] = {}
         # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
         # stays unique).
         self._wrappers: dict[int, RangeWrapper] = {}
@@ -235,21 +239,33 @@ class WrapEngine:
     def uniform_walk(self, module: str, rule: Rule) -> Callable[..., None] | None:
         """The native walk of `module`, which `rule` selects as a whole (apply() for every
         plain function it meets, in C: autonvtx/_native/uniform.c), or None where it cannot
-        serve: a message template other than the name, or no native client."""
+        serve: a message template other than the name, or no native client. Made once per
+        rule and color, not per module (a package targeted wholesale has hundreds of modules
+        and the auto colors are a small palette): the modules sharing a walk share their
+        style, so what apply() works out for one module holds for the others."""
         walk = ranges.uniform_walk_function()
         if walk is None or _RangedFunctionWrapper is None:
             return None
-        style = self._config.style(rule, module)
+        ruled = self._rule_styles.get(id(rule))
+        if ruled is None:
+            style = self._config.style(rule, module)
+            setting = rule.color if rule.color is not None else self._config.settings.color
+            ruled = self._rule_styles[id(rule)] = (style, setting == "auto")
+        style, auto = ruled
         if style.message != "{qualname}":
             return None
-        domain, color, category = ranges.style_arguments(style)
+        color = auto_color(module) if auto else style.color  # what Config.style() gives
+        walker: Callable[..., None] | None = self._walkers.get((id(rule), color))
+        if walker is None:
+            domain, color, category = ranges.style_arguments(self._config.style(rule, module))
 
-        def apply(func: Any, qualname: str) -> Any:
-            return self.apply(func, module, qualname, rule)
+            def apply(func: Any, qualname: str) -> Any:
+                return self.apply(func, module, qualname, rule)
 
-        return functools.partial(walk, ("wrap", domain, color, category, _RangedFunctionWrapper,
-                                        self._wrappers, self._pending, self._rebind, apply,
-                                        self._written))
+            walker = self._walkers[id(rule), color] = functools.partial(
+                walk, ("wrap", domain, color, category, _RangedFunctionWrapper, self._wrappers,
+                       self._pending, self._rebind, apply, self._written))
+        return walker
 
     def existing(self, value: Any) -> RangeWrapper | None:
         found = self._wrappers.get(id(value))  # no lock: see apply
