@@ -227,7 +227,9 @@ class Walker:
         namespace = _module_dict(module)
         if not self._engine.changes_namespaces:
             namespace = dict(namespace)  # the walk rebinds names: let it rebind a copy
-        return self._instrument_items(module, namespace, list(namespace.items()))
+        # The namespace itself: the walks take their own snapshot of it (the native one without
+        # a tuple per name: hundreds per module of a package targeted wholesale).
+        return self._instrument_items(module, namespace, namespace)
 
     def instrument_main(self, module: types.ModuleType) -> ModuleReport:
         """Incremental instrument() for a script's `__main__`, called after each top-level
@@ -247,7 +249,8 @@ class Walker:
         return report
 
     def _instrument_items(
-        self, module: types.ModuleType, namespace: dict[str, Any], items: list[tuple[str, Any]]
+        self, module: types.ModuleType, namespace: dict[str, Any],
+        items: list[tuple[str, Any]] | dict[str, Any],
     ) -> ModuleReport:
         name = namespace.get("__name__")
         report = self._report_for(name)
@@ -331,12 +334,13 @@ class _ModuleWalk:
         self.uniform = walker.uniform_selection(name)
         self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
 
-    def walk(self, items: Iterable[tuple[str, Any]]) -> None:
+    def walk(self, items: list[tuple[str, Any]] | dict[str, Any]) -> None:
+        """Walk `items`, (name, value) pairs or a namespace (its pairs as they are now)."""
         native = self._native_walk()
         if native is not None:
             # The same decisions in C for what it knows (plain functions, Python classes), the
             # methods below for the rest (autonvtx/_native/uniform.c).
-            native(items if type(items) is list else list(items), (
+            native(items if type(items) is list or type(items) is dict else list(items), (
                 self.name, self.uniform_reason, self.report.names_wrapped_for(self.uniform_reason),
                 self.report.skips,
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
@@ -346,7 +350,7 @@ class _ModuleWalk:
             ))
             return
         kinds = _kinds
-        for attr, value in items:
+        for attr, value in list(items.items()) if type(items) is dict else items:
             kind = kinds.get(type(value))
             if kind is None:
                 kind = _kind(type(value))

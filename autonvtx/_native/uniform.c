@@ -138,6 +138,42 @@ static int turn_on(walk_state* w, PyObject* code)
 
 #endif
 
+/* A dictionary's (key, value) pairs as they are now, each held, in one block: the walk rebinds
+ * names as it goes, and a list of (key, value) tuples per namespace and class (what
+ * PyDict_Items and dict.items() make) was hundreds of short-lived objects per module, each
+ * allocated, tracked by the GC and freed. */
+typedef struct {
+    Py_ssize_t size;
+    PyObject** pairs; /* key, value, key, value, ... */
+} snapshot;
+
+static int snapshot_take(PyObject* dict, snapshot* taken)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(dict), pos = 0, i = 0;
+    PyObject *key, *value;
+    taken->size = 0;
+    taken->pairs = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(PyObject*));
+    if (taken->pairs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (i < n && PyDict_Next(dict, &pos, &key, &value)) { /* runs no Python code */
+        taken->pairs[2 * i] = Py_NewRef(key);
+        taken->pairs[2 * i + 1] = Py_NewRef(value);
+        ++i;
+    }
+    taken->size = i;
+    return 0;
+}
+
+static void snapshot_release(snapshot* taken)
+{
+    Py_ssize_t i;
+    for (i = 0; i < 2 * taken->size; ++i)
+        Py_DECREF(taken->pairs[i]);
+    PyMem_Free(taken->pairs);
+}
+
 static int defines_code(PyCodeObject* code)
 {
     PyObject* consts = code->co_consts;
@@ -265,11 +301,17 @@ static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
 }
 #endif
 
+/* wrap.key_of(value): a plain function itself, anything else its id(); a new reference. */
+static PyObject* key_of(PyObject* value)
+{
+    return Py_IS_TYPE(value, &PyFunction_Type) ? Py_NewRef(value) : PyLong_FromVoidPtr(value);
+}
+
 /* WrapEngine.apply for a plain function and the message "{qualname}": its one wrapper, made
  * on first request, and the names that waited for it rebound. */
 static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
 {
-    PyObject* key = PyLong_FromVoidPtr(func);
+    PyObject* key = key_of(func);
     PyObject* found;
     PyObject* wrapper;
 
@@ -334,7 +376,7 @@ static PyObject* existing(walk_state* w, PyObject* value)
     PyObject* wrapped;
     if (!w->wrap_mode)
         return NULL; /* a function has none; a builtin goes to Python unless no_existing */
-    key = PyLong_FromVoidPtr(value);
+    key = key_of(value);
     if (key == NULL)
         return NULL;
     found = PyDict_GetItemWithError(w->wrappers, key);
@@ -538,7 +580,7 @@ in_python:
 static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
 {
     PyObject* id = PyLong_FromVoidPtr(cls);
-    PyObject* members;
+    snapshot members;
     Py_ssize_t i;
     int seen;
 
@@ -552,12 +594,11 @@ static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
     Py_DECREF(id);
     if (!PyType_HasFeature((PyTypeObject*)cls, Py_TPFLAGS_HEAPTYPE))
         return skip(w, qualname, reason_c_type);
-    members = PyDict_Items(((PyTypeObject*)cls)->tp_dict);
-    if (members == NULL)
+    if (snapshot_take(((PyTypeObject*)cls)->tp_dict, &members) < 0)
         return -1;
-    for (i = 0; i < PyList_GET_SIZE(members); ++i) {
-        PyObject* attr = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 0);
-        PyObject* raw = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 1);
+    for (i = 0; i < members.size; ++i) {
+        PyObject* attr = members.pairs[2 * i];
+        PyObject* raw = members.pairs[2 * i + 1];
         PyObject* where;
         if (visit_member(w, cls, attr, raw, qualname) == 0)
             continue;
@@ -568,10 +609,10 @@ static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
         }
         Py_DECREF(where);
     }
-    Py_DECREF(members);
+    snapshot_release(&members);
     return 0;
 error:
-    Py_DECREF(members);
+    snapshot_release(&members);
     return -1;
 }
 
@@ -665,9 +706,38 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
     }
 }
 
+/* One (name, value) of the module, held by the caller. */
+static int walk_item(walk_state* w, PyObject* attr, PyObject* value)
+{
+    long kind = kind_of(w, value);
+    if (kind == -1 && PyErr_Occurred())
+        return -1;
+    if (kind == K_DATA || kind >= K_STATIC_OR_CLASS)
+        return 0; /* data, modules, instances: most of a module's names */
+    if (visit_global(w, attr, value, kind) < 0 && report_failure(w, attr) < 0)
+        return -1;
+    return 0;
+}
+
+/* A namespace: its pairs as they are now. */
+static int walk_namespace(walk_state* w, PyObject* namespace)
+{
+    snapshot items;
+    Py_ssize_t i;
+    int result = 0;
+    if (snapshot_take(namespace, &items) < 0)
+        return -1;
+    for (i = 0; result == 0 && i < items.size; ++i)
+        result = walk_item(w, items.pairs[2 * i], items.pairs[2 * i + 1]);
+    snapshot_release(&items);
+    return result;
+}
+
 static int walk_items(walk_state* w, PyObject* items)
 {
     Py_ssize_t i;
+    if (PyDict_Check(items))
+        return walk_namespace(w, items);
     for (i = 0; i < PyList_GET_SIZE(items); ++i) {
         PyObject* item = PyList_GET_ITEM(items, i);
         PyObject *attr, *value;
@@ -698,7 +768,8 @@ static int walk_items(walk_state* w, PyObject* items)
 
 PyDoc_STRVAR(walk_uniform_doc,
 "walk_uniform(application, items, decisions, /)\n--\n\n"
-"Walk a module's (name, value) `items` that one rule selects as a whole: decide and monitor\n"
+"Walk a module's (name, value) `items` (a list, or a namespace: its pairs as they are now)\n"
+"that one rule selects as a whole: decide and monitor\n"
 "plain functions and the members of classes written in Python in C, hand everything else\n"
 "to the Python walk's methods (uniform.c says what the two tuples hold).");
 
@@ -738,8 +809,9 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     int result;
     (void)module;
 
-    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list, decisions: tuple)");
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !(PyList_Check(args[1]) || PyDict_Check(args[1])) ||
+        !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list | dict, decisions: tuple)");
         return NULL;
     }
     memset(&w, 0, sizeof w);

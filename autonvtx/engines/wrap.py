@@ -187,12 +187,12 @@ class WrapEngine:
         # its color is each module's own; the walks per (rule, color).
         self._rule_styles: dict[int, tuple[Any, bool]] = {}
         self._walkers: dict[tuple[int, int], Callable[..., None]] = {}
-        # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
+        # key_of(original) -> its wrapper (whose __wrapped__ is the original, held so the key
         # stays unique).
-        self._wrappers: dict[int, RangeWrapper] = {}
-        # id(original) -> module-level names, in target modules, that still hold the
+        self._wrappers: dict[Any, RangeWrapper] = {}
+        # key_of(original) -> module-level names, in target modules, that still hold the
         # original because they were bound before the original was wrapped.
-        self._pending: dict[int, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
+        self._pending: dict[Any, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
         self._lock = threading.Lock()
@@ -204,7 +204,7 @@ class WrapEngine:
         """The one wrapper of `func`, created on first request; pending references rebound."""
         # Reads take no lock: a dict lookup is atomic (the GIL, or the dict's own lock on a
         # free-threaded build); the lock makes "first wrapper wins" and the rebinding atomic.
-        found = self._wrappers.get(id(func))
+        found = self._wrappers.get(key_of(func))
         if found is not None:
             return found
         styled = self._styles.get((id(rule), module))
@@ -227,8 +227,8 @@ class WrapEngine:
             emitter = ranges.emitter_with_message(style, message)
             wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
-            found = self._wrappers.setdefault(id(func), wrapper)
-            pending = self._pending.pop(id(func), None) if self._pending else None
+            found = self._wrappers.setdefault(key_of(func), wrapper)
+            pending = self._pending.pop(key_of(func), None) if self._pending else None
         if pending:
             self._rebind(func, found, pending)
         return found
@@ -268,7 +268,7 @@ class WrapEngine:
         return walker
 
     def existing(self, value: Any) -> RangeWrapper | None:
-        found = self._wrappers.get(id(value))  # no lock: see apply
+        found = self._wrappers.get(key_of(value))  # no lock: see apply
         return found if found is not None and found.__wrapped__ is value else None
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
@@ -277,11 +277,12 @@ class WrapEngine:
         with self._lock:
             # Under the lock apply() takes to publish a wrapper and collect its pending
             # references: either the wrapper exists now, or it will find this reference.
-            found = self._wrappers.get(id(func))
+            key = key_of(func)
+            found = self._wrappers.get(key)
             if found is None:
-                pending = self._pending.get(id(func))
+                pending = self._pending.get(key)
                 if pending is None:
-                    self._pending[id(func)] = [reference]
+                    self._pending[key] = [reference]
                 else:
                     pending.append(reference)
                 return
@@ -317,6 +318,14 @@ class WrapEngine:
             return 0
         written, self._written = self._written, []
         return restore_writes(written)
+
+
+def key_of(value: Any) -> Any:
+    """What the engine's tables know `value` by: a plain function itself (it hashes and
+    compares by identity, and a key costs nothing more: thousands of them when a package is
+    targeted wholesale), anything else its id() (a proxy may hash and compare as the object
+    it wraps). uniform.c keys the same way."""
+    return value if type(value) is types.FunctionType else id(value)
 
 
 def restore_writes(written: list[tuple[Any, str, Any, Any]]) -> int:
