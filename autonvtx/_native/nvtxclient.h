@@ -11,6 +11,7 @@
  *   globalevents.c  where the interpreter keeps its global events (monitoring.c switches PY_UNWIND)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines
+ *   wrapping.c    the wrap engine's side of that walk: its table of wrappers, its writes
  */
 #ifndef AUTONVTX_NVTXCLIENT_H
 #define AUTONVTX_NVTXCLIENT_H

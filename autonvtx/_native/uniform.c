@@ -184,7 +184,7 @@ static int defines_code(PyCodeObject* code)
     return 0;
 }
 
-static int call_back(PyObject* callable, PyObject** args, size_t nargs)
+int call_back(PyObject* callable, PyObject** args, size_t nargs)
 {
     PyObject* done = PyObject_Vectorcall(callable, args, nargs, NULL);
     Py_XDECREF(done);
@@ -301,55 +301,6 @@ static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
 }
 #endif
 
-/* wrap.key_of(value): a plain function itself, anything else its id(); a new reference. */
-static PyObject* key_of(PyObject* value)
-{
-    return Py_IS_TYPE(value, &PyFunction_Type) ? Py_NewRef(value) : PyLong_FromVoidPtr(value);
-}
-
-/* WrapEngine.apply for a plain function and the message "{qualname}": its one wrapper, made
- * on first request, and the names that waited for it rebound. */
-static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
-{
-    PyObject* key = key_of(func);
-    PyObject* found;
-    PyObject* wrapper;
-
-    if (key == NULL)
-        return NULL;
-    found = PyDict_GetItemWithError(w->wrappers, key);
-    if (found != NULL || PyErr_Occurred()) {
-        Py_DECREF(key);
-        return Py_XNewRef(found);
-    }
-    /* Its range is made on its first call: most functions of a package are never called. */
-    wrapper = ranged_make_pending(w->wrapper_type, func, w->domain, w->domain_name, qualname,
-                                  w->color, w->category);
-    if (wrapper == Py_None) { /* not made here: the engine's own path */
-        Py_DECREF(wrapper);
-        Py_DECREF(key);
-        return PyObject_Vectorcall(w->apply, (PyObject*[]){func, qualname}, 2, NULL);
-    }
-    found = wrapper == NULL ? NULL : PyDict_SetDefault(w->wrappers, key, wrapper);
-    Py_XDECREF(wrapper);
-    if (found != NULL && PyDict_GET_SIZE(w->pending) > 0) {
-        PyObject* waiting = PyDict_GetItemWithError(w->pending, key);
-        if (waiting != NULL) {
-            Py_INCREF(waiting);
-            Py_INCREF(found);
-            if (PyDict_DelItem(w->pending, key) < 0 ||
-                call_back(w->rebind, (PyObject*[]){func, found, waiting}, 3) < 0)
-                Py_CLEAR(found);
-            else
-                Py_DECREF(found);
-            Py_DECREF(waiting);
-        } else if (PyErr_Occurred())
-            found = NULL;
-    }
-    Py_DECREF(key);
-    return Py_XNewRef(found);
-}
-
 /* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
  * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
  * error. */
@@ -358,58 +309,13 @@ static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualna
     if (w->wrap_mode) {
         if (PyList_Append(w->wrapped, qualname) < 0)
             return NULL;
-        return wrap_apply(w, func, qualname);
+        return wrapping_apply(w, func, qualname);
     }
 #if PY_VERSION_HEX >= 0x030C0000
     if (monitor_function(w, func, qualname) < 0)
         return NULL;
 #endif
     Py_RETURN_NONE;
-}
-
-/* The engine's existing(value): the wrap engine's wrapper of `value` (a new reference), else
- * NULL, with an error set on failure. */
-static PyObject* existing(walk_state* w, PyObject* value)
-{
-    PyObject* key;
-    PyObject* found;
-    PyObject* wrapped;
-    if (!w->wrap_mode)
-        return NULL; /* a function has none; a builtin goes to Python unless no_existing */
-    key = key_of(value);
-    if (key == NULL)
-        return NULL;
-    found = PyDict_GetItemWithError(w->wrappers, key);
-    Py_DECREF(key);
-    if (found == NULL)
-        return NULL;
-    wrapped = PyObject_GetAttr(found, str_wrapped);
-    if (wrapped == NULL)
-        return NULL;
-    Py_DECREF(wrapped);
-    return wrapped == value ? Py_NewRef(found) : NULL;
-}
-
-/* WrapEngine.bind and set_member: remembered for restore() when it keeps a list. */
-static int put(walk_state* w, PyObject* holder, PyObject* attr, PyObject* value)
-{
-    if (w->written != Py_None) {
-        PyObject* dict = PyDict_Check(holder) ? holder : ((PyTypeObject*)holder)->tp_dict;
-        PyObject* old = PyDict_GetItemWithError(dict, attr);
-        PyObject* entry;
-        int failed;
-        if (old == NULL && PyErr_Occurred())
-            return -1;
-        entry = PyTuple_Pack(4, holder, attr, old != NULL ? old : Py_None, value);
-        failed = entry == NULL || PyList_Append(w->written, entry) < 0;
-        Py_XDECREF(entry);
-        if (failed)
-            return -1;
-    }
-    if (PyDict_Check(holder))
-        return PyDict_SetItem(holder, attr, value);
-    /* type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code. */
-    return PyType_Type.tp_setattro(holder, attr, value);
 }
 
 /* An error while deciding about `where`: reported as the Python walk reports it (only
@@ -448,7 +354,7 @@ static int set_stand_in(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
         Py_SETREF(stand_in, PyObject_CallOneArg(rewrap, stand_in));
     if (stand_in == NULL)
         return -1;
-    result = put(w, cls, attr, stand_in);
+    result = wrapping_put(w, cls, attr, stand_in);
     Py_DECREF(stand_in);
     return result;
 }
@@ -466,7 +372,7 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
 
     if (is_protocol(w, attr))
         return skip_member_named(w, qualname, attr, reason_protocol);
-    stand_in = existing(w, func);
+    stand_in = wrapping_existing(w, func);
     if (stand_in != NULL)
         return set_stand_in(w, cls, attr, stand_in, rewrap);
     if (PyErr_Occurred())
@@ -642,12 +548,12 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
 {
     if (w->wrap_mode && (kind == K_FUNCTION || kind == K_BUILTIN) && PyUnicode_CheckExact(attr)) {
         /* A re-export (or alias) of a function already wrapped at its definition site. */
-        PyObject* stand_in = existing(w, value);
+        PyObject* stand_in = wrapping_existing(w, value);
         int result;
         if (stand_in == NULL && PyErr_Occurred())
             return -1;
         if (stand_in != NULL) {
-            result = put(w, w->namespace, attr, stand_in) < 0 ? -1 : PyList_Append(w->rebound, attr);
+            result = wrapping_put(w, w->namespace, attr, stand_in) < 0 ? -1 : PyList_Append(w->rebound, attr);
             Py_DECREF(stand_in);
             return result;
         }
@@ -668,7 +574,7 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         stand_in = decide_function(w, value, qualname);
         if (stand_in == NULL)
             return -1;
-        result = stand_in == Py_None ? 0 : put(w, w->namespace, attr, stand_in);
+        result = stand_in == Py_None ? 0 : wrapping_put(w, w->namespace, attr, stand_in);
         Py_DECREF(stand_in);
         return result;
     }
@@ -870,6 +776,8 @@ int uniform_add_to_module(PyObject* module)
     if (str_module == NULL || str_qualname == NULL || str_func == NULL || str_locals == NULL ||
         reason_protocol == NULL || reason_c_type == NULL || reason_property == NULL ||
         reason_builtin_member == NULL || reason_builtin == NULL || str_wrapped == NULL)
+        return -1;
+    if (wrapping_ready() < 0)
         return -1;
     return PyModule_AddFunctions(module, uniform_methods);
 }

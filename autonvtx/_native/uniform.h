@@ -79,4 +79,16 @@ typedef struct {
     PyObject* member;   /* walk.MEMBER: marks a class member's skip in `skipped` */
 } walk_state;
 
+/* The wrap engine's table and writes (wrapping.c): WrapEngine.apply for a plain function named
+ * `qualname` (its wrapper, a new reference; None where the engine's own path made it), the
+ * wrapper already made for `value` (a new reference, else NULL, an error set on failure), and
+ * holder.attr = value, a namespace or a class, remembered for restore(). */
+PyObject* wrapping_apply(walk_state* w, PyObject* func, PyObject* qualname);
+PyObject* wrapping_existing(walk_state* w, PyObject* value);
+int wrapping_put(walk_state* w, PyObject* holder, PyObject* attr, PyObject* value);
+int wrapping_ready(void);
+
+/* callable(*args), its result dropped: 0, or -1 with the error set (uniform.c). */
+int call_back(PyObject* callable, PyObject** args, size_t nargs);
+
 #endif

@@ -19,7 +19,7 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
 
 from autonvtx import ranges
 from autonvtx.config import Config, Rule, auto_color
-from autonvtx.engines import RANGE_MARK, is_marked
+from autonvtx.engines import RANGE_MARK, is_marked, key_of
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
@@ -183,15 +183,12 @@ class WrapEngine:
         # stay theirs).
         self._styles: dict[tuple[int, str], Any] = {}
         self._distinct_styles: dict[Any, Any] = {}
-        # For the native walk (uniform_walk): per rule, its style for some module and whether
-        # its color is each module's own; the walks per (rule, color).
+        # uniform_walk(): per rule, a style and whether its color is auto; walks per color.
         self._rule_styles: dict[int, tuple[Any, bool]] = {}
         self._walkers: dict[tuple[int, int], Callable[..., None]] = {}
-        # key_of(original) -> its wrapper (whose __wrapped__ is the original, held so the key
-        # stays unique).
+        # key_of(original) -> its wrapper (whose __wrapped__ holds the original: the key stays its).
         self._wrappers: dict[Any, RangeWrapper] = {}
-        # key_of(original) -> module-level names, in target modules, that still hold the
-        # original because they were bound before the original was wrapped.
+        # key_of(original) -> module-level names in target modules bound to it before it was wrapped.
         self._pending: dict[Any, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
@@ -237,31 +234,22 @@ class WrapEngine:
         raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
 
     def uniform_walk(self, module: str, rule: Rule) -> Callable[..., None] | None:
-        """The native walk of `module`, which `rule` selects as a whole (apply() for every
-        plain function it meets, in C: autonvtx/_native/uniform.c), or None where it cannot
-        serve: a message template other than the name, or no native client. Made once per
-        rule and color, not per module (a package targeted wholesale has hundreds of modules
-        and the auto colors are a small palette): the modules sharing a walk share their
-        style, so what apply() works out for one module holds for the others."""
-        walk = ranges.uniform_walk_function()
-        if walk is None or _RangedFunctionWrapper is None:
+        """The native walk (uniform.c) of `module`, which `rule` selects as a whole, made once
+        per rule and color; None for a message other than the name, or no native client."""
+        if (walk := ranges.uniform_walk_function()) is None or _RangedFunctionWrapper is None:
             return None
         ruled = self._rule_styles.get(id(rule))
         if ruled is None:
-            style = self._config.style(rule, module)
             setting = rule.color if rule.color is not None else self._config.settings.color
-            ruled = self._rule_styles[id(rule)] = (style, setting == "auto")
+            ruled = self._rule_styles[id(rule)] = (self._config.style(rule, module), setting == "auto")
         style, auto = ruled
         if style.message != "{qualname}":
             return None
         color = auto_color(module) if auto else style.color  # what Config.style() gives
-        walker: Callable[..., None] | None = self._walkers.get((id(rule), color))
+        walker = self._walkers.get((id(rule), color))
         if walker is None:
             domain, color, category = ranges.style_arguments(self._config.style(rule, module))
-
-            def apply(func: Any, qualname: str) -> Any:
-                return self.apply(func, module, qualname, rule)
-
+            apply = lambda func, qualname: self.apply(func, module, qualname, rule)  # noqa: E731
             walker = self._walkers[id(rule), color] = functools.partial(
                 walk, ("wrap", domain, color, category, _RangedFunctionWrapper, self._wrappers,
                        self._pending, self._rebind, apply, self._written))
@@ -318,14 +306,6 @@ class WrapEngine:
             return 0
         written, self._written = self._written, []
         return restore_writes(written)
-
-
-def key_of(value: Any) -> Any:
-    """What the engine's tables know `value` by: a plain function itself (it hashes and
-    compares by identity, and a key costs nothing more: thousands of them when a package is
-    targeted wholesale), anything else its id() (a proxy may hash and compare as the object
-    it wraps). uniform.c keys the same way."""
-    return value if type(value) is types.FunctionType else id(value)
 
 
 def restore_writes(written: list[tuple[Any, str, Any, Any]]) -> int:

@@ -1,8 +1,8 @@
-"""walk.ModuleReport: decisions kept as flat lists (what a wholesale walk appends to), read as
+"""decisions.ModuleReport: decisions kept as flat lists (what a wholesale walk appends to), read as
 the dictionaries --verbose, `list` and the counts print from, in the order they were taken."""
 from __future__ import annotations
 
-from autonvtx.walk import MEMBER, ModuleReport
+from autonvtx.decisions import MEMBER, ModuleReport
 
 
 def test_decisions_fold_into_dictionaries_in_order_and_first_skip_wins() -> None:
