@@ -418,8 +418,17 @@ _NEVER_A_TYPO = {"include": ("*",), "exclude": ("*", "_*", "*._*")}
 
 
 def _defines_any(module: types.ModuleType, name: str) -> bool:
-    # Type checks and vars() only: no attribute lookup runs the program's code.
+    # Type checks and vars() only: no attribute lookup runs the program's code. A wrapper of
+    # autonvtx's is asked about its function directly: isinstance() reads __class__ through
+    # the proxy, and at exit a package targeted wholesale holds thousands of them.
+    from autonvtx.valuekinds import RANGE_WRAPPER, kind_of  # at exit only (start-up)
+
     for value in list(vars(module).values()):
+        if type(value) is not types.FunctionType and kind_of(type(value)) == RANGE_WRAPPER:
+            value = value.__wrapped__
+            if type(value) is types.FunctionType and value.__module__ == name:
+                return True
+            continue
         if isinstance(value, types.FunctionType) and value.__module__ == name:
             return True
         if isinstance(value, type) and vars(value).get("__module__") == name:
