@@ -25,7 +25,7 @@ EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
 CLIENT = "autonvtx._nvtxclient"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
-    for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform")
+    for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform", "wrapping")
 ]
 
 

@@ -308,15 +308,23 @@ class Matcher:
         them from submodules no rule targets: the rule selects nothing there (functions get
         their ranges where they are defined), and the submodules' glob is what was meant."""
         notes = []
+        untargeted: set[str] | None = None  # packages holding a module no rule targets
         for name in sorted(modules):
             package = sys.modules.get(name)
             if not isinstance(package, types.ModuleType) or not hasattr(package, "__path__"):
                 continue
             if _defines_any(package, name):
                 continue
-            prefix = name + "."
-            if any(sub.startswith(prefix) and not self.should_consider_module(sub) for sub in list(sys.modules)):
-                notes.append(f"0 functions defined in {name!r}; its submodules match {prefix + '*'!r}")
+            if untargeted is None:
+                # One pass over sys.modules for all packages, not one per package: a package
+                # targeted wholesale has hundreds of subpackages, and this runs at exit.
+                untargeted = set()
+                for sub in list(sys.modules):
+                    if not self.should_consider_module(sub):
+                        parts = sub.split(".")
+                        untargeted.update(".".join(parts[:i]) for i in range(1, len(parts)))
+            if name in untargeted:
+                notes.append(f"0 functions defined in {name!r}; its submodules match {name + '.*'!r}")
         return notes
 
     def _unmatched_readings(self, group: list[_CompiledRule]) -> list[str]:
@@ -410,8 +418,17 @@ _NEVER_A_TYPO = {"include": ("*",), "exclude": ("*", "_*", "*._*")}
 
 
 def _defines_any(module: types.ModuleType, name: str) -> bool:
-    # Type checks and vars() only: no attribute lookup runs the program's code.
+    # Type checks and vars() only: no attribute lookup runs the program's code. A wrapper of
+    # autonvtx's is asked about its function directly: isinstance() reads __class__ through
+    # the proxy, and at exit a package targeted wholesale holds thousands of them.
+    from autonvtx.valuekinds import RANGE_WRAPPER, kind_of  # at exit only (start-up)
+
     for value in list(vars(module).values()):
+        if type(value) is not types.FunctionType and kind_of(type(value)) == RANGE_WRAPPER:
+            value = value.__wrapped__
+            if type(value) is types.FunctionType and value.__module__ == name:
+                return True
+            continue
         if isinstance(value, types.FunctionType) and value.__module__ == name:
             return True
         if isinstance(value, type) and vars(value).get("__module__") == name:

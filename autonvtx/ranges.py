@@ -316,6 +316,7 @@ class CodeMonitor:
         # What uninstall() must undo. A list, not a set: 8 bytes a code object where a set
         # takes ~20, thousands of times over; membership is the code extra's (O(1)).
         self._codes: list[types.CodeType] = []
+        self._lazy_checked = False  # _check_lazy_local_events() ran
 
     def install(self) -> str | None:
         """Claim a tool id and register the callbacks: None, or why the code engine cannot
@@ -384,10 +385,13 @@ class CodeMonitor:
         range styled (domain, color, category) and named by its code (monitor_new() for each,
         in C; walk.py passes its decisions), or None when the native client lacks it.
         `no_existing`: the engine has no stand-in yet that a builtin could be a re-export of."""
-        tool_id, _ = self._installed()
+        tool_id, client = self._installed()
         walk = uniform_walk_function()
         if walk is None:
             return None
+        if not self._lazy_checked:
+            self._lazy_checked = True
+            _check_lazy_local_events(client, tool_id)
         return partial(walk, ("code", domain, color, category, tool_id,
                               _sys_monitoring().set_local_events, _LOCAL_EVENTS, self._codes, no_existing))
 
@@ -425,6 +429,27 @@ class CodeMonitor:
         if self.tool_id is None or self._client is None:
             raise RuntimeError("CodeMonitor is not installed")
         return self.tool_id, self._client
+
+
+def _probe() -> None:
+    pass
+
+
+def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
+    """The native walk turns local events on as set_local_events does but leaves the code's
+    instrumentation to its first run (monitoring.c, monitoring_turn_on_later): used only where
+    get_local_events reads back what it set, on a code object of ours."""
+    check = getattr(client, "lazy_local_events", None)
+    turn_on = getattr(client, "turn_on_later", None)
+    if check is None or turn_on is None:
+        return
+    monitoring = _sys_monitoring()
+    code = _probe.__code__
+    works = bool(turn_on(code, tool_id, _LOCAL_EVENTS)) and (
+        monitoring.get_local_events(tool_id, code) == _LOCAL_EVENTS
+    )
+    monitoring.set_local_events(tool_id, code, 0)
+    check(works)
 
 
 def _unwind_while_open(monitoring: Any, tool_id: int, client: ModuleType) -> bool:

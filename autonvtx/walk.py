@@ -5,15 +5,15 @@ from __future__ import annotations
 import threading
 import types
 import weakref
-from collections import Counter
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
-from autonvtx.compiled import already_ranged, compiled_callables
+from autonvtx.compiled import already_ranged
 from autonvtx.config import Rule
+from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
 from autonvtx.matching import Matcher, normalize_module
@@ -54,45 +54,6 @@ def _is_dunder(name: str) -> bool:
 
 
 _CODE = types.CodeType
-
-
-class ModuleReport:
-    """What happened to one module: every name wrapped or skipped, each with its reason."""
-
-    def __init__(self, module: str, verb: str = "wrapped") -> None:  # not a dataclass: start-up (issue 24)
-        self.module = module
-        self.verb = verb  # what the engine does to a selected function ("monitored": code engine)
-        self.wrapped: dict[str, str] = {}  # qualname -> reason
-        self.skipped: dict[str, str] = {}  # qualname -> reason
-        self.rebound: list[str] = []  # names pointed at an existing wrapper
-
-    def skip(self, qualname: str, reason: str) -> None:
-        self.skipped.setdefault(qualname, reason)
-
-    def skip_counts(self) -> Counter[str]:
-        return Counter(_reason_kind(reason) for reason in self.skipped.values())
-
-    def summary(self) -> str:
-        """One line for --verbose: `mod: wrapped 3, skipped 2 (1 property, 1 protocol method)`."""
-        counts = ", ".join(f"{n} {kind}" for kind, n in self.skip_counts().most_common())
-        line = f"{self.module}: {self.verb} {len(self.wrapped)}, skipped {len(self.skipped)}"
-        if counts:
-            line += f" ({counts})"
-        if self.rebound:
-            line += f", {len(self.rebound)} re-export(s) rebound"
-        return line
-
-    def lines(self) -> list[str]:
-        """One line per decision, `module:qualname: wrapped (why)` or `... skipped (why)`."""
-        out = [f"{self.module}:{q}: {self.verb} ({why})" for q, why in self.wrapped.items()]
-        out += [f"{self.module}:{q}: skipped ({why})" for q, why in self.skipped.items()]
-        known = {*self.wrapped, *self.skipped}
-        return out + [f"{self.module}:{q}: skipped ({why})" for q, why in compiled_callables(self.module, known)]
-
-
-def _reason_kind(reason: str) -> str:
-    # Reasons read "kind: detail"; counts group by kind.
-    return reason.split(":", 1)[0]
 
 
 class Walker:
@@ -157,7 +118,9 @@ class Walker:
         namespace = _module_dict(module)
         if not self._engine.changes_namespaces:
             namespace = dict(namespace)  # the walk rebinds names: let it rebind a copy
-        return self._instrument_items(module, namespace, list(namespace.items()))
+        # The namespace itself: the walks take their own snapshot of it (the native one without
+        # a tuple per name: hundreds per module of a package targeted wholesale).
+        return self._instrument_items(module, namespace, namespace)
 
     def instrument_main(self, module: types.ModuleType) -> ModuleReport:
         """Incremental instrument() for a script's `__main__`, called after each top-level
@@ -177,7 +140,8 @@ class Walker:
         return report
 
     def _instrument_items(
-        self, module: types.ModuleType, namespace: dict[str, Any], items: list[tuple[str, Any]]
+        self, module: types.ModuleType, namespace: dict[str, Any],
+        items: list[tuple[str, Any]] | dict[str, Any],
     ) -> ModuleReport:
         name = namespace.get("__name__")
         report = self._report_for(name)
@@ -261,21 +225,23 @@ class _ModuleWalk:
         self.uniform = walker.uniform_selection(name)
         self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
 
-    def walk(self, items: Iterable[tuple[str, Any]]) -> None:
+    def walk(self, items: list[tuple[str, Any]] | dict[str, Any]) -> None:
+        """Walk `items`, (name, value) pairs or a namespace (its pairs as they are now)."""
         native = self._native_walk()
         if native is not None:
             # The same decisions in C for what it knows (plain functions, Python classes), the
             # methods below for the rest (autonvtx/_native/uniform.c).
-            native(items if type(items) is list else list(items), (
-                self.name, self.uniform_reason, self.report.wrapped, self.report.skipped,
+            native(items if type(items) is list or type(items) is dict else list(items), (
+                self.name, self.uniform_reason, self.report.names_wrapped_for(self.uniform_reason),
+                self.report.skips,
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
                 self._visit_member, self._wrap, self._failed,
                 self.uniform.rule.builtins,  # type: ignore[union-attr]
-                self.namespace, self.report.rebound, self._remember,
+                self.namespace, self.report.rebound, self._remember, MEMBER,
             ))
             return
         kinds = _kinds
-        for attr, value in items:
+        for attr, value in list(items.items()) if type(items) is dict else items:
             kind = kinds.get(type(value))
             if kind is None:
                 kind = _kind(type(value))
@@ -445,7 +411,7 @@ class _ModuleWalk:
         rule, reason = decided
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
         # per function.
-        self.report.wrapped[qualname] = reason
+        self.report.add_wrapped(qualname, reason)
         if code is not None:
             self.engine.apply_code(code, self.rule_module, qualname, rule)
             return None
@@ -486,7 +452,7 @@ class _ModuleWalk:
             if decided is not None:
                 rule, reason = decided
                 self.engine.apply_code(inner, self.rule_module, qualname, rule)
-                self.report.wrapped[qualname] = reason
+                self.report.add_wrapped(qualname, reason)
 
 
 def _qualname(obj: Any, fallback: str) -> str:

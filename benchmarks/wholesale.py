@@ -13,8 +13,8 @@ the resident memory at the end, and the packages' versions.
 measures the walk alone instead, in this process: the packages imported first, then
 `autonvtx.install(targets=...)` walking every module of them (GC off, a no-op NVTX tool), its
 CPU time and what it allocated (tracemalloc, with --memory) per function, the modules' walks
-alone (install()'s once-only work apart) per function, the native walk's share of them and
-the Python around it per module; one JSON line.
+alone (install()'s once-only work apart) per function, the native walk's share of them (either
+engine) and the Python around it per module; one JSON line.
 """
 from __future__ import annotations
 
@@ -107,23 +107,18 @@ def walk_alone(packages: list[str], engine: str, memory: bool) -> dict[str, Any]
     from autonvtx import ranges
 
     native_ns = [0]
-    made = ranges.CodeMonitor.uniform_walker
+    walk = ranges.uniform_walk_function()
 
-    def timed_walker(self: Any, *args: Any, **kwargs: Any) -> Any:
-        walk = made(self, *args, **kwargs)
-        if walk is None:
-            return None
+    def timed(*walk_args: Any) -> None:
+        started = time.thread_time_ns()
+        try:
+            walk(*walk_args)  # type: ignore[misc]
+        finally:
+            native_ns[0] += time.thread_time_ns() - started
 
-        def timed(*walk_args: Any) -> None:
-            started = time.thread_time_ns()
-            try:
-                walk(*walk_args)
-            finally:
-                native_ns[0] += time.thread_time_ns() - started
-
-        return timed
-
-    ranges.CodeMonitor.uniform_walker = timed_walker  # type: ignore[method-assign]
+    # Both engines take the native walk from here (the wrap engine directly, the code engine
+    # through CodeMonitor.uniform_walker), once per rule and color.
+    ranges.uniform_walk_function = lambda: None if walk is None else timed  # type: ignore[assignment]
     # The walks of the modules themselves, without install()'s once-only work (the engine
     # made, the import hook's scan of sys.modules).
     from autonvtx.importer import ImportHook
@@ -157,9 +152,8 @@ def walk_alone(packages: list[str], engine: str, memory: bool) -> dict[str, Any]
         "us_per_function": elapsed / 1e3 / max(1, functions),
         "bytes_per_function": allocated / max(1, functions) if memory else None,
         "walks_us_per_function": walks_ns[0] / 1e3 / max(1, functions),
-        # The native walk is timed where the code engine hands it out (the wrap engine's: None).
-        "native_us_per_function": native_ns[0] / 1e3 / max(1, functions) if engine == "code" else None,
-        "python_us_per_module": (walks_ns[0] - native_ns[0]) / 1e3 / max(1, modules) if engine == "code" else None,
+        "native_us_per_function": native_ns[0] / 1e3 / max(1, functions),
+        "python_us_per_module": (walks_ns[0] - native_ns[0]) / 1e3 / max(1, modules),
         "once_ms": (elapsed - walks_ns[0]) / 1e6,
     }
 

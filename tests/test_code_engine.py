@@ -362,3 +362,79 @@ def test_a_package_targeted_wholesale_colors_each_module_its_own_way(tmp_path: P
     assert colors == {**expected, "plain": auto_color("plain")}
     if color is None:
         assert len(set(colors.values())) > 2  # the palette spreads them: one walk for all would not
+
+
+LATE = """
+    import types
+
+    def called(x):
+        return x + 1
+
+    def never_called(x):
+        return x * 2
+
+    def counter(n):
+        for i in range(n):
+            yield called(i)
+
+    # Made before the walk from the same code object: a code object's range is every copy's.
+    copy = types.FunctionType(called.__code__, globals(), "copy")
+    started = counter(3)
+    first = next(started)  # suspended before the walk, resumed after it
+"""
+
+
+@needs_monitoring
+def test_a_wholesale_walk_leaves_instrumentation_to_each_code_s_first_run(tmp_path: Path) -> None:
+    # The native walk sets each code object's local events as set_local_events does, and
+    # CPython instruments the code at its next RESUME (monitoring.c, monitoring_turn_on_later):
+    # get_local_events reads the same events, a code never run stays as it was compiled, and
+    # every run, of any function made from the code or a generator resumed, gets its range.
+    make_file(tmp_path / "late_mod.py", LATE)
+    (recording,), out = run_under_recorder(
+        tmp_path,
+        f"""
+        import dis, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import late_mod
+        from autonvtx.api import install
+        from autonvtx import ranges
+        install(targets=["late_mod"], engine="code")
+        tool = ranges.CodeMonitor.active.tool_id
+        events = {{f.__name__: sys.monitoring.get_local_events(tool, f.__code__)
+                  for f in (late_mod.called, late_mod.never_called, late_mod.counter)}}
+        print(len(set(events.values())), events["never_called"] != 0)
+        first = next(dis.get_instructions(late_mod.never_called, adaptive=True)).opname
+        print(first)
+        print(late_mod.copy(1), list(late_mod.started), late_mod.called(5))
+        first = next(dis.get_instructions(late_mod.called, adaptive=True)).opname
+        print(first)
+        """,
+    )
+    assert out.splitlines() == ["1 True", "RESUME", "2 [2, 3] 6", "INSTRUMENTED_RESUME"]
+    names = [r.name for r in sorted(recording.ranges, key=lambda r: r.start_ns)]
+    # copy(1); the generator's two resumptions, each calling called(); its end; called(5).
+    assert names == ["called", "counter", "called", "counter", "called", "counter", "called"]
+
+
+@needs_monitoring
+def test_without_lazy_instrumentation_the_walk_gives_the_same_ranges(tmp_path: Path) -> None:
+    # lazy_local_events(False): set_local_events itself, instrumenting at once; same ranges.
+    make_file(tmp_path / "late_mod.py", LATE)
+    program = f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import late_mod
+        import autonvtx._nvtxclient as client
+        from autonvtx.api import install
+        client.lazy_local_events(sys.argv[-1] == "lazy")
+        install(targets=["late_mod"], engine="code")
+        print(late_mod.copy(1), list(late_mod.started), late_mod.called(5))
+        """
+    seen = []
+    for how in ("lazy", "eager"):
+        (tmp_path / how).mkdir()
+        (recording,), out = run_under_recorder(tmp_path / how, program.replace("sys.argv[-1]", repr(how)))
+        seen.append((out, [r.name for r in sorted(recording.ranges, key=lambda r: r.start_ns)]))
+    assert seen[0] == seen[1]
+    assert seen[0][1].count("called") == 4

@@ -374,3 +374,58 @@ def test_a_wholesale_walk_makes_a_range_on_the_first_call(tmp_path: Path) -> Non
         "Range PendingStyle Range 3",  # called, Box.method, fetched: three ranges made
     ]
     assert [r.name for r in rec.ranges] == ["Box.method", "called", "called", "fetched"]
+
+
+BULK_WRAPPERS_PROGRAM = """
+import gc, inspect, pickle, sys, types
+from autonvtx.config import Config, Rule
+from autonvtx.engines.wrap import WrapEngine
+from autonvtx.matching import Matcher
+from autonvtx.walk import Walker
+
+module = types.ModuleType("bulk_mod")
+exec('''
+def f0(x):
+    "doc 0"
+    return x
+def f1(x, *, y=1):
+    return x + y
+def f2(*args, **kwargs):
+    return len(args) + len(kwargs)
+class Box:
+    def method(self, z):
+        return f1(z)
+    @staticmethod
+    def build():
+        return Box()
+''', vars(module))
+sys.modules["bulk_mod"] = module
+config = Config(rules=(Rule(modules=("bulk_mod",), origin="test"),))
+Walker(Matcher(config), WrapEngine(config)).instrument(module)   # the native walk: one rule, whole
+
+def state(w):
+    return (type(w).__name__, w._self_binding, w._self_instance, w._self_enabled, w._self_parent,
+            type(w._self_wrapper).__name__, [type(r).__name__ for r in gc.get_referents(w) if type(r) is dict])
+
+wrappers = [module.f0, module.f1, module.f2, vars(module.Box)["method"], vars(module.Box)["build"].__func__]
+print(len({repr(state(w)) for w in wrappers}), state(wrappers[0])[:2])
+print([w.__wrapped__.__name__ for w in wrappers], module.f0.__doc__, inspect.signature(module.f1))
+print(pickle.loads(pickle.dumps(module.f2)) is module.f2, module.f0(1), module.f1(1, y=2), module.f2(1, a=2))
+print(module.Box.build().method(3), inspect.ismethod(module.Box().method))
+"""
+
+
+@needs_native
+def test_wrappers_made_in_bulk_read_and_call_as_the_first_one_wrapt_made(tmp_path: Path) -> None:
+    # The first wrapper is made by wrapt, the next ones filled from it as a template
+    # (ranged.c): the same wrapt state, no dictionary, the same transparency and ranges.
+    rec, out = record(tmp_path, BULK_WRAPPERS_PROGRAM)
+    assert out.splitlines() == [
+        "1 ('_RangedFunctionWrapper', 'function')",
+        "['f0', 'f1', 'f2', 'method', 'build'] doc 0 (x, *, y=1)",
+        "True 1 3 2",
+        "4 True",
+    ]
+    assert [r.name for r in sorted(rec.ranges, key=lambda r: r.start_ns)] == [
+        "f0", "f1", "f2", "Box.build", "Box.method", "f1",
+    ]

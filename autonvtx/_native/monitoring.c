@@ -32,7 +32,9 @@
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static Py_ssize_t extra_index = -1;
 
@@ -267,6 +269,86 @@ static PyObject* attach(PyObject* module, PyObject* const* args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
+/* sys.monitoring.set_local_events(tool_id, code, events) for a code object that has none of
+ * this tool's yet, as CPython's _PyMonitoring_SetLocalEvents does it (Python/instrumentation.c,
+ * 3.12 and 3.13: the code's monitoring data allocated, its local events set) but for the last
+ * step: rather than re-instrumenting the bytecode now (_Py_Instrument's pass over every
+ * instruction), the code is marked out of date, as CPython marks every code object when a
+ * global set_events changes what is monitored, and RESUME, the first instruction of every run
+ * of a code object and of every resumption of a generator, instruments it before it runs.
+ * Same events, same order; a function never called (most of a package targeted wholesale)
+ * no longer pays for its instrumentation: _Py_Instrument was about 3,000 of the 26,000
+ * instructions per function of numpy + pandas walked by the code engine (3.12).
+ * 1: done; 0: the caller calls set_local_events (turned off, or the code has events of this
+ * tool already: CPython then decides). The fields used are in CPython's public header
+ * (cpython/code.h); ranges.py checks the result with get_local_events once per process. */
+static int lazy_events_off;
+
+int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events)
+{
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    _PyCoMonitoringData* data = code->_co_monitoring;
+    uint8_t bit = (uint8_t)(1u << tool_id);
+    int e;
+
+    if (lazy_events_off || tool_id < 0 || tool_id > 7 || events >= (1u << _PY_MONITORING_LOCAL_EVENTS))
+        return 0;
+    if (data == NULL) {
+        data = PyMem_Malloc(sizeof *data); /* CPython frees it with PyMem_Free */
+        if (data == NULL)
+            return 0;
+        memset(data, 0, sizeof *data);
+        code->_co_monitoring = data;
+    }
+    for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
+        if (data->local_monitors.tools[e] & bit)
+            return 0;
+    for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
+        if (events >> e & 1)
+            data->local_monitors.tools[e] |= bit;
+    /* A version the interpreter's never equals: 3.12 forces an update with UINT64_MAX itself;
+     * 3.13 keeps its event bits in the low byte, zero in a code's version. */
+#if PY_VERSION_HEX >= 0x030D0000
+    code->_co_instrumentation_version = ~(uintptr_t)0xFF;
+#else
+    code->_co_instrumentation_version = UINT64_MAX;
+#endif
+    return 1;
+#else
+    (void)code;
+    (void)tool_id;
+    (void)events;
+    return 0;
+#endif
+}
+
+static PyObject* lazy_local_events(PyObject* module, PyObject* arg)
+{
+    int on = PyObject_IsTrue(arg);
+    (void)module;
+    if (on < 0)
+        return NULL;
+    lazy_events_off = !on;
+    Py_RETURN_NONE;
+}
+
+static PyObject* turn_on_later(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    long tool_id;
+    unsigned long events;
+    (void)module;
+    if (nargs != 3 || check_code(args[0], "turn_on_later") < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "turn_on_later(code, tool_id, events)");
+        return NULL;
+    }
+    tool_id = PyLong_AsLong(args[1]);
+    events = PyLong_AsUnsignedLongMask(args[2]);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyBool_FromLong(monitoring_turn_on_later((PyCodeObject*)args[0], (int)tool_id, events));
+}
+
 int monitoring_ready(void)
 {
     return extra_index >= 0;
@@ -363,6 +445,12 @@ static PyMethodDef monitoring_methods[] = {
     {"arm_unwind", (PyCFunction)arm_unwind, METH_O,
      "arm_unwind(tool_id, /)\n--\n\nFrom now on, PY_UNWIND is on for `tool_id` only while a range "
      "pushed by the callbacks is open (-1: no longer; set_events decides)."},
+    {"lazy_local_events", (PyCFunction)lazy_local_events, METH_O,
+     "lazy_local_events(on, /)\n--\n\nWhether the native walk turns a code object's local events on "
+     "as set_local_events does but leaves its instrumentation to its first run (the default)."},
+    {"turn_on_later", (PyCFunction)(void (*)(void))turn_on_later, METH_FASTCALL,
+     "turn_on_later(code, tool_id, events, /) -> bool\n--\n\nset_local_events(tool_id, code, events) "
+     "with the instrumentation left to the code's next run; False where it left it to the caller."},
     {"has_range", (PyCFunction)has_range, METH_O,
      "has_range(code, /)\n--\n\nWhether `code` has a Range, or the PendingRange its first run "
      "makes one from."},

@@ -11,6 +11,7 @@
  *   globalevents.c  where the interpreter keeps its global events (monitoring.c switches PY_UNWIND)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines
+ *   wrapping.c    the wrap engine's side of that walk: its table of wrappers, its writes
  */
 #ifndef AUTONVTX_NVTXCLIENT_H
 #define AUTONVTX_NVTXCLIENT_H
@@ -77,6 +78,9 @@ int monitoring_attached(PyCodeObject* code);
 int monitoring_attach(PyObject* code, PyObject* range);
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category);
+/* set_local_events(tool_id, code, events), the instrumentation left to the code's first run;
+ * 0 when the caller must call set_local_events itself (monitoring.c). */
+int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

@@ -10,6 +10,8 @@
 #include "nvtxclient.h"
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 #include <structmember.h>
 
 /* ---- the ranged function wrapper type ---- */
@@ -371,18 +373,160 @@ static int ranged_ready(PyObject* function)
     return suspending_kind(((PyCodeObject*)PyFunction_GET_CODE(function))->co_flags) < 0 || steps_ready();
 }
 
+/* ---- making wrappers by the thousand ----
+ *
+ * wrapt's own construction of a wrapper (its tp_new makes the proxy a dictionary; its __init__
+ * parses arguments, finds its module state, works out the binding and copies __module__ and
+ * __doc__ into that dictionary, which ranged_init then drops) was about 4,700 of the 28,000
+ * instructions a function cost a wholesale walk (numpy + pandas, 3.11). Every wrapper of a
+ * plain function ends up alike but for two of wrapt's fields (the function and the range), so
+ * the first one of a type is made by wrapt and kept as a template: its fields as wrapt left
+ * them, each word known to be NULL, a reference (None, the binding string, the function, the
+ * range) or a small integer (wrapt's flags). The next ones are allocated and filled from it.
+ * Anything unexpected in the template (another wrapt's fields: a reference this cannot name)
+ * leaves wrapt's construction in place. A template is trusted only once a wrapper filled from
+ * it equals, word for word, the one wrapt made from the same function and range. */
+#define TEMPLATE_WORDS 32
+enum { WORD_COPY, WORD_REFERENCE, WORD_FUNCTION, WORD_RANGE };
+static struct {
+    PyTypeObject* type;   /* the type it serves; NULL: none yet */
+    int usable;           /* verified; 0 with `type` set: wrapt's construction for good */
+    Py_ssize_t first, end; /* the words of wrapt's part, after the object header */
+    void* words[TEMPLATE_WORDS];
+    char kinds[TEMPLATE_WORDS];
+} template_of;
+
+static PyObject* ranged_construct(PyObject* cls, PyObject* function, PyObject* range)
+{
+    return PyObject_Vectorcall(cls, (PyObject*[]){function, range}, 2, NULL);
+}
+
+/* A wrapper filled from the template (the caller checked the type), or NULL on error. */
+static PyObject* ranged_fill(PyTypeObject* type, PyObject* function, PyObject* range)
+{
+    PyObject* self = type->tp_alloc(type, 0);
+    void** words;
+    ranged_fields* fields;
+    Py_ssize_t i;
+
+    if (self == NULL)
+        return NULL;
+    words = (void**)self;
+    for (i = template_of.first; i < template_of.end; ++i) {
+        switch (template_of.kinds[i]) {
+        case WORD_FUNCTION:
+            words[i] = Py_NewRef(function);
+            break;
+        case WORD_RANGE:
+            words[i] = Py_NewRef(range);
+            break;
+        case WORD_REFERENCE:
+            words[i] = Py_NewRef((PyObject*)template_of.words[i]);
+            break;
+        default:
+            words[i] = template_of.words[i];
+        }
+    }
+    fields = RANGED_FIELDS(self);
+    fields->vectorcall = ranged_call_path(function);
+    fields->function = Py_NewRef(function);
+    fields->range = Py_NewRef(range);
+    return self;
+}
+
+/* Learn the template from `made`, the wrapper wrapt made of (function, range); then check a
+ * wrapper filled from it reads the same. Errors leave wrapt's construction in place. */
+static void ranged_learn(PyTypeObject* type, PyObject* made, PyObject* function, PyObject* range)
+{
+    PyObject* binding = PyObject_GetAttrString(made, "_self_binding");
+    PyObject* filled;
+    void** words = (void**)made;
+    Py_ssize_t i, functions = 0, ranges = 0;
+
+    template_of.type = type;
+    template_of.usable = 0;
+    template_of.first = (Py_ssize_t)(sizeof(PyObject) / sizeof(void*));
+    template_of.end = type->tp_vectorcall_offset / (Py_ssize_t)sizeof(void*);
+    if (binding == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    if (template_of.end > TEMPLATE_WORDS || type->tp_vectorcall_offset % sizeof(void*) != 0 ||
+        (type->tp_dictoffset > 0 && *(PyObject**)((char*)made + type->tp_dictoffset) != NULL) ||
+        (type->tp_weaklistoffset > 0 && *(PyObject**)((char*)made + type->tp_weaklistoffset) != NULL)) {
+        Py_DECREF(binding);
+        return;
+    }
+    for (i = template_of.first; i < template_of.end; ++i) {
+        void* word = words[i];
+        template_of.words[i] = word;
+        if (word == function)
+            template_of.kinds[i] = WORD_FUNCTION, ++functions;
+        else if (word == range)
+            template_of.kinds[i] = WORD_RANGE, ++ranges;
+        else if (word == Py_None || word == binding)
+            template_of.kinds[i] = WORD_REFERENCE;
+        else if ((uintptr_t)word < 4096)
+            template_of.kinds[i] = WORD_COPY; /* NULL or a flag */
+        else {
+            Py_DECREF(binding);
+            return; /* a reference this does not know */
+        }
+    }
+    if (functions != 1 || ranges != 1) {
+        Py_DECREF(binding);
+        return;
+    }
+    /* The binding string stays the template's (one reference for the process). */
+    filled = ranged_fill(type, function, range);
+    if (filled == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    Py_XSETREF(RANGED_FIELDS(filled)->message, Py_XNewRef(RANGED_FIELDS(made)->message));
+    template_of.usable =
+        memcmp((void**)filled + template_of.first, words + template_of.first,
+               (size_t)(template_of.end - template_of.first) * sizeof(void*)) == 0 &&
+        memcmp(RANGED_FIELDS(filled), RANGED_FIELDS(made), sizeof(ranged_fields)) == 0;
+    Py_DECREF(filled);
+}
+
+/* cls(function, range), from the template where it is known to serve. */
+static PyObject* ranged_new_wrapper(PyObject* cls, PyObject* function, PyObject* range,
+                                    PyObject* message)
+{
+    PyTypeObject* type = (PyTypeObject*)cls;
+    PyObject* made;
+
+#ifndef Py_GIL_DISABLED
+    if (template_of.type == type && template_of.usable) {
+        made = ranged_fill(type, function, range);
+        if (made != NULL && message != NULL)
+            RANGED_FIELDS(made)->message = Py_NewRef(message);
+        return made;
+    }
+#endif
+    made = ranged_construct(cls, function, range);
+    if (made == NULL)
+        return NULL;
+    if (message != NULL)
+        Py_XSETREF(RANGED_FIELDS(made)->message, Py_NewRef(message));
+#ifndef Py_GIL_DISABLED
+    if (template_of.type == NULL)
+        ranged_learn(type, made, function, range);
+#endif
+    return made;
+}
+
 PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range)
 {
-    PyObject* call_args[2];
     if (!PyType_Check(cls) || ((PyTypeObject*)cls)->tp_init != ranged_init) {
         PyErr_SetString(PyExc_TypeError, "ranged_make: cls must come from ranged_function_type");
         return NULL;
     }
     if (!PyFunction_Check(function) || !ranged_ready(function))
         Py_RETURN_NONE;
-    call_args[0] = function;
-    call_args[1] = (PyObject*)range;
-    return PyObject_Vectorcall(cls, call_args, 2, NULL);
+    return ranged_new_wrapper(cls, function, (PyObject*)range, NULL);
 }
 
 /* The style of the last pending wrapper made: a walk makes every wrapper of a module in one
@@ -419,10 +563,8 @@ PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandl
     style = pending_style(domain, domain_name, color, category);
     if (style == NULL)
         return NULL;
-    wrapper = PyObject_Vectorcall(cls, (PyObject*[]){function, style}, 2, NULL);
+    wrapper = ranged_new_wrapper(cls, function, style, message);
     Py_DECREF(style);
-    if (wrapper != NULL)
-        Py_XSETREF(RANGED_FIELDS(wrapper)->message, Py_NewRef(message));
     return wrapper;
 }
 

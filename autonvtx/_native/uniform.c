@@ -88,9 +88,19 @@ static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
            PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
 }
 
+/* ModuleReport.skip: appended to the report's list, folded into its dictionary when read. */
 static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 {
-    return PyDict_SetDefault(w->skipped, qualname, reason) == NULL ? -1 : 0;
+    return PyList_Append(w->skipped, qualname) < 0 ? -1 : PyList_Append(w->skipped, reason);
+}
+
+/* The same for `qualname`.`attr`, a class member, without making that name now. */
+static int skip_member_named(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* reason)
+{
+    if (PyList_Append(w->skipped, w->member) < 0 || PyList_Append(w->skipped, qualname) < 0 ||
+        PyList_Append(w->skipped, attr) < 0)
+        return -1;
+    return PyList_Append(w->skipped, reason);
 }
 
 #if PY_VERSION_HEX >= 0x030C0000
@@ -114,6 +124,8 @@ static int turn_on(walk_state* w, PyObject* code)
     PyObject* args[3];
     PyObject* done;
 
+    if (monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits))
+        return PyList_Append(w->codes, code);
     args[0] = w->tool_id;
     args[1] = code;
     args[2] = w->events;
@@ -126,6 +138,42 @@ static int turn_on(walk_state* w, PyObject* code)
 
 #endif
 
+/* A dictionary's (key, value) pairs as they are now, each held, in one block: the walk rebinds
+ * names as it goes, and a list of (key, value) tuples per namespace and class (what
+ * PyDict_Items and dict.items() make) was hundreds of short-lived objects per module, each
+ * allocated, tracked by the GC and freed. */
+typedef struct {
+    Py_ssize_t size;
+    PyObject** pairs; /* key, value, key, value, ... */
+} snapshot;
+
+static int snapshot_take(PyObject* dict, snapshot* taken)
+{
+    Py_ssize_t n = PyDict_GET_SIZE(dict), pos = 0, i = 0;
+    PyObject *key, *value;
+    taken->size = 0;
+    taken->pairs = PyMem_Malloc((size_t)(2 * n + 1) * sizeof(PyObject*));
+    if (taken->pairs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    while (i < n && PyDict_Next(dict, &pos, &key, &value)) { /* runs no Python code */
+        taken->pairs[2 * i] = Py_NewRef(key);
+        taken->pairs[2 * i + 1] = Py_NewRef(value);
+        ++i;
+    }
+    taken->size = i;
+    return 0;
+}
+
+static void snapshot_release(snapshot* taken)
+{
+    Py_ssize_t i;
+    for (i = 0; i < 2 * taken->size; ++i)
+        Py_DECREF(taken->pairs[i]);
+    PyMem_Free(taken->pairs);
+}
+
 static int defines_code(PyCodeObject* code)
 {
     PyObject* consts = code->co_consts;
@@ -136,7 +184,7 @@ static int defines_code(PyCodeObject* code)
     return 0;
 }
 
-static int call_back(PyObject* callable, PyObject** args, size_t nargs)
+int call_back(PyObject* callable, PyObject** args, size_t nargs)
 {
     PyObject* done = PyObject_Vectorcall(callable, args, nargs, NULL);
     Py_XDECREF(done);
@@ -169,7 +217,7 @@ static int visit_nested(walk_state* w, PyCodeObject* code)
             if (is_protocol(w, inner->co_name))
                 result = skip(w, inner->co_qualname, reason_protocol);
             else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
-                result = PyDict_SetItem(w->wrapped, inner->co_qualname, w->reason);
+                result = PyList_Append(w->wrapped, inner->co_qualname);
         }
         Py_DECREF(consts);
     }
@@ -244,7 +292,7 @@ static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
         return PyErr_Occurred() ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
     result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
     if (result == 0)
-        result = PyDict_SetItem(w->wrapped, qualname, w->reason);
+        result = PyList_Append(w->wrapped, qualname);
     if (result == 0)
         result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
                      ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
@@ -253,109 +301,21 @@ static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
 }
 #endif
 
-/* WrapEngine.apply for a plain function and the message "{qualname}": its one wrapper, made
- * on first request, and the names that waited for it rebound. */
-static PyObject* wrap_apply(walk_state* w, PyObject* func, PyObject* qualname)
-{
-    PyObject* key = PyLong_FromVoidPtr(func);
-    PyObject* found;
-    PyObject* wrapper;
-
-    if (key == NULL)
-        return NULL;
-    found = PyDict_GetItemWithError(w->wrappers, key);
-    if (found != NULL || PyErr_Occurred()) {
-        Py_DECREF(key);
-        return Py_XNewRef(found);
-    }
-    /* Its range is made on its first call: most functions of a package are never called. */
-    wrapper = ranged_make_pending(w->wrapper_type, func, w->domain, w->domain_name, qualname,
-                                  w->color, w->category);
-    if (wrapper == Py_None) { /* not made here: the engine's own path */
-        Py_DECREF(wrapper);
-        Py_DECREF(key);
-        return PyObject_Vectorcall(w->apply, (PyObject*[]){func, qualname}, 2, NULL);
-    }
-    found = wrapper == NULL ? NULL : PyDict_SetDefault(w->wrappers, key, wrapper);
-    Py_XDECREF(wrapper);
-    if (found != NULL && PyDict_GET_SIZE(w->pending) > 0) {
-        PyObject* waiting = PyDict_GetItemWithError(w->pending, key);
-        if (waiting != NULL) {
-            Py_INCREF(waiting);
-            Py_INCREF(found);
-            if (PyDict_DelItem(w->pending, key) < 0 ||
-                call_back(w->rebind, (PyObject*[]){func, found, waiting}, 3) < 0)
-                Py_CLEAR(found);
-            else
-                Py_DECREF(found);
-            Py_DECREF(waiting);
-        } else if (PyErr_Occurred())
-            found = NULL;
-    }
-    Py_DECREF(key);
-    return Py_XNewRef(found);
-}
-
 /* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
  * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
  * error. */
 static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
     if (w->wrap_mode) {
-        if (PyDict_SetItem(w->wrapped, qualname, w->reason) < 0)
+        if (PyList_Append(w->wrapped, qualname) < 0)
             return NULL;
-        return wrap_apply(w, func, qualname);
+        return wrapping_apply(w, func, qualname);
     }
 #if PY_VERSION_HEX >= 0x030C0000
     if (monitor_function(w, func, qualname) < 0)
         return NULL;
 #endif
     Py_RETURN_NONE;
-}
-
-/* The engine's existing(value): the wrap engine's wrapper of `value` (a new reference), else
- * NULL, with an error set on failure. */
-static PyObject* existing(walk_state* w, PyObject* value)
-{
-    PyObject* key;
-    PyObject* found;
-    PyObject* wrapped;
-    if (!w->wrap_mode)
-        return NULL; /* a function has none; a builtin goes to Python unless no_existing */
-    key = PyLong_FromVoidPtr(value);
-    if (key == NULL)
-        return NULL;
-    found = PyDict_GetItemWithError(w->wrappers, key);
-    Py_DECREF(key);
-    if (found == NULL)
-        return NULL;
-    wrapped = PyObject_GetAttr(found, str_wrapped);
-    if (wrapped == NULL)
-        return NULL;
-    Py_DECREF(wrapped);
-    return wrapped == value ? Py_NewRef(found) : NULL;
-}
-
-/* WrapEngine.bind and set_member: remembered for restore() when it keeps a list. */
-static int put(walk_state* w, PyObject* holder, PyObject* attr, PyObject* value)
-{
-    if (w->written != Py_None) {
-        PyObject* dict = PyDict_Check(holder) ? holder : ((PyTypeObject*)holder)->tp_dict;
-        PyObject* old = PyDict_GetItemWithError(dict, attr);
-        PyObject* entry;
-        int failed;
-        if (old == NULL && PyErr_Occurred())
-            return -1;
-        entry = PyTuple_Pack(4, holder, attr, old != NULL ? old : Py_None, value);
-        failed = entry == NULL || PyList_Append(w->written, entry) < 0;
-        Py_XDECREF(entry);
-        if (failed)
-            return -1;
-    }
-    if (PyDict_Check(holder))
-        return PyDict_SetItem(holder, attr, value);
-    /* type.__setattr__, not setattr: a metaclass's __setattr__ is the program's code. */
-    return PyType_Type.tp_setattro(holder, attr, value);
 }
 
 /* An error while deciding about `where`: reported as the Python walk reports it (only
@@ -394,7 +354,7 @@ static int set_stand_in(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
         Py_SETREF(stand_in, PyObject_CallOneArg(rewrap, stand_in));
     if (stand_in == NULL)
         return -1;
-    result = put(w, cls, attr, stand_in);
+    result = wrapping_put(w, cls, attr, stand_in);
     Py_DECREF(stand_in);
     return result;
 }
@@ -410,13 +370,9 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
     PyObject* stand_in;
     int result, same;
 
-    if (is_protocol(w, attr)) {
-        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
-        result = member == NULL ? -1 : skip(w, member, reason_protocol);
-        Py_XDECREF(member);
-        return result;
-    }
-    stand_in = existing(w, func);
+    if (is_protocol(w, attr))
+        return skip_member_named(w, qualname, attr, reason_protocol);
+    stand_in = wrapping_existing(w, func);
     if (stand_in != NULL)
         return set_stand_in(w, cls, attr, stand_in, rewrap);
     if (PyErr_Occurred())
@@ -426,10 +382,8 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
         return -1;
     if (!same && !is_member_name(own, qualname, attr)) {
         PyObject* reason = PyUnicode_FromFormat("defined elsewhere: in %S", home ? home : Py_None);
-        member = PyUnicode_FromFormat("%U.%U", qualname, attr);
-        result = reason == NULL || member == NULL ? -1 : skip(w, member, reason);
+        result = reason == NULL ? -1 : skip_member_named(w, qualname, attr, reason);
         Py_XDECREF(reason);
-        Py_XDECREF(member);
         return result;
     }
     if (!PyUnicode_CheckExact(own) || is_local_name(own)) {
@@ -453,11 +407,8 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
  * other callables and method-like descriptors, each skipped with its reason. */
 static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* raw, long kind)
 {
-    PyObject* member = PyUnicode_FromFormat("%U.%U", qualname, attr);
     PyObject* reason = NULL;
     int result = -1;
-    if (member == NULL)
-        return -1;
     if (kind == K_PROPERTY)
         reason = Py_NewRef(reason_property);
     else if (kind == K_BUILTIN)
@@ -473,9 +424,8 @@ static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObje
         Py_XDECREF(type_name);
     }
     if (reason != NULL)
-        result = skip(w, member, reason);
+        result = skip_member_named(w, qualname, attr, reason);
     Py_XDECREF(reason);
-    Py_DECREF(member);
     return result;
 }
 
@@ -536,7 +486,7 @@ in_python:
 static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
 {
     PyObject* id = PyLong_FromVoidPtr(cls);
-    PyObject* members;
+    snapshot members;
     Py_ssize_t i;
     int seen;
 
@@ -550,12 +500,11 @@ static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
     Py_DECREF(id);
     if (!PyType_HasFeature((PyTypeObject*)cls, Py_TPFLAGS_HEAPTYPE))
         return skip(w, qualname, reason_c_type);
-    members = PyDict_Items(((PyTypeObject*)cls)->tp_dict);
-    if (members == NULL)
+    if (snapshot_take(((PyTypeObject*)cls)->tp_dict, &members) < 0)
         return -1;
-    for (i = 0; i < PyList_GET_SIZE(members); ++i) {
-        PyObject* attr = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 0);
-        PyObject* raw = PyTuple_GET_ITEM(PyList_GET_ITEM(members, i), 1);
+    for (i = 0; i < members.size; ++i) {
+        PyObject* attr = members.pairs[2 * i];
+        PyObject* raw = members.pairs[2 * i + 1];
         PyObject* where;
         if (visit_member(w, cls, attr, raw, qualname) == 0)
             continue;
@@ -566,10 +515,10 @@ static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
         }
         Py_DECREF(where);
     }
-    Py_DECREF(members);
+    snapshot_release(&members);
     return 0;
 error:
-    Py_DECREF(members);
+    snapshot_release(&members);
     return -1;
 }
 
@@ -599,12 +548,12 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
 {
     if (w->wrap_mode && (kind == K_FUNCTION || kind == K_BUILTIN) && PyUnicode_CheckExact(attr)) {
         /* A re-export (or alias) of a function already wrapped at its definition site. */
-        PyObject* stand_in = existing(w, value);
+        PyObject* stand_in = wrapping_existing(w, value);
         int result;
         if (stand_in == NULL && PyErr_Occurred())
             return -1;
         if (stand_in != NULL) {
-            result = put(w, w->namespace, attr, stand_in) < 0 ? -1 : PyList_Append(w->rebound, attr);
+            result = wrapping_put(w, w->namespace, attr, stand_in) < 0 ? -1 : PyList_Append(w->rebound, attr);
             Py_DECREF(stand_in);
             return result;
         }
@@ -625,7 +574,7 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         stand_in = decide_function(w, value, qualname);
         if (stand_in == NULL)
             return -1;
-        result = stand_in == Py_None ? 0 : put(w, w->namespace, attr, stand_in);
+        result = stand_in == Py_None ? 0 : wrapping_put(w, w->namespace, attr, stand_in);
         Py_DECREF(stand_in);
         return result;
     }
@@ -663,9 +612,38 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
     }
 }
 
+/* One (name, value) of the module, held by the caller. */
+static int walk_item(walk_state* w, PyObject* attr, PyObject* value)
+{
+    long kind = kind_of(w, value);
+    if (kind == -1 && PyErr_Occurred())
+        return -1;
+    if (kind == K_DATA || kind >= K_STATIC_OR_CLASS)
+        return 0; /* data, modules, instances: most of a module's names */
+    if (visit_global(w, attr, value, kind) < 0 && report_failure(w, attr) < 0)
+        return -1;
+    return 0;
+}
+
+/* A namespace: its pairs as they are now. */
+static int walk_namespace(walk_state* w, PyObject* namespace)
+{
+    snapshot items;
+    Py_ssize_t i;
+    int result = 0;
+    if (snapshot_take(namespace, &items) < 0)
+        return -1;
+    for (i = 0; result == 0 && i < items.size; ++i)
+        result = walk_item(w, items.pairs[2 * i], items.pairs[2 * i + 1]);
+    snapshot_release(&items);
+    return result;
+}
+
 static int walk_items(walk_state* w, PyObject* items)
 {
     Py_ssize_t i;
+    if (PyDict_Check(items))
+        return walk_namespace(w, items);
     for (i = 0; i < PyList_GET_SIZE(items); ++i) {
         PyObject* item = PyList_GET_ITEM(items, i);
         PyObject *attr, *value;
@@ -696,7 +674,8 @@ static int walk_items(walk_state* w, PyObject* items)
 
 PyDoc_STRVAR(walk_uniform_doc,
 "walk_uniform(application, items, decisions, /)\n--\n\n"
-"Walk a module's (name, value) `items` that one rule selects as a whole: decide and monitor\n"
+"Walk a module's (name, value) `items` (a list, or a namespace: its pairs as they are now)\n"
+"that one rule selects as a whole: decide and monitor\n"
 "plain functions and the members of classes written in Python in C, hand everything else\n"
 "to the Python walk's methods (uniform.c says what the two tuples hold).");
 
@@ -715,9 +694,13 @@ static int parse_application(walk_state* w, PyObject* application)
         PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine is not available");
         return 0;
     }
-    return PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
-                            &w->color, &w->category, &w->tool_id, &w->set_local_events,
-                            &w->events, &PyList_Type, &w->codes, &w->no_existing);
+    if (!PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
+                          &w->color, &w->category, &w->tool_id, &w->set_local_events,
+                          &w->events, &PyList_Type, &w->codes, &w->no_existing))
+        return 0;
+    w->tool = (int)PyLong_AsLong(w->tool_id);
+    w->event_bits = PyLong_AsUnsignedLongMask(w->events);
+    return !PyErr_Occurred();
 #else
     PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine needs Python 3.12+");
     return 0;
@@ -732,18 +715,19 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     int result;
     (void)module;
 
-    if (nargs != 3 || !PyTuple_Check(args[0]) || !PyList_Check(args[1]) || !PyTuple_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list, decisions: tuple)");
+    if (nargs != 3 || !PyTuple_Check(args[0]) || !(PyList_Check(args[1]) || PyDict_Check(args[1])) ||
+        !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform(application: tuple, items: list | dict, decisions: tuple)");
         return NULL;
     }
     memset(&w, 0, sizeof w);
     if (!parse_application(&w, args[0]) ||
-        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!O:walk_uniform", &w.name, &w.reason,
-                          &PyDict_Type, &w.wrapped, &PyDict_Type, &w.skipped, &PySet_Type,
+        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!OO:walk_uniform", &w.name, &w.reason,
+                          &PyList_Type, &w.wrapped, &PyList_Type, &w.skipped, &PySet_Type,
                           &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
                           &w.dunders, &w.visit_global, &w.visit_member, &w.wrap, &w.failed,
                           &w.builtins, &PyDict_Type, &w.namespace, &PyList_Type, &w.rebound,
-                          &w.remember))
+                          &w.remember, &w.member))
         return NULL;
     if (w.wrap_mode && (w.written != Py_None && !PyList_Check(w.written))) {
         PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");
@@ -792,6 +776,8 @@ int uniform_add_to_module(PyObject* module)
     if (str_module == NULL || str_qualname == NULL || str_func == NULL || str_locals == NULL ||
         reason_protocol == NULL || reason_c_type == NULL || reason_property == NULL ||
         reason_builtin_member == NULL || reason_builtin == NULL || str_wrapped == NULL)
+        return -1;
+    if (wrapping_ready() < 0)
         return -1;
     return PyModule_AddFunctions(module, uniform_methods);
 }

@@ -25,9 +25,9 @@
  * ("wrap", domain, color, category, wrapper_type, wrappers, pending, rebind, apply, written)
  * from engines/wrap.py's WrapEngine.uniform_walk.
  * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
- * visit_global, visit_member, wrap, failed, builtins, namespace, rebound, remember), the
- * walk's state and methods (walk.py, _ModuleWalk.walk): reports are the same dicts and lists,
- * filled the same way.
+ * visit_global, visit_member, wrap, failed, builtins, namespace, rebound, remember, MEMBER),
+ * the walk's state and methods (walk.py, _ModuleWalk.walk): reports are the same lists
+ * (walk.ModuleReport), filled the same way.
  */
 #ifndef AUTONVTX_UNIFORM_H
 #define AUTONVTX_UNIFORM_H
@@ -46,6 +46,8 @@ typedef struct {
     unsigned long color;
     unsigned long category;
     PyObject* tool_id;
+    int tool;           /* tool_id and events as numbers */
+    unsigned long event_bits;
     PyObject* set_local_events;
     PyObject* events;
     PyObject* codes;
@@ -60,8 +62,8 @@ typedef struct {
     /* decisions */
     PyObject* name;
     PyObject* reason;
-    PyObject* wrapped;
-    PyObject* skipped;
+    PyObject* wrapped;  /* the report's list of qualnames wrapped for `reason` */
+    PyObject* skipped;  /* the report's list of skips (walk.ModuleReport) */
     PyObject* classes_seen;
     PyObject* kinds;
     PyObject* kind_of;
@@ -74,6 +76,19 @@ typedef struct {
     PyObject* namespace;
     PyObject* rebound;
     PyObject* remember;
+    PyObject* member;   /* walk.MEMBER: marks a class member's skip in `skipped` */
 } walk_state;
+
+/* The wrap engine's table and writes (wrapping.c): WrapEngine.apply for a plain function named
+ * `qualname` (its wrapper, a new reference; None where the engine's own path made it), the
+ * wrapper already made for `value` (a new reference, else NULL, an error set on failure), and
+ * holder.attr = value, a namespace or a class, remembered for restore(). */
+PyObject* wrapping_apply(walk_state* w, PyObject* func, PyObject* qualname);
+PyObject* wrapping_existing(walk_state* w, PyObject* value);
+int wrapping_put(walk_state* w, PyObject* holder, PyObject* attr, PyObject* value);
+int wrapping_ready(void);
+
+/* callable(*args), its result dropped: 0, or -1 with the error set (uniform.c). */
+int call_back(PyObject* callable, PyObject** args, size_t nargs);
 
 #endif

@@ -88,3 +88,10 @@ def loaded_function_wrapper() -> type | None:
         if isinstance(kind, type):
             return kind
     return None
+
+
+def key_of(value: Any) -> Any:
+    """What an engine's tables know `value` by (wrapping.c's too): a plain function itself
+    (identity, and no int per function), anything else its id() (a proxy compares as what it
+    wraps)."""
+    return value if type(value) is types.FunctionType else id(value)

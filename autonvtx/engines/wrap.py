@@ -18,8 +18,8 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
     wrapt = load_wrapt()
 
 from autonvtx import ranges
-from autonvtx.config import Config, Rule
-from autonvtx.engines import RANGE_MARK, is_marked
+from autonvtx.config import Config, Rule, auto_color
+from autonvtx.engines import RANGE_MARK, is_marked, key_of
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
@@ -183,12 +183,13 @@ class WrapEngine:
         # stay theirs).
         self._styles: dict[tuple[int, str], Any] = {}
         self._distinct_styles: dict[Any, Any] = {}
-        # id(original) -> its wrapper (whose __wrapped__ is the original, held so the id
-        # stays unique).
-        self._wrappers: dict[int, RangeWrapper] = {}
-        # id(original) -> module-level names, in target modules, that still hold the
-        # original because they were bound before the original was wrapped.
-        self._pending: dict[int, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
+        # uniform_walk(): per rule, a style and whether its color is auto; walks per color.
+        self._rule_styles: dict[int, tuple[Any, bool]] = {}
+        self._walkers: dict[tuple[int, int], Callable[..., None]] = {}
+        # key_of(original) -> its wrapper (whose __wrapped__ holds the original: the key stays its).
+        self._wrappers: dict[Any, RangeWrapper] = {}
+        # key_of(original) -> module-level names in target modules bound to it before it was wrapped.
+        self._pending: dict[Any, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
         self._lock = threading.Lock()
@@ -200,7 +201,7 @@ class WrapEngine:
         """The one wrapper of `func`, created on first request; pending references rebound."""
         # Reads take no lock: a dict lookup is atomic (the GIL, or the dict's own lock on a
         # free-threaded build); the lock makes "first wrapper wins" and the rebinding atomic.
-        found = self._wrappers.get(id(func))
+        found = self._wrappers.get(key_of(func))
         if found is not None:
             return found
         styled = self._styles.get((id(rule), module))
@@ -223,8 +224,8 @@ class WrapEngine:
             emitter = ranges.emitter_with_message(style, message)
             wrapper = RangeWrapper.for_function(func, ranges.wrapper_for(func, emitter))
         with self._lock:
-            found = self._wrappers.setdefault(id(func), wrapper)
-            pending = self._pending.pop(id(func), None) if self._pending else None
+            found = self._wrappers.setdefault(key_of(func), wrapper)
+            pending = self._pending.pop(key_of(func), None) if self._pending else None
         if pending:
             self._rebind(func, found, pending)
         return found
@@ -233,26 +234,29 @@ class WrapEngine:
         raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
 
     def uniform_walk(self, module: str, rule: Rule) -> Callable[..., None] | None:
-        """The native walk of `module`, which `rule` selects as a whole (apply() for every
-        plain function it meets, in C: autonvtx/_native/uniform.c), or None where it cannot
-        serve: a message template other than the name, or no native client."""
-        walk = ranges.uniform_walk_function()
-        if walk is None or _RangedFunctionWrapper is None:
+        """The native walk (uniform.c) of `module`, which `rule` selects as a whole, made once
+        per rule and color; None for a message other than the name, or no native client."""
+        if (walk := ranges.uniform_walk_function()) is None or _RangedFunctionWrapper is None:
             return None
-        style = self._config.style(rule, module)
+        ruled = self._rule_styles.get(id(rule))
+        if ruled is None:
+            setting = rule.color if rule.color is not None else self._config.settings.color
+            ruled = self._rule_styles[id(rule)] = (self._config.style(rule, module), setting == "auto")
+        style, auto = ruled
         if style.message != "{qualname}":
             return None
-        domain, color, category = ranges.style_arguments(style)
-
-        def apply(func: Any, qualname: str) -> Any:
-            return self.apply(func, module, qualname, rule)
-
-        return functools.partial(walk, ("wrap", domain, color, category, _RangedFunctionWrapper,
-                                        self._wrappers, self._pending, self._rebind, apply,
-                                        self._written))
+        color = auto_color(module) if auto else style.color  # what Config.style() gives
+        walker = self._walkers.get((id(rule), color))
+        if walker is None:
+            domain, color, category = ranges.style_arguments(self._config.style(rule, module))
+            apply = lambda func, qualname: self.apply(func, module, qualname, rule)  # noqa: E731
+            walker = self._walkers[id(rule), color] = functools.partial(
+                walk, ("wrap", domain, color, category, _RangedFunctionWrapper, self._wrappers,
+                       self._pending, self._rebind, apply, self._written))
+        return walker
 
     def existing(self, value: Any) -> RangeWrapper | None:
-        found = self._wrappers.get(id(value))  # no lock: see apply
+        found = self._wrappers.get(key_of(value))  # no lock: see apply
         return found if found is not None and found.__wrapped__ is value else None
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
@@ -261,11 +265,12 @@ class WrapEngine:
         with self._lock:
             # Under the lock apply() takes to publish a wrapper and collect its pending
             # references: either the wrapper exists now, or it will find this reference.
-            found = self._wrappers.get(id(func))
+            key = key_of(func)
+            found = self._wrappers.get(key)
             if found is None:
-                pending = self._pending.get(id(func))
+                pending = self._pending.get(key)
                 if pending is None:
-                    self._pending[id(func)] = [reference]
+                    self._pending[key] = [reference]
                 else:
                     pending.append(reference)
                 return

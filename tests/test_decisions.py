@@ -1,0 +1,37 @@
+"""decisions.ModuleReport: decisions kept as flat lists (what a wholesale walk appends to), read as
+the dictionaries --verbose, `list` and the counts print from, in the order they were taken."""
+from __future__ import annotations
+
+from autonvtx.decisions import MEMBER, ModuleReport
+
+
+def test_decisions_fold_into_dictionaries_in_order_and_first_skip_wins() -> None:
+    report = ModuleReport("mod")
+    report.add_wrapped("b", "rule 1")
+    report.names_wrapped_for("rule 1").append("a")  # as the native walk appends
+    report.skip("x", "property: descriptors are left untouched")
+    report.skips.extend([MEMBER, "Box", "__repr__", "protocol method: called implicitly"])
+    report.skip("x", "a later reason")  # setdefault: the first reason stands
+    assert list(report.wrapped.items()) == [("b", "rule 1"), ("a", "rule 1")]
+    assert list(report.skipped.items()) == [
+        ("x", "property: descriptors are left untouched"),
+        ("Box.__repr__", "protocol method: called implicitly"),
+    ]
+    # Decided again after a read (a script's __main__ walked statement by statement): kept in
+    # order, a name decided twice keeps its first place and takes the new reason.
+    report.add_wrapped("c", "rule 2")
+    report.add_wrapped("b", "rule 2")
+    assert list(report.wrapped.items()) == [("b", "rule 2"), ("a", "rule 1"), ("c", "rule 2")]
+    assert report.summary() == "mod: wrapped 3, skipped 2 (1 property, 1 protocol method)"
+
+
+def test_the_lists_a_walk_holds_stay_the_report_s_own_after_a_read() -> None:
+    report = ModuleReport("mod")
+    names, skips = report.names_wrapped_for("why"), report.skips
+    names.append("f")
+    skips.extend(["g", "why not"])
+    assert report.wrapped == {"f": "why"} and report.skipped == {"g": "why not"}
+    names.append("h")
+    skips.extend([MEMBER, "C", "m", "why not"])
+    assert report.wrapped == {"f": "why", "h": "why"}
+    assert report.skipped == {"g": "why not", "C.m": "why not"}
