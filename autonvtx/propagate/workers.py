@@ -19,10 +19,10 @@
 """
 from __future__ import annotations
 
+import _thread
 import functools
 import os
 import sys
-import _thread
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
