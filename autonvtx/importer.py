@@ -1,9 +1,9 @@
 """The import hook: hands each target module to the instrumenter right after it executed."""
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import _thread
 import types
 import warnings
 from importlib.machinery import ModuleSpec
