@@ -23,6 +23,8 @@ RECORDER_SOURCES = [
 EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
                     for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")]
 CLIENT = "autonvtx._nvtxclient"
+# The target's source compiled without building the ast module's types (runner.compile_script).
+SOURCECODE = "autonvtx._sourcecode"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
     for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform", "wrapping")
@@ -64,7 +66,7 @@ class BuildPlainLibrary(build_ext):
         return filename
 
     def get_export_symbols(self, ext: Extension) -> list[str]:
-        if ext.name == CLIENT:
+        if ext.name != LIBRARY:
             return list(super().get_export_symbols(ext))
         # Not a Python module: there is no PyInit_ symbol to export.
         return ext.export_symbols
@@ -81,7 +83,7 @@ class BuildPlainLibrary(build_ext):
             super().build_extension(ext)
 
     def get_libraries(self, ext: Extension) -> list[str]:
-        if ext.name == CLIENT:
+        if ext.name != LIBRARY:
             return list(super().get_libraries(ext))
         # Never link libpython: NVTX clients dlopen this library, possibly outside Python.
         return list(ext.libraries)
@@ -140,6 +142,14 @@ setup(
             # RECORDER_FLAGS: the code engine's per-thread stack of open ranges is thread-local.
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["dl"],
+            py_limited_api=False,
+            optional=True,
+        ),
+        # optional: the runner compiles with builtins.compile when it is missing.
+        Extension(
+            SOURCECODE,
+            sources=["autonvtx/_native/sourcecode.c"],
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             py_limited_api=False,
             optional=True,
         ),

@@ -1,9 +1,9 @@
 """The import hook: hands each target module to the instrumenter right after it executed."""
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
 import types
 import warnings
 from importlib.machinery import ModuleSpec
@@ -73,11 +73,14 @@ class InstrumentingLoader:
         # Written to the module's dict directly: a module subclass's __setattr__ is the
         # program's code, and nothing of the program runs on autonvtx's behalf.
         namespace = _module_dict(module)
+        real = self.loader
+        while isinstance(real, InstrumentingLoader):  # chained twice (propagate.threads' and ours)
+            real = real.loader
         if namespace.get("__loader__") is self:
-            namespace["__loader__"] = self.loader
+            namespace["__loader__"] = real
         spec = namespace.get("__spec__")
         if isinstance(spec, ModuleSpec) and spec.loader is self:  # type: ignore[comparison-overlap]  # a stand-in, not a Loader subclass
-            spec.loader = self.loader
+            spec.loader = real
 
 
 # While a target module executes, InstrumentingLoader.exec_module's frame sits between
@@ -100,7 +103,9 @@ class InstrumentingFinder:
 
     def __init__(self, hook: ImportHook) -> None:
         self._hook = hook
-        self._busy = threading.local()  # names being looked up on this thread (re-entry)
+        # Names being looked up on this thread (re-entry): threading.local's own type, without
+        # importing threading (start-up, issue 24).
+        self._busy = _thread._local()
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None = None, target: Any = None

@@ -7,11 +7,14 @@ import os
 import re
 import sys
 import types
-from collections.abc import Callable, Iterable
 
 from autonvtx.config import Config, Rule
 
-_Match = Callable[[str], "re.Match[str] | None"]
+TYPE_CHECKING = False  # collections.abc is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    _Match = Callable[[str], "re.Match[str] | None"]
 
 
 class Selection:

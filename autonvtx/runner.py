@@ -328,8 +328,23 @@ def _whole_code(resolved: ResolvedTarget) -> types.CodeType:
     if resolved.is_pyc:
         return _pyc_code(resolved)
     assert resolved.source is not None
+    return compile_script(resolved.source, resolved.filename)
+
+
+def compile_script(source: str | bytes, filename: str) -> types.CodeType:
+    """`source` compiled as `python` compiles a script: by the native twin where it is built
+    (builtins.compile's first call builds every `ast` type, which `python` never does: about
+    3 ms of a start-up, issue 24), else by compile() itself, with the same result."""
+    try:
+        from autonvtx._sourcecode import compile_exec
+    except ImportError:  # not built: the same code object, a little later
+        pass
+    else:
+        code = compile_exec(source, filename)
+        if code is not NotImplemented:
+            return code  # type: ignore[no-any-return]
     # dont_inherit: this module's own `from __future__ import annotations` must not leak.
-    return compile(resolved.source, resolved.filename, "exec", dont_inherit=True)
+    return compile(source, filename, "exec", dont_inherit=True)
 
 
 def _pyc_code(resolved: ResolvedTarget) -> types.CodeType:

@@ -2,12 +2,12 @@
 (and why), and hand the selected ones to an engine."""
 from __future__ import annotations
 
-import threading
+import _thread
 import types
-import weakref
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    import weakref
     from typing import Any, Callable, Iterable
 
 from autonvtx.codes import code_named, code_of, nested_codes
@@ -79,13 +79,11 @@ class Walker:
         self.verb = verb
         self._engine = engine
         self._make_engine = make_engine
-        self._main_seen: weakref.WeakKeyDictionary[types.ModuleType, dict[str, Any]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._main_seen: weakref.WeakKeyDictionary[types.ModuleType, dict[str, Any]] | None = None
         self._reports: dict[str, ModuleReport] = {}
         # Modules met while the engine itself was being imported, walked right after.
         self._deferred: list[types.ModuleType] | None = None
-        self._engine_lock = threading.RLock()
+        self._engine_lock = _thread.RLock()  # threading.RLock's, without threading (start-up)
 
     @property
     def built_engine(self) -> Engine | None:
@@ -128,6 +126,10 @@ class Walker:
         if self._engine is None:
             self._make_engine_once(None)
         namespace = _module_dict(module)
+        if self._main_seen is None:
+            import weakref  # here: not imported at start-up (issue 24)
+
+            self._main_seen = weakref.WeakKeyDictionary()
         seen = self._main_seen.setdefault(module, {})
         fresh = [
             (name, value)

@@ -3,6 +3,7 @@ never when it changed; a run with an unchanged config imports no TOML parser."""
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import subprocess
 import sys
@@ -105,3 +106,75 @@ def test_a_run_with_an_unchanged_config_imports_no_toml_parser(tmp_path: Path) -
         assert done.returncode == 0, done.stderr
         seen.append(json.loads(done.stdout.replace("'", '"')))
     assert seen == [["tomllib" if sys.version_info >= (3, 11) else "tomli"], []]
+
+
+@pytest.mark.parametrize("damage", [
+    b"",
+    b"\x00not marshal",
+    b"[\xff\xff\xff\x7f",  # a list claiming two billion items
+    b")\x04\xe9\x01\x00\x00\x00",  # a tuple cut short
+    b"\xe3" + b"\x00" * 40,  # a code object of zeros
+])
+def test_a_corrupt_entry_is_a_miss_and_is_replaced(
+    tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch, damage: bytes
+) -> None:
+    path = make_file(tmp_path / "rules.toml", RULES)
+    formats.parse_file("rules.toml", str(path), "toml")
+    [entry] = (cache_home / "autonvtx" / "configs").iterdir()
+    entry.write_bytes(damage)
+    seen = parses(monkeypatch)
+    assert formats.parse_file("rules.toml", str(path), "toml")["rules"][0]["modules"] == ["colorsys"]
+    assert formats.parse_file("rules.toml", str(path), "toml")["rules"][0]["modules"] == ["colorsys"]
+    assert seen == [RULES]  # parsed once more, then kept again
+
+
+@pytest.mark.parametrize("foreign", ["another user's", "writable by others"])
+def test_an_entry_someone_else_could_have_written_is_not_used(
+    tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch, foreign: str
+) -> None:
+    """A cache directory shared with other users (XDG_CACHE_HOME on a shared disk) could hold
+    entries with other rules for the same text: only this user's own entries count."""
+    path = make_file(tmp_path / "rules.toml", RULES)
+    formats.parse_file("rules.toml", str(path), "toml")
+    [entry] = (cache_home / "autonvtx" / "configs").iterdir()
+    if foreign == "another user's":
+        monkeypatch.setattr(os, "getuid", lambda: entry.stat().st_uid + 1)
+    else:
+        entry.chmod(0o666)
+    seen = parses(monkeypatch)
+    formats.parse_file("rules.toml", str(path), "toml")
+    assert seen == [RULES]
+
+
+def test_a_read_only_cache_directory_keeps_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/autonvtx-cache")  # a read-only file system, even for root
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    path = make_file(tmp_path / "rules.toml", RULES)
+    seen = parses(monkeypatch)
+    for _ in range(2):
+        assert formats.parse_file("rules.toml", str(path), "toml")["rules"][0]["modules"] == ["colorsys"]
+    assert seen == [RULES, RULES]
+
+
+def test_the_oldest_entries_go_past_the_bound(tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "MAX_ENTRIES", 3)
+    where = cache_home / "autonvtx" / "configs"
+    texts = [RULES.replace("rgb_*", f"f{i}") for i in range(5)]
+    for age, text in enumerate(texts):
+        cache.keep("toml", text, {"n": age})
+        os.utime(cache._entry_path("toml", text), (1_000_000 + age,) * 2)  # written in order, seconds apart
+    assert len(list(where.iterdir())) == 3
+    assert [cache.load("toml", text) for text in texts] == [None, None, {"n": 2}, {"n": 3}, {"n": 4}]
+
+
+def test_concurrent_first_runs_share_one_good_entry(tmp_path: Path) -> None:
+    make_file(tmp_path / "rules.toml", RULES)
+    make_file(tmp_path / "probe.py", "")
+    env = autonvtx_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    command = [sys.executable, "-m", "autonvtx", "run", "--config", "rules.toml", "probe.py"]
+    runs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            for _ in range(6)]
+    assert [run.wait(timeout=120) for run in runs] == [0] * 6
+    [entry] = (tmp_path / "cache" / "autonvtx" / "configs").iterdir()  # no temporary file left
+    assert marshal.loads(entry.read_bytes())[2] == RULES

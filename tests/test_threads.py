@@ -13,7 +13,7 @@ import pytest
 from autonvtx.propagate import threads
 from autonvtx.recorder import native
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import make_file, run_autonvtx
+from conftest import autonvtx_env, make_file, run_autonvtx
 
 PYTHON_NAMES_OS_THREADS = sys.version_info >= (3, 14)
 
@@ -153,3 +153,43 @@ def test_threads_started_after_the_program_drops_the_tool_variable_are_still_nam
     assert done.returncode == 0, done.stderr
     (recording,) = read_chrome_trace(done.trace_path)
     assert set(recording.thread_names.values()) == {"MainThread", "loader-worker"}
+
+
+@pytest.mark.parametrize("rules", [[], ["-t", "threading"]], ids=["no rules", "rules select threading"])
+def test_a_program_that_imports_threading_late_still_gets_thread_naming(workdir: Path, rules: list[str]) -> None:
+    """autonvtx itself does not import threading (start-up, issue 24): naming is installed
+    right after the program imports it, through a finder that then leaves sys.meta_path, and
+    threading keeps its real loader (also when the rules' own hook chains it too)."""
+    make_file(workdir / "program.py", """
+        import json, sys
+        finders = lambda: [type(f).__name__ for f in sys.meta_path]
+        before = "threading" in sys.modules, finders()
+        import threading
+        seen = {}
+
+        def work():
+            with open(f"/proc/self/task/{threading.get_native_id()}/comm") as f:
+                seen["comm"] = f.read().strip()
+
+        thread = threading.Thread(target=work, name="late-loader")
+        thread.start()
+        thread.join()
+        print(json.dumps({"before": before, "after": finders(), "comm": seen["comm"],
+                          "loaders": [type(threading.__loader__).__name__, type(threading.__spec__.loader).__name__],
+                          "patched": threading.Thread._bootstrap_inner.__qualname__}))
+    """)
+    env = None
+    if rules:  # rules act only with a tool attached
+        if native.library_path() is None:
+            pytest.skip("the native recorder is not built")
+        env = autonvtx_env(NVTX_INJECTION64_PATH=str(native.library_path()), AUTONVTX_RECORDER_MODE="noop")
+    done = run_autonvtx(*rules, "program.py", cwd=workdir, trace=False, env=env)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["before"][0] is False and seen["before"][1][0] == "ThreadingFinder"
+    assert "ThreadingFinder" not in seen["after"]
+    assert seen["before"][1][1:] == seen["after"]
+    assert seen["loaders"] == ["SourceFileLoader", "SourceFileLoader"]
+    assert seen["patched"] == "_bootstrap_inner"
+    if not PYTHON_NAMES_OS_THREADS:
+        assert seen["comm"] == "late-loader"

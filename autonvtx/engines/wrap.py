@@ -2,13 +2,14 @@
 wrapper whose calls push and pop its range; and the one patching helper plugins use too."""
 from __future__ import annotations
 
+import _thread
 import functools
-import threading
 import types
-import weakref
+from _weakref import ref as _weak_ref  # weakref.ref, without weakref and threading (start-up)
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    import weakref
     from typing import Any, Callable
 
     import wrapt
@@ -192,7 +193,7 @@ class WrapEngine:
         self._pending: dict[Any, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def wrapped_count(self) -> int:
         return len(self._wrappers)
@@ -261,7 +262,7 @@ class WrapEngine:
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
         """Rebind `module.attr` (now `func`) to func's wrapper once there is one."""
-        reference = (weakref.ref(module), attr)
+        reference = (_weak_ref(module), attr)
         with self._lock:
             # Under the lock apply() takes to publish a wrapper and collect its pending
             # references: either the wrapper exists now, or it will find this reference.

@@ -16,7 +16,7 @@ import importlib
 import importlib.util
 import os
 import sys
-import threading
+import _thread
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
@@ -29,7 +29,7 @@ _CORE = "wrapt.__wrapt__"
 # `inspect` (about 8 ms of start-up on 3.11, issue 24); the C types are the ones `__wrapt__`
 # hands on, unless WRAPT_DISABLE_EXTENSIONS asks for the Python ones.
 _C_TYPES = "wrapt._wrappers"
-_lock = threading.RLock()
+_lock = _thread.RLock()  # threading.RLock's, without importing threading (start-up)
 
 
 def load_wrapt() -> types.ModuleType:

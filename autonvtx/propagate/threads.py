@@ -4,13 +4,15 @@ from __future__ import annotations
 import _thread
 import os
 import sys
-import threading
 
 from autonvtx import environment
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    import threading
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any, Callable, Sequence
 
 # Linux keeps 15 bytes of a thread name (TASK_COMM_LEN is 16 with the NUL): prctl(2).
 OS_NAME_BYTES = 15
@@ -32,12 +34,25 @@ def install() -> None:
     """Name every thread as it starts, again when `thread.name` changes, and the ones alive now.
 
     The main thread gets only its NVTX name: its OS name is the process's name (what `ps`,
-    `top` and `pkill` see), which Python leaves alone too.
+    `top` and `pkill` see), which Python leaves alone too. In a process that has not imported
+    `threading` yet, this happens right after it is imported (`ThreadingFinder`): no Thread
+    can start before, and a program that never imports it does not pay for it (start-up).
     """
-    global _original_bootstrap_inner, _original_name, _fork_hook_registered, _names_to_nvtx
-    if _original_bootstrap_inner is not None:
+    global _names_to_nvtx
+    if _original_bootstrap_inner is not None or _finder in sys.meta_path:
         return
     _names_to_nvtx = environment.is_tool_configured()  # else no tool would see the names
+    threading = sys.modules.get("threading")
+    if threading is None:
+        sys.meta_path.insert(0, _finder)
+        # The main thread's NVTX name now, as threading will call it (only threading renames it).
+        _name_for_nvtx(_thread.get_native_id(), "MainThread")
+    else:
+        _patch(threading)
+
+
+def _patch(threading: ModuleType) -> None:
+    global _original_bootstrap_inner, _original_name, _fork_hook_registered
     thread_class: Any = threading.Thread
     _original_bootstrap_inner = thread_class._bootstrap_inner
     _original_name = thread_class.__dict__["name"]
@@ -55,24 +70,70 @@ def install() -> None:
 def uninstall() -> None:
     """Stop naming threads; names already given stay."""
     global _original_bootstrap_inner, _original_name
+    _stop_watching()
     if _original_bootstrap_inner is None or _original_name is None:
         return
-    thread_class: Any = threading.Thread
+    thread_class: Any = sys.modules["threading"].Thread
     thread_class._bootstrap_inner = _original_bootstrap_inner
     thread_class.name = _original_name
     _original_bootstrap_inner = _original_name = None
 
 
 def is_installed() -> bool:
-    return _original_bootstrap_inner is not None
+    """Whether threads are named: patched, or waiting for `threading` to be imported."""
+    return _original_bootstrap_inner is not None or _finder in sys.meta_path
+
+
+class ThreadingFinder:
+    """First on sys.meta_path while `threading` is not imported: when it is, takes its real spec
+    from the finders after it and chains its loader, so that naming is installed right after
+    `threading` executed; then leaves sys.meta_path."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: Any = None) -> ModuleSpec | None:
+        if fullname != "threading":
+            return None
+        _stop_watching()
+        from importlib.util import find_spec  # imported by the runner already
+
+        spec = find_spec(fullname)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        from autonvtx.importer import InstrumentingLoader
+
+        spec.loader = InstrumentingLoader(spec.loader, _patch, _not_patched)  # type: ignore[assignment]
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+def _not_patched(name: str, why: str) -> None:
+    pass  # `threading` replaced itself in sys.modules: nothing to name threads through
+
+
+def _stop_watching() -> None:
+    for i, entry in enumerate(sys.meta_path):
+        if entry is _finder:
+            del sys.meta_path[i]
+            break
+
+
+_finder = ThreadingFinder()
 
 
 def name_thread(thread: threading.Thread, tid: int) -> None:
     """Give OS thread `tid` the Python name of `thread`; never raises."""
     name = thread.name
     try:
-        if thread is not threading.main_thread():
+        if thread is not sys.modules["threading"].main_thread():  # imported: `thread` is its
             set_os_thread_name(tid, name)
+    except Exception:  # a name is a nicety: never break the program's thread
+        pass
+    _name_for_nvtx(tid, name)
+
+
+def _name_for_nvtx(tid: int, name: str) -> None:
+    try:
         if _names_to_nvtx:  # ranges (the NVTX client) is loaded only then: start-up, issue 6
             from autonvtx.ranges import name_thread as name_nvtx_thread
 
@@ -102,7 +163,7 @@ def os_thread_name(name: str) -> bytes:
 
 def _bootstrap_inner(self: threading.Thread) -> None:
     # Runs first in the new thread: its ranges then already carry its name.
-    name_thread(self, threading.get_native_id())
+    name_thread(self, _thread.get_native_id())
     assert _original_bootstrap_inner is not None
     _original_bootstrap_inner(self)
 
@@ -118,5 +179,5 @@ def _set_name(self: threading.Thread, name: str) -> None:
 def _after_fork() -> None:
     if _original_bootstrap_inner is None:
         return
-    current = threading.current_thread()
-    name_thread(current, threading.get_native_id())
+    current = sys.modules["threading"].current_thread()
+    name_thread(current, _thread.get_native_id())

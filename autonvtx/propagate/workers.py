@@ -19,10 +19,10 @@
 """
 from __future__ import annotations
 
+import _thread
 import functools
 import os
 import sys
-import threading
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
@@ -47,7 +47,7 @@ _exits_normally = False  # a spawn child returns from _bootstrap into sys.exit()
 _fork_hook_registered = False
 # In a process starting a child, on the starting thread: the Process object and whether its
 # child starts with SIGTERM blocked by us (a fork child keeps the forking thread's copy).
-_starting = threading.local()
+_starting = _thread._local()  # threading.local, without importing threading (start-up)
 # In a spawn child's preparation data: the parent blocked SIGTERM for it (unknown keys are
 # ignored by multiprocessing.spawn.prepare).
 _UNBLOCK_KEY = "autonvtx_unblock_sigterm"
