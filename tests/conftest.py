@@ -52,6 +52,9 @@ def skip_without(name: str) -> None:
     pytest.importorskip it does not import the package: collection would otherwise import every
     framework (TensorFlow alone takes seconds) in each pytest-xdist worker, while the tests only
     ever import them in the subprocesses they run."""
+    # Hidden from the traceback, as in importorskip: the skip is reported at the test module's
+    # line, one per module (xdist drops a second report of the same place and reason).
+    __tracebackhide__ = True
     if importlib.util.find_spec(name) is None:
         pytest.skip(f"could not import {name!r}: No module named {name!r}", allow_module_level=True)
 
