@@ -1,6 +1,7 @@
 """Helpers shared by the test modules: writing files and running autonvtx as a user would."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +14,49 @@ from typing import Any, Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Test files whose tests share one pytest-xdist worker when .ci/run spreads the suite over two
+# (`pytest -n 2`): the real Nsight Systems captures run one at a time, and the third-party
+# suites' environment is a module-scoped fixture built once rather than once per worker. Each
+# group is one unit of work; every other test is a unit of its own.
+XDIST_GROUPS = {
+    "test_nsys_capture.py": "nsys",
+    "test_nsys_torch.py": "nsys",
+    "test_nsys_window.py": "nsys",
+    "test_thirdparty.py": "thirdparty",
+}
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown where xdist is not installed
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Load scheduling that keeps each XDIST_GROUPS group on one worker.
+
+    xdist's own `--dist loadgroup` cannot be used: it marks a group by appending "@group" to
+    `item._nodeid`, which pytest 9 no longer reads (Node.nodeid comes from `_id`), so every test
+    would be its own unit and the captures would overlap. LoadScopeScheduling hands out the
+    largest units first, so the groups start at once and the single tests fill in around them.
+    """
+    if config.getoption("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return XDIST_GROUPS.get(nodeid.split("::", 1)[0].rpartition("/")[2], nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def skip_without(name: str) -> None:
+    """Skip the calling test module where the top-level package `name` is not installed. Unlike
+    pytest.importorskip it does not import the package: collection would otherwise import every
+    framework (TensorFlow alone takes seconds) in each pytest-xdist worker, while the tests only
+    ever import them in the subprocesses they run."""
+    # Hidden from the traceback, as in importorskip: the skip is reported at the test module's
+    # line, one per module (xdist drops a second report of the same place and reason).
+    __tracebackhide__ = True
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"could not import {name!r}: No module named {name!r}", allow_module_level=True)
 
 
 def make_file(path: Path, text: str) -> Path:

@@ -7,9 +7,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import make_file, run_autonvtx
+from conftest import make_file, run_autonvtx, skip_without
 
-pytest.importorskip("torch")
+skip_without("torch")
 
 # A decorated function with a closure, called from compiled code: dynamo guards on its
 # __closure__ (the crash of issue 21, item 8).

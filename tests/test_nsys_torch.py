@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, skip_without
 from nsys_support import Export, nsys_or_skip, run_profile
 
-pytest.importorskip("torch")
+skip_without("torch")
 
 EXAMPLE = REPO / "examples" / "torch_training" / "train.py"
 

@@ -7,12 +7,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import autonvtx_env, make_file, run_autonvtx
+from conftest import autonvtx_env, make_file, run_autonvtx, skip_without
 
 from autonvtx.recorder import native
 from autonvtx.recorder.trace import read_chrome_trace
 
-pytest.importorskip("jax")
+skip_without("jax")
 pytestmark = pytest.mark.skipif(
     native.library_path() is None, reason="the native recorder is not built in this checkout"
 )

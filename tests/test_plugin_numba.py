@@ -8,13 +8,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import autonvtx_env, make_file, run_autonvtx
+from conftest import autonvtx_env, make_file, run_autonvtx, skip_without
 
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording, Range
 from autonvtx.recorder.trace import read_chrome_trace
 
-pytest.importorskip("numba")
+skip_without("numba")
 pytestmark = pytest.mark.skipif(
     native.library_path() is None, reason="the native recorder is not built in this checkout"
 )

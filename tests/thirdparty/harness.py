@@ -282,7 +282,10 @@ def ensure_environment(python: str, pins: Pins, suites: Sequence[Suite], archive
     dependencies and the pinned packages installed from their sdists.
 
     The environment is kept in the cache under a key of the interpreter and the pins; autonvtx is
-    reinstalled on every call so that its native recorder matches this checkout.
+    reinstalled on every call so that its native recorder matches this checkout. It is installed
+    from a copy of the checkout: an editable install builds the native parts in place, and
+    rewriting the checkout's own libraries in place would pull them from under the processes
+    that have them loaded (the rest of the test suite runs beside this, under pytest-xdist).
     """
     tag = python_tag(python)
     installed = [tag, os.path.realpath(python), *pins.test_requires, *sorted(path.name for path in archives.values())]
@@ -298,8 +301,17 @@ def ensure_environment(python: str, pins: Pins, suites: Sequence[Suite], archive
             _pip(environment.python, "install", *pins.test_requires)
             _pip(environment.python, "install", "--no-deps", *(str(archives[suite.name]) for suite in suites))
             (root / ".complete").write_text(tag)
-        _pip(environment.python, "install", "-e", str(REPOSITORY))
+        source = root / "autonvtx-source"
+        shutil.rmtree(source, ignore_errors=True)
+        shutil.copytree(REPOSITORY, source, symlinks=True, ignore=_NOT_SOURCE)
+        _pip(environment.python, "install", "-e", str(source))
     return environment
+
+
+# What a copy of the checkout leaves out: version control, environments, build outputs.
+_NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv*", "build", "dist", "site", "*.egg-info", "__pycache__", "*.so", ".pytest_cache", ".mypy_cache",
+)
 
 
 def prepare(python: str, suites: Sequence[Suite], pins: Pins, cache: Path) -> tuple[Environment, dict[str, Path]]:
