@@ -215,16 +215,18 @@ def test_exception_inside_annotate_still_pops(tmp_path: Path) -> None:
 
 def test_memory_bound_drops_and_counts(tmp_path: Path) -> None:
     recordings, out = run_python(tmp_path, """
-        import json, os, nvtx
+        import json, os, time, nvtx
         from autonvtx.recorder import native
         n = 50_000
         attributes = nvtx.get_domain().get_event_attributes(message="tick")
         domain = nvtx.get_domain()
+        started = time.monotonic()
         for _ in range(n):
             domain.push_range(attributes)
             domain.pop_range()
+        elapsed = time.monotonic() - started
         result = native.control().flush(os.path.join(os.environ["AUTONVTX_RECORD_DIR"], f"{os.getpid()}.anr"))
-        print(json.dumps({"emitted": 2 * n, "events": result.events, "dropped": result.dropped}))
+        print(json.dumps({"emitted": 2 * n, "events": result.events, "dropped": result.dropped, "elapsed": elapsed}))
     """, AUTONVTX_RECORD_LIMIT_MB="0.5")
     recording = only(recordings)
     assert out["dropped"] > 0
@@ -233,7 +235,11 @@ def test_memory_bound_drops_and_counts(tmp_path: Path) -> None:
     closed = sum(1 for r in recording.ranges if not r.is_open)
     still_open = sum(1 for r in recording.ranges if r.is_open)
     assert 2 * closed + still_open + recording.unmatched_pops == out["events"]
-    assert out["events"] * 16 < 0.5 * 2**20  # the bound held
+    # The bound held: what memory kept at once fits 0.5 MiB. The spiller writes the events to disk
+    # every 100 ms, freeing their memory, so a loop slowed past that (a loaded machine) keeps
+    # up to one more bound's worth per period.
+    periods = 1 + int(out["elapsed"] / 0.1) if out["elapsed"] >= 0.09 else 0
+    assert out["events"] * 16 < 0.5 * 2**20 * (1 + periods)
 
 
 @pytest.mark.parametrize("child_exit", ["flush-then-os-exit", "normal-exit"])

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,15 @@ def test_the_watcher_is_not_the_programs_child_and_holds_only_stderr(workdir: Pa
 
     parent, session = parent_and_session(watcher)
     assert parent != pid and session != parent_and_session(pid)[1]  # not the program's child; a session of its own
-    fds = {int(fd): os.readlink(f"/proc/{watcher}/fd/{fd}") for fd in os.listdir(f"/proc/{watcher}/fd")}
+    def open_files() -> dict[int, str]:
+        return {int(fd): os.readlink(f"/proc/{watcher}/fd/{fd}") for fd in os.listdir(f"/proc/{watcher}/fd")}
+
+    # The watcher is found as soon as it exists; it may still be closing what it was started with.
+    deadline = time.monotonic() + 30
+    fds = open_files()
+    while len(fds) != 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        fds = open_files()
     assert fds[0] == fds[1] == os.devnull  # the program's stdin and stdout are not held
     assert fds[2] == os.readlink(f"/proc/{pid}/fd/2")
     assert len(fds) == 5  # stdio, the pidfd and the pipe of the program's "done"
