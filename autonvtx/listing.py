@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Union
 
 from autonvtx.config import Config, Rule
 from autonvtx.control import Instrumentation
+from autonvtx.decisions import ModuleReport
 from autonvtx.errors import TargetNotFoundError
-from autonvtx.walk import ModuleReport
 
 if TYPE_CHECKING:
     from autonvtx.regions import RegionInstaller

@@ -342,7 +342,7 @@ def compile_script(source: str | bytes, filename: str) -> types.CodeType:
     else:
         code = compile_exec(source, filename)
         if code is not NotImplemented:
-            return code  # type: ignore[no-any-return]
+            return code
     # dont_inherit: this module's own `from __future__ import annotations` must not leak.
     return compile(source, filename, "exec", dont_inherit=True)
 

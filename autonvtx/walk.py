@@ -233,7 +233,7 @@ class _ModuleWalk:
         if native is not None:
             # The same decisions in C for what it knows (plain functions, Python classes), the
             # methods below for the rest (autonvtx/_native/uniform.c).
-            native(items if type(items) is list or type(items) is dict else list(items), (
+            native(items, (  # a list or a dict, exactly: what _instrument_items passes
                 self.name, self.uniform_reason, self.report.names_wrapped_for(self.uniform_reason),
                 self.report.skips,
                 self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
@@ -243,7 +243,7 @@ class _ModuleWalk:
             ))
             return
         kinds = _kinds
-        for attr, value in list(items.items()) if type(items) is dict else items:
+        for attr, value in list(items.items()) if isinstance(items, dict) else items:
             kind = kinds.get(type(value))
             if kind is None:
                 kind = _kind(type(value))
@@ -256,7 +256,7 @@ class _ModuleWalk:
             except Exception as exc:
                 self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
 
-    def _native_walk(self) -> Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None:
+    def _native_walk(self) -> Callable[[list[tuple[str, Any]] | dict[str, Any], tuple[Any, ...]], None] | None:
         # An engine that can walk a module one rule selects as a whole, in one native call.
         uniform = self.uniform
         if uniform is None or not uniform.selected or uniform.rule is None or not self.walker.applies:

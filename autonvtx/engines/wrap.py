@@ -30,10 +30,9 @@ _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr
 # Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
 # would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
 _PROTOCOLS_FUNCTIONS_LACK = (
-    "__enter__", "__exit__", "__aenter__", "__aexit__",
+    "__enter__", "__exit__", "__aenter__", "__aexit__", "__bytes__",
     "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
-    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__",
-    "__ceil__", "__bytes__",
+    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__", "__ceil__",
 )
 
 
