@@ -447,12 +447,11 @@ def main() -> int:
                 results.append(check_nsys(work, scratch, nsys))
             elif has_cupti:
                 results.append(check_cupti(work, scratch))
-        if only is not None and "compile" not in only:
-            pass
-        elif importlib.util.find_spec("torch") is None:
-            say("skipped torch.compile: torch is not installed")
-        else:
-            results.extend(check_compile(scratch))
+        if only is None or "compile" in only:
+            if importlib.util.find_spec("torch") is None:
+                say("skipped torch.compile: torch is not installed")
+            else:
+                results.extend(check_compile(scratch))
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
