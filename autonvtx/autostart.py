@@ -91,12 +91,24 @@ def _start(rules: str | None, *, under_run: bool) -> None:
         instrumentation = _instrument_child(parent_config)
     elif rules is not None:
         instrumentation = _install_rules(rules)
+    if instrumentation is not None and role is None:
+        _follow_main(instrumentation)
     threads.install()
     if under_run:
         _carry_run(instrumentation, role)
     from autonvtx import termination
 
     termination.follow_tool_exit(watch=under_run)  # under nsys: SIGTERM and os._exit keep its ranges
+
+
+def _follow_main(instrumentation: Instrumentation) -> None:
+    """When the rules or regions select `__main__`, this process's own script (or -m, -c) runs
+    through the runner, the walk after each top-level statement, as under `autonvtx run`."""
+    hook = instrumentation.main_hook
+    if hook is not None:
+        from autonvtx.propagate import mainrun
+
+        mainrun.follow(hook)
 
 
 def _carry_run(instrumentation: Instrumentation | None, role: str | None) -> None:
