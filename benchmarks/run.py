@@ -6,6 +6,7 @@ its target.
     python benchmarks/run.py --json out.json   # also write every figure measured
     python benchmarks/run.py --only percall,wholesale --engine code   # some sections, one engine
     python benchmarks/run.py --only start-up   # the start-up rows alone (about 10 s)
+    python benchmarks/run.py --only wholesale --instructions   # + callgrind's count per function (minutes)
 
 Each measurement runs in its own process (whether a tool is attached, and which per-call
 path serves the ranges, are fixed at a process's start):
@@ -27,8 +28,12 @@ path serves the ranges, are fixed at a process's start):
 Every figure is the fastest of several interleaved measurements in CPU time (the thread's for
 per-call loops, user + system of the child for whole processes; process-level medians are
 printed next to it): on a machine shared with other work that is the run least disturbed, and
-the two sides of each comparison see the same conditions. The workload ratio of the wholesale
-rows is the median of the rounds' ratios. Nothing here asserts a timing;
+the two sides of each comparison see the same conditions. The wholesale rows' time per
+function is the median of the rounds' ratios (everything over one tiny target) at the fastest
+run of the tiny target, their workload ratio the median of the rounds' ratios: the host's
+speed moves by up to 2x over minutes, and a ratio of two runs a second apart holds where
+differences do not. With --instructions they also count instructions (callgrind), which the
+load does not move at all. Nothing here asserts a timing;
 "met?" compares the figure printed with its target.
 """
 from __future__ import annotations
@@ -38,6 +43,7 @@ import importlib.util
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -289,15 +295,15 @@ def wholesale_rules(variant: str, packages: list[str], engine: str = "wrap") -> 
             + ", ".join(f'"{m}"' for m in modules) + "]\n")
 
 
-def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] | None:
+def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool = False) -> dict[str, Any] | None:
     """`packages` imported and used by benchmarks/wholesale.py, as whole `autonvtx run`
     processes with a no-op tool attached: every module targeted, against one tiny target and
     against a rule that selects nothing, in `runs` alternating rounds. None when not installed.
 
-    Each figure is the best round of each variant (process CPU time, user + system; the three
-    runs of a round follow one another), the median of the rounds' differences printed beside
-    the time per function; that time leaves the workload out (the program times it itself),
-    whose cost is the median of the rounds' ratios, printed beside it."""
+    The time per function is the median of the rounds' ratios of process CPU time (user +
+    system) outside the workload (the program times it itself), everything over one tiny
+    target, at the fastest run of the latter; the other figures are the best run of each
+    variant. The workload's cost is the median of the rounds' ratios, printed beside it."""
     names = packages.split(",")
     if any(importlib.util.find_spec(name) is None for name in names):
         return None
@@ -324,10 +330,12 @@ def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] 
         if counted.returncode != 0 or not found:
             raise RuntimeError(f"wholesale {packages} failed:\n{counted.stderr[-2000:]}")
         wrapped, modules = (int(word) for word in found[-1].split() if word.isdigit())
-        for _ in range(runs):  # alternating, so that every variant sees the same conditions
-            for variant, runs_of in samples.items():
+        for round_ in range(runs):  # alternating, so that every variant sees the same conditions
+            order = list(samples.items())
+            for variant, runs_of in order if round_ % 2 == 0 else reversed(order):
                 command = [*autonvtx_command(), "run", "--config", f"{variant}.toml", *program]
                 runs_of.append(timed_json(command, cwd, env))
+        counted_instructions = import_instructions(packages, cwd, env) if instructions else None
     checksums = {r["checksum"] for runs_of in samples.values() for _, r in runs_of}
     if len(checksums) != 1:
         raise RuntimeError(f"{packages} compute differently when instrumented: {checksums}")
@@ -343,16 +351,23 @@ def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] 
         for (_, a), (_, n) in zip(samples["all"], samples["nothing"])
     )
     first = samples["all"][0][1]
-    # The best round of each variant: on a shared machine the runs least disturbed (CPU time
-    # grows with other work on the same cores: caches, SMT siblings), where the medians of the
-    # rounds' differences moved by tens of milliseconds at a load of 8-10.
     best = {v: min(outside(run) for run in runs_of) for v, runs_of in samples.items()}
     best_cpu = {v: min(cpu for cpu, _ in runs_of) for v, runs_of in samples.items()}
+    # The time per function: the median of the rounds' ratios (everything / one tiny target,
+    # outside the workload; the two runs of a round follow one another) applied to the fastest
+    # "one tiny target" run. The host's speed moves by up to 2x over minutes here, which moves
+    # differences of bests and of medians alike (the same code read 2.6 and 18.7 us in one
+    # quiet session); a round's ratio holds, so the figure is the cost at the host's best speed
+    # seen in the run. The plain differences are printed beside it.
+    ratios = sorted(outside(a) / outside(f) for a, f, _ in rounds)
+    per_round = [(r - 1) * best["first"] / max(1, wrapped) for r in ratios]
     return {
         "count": max(1, wrapped),
         "modules": modules,
         "versions": ", ".join(f"{k} {v}" for k, v in first["versions"].items()),
-        "per_function": (best["all"] - best["first"]) / max(1, wrapped),
+        "per_function": statistics.median(per_round),
+        "per_function_spread": (per_round[len(per_round) // 4], per_round[(3 * len(per_round)) // 4]),
+        "per_function_best": (best["all"] - best["first"]) / max(1, wrapped),
         "per_function_median": statistics.median(outside(a) - outside(f) for a, f, _ in rounds) / max(1, wrapped),
         "whole": best_cpu["all"] - best_cpu["nothing"],
         "fixed": best_cpu["first"] - best_cpu["nothing"],
@@ -360,7 +375,29 @@ def wholesale(packages: str, runs: int, engine: str = "wrap") -> dict[str, Any] 
         "workload_ratio": workload,
         "workload_seconds": statistics.median(n["workload_seconds"] for _, n in samples["nothing"]),
         "memory": rss["all"] - rss["first"],
+        "instructions": None if counted_instructions is None else
+                        (counted_instructions["all"] - counted_instructions["first"]) / max(1, wrapped),
     }
+
+
+def import_instructions(packages: str, cwd: str, env: dict[str, str]) -> dict[str, int] | None:
+    """Instructions executed by `autonvtx run -c "import colorsys, PACKAGES"` under each of the
+    configs "all" and "first" in `cwd` (callgrind, where valgrind is installed): a count the
+    host's load does not move, where the CPU times above move by 2x. None without valgrind."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    counts = {}
+    for variant in ("all", "first"):
+        command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                   *autonvtx_command(), "run", "--config", f"{variant}.toml",
+                   "-c", f"import colorsys, {packages}"]
+        proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+        collected = [line.split()[-1] for line in proc.stderr.splitlines() if "Collected :" in line]
+        if proc.returncode != 0 or not collected:
+            raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+        counts[variant] = int(collected[-1])
+    return counts
 
 
 def timed_json(command: list[str], cwd: str, env: dict[str, str]) -> tuple[float, dict[str, Any]]:
@@ -376,10 +413,16 @@ def timed_json(command: list[str], cwd: str, env: dict[str, str]) -> tuple[float
 def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
     count = w["count"]
     verb, start = ("monitored", "monitor") if engine == "code" else ("wrapped", "wrap (wrapt's import)")
+    low, high = w["per_function_spread"]
     return (
         f"{w['per_function'] * 1e6:.1f} us ({count} {verb} in {w['modules']} modules, the "
-        f"process's CPU time outside the workload, best of {runs} rounds each; median of the "
-        f"rounds' differences {w['per_function_median'] * 1e6:.1f} us; whole process "
+        f"process's CPU time outside the workload: the median of {runs} rounds' ratios to one "
+        f"tiny target, at the fastest of its runs; quartiles {low * 1e6:.1f}-{high * 1e6:.1f} us; "
+        f"difference of the best runs {w['per_function_best'] * 1e6:.1f} us, median of the "
+        f"rounds' differences {w['per_function_median'] * 1e6:.1f} us; "
+        + ("" if w["instructions"] is None else
+           f"{w['instructions']:,.0f} instructions per function importing the packages (callgrind); ")
+        + "whole process "
         f"+{w['whole'] * 1000:.0f} ms CPU over a rule selecting nothing "
         f"({w['nothing'] * 1000:.0f} ms), of which +{w['fixed'] * 1000:.0f} ms is starting to "
         f"{start}) | workload x{w['workload_ratio']:.2f} "
@@ -391,11 +434,11 @@ def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
 WHOLESALE_TARGETS = {"wrap": (8, 400), "code": (3, 200)}
 
 
-def wholesale_rows(quick: bool, only_engine: str | None = None) -> list[Row]:
+def wholesale_rows(quick: bool, only_engine: str | None = None, instructions: bool = False) -> list[Row]:
     """Goals 4 and 24, wholesale, as whole processes: numpy and pandas, and networkx (many
     small Python functions), with the wrap engine and (3.12+) the code engine, each against
     issue 24's targets; torch for information, where installed. `only_engine`: that one."""
-    runs = 1 if quick else 7
+    runs = 1 if quick else 11
     sys.path.insert(0, REPO)
     from autonvtx.engines.kinds import choose_engine
 
@@ -409,17 +452,18 @@ def wholesale_rows(quick: bool, only_engine: str | None = None) -> list[Row]:
     rows = []
     for engine in engines:
         for packages in ("numpy,pandas", "networkx", "torch"):
-            rows.append(wholesale_row(packages, engine, runs if packages != "torch" else max(1, runs // 2)))
+            rows.append(wholesale_row(packages, engine, runs if packages != "torch" else max(1, runs // 2),
+                                      instructions and packages != "torch"))
     if code != "code" and only_engine != "wrap":
         rows.append(Row("24", "wholesale, code engine", f"skipped: {why_not}", "<= 3 us, <= 200 B", None))
     return rows
 
 
-def wholesale_row(packages: str, engine: str, runs: int) -> Row:
+def wholesale_row(packages: str, engine: str, runs: int, instructions: bool = False) -> Row:
     verb = "monitored" if engine == "code" else "wrapped"
     limit_us, limit_b = WHOLESALE_TARGETS[engine]
     goal, target = ("24", f"<= {limit_us} us, <= {limit_b} B") if packages != "torch" else ("24", "-")
-    info = wholesale(packages, runs, engine)
+    info = wholesale(packages, runs, engine, instructions)
     if info is None:
         return Row(goal, f"wholesale {packages}, {engine} engine", "skipped: not installed here",
                    target, None if target == "-" else False)
@@ -495,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write every figure measured")
     parser.add_argument("--only", metavar="SECTIONS", type=sections,
                         help=f"comma-separated, of: {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="wholesale rows: also count instructions per function (callgrind; minutes)")
     parser.add_argument("--engine", choices=("wrap", "code"),
                         help="wholesale rows of this engine only (default: both)")
     args = parser.parse_args(argv)
@@ -527,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     if "startup" in only:
         rows += startup_rows(args.quick)
     if "wholesale" in only:
-        rows += wholesale_rows(args.quick, args.engine)
+        rows += wholesale_rows(args.quick, args.engine, args.instructions)
     if "percall" in only:
         rows += goal5_rows(native)
         rows += percall_engine_rows(native)
