@@ -185,23 +185,25 @@ class Matcher:
         Names decided this way are not kept for did-you-mean: no glob of these rules needs one."""
         if module == "__mp_main__":
             module = "__main__"
-        uniform = self._uniform.get(module, _UNDECIDED)
-        if uniform is not _UNDECIDED:
-            return uniform  # type: ignore[return-value]
+        known = self._uniform.get(module, _UNDECIDED)
+        if known is not _UNDECIDED:
+            return known  # type: ignore[return-value]
         rules = self._by_module.get(module)
         if rules is None:
             rules = self._compiled_for(module)
         # One per set of rules, shared by every module they target alike (hundreds when a
         # package is targeted wholesale): decided once, its reason made then, no opinions kept.
-        uniform = self._uniform_by_rules.get(rules, _UNDECIDED)
-        if uniform is _UNDECIDED:
-            uniform = None
+        shared = self._uniform_by_rules.get(rules, _UNDECIDED)
+        if shared is _UNDECIDED:
+            uniform: Selection | None = None
             if rules and all(c.exclude_any is None and c.rule.include == ("*",) for c in rules):
                 decided = self._decide(rules, "*")
                 uniform = Selection(decided.selected, decided.rule, decided.reason)
             self._uniform_by_rules[rules] = uniform
+        else:
+            uniform = shared  # type: ignore[assignment]
         self._uniform[module] = uniform
-        return uniform  # type: ignore[return-value]
+        return uniform
 
     def _decide(self, rules: tuple[_CompiledRule, ...], qualname: str) -> Selection:
         # (rule, verdict) per rule with an opinion, decided with one regex per key; the globs

@@ -154,7 +154,7 @@ class Walker:
         report = self._reports.get(name) if type(name) is str else None
         if report is None:
             report = self._report_for(name)
-            name = report.module
+        name = report.module
         if not items:
             return report
         if name.partition(".")[0] in _REFUSED_PACKAGES:

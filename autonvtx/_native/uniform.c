@@ -1,5 +1,6 @@
 /* The native walk of a module one rule selects as a whole: uniform.h says what it takes. */
 #include "uniform.h"
+#include "arguments.h"
 
 #include <string.h>
 
@@ -679,61 +680,13 @@ PyDoc_STRVAR(walk_uniform_doc,
 "plain functions and the members of classes written in Python in C, hand everything else\n"
 "to the Python walk's methods (uniform.c says what the two tuples hold).");
 
-/* The items of tuple `t` into `out`, one letter of `format` each, as PyArg_ParseTuple's "U",
- * "O", "O!" (l list, d dict, s set, f frozenset), "k" and "p" would take them (its 3,000
- * instructions per module's walk were a tenth of the Python around it). */
-static int unpack(PyObject* t, const char* format, void** out)
-{
-    Py_ssize_t n = (Py_ssize_t)strlen(format), i;
-    if (PyTuple_GET_SIZE(t) != n) {
-        PyErr_Format(PyExc_TypeError, "walk_uniform: a tuple of %zd items expected, not %zd", n,
-                     PyTuple_GET_SIZE(t));
-        return 0;
-    }
-    for (i = 0; i < n; ++i) {
-        PyObject* item = PyTuple_GET_ITEM(t, i);
-        PyTypeObject* type = NULL;
-        switch (format[i]) {
-        case 'U': if (!PyUnicode_Check(item)) type = &PyUnicode_Type; break;
-        case 'l': if (!PyList_Check(item)) type = &PyList_Type; break;
-        case 'd': if (!PyDict_Check(item)) type = &PyDict_Type; break;
-        case 's': if (!PySet_Check(item)) type = &PySet_Type; break;
-        case 'f': if (!PyFrozenSet_Check(item)) type = &PyFrozenSet_Type; break;
-        case 'k':
-            if (!PyLong_Check(item)) {
-                type = &PyLong_Type;
-                break;
-            }
-            *(unsigned long*)out[i] = PyLong_AsUnsignedLongMask(item);
-            if (PyErr_Occurred())
-                return 0;
-            continue;
-        case 'p': {
-            int truth = PyObject_IsTrue(item);
-            if (truth < 0)
-                return 0;
-            *(int*)out[i] = truth;
-            continue;
-        }
-        default: break; /* 'O': anything */
-        }
-        if (type != NULL) {
-            PyErr_Format(PyExc_TypeError, "walk_uniform: item %zd must be %s, not %.50s", i,
-                         type->tp_name, Py_TYPE(item)->tp_name);
-            return 0;
-        }
-        *(PyObject**)out[i] = item;
-    }
-    return 1;
-}
-
 static int parse_application(walk_state* w, PyObject* application)
 {
     PyObject* mode = PyTuple_GET_SIZE(application) > 0 ? PyTuple_GET_ITEM(application, 0) : NULL;
     w->wrap_mode = mode != NULL && PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "wrap") == 0;
     w->no_existing = 1;
     if (w->wrap_mode)
-        return unpack(application, "OUkkOddOOO",
+        return unpack_tuple("walk_uniform", application, "OUkkOddOOO",
                       (void*[]){&mode, &w->domain_name, &w->color, &w->category, &w->wrapper_type,
                                 &w->wrappers, &w->pending, &w->rebind, &w->apply, &w->written});
 #if PY_VERSION_HEX >= 0x030C0000
@@ -741,7 +694,7 @@ static int parse_application(walk_state* w, PyObject* application)
         PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine is not available");
         return 0;
     }
-    if (!unpack(application, "OUkkOOOlp",
+    if (!unpack_tuple("walk_uniform", application, "OUkkOOOlp",
                 (void*[]){&mode, &w->domain_name, &w->color, &w->category, &w->tool_id,
                           &w->set_local_events, &w->events, &w->codes, &w->no_existing}))
         return 0;
@@ -769,7 +722,7 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     }
     memset(&w, 0, sizeof w);
     if (!parse_application(&w, args[0]) ||
-        !unpack(args[2], "UUllsdOfOOOOpdlOO",
+        !unpack_tuple("walk_uniform", args[2], "UUllsdOfOOOOpdlOO",
                 (void*[]){&w.name, &w.reason, &w.wrapped, &w.skipped, &w.classes_seen, &w.kinds,
                           &w.kind_of, &w.dunders, &w.visit_global, &w.visit_member, &w.wrap,
                           &w.failed, &w.builtins, &w.namespace, &w.rebound, &w.remember, &w.member}))
