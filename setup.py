@@ -27,7 +27,8 @@ CLIENT = "autonvtx._nvtxclient"
 SOURCECODE = "autonvtx._sourcecode"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
-    for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform", "wrapping")
+    for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform",
+                 "wrapping", "arguments")
 ]
 
 

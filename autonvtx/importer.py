@@ -33,6 +33,10 @@ class InstrumentingLoader:
     everything, runs the real exec_module, restores the real loader on the module, then
     calls back (wrapt's _ImportHookChainedLoader does the same: chain, don't reimplement)."""
 
+    # No instance dictionary: one stand-in per target module (hundreds when a package is
+    # targeted wholesale), each a GC-tracked object the collections walk (issue 24).
+    __slots__ = ("loader", "_on_executed", "_on_skipped")
+
     def __init__(
         self,
         loader: Any,
@@ -113,7 +117,11 @@ class InstrumentingFinder:
         hook = self._hook
         if not hook.matcher.should_consider_module(fullname) and fullname not in hook.triggers:
             return None
-        busy = self._busy.__dict__.setdefault("names", set())
+        local = self._busy
+        try:
+            busy = local.names
+        except AttributeError:  # this thread's first target
+            busy = local.names = set()
         if fullname in busy:
             return None  # a later finder called find_spec for the same name: step aside
         busy.add(fullname)
@@ -135,16 +143,17 @@ class InstrumentingFinder:
             return spec
         # A stand-in that delegates to the real loader (not an importlib.abc.Loader subclass:
         # its defaults would answer for the real loader).
-        spec.loader = InstrumentingLoader(loader, hook.module_executed, hook.note_skipped)  # type: ignore[assignment]
+        spec.loader = InstrumentingLoader(loader, hook.on_executed, hook.on_skipped)  # type: ignore[assignment]
         return spec
 
     def _real_spec(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
-        finders = list(sys.meta_path)
+        finders = list(sys.meta_path)  # a finder may change sys.meta_path while asked
         try:
-            finders = finders[finders.index(self) + 1 :]
+            start = finders.index(self) + 1
         except ValueError:
-            pass  # called directly, not through sys.meta_path: ask everyone else
-        for finder in finders:
+            start = 0  # called directly, not through sys.meta_path: ask everyone else
+        for i in range(start, len(finders)):
+            finder = finders[i]
             find_spec = getattr(finder, "find_spec", None)
             if find_spec is None or finder is self:
                 continue
@@ -180,6 +189,9 @@ class ImportHook:
         # Post-import callbacks (wrapt's register_post_import_hook, for plugins): module
         # name -> callbacks, each called once, right after that module executed.
         self.triggers: dict[str, list[Callable[[types.ModuleType], None]]] = {}
+        # What each module's stand-in loader calls back, bound once (not per target module).
+        self.on_executed = self.module_executed
+        self.on_skipped = self.note_skipped
 
     @property
     def installed(self) -> bool:
@@ -219,22 +231,35 @@ class ImportHook:
 
     def module_executed(self, module: types.ModuleType) -> None:
         name = _module_dict(module).get("__name__")
-        if self.triggers and name in self.triggers:
-            # Instrument first (the module's own rules), then hand it to its callbacks.
-            callbacks = self.triggers.pop(name, [])
-            if self.matcher.should_consider_module(name):
-                self._instrument(module)
-            for callback in callbacks:
-                self._run_callback(name, callback, module)
+        triggers = self.triggers
+        if triggers:
+            if name in triggers:
+                # Instrument first (the module's own rules), then hand it to its callbacks.
+                callbacks = triggers.pop(name, [])
+                if self.matcher.should_consider_module(name):
+                    self._instrument(module)
+                for callback in callbacks:
+                    self._run_callback(name, callback, module)
+                return
+        # Only a target: a module may execute under a name the rules do not target (it
+        # replaced itself in sys.modules; a name in sys.modules that is not its own).
+        if type(name) is str and not self.matcher.should_consider_module(name):
             return
-        self._instrument(module)
+        try:
+            self.instrumenter.instrument(module)
+        except Exception as exc:  # instrumentation never breaks the program's import
+            self._not_instrumented(module, exc)
 
     def _instrument(self, module: types.ModuleType) -> None:
         try:
             self.instrumenter.instrument(module)
         except Exception as exc:  # instrumentation never breaks the program's import
-            name = getattr(module, "__name__", "?")
-            warnings.warn(f"autonvtx: {name}: not instrumented: {exc!r}", RuntimeWarning, 2)
+            self._not_instrumented(module, exc)
+
+    @staticmethod
+    def _not_instrumented(module: types.ModuleType, exc: Exception) -> None:
+        name = getattr(module, "__name__", "?")
+        warnings.warn(f"autonvtx: {name}: not instrumented: {exc!r}", RuntimeWarning, 2)
 
     def _run_callback(
         self, name: str, callback: Callable[[types.ModuleType], None], module: types.ModuleType

@@ -132,6 +132,7 @@ class Matcher:
             "|".join(f"(?:{fnmatch.translate(g)})" for g in globs) or r"(?!)"
         ).match
         self._by_module: dict[str, tuple[_CompiledRule, ...]] = {}
+        self._rule_sets: dict[tuple[_CompiledRule, ...], tuple[_CompiledRule, ...]] = {}
         self._seen_modules: set[str] = set()
         self._matched: set[tuple[int, str, int]] = set()
         self._modules_of_rule: dict[int, set[str]] = {i: set() for i in range(len(self._rules))}
@@ -140,7 +141,7 @@ class Matcher:
         # module -> the one Selection of every name in it, for modules whose rules cannot tell
         # names apart (include "*", no exclude: a package targeted wholesale); None: they can.
         self._uniform: dict[str, Selection | None] = {}
-        self._uniform_by_rules: dict[tuple[int, ...], Selection] = {}
+        self._uniform_by_rules: dict[tuple[_CompiledRule, ...], Selection | None] = {}
         self._considered: dict[str, bool] = {}  # should_consider_module(), by module name
 
     def should_consider_module(self, name: str) -> bool:
@@ -182,20 +183,25 @@ class Matcher:
         """The one Selection of every name in `module` when its rules cannot tell names apart
         (each includes "*" and none excludes: a package targeted wholesale), else None.
         Names decided this way are not kept for did-you-mean: no glob of these rules needs one."""
-        module = normalize_module(module)
-        if module in self._uniform:
-            return self._uniform[module]
-        rules = self._compiled_for(module)
-        uniform = None
-        if rules and all(c.exclude_any is None and c.rule.include == ("*",) for c in rules):
-            # One per set of rules, shared by every module they target alike (hundreds when a
-            # package is targeted wholesale): its reason made now, no opinions kept.
-            key = tuple(c.index for c in rules)
-            uniform = self._uniform_by_rules.get(key)
-            if uniform is None:
+        if module == "__mp_main__":
+            module = "__main__"
+        known = self._uniform.get(module, _UNDECIDED)
+        if known is not _UNDECIDED:
+            return known  # type: ignore[return-value]
+        rules = self._by_module.get(module)
+        if rules is None:
+            rules = self._compiled_for(module)
+        # One per set of rules, shared by every module they target alike (hundreds when a
+        # package is targeted wholesale): decided once, its reason made then, no opinions kept.
+        shared = self._uniform_by_rules.get(rules, _UNDECIDED)
+        if shared is _UNDECIDED:
+            uniform: Selection | None = None
+            if rules and all(c.exclude_any is None and c.rule.include == ("*",) for c in rules):
                 decided = self._decide(rules, "*")
                 uniform = Selection(decided.selected, decided.rule, decided.reason)
-                self._uniform_by_rules[key] = uniform
+            self._uniform_by_rules[rules] = uniform
+        else:
+            uniform = shared  # type: ignore[assignment]
         self._uniform[module] = uniform
         return uniform
 
@@ -314,7 +320,9 @@ class Matcher:
         untargeted: set[str] | None = None  # packages holding a module no rule targets
         for name in sorted(modules):
             package = sys.modules.get(name)
-            if not isinstance(package, types.ModuleType) or not hasattr(package, "__path__"):
+            # Its dictionary, not hasattr(): a module's __getattr__ is the program's code, and
+            # it would raise an AttributeError for each of hundreds of plain modules at exit.
+            if not isinstance(package, types.ModuleType) or "__path__" not in _module_dict(package):
                 continue
             if _defines_any(package, name):
                 continue
@@ -322,10 +330,17 @@ class Matcher:
                 # One pass over sys.modules for all packages, not one per package: a package
                 # targeted wholesale has hundreds of subpackages, and this runs at exit.
                 untargeted = set()
+                considered = self._considered
                 for sub in list(sys.modules):
-                    if not self.should_consider_module(sub):
-                        parts = sub.split(".")
-                        untargeted.update(".".join(parts[:i]) for i in range(1, len(parts)))
+                    known = considered.get(sub)
+                    if known is None:
+                        known = self.should_consider_module(sub)
+                    if not known and "." in sub:
+                        # Each dotted prefix, longest first: one already there has its own.
+                        prefix = sub.rpartition(".")[0]
+                        while prefix and prefix not in untargeted:
+                            untargeted.add(prefix)
+                            prefix = prefix.rpartition(".")[0]
             if name in untargeted:
                 notes.append(f"0 functions defined in {name!r}; its submodules match {name + '.*'!r}")
         return notes
@@ -363,17 +378,25 @@ class Matcher:
         except KeyError:
             pass
         found = []
+        matched = self._matched
         for c in self._rules:
-            hits = [i for i, match in enumerate(c.modules) if match(module)]
-            if hits:
+            hit = False
+            for i, match in enumerate(c.modules):
+                if match(module):
+                    hit = True
+                    matched.add((c.index, "modules", i))
+            if hit:
                 found.append(c)
                 self._modules_of_rule[c.index].add(module)
-                self._matched.update((c.index, "modules", i) for i in hits)
-        result = self._by_module[module] = tuple(found)
+        result = tuple(found)
+        # The same tuple for every module the same rules target: one object, not one per
+        # module (hundreds when a package is targeted wholesale), and uniform_selection()'s key.
+        result = self._by_module[module] = self._rule_sets.setdefault(result, result)
         return result
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 
 def _hint(glob: str, rule: Rule) -> str:
@@ -424,10 +447,12 @@ def _defines_any(module: types.ModuleType, name: str) -> bool:
     # Type checks and vars() only: no attribute lookup runs the program's code. A wrapper of
     # autonvtx's is asked about its function directly: isinstance() reads __class__ through
     # the proxy, and at exit a package targeted wholesale holds thousands of them.
-    from autonvtx.valuekinds import RANGE_WRAPPER, kind_of  # at exit only (start-up)
+    from autonvtx.valuekinds import KINDS, RANGE_WRAPPER, kind_of  # at exit only (start-up)
 
     for value in list(vars(module).values()):
-        if type(value) is not types.FunctionType and kind_of(type(value)) == RANGE_WRAPPER:
+        kind = type(value)
+        if kind is not types.FunctionType and KINDS.get(kind, RANGE_WRAPPER) == RANGE_WRAPPER \
+                and kind_of(kind) == RANGE_WRAPPER:  # known kinds without a call (modules: most)
             value = value.__wrapped__
             if type(value) is types.FunctionType and value.__module__ == name:
                 return True

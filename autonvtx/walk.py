@@ -16,7 +16,7 @@ from autonvtx.config import Rule
 from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
-from autonvtx.matching import Matcher, normalize_module
+from autonvtx.matching import Matcher
 from autonvtx.valuekinds import BUILTIN as _BUILTIN
 from autonvtx.valuekinds import CLASS as _CLASS
 from autonvtx.valuekinds import DATA as _DATA
@@ -54,6 +54,7 @@ def _is_dunder(name: str) -> bool:
 
 
 _CODE = types.CodeType
+_UNASKED = object()
 
 
 class Walker:
@@ -84,6 +85,8 @@ class Walker:
         # Modules met while the engine itself was being imported, walked right after.
         self._deferred: list[types.ModuleType] | None = None
         self._engine_lock = _thread.RLock()  # threading.RLock's, without threading (start-up)
+        # Per engine, its uniform_walk (None: it has none).
+        self._uniform_walks: dict[Any, Any] = {}
 
     @property
     def built_engine(self) -> Engine | None:
@@ -109,12 +112,14 @@ class Walker:
     def instrument(self, module: types.ModuleType) -> ModuleReport:
         """Decide, and apply, what the rules select among the functions and classes defined
         in `module`."""
-        if self._engine is None:
+        engine = self._engine
+        if engine is None:
             self._make_engine_once(module)
-            if self._engine is None:  # met while the engine itself was being imported
+            engine = self._engine
+            if engine is None:  # met while the engine itself was being imported
                 return self._report_for(_module_dict(module).get("__name__"))
         namespace = _module_dict(module)
-        if not self._engine.changes_namespaces:
+        if not engine.changes_namespaces:
             namespace = dict(namespace)  # the walk rebinds names: let it rebind a copy
         # The namespace itself: the walks take their own snapshot of it (the native one without
         # a tuple per name: hundreds per module of a package targeted wholesale).
@@ -146,7 +151,9 @@ class Walker:
         items: list[tuple[str, Any]] | dict[str, Any],
     ) -> ModuleReport:
         name = namespace.get("__name__")
-        report = self._report_for(name)
+        report = self._reports.get(name) if type(name) is str else None
+        if report is None:
+            report = self._report_for(name)
         name = report.module
         if not items:
             return report
@@ -204,6 +211,11 @@ class _ModuleWalk:
     """One pass over a module's names. Reads only through vars() and type checks, so no
     code of the program runs (no property, no __getattr__, no metaclass hook)."""
 
+    # No instance dictionary: one walk per target module (hundreds when a package is targeted
+    # wholesale, issue 24).
+    __slots__ = ("walker", "engine", "reaches_nested", "module", "namespace", "name", "rule_module",
+                 "report", "classes_seen", "uniform", "uniform_reason")
+
     def __init__(
         self,
         walker: Walker,
@@ -213,19 +225,22 @@ class _ModuleWalk:
         report: ModuleReport,
     ) -> None:
         self.walker = walker
-        self.engine = walker.engine
+        engine = walker._engine
+        if engine is None:
+            engine = walker.engine
+        self.engine = engine
         # The code engine ranges code objects: functions nested in the ones walked too.
-        self.reaches_nested = self.engine.reaches_nested
+        self.reaches_nested = engine.reaches_nested
         self.module = module
         self.namespace = namespace
         self.name = name
-        self.rule_module = normalize_module(name)
+        self.rule_module = "__main__" if name == "__mp_main__" else name  # normalize_module()
         self.report = report
         self.classes_seen: set[int] = set()
         # The decision for every name when the rules cannot tell this module's names apart (a
         # package targeted wholesale), else None: then each name is asked about.
-        self.uniform = walker.uniform_selection(name)
-        self.uniform_reason = self.uniform.reason if self.uniform is not None else ""
+        uniform = self.uniform = walker.uniform_selection(name)
+        self.uniform_reason = uniform.reason if uniform is not None else ""
 
     def walk(self, items: list[tuple[str, Any]] | dict[str, Any]) -> None:
         """Walk `items`, (name, value) pairs or a namespace (its pairs as they are now)."""
@@ -261,7 +276,10 @@ class _ModuleWalk:
         uniform = self.uniform
         if uniform is None or not uniform.selected or uniform.rule is None or not self.walker.applies:
             return None
-        make = getattr(self.engine, "uniform_walk", None)
+        engine = self.engine
+        make = self.walker._uniform_walks.get(engine, _UNASKED)  # asked once per engine, not per module
+        if make is _UNASKED:
+            make = self.walker._uniform_walks[engine] = getattr(engine, "uniform_walk", None)
         return make(self.rule_module, uniform.rule) if make is not None else None
 
     def _failed(self, where: str, exc: BaseException) -> None:

@@ -234,6 +234,20 @@ def test_module_replacing_itself_with_a_non_module_is_skipped(hook: ImportHook, 
     assert "non-module" in hook.skipped["inst_target_swap"]
 
 
+def test_module_replacing_itself_with_a_module_no_rule_targets_is_not_walked(hook: ImportHook, src: Path) -> None:
+    make_file(src / "inst_target_alias.py", """
+        import sys, types
+        other = types.ModuleType("elsewhere_alias")
+        exec("def g():\\n    return 2\\n", other.__dict__)
+        sys.modules[__name__] = other
+    """)
+    import inst_target_alias
+
+    assert inst_target_alias.__name__ == "elsewhere_alias" and inst_target_alias.g() == 2
+    assert type(inst_target_alias.g) is types.FunctionType
+    assert "elsewhere_alias" not in hook.instrumenter.reports and "inst_target_alias" not in hook.skipped
+
+
 def test_instrumenting_loader_delegates_what_it_does_not_override() -> None:
     class Real:
         def exec_module(self, module: types.ModuleType) -> None:

@@ -1,5 +1,6 @@
 /* The native walk of a module one rule selects as a whole: uniform.h says what it takes. */
 #include "uniform.h"
+#include "arguments.h"
 
 #include <string.h>
 
@@ -685,18 +686,17 @@ static int parse_application(walk_state* w, PyObject* application)
     w->wrap_mode = mode != NULL && PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "wrap") == 0;
     w->no_existing = 1;
     if (w->wrap_mode)
-        return PyArg_ParseTuple(application, "OUkkOO!O!OOO:walk_uniform", &mode, &w->domain_name,
-                                &w->color, &w->category, &w->wrapper_type, &PyDict_Type,
-                                &w->wrappers, &PyDict_Type, &w->pending, &w->rebind, &w->apply,
-                                &w->written);
+        return unpack_tuple("walk_uniform", application, "OUkkOddOOO",
+                      (void*[]){&mode, &w->domain_name, &w->color, &w->category, &w->wrapper_type,
+                                &w->wrappers, &w->pending, &w->rebind, &w->apply, &w->written});
 #if PY_VERSION_HEX >= 0x030C0000
     if (!monitoring_ready()) {
         PyErr_SetString(PyExc_TypeError, "walk_uniform: the code engine is not available");
         return 0;
     }
-    if (!PyArg_ParseTuple(application, "OUkkOOOO!p:walk_uniform", &mode, &w->domain_name,
-                          &w->color, &w->category, &w->tool_id, &w->set_local_events,
-                          &w->events, &PyList_Type, &w->codes, &w->no_existing))
+    if (!unpack_tuple("walk_uniform", application, "OUkkOOOlp",
+                (void*[]){&mode, &w->domain_name, &w->color, &w->category, &w->tool_id,
+                          &w->set_local_events, &w->events, &w->codes, &w->no_existing}))
         return 0;
     w->tool = (int)PyLong_AsLong(w->tool_id);
     w->event_bits = PyLong_AsUnsignedLongMask(w->events);
@@ -722,12 +722,10 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
     }
     memset(&w, 0, sizeof w);
     if (!parse_application(&w, args[0]) ||
-        !PyArg_ParseTuple(args[2], "UUO!O!O!O!OO!OOOOpO!O!OO:walk_uniform", &w.name, &w.reason,
-                          &PyList_Type, &w.wrapped, &PyList_Type, &w.skipped, &PySet_Type,
-                          &w.classes_seen, &PyDict_Type, &w.kinds, &w.kind_of, &PyFrozenSet_Type,
-                          &w.dunders, &w.visit_global, &w.visit_member, &w.wrap, &w.failed,
-                          &w.builtins, &PyDict_Type, &w.namespace, &PyList_Type, &w.rebound,
-                          &w.remember, &w.member))
+        !unpack_tuple("walk_uniform", args[2], "UUllsdOfOOOOpdlOO",
+                (void*[]){&w.name, &w.reason, &w.wrapped, &w.skipped, &w.classes_seen, &w.kinds,
+                          &w.kind_of, &w.dunders, &w.visit_global, &w.visit_member, &w.wrap,
+                          &w.failed, &w.builtins, &w.namespace, &w.rebound, &w.remember, &w.member}))
         return NULL;
     if (w.wrap_mode && (w.written != Py_None && !PyList_Check(w.written))) {
         PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");
