@@ -13,7 +13,6 @@ the contract's "wrapping is invisible" at its most invisible. 3.10 and 3.11 keep
 from __future__ import annotations
 
 import _thread
-import sys
 import types
 
 from autonvtx import ranges
@@ -21,10 +20,6 @@ from autonvtx import ranges
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     from typing import Any
-
-# inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR (inspect is not imported at start-up): the
-# code flags of functions ranged through their code; 0 before 3.12, where none is.
-CODE_RANGED_FLAGS = 0x80 | 0x200 if sys.version_info >= (3, 12) else 0
 
 
 class CoroutineCodes:

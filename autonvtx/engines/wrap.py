@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import sys
 import types
 from _weakref import ref as _weak_ref  # weakref.ref, without weakref and threading (start-up)
 
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     import wrapt
+
+    from autonvtx.engines.coroutines import CoroutineCodes
 else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see wraptcore)
     from autonvtx.engines.wraptcore import load_wrapt
 
@@ -21,11 +24,14 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
 from autonvtx import ranges
 from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
-from autonvtx.engines.coroutines import CODE_RANGED_FLAGS, CoroutineCodes
-from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401  # tests read it here
+from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401
 from autonvtx.engines.wraptcore import lacking_what_functions_lack
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
+
+# inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
+# ranged through their code, not wrapped (engines/coroutines.py says why); none before.
+_CODE_RANGED_FLAGS = 0x80 | 0x200 if sys.version_info >= (3, 12) else 0
 
 
 class RangeWrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]  # wraps any callable
@@ -164,7 +170,7 @@ class WrapEngine:
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
         self._lock = _thread.allocate_lock()
-        self._coroutines = CoroutineCodes()
+        self._coroutines: CoroutineCodes | None = None  # made for the first coroutine function
 
     def wrapped_count(self) -> int:
         return len(self._wrappers)
@@ -188,8 +194,8 @@ class WrapEngine:
             message = qualname
         else:
             message = ranges.label_for(func, module, qualname).format(style.message)
-        if (CODE_RANGED_FLAGS and type(func) is types.FunctionType and func.__code__.co_flags & CODE_RANGED_FLAGS
-                and self._coroutines.give_range(func, qualname, message, domain, color, category)):
+        if (_CODE_RANGED_FLAGS and type(func) is types.FunctionType and func.__code__.co_flags & _CODE_RANGED_FLAGS
+                and self._code_ranges().give_range(func, qualname, message, domain, color, category)):
             self._pending.pop(func, None)  # every reference runs its code: nothing to rebind
             return None
         wrapper = None
@@ -206,6 +212,17 @@ class WrapEngine:
         if pending:
             self._rebind(func, found, pending)
         return found
+
+    def _code_ranges(self) -> CoroutineCodes:
+        if self._coroutines is None:
+            # Imported here: a run that selects no coroutine function does not load it (start-up).
+            from autonvtx.engines.coroutines import CoroutineCodes
+
+            made = CoroutineCodes()
+            with self._lock:
+                if self._coroutines is None:
+                    self._coroutines = made
+        return self._coroutines
 
     def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
         raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
@@ -238,7 +255,7 @@ class WrapEngine:
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
         """Rebind `module.attr` (now `func`) to func's wrapper once there is one."""
-        if self._coroutines.ranges_code_of(func):
+        if self._coroutines is not None and self._coroutines.ranges_code_of(func):
             return  # ranged through its code: every reference runs it
         reference = (_weak_ref(module), attr)
         with self._lock:
@@ -281,7 +298,7 @@ class WrapEngine:
     def restore(self) -> int:
         """Put back every original this engine replaced, where the wrapper is still in place
         (a name the program rebound since is its own), and stop ranging code; the count restored."""
-        restored = self._coroutines.restore()
+        restored = self._coroutines.restore() if self._coroutines is not None else 0
         if not self._written:
             return restored
         written, self._written = self._written, []
