@@ -238,6 +238,17 @@ def instrumented_module(source: str, name: str) -> tuple[types.ModuleType, Any]:
     return module, instrumenter
 
 
+def proxied_module(plain: types.ModuleType, color: int) -> types.ModuleType:
+    """The generator-like functions of `plain`, each in the wrapper the wrap engine makes for
+    them where it ranges no code (the native client's ranged wrapper: a proxy per coroutine)."""
+    from autonvtx.engines import wrap
+
+    proxied = types.ModuleType("bench_proxied")
+    for name in ("counter", "pause", "waits"):
+        setattr(proxied, name, wrap._make_ranged(getattr(plain, name), "autonvtx", name, color, 0))
+    return proxied
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny N, two rounds (CI)")
@@ -266,8 +277,12 @@ def main() -> int:
     module, instrumenter = instrumented_module(SHAPES_SOURCE + SUSPENDING_SOURCE, "bench_shapes")
     plain = types.ModuleType("bench_plain")
     exec(SHAPES_SOURCE + SUSPENDING_SOURCE + EXCEPTIONS_SOURCE, vars(plain))
+    # On 3.12+ the wrap engine ranges coroutine and async generator functions through their
+    # code (engines/coroutines.py): `pause` and `waits` stay themselves, unless it could not.
+    by_code = not hasattr(module.pause, "__wrapped__")
     result: dict[str, Any] = {
         "native": ranges.is_native(),
+        "coroutines_by_code": by_code,
         "tool": args.tool,
         "wrapped": instrumenter.engine.wrapped_count(),
         "wrapper_type": type(module.function).__name__,
@@ -331,6 +346,9 @@ def main() -> int:
         shapes[shape] = fastest(loops, n, rounds, modes)
         noop()
     result["shapes"] = shapes
+    # Beside the engine's code-ranged coroutines, the wrapper it gives them where it cannot
+    # (3.10/3.11, no free tool id): the same process, interleaved.
+    proxied = proxied_module(plain, color) if by_code else None
     result["suspending"] = {
         shape: {
             "resumptions": resumptions,
@@ -339,6 +357,7 @@ def main() -> int:
                     "plain": make(reach(plain)),
                     "nvtx.annotate": make(reach(hand)),
                     "autonvtx": make(reach(module)),
+                    **({"autonvtx [wrapper]": make(reach(proxied))} if proxied is not None else {}),
                 },
                 max(1, n // 4),
                 rounds,
@@ -346,6 +365,9 @@ def main() -> int:
         }
         for shape, (make, reach, resumptions) in SUSPENDING_CALLS.items()
     }
+    # The wrap engine's coroutines hold the one CodeMonitor a process may have: given back
+    # for the code engine's rows (all of the wrap engine's are measured by now).
+    instrumenter.engine.restore()
     result["code_engine"] = code_engine(plain, hand, shapes, color, n, rounds)
     result["recorder"] = recorder_rate(control, ranges, 20_000 if args.quick else 1_000_000, rounds)
     print(json.dumps(result))
@@ -475,9 +497,15 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str, str, bool | Non
         # The target is per resumption: a call that resumes once is mostly the cost of making
         # the stand-in (issue 24 asks it of the coroutine awaited once, on every version).
         target = "<= 60 ns" if (result.get("python") == "3.11" and k > 1) or shape == "coroutine, awaited" else "-"
+        # What the wrap engine gives a coroutine function here: on 3.12+ its code monitored
+        # (engines/coroutines.py), else a wrapper whose proxy pushes around each resumption.
+        how = ("its code monitored, no wrapper" if result.get("coroutines_by_code") and "generator" not in shape
+               else "a wrapper")
+        proxy = t.get("autonvtx [wrapper]")
+        beside = "" if proxy is None or "generator" in shape else f"; the wrapper {(proxy - t['plain']) / k:.0f} ns"
         rows.append((
-            f"{shape}: wrapper engine, per resumption range, no-op tool",
-            f"{per:.0f} ns (+{t['autonvtx'] - t['plain']:.0f} ns per call and {k} resumption(s); "
+            f"{shape}: wrapper engine, per resumption range, no-op tool ({how})",
+            f"{per:.0f} ns (+{t['autonvtx'] - t['plain']:.0f} ns per call and {k} resumption(s){beside}; "
             f"@nvtx.annotate adds {hand:.0f} ns, around the call only)",
             target, per <= 60 if target != "-" else None,
         ))

@@ -357,7 +357,8 @@ class Box:
 sys.modules["lazy_mod"] = module
 config = Config(rules=(Rule(modules=("lazy_mod",), origin="test"),))
 Walker(Matcher(config), WrapEngine(config)).instrument(module)   # the native walk: one rule, whole
-kinds = lambda: [type(f._self_range).__name__ for f in (module.called, module.never, module.fetched)]
+# On 3.12+ the coroutine function is not wrapped: its code is monitored (engines/coroutines.py).
+kinds = lambda: [type(getattr(f, "_self_range", None)).__name__ for f in (module.called, module.never, module.fetched)]
 print(*kinds(), module.alias is module.called)
 before = ranges._client.rebind_ranges()
 print(module.Box().method(), module.alias(3), asyncio.run(module.fetched()))
@@ -368,11 +369,18 @@ print(*kinds(), ranges._client.rebind_ranges() - before)
 @needs_native
 def test_a_wholesale_walk_makes_a_range_on_the_first_call(tmp_path: Path) -> None:
     rec, out = record(tmp_path, LAZY_RANGES_PROGRAM)
-    assert out.splitlines() == [
-        "PendingStyle PendingStyle PendingStyle True",
-        "2 3 1",
-        "Range PendingStyle Range 3",  # called, Box.method, fetched: three ranges made
-    ]
+    if sys.version_info >= (3, 12):  # fetched keeps no wrapper: its code has its range
+        assert out.splitlines() == [
+            "PendingStyle PendingStyle NoneType True",
+            "2 3 1",
+            "Range PendingStyle NoneType 2",  # called, Box.method: two ranges made
+        ]
+    else:
+        assert out.splitlines() == [
+            "PendingStyle PendingStyle PendingStyle True",
+            "2 3 1",
+            "Range PendingStyle Range 3",  # called, Box.method, fetched: three ranges made
+        ]
     assert [r.name for r in rec.ranges] == ["Box.method", "called", "called", "fetched"]
 
 

@@ -40,7 +40,8 @@ def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
         monkeypatch.setattr(ranges, "_native", None)
         monkeypatch.setattr(instrument, "_RangedFunctionWrapper", None)
     matcher = Matcher(Config(rules=(Rule(modules=("inst_shapes.*",), origin="test"),)))
-    hook = ImportHook(matcher, Walker(matcher))
+    walker = Walker(matcher)
+    hook = ImportHook(matcher, walker)
     sys.path.insert(0, MODULES)
     hook.install()
     try:
@@ -53,6 +54,10 @@ def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> It
     yield module
     for name in fixture_modules():
         del sys.modules[name]
+    if walker.built_engine is not None:
+        # On 3.12+ the engine ranges the coroutine functions' code through a sys.monitoring
+        # tool id of the process: given back, for the tests after this one.
+        walker.built_engine.restore()
 
 
 def test_signature(kinds: Any) -> None:

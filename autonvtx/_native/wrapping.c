@@ -28,6 +28,13 @@ PyObject* wrapping_apply(walk_state* w, PyObject* func, PyObject* qualname)
         Py_DECREF(key);
         return Py_XNewRef(found);
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    /* 3.12+: WrapEngine.apply ranges coroutine and async generator functions through their
+     * code where it can (engines/wrap.py says why). */
+    if (((PyCodeObject*)PyFunction_GET_CODE(func))->co_flags & (CO_COROUTINE | CO_ASYNC_GENERATOR))
+        wrapper = Py_NewRef(Py_None);
+    else
+#endif
     /* Its range is made on its first call: most functions of a package are never called. */
     wrapper = ranged_make_pending(w->wrapper_type, func, w->domain, w->domain_name, qualname,
                                   w->color, w->category);

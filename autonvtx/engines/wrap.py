@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import sys
 import types
 from _weakref import ref as _weak_ref  # weakref.ref, without weakref and threading (start-up)
 
@@ -13,6 +14,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     import wrapt
+
+    from autonvtx.engines.coroutines import CoroutineCodes
 else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see wraptcore)
     from autonvtx.engines.wraptcore import load_wrapt
 
@@ -21,43 +24,14 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
 from autonvtx import ranges
 from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
+from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401
+from autonvtx.engines.wraptcore import lacking_what_functions_lack
 
 _module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
-# Protocol methods wrapt's proxy types define (for whatever object they proxy) that a function
-# does not have. Duck-typing code asks for them: torch's context_decorator refuses a callable
-# for which hasattr(ctx, "__enter__") holds, and is handed bound methods of wrapped functions.
-# Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
-# would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
-_PROTOCOLS_FUNCTIONS_LACK = (
-    "__enter__", "__exit__", "__aenter__", "__aexit__", "__bytes__",
-    "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
-    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__", "__ceil__",
-)
-
-
-class _LacksProtocol(AttributeError, TypeError):
-    """An AttributeError to getattr()/hasattr(), a TypeError to the statement or builtin that
-    uses the protocol (`with w:`, `len(w)`, `int(w)`): what each sees of a function."""
-
-
-class _Lacking:
-    """Stands on the wrapper type of plain functions for a protocol method that functions lack
-    (wrapt's would forward to the function and fail only when called)."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, instance: Any, owner: Any = None) -> Any:
-        raise _LacksProtocol(f"'function' object has no attribute '{self.name}'")
-
-
-def _lacking_what_functions_lack(cls: type) -> type:
-    for name in _PROTOCOLS_FUNCTIONS_LACK:
-        setattr(cls, name, _Lacking(name))
-    return cls
+# inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
+# ranged through their code, not wrapped (engines/coroutines.py says why); none before.
+_CODE_RANGED_FLAGS = 0x80 | 0x200 if sys.version_info >= (3, 12) else 0
 
 
 class RangeWrapper(wrapt.FunctionWrapper):  # type: ignore[type-arg]  # wraps any callable
@@ -135,7 +109,7 @@ setattr(RangeWrapper, RANGE_MARK, True)
 setattr(BoundRangeWrapper, RANGE_MARK, True)
 
 
-@_lacking_what_functions_lack  # only here: a wrapt decorator's wrapper may wrap a class
+@lacking_what_functions_lack  # only here: a wrapt decorator's wrapper may wrap a class
 class _PlainFunctionWrapper(RangeWrapper):
     """A RangeWrapper around a plain Python function: binds as the function does, to a real
     bound method around the wrapper (what obj.method is without autonvtx: inspect.ismethod,
@@ -168,7 +142,10 @@ _FUNCTION_WRAPPER_BASE = next(
 
 class WrapEngine:
     """Wraps selected functions, once each, and keeps every target module's reference to a
-    wrapped function pointing at its one wrapper."""
+    wrapped function pointing at its one wrapper. On Python 3.12+ coroutine and async generator
+    functions are ranged through their code objects instead, where the code engine's machinery
+    can run (engines/coroutines.py: no wrapper reaches 60 ns a resumption there): they stay
+    in place, and apply() returns None for them."""
 
     changes_namespaces = True
     reaches_nested = False  # it ranges functions, never code objects: no apply_code() calls
@@ -193,12 +170,14 @@ class WrapEngine:
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
         self._lock = _thread.allocate_lock()
+        self._coroutines: CoroutineCodes | None = None  # made for the first coroutine function
 
     def wrapped_count(self) -> int:
         return len(self._wrappers)
 
-    def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> RangeWrapper:
-        """The one wrapper of `func`, created on first request; pending references rebound."""
+    def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> RangeWrapper | None:
+        """The one wrapper of `func`, created on first request; pending references rebound. None
+        for a function ranged through its code (3.12+ coroutines): nothing is bound."""
         # Reads take no lock: a dict lookup is atomic (the GIL, or the dict's own lock on a
         # free-threaded build); the lock makes "first wrapper wins" and the rebinding atomic.
         found = self._wrappers.get(key_of(func))
@@ -215,6 +194,10 @@ class WrapEngine:
             message = qualname
         else:
             message = ranges.label_for(func, module, qualname).format(style.message)
+        if (_CODE_RANGED_FLAGS and type(func) is types.FunctionType and func.__code__.co_flags & _CODE_RANGED_FLAGS
+                and self._code_ranges().give_range(func, qualname, message, domain, color, category)):
+            self._pending.pop(func, None)  # every reference runs its code: nothing to rebind
+            return None
         wrapper = None
         if _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
@@ -229,6 +212,17 @@ class WrapEngine:
         if pending:
             self._rebind(func, found, pending)
         return found
+
+    def _code_ranges(self) -> CoroutineCodes:
+        if self._coroutines is None:
+            # Imported here: a run that selects no coroutine function does not load it (start-up).
+            from autonvtx.engines.coroutines import CoroutineCodes
+
+            made = CoroutineCodes()
+            with self._lock:
+                if self._coroutines is None:
+                    self._coroutines = made
+        return self._coroutines
 
     def apply_code(self, code: types.CodeType, module: str, qualname: str, rule: Rule) -> None:
         raise TypeError("the wrap engine ranges functions, not code objects (reaches_nested is False)")
@@ -261,6 +255,8 @@ class WrapEngine:
 
     def remember_reference(self, func: Any, module: types.ModuleType, attr: str) -> None:
         """Rebind `module.attr` (now `func`) to func's wrapper once there is one."""
+        if self._coroutines is not None and self._coroutines.ranges_code_of(func):
+            return  # ranged through its code: every reference runs it
         reference = (_weak_ref(module), attr)
         with self._lock:
             # Under the lock apply() takes to publish a wrapper and collect its pending
@@ -301,11 +297,12 @@ class WrapEngine:
 
     def restore(self) -> int:
         """Put back every original this engine replaced, where the wrapper is still in place
-        (a name the program rebound since is its own); the count restored."""
+        (a name the program rebound since is its own), and stop ranging code; the count restored."""
+        restored = self._coroutines.restore() if self._coroutines is not None else 0
         if not self._written:
-            return 0
+            return restored
         written, self._written = self._written, []
-        return restore_writes(written)
+        return restored + restore_writes(written)
 
 
 def restore_writes(written: list[tuple[Any, str, Any, Any]]) -> int:

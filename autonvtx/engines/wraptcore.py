@@ -9,6 +9,8 @@ with a PEP 562 `__getattr__` that runs the real `__init__` the first time a name
 asked for (`import wrapt; wrapt.decorator`, `from wrapt import ObjectProxy`), so the program's
 own `import wrapt` gets all of wrapt, and the same types: a wrapper made here is a
 `wrapt.FunctionWrapper` there. wrapt 1.x (whose `__init__` is cheap) is imported as it is.
+
+Also what wrapt's proxy types offer that functions lack, for the wrap engine to take back.
 """
 from __future__ import annotations
 
@@ -99,3 +101,40 @@ def _completer(package: types.ModuleType, get_code: Any) -> Any:
 def _forget_partial() -> None:
     for name in [n for n in sys.modules if n == "wrapt" or n.startswith("wrapt.")]:
         del sys.modules[name]
+
+
+# Protocol methods wrapt's proxy types define (for whatever object they proxy) that a function
+# does not have. Duck-typing code asks for them: torch's context_decorator refuses a callable
+# for which hasattr(ctx, "__enter__") holds, and is handed bound methods of wrapped functions.
+# Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
+# would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
+PROTOCOLS_FUNCTIONS_LACK = (
+    "__enter__", "__exit__", "__aenter__", "__aexit__", "__bytes__",
+    "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
+    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__", "__ceil__",
+)
+
+
+class _LacksProtocol(AttributeError, TypeError):
+    """An AttributeError to getattr()/hasattr(), a TypeError to the statement or builtin that
+    uses the protocol (`with w:`, `len(w)`, `int(w)`): what each sees of a function."""
+
+
+class _Lacking:
+    """Stands on the wrapper type of plain functions for a protocol method that functions lack
+    (wrapt's would forward to the function and fail only when called)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        raise _LacksProtocol(f"'function' object has no attribute '{self.name}'")
+
+
+def lacking_what_functions_lack(cls: type) -> type:
+    """`cls` (a wrapper type of plain functions) made to lack what functions lack."""
+    for name in PROTOCOLS_FUNCTIONS_LACK:
+        setattr(cls, name, _Lacking(name))
+    return cls
