@@ -381,10 +381,10 @@ def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool
 
 
 def import_instructions(packages: str, cwd: str, env: dict[str, str]) -> dict[str, int] | None:
-    """Instructions executed by `autonvtx run -c "import colorsys, gc, PACKAGES; gc.collect()"`
-    under each of the configs "all" and "first" in `cwd` (callgrind, where valgrind is
-    installed): a count the host's load does not move, where the CPU times above move by 2x.
-    The full collection at the end, as wholesale.py's: see there. None without valgrind."""
+    """Instructions executed by `autonvtx run -c "import colorsys, PACKAGES"` (the collector
+    held off, then one full collection, as in wholesale.py: see there) under each of the
+    configs "all" and "first" in `cwd` (callgrind, where valgrind is installed): a count the
+    host's load does not move, where the CPU times above move by 2x. None without valgrind."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         return None
@@ -392,7 +392,7 @@ def import_instructions(packages: str, cwd: str, env: dict[str, str]) -> dict[st
     for variant in ("all", "first"):
         command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
                    *autonvtx_command(), "run", "--config", f"{variant}.toml",
-                   "-c", f"import colorsys, gc, {packages}; gc.collect()"]
+                   "-c", f"import gc; gc.disable(); import colorsys, {packages}; gc.enable(); gc.collect()"]
         proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
         collected = [line.split()[-1] for line in proc.stderr.splitlines() if "Collected :" in line]
         if proc.returncode != 0 or not collected:

@@ -173,12 +173,14 @@ def main() -> int:
     import colorsys  # noqa: F401  (the one tiny target of run.py's "first" variant)
 
     started = time.thread_time()
+    # The collector held off while importing, then one full collection, in every variant: the
+    # few hundred objects instrumenting keeps would otherwise bring the process's first full
+    # collection forward from the workload (which the time per function leaves out) into the
+    # import (which it counts): 21M instructions, a quantum each variant pays once.
+    gc.disable()
     for package in packages:
         importlib.import_module(package)
-    # A full collection here, in every variant: the few hundred objects instrumenting keeps
-    # would otherwise bring the first full collection forward from the workload (which the
-    # time per function leaves out) into the import (which it counts), 21M instructions that
-    # both variants pay once (issue 24's measurements).
+    gc.enable()
     gc.collect()
     import_seconds = time.thread_time() - started
     started = time.thread_time()

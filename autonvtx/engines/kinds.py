@@ -64,7 +64,10 @@ def _make_wrap_engine(config: Config, restorable: bool) -> Engine:
 
 CODE = EngineKind("code", "sys.monitoring; no function replaced", "monitored", reaches_nested=True,
                   replaces_functions=False, factory=_make_code_engine)
-WRAP = EngineKind("wrap", "functions replaced by wrappers", "wrapped", reaches_nested=False,
+# 3.12+: coroutine and async generator functions are ranged through their code (coroutines.py).
+_WRAP_DESCRIPTION = ("functions replaced by wrappers" if sys.version_info < (3, 12) else
+                     "functions replaced by wrappers; coroutine functions ranged through their code")
+WRAP = EngineKind("wrap", _WRAP_DESCRIPTION, "wrapped", reaches_nested=False,
                   replaces_functions=True, factory=_make_wrap_engine)
 
 # The engines by name (`engines.ENGINES`, the settings, is "auto" and these names).
