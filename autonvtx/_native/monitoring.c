@@ -43,12 +43,83 @@ static void release_range(void* extra)
     Py_XDECREF((PyObject*)extra);
 }
 
-/* The style a walk gives every code object of a module until it first runs (a PendingStyle,
- * range.c): its message is the code's co_qualname. */
+/* The styles walks give code objects until they first run (PendingStyles, range.c: a code's
+ * message is its co_qualname), one per (domain, color, category) for the process: the hundreds
+ * of modules of a package targeted wholesale share a few (the auto colors are a small palette),
+ * and a code object's monitoring data may point at one without holding it (pending_in_data). */
+static PendingStyleObject** styles;
+static Py_ssize_t styles_count, styles_room;
+
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category)
 {
-    return pending_style_new(domain, domain_name, color, category);
+    Py_ssize_t i;
+    PyObject* made;
+    for (i = 0; i < styles_count; ++i) {
+        PendingStyleObject* style = styles[i];
+        if (style->domain == domain && style->color == color && style->category == category &&
+            (style->domain_name == domain_name || PyUnicode_Compare(style->domain_name, domain_name) == 0))
+            return Py_NewRef((PyObject*)style);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    if (styles_count == styles_room) {
+        Py_ssize_t room = styles_room ? 2 * styles_room : 8;
+        PendingStyleObject** grown = PyMem_Realloc(styles, (size_t)room * sizeof *styles);
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        styles = grown;
+        styles_room = room;
+    }
+    made = pending_style_new(domain, domain_name, color, category);
+    if (made == NULL)
+        return NULL;
+    styles[styles_count++] = (PendingStyleObject*)Py_NewRef(made); /* held for the process */
+    return made;
+}
+
+static int is_pending_style(void* candidate)
+{
+    Py_ssize_t i;
+    for (i = 0; i < styles_count; ++i)
+        if ((void*)styles[i] == candidate)
+            return 1;
+    return 0;
+}
+
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define LAZY_EVENTS 1
+/* The code's monitoring data, allocated as CPython allocates it, plus room for a pending
+ * style where the allocator's rounding leaves it: pymalloc hands out multiples of 16 bytes,
+ * and 3.12's 72-byte _PyCoMonitoringData sits in an 80-byte block whose last 8 bytes nothing
+ * reads (3.13's is 64 bytes: no room, the code extra holds the style there). A pending code
+ * then needs no code extra (a 16-byte block of its own, and PyUnstable_Code_SetExtra's
+ * realloc), only the block CPython would allocate anyway. */
+#define DATA_SIZE sizeof(_PyCoMonitoringData)
+#define DATA_BLOCK ((DATA_SIZE + 15) & ~(size_t)15)
+#define STYLE_IN_DATA (DATA_BLOCK - DATA_SIZE >= sizeof(void*))
+#define EVENT_PY_START 0
+/* The tool bit the walk last turned events on for: a code whose PY_START has it and no code
+ * extra is one whose monitoring data this module allocated, a pending style after it. */
+static uint8_t pending_bit;
+#endif
+
+/* The pending style a code's monitoring data points at (borrowed: the styles live as long
+ * as the process), else NULL. */
+static PyObject* pending_in_data(PyCodeObject* code)
+{
+#ifdef LAZY_EVENTS
+    if (STYLE_IN_DATA) {
+        _PyCoMonitoringData* data = code->_co_monitoring;
+        void* style;
+        if (data == NULL || pending_bit == 0 || !(data->local_monitors.tools[EVENT_PY_START] & pending_bit))
+            return NULL;
+        memcpy(&style, (char*)data + DATA_SIZE, sizeof style);
+        return is_pending_style(style) ? (PyObject*)style : NULL;
+    }
+#endif
+    (void)code;
+    return NULL;
 }
 
 /* The code's own Range in place of its PendingRange; NULL (nothing raised) without memory. */
@@ -57,7 +128,8 @@ static RangeObject* settle(PyObject* code, PendingStyleObject* pending)
     RangeObject* range = range_new_in_domain(pending->domain, pending->domain_name,
                                              ((PyCodeObject*)code)->co_qualname, pending->color,
                                              pending->category);
-    /* The PendingRange goes to release_range: the code held one reference to it. */
+    /* A PendingRange held as the code extra goes to release_range (the code held one
+     * reference to it); one in the monitoring data is borrowed and stays there, unread. */
     if (range == NULL || PyUnstable_Code_SetExtra(code, extra_index, range) < 0) {
         Py_XDECREF(range);
         PyErr_Clear(); /* no range for this run; the next one tries again */
@@ -144,7 +216,15 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
-    if (range != NULL && !Py_IS_TYPE(range, &RangeType))
+    if (range == NULL) {
+        /* Its style in its monitoring data, or not ours (PY_THROW is global). */
+        PendingStyleObject* style = PyVectorcall_NARGS(nargsf) >= 1 && PyCode_Check(args[0])
+                                        ? (PendingStyleObject*)pending_in_data((PyCodeObject*)args[0])
+                                        : NULL;
+        if (style != NULL)
+            range = settle(args[0], style);
+    }
+    else if (!Py_IS_TYPE(range, &RangeType))
         range = settle(args[0], (PendingStyleObject*)range);
     if (range != NULL) {
         shadow_stack* stack = thread_shadow();
@@ -286,7 +366,12 @@ static int lazy_events_off;
 
 int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events)
 {
-#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    return monitoring_turn_on_pending(code, tool_id, events, NULL);
+}
+
+int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style)
+{
+#ifdef LAZY_EVENTS
     _PyCoMonitoringData* data = code->_co_monitoring;
     uint8_t bit = (uint8_t)(1u << tool_id);
     int e;
@@ -294,15 +379,26 @@ int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long even
     if (lazy_events_off || tool_id < 0 || tool_id > 7 || events >= (1u << _PY_MONITORING_LOCAL_EVENTS))
         return 0;
     if (data == NULL) {
-        data = PyMem_Malloc(sizeof *data); /* CPython frees it with PyMem_Free */
+        /* CPython frees it with PyMem_Free, whatever its size. */
+        data = PyMem_Malloc(style != NULL && STYLE_IN_DATA ? DATA_BLOCK : DATA_SIZE);
         if (data == NULL)
             return 0;
         memset(data, 0, sizeof *data);
+        if (style != NULL && STYLE_IN_DATA) {
+            memcpy((char*)data + DATA_SIZE, &style, sizeof style);
+            pending_bit = bit;
+            style = NULL; /* placed */
+        }
         code->_co_monitoring = data;
     }
-    for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
-        if (data->local_monitors.tools[e] & bit)
-            return 0;
+    else {
+        for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
+            if (data->local_monitors.tools[e] & bit)
+                return 0;
+    }
+    /* Where the data was there before (the code ran): the code extra holds the style. */
+    if (style != NULL && monitoring_attach((PyObject*)code, Py_NewRef(style)) < 0)
+        return -1;
     for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
         if (events >> e & 1)
             data->local_monitors.tools[e] |= bit;
@@ -318,6 +414,7 @@ int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long even
     (void)code;
     (void)tool_id;
     (void)events;
+    (void)style;
     return 0;
 #endif
 }
@@ -358,7 +455,7 @@ int monitoring_attached(PyCodeObject* code)
 {
     void* extra = NULL;
     (void)PyUnstable_Code_GetExtra((PyObject*)code, extra_index, &extra);
-    return extra != NULL;
+    return extra != NULL || pending_in_data(code) != NULL;
 }
 
 int monitoring_attach(PyObject* code, PyObject* range)
@@ -373,9 +470,13 @@ int monitoring_attach(PyObject* code, PyObject* range)
 static PyObject* detach(PyObject* module, PyObject* code)
 {
     (void)module;
+    void* extra = NULL;
     if (check_code(code, "detach") < 0)
         return NULL;
-    if (PyUnstable_Code_SetExtra(code, extra_index, NULL) < 0)
+    /* Only where there is one: setting NULL would give the code an extra block of its own.
+     * A pending style in the code's monitoring data goes with the code's events. */
+    (void)PyUnstable_Code_GetExtra(code, extra_index, &extra);
+    if (extra != NULL && PyUnstable_Code_SetExtra(code, extra_index, NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -388,7 +489,12 @@ static PyObject* attached(PyObject* module, PyObject* code)
         return NULL;
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
-    if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
+    if (extra == NULL && (extra = pending_in_data((PyCodeObject*)code)) != NULL) {
+        extra = settle(code, (PendingStyleObject*)extra);
+        if (extra == NULL)
+            return PyErr_NoMemory();
+    }
+    else if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
         extra = settle(code, (PendingStyleObject*)extra);
         if (extra == NULL)
             return PyErr_NoMemory();

@@ -72,7 +72,7 @@ PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandl
 /* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code
  * extra index exists, whether `code` has a Range (or a PendingRange), attaching one (stealing
  * `range`), and a PendingRange: what a code object runs its first time with (its Range, named
- * by its co_qualname, is made then). */
+ * by its co_qualname, is made then), one per style for the process (a new reference). */
 int monitoring_ready(void);
 int monitoring_attached(PyCodeObject* code);
 int monitoring_attach(PyObject* code, PyObject* range);
@@ -81,6 +81,11 @@ PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, u
 /* set_local_events(tool_id, code, events), the instrumentation left to the code's first run;
  * 0 when the caller must call set_local_events itself (monitoring.c). */
 int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events);
+/* The same for a code with no range yet, `style` (a monitoring_pending() style) its range's
+ * until its first run, kept where it costs least: in the code's monitoring data where
+ * allocating it leaves room, else as its code extra. 1: done; 0: the caller attaches and calls
+ * set_local_events itself; -1: an error. */
+int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

@@ -110,9 +110,13 @@ static int turn_on(walk_state* w, PyObject* code);
 
 static int monitor_code(walk_state* w, PyObject* code)
 {
+    int done;
     if (monitoring_attached((PyCodeObject*)code))
         return 0; /* the first decision about a code object stands */
-    /* The module's one PendingRange: the code's own Range is made on its first run. */
+    /* The module's PendingRange: the code's own Range is made on its first run. */
+    done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
+    if (done != 0)
+        return done < 0 ? -1 : PyList_Append(w->codes, code);
     if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
         return -1;
     return turn_on(w, code);
