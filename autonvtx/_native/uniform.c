@@ -88,6 +88,29 @@ static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
            PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
 }
 
+/* The reason `format` % name, made once per name for the process: a package's skips repeat a
+ * few of them hundreds of times (each a 60-100 byte string the report kept). A new reference. */
+static PyObject* reason_for(PyObject** cache, const char* format, PyObject* name)
+{
+    PyObject* reason;
+    if (!PyUnicode_CheckExact(name))
+        return PyUnicode_FromFormat(format, name);
+    if (*cache == NULL && (*cache = PyDict_New()) == NULL)
+        return NULL;
+    reason = PyDict_GetItemWithError(*cache, name);
+    if (reason != NULL)
+        return Py_NewRef(reason);
+    if (PyErr_Occurred() || (reason = PyUnicode_FromFormat(format, name)) == NULL)
+        return NULL;
+    /* Bounded as valuekinds.KINDS is: names made on the fly are not kept without end. */
+    if (PyDict_GET_SIZE(*cache) < 10000 && PyDict_SetItem(*cache, name, reason) < 0)
+        Py_CLEAR(reason);
+    return reason;
+}
+
+static PyObject* reasons_not_plain; /* type name -> "not a plain function: ..." */
+static PyObject* reasons_elsewhere; /* module name -> "defined elsewhere: in ..." */
+
 /* ModuleReport.skip: appended to the report's list, folded into its dictionary when read. */
 static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 {
@@ -385,7 +408,7 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
     if (same < 0)
         return -1;
     if (!same && !is_member_name(own, qualname, attr)) {
-        PyObject* reason = PyUnicode_FromFormat("defined elsewhere: in %S", home ? home : Py_None);
+        PyObject* reason = reason_for(&reasons_elsewhere, "defined elsewhere: in %S", home ? home : Py_None);
         result = reason == NULL ? -1 : skip_member_named(w, qualname, attr, reason);
         Py_XDECREF(reason);
         return result;
@@ -424,7 +447,7 @@ static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObje
         PyObject* type_name = PyObject_GetAttrString((PyObject*)Py_TYPE(raw), "__name__");
 #endif
         if (type_name != NULL)
-            reason = PyUnicode_FromFormat("not a plain function: %S", type_name);
+            reason = reason_for(&reasons_not_plain, "not a plain function: %S", type_name);
         Py_XDECREF(type_name);
     }
     if (reason != NULL)
