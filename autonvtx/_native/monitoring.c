@@ -57,8 +57,11 @@ PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, u
     PyObject* made;
     for (i = 0; i < styles_count; ++i) {
         PendingStyleObject* style = styles[i];
-        if (style->domain == domain && style->color == color && style->category == category &&
-            (style->domain_name == domain_name || PyUnicode_Compare(style->domain_name, domain_name) == 0))
+        int same;
+        if (style->domain != domain || style->color != color || style->category != category)
+            continue;
+        same = style->domain_name == domain_name || PyUnicode_Compare(style->domain_name, domain_name) == 0;
+        if (same)
             return Py_NewRef((PyObject*)style);
         if (PyErr_Occurred())
             return NULL;
@@ -399,8 +402,8 @@ int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long ev
     /* Where the data was there before (the code ran): the code extra holds the style. */
     if (style != NULL && monitoring_attach((PyObject*)code, Py_NewRef(style)) < 0)
         return -1;
-    for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
-        if (events >> e & 1)
+    for (e = 0; events != 0; e++, events >>= 1)
+        if (events & 1)
             data->local_monitors.tools[e] |= bit;
     /* A version the interpreter's never equals: 3.12 forces an update with UINT64_MAX itself;
      * 3.13 keeps its event bits in the low byte, zero in a code's version. */

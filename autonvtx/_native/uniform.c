@@ -14,21 +14,38 @@ static PyObject* reason_builtin_member;
 static PyObject* reason_builtin;
 static PyObject* str_wrapped;
 
+/* A small int of the kinds table, read without PyLong_AsLong's checks. */
+static long small_int(PyObject* number)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(number) && PyUnstable_Long_IsCompact((PyLongObject*)number))
+        return (long)PyUnstable_Long_CompactValue((PyLongObject*)number);
+#endif
+    return PyLong_AsLong(number);
+}
+
 /* walk.py's _kind(type(value)), -1 on error. */
 static long kind_of(walk_state* w, PyObject* value)
 {
-    PyObject* type = (PyObject*)Py_TYPE(value);
+    PyTypeObject* type = Py_TYPE(value);
     PyObject* found;
     long kind;
 
-    if (type == (PyObject*)&PyFunction_Type)
+    if (type == &PyFunction_Type)
         return K_FUNCTION;
-    found = PyDict_GetItemWithError(w->kinds, type);
+    /* Not a class, nothing callable (no __call__ in its MRO: that sets tp_call) and no
+     * descriptor (static and class methods, properties and the method-like all have __get__):
+     * what valuekinds.kind_of calls data, told from two slots (most of a module's names: ints,
+     * strings, tuples, dictionaries, modules, instances), without a lookup or a call. */
+    if (type->tp_call == NULL && type->tp_descr_get == NULL &&
+        !PyType_FastSubclass(type, Py_TPFLAGS_TYPE_SUBCLASS))
+        return K_DATA;
+    found = PyDict_GetItemWithError(w->kinds, (PyObject*)type);
     if (found != NULL)
-        return PyLong_AsLong(found);
+        return small_int(found);
     if (PyErr_Occurred())
         return -1;
-    found = PyObject_CallOneArg(w->kind_of, type);
+    found = PyObject_CallOneArg(w->kind_of, (PyObject*)type);
     if (found == NULL)
         return -1;
     kind = PyLong_AsLong(found);
@@ -40,11 +57,18 @@ static long kind_of(walk_state* w, PyObject* value)
  * a str). -1 on error. */
 static int same_str(PyObject* a, PyObject* b)
 {
+    Py_ssize_t n;
     if (a == b)
         return 1;
     if (a == NULL || !PyUnicode_Check(a))
         return 0;
-    return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
+        return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
+    /* Two str: equal when their lengths, kinds and code units are (str keeps each string in
+     * its narrowest kind). */
+    n = PyUnicode_GET_LENGTH(a);
+    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
 }
 
 /* getattr(value, name, default) */
@@ -73,6 +97,18 @@ static int is_protocol(walk_state* w, PyObject* attr)
 /* "<locals>" in name: a function made by a factory, known by the name it is bound to. */
 static int is_local_name(PyObject* qualname)
 {
+    if (PyUnicode_KIND(qualname) == PyUnicode_1BYTE_KIND) {
+        /* memchr for each '<' (rare in a name) rather than a general search per name */
+        const char* text = (const char*)PyUnicode_DATA(qualname);
+        const char* end = text + PyUnicode_GET_LENGTH(qualname);
+        const char* found;
+        while ((found = memchr(text, '<', (size_t)(end - text))) != NULL) {
+            if (end - found >= 8 && memcmp(found, "<locals>", 8) == 0)
+                return 1;
+            text = found + 1;
+        }
+        return 0;
+    }
     return PyUnicode_Find(qualname, str_locals, 0, PY_SSIZE_T_MAX, 1) >= 0;
 }
 
