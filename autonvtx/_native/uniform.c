@@ -146,6 +146,37 @@ static PyObject* reason_for(PyObject** cache, const char* format, PyObject* name
 
 static PyObject* reasons_not_plain; /* type name -> "not a plain function: ..." */
 static PyObject* reasons_elsewhere; /* module name -> "defined elsewhere: in ..." */
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
+#endif
+
+/* vars(cls).get("__module__"), borrowed (the class holds it), else NULL; *known is 0 where the
+ * dictionary cannot be read here (the caller asks the Python walk). */
+static PyObject* home_of(PyObject* cls, int* known)
+{
+    PyObject* dict;
+    *known = 1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!PyType_HasFeature((PyTypeObject*)cls, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject* home;
+        /* A static type's dictionary may live in the interpreter's state (3.12's builtins). */
+        dict = PyType_GetDict((PyTypeObject*)cls);
+        if (dict == NULL) {
+            *known = 0;
+            return NULL;
+        }
+        home = PyDict_GetItemWithError(dict, str_module);
+        Py_DECREF(dict); /* the type keeps its dictionary, and the dictionary `home` */
+        return home;
+    }
+#endif
+    dict = ((PyTypeObject*)cls)->tp_dict;
+    if (dict == NULL) {
+        *known = 0;
+        return NULL;
+    }
+    return PyDict_GetItemWithError(dict, str_module);
+}
 
 /* ModuleReport.skip: appended to the report's list, folded into its dictionary when read. */
 static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
@@ -351,8 +382,21 @@ static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
         return -1;
     if (same)
         Py_INCREF(code);
-    else if ((code = code_named(func, qualname)) == NULL) /* reported by the Python walk */
-        return PyErr_Occurred() ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+    else if ((code = code_named(func, qualname)) == NULL) {
+        /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
+         * its code is defined (_ModuleWalk._wrap's skip). */
+        PyObject* runs = ((PyFunctionObject*)func)->func_code;
+        PyObject* reason;
+        if (PyErr_Occurred())
+            return -1;
+        if (!PyCode_Check(runs))
+            return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+        reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
+                            ((PyCodeObject*)runs)->co_qualname);
+        result = reason == NULL ? -1 : skip(w, qualname, reason);
+        Py_XDECREF(reason);
+        return result;
+    }
     result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
     if (result == 0)
         result = PyList_Append(w->wrapped, qualname);
@@ -518,9 +562,12 @@ static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
         if (result <= 0)
             return result;
     }
-    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)raw, Py_TPFLAGS_HEAPTYPE)) {
-        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)raw)->tp_dict, str_module);
+    if (kind == K_CLASS && PyType_Check(raw)) {
+        int known;
+        PyObject* home = home_of(raw, &known);
         PyObject* own;
+        if (!known)
+            goto in_python;
         if (home == NULL && PyErr_Occurred())
             return -1;
         if (same_str(home, w->name) != 1)
@@ -641,10 +688,15 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         Py_DECREF(stand_in);
         return result;
     }
-    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)value, Py_TPFLAGS_HEAPTYPE)) {
-        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)value)->tp_dict, str_module);
+    if (kind == K_CLASS && PyType_Check(value)) {
+        /* A class written in Python, or a C type (re-exported builtins, Cython's classes):
+         * visit_class skips the latter with its reason. */
+        int known;
+        PyObject* home = home_of(value, &known);
         PyObject* qualname;
         int result;
+        if (!known)
+            goto in_python;
         if (home == NULL && PyErr_Occurred())
             return -1;
         result = same_str(home, w->name);
@@ -664,6 +716,7 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
     }
     if (kind == K_BUILTIN && (w->wrap_mode || w->no_existing) && !w->builtins && PyUnicode_CheckExact(attr))
         return skip_builtin(w, attr, value);
+in_python:
     {
         PyObject* kind_obj = PyLong_FromLong(kind);
         int result;
