@@ -62,6 +62,11 @@ RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_nam
  * wrapper cannot serve `function` (a generator-like one before set_drivers()). */
 PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
 
+/* What wrapt's __wrapped__ gives for `wrapper`, read where its type's layout is known (a
+ * wrapper of the type ranged.c fills from its template: the word wrapt keeps its wrapped
+ * object in), borrowed; NULL where it is not known (the caller asks for __wrapped__). */
+PyObject* ranged_wrapped_of(PyObject* wrapper);
+
 /* The same, its Range (`message` in `domain`, with `color` and `category`) made on its first
  * call (ranged.c): for walks that wrap many functions, most never called. */
 PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandle_t domain,
