@@ -120,6 +120,14 @@ static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
         PyUnicode_GET_LENGTH(own) != nq + 1 + PyUnicode_GET_LENGTH(attr) ||
         PyUnicode_READ_CHAR(own, nq) != '.')
         return 0;
+    if (PyUnicode_KIND(own) == PyUnicode_KIND(qualname) && PyUnicode_KIND(own) == PyUnicode_KIND(attr)) {
+        /* One kind (a str is in its narrowest): the code units compared as they are. */
+        int kind = PyUnicode_KIND(own);
+        const char* data = (const char*)PyUnicode_DATA(own);
+        return memcmp(data, PyUnicode_DATA(qualname), (size_t)nq * kind) == 0 &&
+               memcmp(data + (nq + 1) * kind, PyUnicode_DATA(attr),
+                      (size_t)PyUnicode_GET_LENGTH(attr) * kind) == 0;
+    }
     return PyUnicode_Tailmatch(own, qualname, 0, nq, -1) == 1 &&
            PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
 }
@@ -291,33 +299,51 @@ int call_back(PyObject* callable, PyObject** args, size_t nargs)
  * expressions (named "<...>") left alone. */
 static int visit_nested(walk_state* w, PyCodeObject* code)
 {
-    PyObject* pending = PyList_New(0);
+    /* The codes still to look inside, each held: a few, in a small array (a list's growth
+     * where deeper). */
+    PyCodeObject* few[16];
+    PyCodeObject** pending = few;
+    Py_ssize_t count = 0, room = 16;
     int result = 0;
-    if (pending == NULL || PyList_Append(pending, (PyObject*)code) < 0)
-        goto done;
-    while (result == 0 && PyList_GET_SIZE(pending) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(pending) - 1;
-        PyObject* consts = ((PyCodeObject*)PyList_GET_ITEM(pending, last))->co_consts;
+    pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)code);
+    while (count > 0) {
+        PyCodeObject* current = pending[--count];
+        PyObject* consts = current->co_consts;
         Py_ssize_t i;
-        Py_INCREF(consts);
-        result = PyList_SetSlice(pending, last, last + 1, NULL);
         for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
             PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
             if (!Py_IS_TYPE(inner, &PyCode_Type))
                 continue;
-            result = PyList_Append(pending, (PyObject*)inner);
-            if (result < 0 || PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
+            if (count == room) {
+                PyCodeObject** grown = PyMem_Malloc((size_t)(2 * room) * sizeof *grown);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    result = -1;
+                    break;
+                }
+                memcpy(grown, pending, (size_t)count * sizeof *grown);
+                if (pending != few)
+                    PyMem_Free(pending);
+                pending = grown;
+                room *= 2;
+            }
+            pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)inner);
+            if (PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
                 continue;
             if (is_protocol(w, inner->co_name))
                 result = skip(w, inner->co_qualname, reason_protocol);
             else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
                 result = PyList_Append(w->wrapped, inner->co_qualname);
         }
-        Py_DECREF(consts);
+        Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
+        if (result < 0)
+            break;
     }
-done:
-    Py_XDECREF(pending);
-    return pending == NULL ? -1 : result;
+    while (count > 0)
+        Py_DECREF(pending[--count]);
+    if (pending != few)
+        PyMem_Free(pending);
+    return result;
 }
 
 /* codes.code_named: the code object that runs as `qualname`, on `func` or along its
