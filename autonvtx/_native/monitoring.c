@@ -9,10 +9,12 @@
  * strong reference, released by detach() or when the code object dies (the free function).
  *
  * A package targeted wholesale has thousands of functions, most never called in a given run:
- * the walk (uniform.c) attaches to each of their code objects one shared PendingRange (the
- * module's style: domain handle, color, category), and the first run of the code makes its
- * own Range, named by the code's co_qualname, in its place. A function never called costs no
- * Range and no registered string.
+ * the walk (uniform.c, and its code engine's side below) gives each of their code objects a
+ * shared PendingRange (the module's style: domain handle, color, category; one per style for
+ * the process), and the first run of the code makes its own Range, named by the code's
+ * co_qualname, in its place. A function never called costs no Range and no registered string,
+ * and on 3.12 no code extra either: its style is kept in the spare end of the monitoring data
+ * block the walk allocates for it (pending_in_data).
  *
  * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
  * resumes a suspended generator), monitoring_pop for PY_RETURN and PY_YIELD, and
@@ -26,7 +28,7 @@
  * on some thread: set by the push that opens the first, cleared by the pop that closes the
  * last (a byte each time; set_events would re-instrument every running frame).
  */
-#include "nvtxclient.h"
+#include "uniform.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
 
@@ -547,6 +549,191 @@ static PyObject* arm_unwind(PyObject* module, PyObject* arg)
     Py_RETURN_NONE;
 }
 
+/* ---- the code engine's side of the native walk (uniform.c decides; this applies) ----
+ *
+ * A plain function the walk selects: its code (or the one along __wrapped__ that runs as
+ * its name) gets the module's pending style and its local events, the functions nested in it
+ * too; code of another name is left to where that code is defined. */
+
+static PyObject* str_wrapped;
+
+static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
+
+/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
+static int turn_on(walk_state* w, PyObject* code)
+{
+    if (!monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits) &&
+        call_back(w->set_local_events, (PyObject*[]){w->tool_id, code, w->events}, 3) < 0)
+        return -1;
+    return PyList_Append(w->codes, code);
+}
+
+/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
+ * attached, local events on, the code remembered for uninstall. */
+static int monitor_code(walk_state* w, PyObject* code)
+{
+    int done;
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0; /* the first decision about a code object stands */
+    /* The module's PendingRange: the code's own Range is made on its first run. */
+    done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
+    if (done != 0)
+        return done < 0 ? -1 : PyList_Append(w->codes, code);
+    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
+static int defines_code(PyCodeObject* code)
+{
+    PyObject* consts = code->co_consts;
+    Py_ssize_t i;
+    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
+        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
+            return 1;
+    return 0;
+}
+
+/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
+ * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
+ * expressions (named "<...>") left alone. */
+static int visit_nested(walk_state* w, PyCodeObject* code)
+{
+    /* The codes still to look inside, each held: a few, in a small array (a list's growth
+     * where deeper). */
+    PyCodeObject* few[16];
+    PyCodeObject** pending = few;
+    Py_ssize_t count = 0, room = 16;
+    int result = 0;
+    pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)code);
+    while (count > 0) {
+        PyCodeObject* current = pending[--count];
+        PyObject* consts = current->co_consts;
+        Py_ssize_t i;
+        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
+            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
+            if (!Py_IS_TYPE(inner, &PyCode_Type))
+                continue;
+            if (count == room) {
+                PyCodeObject** grown = PyMem_Malloc((size_t)(2 * room) * sizeof *grown);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    result = -1;
+                    break;
+                }
+                memcpy(grown, pending, (size_t)count * sizeof *grown);
+                if (pending != few)
+                    PyMem_Free(pending);
+                pending = grown;
+                room *= 2;
+            }
+            pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)inner);
+            if (PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
+                continue;
+            if (is_protocol(w, inner->co_name))
+                result = skip_protocol(w, inner->co_qualname);
+            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
+                result = PyList_Append(w->wrapped, inner->co_qualname);
+        }
+        Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
+        if (result < 0)
+            break;
+    }
+    while (count > 0)
+        Py_DECREF(pending[--count]);
+    if (pending != few)
+        PyMem_Free(pending);
+    return result;
+}
+
+/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
+ * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
+ * name. A new reference; NULL, with no error set, when there is none. */
+static PyObject* code_named(PyObject* func, PyObject* qualname)
+{
+    PyObject* own = NULL;
+    PyObject* current = Py_NewRef(func);
+    int i;
+    for (i = 0; i < 100 && current != NULL; ++i) {
+        PyObject* next;
+        if (Py_IS_TYPE(current, &PyFunction_Type)) {
+            PyObject* code = ((PyFunctionObject*)current)->func_code;
+            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+            if (same < 0)
+                break;
+            if (same) {
+                Py_XDECREF(own);
+                Py_DECREF(current);
+                return Py_NewRef(code);
+            }
+            if (own == NULL && PyCode_Check(code))
+                own = Py_NewRef(code);
+        }
+        next = attribute_or(current, str_wrapped, Py_None);
+        Py_SETREF(current, next);
+        if (current == Py_None)
+            break;
+    }
+    Py_XDECREF(current);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(own);
+        return NULL;
+    }
+    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
+        Py_CLEAR(own);
+    return own;
+}
+
+/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
+ * with that name, attached now. */
+static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
+{
+    RangeObject* range;
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0;
+    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
+    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
+/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
+int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    PyObject* code = ((PyFunctionObject*)func)->func_code;
+    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+    int result;
+
+    if (same < 0)
+        return -1;
+    if (same)
+        Py_INCREF(code);
+    else if ((code = code_named(func, qualname)) == NULL) {
+        /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
+         * its code is defined (_ModuleWalk._wrap's skip). */
+        PyObject* runs = ((PyFunctionObject*)func)->func_code;
+        PyObject* reason;
+        if (PyErr_Occurred())
+            return -1;
+        if (!PyCode_Check(runs))
+            return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+        reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
+                            ((PyCodeObject*)runs)->co_qualname);
+        result = reason == NULL ? -1 : skip(w, qualname, reason);
+        Py_XDECREF(reason);
+        return result;
+    }
+    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
+    if (result == 0)
+        result = PyList_Append(w->wrapped, qualname);
+    if (result == 0)
+        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
+                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
+    Py_DECREF(code);
+    return result;
+}
+
+
 static PyMethodDef monitoring_methods[] = {
     {"global_events", (PyCFunction)read_global_events, METH_NOARGS,
      "global_events()\n--\n\nThe interpreter's tool bits for PY_UNWIND and PY_THROW, read from its "
@@ -589,6 +776,8 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
+    if (str_wrapped == NULL && (str_wrapped = PyUnicode_InternFromString("__wrapped__")) == NULL)
+        return -1;
     if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
         add_callback(module, "monitoring_unwind", monitoring_unwind) < 0)

@@ -7,7 +7,7 @@
  *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
  *   steps.c       RangedSteps: a range around each resumption of a generator or async generator
  *   coroutine.c   RangedCoroutine: a coroutine's proxy, a range around each of its resumptions
- *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
+ *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+), and its side of uniform.c's walk
  *   globalevents.c  where the interpreter keeps its global events (monitoring.c switches PY_UNWIND)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines

@@ -55,7 +55,7 @@ static long kind_of(walk_state* w, PyObject* value)
 
 /* a == b for a str `b`; a non-str `a` is never equal (a module or class names its home with
  * a str). -1 on error. */
-static int same_str(PyObject* a, PyObject* b)
+int same_str(PyObject* a, PyObject* b)
 {
     Py_ssize_t n;
     if (a == b)
@@ -72,7 +72,7 @@ static int same_str(PyObject* a, PyObject* b)
 }
 
 /* getattr(value, name, default) */
-static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
+PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
 {
     PyObject* found;
 #if PY_VERSION_HEX >= 0x030D0000
@@ -85,7 +85,7 @@ static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default
 }
 
 /* walk.py's test: a dunder the interpreter calls implicitly (not in WRAPPABLE_DUNDERS). */
-static int is_protocol(walk_state* w, PyObject* attr)
+int is_protocol(walk_state* w, PyObject* attr)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(attr);
     if (n <= 4 || PyUnicode_READ_CHAR(attr, 0) != '_' || PyUnicode_READ_CHAR(attr, 1) != '_' ||
@@ -95,7 +95,7 @@ static int is_protocol(walk_state* w, PyObject* attr)
 }
 
 /* "<locals>" in name: a function made by a factory, known by the name it is bound to. */
-static int is_local_name(PyObject* qualname)
+int is_local_name(PyObject* qualname)
 {
     if (PyUnicode_KIND(qualname) == PyUnicode_1BYTE_KIND) {
         /* memchr for each '<' (rare in a name) rather than a general search per name */
@@ -134,7 +134,7 @@ static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
 
 /* The reason `format` % name, made once per name for the process: a package's skips repeat a
  * few of them hundreds of times (each a 60-100 byte string the report kept). A new reference. */
-static PyObject* reason_for(PyObject** cache, const char* format, PyObject* name)
+PyObject* reason_for(PyObject** cache, const char* format, PyObject* name)
 {
     PyObject* reason;
     if (!PyUnicode_CheckExact(name))
@@ -154,9 +154,6 @@ static PyObject* reason_for(PyObject** cache, const char* format, PyObject* name
 
 static PyObject* reasons_not_plain; /* type name -> "not a plain function: ..." */
 static PyObject* reasons_elsewhere; /* module name -> "defined elsewhere: in ..." */
-#if PY_VERSION_HEX >= 0x030C0000
-static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
-#endif
 
 /* vars(cls).get("__module__"), borrowed (the class holds it), else NULL; *known is 0 where the
  * dictionary cannot be read here (the caller asks the Python walk). */
@@ -187,9 +184,14 @@ static PyObject* home_of(PyObject* cls, int* known)
 }
 
 /* ModuleReport.skip: appended to the report's list, folded into its dictionary when read. */
-static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
+int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 {
     return PyList_Append(w->skipped, qualname) < 0 ? -1 : PyList_Append(w->skipped, reason);
+}
+
+int skip_protocol(walk_state* w, PyObject* qualname)
+{
+    return skip(w, qualname, reason_protocol);
 }
 
 /* The same for `qualname`.`attr`, a class member, without making that name now. */
@@ -200,45 +202,6 @@ static int skip_member_named(walk_state* w, PyObject* qualname, PyObject* attr, 
         return -1;
     return PyList_Append(w->skipped, reason);
 }
-
-#if PY_VERSION_HEX >= 0x030C0000
-/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
- * attached, local events on, the code remembered for uninstall. */
-static int turn_on(walk_state* w, PyObject* code);
-
-static int monitor_code(walk_state* w, PyObject* code)
-{
-    int done;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0; /* the first decision about a code object stands */
-    /* The module's PendingRange: the code's own Range is made on its first run. */
-    done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
-    if (done != 0)
-        return done < 0 ? -1 : PyList_Append(w->codes, code);
-    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
-        return -1;
-    return turn_on(w, code);
-}
-
-/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
-static int turn_on(walk_state* w, PyObject* code)
-{
-    PyObject* args[3];
-    PyObject* done;
-
-    if (monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits))
-        return PyList_Append(w->codes, code);
-    args[0] = w->tool_id;
-    args[1] = code;
-    args[2] = w->events;
-    done = PyObject_Vectorcall(w->set_local_events, args, 3, NULL);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return PyList_Append(w->codes, code);
-}
-
-#endif
 
 /* A dictionary's (key, value) pairs as they are now, each held, in one block: the walk rebinds
  * names as it goes, and a list of (key, value) tuples per namespace and class (what
@@ -276,163 +239,12 @@ static void snapshot_release(snapshot* taken)
     PyMem_Free(taken->pairs);
 }
 
-static int defines_code(PyCodeObject* code)
-{
-    PyObject* consts = code->co_consts;
-    Py_ssize_t i;
-    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
-        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
-            return 1;
-    return 0;
-}
-
 int call_back(PyObject* callable, PyObject** args, size_t nargs)
 {
     PyObject* done = PyObject_Vectorcall(callable, args, nargs, NULL);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
-
-#if PY_VERSION_HEX >= 0x030C0000
-/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
- * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
- * expressions (named "<...>") left alone. */
-static int visit_nested(walk_state* w, PyCodeObject* code)
-{
-    /* The codes still to look inside, each held: a few, in a small array (a list's growth
-     * where deeper). */
-    PyCodeObject* few[16];
-    PyCodeObject** pending = few;
-    Py_ssize_t count = 0, room = 16;
-    int result = 0;
-    pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)code);
-    while (count > 0) {
-        PyCodeObject* current = pending[--count];
-        PyObject* consts = current->co_consts;
-        Py_ssize_t i;
-        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
-            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
-            if (!Py_IS_TYPE(inner, &PyCode_Type))
-                continue;
-            if (count == room) {
-                PyCodeObject** grown = PyMem_Malloc((size_t)(2 * room) * sizeof *grown);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    result = -1;
-                    break;
-                }
-                memcpy(grown, pending, (size_t)count * sizeof *grown);
-                if (pending != few)
-                    PyMem_Free(pending);
-                pending = grown;
-                room *= 2;
-            }
-            pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)inner);
-            if (PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
-                continue;
-            if (is_protocol(w, inner->co_name))
-                result = skip(w, inner->co_qualname, reason_protocol);
-            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
-                result = PyList_Append(w->wrapped, inner->co_qualname);
-        }
-        Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
-        if (result < 0)
-            break;
-    }
-    while (count > 0)
-        Py_DECREF(pending[--count]);
-    if (pending != few)
-        PyMem_Free(pending);
-    return result;
-}
-
-/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
- * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
- * name. A new reference; NULL, with no error set, when there is none. */
-static PyObject* code_named(PyObject* func, PyObject* qualname)
-{
-    PyObject* own = NULL;
-    PyObject* current = Py_NewRef(func);
-    int i;
-    for (i = 0; i < 100 && current != NULL; ++i) {
-        PyObject* next;
-        if (Py_IS_TYPE(current, &PyFunction_Type)) {
-            PyObject* code = ((PyFunctionObject*)current)->func_code;
-            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-            if (same < 0)
-                break;
-            if (same) {
-                Py_XDECREF(own);
-                Py_DECREF(current);
-                return Py_NewRef(code);
-            }
-            if (own == NULL && PyCode_Check(code))
-                own = Py_NewRef(code);
-        }
-        next = attribute_or(current, str_wrapped, Py_None);
-        Py_SETREF(current, next);
-        if (current == Py_None)
-            break;
-    }
-    Py_XDECREF(current);
-    if (PyErr_Occurred()) {
-        Py_XDECREF(own);
-        return NULL;
-    }
-    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
-        Py_CLEAR(own);
-    return own;
-}
-
-/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
- * with that name, attached now. */
-static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
-{
-    RangeObject* range;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0;
-    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
-    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
-        return -1;
-    return turn_on(w, code);
-}
-
-/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
-static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
-{
-    PyObject* code = ((PyFunctionObject*)func)->func_code;
-    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-    int result;
-
-    if (same < 0)
-        return -1;
-    if (same)
-        Py_INCREF(code);
-    else if ((code = code_named(func, qualname)) == NULL) {
-        /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
-         * its code is defined (_ModuleWalk._wrap's skip). */
-        PyObject* runs = ((PyFunctionObject*)func)->func_code;
-        PyObject* reason;
-        if (PyErr_Occurred())
-            return -1;
-        if (!PyCode_Check(runs))
-            return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-        reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
-                            ((PyCodeObject*)runs)->co_qualname);
-        result = reason == NULL ? -1 : skip(w, qualname, reason);
-        Py_XDECREF(reason);
-        return result;
-    }
-    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
-    if (result == 0)
-        result = PyList_Append(w->wrapped, qualname);
-    if (result == 0)
-        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
-                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
-    Py_DECREF(code);
-    return result;
-}
-#endif
 
 /* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
  * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
@@ -445,7 +257,7 @@ static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualna
         return wrapping_apply(w, func, qualname);
     }
 #if PY_VERSION_HEX >= 0x030C0000
-    if (monitor_function(w, func, qualname) < 0)
+    if (monitoring_walk_function(w, func, qualname) < 0)
         return NULL;
 #endif
     Py_RETURN_NONE;
