@@ -588,3 +588,58 @@ def test_functions_of_untargeted_code_are_left_alone() -> None:
             assert sys.monitoring.get_events(tool) == events.PY_THROW
     finally:
         monitor.uninstall()
+
+
+MANY = "\n".join(f"def f{i}(x):\n    return x + {i}\n" for i in range(400))
+
+
+def test_a_wholesale_walk_keeps_little_per_function_and_uninstall_leaves_nothing(tmp_path: Path) -> None:
+    # What a monitored function keeps after a wholesale walk (tracemalloc, 400 functions over
+    # one): CPython's monitoring data (72 bytes on 3.12, in an 80-byte block whose last 8 hold
+    # the module's pending style, so no code extra; 64 on 3.13, plus a 16-byte code extra),
+    # the entry uninstall() reads and the report's. Called or not, every code has its range,
+    # and uninstall() takes back every event and range.
+    make_file(tmp_path / "many_mod.py", MANY)
+    make_file(tmp_path / "one_mod.py", "def only(x):\n    return x\n")
+    probe = f"""
+        import gc, sys, tracemalloc
+        sys.path.insert(0, {str(tmp_path)!r})
+        import many_mod, one_mod
+        from autonvtx.api import install
+        from autonvtx import ranges
+        install(targets=["colorsys"], engine="code").uninstall()  # the machinery, imported
+        gc.disable()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        installed = install(targets=[sys.argv[1]], engine="code")
+        print(tracemalloc.get_traced_memory()[0] - before)
+        tracemalloc.stop()
+        if sys.argv[1] == "many_mod":
+            monitor, client = ranges.CodeMonitor.active, ranges._client
+            codes = [getattr(many_mod, f"f{{i}}").__code__ for i in range(400)]
+            many_mod.f3(1)
+            print(all(monitor.is_monitored(c) for c in codes),
+                  client.attached(codes[7]).message, client.attached(codes[3]).message)
+            tool = monitor.tool_id
+            installed.uninstall()
+            print(any(client.has_range(c) or client.attached(c) is not None for c in codes),
+                  {{sys.monitoring.get_local_events(tool, c) for c in codes}})
+    """
+    script = make_file(tmp_path / "probe.py", probe)
+    from autonvtx.recorder import native
+
+    library = native.library_path()
+    if library is None:
+        pytest.skip("the native recorder is not built in this checkout")
+    env = {**os.environ, "NVTX_INJECTION64_PATH": library, "AUTONVTX_RECORDER_MODE": "noop",
+           "PYTHONPATH": str(REPO)}
+    sizes, lines = {}, {}
+    for target in ("many_mod", "one_mod"):
+        done = subprocess.run([sys.executable, str(script), target], capture_output=True, text=True,
+                              env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        first, *rest = done.stdout.splitlines()
+        sizes[target], lines[target] = int(first), rest
+    assert lines["many_mod"] == ["True f7 f3", "False {0}"]
+    per_function = (sizes["many_mod"] - sizes["one_mod"]) / 399
+    assert per_function <= (104 if sys.version_info < (3, 13) else 112), per_function

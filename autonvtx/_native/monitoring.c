@@ -9,10 +9,12 @@
  * strong reference, released by detach() or when the code object dies (the free function).
  *
  * A package targeted wholesale has thousands of functions, most never called in a given run:
- * the walk (uniform.c) attaches to each of their code objects one shared PendingRange (the
- * module's style: domain handle, color, category), and the first run of the code makes its
- * own Range, named by the code's co_qualname, in its place. A function never called costs no
- * Range and no registered string.
+ * the walk (uniform.c, and its code engine's side below) gives each of their code objects a
+ * shared PendingRange (the module's style: domain handle, color, category; one per style for
+ * the process), and the first run of the code makes its own Range, named by the code's
+ * co_qualname, in its place. A function never called costs no Range and no registered string,
+ * and on 3.12 no code extra either: its style is kept in the spare end of the monitoring data
+ * block the walk allocates for it (pending_in_data).
  *
  * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
  * resumes a suspended generator), monitoring_pop for PY_RETURN and PY_YIELD, and
@@ -26,7 +28,7 @@
  * on some thread: set by the push that opens the first, cleared by the pop that closes the
  * last (a byte each time; set_events would re-instrument every running frame).
  */
-#include "nvtxclient.h"
+#include "uniform.h"
 
 #if PY_VERSION_HEX >= 0x030C0000
 
@@ -43,12 +45,86 @@ static void release_range(void* extra)
     Py_XDECREF((PyObject*)extra);
 }
 
-/* The style a walk gives every code object of a module until it first runs (a PendingStyle,
- * range.c): its message is the code's co_qualname. */
+/* The styles walks give code objects until they first run (PendingStyles, range.c: a code's
+ * message is its co_qualname), one per (domain, color, category) for the process: the hundreds
+ * of modules of a package targeted wholesale share a few (the auto colors are a small palette),
+ * and a code object's monitoring data may point at one without holding it (pending_in_data). */
+static PendingStyleObject** styles;
+static Py_ssize_t styles_count, styles_room;
+
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category)
 {
-    return pending_style_new(domain, domain_name, color, category);
+    Py_ssize_t i;
+    PyObject* made;
+    for (i = 0; i < styles_count; ++i) {
+        PendingStyleObject* style = styles[i];
+        int same;
+        if (style->domain != domain || style->color != color || style->category != category)
+            continue;
+        same = style->domain_name == domain_name || PyUnicode_Compare(style->domain_name, domain_name) == 0;
+        if (same)
+            return Py_NewRef((PyObject*)style);
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    if (styles_count == styles_room) {
+        Py_ssize_t room = styles_room ? 2 * styles_room : 8;
+        PendingStyleObject** grown = PyMem_Realloc(styles, (size_t)room * sizeof *styles);
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        styles = grown;
+        styles_room = room;
+    }
+    made = pending_style_new(domain, domain_name, color, category);
+    if (made == NULL)
+        return NULL;
+    styles[styles_count++] = (PendingStyleObject*)Py_NewRef(made); /* held for the process */
+    return made;
+}
+
+static int is_pending_style(void* candidate)
+{
+    Py_ssize_t i;
+    for (i = 0; i < styles_count; ++i)
+        if ((void*)styles[i] == candidate)
+            return 1;
+    return 0;
+}
+
+#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+#define LAZY_EVENTS 1
+/* The code's monitoring data, allocated as CPython allocates it, plus room for a pending
+ * style where the allocator's rounding leaves it: pymalloc hands out multiples of 16 bytes,
+ * and 3.12's 72-byte _PyCoMonitoringData sits in an 80-byte block whose last 8 bytes nothing
+ * reads (3.13's is 64 bytes: no room, the code extra holds the style there). A pending code
+ * then needs no code extra (a 16-byte block of its own, and PyUnstable_Code_SetExtra's
+ * realloc), only the block CPython would allocate anyway. */
+#define DATA_SIZE sizeof(_PyCoMonitoringData)
+#define DATA_BLOCK ((DATA_SIZE + 15) & ~(size_t)15)
+#define STYLE_IN_DATA (DATA_BLOCK - DATA_SIZE >= sizeof(void*))
+#define EVENT_PY_START 0
+/* The tool bit the walk last turned events on for: a code whose PY_START has it and no code
+ * extra is one whose monitoring data this module allocated, a pending style after it. */
+static uint8_t pending_bit;
+#endif
+
+/* The pending style a code's monitoring data points at (borrowed: the styles live as long
+ * as the process), else NULL. */
+static PyObject* pending_in_data(PyCodeObject* code)
+{
+#ifdef LAZY_EVENTS
+    if (STYLE_IN_DATA) {
+        _PyCoMonitoringData* data = code->_co_monitoring;
+        void* style;
+        if (data == NULL || pending_bit == 0 || !(data->local_monitors.tools[EVENT_PY_START] & pending_bit))
+            return NULL;
+        memcpy(&style, (char*)data + DATA_SIZE, sizeof style);
+        return is_pending_style(style) ? (PyObject*)style : NULL;
+    }
+#endif
+    (void)code;
+    return NULL;
 }
 
 /* The code's own Range in place of its PendingRange; NULL (nothing raised) without memory. */
@@ -57,7 +133,8 @@ static RangeObject* settle(PyObject* code, PendingStyleObject* pending)
     RangeObject* range = range_new_in_domain(pending->domain, pending->domain_name,
                                              ((PyCodeObject*)code)->co_qualname, pending->color,
                                              pending->category);
-    /* The PendingRange goes to release_range: the code held one reference to it. */
+    /* A PendingRange held as the code extra goes to release_range (the code held one
+     * reference to it); one in the monitoring data is borrowed and stays there, unread. */
     if (range == NULL || PyUnstable_Code_SetExtra(code, extra_index, range) < 0) {
         Py_XDECREF(range);
         PyErr_Clear(); /* no range for this run; the next one tries again */
@@ -144,7 +221,15 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
-    if (range != NULL && !Py_IS_TYPE(range, &RangeType))
+    if (range == NULL) {
+        /* Its style in its monitoring data, or not ours (PY_THROW is global). */
+        PendingStyleObject* style = PyVectorcall_NARGS(nargsf) >= 1 && PyCode_Check(args[0])
+                                        ? (PendingStyleObject*)pending_in_data((PyCodeObject*)args[0])
+                                        : NULL;
+        if (style != NULL)
+            range = settle(args[0], style);
+    }
+    else if (!Py_IS_TYPE(range, &RangeType))
         range = settle(args[0], (PendingStyleObject*)range);
     if (range != NULL) {
         shadow_stack* stack = thread_shadow();
@@ -286,7 +371,12 @@ static int lazy_events_off;
 
 int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events)
 {
-#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
+    return monitoring_turn_on_pending(code, tool_id, events, NULL);
+}
+
+int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style)
+{
+#ifdef LAZY_EVENTS
     _PyCoMonitoringData* data = code->_co_monitoring;
     uint8_t bit = (uint8_t)(1u << tool_id);
     int e;
@@ -294,17 +384,28 @@ int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long even
     if (lazy_events_off || tool_id < 0 || tool_id > 7 || events >= (1u << _PY_MONITORING_LOCAL_EVENTS))
         return 0;
     if (data == NULL) {
-        data = PyMem_Malloc(sizeof *data); /* CPython frees it with PyMem_Free */
+        /* CPython frees it with PyMem_Free, whatever its size. */
+        data = PyMem_Malloc(style != NULL && STYLE_IN_DATA ? DATA_BLOCK : DATA_SIZE);
         if (data == NULL)
             return 0;
         memset(data, 0, sizeof *data);
+        if (style != NULL && STYLE_IN_DATA) {
+            memcpy((char*)data + DATA_SIZE, &style, sizeof style);
+            pending_bit = bit;
+            style = NULL; /* placed */
+        }
         code->_co_monitoring = data;
     }
-    for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
-        if (data->local_monitors.tools[e] & bit)
-            return 0;
-    for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
-        if (events >> e & 1)
+    else {
+        for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
+            if (data->local_monitors.tools[e] & bit)
+                return 0;
+    }
+    /* Where the data was there before (the code ran): the code extra holds the style. */
+    if (style != NULL && monitoring_attach((PyObject*)code, Py_NewRef(style)) < 0)
+        return -1;
+    for (e = 0; events != 0; e++, events >>= 1)
+        if (events & 1)
             data->local_monitors.tools[e] |= bit;
     /* A version the interpreter's never equals: 3.12 forces an update with UINT64_MAX itself;
      * 3.13 keeps its event bits in the low byte, zero in a code's version. */
@@ -318,6 +419,7 @@ int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long even
     (void)code;
     (void)tool_id;
     (void)events;
+    (void)style;
     return 0;
 #endif
 }
@@ -358,7 +460,7 @@ int monitoring_attached(PyCodeObject* code)
 {
     void* extra = NULL;
     (void)PyUnstable_Code_GetExtra((PyObject*)code, extra_index, &extra);
-    return extra != NULL;
+    return extra != NULL || pending_in_data(code) != NULL;
 }
 
 int monitoring_attach(PyObject* code, PyObject* range)
@@ -373,9 +475,13 @@ int monitoring_attach(PyObject* code, PyObject* range)
 static PyObject* detach(PyObject* module, PyObject* code)
 {
     (void)module;
+    void* extra = NULL;
     if (check_code(code, "detach") < 0)
         return NULL;
-    if (PyUnstable_Code_SetExtra(code, extra_index, NULL) < 0)
+    /* Only where there is one: setting NULL would give the code an extra block of its own.
+     * A pending style in the code's monitoring data goes with the code's events. */
+    (void)PyUnstable_Code_GetExtra(code, extra_index, &extra);
+    if (extra != NULL && PyUnstable_Code_SetExtra(code, extra_index, NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -388,7 +494,12 @@ static PyObject* attached(PyObject* module, PyObject* code)
         return NULL;
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
-    if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
+    if (extra == NULL && (extra = pending_in_data((PyCodeObject*)code)) != NULL) {
+        extra = settle(code, (PendingStyleObject*)extra);
+        if (extra == NULL)
+            return PyErr_NoMemory();
+    }
+    else if (extra != NULL && !Py_IS_TYPE(extra, &RangeType)) {
         extra = settle(code, (PendingStyleObject*)extra);
         if (extra == NULL)
             return PyErr_NoMemory();
@@ -438,6 +549,191 @@ static PyObject* arm_unwind(PyObject* module, PyObject* arg)
     Py_RETURN_NONE;
 }
 
+/* ---- the code engine's side of the native walk (uniform.c decides; this applies) ----
+ *
+ * A plain function the walk selects: its code (or the one along __wrapped__ that runs as
+ * its name) gets the module's pending style and its local events, the functions nested in it
+ * too; code of another name is left to where that code is defined. */
+
+static PyObject* str_wrapped;
+
+static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
+
+/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
+static int turn_on(walk_state* w, PyObject* code)
+{
+    if (!monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits) &&
+        call_back(w->set_local_events, (PyObject*[]){w->tool_id, code, w->events}, 3) < 0)
+        return -1;
+    return PyList_Append(w->codes, code);
+}
+
+/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
+ * attached, local events on, the code remembered for uninstall. */
+static int monitor_code(walk_state* w, PyObject* code)
+{
+    int done;
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0; /* the first decision about a code object stands */
+    /* The module's PendingRange: the code's own Range is made on its first run. */
+    done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
+    if (done != 0)
+        return done < 0 ? -1 : PyList_Append(w->codes, code);
+    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
+static int defines_code(PyCodeObject* code)
+{
+    PyObject* consts = code->co_consts;
+    Py_ssize_t i;
+    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
+        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
+            return 1;
+    return 0;
+}
+
+/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
+ * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
+ * expressions (named "<...>") left alone. */
+static int visit_nested(walk_state* w, PyCodeObject* code)
+{
+    /* The codes still to look inside, each held: a few, in a small array (a list's growth
+     * where deeper). */
+    PyCodeObject* few[16];
+    PyCodeObject** pending = few;
+    Py_ssize_t count = 0, room = 16;
+    int result = 0;
+    pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)code);
+    while (count > 0) {
+        PyCodeObject* current = pending[--count];
+        PyObject* consts = current->co_consts;
+        Py_ssize_t i;
+        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
+            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
+            if (!Py_IS_TYPE(inner, &PyCode_Type))
+                continue;
+            if (count == room) {
+                PyCodeObject** grown = PyMem_Malloc((size_t)(2 * room) * sizeof *grown);
+                if (grown == NULL) {
+                    PyErr_NoMemory();
+                    result = -1;
+                    break;
+                }
+                memcpy(grown, pending, (size_t)count * sizeof *grown);
+                if (pending != few)
+                    PyMem_Free(pending);
+                pending = grown;
+                room *= 2;
+            }
+            pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)inner);
+            if (PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
+                continue;
+            if (is_protocol(w, inner->co_name))
+                result = skip_protocol(w, inner->co_qualname);
+            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
+                result = PyList_Append(w->wrapped, inner->co_qualname);
+        }
+        Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
+        if (result < 0)
+            break;
+    }
+    while (count > 0)
+        Py_DECREF(pending[--count]);
+    if (pending != few)
+        PyMem_Free(pending);
+    return result;
+}
+
+/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
+ * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
+ * name. A new reference; NULL, with no error set, when there is none. */
+static PyObject* code_named(PyObject* func, PyObject* qualname)
+{
+    PyObject* own = NULL;
+    PyObject* current = Py_NewRef(func);
+    int i;
+    for (i = 0; i < 100 && current != NULL; ++i) {
+        PyObject* next;
+        if (Py_IS_TYPE(current, &PyFunction_Type)) {
+            PyObject* code = ((PyFunctionObject*)current)->func_code;
+            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+            if (same < 0)
+                break;
+            if (same) {
+                Py_XDECREF(own);
+                Py_DECREF(current);
+                return Py_NewRef(code);
+            }
+            if (own == NULL && PyCode_Check(code))
+                own = Py_NewRef(code);
+        }
+        next = attribute_or(current, str_wrapped, Py_None);
+        Py_SETREF(current, next);
+        if (current == Py_None)
+            break;
+    }
+    Py_XDECREF(current);
+    if (PyErr_Occurred()) {
+        Py_XDECREF(own);
+        return NULL;
+    }
+    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
+        Py_CLEAR(own);
+    return own;
+}
+
+/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
+ * with that name, attached now. */
+static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
+{
+    RangeObject* range;
+    if (monitoring_attached((PyCodeObject*)code))
+        return 0;
+    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
+    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
+        return -1;
+    return turn_on(w, code);
+}
+
+/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
+int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
+{
+    PyObject* code = ((PyFunctionObject*)func)->func_code;
+    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
+    int result;
+
+    if (same < 0)
+        return -1;
+    if (same)
+        Py_INCREF(code);
+    else if ((code = code_named(func, qualname)) == NULL) {
+        /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
+         * its code is defined (_ModuleWalk._wrap's skip). */
+        PyObject* runs = ((PyFunctionObject*)func)->func_code;
+        PyObject* reason;
+        if (PyErr_Occurred())
+            return -1;
+        if (!PyCode_Check(runs))
+            return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+        reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
+                            ((PyCodeObject*)runs)->co_qualname);
+        result = reason == NULL ? -1 : skip(w, qualname, reason);
+        Py_XDECREF(reason);
+        return result;
+    }
+    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
+    if (result == 0)
+        result = PyList_Append(w->wrapped, qualname);
+    if (result == 0)
+        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
+                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
+    Py_DECREF(code);
+    return result;
+}
+
+
 static PyMethodDef monitoring_methods[] = {
     {"global_events", (PyCFunction)read_global_events, METH_NOARGS,
      "global_events()\n--\n\nThe interpreter's tool bits for PY_UNWIND and PY_THROW, read from its "
@@ -480,6 +776,8 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
+    if (str_wrapped == NULL && (str_wrapped = PyUnicode_InternFromString("__wrapped__")) == NULL)
+        return -1;
     if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
         add_callback(module, "monitoring_unwind", monitoring_unwind) < 0)

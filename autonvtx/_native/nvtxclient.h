@@ -7,7 +7,7 @@
  *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
  *   steps.c       RangedSteps: a range around each resumption of a generator or async generator
  *   coroutine.c   RangedCoroutine: a coroutine's proxy, a range around each of its resumptions
- *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
+ *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+), and its side of uniform.c's walk
  *   globalevents.c  where the interpreter keeps its global events (monitoring.c switches PY_UNWIND)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines
@@ -62,6 +62,11 @@ RangeObject* range_new_in_domain(nvtxDomainHandle_t domain, PyObject* domain_nam
  * wrapper cannot serve `function` (a generator-like one before set_drivers()). */
 PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range);
 
+/* What wrapt's __wrapped__ gives for `wrapper`, read where its type's layout is known (a
+ * wrapper of the type ranged.c fills from its template: the word wrapt keeps its wrapped
+ * object in), borrowed; NULL where it is not known (the caller asks for __wrapped__). */
+PyObject* ranged_wrapped_of(PyObject* wrapper);
+
 /* The same, its Range (`message` in `domain`, with `color` and `category`) made on its first
  * call (ranged.c): for walks that wrap many functions, most never called. */
 PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandle_t domain,
@@ -72,7 +77,7 @@ PyObject* ranged_make_pending(PyObject* cls, PyObject* function, nvtxDomainHandl
 /* The code engine's attachment of Ranges to code objects (monitoring.c): whether the code
  * extra index exists, whether `code` has a Range (or a PendingRange), attaching one (stealing
  * `range`), and a PendingRange: what a code object runs its first time with (its Range, named
- * by its co_qualname, is made then). */
+ * by its co_qualname, is made then), one per style for the process (a new reference). */
 int monitoring_ready(void);
 int monitoring_attached(PyCodeObject* code);
 int monitoring_attach(PyObject* code, PyObject* range);
@@ -81,6 +86,11 @@ PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, u
 /* set_local_events(tool_id, code, events), the instrumentation left to the code's first run;
  * 0 when the caller must call set_local_events itself (monitoring.c). */
 int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events);
+/* The same for a code with no range yet, `style` (a monitoring_pending() style) its range's
+ * until its first run, kept where it costs least: in the code's monitoring data where
+ * allocating it leaves room, else as its code extra. 1: done; 0: the caller attaches and calls
+ * set_local_events itself; -1: an error. */
+int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

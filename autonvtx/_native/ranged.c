@@ -392,6 +392,7 @@ static struct {
     PyTypeObject* type;   /* the type it serves; NULL: none yet */
     int usable;           /* verified; 0 with `type` set: wrapt's construction for good */
     Py_ssize_t first, end; /* the words of wrapt's part, after the object header */
+    Py_ssize_t function_word; /* the one that holds the function: wrapt's wrapped object */
     void* words[TEMPLATE_WORDS];
     char kinds[TEMPLATE_WORDS];
 } template_of;
@@ -461,7 +462,7 @@ static void ranged_learn(PyTypeObject* type, PyObject* made, PyObject* function,
         void* word = words[i];
         template_of.words[i] = word;
         if (word == function)
-            template_of.kinds[i] = WORD_FUNCTION, ++functions;
+            template_of.kinds[i] = WORD_FUNCTION, ++functions, template_of.function_word = i;
         else if (word == range)
             template_of.kinds[i] = WORD_RANGE, ++ranges;
         else if (word == Py_None || word == binding)
@@ -516,6 +517,16 @@ static PyObject* ranged_new_wrapper(PyObject* cls, PyObject* function, PyObject*
         ranged_learn(type, made, function, range);
 #endif
     return made;
+}
+
+PyObject* ranged_wrapped_of(PyObject* wrapper)
+{
+#ifndef Py_GIL_DISABLED
+    if (template_of.usable && Py_TYPE(wrapper) == template_of.type)
+        return (PyObject*)((void**)wrapper)[template_of.function_word];
+#endif
+    (void)wrapper;
+    return NULL;
 }
 
 PyObject* ranged_make(PyObject* cls, PyObject* function, RangeObject* range)

@@ -15,21 +15,38 @@ static PyObject* reason_builtin_member;
 static PyObject* reason_builtin;
 static PyObject* str_wrapped;
 
+/* A small int of the kinds table, read without PyLong_AsLong's checks. */
+static long small_int(PyObject* number)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(number) && PyUnstable_Long_IsCompact((PyLongObject*)number))
+        return (long)PyUnstable_Long_CompactValue((PyLongObject*)number);
+#endif
+    return PyLong_AsLong(number);
+}
+
 /* walk.py's _kind(type(value)), -1 on error. */
 static long kind_of(walk_state* w, PyObject* value)
 {
-    PyObject* type = (PyObject*)Py_TYPE(value);
+    PyTypeObject* type = Py_TYPE(value);
     PyObject* found;
     long kind;
 
-    if (type == (PyObject*)&PyFunction_Type)
+    if (type == &PyFunction_Type)
         return K_FUNCTION;
-    found = PyDict_GetItemWithError(w->kinds, type);
+    /* Not a class, nothing callable (no __call__ in its MRO: that sets tp_call) and no
+     * descriptor (static and class methods, properties and the method-like all have __get__):
+     * what valuekinds.kind_of calls data, told from two slots (most of a module's names: ints,
+     * strings, tuples, dictionaries, modules, instances), without a lookup or a call. */
+    if (type->tp_call == NULL && type->tp_descr_get == NULL &&
+        !PyType_FastSubclass(type, Py_TPFLAGS_TYPE_SUBCLASS))
+        return K_DATA;
+    found = PyDict_GetItemWithError(w->kinds, (PyObject*)type);
     if (found != NULL)
-        return PyLong_AsLong(found);
+        return small_int(found);
     if (PyErr_Occurred())
         return -1;
-    found = PyObject_CallOneArg(w->kind_of, type);
+    found = PyObject_CallOneArg(w->kind_of, (PyObject*)type);
     if (found == NULL)
         return -1;
     kind = PyLong_AsLong(found);
@@ -39,17 +56,24 @@ static long kind_of(walk_state* w, PyObject* value)
 
 /* a == b for a str `b`; a non-str `a` is never equal (a module or class names its home with
  * a str). -1 on error. */
-static int same_str(PyObject* a, PyObject* b)
+int same_str(PyObject* a, PyObject* b)
 {
+    Py_ssize_t n;
     if (a == b)
         return 1;
     if (a == NULL || !PyUnicode_Check(a))
         return 0;
-    return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
+        return PyUnicode_Compare(a, b) == 0 ? 1 : (PyErr_Occurred() ? -1 : 0);
+    /* Two str: equal when their lengths, kinds and code units are (str keeps each string in
+     * its narrowest kind). */
+    n = PyUnicode_GET_LENGTH(a);
+    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
 }
 
 /* getattr(value, name, default) */
-static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
+PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
 {
     PyObject* found;
 #if PY_VERSION_HEX >= 0x030D0000
@@ -62,7 +86,7 @@ static PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default
 }
 
 /* walk.py's test: a dunder the interpreter calls implicitly (not in WRAPPABLE_DUNDERS). */
-static int is_protocol(walk_state* w, PyObject* attr)
+int is_protocol(walk_state* w, PyObject* attr)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(attr);
     if (n <= 4 || PyUnicode_READ_CHAR(attr, 0) != '_' || PyUnicode_READ_CHAR(attr, 1) != '_' ||
@@ -72,8 +96,20 @@ static int is_protocol(walk_state* w, PyObject* attr)
 }
 
 /* "<locals>" in name: a function made by a factory, known by the name it is bound to. */
-static int is_local_name(PyObject* qualname)
+int is_local_name(PyObject* qualname)
 {
+    if (PyUnicode_KIND(qualname) == PyUnicode_1BYTE_KIND) {
+        /* memchr for each '<' (rare in a name) rather than a general search per name */
+        const char* text = (const char*)PyUnicode_DATA(qualname);
+        const char* end = text + PyUnicode_GET_LENGTH(qualname);
+        const char* found;
+        while ((found = memchr(text, '<', (size_t)(end - text))) != NULL) {
+            if (end - found >= 8 && memcmp(found, "<locals>", 8) == 0)
+                return 1;
+            text = found + 1;
+        }
+        return 0;
+    }
     return PyUnicode_Find(qualname, str_locals, 0, PY_SSIZE_T_MAX, 1) >= 0;
 }
 
@@ -85,14 +121,78 @@ static int is_member_name(PyObject* own, PyObject* qualname, PyObject* attr)
         PyUnicode_GET_LENGTH(own) != nq + 1 + PyUnicode_GET_LENGTH(attr) ||
         PyUnicode_READ_CHAR(own, nq) != '.')
         return 0;
+    if (PyUnicode_KIND(own) == PyUnicode_KIND(qualname) && PyUnicode_KIND(own) == PyUnicode_KIND(attr)) {
+        /* One kind (a str is in its narrowest): the code units compared as they are. */
+        int kind = PyUnicode_KIND(own);
+        const char* data = (const char*)PyUnicode_DATA(own);
+        return memcmp(data, PyUnicode_DATA(qualname), (size_t)nq * kind) == 0 &&
+               memcmp(data + (nq + 1) * kind, PyUnicode_DATA(attr),
+                      (size_t)PyUnicode_GET_LENGTH(attr) * kind) == 0;
+    }
     return PyUnicode_Tailmatch(own, qualname, 0, nq, -1) == 1 &&
            PyUnicode_Tailmatch(own, attr, nq + 1, PY_SSIZE_T_MAX, 1) == 1;
 }
 
+/* The reason `format` % name, made once per name for the process: a package's skips repeat a
+ * few of them hundreds of times (each a 60-100 byte string the report kept). A new reference. */
+PyObject* reason_for(PyObject** cache, const char* format, PyObject* name)
+{
+    PyObject* reason;
+    if (!PyUnicode_CheckExact(name))
+        return PyUnicode_FromFormat(format, name);
+    if (*cache == NULL && (*cache = PyDict_New()) == NULL)
+        return NULL;
+    reason = PyDict_GetItemWithError(*cache, name);
+    if (reason != NULL)
+        return Py_NewRef(reason);
+    if (PyErr_Occurred() || (reason = PyUnicode_FromFormat(format, name)) == NULL)
+        return NULL;
+    /* Bounded as valuekinds.KINDS is: names made on the fly are not kept without end. */
+    if (PyDict_GET_SIZE(*cache) < 10000 && PyDict_SetItem(*cache, name, reason) < 0)
+        Py_CLEAR(reason);
+    return reason;
+}
+
+static PyObject* reasons_not_plain; /* type name -> "not a plain function: ..." */
+static PyObject* reasons_elsewhere; /* module name -> "defined elsewhere: in ..." */
+
+/* vars(cls).get("__module__"), borrowed (the class holds it), else NULL; *known is 0 where the
+ * dictionary cannot be read here (the caller asks the Python walk). */
+static PyObject* home_of(PyObject* cls, int* known)
+{
+    PyObject* dict;
+    *known = 1;
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!PyType_HasFeature((PyTypeObject*)cls, Py_TPFLAGS_HEAPTYPE)) {
+        PyObject* home;
+        /* A static type's dictionary may live in the interpreter's state (3.12's builtins). */
+        dict = PyType_GetDict((PyTypeObject*)cls);
+        if (dict == NULL) {
+            *known = 0;
+            return NULL;
+        }
+        home = PyDict_GetItemWithError(dict, str_module);
+        Py_DECREF(dict); /* the type keeps its dictionary, and the dictionary `home` */
+        return home;
+    }
+#endif
+    dict = ((PyTypeObject*)cls)->tp_dict;
+    if (dict == NULL) {
+        *known = 0;
+        return NULL;
+    }
+    return PyDict_GetItemWithError(dict, str_module);
+}
+
 /* ModuleReport.skip: appended to the report's list, folded into its dictionary when read. */
-static int skip(walk_state* w, PyObject* qualname, PyObject* reason)
+int skip(walk_state* w, PyObject* qualname, PyObject* reason)
 {
     return PyList_Append(w->skipped, qualname) < 0 ? -1 : PyList_Append(w->skipped, reason);
+}
+
+int skip_protocol(walk_state* w, PyObject* qualname)
+{
+    return skip(w, qualname, reason_protocol);
 }
 
 /* The same for `qualname`.`attr`, a class member, without making that name now. */
@@ -103,41 +203,6 @@ static int skip_member_named(walk_state* w, PyObject* qualname, PyObject* attr, 
         return -1;
     return PyList_Append(w->skipped, reason);
 }
-
-#if PY_VERSION_HEX >= 0x030C0000
-/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
- * attached, local events on, the code remembered for uninstall. */
-static int turn_on(walk_state* w, PyObject* code);
-
-static int monitor_code(walk_state* w, PyObject* code)
-{
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0; /* the first decision about a code object stands */
-    /* The module's one PendingRange: the code's own Range is made on its first run. */
-    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
-        return -1;
-    return turn_on(w, code);
-}
-
-/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
-static int turn_on(walk_state* w, PyObject* code)
-{
-    PyObject* args[3];
-    PyObject* done;
-
-    if (monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits))
-        return PyList_Append(w->codes, code);
-    args[0] = w->tool_id;
-    args[1] = code;
-    args[2] = w->events;
-    done = PyObject_Vectorcall(w->set_local_events, args, 3, NULL);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return PyList_Append(w->codes, code);
-}
-
-#endif
 
 /* A dictionary's (key, value) pairs as they are now, each held, in one block: the walk rebinds
  * names as it goes, and a list of (key, value) tuples per namespace and class (what
@@ -175,132 +240,12 @@ static void snapshot_release(snapshot* taken)
     PyMem_Free(taken->pairs);
 }
 
-static int defines_code(PyCodeObject* code)
-{
-    PyObject* consts = code->co_consts;
-    Py_ssize_t i;
-    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
-        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
-            return 1;
-    return 0;
-}
-
 int call_back(PyObject* callable, PyObject** args, size_t nargs)
 {
     PyObject* done = PyObject_Vectorcall(callable, args, nargs, NULL);
     Py_XDECREF(done);
     return done == NULL ? -1 : 0;
 }
-
-#if PY_VERSION_HEX >= 0x030C0000
-/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
- * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
- * expressions (named "<...>") left alone. */
-static int visit_nested(walk_state* w, PyCodeObject* code)
-{
-    PyObject* pending = PyList_New(0);
-    int result = 0;
-    if (pending == NULL || PyList_Append(pending, (PyObject*)code) < 0)
-        goto done;
-    while (result == 0 && PyList_GET_SIZE(pending) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(pending) - 1;
-        PyObject* consts = ((PyCodeObject*)PyList_GET_ITEM(pending, last))->co_consts;
-        Py_ssize_t i;
-        Py_INCREF(consts);
-        result = PyList_SetSlice(pending, last, last + 1, NULL);
-        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
-            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
-            if (!Py_IS_TYPE(inner, &PyCode_Type))
-                continue;
-            result = PyList_Append(pending, (PyObject*)inner);
-            if (result < 0 || PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
-                continue;
-            if (is_protocol(w, inner->co_name))
-                result = skip(w, inner->co_qualname, reason_protocol);
-            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
-                result = PyList_Append(w->wrapped, inner->co_qualname);
-        }
-        Py_DECREF(consts);
-    }
-done:
-    Py_XDECREF(pending);
-    return pending == NULL ? -1 : result;
-}
-
-/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
- * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
- * name. A new reference; NULL, with no error set, when there is none. */
-static PyObject* code_named(PyObject* func, PyObject* qualname)
-{
-    PyObject* own = NULL;
-    PyObject* current = Py_NewRef(func);
-    int i;
-    for (i = 0; i < 100 && current != NULL; ++i) {
-        PyObject* next;
-        if (Py_IS_TYPE(current, &PyFunction_Type)) {
-            PyObject* code = ((PyFunctionObject*)current)->func_code;
-            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-            if (same < 0)
-                break;
-            if (same) {
-                Py_XDECREF(own);
-                Py_DECREF(current);
-                return Py_NewRef(code);
-            }
-            if (own == NULL && PyCode_Check(code))
-                own = Py_NewRef(code);
-        }
-        next = attribute_or(current, str_wrapped, Py_None);
-        Py_SETREF(current, next);
-        if (current == Py_None)
-            break;
-    }
-    Py_XDECREF(current);
-    if (PyErr_Occurred()) {
-        Py_XDECREF(own);
-        return NULL;
-    }
-    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
-        Py_CLEAR(own);
-    return own;
-}
-
-/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
- * with that name, attached now. */
-static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
-{
-    RangeObject* range;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0;
-    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
-    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
-        return -1;
-    return turn_on(w, code);
-}
-
-/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
-static int monitor_function(walk_state* w, PyObject* func, PyObject* qualname)
-{
-    PyObject* code = ((PyFunctionObject*)func)->func_code;
-    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-    int result;
-
-    if (same < 0)
-        return -1;
-    if (same)
-        Py_INCREF(code);
-    else if ((code = code_named(func, qualname)) == NULL) /* reported by the Python walk */
-        return PyErr_Occurred() ? -1 : call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
-    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
-    if (result == 0)
-        result = PyList_Append(w->wrapped, qualname);
-    if (result == 0)
-        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
-                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
-    Py_DECREF(code);
-    return result;
-}
-#endif
 
 /* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
  * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
@@ -313,7 +258,7 @@ static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualna
         return wrapping_apply(w, func, qualname);
     }
 #if PY_VERSION_HEX >= 0x030C0000
-    if (monitor_function(w, func, qualname) < 0)
+    if (monitoring_walk_function(w, func, qualname) < 0)
         return NULL;
 #endif
     Py_RETURN_NONE;
@@ -382,7 +327,7 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
     if (same < 0)
         return -1;
     if (!same && !is_member_name(own, qualname, attr)) {
-        PyObject* reason = PyUnicode_FromFormat("defined elsewhere: in %S", home ? home : Py_None);
+        PyObject* reason = reason_for(&reasons_elsewhere, "defined elsewhere: in %S", home ? home : Py_None);
         result = reason == NULL ? -1 : skip_member_named(w, qualname, attr, reason);
         Py_XDECREF(reason);
         return result;
@@ -421,7 +366,7 @@ static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObje
         PyObject* type_name = PyObject_GetAttrString((PyObject*)Py_TYPE(raw), "__name__");
 #endif
         if (type_name != NULL)
-            reason = PyUnicode_FromFormat("not a plain function: %S", type_name);
+            reason = reason_for(&reasons_not_plain, "not a plain function: %S", type_name);
         Py_XDECREF(type_name);
     }
     if (reason != NULL)
@@ -456,9 +401,12 @@ static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
         if (result <= 0)
             return result;
     }
-    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)raw, Py_TPFLAGS_HEAPTYPE)) {
-        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)raw)->tp_dict, str_module);
+    if (kind == K_CLASS && PyType_Check(raw)) {
+        int known;
+        PyObject* home = home_of(raw, &known);
         PyObject* own;
+        if (!known)
+            goto in_python;
         if (home == NULL && PyErr_Occurred())
             return -1;
         if (same_str(home, w->name) != 1)
@@ -579,10 +527,15 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         Py_DECREF(stand_in);
         return result;
     }
-    if (kind == K_CLASS && PyType_HasFeature((PyTypeObject*)value, Py_TPFLAGS_HEAPTYPE)) {
-        PyObject* home = PyDict_GetItemWithError(((PyTypeObject*)value)->tp_dict, str_module);
+    if (kind == K_CLASS && PyType_Check(value)) {
+        /* A class written in Python, or a C type (re-exported builtins, Cython's classes):
+         * visit_class skips the latter with its reason. */
+        int known;
+        PyObject* home = home_of(value, &known);
         PyObject* qualname;
         int result;
+        if (!known)
+            goto in_python;
         if (home == NULL && PyErr_Occurred())
             return -1;
         result = same_str(home, w->name);
@@ -602,6 +555,7 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
     }
     if (kind == K_BUILTIN && (w->wrap_mode || w->no_existing) && !w->builtins && PyUnicode_CheckExact(attr))
         return skip_builtin(w, attr, value);
+in_python:
     {
         PyObject* kind_obj = PyLong_FromLong(kind);
         int result;

@@ -91,4 +91,22 @@ int wrapping_ready(void);
 /* callable(*args), its result dropped: 0, or -1 with the error set (uniform.c). */
 int call_back(PyObject* callable, PyObject** args, size_t nargs);
 
+/* What the code engine's side of the walk reads and reports with (uniform.c): a == b for a
+ * str b, getattr(value, name, default), a dunder called implicitly, "<locals>" in a name, a
+ * skip reason made once per name (`format` % name, cached in *cache), ModuleReport.skip and
+ * its skip as a protocol method. */
+int same_str(PyObject* a, PyObject* b);
+PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value);
+int is_protocol(walk_state* w, PyObject* attr);
+int is_local_name(PyObject* qualname);
+PyObject* reason_for(PyObject** cache, const char* format, PyObject* name);
+int skip(walk_state* w, PyObject* qualname, PyObject* reason);
+int skip_protocol(walk_state* w, PyObject* qualname);
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname` (monitoring.c):
+ * 0, or -1 with the error set. */
+int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname);
+#endif
+
 #endif

@@ -79,6 +79,10 @@ PyObject* wrapping_existing(walk_state* w, PyObject* value)
     Py_DECREF(key);
     if (found == NULL)
         return NULL;
+    /* found.__wrapped__ is value, without wrapt's attribute lookup where the layout is known */
+    wrapped = ranged_wrapped_of(found);
+    if (wrapped != NULL)
+        return wrapped == value ? Py_NewRef(found) : NULL;
     wrapped = PyObject_GetAttr(found, str_wrapped);
     if (wrapped == NULL)
         return NULL;
