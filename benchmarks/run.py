@@ -313,7 +313,10 @@ def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool
     library = native.library_path()
     if library is None:
         raise RuntimeError("the native recorder is not built (pip install -e .)")
-    env = user_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop")
+    # One BLAS/OpenMP thread: OpenBLAS's idle workers spin after numpy's import, and billed 11%
+    # of a run's CPU time (perf), varying with the run's length, not with autonvtx.
+    env = user_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop",
+                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     program = [os.path.join(HERE, "wholesale.py"), "--packages", packages]
     samples: dict[str, list[tuple[float, dict[str, Any]]]] = {"all": [], "first": [], "nothing": []}
     with tempfile.TemporaryDirectory() as cwd:
