@@ -183,8 +183,7 @@ class Matcher:
         """The one Selection of every name in `module` when its rules cannot tell names apart
         (each includes "*" and none excludes: a package targeted wholesale), else None.
         Names decided this way are not kept for did-you-mean: no glob of these rules needs one."""
-        if module == "__mp_main__":
-            module = "__main__"
+        module = normalize_module(module)
         known = self._uniform.get(module, _UNDECIDED)
         if known is not _UNDECIDED:
             return known  # type: ignore[return-value]

@@ -16,7 +16,7 @@ from autonvtx.config import Rule
 from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
-from autonvtx.matching import Matcher
+from autonvtx.matching import Matcher, normalize_module
 from autonvtx.valuekinds import BUILTIN as _BUILTIN
 from autonvtx.valuekinds import CLASS as _CLASS
 from autonvtx.valuekinds import DATA as _DATA
@@ -234,7 +234,7 @@ class _ModuleWalk:
         self.module = module
         self.namespace = namespace
         self.name = name
-        self.rule_module = "__main__" if name == "__mp_main__" else name  # normalize_module()
+        self.rule_module = normalize_module(name)
         self.report = report
         self.classes_seen: set[int] = set()
         # The decision for every name when the rules cannot tell this module's names apart (a
