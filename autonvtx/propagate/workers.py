@@ -134,11 +134,11 @@ def _after_fork() -> None:
             from autonvtx.recorder import native
 
             native.control().set_mode("noop")
-        elif _record:
+        elif _record or _handles_sigterm():  # recorded, or ended through another NVTX tool
             process = sys.modules.get("multiprocessing.process")
             if process is not None:
                 _patch_process_bootstrap(process)
-            started = getattr(_starting, "process", None)  # the forking thread's, copied
+            started = getattr(_starting, "process", None) if _record else None  # the forking thread's, copied
             if started is not None:
                 # Named now, while the recorder holds SIGTERM back; the SIGTERM handler is the
                 # parent's until _bootstrap (starting a watcher thread here, with SIGTERM still
@@ -165,7 +165,7 @@ def _patch_process_bootstrap(process_module: types.ModuleType) -> None:
         try:
             return original(self, *args, **kwargs)
         finally:
-            if not _exits_normally:
+            if _record and not _exits_normally:
                 from autonvtx.recorder.shutdown import flush_process
 
                 flush_process()
@@ -180,8 +180,22 @@ def is_sigterm_held() -> bool:
     return signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, set())
 
 
+def _handles_sigterm() -> bool:
+    """Whether autonvtx's SIGTERM handler is set in this process (a recording, or another NVTX
+    tool's ending, termination.py); no import where it cannot be."""
+    shutdown = sys.modules.get("autonvtx.recorder.shutdown")
+    return shutdown is not None and bool(shutdown.handles_sigterm())
+
+
 def _process_started(process: Any) -> None:
     try:
+        if not _record:
+            # Under another NVTX tool the child inherited the handler that ends it through C
+            # exit(): watched as a recording child is (shutdown.watch_sigterm).
+            from autonvtx.recorder.shutdown import watch_sigterm
+
+            watch_sigterm()
+            return
         from autonvtx.recorder.shutdown import follow_exit
 
         # The SIGTERM handler first: a child terminated before it is set leaves no note either,

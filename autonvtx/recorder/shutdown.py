@@ -131,6 +131,28 @@ def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
     return True
 
 
+def handles_sigterm() -> bool:
+    """Whether autonvtx's handler is SIGTERM's now (not the program's, not the default action).
+    Any thread."""
+    try:
+        return signal.getsignal(signal.SIGTERM) is _handle_sigterm
+    except Exception:
+        return False
+
+
+def watch_sigterm() -> bool:
+    """Where autonvtx's handler is SIGTERM's: a thread of ours acts on a SIGTERM whichever thread
+    takes it, also while the main thread is blocked in C (a pool worker waiting in `sem_wait` for
+    a task, beside the threads an NVTX tool or a library started, which do not block SIGTERM:
+    the kernel may hand the signal to one of them, and the Python handler then waits for the
+    main thread's next bytecode). Once per process; main thread only; False where not set up
+    (the program's own handler, the default action, or the program's own wakeup fd)."""
+    if not handles_sigterm():
+        return False
+    _watch_wakeups()
+    return _watch_fds is not None
+
+
 @contextlib.contextmanager
 def interruptible() -> Iterator[None]:
     """While the outputs are written in this thread: SIGINT and SIGTERM raise Interrupted here,
@@ -249,7 +271,9 @@ def _watch(read_fd: int) -> None:
             return
         if not signals:
             return
-        if signal.SIGTERM in signals:
+        # The C-level handler writes the fd whichever Python handler is set: a program that
+        # set its own since (a pool initializer, the process's target) keeps it in charge.
+        if signal.SIGTERM in signals and handles_sigterm():
             _act_and_die()
             return
 
