@@ -16,6 +16,10 @@
   unblocks it once named; a fork child is named in the at-fork hook, which runs while the
   recorder still holds SIGTERM back (recorder/shutdown.py blocks it around each fork and
   releases it in its own hook, registered after ours).
+- every multiprocessing child where autonvtx handles SIGTERM (recording, or ending through
+  another NVTX tool's exit, termination.py) is watched from `_bootstrap` on: a SIGTERM that
+  one of its other threads takes ends it even while its main thread waits in C
+  (recorder/shutdown.py).
 """
 from __future__ import annotations
 

@@ -8,8 +8,13 @@ terminating parent holds) never runs it: the process would live on, and the pare
 waits for it would hang. So in a child the handler is doubled by a thread of ours, woken
 through `signal.set_wakeup_fd()` by CPython's C-level handler itself: whichever runs first
 writes the events, then the process ends by SIGTERM's default action, with the status it
-would have had. (Not in the first process: there a SIGTERM comes from outside, rarely at such
-a moment, and a thread would make Python 3.12+ warn at each of its forks.)
+would have had. The same holds when another thread takes the signal: the kernel hands a
+process-directed SIGTERM to any thread that does not block it, and a tool's or a library's
+threads (Nsight Systems' injection threads, CUDA's) do not; the C-level handler runs there and
+the main thread, waiting in C, never learns of it. The thread acts only while the handler is
+ours: a program that set its own keeps it in charge. (Not in the first process: there a SIGTERM
+comes from outside, rarely at such a moment, and a thread would make Python 3.12+ warn at each
+of its forks.)
 
 The first process's exit-time write (trace, summary) can take seconds: a Ctrl-C or SIGTERM
 then stops it (`interruptible`): the partial outputs are removed, the recording is kept for
