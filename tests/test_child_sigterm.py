@@ -2,13 +2,13 @@
 the signal to, with its events kept; and a program's own SIGTERM handler stays the one that runs.
 
 Python runs a signal handler in the main thread only, between bytecodes. A child with threads of
-no Python's (an NVTX tool's: Nsight Systems injects three; CUDA's, OpenBLAS's) may take SIGTERM
-on one of them: CPython's C-level handler runs there, and the main thread, waiting in C for a
-task its terminating pool will never send, never runs the Python one. Under nsys that hung
-`with Pool()` now and then. Here the case is made certain without nsys: the child starts a native
-thread (pthread_create through ctypes, SIGTERM unblocked, as nsys's threads have it) and then
-blocks SIGTERM in its main thread, which waits in C; only the native thread (or autonvtx's own
-watcher) can take the signal.
+no Python's (an NVTX tool's, CUDA's, OpenBLAS's) may take SIGTERM on one of them: CPython's
+C-level handler runs there, and the main thread, waiting in C for a task its terminating pool
+will never send, never runs the Python one (as when the main thread took it just before it
+entered the wait). Under nsys a fork pool worker hung so now and then, in `with Pool()`. Here
+the case is made certain without nsys: the child starts a native thread (pthread_create through
+ctypes, SIGTERM unblocked) and then blocks SIGTERM in its main thread, which waits in C; only the
+native thread (or autonvtx's own watcher) can take the signal.
 
 "Another NVTX tool" is the native recorder loaded from a copy: a real injection library that is
 not autonvtx's, so autonvtx ends the process through C exit(143), as under nsys (termination.py).

@@ -9,10 +9,10 @@ waits for it would hang. So in a child the handler is doubled by a thread of our
 through `signal.set_wakeup_fd()` by CPython's C-level handler itself: whichever runs first
 writes the events, then the process ends by SIGTERM's default action, with the status it
 would have had. The same holds when another thread takes the signal: the kernel hands a
-process-directed SIGTERM to any thread that does not block it, and a tool's or a library's
-threads (Nsight Systems' injection threads, CUDA's) do not; the C-level handler runs there and
-the main thread, waiting in C, never learns of it. The thread acts only while the handler is
-ours: a program that set its own keeps it in charge. (Not in the first process: there a SIGTERM
+process-directed SIGTERM to any thread that does not block it, a tool's or a library's too
+(CUDA's, an NVTX tool's); the C-level handler runs there and the main thread, waiting in C,
+never learns of it. The thread acts only while the handler is ours: a program that set its
+own keeps it in charge. (Not in the first process: there a SIGTERM
 comes from outside, rarely at such a moment, and a thread would make Python 3.12+ warn at each
 of its forks.)
 
@@ -147,11 +147,11 @@ def handles_sigterm() -> bool:
 
 def watch_sigterm() -> bool:
     """Where autonvtx's handler is SIGTERM's: a thread of ours acts on a SIGTERM whichever thread
-    takes it, also while the main thread is blocked in C (a pool worker waiting in `sem_wait` for
-    a task, beside the threads an NVTX tool or a library started, which do not block SIGTERM:
-    the kernel may hand the signal to one of them, and the Python handler then waits for the
-    main thread's next bytecode). Once per process; main thread only; False where not set up
-    (the program's own handler, the default action, or the program's own wakeup fd)."""
+    took it, also while the main thread is blocked in C (a pool worker waiting in `sem_wait` for
+    a task: the signal reached it just before it entered the wait, or reached a thread an NVTX
+    tool or a library started, and the Python handler waits for the main thread's next
+    bytecode). Once per process; main thread only; False where not set up (the program's own
+    handler, the default action, or the program's own wakeup fd)."""
     if not handles_sigterm():
         return False
     _watch_wakeups()
