@@ -37,10 +37,10 @@ NATIVE_THREAD = """
     import ctypes, multiprocessing, signal, sys, threading, time
 
     def start_native_thread():
-        # A thread of no Python's that does not block SIGTERM, as an NVTX tool's: it idles in
-        # pause(), which returns once a signal's C-level handler ran there.
+        # A thread of no Python's that does not block SIGTERM (a library's or a tool's may not):
+        # it idles in pause(), which returns once a signal's C-level handler ran there.
         libc = ctypes.CDLL(None)
-        libc.pthread_create.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        libc.pthread_create.argtypes = [ctypes.c_void_p] * 4
         thread = ctypes.c_ulong()
         assert libc.pthread_create(ctypes.byref(thread), None, ctypes.cast(libc.pause, ctypes.c_void_p), None) == 0
 
