@@ -98,7 +98,10 @@ def _start(rules: str | None, *, under_run: bool) -> None:
         _carry_run(instrumentation, role)
     from autonvtx import termination
 
-    termination.follow_tool_exit(watch=under_run)  # under nsys: SIGTERM and os._exit keep its ranges
+    # Under nsys: SIGTERM and os._exit keep its ranges. A spawn child is watched (its main
+    # thread may wait in C when SIGTERM comes) wherever it was started from; not the first
+    # process, nor a forkserver (a thread there would make each of its forks warn).
+    termination.follow_tool_exit(watch=under_run or role == "spawn")
 
 
 def _follow_main(instrumentation: Instrumentation) -> None:

@@ -16,6 +16,8 @@ not autonvtx's, so autonvtx ends the process through C exit(143), as under nsys 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import pytest
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import autonvtx_env, make_file, run_autonvtx
+from conftest import REPO, autonvtx_env, make_file, run_autonvtx
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -178,3 +180,18 @@ def test_a_childs_own_sigterm_handler_runs_under_another_nvtx_tool(workdir: Path
                         env=another_tool(workdir), timeout=180)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["own handler", "7"]
+
+
+def test_a_spawn_child_of_a_plain_python_under_another_nvtx_tool_ends_on_sigterm(workdir: Path) -> None:
+    # AUTONVTX_RULES, no `autonvtx run`: the spawn child sets itself up at start-up (autostart)
+    # and is watched there too; a fork child inherits its parent's set-up (the tests above).
+    if not list((Path(sys.prefix) / "lib").glob("python*/site-packages/autonvtx-autostart.pth")):
+        pytest.skip("autonvtx is not installed in this Python (the .pth comes with the install)")
+    make_file(workdir / "program.py", STUCK)
+    make_file(workdir / "rules.toml", '[[rules]]\nmodules = ["__main__"]\n')
+    env = another_tool(workdir)
+    env.update(AUTONVTX_RULES="rules.toml", PYTHONPATH=str(REPO))
+    done = subprocess.run([sys.executable, "program.py", "spawn", "lock"], cwd=workdir,
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["143"]
