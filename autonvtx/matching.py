@@ -73,12 +73,17 @@ def _compile(glob: str) -> _Match:
 
 class _CompiledRule:
     __slots__ = ("rule", "index", "modules", "include", "exclude", "include_any", "exclude_any",
-                 "pending")
+                 "pending", "modules_any", "modules_pending")
 
     def __init__(self, rule: Rule, index: int) -> None:
         self.rule = rule
         self.index = index
         self.modules = [_compile(g) for g in rule.modules]
+        # Whether any module glob matches, in one regex match (a new module name is asked
+        # about once: hundreds when a package is targeted wholesale, issue 24); the globs not
+        # yet seen matching are tried one by one only for unmatched_patterns().
+        self.modules_any = _compile_any(rule.modules)
+        self.modules_pending = list(enumerate(self.modules))
         self.include = [_compile(g) for g in rule.include]
         self.exclude = [_compile(g) for g in rule.exclude]
         # Whether any include (exclude) glob matches, in one regex match; None: no glob.
@@ -372,26 +377,32 @@ class Matcher:
         ]
 
     def _compiled_for(self, module: str) -> tuple[_CompiledRule, ...]:
-        try:
-            return self._by_module[module]
-        except KeyError:
-            pass
+        known = self._by_module.get(module)  # not try/except: a miss (each new module) raised
+        if known is not None:
+            return known
         found = []
-        matched = self._matched
         for c in self._rules:
-            hit = False
-            for i, match in enumerate(c.modules):
-                if match(module):
-                    hit = True
-                    matched.add((c.index, "modules", i))
-            if hit:
-                found.append(c)
-                self._modules_of_rule[c.index].add(module)
+            match = c.modules_any
+            if match is None or not match(module):
+                continue
+            found.append(c)
+            self._modules_of_rule[c.index].add(module)
+            if c.modules_pending:
+                self._note_module_globs(c, module)
         result = tuple(found)
         # The same tuple for every module the same rules target: one object, not one per
         # module (hundreds when a package is targeted wholesale), and uniform_selection()'s key.
         result = self._by_module[module] = self._rule_sets.setdefault(result, result)
         return result
+
+
+    def _note_module_globs(self, c: _CompiledRule, module: str) -> None:
+        # The module globs of `c` that match `module`, among those never seen matching.
+        hit = [(i, match) for i, match in c.modules_pending if match(module)]
+        for i, _ in hit:
+            self._matched.add((c.index, "modules", i))
+        if hit:
+            c.modules_pending = [p for p in c.modules_pending if p not in hit]
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
