@@ -8,7 +8,8 @@ import types
 import warnings
 from importlib.machinery import ModuleSpec
 
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
+from autonvtx.moduledicts import module_dict as _module_dict
+
 # The script and `-m` targets never pass through an import hook: the runner instruments
 # them (Walker.instrument_main). In the snapshot they are autonvtx's own entry point.
 _MAIN_NAMES = ("__main__", "__mp_main__")
@@ -166,6 +167,15 @@ class InstrumentingFinder:
         pass
 
 
+def remove_finder(finder: object) -> None:
+    """Take this exact finder off sys.meta_path (by identity: a finder may define __eq__),
+    leaving every other entry where it is."""
+    for i, entry in enumerate(sys.meta_path):
+        if entry is finder:
+            del sys.meta_path[i]
+            break
+
+
 def _is_lazy(loader: Any) -> bool:
     lazy = getattr(sys.modules.get("importlib.util"), "LazyLoader", None)
     # By the class's MRO, not isinstance(): LazyLoader is an importlib.abc.Loader, whose
@@ -222,12 +232,8 @@ class ImportHook:
 
     def uninstall(self) -> None:
         finder, self._finder = self._finder, None
-        if finder is None:
-            return
-        for i, entry in enumerate(sys.meta_path):
-            if entry is finder:
-                del sys.meta_path[i]
-                break
+        if finder is not None:
+            remove_finder(finder)
 
     def module_executed(self, module: types.ModuleType) -> None:
         name = _module_dict(module).get("__name__")

@@ -9,6 +9,7 @@ import sys
 import types
 
 from autonvtx.config import Config, Rule
+from autonvtx.moduledicts import module_dict as _module_dict
 
 TYPE_CHECKING = False  # collections.abc is not imported at start-up (issue 24)
 if TYPE_CHECKING:
@@ -406,7 +407,6 @@ class Matcher:
 
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 
 def _hint(glob: str, rule: Rule) -> str:

@@ -17,6 +17,7 @@ from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
 from autonvtx.matching import Matcher, normalize_module
+from autonvtx.moduledicts import module_dict as _module_dict
 from autonvtx.valuekinds import BUILTIN as _BUILTIN
 from autonvtx.valuekinds import CLASS as _CLASS
 from autonvtx.valuekinds import DATA as _DATA
@@ -46,7 +47,6 @@ WRAPPABLE_DUNDERS = frozenset({
 _REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes written in Python (settable attributes)
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 
 def _is_dunder(name: str) -> bool:

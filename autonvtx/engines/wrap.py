@@ -26,8 +26,8 @@ from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
 from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401
 from autonvtx.engines.wraptcore import lacking_what_functions_lack
+from autonvtx.moduledicts import module_dict as _module_dict
 
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
 # ranged through their code, not wrapped (engines/coroutines.py says why); none before.
