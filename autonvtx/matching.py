@@ -147,6 +147,7 @@ class Matcher:
         # module -> the one Selection of every name in it, for modules whose rules cannot tell
         # names apart (include "*", no exclude: a package targeted wholesale); None: they can.
         self._uniform: dict[str, Selection | None] = {}
+        self.uniform_known = self._uniform  # read by the walk (a call less per module)
         self._uniform_by_rules: dict[tuple[_CompiledRule, ...], Selection | None] = {}
         self._considered: dict[str, bool] = {}  # should_consider_module(), by module name
 
@@ -305,10 +306,12 @@ class Matcher:
                     )
             if hit_modules:  # else its include/exclude globs were never tried: no news in them
                 lines += [f"{rule.where('modules')}: {line}" for line in self._reexport_notes(hit_modules)]
-                names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
+                names: set[str] | None = None  # made only for a line to write (not for `-t pkg`)
                 for key in ("include", "exclude"):
                     for i, glob in enumerate(getattr(rule, key)):
                         if glob not in _NEVER_A_TYPO[key] and (c.index, key, i) not in self._matched:
+                            if names is None:
+                                names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
                             lines.append(
                                 f"{rule.where(key)}: {glob!r} matched no qualified name"
                                 f" in {_plural(len(hit_modules), 'module')} it targets"
