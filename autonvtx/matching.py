@@ -83,7 +83,7 @@ class _CompiledRule:
         # Whether any module glob matches, in one regex match (a new module name is asked
         # about once: hundreds when a package is targeted wholesale, issue 24); the globs not
         # yet seen matching are tried one by one only for unmatched_patterns().
-        self.modules_any = _compile_any(rule.modules)
+        self.modules_any = _any_module_glob(rule.modules) if rule.modules else None
         self.modules_pending = list(enumerate(self.modules))
         self.include = [_compile(g) for g in rule.include]
         self.exclude = [_compile(g) for g in rule.exclude]
@@ -110,6 +110,18 @@ def _compile_any(globs: tuple[str, ...]) -> Callable[[str], object] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match
 
 
+def _any_module_glob(globs: list[str] | tuple[str, ...]) -> Callable[[str], object]:
+    """Whether any module glob matches a name: names and names ending in `*` (`-t pkg` writes
+    `pkg`, `pkg.*`) by a set and str.startswith, not a regex: every import asks (issue 24)."""
+    names = frozenset(g for g in globs if not g.endswith("*"))
+    starts = tuple(g[:-1] for g in globs if g.endswith("*"))
+    if any(_GLOB_CHARS.search(g) for g in (*names, *starts)):
+        return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match
+    if not starts:
+        return names.__contains__
+    return lambda name: name in names or name.startswith(starts)
+
+
 def _first_index(matches: list[_Match], name: str) -> int:
     if len(matches) == 1:
         return 0
@@ -133,10 +145,8 @@ class Matcher:
         self.config = config
         self._rules = [_CompiledRule(rule, i) for i, rule in enumerate(config.rules)]
         globs = [g for rule in config.rules for g in rule.modules]
-        # One regex for every module glob: rejecting a non-target import costs one match.
-        self._any_module = re.compile(
-            "|".join(f"(?:{fnmatch.translate(g)})" for g in globs) or r"(?!)"
-        ).match
+        # Every module glob at once: rejecting a non-target import costs one match.
+        self._any_module = _any_module_glob(globs)
         self._by_module: dict[str, tuple[_CompiledRule, ...]] = {}
         self._rule_sets: dict[tuple[_CompiledRule, ...], tuple[_CompiledRule, ...]] = {}
         self._seen_modules: set[str] = set()
@@ -157,7 +167,7 @@ class Matcher:
         if known is not None:  # asked again for every function a module re-exports
             return known
         module = normalize_module(name)
-        if self._any_module(module) is None:
+        if not self._any_module(module):
             self._seen_modules.add(module)
             known = False
         else:
@@ -397,6 +407,9 @@ class Matcher:
         # The same tuple for every module the same rules target: one object, not one per
         # module (hundreds when a package is targeted wholesale), and uniform_selection()'s key.
         result = self._by_module[module] = self._rule_sets.setdefault(result, result)
+        shared = self._uniform_by_rules.get(result, _UNDECIDED)
+        if shared is not _UNDECIDED:  # known for these rules: the walk need not ask (issue 24)
+            self._uniform[module] = shared  # type: ignore[assignment]
         return result
 
 

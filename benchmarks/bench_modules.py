@@ -67,7 +67,9 @@ def count(root: str, program: str, variant: str, engine: str, out: str) -> int:
     config = os.path.join(root, f"{variant}.toml")
     with open(config, "w") as f:
         f.write(rules(variant, engine))
-    env = user_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop",
+    # One hash seed: string hashes order sets and dicts, which moved the count by 2,000
+    # instructions a module from one run to the next.
+    env = user_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop", PYTHONHASHSEED="0",
                    PYTHONPATH=os.pathsep.join((root, user_env()["PYTHONPATH"])))
     command = [*autonvtx_command(), "run", "--config", config, program]
     # Once outside callgrind first: whatever has no bytecode cache yet (autonvtx's own
