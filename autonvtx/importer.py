@@ -64,7 +64,7 @@ class InstrumentingLoader:
             spec = namespace.get("__spec__")
             real = self.loader
             if type(real) is not InstrumentingLoader and namespace.get("__loader__") is self \
-                    and type(spec) is ModuleSpec and spec.loader is self:  # type: ignore[comparison-overlap]
+                    and type(spec) is ModuleSpec and spec.loader is self:
                 # The usual case, without a call: the module names its real loader again.
                 namespace["__loader__"] = spec.loader = real
             else:

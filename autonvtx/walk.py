@@ -16,7 +16,7 @@ from autonvtx.config import Rule
 from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
-from autonvtx.matching import Matcher, normalize_module
+from autonvtx.matching import Matcher, Selection, normalize_module
 from autonvtx.moduledicts import module_dict as _module_dict
 from autonvtx.valuekinds import BUILTIN as _BUILTIN
 from autonvtx.valuekinds import CLASS as _CLASS
@@ -246,10 +246,10 @@ class _ModuleWalk:
         self.classes_seen: set[int] = set()
         # The decision for every name when the rules cannot tell this module's names apart (a
         # package targeted wholesale), else None: then each name is asked about.
-        uniform = walker._uniform_known.get(name, _UNASKED)
+        uniform: Any = walker._uniform_known.get(name, _UNASKED)
         if uniform is _UNASKED:
             uniform = walker.uniform_selection(name)
-        self.uniform = uniform
+        self.uniform: Selection | None = uniform
         plan = walker._uniform_plans.get(id(uniform)) if uniform is not None else ("",)  # the matcher keeps it
         if plan is None:
             plan = walker._uniform_plans[id(uniform)] = self._uniform_plan(uniform)
@@ -280,7 +280,7 @@ class _ModuleWalk:
                         self.name, reason, report.names_wrapped_for(reason), report.skips,
                         self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
                         self._visit_member, self._wrap, self._failed,
-                        rule.builtins,  # type: ignore[union-attr]
+                        rule.builtins,
                         self.namespace, report.rebound, self._remember, MEMBER,
                     ))
                     return
