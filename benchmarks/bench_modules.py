@@ -1,16 +1,21 @@
 """The per-module cost of instrumenting a package wholesale (issue 24), in instructions.
 
     python benchmarks/bench_modules.py [--modules 400] [--functions 1] [--engine code]
-    python benchmarks/bench_modules.py --annotate 40   # + where the targeted run's extra goes
+    python benchmarks/bench_modules.py --annotate 40   # + the native functions' share
+    python benchmarks/bench_modules.py --lines         # where the Python per module goes
 
 Generates a package of N small modules (K plain functions each) in a temporary directory and
 counts, under callgrind (which the host's load does not move), the instructions of `autonvtx
 run` importing all of them twice: with a rule that targets the package wholesale, and with one
 that targets only `colorsys`, which the program imports first (so both runs load the engine and
 the native client). The difference over N is the cost of a targeted module, over N*K that of a
-function; one JSON line. With --annotate, the targeted run's callgrind file is kept and
-callgrind_annotate's inclusive counts are printed for the functions of autonvtx and of
-importlib that cost the most, divided per module: where the per-module figure goes.
+function; one JSON line. With --annotate, callgrind_annotate's inclusive counts per module of
+the costliest native functions (autonvtx's C, importlib's C) in the targeted run.
+
+Callgrind sees the interpreter, not Python functions: --lines says where the Python goes
+instead, as the lines each Python function runs per module (sys.settrace's line events),
+targeted over untargeted, in this process's interpreter (no callgrind; a line is some 100
+instructions on 3.12).
 """
 from __future__ import annotations
 
@@ -99,6 +104,51 @@ def annotate(out: str, modules: int, top: int) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:top]
 
 
+_LINES_PROGRAM = """
+import collections, os, sys
+import autonvtx
+root, n, engine, targeted = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+sys.path.insert(0, root)
+import colorsys
+package = "%s"
+autonvtx.install(targets=["colorsys", package, package + ".*"] if targeted else ["colorsys"], engine=engine)
+__import__(package + ".m0000")  # the engine made, the package imported: not counted
+lines = collections.Counter()
+
+def tracer(frame, event, arg):
+    code = frame.f_code
+    key = os.path.basename(code.co_filename).split(" ")[0] + ":" + code.co_qualname
+    def local(frame, event, arg):
+        if event == "line":
+            lines[key] += 1
+        return local
+    return local
+
+sys.settrace(tracer)
+for m in range(1, n):
+    __import__(f"{package}.m{m:04d}")
+sys.settrace(None)
+for key, count in lines.items():
+    print(count / (n - 1), key)
+""" % PACKAGE
+
+
+def python_lines(root: str, modules: int, engine: str) -> list[tuple[float, str]]:
+    """(line events per module, function) of a targeted module's import over an untargeted one."""
+    from autonvtx.recorder import native
+
+    counts: list[dict[str, float]] = []
+    for targeted in ("0", "1"):
+        env = user_env(NVTX_INJECTION64_PATH=native.library_path() or "", AUTONVTX_RECORDER_MODE="noop",
+                       PYTHONHASHSEED="0")
+        out = subprocess.run([sys.executable, "-c", _LINES_PROGRAM, root, str(modules), engine, targeted],
+                             env=env, capture_output=True, text=True, check=True).stdout
+        counts.append({k: float(v) for v, k in (line.split(" ", 1) for line in out.splitlines())})
+    untargeted, targeted_ = counts
+    rows = [(targeted_.get(k, 0.0) - untargeted.get(k, 0.0), k) for k in {*untargeted, *targeted_}]
+    return sorted((row for row in rows if abs(row[0]) >= 0.5), reverse=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modules", type=int, default=400)
@@ -106,7 +156,20 @@ def main() -> int:
     parser.add_argument("--engine", default="code", choices=("code", "wrap"))
     parser.add_argument("--annotate", type=int, default=0, metavar="ROWS",
                         help="print this many rows of the targeted run's inclusive counts")
+    parser.add_argument("--lines", action="store_true",
+                        help="Python lines per targeted module, by function (no callgrind)")
     args = parser.parse_args()
+    if args.lines:
+        root = tempfile.mkdtemp(prefix="autonvtx-bench-modules-")
+        try:
+            write_package(root, args.modules, args.functions)
+            rows = python_lines(root, args.modules, args.engine)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        for per_module, name in rows:
+            print(f"{per_module:8.1f}  {name}")
+        print(f"{sum(r[0] for r in rows):8.1f}  in all (line events per targeted module)")
+        return 0
     if shutil.which("valgrind") is None:
         raise SystemExit("bench_modules: valgrind is not installed")
     root = tempfile.mkdtemp(prefix="autonvtx-bench-modules-")
