@@ -8,7 +8,8 @@ import types
 import warnings
 from importlib.machinery import ModuleSpec
 
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
+from autonvtx.moduledicts import module_dict as _module_dict
+
 # The script and `-m` targets never pass through an import hook: the runner instruments
 # them (Walker.instrument_main). In the snapshot they are autonvtx's own entry point.
 _MAIN_NAMES = ("__main__", "__mp_main__")
@@ -35,7 +36,9 @@ class InstrumentingLoader:
 
     # No instance dictionary: one stand-in per target module (hundreds when a package is
     # targeted wholesale), each a GC-tracked object the collections walk (issue 24).
-    __slots__ = ("loader", "_on_executed", "_on_skipped")
+    # create_module: the real loader's own, bound (importlib calls it with no frame of ours
+    # between: one Python call less per target module).
+    __slots__ = ("loader", "_on_executed", "_on_skipped", "create_module")
 
     def __init__(
         self,
@@ -46,24 +49,28 @@ class InstrumentingLoader:
         self.loader = loader
         self._on_executed = on_executed
         self._on_skipped = on_skipped
+        self.create_module = getattr(loader, "create_module", _default_module)
 
     def __getattr__(self, name: str) -> Any:
         # get_source, get_resource_reader, is_package, ... while the module executes
         # (tracebacks and importlib.resources ask __loader__ / __spec__.loader).
         return getattr(self.loader, name)
 
-    def create_module(self, spec: ModuleSpec) -> Any:
-        create = getattr(self.loader, "create_module", None)
-        return None if create is None else create(spec)
-
     def exec_module(self, module: types.ModuleType) -> None:
         try:
             self.loader.exec_module(module)
         finally:
-            self._restore(module)
+            namespace = _module_dict(module)
+            spec = namespace.get("__spec__")
+            real = self.loader
+            if type(real) is not InstrumentingLoader and namespace.get("__loader__") is self \
+                    and type(spec) is ModuleSpec and spec.loader is self:
+                # The usual case, without a call: the module names its real loader again.
+                namespace["__loader__"] = spec.loader = real
+            else:
+                self._restore(module)
         # importlib hands out whatever sys.modules holds once the module has executed (a
         # module may replace itself there); that is the object to instrument.
-        spec = _module_dict(module).get("__spec__")
         name = getattr(spec, "name", None)
         final = sys.modules.get(name, module) if isinstance(name, str) else module
         if final is not module:
@@ -101,6 +108,10 @@ InstrumentingLoader.exec_module.__code__ = InstrumentingLoader.exec_module.__cod
 )
 
 
+def _default_module(spec: ModuleSpec) -> None:
+    return None  # a loader without create_module: importlib makes the module
+
+
 class InstrumentingFinder:
     """First on sys.meta_path. Rejects non-target names with the matcher's cheap check; for
     targets, asks the finders after it for the real spec and wraps only its loader."""
@@ -110,6 +121,10 @@ class InstrumentingFinder:
         # Names being looked up on this thread (re-entry): threading.local's own type, without
         # importing threading (start-up, issue 24).
         self._busy = _thread._local()
+        # (ids of sys.meta_path's entries, the finders after this one) as last seen: the same
+        # list for every import until sys.meta_path changes (the finders are held, so no id
+        # is reused meanwhile).
+        self._after: tuple[tuple[int, ...], list[Any]] = ((), [])
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None = None, target: Any = None
@@ -138,7 +153,10 @@ class InstrumentingFinder:
         if not hasattr(loader, "exec_module"):
             hook.note_skipped(fullname, f"legacy loader without exec_module: {type(loader).__name__}")
             return spec
-        if _is_lazy(loader):
+        lazy = getattr(sys.modules.get("importlib.util"), "LazyLoader", None)
+        # By the class's MRO, not isinstance(): LazyLoader is an importlib.abc.Loader, whose
+        # ABCMeta check cost more than the rest of find_spec for each target module.
+        if lazy is not None and lazy in type(loader).__mro__:
             hook.note_skipped(fullname, "lazy loader: the module executes on first attribute access")
             return spec
         # A stand-in that delegates to the real loader (not an importlib.abc.Loader subclass:
@@ -147,30 +165,35 @@ class InstrumentingFinder:
         return spec
 
     def _real_spec(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
-        finders = list(sys.meta_path)  # a finder may change sys.meta_path while asked
-        try:
-            start = finders.index(self) + 1
-        except ValueError:
-            start = 0  # called directly, not through sys.meta_path: ask everyone else
-        for i in range(start, len(finders)):
-            finder = finders[i]
+        key = tuple(map(id, sys.meta_path))
+        seen, after = self._after
+        if key != seen:
+            finders = list(sys.meta_path)  # a finder may change sys.meta_path while asked
+            try:
+                start = finders.index(self) + 1
+            except ValueError:
+                start = 0  # called directly, not through sys.meta_path: ask everyone else
+            after = [finder for finder in finders[start:] if finder is not self]
+            self._after = (key, after)
+        for finder in after:
             find_spec = getattr(finder, "find_spec", None)
-            if find_spec is None or finder is self:
-                continue
-            spec: ModuleSpec | None = find_spec(fullname, path, target)
-            if spec is not None:
-                return spec
+            if find_spec is not None:
+                spec: ModuleSpec | None = find_spec(fullname, path, target)
+                if spec is not None:
+                    return spec
         return None
 
     def invalidate_caches(self) -> None:
         pass
 
 
-def _is_lazy(loader: Any) -> bool:
-    lazy = getattr(sys.modules.get("importlib.util"), "LazyLoader", None)
-    # By the class's MRO, not isinstance(): LazyLoader is an importlib.abc.Loader, whose
-    # ABCMeta check cost more than the rest of find_spec for each target module.
-    return lazy is not None and lazy in type(loader).__mro__
+def remove_finder(finder: object) -> None:
+    """Take this exact finder off sys.meta_path (by identity: a finder may define __eq__),
+    leaving every other entry where it is."""
+    for i, entry in enumerate(sys.meta_path):
+        if entry is finder:
+            del sys.meta_path[i]
+            break
 
 
 class ImportHook:
@@ -222,12 +245,8 @@ class ImportHook:
 
     def uninstall(self) -> None:
         finder, self._finder = self._finder, None
-        if finder is None:
-            return
-        for i, entry in enumerate(sys.meta_path):
-            if entry is finder:
-                del sys.meta_path[i]
-                break
+        if finder is not None:
+            remove_finder(finder)
 
     def module_executed(self, module: types.ModuleType) -> None:
         name = _module_dict(module).get("__name__")

@@ -9,6 +9,7 @@ import sys
 import types
 
 from autonvtx.config import Config, Rule
+from autonvtx.moduledicts import module_dict as _module_dict
 
 TYPE_CHECKING = False  # collections.abc is not imported at start-up (issue 24)
 if TYPE_CHECKING:
@@ -73,12 +74,17 @@ def _compile(glob: str) -> _Match:
 
 class _CompiledRule:
     __slots__ = ("rule", "index", "modules", "include", "exclude", "include_any", "exclude_any",
-                 "pending")
+                 "pending", "modules_any", "modules_pending")
 
     def __init__(self, rule: Rule, index: int) -> None:
         self.rule = rule
         self.index = index
         self.modules = [_compile(g) for g in rule.modules]
+        # Whether any module glob matches, in one regex match (a new module name is asked
+        # about once: hundreds when a package is targeted wholesale, issue 24); the globs not
+        # yet seen matching are tried one by one only for unmatched_patterns().
+        self.modules_any = _any_module_glob(rule.modules) if rule.modules else None
+        self.modules_pending = list(enumerate(self.modules))
         self.include = [_compile(g) for g in rule.include]
         self.exclude = [_compile(g) for g in rule.exclude]
         # Whether any include (exclude) glob matches, in one regex match; None: no glob.
@@ -104,6 +110,18 @@ def _compile_any(globs: tuple[str, ...]) -> Callable[[str], object] | None:
     return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match
 
 
+def _any_module_glob(globs: list[str] | tuple[str, ...]) -> Callable[[str], object]:
+    """Whether any module glob matches a name: names and names ending in `*` (`-t pkg` writes
+    `pkg`, `pkg.*`) by a set and str.startswith, not a regex: every import asks (issue 24)."""
+    names = frozenset(g for g in globs if not g.endswith("*"))
+    starts = tuple(g[:-1] for g in globs if g.endswith("*"))
+    if any(_GLOB_CHARS.search(g) for g in (*names, *starts)):
+        return re.compile("|".join(f"(?:{fnmatch.translate(g)})" for g in globs)).match
+    if not starts:
+        return names.__contains__
+    return lambda name: name in names or name.startswith(starts)
+
+
 def _first_index(matches: list[_Match], name: str) -> int:
     if len(matches) == 1:
         return 0
@@ -127,10 +145,8 @@ class Matcher:
         self.config = config
         self._rules = [_CompiledRule(rule, i) for i, rule in enumerate(config.rules)]
         globs = [g for rule in config.rules for g in rule.modules]
-        # One regex for every module glob: rejecting a non-target import costs one match.
-        self._any_module = re.compile(
-            "|".join(f"(?:{fnmatch.translate(g)})" for g in globs) or r"(?!)"
-        ).match
+        # Every module glob at once: rejecting a non-target import costs one match.
+        self._any_module = _any_module_glob(globs)
         self._by_module: dict[str, tuple[_CompiledRule, ...]] = {}
         self._rule_sets: dict[tuple[_CompiledRule, ...], tuple[_CompiledRule, ...]] = {}
         self._seen_modules: set[str] = set()
@@ -141,6 +157,7 @@ class Matcher:
         # module -> the one Selection of every name in it, for modules whose rules cannot tell
         # names apart (include "*", no exclude: a package targeted wholesale); None: they can.
         self._uniform: dict[str, Selection | None] = {}
+        self.uniform_known = self._uniform  # read by the walk (a call less per module)
         self._uniform_by_rules: dict[tuple[_CompiledRule, ...], Selection | None] = {}
         self._considered: dict[str, bool] = {}  # should_consider_module(), by module name
 
@@ -150,7 +167,7 @@ class Matcher:
         if known is not None:  # asked again for every function a module re-exports
             return known
         module = normalize_module(name)
-        if self._any_module(module) is None:
+        if not self._any_module(module):
             self._seen_modules.add(module)
             known = False
         else:
@@ -299,10 +316,12 @@ class Matcher:
                     )
             if hit_modules:  # else its include/exclude globs were never tried: no news in them
                 lines += [f"{rule.where('modules')}: {line}" for line in self._reexport_notes(hit_modules)]
-                names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
+                names: set[str] | None = None  # made only for a line to write (not for `-t pkg`)
                 for key in ("include", "exclude"):
                     for i, glob in enumerate(getattr(rule, key)):
                         if glob not in _NEVER_A_TYPO[key] and (c.index, key, i) not in self._matched:
+                            if names is None:
+                                names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
                             lines.append(
                                 f"{rule.where(key)}: {glob!r} matched no qualified name"
                                 f" in {_plural(len(hit_modules), 'module')} it targets"
@@ -372,30 +391,38 @@ class Matcher:
         ]
 
     def _compiled_for(self, module: str) -> tuple[_CompiledRule, ...]:
-        try:
-            return self._by_module[module]
-        except KeyError:
-            pass
+        known = self._by_module.get(module)  # not try/except: a miss (each new module) raised
+        if known is not None:
+            return known
         found = []
-        matched = self._matched
         for c in self._rules:
-            hit = False
-            for i, match in enumerate(c.modules):
-                if match(module):
-                    hit = True
-                    matched.add((c.index, "modules", i))
-            if hit:
-                found.append(c)
-                self._modules_of_rule[c.index].add(module)
+            match = c.modules_any
+            if match is None or not match(module):
+                continue
+            found.append(c)
+            self._modules_of_rule[c.index].add(module)
+            if c.modules_pending:
+                self._note_module_globs(c, module)
         result = tuple(found)
         # The same tuple for every module the same rules target: one object, not one per
         # module (hundreds when a package is targeted wholesale), and uniform_selection()'s key.
         result = self._by_module[module] = self._rule_sets.setdefault(result, result)
+        shared = self._uniform_by_rules.get(result, _UNDECIDED)
+        if shared is not _UNDECIDED:  # known for these rules: the walk need not ask (issue 24)
+            self._uniform[module] = shared  # type: ignore[assignment]
         return result
 
 
+    def _note_module_globs(self, c: _CompiledRule, module: str) -> None:
+        # The module globs of `c` that match `module`, among those never seen matching.
+        hit = [(i, match) for i, match in c.modules_pending if match(module)]
+        for i, _ in hit:
+            self._matched.add((c.index, "modules", i))
+        if hit:
+            c.modules_pending = [p for p in c.modules_pending if p not in hit]
+
+
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 
 def _hint(glob: str, rule: Rule) -> str:

@@ -16,7 +16,8 @@ from autonvtx.config import Rule
 from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
-from autonvtx.matching import Matcher, normalize_module
+from autonvtx.matching import Matcher, Selection, normalize_module
+from autonvtx.moduledicts import module_dict as _module_dict
 from autonvtx.valuekinds import BUILTIN as _BUILTIN
 from autonvtx.valuekinds import CLASS as _CLASS
 from autonvtx.valuekinds import DATA as _DATA
@@ -46,7 +47,6 @@ WRAPPABLE_DUNDERS = frozenset({
 _REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes written in Python (settable attributes)
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 
 def _is_dunder(name: str) -> bool:
@@ -76,6 +76,10 @@ class Walker:
         self._matcher = matcher
         self.select = matcher.select  # (module, qualname) -> Selection
         self.uniform_selection = matcher.uniform_selection
+        self._uniform_known = matcher.uniform_known  # uniform_selection()'s cache, read directly
+        # id(uniform Selection) -> (its reason, its rule, the engine's uniform_walk or None):
+        # made once per set of rules, not per module (hundreds in a package targeted wholesale).
+        self._uniform_plans: dict[int, tuple[str, Any, Any]] = {}
         self.applies = apply
         self.verb = verb
         self._engine = engine
@@ -151,8 +155,11 @@ class Walker:
         items: list[tuple[str, Any]] | dict[str, Any],
     ) -> ModuleReport:
         name = namespace.get("__name__")
-        report = self._reports.get(name) if type(name) is str else None
-        if report is None:
+        if type(name) is str:
+            report = self._reports.get(name)
+            if report is None:  # made here, not by _report_for(): a call less per module
+                report = self._reports[name] = ModuleReport(name, self.verb)
+        else:
             report = self._report_for(name)
         name = report.module
         if not items:
@@ -239,24 +246,44 @@ class _ModuleWalk:
         self.classes_seen: set[int] = set()
         # The decision for every name when the rules cannot tell this module's names apart (a
         # package targeted wholesale), else None: then each name is asked about.
-        uniform = self.uniform = walker.uniform_selection(name)
-        self.uniform_reason = uniform.reason if uniform is not None else ""
+        uniform: Any = walker._uniform_known.get(name, _UNASKED)
+        if uniform is _UNASKED:
+            uniform = walker.uniform_selection(name)
+        self.uniform: Selection | None = uniform
+        plan = walker._uniform_plans.get(id(uniform)) if uniform is not None else ("",)  # the matcher keeps it
+        if plan is None:
+            plan = walker._uniform_plans[id(uniform)] = self._uniform_plan(uniform)
+        self.uniform_reason = plan[0]
+
+    def _uniform_plan(self, uniform: Any) -> tuple[str, Any, Any]:
+        # An engine that can walk a module one rule selects as a whole, in one native call:
+        # its uniform_walk, asked for once per engine (not per module).
+        make = None
+        if uniform.selected and uniform.rule is not None and self.walker.applies:
+            make = self.walker._uniform_walks.get(self.engine, _UNASKED)
+            if make is _UNASKED:
+                make = self.walker._uniform_walks[self.engine] = getattr(self.engine, "uniform_walk", None)
+        return uniform.reason, uniform.rule, make
 
     def walk(self, items: list[tuple[str, Any]] | dict[str, Any]) -> None:
         """Walk `items`, (name, value) pairs or a namespace (its pairs as they are now)."""
-        native = self._native_walk()
-        if native is not None:
-            # The same decisions in C for what it knows (plain functions, Python classes), the
-            # methods below for the rest (autonvtx/_native/uniform.c).
-            native(items, (  # a list or a dict, exactly: what _instrument_items passes
-                self.name, self.uniform_reason, self.report.names_wrapped_for(self.uniform_reason),
-                self.report.skips,
-                self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
-                self._visit_member, self._wrap, self._failed,
-                self.uniform.rule.builtins,  # type: ignore[union-attr]
-                self.namespace, self.report.rebound, self._remember, MEMBER,
-            ))
-            return
+        uniform = self.uniform
+        if uniform is not None:
+            reason, rule, make = self.walker._uniform_plans[id(uniform)]
+            if make is not None:
+                native = make(self.rule_module, rule)
+                if native is not None:
+                    report = self.report
+                    # The same decisions in C for what it knows (plain functions, classes), the
+                    # methods below for the rest (_native/uniform.c); `items` exactly as given.
+                    native(items, (
+                        self.name, reason, report.names_wrapped_for(reason), report.skips,
+                        self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
+                        self._visit_member, self._wrap, self._failed,
+                        rule.builtins,
+                        self.namespace, report.rebound, self._remember, MEMBER,
+                    ))
+                    return
         kinds = _kinds
         for attr, value in list(items.items()) if isinstance(items, dict) else items:
             kind = kinds.get(type(value))
@@ -270,17 +297,6 @@ class _ModuleWalk:
                 self._visit_global(attr, value, kind)
             except Exception as exc:
                 self.report.skip(attr, f"cannot wrap: {type(exc).__name__}: {exc}")
-
-    def _native_walk(self) -> Callable[[list[tuple[str, Any]] | dict[str, Any], tuple[Any, ...]], None] | None:
-        # An engine that can walk a module one rule selects as a whole, in one native call.
-        uniform = self.uniform
-        if uniform is None or not uniform.selected or uniform.rule is None or not self.walker.applies:
-            return None
-        engine = self.engine
-        make = self.walker._uniform_walks.get(engine, _UNASKED)  # asked once per engine, not per module
-        if make is _UNASKED:
-            make = self.walker._uniform_walks[engine] = getattr(engine, "uniform_walk", None)
-        return make(self.rule_module, uniform.rule) if make is not None else None
 
     def _failed(self, where: str, exc: BaseException) -> None:
         self.report.skip(where, f"cannot wrap: {type(exc).__name__}: {exc}")

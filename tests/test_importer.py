@@ -1,6 +1,7 @@
 """The import hook: cheap rejection, chained loaders, clean install/uninstall, no deadlocks."""
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
 import sys
 import threading
@@ -328,3 +329,61 @@ def test_import_time_warnings_are_attributed_as_python_attributes_them(tmp_path:
     ours = run("-m", "autonvtx", "run", "-t", "lib_*", "main.py",
                NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop")
     assert ours == expected
+
+
+def test_finders_added_or_removed_after_the_first_target_are_asked_as_importlib_would(
+    hook: ImportHook, src: Path
+) -> None:
+    # The finder keeps the finders after it between imports: a change of sys.meta_path made
+    # after a target was imported must still be seen, in both directions.
+    make_file(src / "inst_target_m1.py", "def f():\n    return 1\n")
+    import inst_target_m1  # noqa: F401  (fills the finder's list of the finders after it)
+
+    class Served(importlib.abc.Loader):
+        def exec_module(self, module: types.ModuleType) -> None:
+            exec("def g():\n    return 2\n", vars(module))
+
+    class ServingFinder:
+        def __init__(self) -> None:
+            self.asked: list[str] = []
+
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+            self.asked.append(fullname)
+            if fullname == "inst_target_served":
+                return importlib.util.spec_from_loader(fullname, Served())
+            return None
+
+    serving = ServingFinder()
+    sys.meta_path.append(serving)
+    try:
+        import inst_target_served  # type: ignore[import-not-found]
+    finally:
+        sys.meta_path.remove(serving)
+    assert inst_target_served.g() == 2 and isinstance(inst_target_served.g, RangeWrapper)
+    assert type(inst_target_served.__loader__) is Served
+    make_file(src / "inst_target_m2.py", "def f():\n    return 1\n")
+    import inst_target_m2  # noqa: F401
+    assert serving.asked == ["inst_target_served"]
+    del sys.modules["inst_target_served"]
+
+
+def test_the_real_loaders_create_module_makes_the_module() -> None:
+    class Custom(types.ModuleType):
+        pass
+
+    class Real:
+        def create_module(self, spec: Any) -> types.ModuleType:
+            return Custom(spec.name)
+
+        def exec_module(self, module: types.ModuleType) -> None:
+            module.x = 1
+
+    seen: list[types.ModuleType] = []
+    loader = InstrumentingLoader(Real(), seen.append, lambda name, why: None)
+    spec = importlib.util.spec_from_loader("inst_custom_made", loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    assert type(module) is Custom
+    loader.exec_module(module)
+    assert seen == [module] and module.x == 1 and isinstance(module.__loader__, Real)
+    assert spec.loader.__class__ is Real

@@ -47,6 +47,27 @@ def test_should_consider_module(globs: tuple[str, ...], module: str, expected: b
     assert m.should_consider_module(module) is expected
 
 
+@pytest.mark.parametrize("globs", [
+    ("pkg", "pkg.*"),  # -t pkg: a set lookup and str.startswith, no regex
+    ("pkg",), ("pkg.*",), ("pkg*",), ("a", "b.*", "c.d*"),
+    ("pkg", "*.models"), ("pkg.*", "pkg[12]"), ("pkg?", "x.*"),  # a regex for these
+])
+def test_module_globs_match_as_fnmatch_does(globs: tuple[str, ...]) -> None:
+    # Every rule alone and all rules together decide each name exactly as fnmatch's regex.
+    import fnmatch
+    import re
+
+    names = ["pkg", "pkg.sub", "pkg.sub.deep", "pkgx", "pkg1", "pkg2", "PKG", "Pkg.sub", "a", "ab",
+             "b", "b.", "b.x", "c.d", "c.dx", "c", "x.y", "a.models", "pkg.\nsub", "", "other"]
+    for name in names:
+        expected = any(re.match(fnmatch.translate(g), name) for g in globs)
+        split = matcher(*(rule(i, (g,)) for i, g in enumerate(globs)))
+        together = matcher(rule(0, globs))
+        assert split.should_consider_module(name) is expected, (globs, name)
+        assert together.should_consider_module(name) is expected, (globs, name)
+        assert bool(together.rules_for_module(name)) is expected, (globs, name)
+
+
 def test_non_target_modules_never_reach_the_rule_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
     m = matcher(rule(0, ("myproject.*",)), rule(1, ("other",)))
     looked_up: list[str] = []

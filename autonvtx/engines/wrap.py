@@ -26,8 +26,8 @@ from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
 from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401
 from autonvtx.engines.wraptcore import lacking_what_functions_lack
+from autonvtx.moduledicts import module_dict as _module_dict
 
-_module_dict = vars(types.ModuleType)["__dict__"].__get__  # no module __getattr__ involved
 
 # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
 # ranged through their code, not wrapped (engines/coroutines.py says why); none before.
@@ -163,6 +163,7 @@ class WrapEngine:
         # uniform_walk(): per rule, a style and whether its color is auto; walks per color.
         self._rule_styles: dict[int, tuple[Any, bool]] = {}
         self._walkers: dict[tuple[int, int], Callable[..., None]] = {}
+        self._walk_function: Any = False  # ranges.uniform_walk_function(), asked once per engine
         # key_of(original) -> its wrapper (whose __wrapped__ holds the original: the key stays its).
         self._wrappers: dict[Any, RangeWrapper] = {}
         # key_of(original) -> module-level names in target modules bound to it before it was wrapped.
@@ -230,7 +231,9 @@ class WrapEngine:
     def uniform_walk(self, module: str, rule: Rule) -> Callable[..., None] | None:
         """The native walk (uniform.c) of `module`, which `rule` selects as a whole, made once
         per rule and color; None for a message other than the name, or no native client."""
-        if (walk := ranges.uniform_walk_function()) is None or _RangedFunctionWrapper is None:
+        if (walk := self._walk_function) is False:
+            walk = self._walk_function = ranges.uniform_walk_function()
+        if walk is None or _RangedFunctionWrapper is None:
             return None
         ruled = self._rule_styles.get(id(rule))
         if ruled is None:

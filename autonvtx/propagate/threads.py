@@ -112,10 +112,9 @@ def _not_patched(name: str, why: str) -> None:
 
 
 def _stop_watching() -> None:
-    for i, entry in enumerate(sys.meta_path):
-        if entry is _finder:
-            del sys.meta_path[i]
-            break
+    from autonvtx.importer import remove_finder
+
+    remove_finder(_finder)
 
 
 _finder = ThreadingFinder()
