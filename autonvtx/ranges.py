@@ -435,6 +435,10 @@ def _probe() -> None:
     pass
 
 
+def _gap_probe() -> None:
+    pass  # run once, by _check_lazy_local_events, and only there
+
+
 def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
     """The native walk turns local events on as set_local_events does but leaves the code's
     instrumentation to its first run (monitoring.c, monitoring_turn_on_later): used only where
@@ -450,6 +454,12 @@ def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
     )
     monitoring.set_local_events(tool_id, code, 0)
     check(works)
+    # 3.13: the walk keeps a pending style in spare bytes of the code's monitoring data only
+    # where they come through the code's first run here (monitoring.c, gap_probe).
+    gap_probe = getattr(client, "gap_probe", None)
+    if works and gap_probe is not None and gap_probe(_gap_probe.__code__, 0):
+        _gap_probe()
+        gap_probe(_gap_probe.__code__, 1)
 
 
 def _unwind_while_open(monitoring: Any, tool_id: int, client: ModuleType) -> bool:

@@ -97,16 +97,54 @@ static int is_pending_style(void* candidate)
 /* The code's monitoring data, allocated as CPython allocates it, plus room for a pending
  * style where the allocator's rounding leaves it: pymalloc hands out multiples of 16 bytes,
  * and 3.12's 72-byte _PyCoMonitoringData sits in an 80-byte block whose last 8 bytes nothing
- * reads (3.13's is 64 bytes: no room, the code extra holds the style there). A pending code
- * then needs no code extra (a 16-byte block of its own, and PyUnstable_Code_SetExtra's
- * realloc), only the block CPython would allocate anyway. */
+ * reads. A pending code then needs no code extra (a 16-byte block of its own, and
+ * PyUnstable_Code_SetExtra's realloc), only the block CPython would allocate anyway. */
 #define DATA_SIZE sizeof(_PyCoMonitoringData)
 #define DATA_BLOCK ((DATA_SIZE + 15) & ~(size_t)15)
 #define STYLE_IN_DATA (DATA_BLOCK - DATA_SIZE >= sizeof(void*))
+/* 3.13's is 64 bytes, a block of its own, but its two 10-byte event tables leave 4 bytes
+ * before the pointer `tools` (Include/cpython/code.h: local_monitors, active_monitors, then
+ * tools): there the style's number in the table below, and its complement as a check. CPython
+ * 3.13 reaches the data only through its named members (Python/instrumentation.c:
+ * allocate_instrumentation_data sets each one, and only for data it allocates itself;
+ * update_instrumentation_data and set_local_events store the two tables, 10 bytes each, and
+ * the pointers; code_dealloc frees the pointers and the block), never copying the whole
+ * struct; and ranges.py checks once per process, on a code of its own, that the 4 bytes come
+ * through the code's first run (gap_probe), else the code extra holds the style. */
+#define GAP_OFFSET (offsetof(_PyCoMonitoringData, active_monitors) + sizeof(_Py_LocalMonitors))
+#define GAP_ROOM (offsetof(_PyCoMonitoringData, tools) - GAP_OFFSET)
+#define STYLE_IN_GAP (!STYLE_IN_DATA && GAP_ROOM >= 2 * sizeof(uint16_t))
+static int gap_works; /* gap_probe saw the gap come through a first run (else styles in extras) */
 #define EVENT_PY_START 0
 /* The tool bit the walk last turned events on for: a code whose PY_START has it and no code
- * extra is one whose monitoring data this module allocated, a pending style after it. */
+ * extra is one whose monitoring data this module allocated, a pending style in it. */
 static uint8_t pending_bit;
+#endif
+
+#ifdef LAZY_EVENTS
+/* Write and read the style's number (1-based, at most 65,535 styles) in the gap. */
+static int gap_put(_PyCoMonitoringData* data, PyObject* style)
+{
+    Py_ssize_t i;
+    uint16_t number[2];
+    for (i = 0; i < styles_count && i < 0xFFFF && (PyObject*)styles[i] != style; ++i)
+        ;
+    if (i == styles_count || i == 0xFFFF)
+        return 0;
+    number[0] = (uint16_t)(i + 1);
+    number[1] = (uint16_t)~number[0];
+    memcpy((char*)data + GAP_OFFSET, number, sizeof number);
+    return 1;
+}
+
+static PyObject* gap_get(_PyCoMonitoringData* data)
+{
+    uint16_t number[2];
+    memcpy(number, (char*)data + GAP_OFFSET, sizeof number);
+    if (number[0] == 0 || (uint16_t)(number[0] ^ number[1]) != 0xFFFF || number[0] > styles_count)
+        return NULL;
+    return (PyObject*)styles[number[0] - 1];
+}
 #endif
 
 /* The pending style a code's monitoring data points at (borrowed: the styles live as long
@@ -114,11 +152,13 @@ static uint8_t pending_bit;
 static PyObject* pending_in_data(PyCodeObject* code)
 {
 #ifdef LAZY_EVENTS
-    if (STYLE_IN_DATA) {
+    if (STYLE_IN_DATA || STYLE_IN_GAP) {
         _PyCoMonitoringData* data = code->_co_monitoring;
         void* style;
         if (data == NULL || pending_bit == 0 || !(data->local_monitors.tools[EVENT_PY_START] & pending_bit))
             return NULL;
+        if (!STYLE_IN_DATA)
+            return gap_get(data);
         memcpy(&style, (char*)data + DATA_SIZE, sizeof style);
         return is_pending_style(style) ? (PyObject*)style : NULL;
     }
@@ -394,6 +434,10 @@ int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long ev
             pending_bit = bit;
             style = NULL; /* placed */
         }
+        else if (style != NULL && STYLE_IN_GAP && gap_works && gap_put(data, style)) {
+            pending_bit = bit;
+            style = NULL; /* placed */
+        }
         code->_co_monitoring = data;
     }
     else {
@@ -449,6 +493,51 @@ static PyObject* turn_on_later(PyObject* module, PyObject* const* args, Py_ssize
     if (PyErr_Occurred())
         return NULL;
     return PyBool_FromLong(monitoring_turn_on_later((PyCodeObject*)args[0], (int)tool_id, events));
+}
+
+/* gap_probe(code, 0) gives `code` (which must have no monitoring data yet) data of this
+ * module's with a number in the gap, no events, and out of date, as the walk leaves a pending
+ * code; the caller runs the code once, so CPython instruments it; gap_probe(code, 1) then says
+ * whether the number came through: only then does the walk keep styles there (else in code
+ * extras). True where there is no gap to use (3.12); False from stage 0 where `code` has data. */
+static PyObject* gap_probe(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || check_code(args[0], "gap_probe") < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "gap_probe(code, stage)");
+        return NULL;
+    }
+#ifdef LAZY_EVENTS
+    if (STYLE_IN_GAP) {
+        static const uint16_t mark[2] = {0x5A17, (uint16_t)~0x5A17};
+        PyCodeObject* code = (PyCodeObject*)args[0];
+        _PyCoMonitoringData* data = code->_co_monitoring;
+        uint16_t seen[2];
+        int stage = PyObject_IsTrue(args[1]);
+        if (stage < 0)
+            return NULL;
+        if (stage == 0) {
+            if (data != NULL || (data = PyMem_Malloc(DATA_SIZE)) == NULL)
+                Py_RETURN_FALSE;
+            memset(data, 0, sizeof *data);
+            memcpy((char*)data + GAP_OFFSET, mark, sizeof mark);
+            code->_co_monitoring = data;
+#if PY_VERSION_HEX >= 0x030D0000
+            code->_co_instrumentation_version = ~(uintptr_t)0xFF;
+#else
+            code->_co_instrumentation_version = UINT64_MAX;
+#endif
+            Py_RETURN_TRUE;
+        }
+        if (data != NULL) {
+            memcpy(seen, (char*)data + GAP_OFFSET, sizeof seen);
+            gap_works = memcmp(seen, mark, sizeof seen) == 0;
+        }
+        return PyBool_FromLong(gap_works);
+    }
+#endif
+    Py_RETURN_TRUE;
 }
 
 int monitoring_ready(void)
@@ -747,6 +836,10 @@ static PyMethodDef monitoring_methods[] = {
     {"turn_on_later", (PyCFunction)(void (*)(void))turn_on_later, METH_FASTCALL,
      "turn_on_later(code, tool_id, events, /) -> bool\n--\n\nset_local_events(tool_id, code, events) "
      "with the instrumentation left to the code's next run; False where it left it to the caller."},
+    {"gap_probe", (PyCFunction)(void (*)(void))gap_probe, METH_FASTCALL,
+     "gap_probe(code, stage, /) -> bool\n--\n\nStage 0: mark the spare bytes of `code`'s new "
+     "monitoring data (3.13); run the code; stage 1: whether the mark came through its "
+     "instrumentation (else pending styles stay in code extras)."},
     {"has_range", (PyCFunction)has_range, METH_O,
      "has_range(code, /)\n--\n\nWhether `code` has a Range, or the PendingRange its first run "
      "makes one from."},
