@@ -13,7 +13,7 @@ from autonvtx.rangetuples import Emitter as Emitter, Label as Label, label_for a
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator
 
     from autonvtx.resumptions import Thunk, Wrapper as Wrapper  # re-exported: the engines' type
 
@@ -314,8 +314,11 @@ class CodeMonitor:
         self.tool_id: int | None = None
         self._client: ModuleType | None = None  # the native client, once installed
         # What uninstall() must undo. A list, not a set: 8 bytes a code object where a set
-        # takes ~20, thousands of times over; membership is the code extra's (O(1)).
-        self._codes: list[types.CodeType] = []
+        # takes ~20, thousands of times over; membership is the code extra's (O(1)). Besides
+        # code objects, the native walk puts here the lists of names its reports keep
+        # (ModuleReport's), once per module: there it writes each code it monitors, named by
+        # its co_qualname, in place of that name, so a function costs one entry (_walked()).
+        self._codes: list[types.CodeType | list[Any]] = []
         self._lazy_checked = False  # _check_lazy_local_events() ran
 
     def install(self) -> str | None:
@@ -369,7 +372,14 @@ class CodeMonitor:
         tool_id, client = self._installed()
         _sys_monitoring().set_local_events(tool_id, code, 0)
         client.detach(code)
-        self._codes.remove(code)  # O(n): unmonitoring is rare
+        # O(n): unmonitoring is rare. A report's list keeps the name.
+        for held in self._codes:
+            if held is code:
+                self._codes.remove(code)
+                return
+            if isinstance(held, list) and any(entry is code for entry in held):
+                held[next(i for i, entry in enumerate(held) if entry is code)] = code.co_qualname
+                return
 
     def monitor_new(self, code: types.CodeType, prepared: Any) -> None:
         """monitor() for code this monitor does not monitor yet (the caller asked
@@ -401,7 +411,18 @@ class CodeMonitor:
 
     def monitored(self) -> int:
         """How many code objects this monitor gives ranges."""
-        return len(self._codes)
+        return sum(1 for _ in self._walked())
+
+    def _walked(self) -> Iterator[types.CodeType]:
+        """Every code object this monitor monitors: those in _codes, and those the native walk
+        wrote into its reports' lists (each list once, where a module's walk put it twice)."""
+        seen: set[int] = set()
+        for held in self._codes:
+            if not isinstance(held, list):
+                yield held
+            elif id(held) not in seen:
+                seen.add(id(held))
+                yield from (entry for entry in held if type(entry) is types.CodeType)
 
     def uninstall(self) -> None:
         """Undo install() and every monitor(): no event, callback, range or tool id of
@@ -410,9 +431,12 @@ class CodeMonitor:
             return
         tool_id, client = self._installed()
         monitoring = _sys_monitoring()
-        for code in self._codes:
+        for code in self._walked():
             monitoring.set_local_events(tool_id, code, 0)
             client.detach(code)
+        for held in self._codes:  # the reports keep their names, no code objects
+            if isinstance(held, list):
+                held[:] = [entry.co_qualname if type(entry) is types.CodeType else entry for entry in held]
         self._codes.clear()
         client.arm_unwind(-1)
         monitoring.set_events(tool_id, 0)

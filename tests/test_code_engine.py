@@ -223,7 +223,7 @@ for name, module in modules:
 reports = {name: [list(r.wrapped.items()), list(r.skipped.items()), r.rebound]
            for name, r in walker.reports.items()}
 if engine_name == "code":
-    applied = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._codes)
+    applied = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._walked())
 else:
     def shown(holder, attr, value):
         inner = getattr(value, "__func__", value)

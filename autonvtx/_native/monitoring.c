@@ -648,29 +648,59 @@ static PyObject* str_wrapped;
 
 static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
 
-/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
-static int turn_on(walk_state* w, PyObject* code)
+/* Its local events on, and where `remember`, the code remembered for uninstall
+ * (CodeMonitor.monitor_new). */
+static int turn_on(walk_state* w, PyObject* code, int remember)
 {
     if (!monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits) &&
         call_back(w->set_local_events, (PyObject*[]){w->tool_id, code, w->events}, 3) < 0)
         return -1;
-    return PyList_Append(w->codes, code);
+    return remember ? PyList_Append(w->codes, code) : 0;
 }
 
-/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
- * attached, local events on, the code remembered for uninstall. */
+/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: its
+ * range attached, local events on. 1: done, the caller remembers the code for uninstall
+ * (report_monitored); 0: it had a range already (the first decision about a code object
+ * stands); -1: error. */
 static int monitor_code(walk_state* w, PyObject* code)
 {
     int done;
     if (monitoring_attached((PyCodeObject*)code))
-        return 0; /* the first decision about a code object stands */
+        return 0;
     /* The module's PendingRange: the code's own Range is made on its first run. */
     done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
     if (done != 0)
-        return done < 0 ? -1 : PyList_Append(w->codes, code);
-    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
+        return done < 0 ? -1 : 1;
+    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0 || turn_on(w, code, 0) < 0)
         return -1;
-    return turn_on(w, code);
+    return 1;
+}
+
+/* A code monitor_code() monitored, known by its own co_qualname: its entry in the report's
+ * list of names wrapped (at `at`, its qualname there now) becomes the code itself, read as
+ * its co_qualname (decisions.ModuleReport), and that list is one uninstall reads
+ * (CodeMonitor: an entry of the uninstall list, once per module): a function costs one
+ * entry, not one in each list. */
+static int report_monitored(walk_state* w, Py_ssize_t at, PyObject* code)
+{
+    PyObject* codes = w->codes;
+    Py_ssize_t count = PyList_GET_SIZE(codes);
+    if (at >= PyList_GET_SIZE(w->wrapped) || !same_str(PyList_GET_ITEM(w->wrapped, at),
+                                                       ((PyCodeObject*)code)->co_qualname))
+        return PyList_Append(codes, code); /* the list changed under the walk: kept apart */
+    if ((count == 0 || PyList_GET_ITEM(codes, count - 1) != w->wrapped) && PyList_Append(codes, w->wrapped) < 0)
+        return -1;
+    return PyList_SetItem(w->wrapped, at, Py_NewRef(code));
+}
+
+/* The report's entry for a code that runs as its own co_qualname: the code where the walk
+ * monitored it now (`monitored`: monitor_code's result), its name where it had a range. */
+static int report_code(walk_state* w, PyObject* code, int monitored)
+{
+    Py_ssize_t at = PyList_GET_SIZE(w->wrapped);
+    if (PyList_Append(w->wrapped, ((PyCodeObject*)code)->co_qualname) < 0)
+        return -1;
+    return monitored == 1 ? report_monitored(w, at, code) : 0;
 }
 
 static int defines_code(PyCodeObject* code)
@@ -721,8 +751,8 @@ static int visit_nested(walk_state* w, PyCodeObject* code)
                 continue;
             if (is_protocol(w, inner->co_name))
                 result = skip_protocol(w, inner->co_qualname);
-            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
-                result = PyList_Append(w->wrapped, inner->co_qualname);
+            else if ((result = monitor_code(w, (PyObject*)inner)) >= 0)
+                result = report_code(w, (PyObject*)inner, result);
         }
         Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
         if (result < 0)
@@ -783,7 +813,7 @@ static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
     range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
     if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
         return -1;
-    return turn_on(w, code);
+    return turn_on(w, code, 1);
 }
 
 /* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
@@ -792,6 +822,7 @@ int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
     PyObject* code = ((PyFunctionObject*)func)->func_code;
     int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
     int result;
+    Py_ssize_t at;
 
     if (same < 0)
         return -1;
@@ -813,11 +844,15 @@ int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
         return result;
     }
     result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
+    at = PyList_GET_SIZE(w->wrapped);
     if (result == 0)
         result = PyList_Append(w->wrapped, qualname);
-    if (result == 0)
-        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
-                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
+    if (result == 0 && same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1) {
+        result = monitor_code(w, code);
+        result = result == 1 ? report_monitored(w, at, code) : result;
+    }
+    else if (result == 0)
+        result = monitor_code_as(w, code, qualname);
     Py_DECREF(code);
     return result;
 }
