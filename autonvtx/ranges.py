@@ -295,17 +295,15 @@ class CodeMonitor:
     is replaced.
 
     install() claims a free tool id ("autonvtx") and registers native callbacks: push on
-    PY_START, PY_RESUME and PY_THROW, pop on PY_RETURN, PY_YIELD and PY_UNWIND, so a
-    generator or coroutine gets a range per resumption and every exit pops. monitor(code,
-    emitter) attaches the emitter's native range to the code object (a code extra, found in
-    O(1) by the callbacks) and turns on the local events for it. PY_UNWIND and PY_THROW can
-    only be global: for code without a range the callback returns at once, and PY_UNWIND is on
-    only while one of the callbacks' ranges is open, where the native client can switch it
-    (_unwind_while_open), so untargeted exceptions outside them cost nothing. A frame already
-    running when its code gets monitored pushed nothing, and its exit pops nothing (the native
+    PY_START, PY_RESUME and PY_THROW, pop on PY_RETURN, PY_YIELD and PY_UNWIND (a range per
+    resumption, every exit pops). monitor(code, emitter) attaches the emitter's native range to
+    the code object (a code extra, O(1) for the callbacks) and turns on its local events.
+    PY_UNWIND and PY_THROW can only be global: for code without a range the callback returns at
+    once, and PY_UNWIND is on only while a range of the callbacks is open, where the native
+    client can switch it (_unwind_while_open): untargeted exceptions outside them cost nothing.
+    A frame running when its code gets monitored pushed nothing, and its exit pops nothing (the
     callbacks keep each thread's open ranges). uninstall() turns off every event this monitor
-    turned on, detaches every range and frees the tool id. One CodeMonitor is installed at a
-    time in a process."""
+    turned on, detaches every range and frees the tool id. One is installed at a time."""
 
     # The installed one (the code extra index the callbacks read is per process).
     active: CodeMonitor | None = None
@@ -314,10 +312,9 @@ class CodeMonitor:
         self.tool_id: int | None = None
         self._client: ModuleType | None = None  # the native client, once installed
         # What uninstall() must undo. A list, not a set: 8 bytes a code object where a set
-        # takes ~20, thousands of times over; membership is the code extra's (O(1)). Besides
-        # code objects, the native walk puts here the lists of names its reports keep
-        # (ModuleReport's), once per module: there it writes each code it monitors, named by
-        # its co_qualname, in place of that name, so a function costs one entry (_walked()).
+        # takes ~20, thousands of times over; membership is the code extra's (O(1)). And once
+        # per module, the report's list of names, where the native walk writes each code it
+        # monitors in place of its co_qualname: one entry a function (_walked()).
         self._codes: list[types.CodeType | list[Any]] = []
         self._lazy_checked = False  # _check_lazy_local_events() ran
 
@@ -372,13 +369,10 @@ class CodeMonitor:
         tool_id, client = self._installed()
         _sys_monitoring().set_local_events(tool_id, code, 0)
         client.detach(code)
-        # O(n): unmonitoring is rare. A report's list keeps the name.
-        for held in self._codes:
-            if held is code:
-                self._codes.remove(code)
-                return
-            if isinstance(held, list) and any(entry is code for entry in held):
-                held[next(i for i, entry in enumerate(held) if entry is code)] = code.co_qualname
+        for held in (self._codes, *(h for h in self._codes if isinstance(h, list))):  # O(n): rare
+            at = next((i for i, entry in enumerate(held) if entry is code), -1)
+            if at >= 0:  # a report's list keeps the name; _walked() passes names by
+                held[at] = code.co_qualname
                 return
 
     def monitor_new(self, code: types.CodeType, prepared: Any) -> None:
@@ -410,19 +404,17 @@ class CodeMonitor:
         return client is not None and bool(client.has_range(code))
 
     def monitored(self) -> int:
-        """How many code objects this monitor gives ranges."""
-        return sum(1 for _ in self._walked())
+        return sum(1 for _ in self._walked())  # how many code objects this monitor gives ranges
 
     def _walked(self) -> Iterator[types.CodeType]:
-        """Every code object this monitor monitors: those in _codes, and those the native walk
-        wrote into its reports' lists (each list once, where a module's walk put it twice)."""
+        """Every code object monitored: in _codes, and in the reports' lists there (once each)."""
         seen: set[int] = set()
         for held in self._codes:
-            if not isinstance(held, list):
-                yield held
-            elif id(held) not in seen:
+            if isinstance(held, list) and id(held) not in seen:
                 seen.add(id(held))
                 yield from (entry for entry in held if type(entry) is types.CodeType)
+            elif type(held) is types.CodeType:
+                yield held
 
     def uninstall(self) -> None:
         """Undo install() and every monitor(): no event, callback, range or tool id of
@@ -434,9 +426,8 @@ class CodeMonitor:
         for code in self._walked():
             monitoring.set_local_events(tool_id, code, 0)
             client.detach(code)
-        for held in self._codes:  # the reports keep their names, no code objects
-            if isinstance(held, list):
-                held[:] = [entry.co_qualname if type(entry) is types.CodeType else entry for entry in held]
+        for held in (h for h in self._codes if isinstance(h, list)):  # the reports keep names
+            held[:] = [entry.co_qualname if type(entry) is types.CodeType else entry for entry in held]
         self._codes.clear()
         client.arm_unwind(-1)
         monitoring.set_events(tool_id, 0)
@@ -460,13 +451,13 @@ def _probe() -> None:
 
 
 def _gap_probe() -> None:
-    pass  # run once, by _check_lazy_local_events, and only there
+    pass  # run by _check_lazy_local_events only
 
 
 def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
     """The native walk turns local events on as set_local_events does but leaves the code's
-    instrumentation to its first run (monitoring.c, monitoring_turn_on_later): used only where
-    get_local_events reads back what it set, on a code object of ours."""
+    instrumentation to its first run (globalevents.c, monitoring_turn_on_later): used only
+    where get_local_events reads back what it set on a code of ours; 3.13's spare bytes too."""
     check = getattr(client, "lazy_local_events", None)
     turn_on = getattr(client, "turn_on_later", None)
     if check is None or turn_on is None:
@@ -478,8 +469,6 @@ def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
     )
     monitoring.set_local_events(tool_id, code, 0)
     check(works)
-    # 3.13: the walk keeps a pending style in spare bytes of the code's monitoring data only
-    # where they come through the code's first run here (monitoring.c, gap_probe).
     gap_probe = getattr(client, "gap_probe", None)
     if works and gap_probe is not None and gap_probe(_gap_probe.__code__, 0):
         _gap_probe()

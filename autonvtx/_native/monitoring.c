@@ -13,8 +13,10 @@
  * shared PendingRange (the module's style: domain handle, color, category; one per style for
  * the process), and the first run of the code makes its own Range, named by the code's
  * co_qualname, in its place. A function never called costs no Range and no registered string,
- * and on 3.12 no code extra either: its style is kept in the spare end of the monitoring data
- * block the walk allocates for it (pending_in_data).
+ * and no code extra either: its style is kept in room the monitoring data the walk allocates
+ * for it leaves unread (3.12: the block's spare end; 3.13: the bytes between its event tables
+ * and `tools`; globalevents.c, monitoring_pending_in_data). Nor a list entry of its own: the
+ * code takes its name's place in the report, and uninstall reads that list (report_monitored).
  *
  * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
  * resumes a suspended generator), monitoring_pop for PY_RETURN and PY_YIELD, and
@@ -48,7 +50,7 @@ static void release_range(void* extra)
 /* The styles walks give code objects until they first run (PendingStyles, range.c: a code's
  * message is its co_qualname), one per (domain, color, category) for the process: the hundreds
  * of modules of a package targeted wholesale share a few (the auto colors are a small palette),
- * and a code object's monitoring data may point at one without holding it (pending_in_data). */
+ * and a code object's monitoring data may name one without holding it (globalevents.c). */
 static PendingStyleObject** styles;
 static Py_ssize_t styles_count, styles_room;
 
@@ -83,89 +85,28 @@ PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, u
     return made;
 }
 
-static int is_pending_style(void* candidate)
+/* A style's number in the table (1-based; 0: not one), and the style of a number (else NULL):
+ * what a code's monitoring data keeps (globalevents.c). */
+Py_ssize_t monitoring_style_number(PyObject* candidate)
 {
     Py_ssize_t i;
     for (i = 0; i < styles_count; ++i)
-        if ((void*)styles[i] == candidate)
-            return 1;
+        if ((PyObject*)styles[i] == candidate)
+            return i + 1;
     return 0;
 }
 
-#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
-#define LAZY_EVENTS 1
-/* The code's monitoring data, allocated as CPython allocates it, plus room for a pending
- * style where the allocator's rounding leaves it: pymalloc hands out multiples of 16 bytes,
- * and 3.12's 72-byte _PyCoMonitoringData sits in an 80-byte block whose last 8 bytes nothing
- * reads. A pending code then needs no code extra (a 16-byte block of its own, and
- * PyUnstable_Code_SetExtra's realloc), only the block CPython would allocate anyway. */
-#define DATA_SIZE sizeof(_PyCoMonitoringData)
-#define DATA_BLOCK ((DATA_SIZE + 15) & ~(size_t)15)
-#define STYLE_IN_DATA (DATA_BLOCK - DATA_SIZE >= sizeof(void*))
-/* 3.13's is 64 bytes, a block of its own, but its two 10-byte event tables leave 4 bytes
- * before the pointer `tools` (Include/cpython/code.h: local_monitors, active_monitors, then
- * tools): there the style's number in the table below, and its complement as a check. CPython
- * 3.13 reaches the data only through its named members (Python/instrumentation.c:
- * allocate_instrumentation_data sets each one, and only for data it allocates itself;
- * update_instrumentation_data and set_local_events store the two tables, 10 bytes each, and
- * the pointers; code_dealloc frees the pointers and the block), never copying the whole
- * struct; and ranges.py checks once per process, on a code of its own, that the 4 bytes come
- * through the code's first run (gap_probe), else the code extra holds the style. */
-#define GAP_OFFSET (offsetof(_PyCoMonitoringData, active_monitors) + sizeof(_Py_LocalMonitors))
-#define GAP_ROOM (offsetof(_PyCoMonitoringData, tools) - GAP_OFFSET)
-#define STYLE_IN_GAP (!STYLE_IN_DATA && GAP_ROOM >= 2 * sizeof(uint16_t))
-static int gap_works; /* gap_probe saw the gap come through a first run (else styles in extras) */
-#define EVENT_PY_START 0
-/* The tool bit the walk last turned events on for: a code whose PY_START has it and no code
- * extra is one whose monitoring data this module allocated, a pending style in it. */
-static uint8_t pending_bit;
-#endif
-
-#ifdef LAZY_EVENTS
-/* Write and read the style's number (1-based, at most 65,535 styles) in the gap. */
-static int gap_put(_PyCoMonitoringData* data, PyObject* style)
+PyObject* monitoring_style_at(Py_ssize_t number)
 {
-    Py_ssize_t i;
-    uint16_t number[2];
-    for (i = 0; i < styles_count && i < 0xFFFF && (PyObject*)styles[i] != style; ++i)
-        ;
-    if (i == styles_count || i == 0xFFFF)
-        return 0;
-    number[0] = (uint16_t)(i + 1);
-    number[1] = (uint16_t)~number[0];
-    memcpy((char*)data + GAP_OFFSET, number, sizeof number);
-    return 1;
+    return number >= 1 && number <= styles_count ? (PyObject*)styles[number - 1] : NULL;
 }
 
-static PyObject* gap_get(_PyCoMonitoringData* data)
-{
-    uint16_t number[2];
-    memcpy(number, (char*)data + GAP_OFFSET, sizeof number);
-    if (number[0] == 0 || (uint16_t)(number[0] ^ number[1]) != 0xFFFF || number[0] > styles_count)
-        return NULL;
-    return (PyObject*)styles[number[0] - 1];
-}
-#endif
-
-/* The pending style a code's monitoring data points at (borrowed: the styles live as long
- * as the process), else NULL. */
-static PyObject* pending_in_data(PyCodeObject* code)
-{
-#ifdef LAZY_EVENTS
-    if (STYLE_IN_DATA || STYLE_IN_GAP) {
-        _PyCoMonitoringData* data = code->_co_monitoring;
-        void* style;
-        if (data == NULL || pending_bit == 0 || !(data->local_monitors.tools[EVENT_PY_START] & pending_bit))
-            return NULL;
-        if (!STYLE_IN_DATA)
-            return gap_get(data);
-        memcpy(&style, (char*)data + DATA_SIZE, sizeof style);
-        return is_pending_style(style) ? (PyObject*)style : NULL;
-    }
-#endif
-    (void)code;
-    return NULL;
-}
+/* A code's monitoring data, as CPython keeps it (globalevents.c): the pending style the walk
+ * left in it (borrowed), else NULL; whether the walk turns events on lazily; the probe of
+ * 3.13's spare bytes. */
+PyObject* monitoring_pending_in_data(PyCodeObject* code);
+void monitoring_lazy(int on);
+int monitoring_gap_probe(PyCodeObject* code, int stage);
 
 /* The code's own Range in place of its PendingRange; NULL (nothing raised) without memory. */
 static RangeObject* settle(PyObject* code, PendingStyleObject* pending)
@@ -264,7 +205,7 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     if (range == NULL) {
         /* Its style in its monitoring data, or not ours (PY_THROW is global). */
         PendingStyleObject* style = PyVectorcall_NARGS(nargsf) >= 1 && PyCode_Check(args[0])
-                                        ? (PendingStyleObject*)pending_in_data((PyCodeObject*)args[0])
+                                        ? (PendingStyleObject*)monitoring_pending_in_data((PyCodeObject*)args[0])
                                         : NULL;
         if (style != NULL)
             range = settle(args[0], style);
@@ -394,87 +335,13 @@ static PyObject* attach(PyObject* module, PyObject* const* args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
-/* sys.monitoring.set_local_events(tool_id, code, events) for a code object that has none of
- * this tool's yet, as CPython's _PyMonitoring_SetLocalEvents does it (Python/instrumentation.c,
- * 3.12 and 3.13: the code's monitoring data allocated, its local events set) but for the last
- * step: rather than re-instrumenting the bytecode now (_Py_Instrument's pass over every
- * instruction), the code is marked out of date, as CPython marks every code object when a
- * global set_events changes what is monitored, and RESUME, the first instruction of every run
- * of a code object and of every resumption of a generator, instruments it before it runs.
- * Same events, same order; a function never called (most of a package targeted wholesale)
- * no longer pays for its instrumentation: _Py_Instrument was about 3,000 of the 26,000
- * instructions per function of numpy + pandas walked by the code engine (3.12).
- * 1: done; 0: the caller calls set_local_events (turned off, or the code has events of this
- * tool already: CPython then decides). The fields used are in CPython's public header
- * (cpython/code.h); ranges.py checks the result with get_local_events once per process. */
-static int lazy_events_off;
-
-int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events)
-{
-    return monitoring_turn_on_pending(code, tool_id, events, NULL);
-}
-
-int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style)
-{
-#ifdef LAZY_EVENTS
-    _PyCoMonitoringData* data = code->_co_monitoring;
-    uint8_t bit = (uint8_t)(1u << tool_id);
-    int e;
-
-    if (lazy_events_off || tool_id < 0 || tool_id > 7 || events >= (1u << _PY_MONITORING_LOCAL_EVENTS))
-        return 0;
-    if (data == NULL) {
-        /* CPython frees it with PyMem_Free, whatever its size. */
-        data = PyMem_Malloc(style != NULL && STYLE_IN_DATA ? DATA_BLOCK : DATA_SIZE);
-        if (data == NULL)
-            return 0;
-        memset(data, 0, sizeof *data);
-        if (style != NULL && STYLE_IN_DATA) {
-            memcpy((char*)data + DATA_SIZE, &style, sizeof style);
-            pending_bit = bit;
-            style = NULL; /* placed */
-        }
-        else if (style != NULL && STYLE_IN_GAP && gap_works && gap_put(data, style)) {
-            pending_bit = bit;
-            style = NULL; /* placed */
-        }
-        code->_co_monitoring = data;
-    }
-    else {
-        for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
-            if (data->local_monitors.tools[e] & bit)
-                return 0;
-    }
-    /* Where the data was there before (the code ran): the code extra holds the style. */
-    if (style != NULL && monitoring_attach((PyObject*)code, Py_NewRef(style)) < 0)
-        return -1;
-    for (e = 0; events != 0; e++, events >>= 1)
-        if (events & 1)
-            data->local_monitors.tools[e] |= bit;
-    /* A version the interpreter's never equals: 3.12 forces an update with UINT64_MAX itself;
-     * 3.13 keeps its event bits in the low byte, zero in a code's version. */
-#if PY_VERSION_HEX >= 0x030D0000
-    code->_co_instrumentation_version = ~(uintptr_t)0xFF;
-#else
-    code->_co_instrumentation_version = UINT64_MAX;
-#endif
-    return 1;
-#else
-    (void)code;
-    (void)tool_id;
-    (void)events;
-    (void)style;
-    return 0;
-#endif
-}
-
 static PyObject* lazy_local_events(PyObject* module, PyObject* arg)
 {
     int on = PyObject_IsTrue(arg);
     (void)module;
     if (on < 0)
         return NULL;
-    lazy_events_off = !on;
+    monitoring_lazy(on);
     Py_RETURN_NONE;
 }
 
@@ -502,42 +369,17 @@ static PyObject* turn_on_later(PyObject* module, PyObject* const* args, Py_ssize
  * extras). True where there is no gap to use (3.12); False from stage 0 where `code` has data. */
 static PyObject* gap_probe(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
 {
+    int stage;
     (void)module;
     if (nargs != 2 || check_code(args[0], "gap_probe") < 0) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "gap_probe(code, stage)");
         return NULL;
     }
-#ifdef LAZY_EVENTS
-    if (STYLE_IN_GAP) {
-        static const uint16_t mark[2] = {0x5A17, (uint16_t)~0x5A17};
-        PyCodeObject* code = (PyCodeObject*)args[0];
-        _PyCoMonitoringData* data = code->_co_monitoring;
-        uint16_t seen[2];
-        int stage = PyObject_IsTrue(args[1]);
-        if (stage < 0)
-            return NULL;
-        if (stage == 0) {
-            if (data != NULL || (data = PyMem_Malloc(DATA_SIZE)) == NULL)
-                Py_RETURN_FALSE;
-            memset(data, 0, sizeof *data);
-            memcpy((char*)data + GAP_OFFSET, mark, sizeof mark);
-            code->_co_monitoring = data;
-#if PY_VERSION_HEX >= 0x030D0000
-            code->_co_instrumentation_version = ~(uintptr_t)0xFF;
-#else
-            code->_co_instrumentation_version = UINT64_MAX;
-#endif
-            Py_RETURN_TRUE;
-        }
-        if (data != NULL) {
-            memcpy(seen, (char*)data + GAP_OFFSET, sizeof seen);
-            gap_works = memcmp(seen, mark, sizeof seen) == 0;
-        }
-        return PyBool_FromLong(gap_works);
-    }
-#endif
-    Py_RETURN_TRUE;
+    stage = PyObject_IsTrue(args[1]);
+    if (stage < 0)
+        return NULL;
+    return PyBool_FromLong(monitoring_gap_probe((PyCodeObject*)args[0], stage));
 }
 
 int monitoring_ready(void)
@@ -549,7 +391,7 @@ int monitoring_attached(PyCodeObject* code)
 {
     void* extra = NULL;
     (void)PyUnstable_Code_GetExtra((PyObject*)code, extra_index, &extra);
-    return extra != NULL || pending_in_data(code) != NULL;
+    return extra != NULL || monitoring_pending_in_data(code) != NULL;
 }
 
 int monitoring_attach(PyObject* code, PyObject* range)
@@ -583,7 +425,7 @@ static PyObject* attached(PyObject* module, PyObject* code)
         return NULL;
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
-    if (extra == NULL && (extra = pending_in_data((PyCodeObject*)code)) != NULL) {
+    if (extra == NULL && (extra = monitoring_pending_in_data((PyCodeObject*)code)) != NULL) {
         extra = settle(code, (PendingStyleObject*)extra);
         if (extra == NULL)
             return PyErr_NoMemory();
