@@ -82,12 +82,15 @@ class ModuleReport:
 
     # Folded in place: a walk may hold these lists (the native walk does, for its module).
     def _fold_wrapped(self) -> None:
-        wrapped, reason, names = self._wrapped, self._reason, self._names
-        for i in range(self._folded, len(names)):
-            entry = names[i]
-            wrapped[entry if isinstance(entry, str) else entry.co_qualname] = reason
-        # The names go; code objects stay for the uninstall that reads this list.
-        names[:] = [entry for entry in names if not isinstance(entry, str)]
+        wrapped, reason, names, folded = self._wrapped, self._reason, self._names, self._folded
+        kept: list[Any] = []  # the names go; code objects stay for the uninstall that reads this list
+        for entry in names[folded:]:
+            if isinstance(entry, str):
+                wrapped[entry] = reason
+            else:
+                wrapped[entry.co_qualname] = reason
+                kept.append(entry)
+        names[folded:] = kept
         self._folded = len(names)
 
     def _fold_skipped(self) -> None:

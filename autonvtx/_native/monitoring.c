@@ -89,10 +89,13 @@ PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, u
  * what a code's monitoring data keeps (globalevents.c). */
 Py_ssize_t monitoring_style_number(PyObject* candidate)
 {
+    static Py_ssize_t last; /* a module's walk asks for its one style each time */
     Py_ssize_t i;
+    if (last >= 1 && last <= styles_count && (PyObject*)styles[last - 1] == candidate)
+        return last;
     for (i = 0; i < styles_count; ++i)
         if ((PyObject*)styles[i] == candidate)
-            return i + 1;
+            return last = i + 1;
     return 0;
 }
 
