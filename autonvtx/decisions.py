@@ -28,9 +28,12 @@ class ModuleReport:
     A package targeted wholesale has thousands of decisions, read only by --verbose, `list`
     and the exit counts: the walks append them to flat lists (8 bytes a name wrapped, 16 a
     name skipped, 32 a class member skipped, without making its "Class.attr" name), folded
-    into the `wrapped` and `skipped` dictionaries in order when something reads those."""
+    into the `wrapped` and `skipped` dictionaries in order when something reads those. The
+    code engine's native walk writes a code object it monitors, named by its co_qualname, in
+    place of that name: the same list is the one its uninstall reads (ranges.CodeMonitor), so
+    those entries stay in it, folded, until uninstall puts their names back."""
 
-    __slots__ = ("module", "verb", "rebound", "_wrapped", "_skipped", "_names", "_reason", "_skips")
+    __slots__ = ("module", "verb", "rebound", "_wrapped", "_skipped", "_names", "_folded", "_reason", "_skips")
 
     def __init__(self, module: str, verb: str = "wrapped") -> None:  # not a dataclass: start-up (issue 24)
         self.module = module
@@ -38,14 +41,17 @@ class ModuleReport:
         self.rebound: list[str] = []  # names pointed at an existing wrapper
         self._wrapped: dict[str, str] = {}  # qualname -> reason
         self._skipped: dict[str, str] = {}  # qualname -> reason
-        self._names: list[str] = []  # wrapped, not folded yet, all for `_reason`
+        # Wrapped, all for `_reason` from `_folded` on: a qualname, or a code object named by
+        # its co_qualname (the native walk's; the code engine's uninstall list too).
+        self._names: list[Any] = []
+        self._folded = 0
         self._reason = ""
         # Skipped, not folded yet: qualname, reason; or MEMBER, class qualname, attr, reason.
         self._skips: list[Any] = []
 
     @property
     def wrapped(self) -> dict[str, str]:
-        if self._names:
+        if len(self._names) > self._folded:
             self._fold_wrapped()
         return self._wrapped
 
@@ -76,10 +82,16 @@ class ModuleReport:
 
     # Folded in place: a walk may hold these lists (the native walk does, for its module).
     def _fold_wrapped(self) -> None:
-        wrapped, reason = self._wrapped, self._reason
-        for qualname in self._names:
-            wrapped[qualname] = reason
-        self._names.clear()
+        wrapped, reason, names, folded = self._wrapped, self._reason, self._names, self._folded
+        kept: list[Any] = []  # the names go; code objects stay for the uninstall that reads this list
+        for entry in names[folded:]:
+            if isinstance(entry, str):
+                wrapped[entry] = reason
+            else:
+                wrapped[entry.co_qualname] = reason
+                kept.append(entry)
+        names[folded:] = kept
+        self._folded = len(names)
 
     def _fold_skipped(self) -> None:
         skips, skipped = self._skips, self._skipped

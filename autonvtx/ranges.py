@@ -13,7 +13,7 @@ from autonvtx.rangetuples import Emitter as Emitter, Label as Label, label_for a
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator
 
     from autonvtx.resumptions import Thunk, Wrapper as Wrapper  # re-exported: the engines' type
 
@@ -295,17 +295,15 @@ class CodeMonitor:
     is replaced.
 
     install() claims a free tool id ("autonvtx") and registers native callbacks: push on
-    PY_START, PY_RESUME and PY_THROW, pop on PY_RETURN, PY_YIELD and PY_UNWIND, so a
-    generator or coroutine gets a range per resumption and every exit pops. monitor(code,
-    emitter) attaches the emitter's native range to the code object (a code extra, found in
-    O(1) by the callbacks) and turns on the local events for it. PY_UNWIND and PY_THROW can
-    only be global: for code without a range the callback returns at once, and PY_UNWIND is on
-    only while one of the callbacks' ranges is open, where the native client can switch it
-    (_unwind_while_open), so untargeted exceptions outside them cost nothing. A frame already
-    running when its code gets monitored pushed nothing, and its exit pops nothing (the native
+    PY_START, PY_RESUME and PY_THROW, pop on PY_RETURN, PY_YIELD and PY_UNWIND (a range per
+    resumption, every exit pops). monitor(code, emitter) attaches the emitter's native range to
+    the code object (a code extra, O(1) for the callbacks) and turns on its local events.
+    PY_UNWIND and PY_THROW can only be global: for code without a range the callback returns at
+    once, and PY_UNWIND is on only while a range of the callbacks is open, where the native
+    client can switch it (_unwind_while_open): untargeted exceptions outside them cost nothing.
+    A frame running when its code gets monitored pushed nothing, and its exit pops nothing (the
     callbacks keep each thread's open ranges). uninstall() turns off every event this monitor
-    turned on, detaches every range and frees the tool id. One CodeMonitor is installed at a
-    time in a process."""
+    turned on, detaches every range and frees the tool id. One is installed at a time."""
 
     # The installed one (the code extra index the callbacks read is per process).
     active: CodeMonitor | None = None
@@ -314,8 +312,10 @@ class CodeMonitor:
         self.tool_id: int | None = None
         self._client: ModuleType | None = None  # the native client, once installed
         # What uninstall() must undo. A list, not a set: 8 bytes a code object where a set
-        # takes ~20, thousands of times over; membership is the code extra's (O(1)).
-        self._codes: list[types.CodeType] = []
+        # takes ~20, thousands of times over; membership is the code extra's (O(1)). And once
+        # per module, the report's list of names, where the native walk writes each code it
+        # monitors in place of its co_qualname: one entry a function (_walked()).
+        self._codes: list[types.CodeType | list[Any]] = []
         self._lazy_checked = False  # _check_lazy_local_events() ran
 
     def install(self) -> str | None:
@@ -369,7 +369,11 @@ class CodeMonitor:
         tool_id, client = self._installed()
         _sys_monitoring().set_local_events(tool_id, code, 0)
         client.detach(code)
-        self._codes.remove(code)  # O(n): unmonitoring is rare
+        for held in (self._codes, *(h for h in self._codes if isinstance(h, list))):  # O(n): rare
+            at = next((i for i, entry in enumerate(held) if entry is code), -1)
+            if at >= 0:  # a report's list keeps the name; _walked() passes names by
+                held[at] = code.co_qualname
+                return
 
     def monitor_new(self, code: types.CodeType, prepared: Any) -> None:
         """monitor() for code this monitor does not monitor yet (the caller asked
@@ -400,8 +404,17 @@ class CodeMonitor:
         return client is not None and bool(client.has_range(code))
 
     def monitored(self) -> int:
-        """How many code objects this monitor gives ranges."""
-        return len(self._codes)
+        return sum(1 for _ in self._walked())  # how many code objects this monitor gives ranges
+
+    def _walked(self) -> Iterator[types.CodeType]:
+        """Every code object monitored: in _codes, and in the reports' lists there (once each)."""
+        seen: set[int] = set()
+        for held in self._codes:
+            if isinstance(held, list) and id(held) not in seen:
+                seen.add(id(held))
+                yield from (entry for entry in held if type(entry) is types.CodeType)
+            elif type(held) is types.CodeType:
+                yield held
 
     def uninstall(self) -> None:
         """Undo install() and every monitor(): no event, callback, range or tool id of
@@ -410,9 +423,11 @@ class CodeMonitor:
             return
         tool_id, client = self._installed()
         monitoring = _sys_monitoring()
-        for code in self._codes:
+        for code in self._walked():
             monitoring.set_local_events(tool_id, code, 0)
             client.detach(code)
+        for held in (h for h in self._codes if isinstance(h, list)):  # the reports keep names
+            held[:] = [entry.co_qualname if type(entry) is types.CodeType else entry for entry in held]
         self._codes.clear()
         client.arm_unwind(-1)
         monitoring.set_events(tool_id, 0)
@@ -435,10 +450,14 @@ def _probe() -> None:
     pass
 
 
+def _gap_probe() -> None:
+    pass  # run by _check_lazy_local_events only
+
+
 def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
     """The native walk turns local events on as set_local_events does but leaves the code's
-    instrumentation to its first run (monitoring.c, monitoring_turn_on_later): used only where
-    get_local_events reads back what it set, on a code object of ours."""
+    instrumentation to its first run (globalevents.c, monitoring_turn_on_later): used only
+    where get_local_events reads back what it set on a code of ours; 3.13's spare bytes too."""
     check = getattr(client, "lazy_local_events", None)
     turn_on = getattr(client, "turn_on_later", None)
     if check is None or turn_on is None:
@@ -450,6 +469,10 @@ def _check_lazy_local_events(client: ModuleType, tool_id: int) -> None:
     )
     monitoring.set_local_events(tool_id, code, 0)
     check(works)
+    gap_probe = getattr(client, "gap_probe", None)
+    if works and gap_probe is not None and gap_probe(_gap_probe.__code__, 0):
+        _gap_probe()
+        gap_probe(_gap_probe.__code__, 1)
 
 
 def _unwind_while_open(monitoring: Any, tool_id: int, client: ModuleType) -> bool:

@@ -223,7 +223,7 @@ for name, module in modules:
 reports = {name: [list(r.wrapped.items()), list(r.skipped.items()), r.rebound]
            for name, r in walker.reports.items()}
 if engine_name == "code":
-    applied = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._codes)
+    applied = sorted(f"{c.co_filename}:{c.co_firstlineno}:{c.co_qualname}" for c in monitor._walked())
 else:
     def shown(holder, attr, value):
         inner = getattr(value, "__func__", value)
@@ -387,7 +387,7 @@ LATE = """
 @needs_monitoring
 def test_a_wholesale_walk_leaves_instrumentation_to_each_code_s_first_run(tmp_path: Path) -> None:
     # The native walk sets each code object's local events as set_local_events does, and
-    # CPython instruments the code at its next RESUME (monitoring.c, monitoring_turn_on_later):
+    # CPython instruments the code at its next RESUME (globalevents.c, monitoring_turn_on_later):
     # get_local_events reads the same events, a code never run stays as it was compiled, and
     # every run, of any function made from the code or a generator resumed, gets its range.
     make_file(tmp_path / "late_mod.py", LATE)

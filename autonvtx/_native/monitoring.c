@@ -13,8 +13,10 @@
  * shared PendingRange (the module's style: domain handle, color, category; one per style for
  * the process), and the first run of the code makes its own Range, named by the code's
  * co_qualname, in its place. A function never called costs no Range and no registered string,
- * and on 3.12 no code extra either: its style is kept in the spare end of the monitoring data
- * block the walk allocates for it (pending_in_data).
+ * and no code extra either: its style is kept in room the monitoring data the walk allocates
+ * for it leaves unread (3.12: the block's spare end; 3.13: the bytes between its event tables
+ * and `tools`; globalevents.c, monitoring_pending_in_data). Nor a list entry of its own: the
+ * code takes its name's place in the report, and uninstall reads that list (report_monitored).
  *
  * ranges.CodeMonitor registers monitoring_push for PY_START, PY_RESUME and PY_THROW (a throw
  * resumes a suspended generator), monitoring_pop for PY_RETURN and PY_YIELD, and
@@ -48,7 +50,7 @@ static void release_range(void* extra)
 /* The styles walks give code objects until they first run (PendingStyles, range.c: a code's
  * message is its co_qualname), one per (domain, color, category) for the process: the hundreds
  * of modules of a package targeted wholesale share a few (the auto colors are a small palette),
- * and a code object's monitoring data may point at one without holding it (pending_in_data). */
+ * and a code object's monitoring data may name one without holding it (globalevents.c). */
 static PendingStyleObject** styles;
 static Py_ssize_t styles_count, styles_room;
 
@@ -83,49 +85,31 @@ PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, u
     return made;
 }
 
-static int is_pending_style(void* candidate)
+/* A style's number in the table (1-based; 0: not one), and the style of a number (else NULL):
+ * what a code's monitoring data keeps (globalevents.c). */
+Py_ssize_t monitoring_style_number(PyObject* candidate)
 {
+    static Py_ssize_t last; /* a module's walk asks for its one style each time */
     Py_ssize_t i;
+    if (last >= 1 && last <= styles_count && (PyObject*)styles[last - 1] == candidate)
+        return last;
     for (i = 0; i < styles_count; ++i)
-        if ((void*)styles[i] == candidate)
-            return 1;
+        if ((PyObject*)styles[i] == candidate)
+            return last = i + 1;
     return 0;
 }
 
-#if PY_VERSION_HEX < 0x030E0000 && !defined(Py_GIL_DISABLED)
-#define LAZY_EVENTS 1
-/* The code's monitoring data, allocated as CPython allocates it, plus room for a pending
- * style where the allocator's rounding leaves it: pymalloc hands out multiples of 16 bytes,
- * and 3.12's 72-byte _PyCoMonitoringData sits in an 80-byte block whose last 8 bytes nothing
- * reads (3.13's is 64 bytes: no room, the code extra holds the style there). A pending code
- * then needs no code extra (a 16-byte block of its own, and PyUnstable_Code_SetExtra's
- * realloc), only the block CPython would allocate anyway. */
-#define DATA_SIZE sizeof(_PyCoMonitoringData)
-#define DATA_BLOCK ((DATA_SIZE + 15) & ~(size_t)15)
-#define STYLE_IN_DATA (DATA_BLOCK - DATA_SIZE >= sizeof(void*))
-#define EVENT_PY_START 0
-/* The tool bit the walk last turned events on for: a code whose PY_START has it and no code
- * extra is one whose monitoring data this module allocated, a pending style after it. */
-static uint8_t pending_bit;
-#endif
-
-/* The pending style a code's monitoring data points at (borrowed: the styles live as long
- * as the process), else NULL. */
-static PyObject* pending_in_data(PyCodeObject* code)
+PyObject* monitoring_style_at(Py_ssize_t number)
 {
-#ifdef LAZY_EVENTS
-    if (STYLE_IN_DATA) {
-        _PyCoMonitoringData* data = code->_co_monitoring;
-        void* style;
-        if (data == NULL || pending_bit == 0 || !(data->local_monitors.tools[EVENT_PY_START] & pending_bit))
-            return NULL;
-        memcpy(&style, (char*)data + DATA_SIZE, sizeof style);
-        return is_pending_style(style) ? (PyObject*)style : NULL;
-    }
-#endif
-    (void)code;
-    return NULL;
+    return number >= 1 && number <= styles_count ? (PyObject*)styles[number - 1] : NULL;
 }
+
+/* A code's monitoring data, as CPython keeps it (globalevents.c): the pending style the walk
+ * left in it (borrowed), else NULL; whether the walk turns events on lazily; the probe of
+ * 3.13's spare bytes. */
+PyObject* monitoring_pending_in_data(PyCodeObject* code);
+void monitoring_lazy(int on);
+int monitoring_gap_probe(PyCodeObject* code, int stage);
 
 /* The code's own Range in place of its PendingRange; NULL (nothing raised) without memory. */
 static RangeObject* settle(PyObject* code, PendingStyleObject* pending)
@@ -224,7 +208,7 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     if (range == NULL) {
         /* Its style in its monitoring data, or not ours (PY_THROW is global). */
         PendingStyleObject* style = PyVectorcall_NARGS(nargsf) >= 1 && PyCode_Check(args[0])
-                                        ? (PendingStyleObject*)pending_in_data((PyCodeObject*)args[0])
+                                        ? (PendingStyleObject*)monitoring_pending_in_data((PyCodeObject*)args[0])
                                         : NULL;
         if (style != NULL)
             range = settle(args[0], style);
@@ -354,83 +338,13 @@ static PyObject* attach(PyObject* module, PyObject* const* args, Py_ssize_t narg
     Py_RETURN_NONE;
 }
 
-/* sys.monitoring.set_local_events(tool_id, code, events) for a code object that has none of
- * this tool's yet, as CPython's _PyMonitoring_SetLocalEvents does it (Python/instrumentation.c,
- * 3.12 and 3.13: the code's monitoring data allocated, its local events set) but for the last
- * step: rather than re-instrumenting the bytecode now (_Py_Instrument's pass over every
- * instruction), the code is marked out of date, as CPython marks every code object when a
- * global set_events changes what is monitored, and RESUME, the first instruction of every run
- * of a code object and of every resumption of a generator, instruments it before it runs.
- * Same events, same order; a function never called (most of a package targeted wholesale)
- * no longer pays for its instrumentation: _Py_Instrument was about 3,000 of the 26,000
- * instructions per function of numpy + pandas walked by the code engine (3.12).
- * 1: done; 0: the caller calls set_local_events (turned off, or the code has events of this
- * tool already: CPython then decides). The fields used are in CPython's public header
- * (cpython/code.h); ranges.py checks the result with get_local_events once per process. */
-static int lazy_events_off;
-
-int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events)
-{
-    return monitoring_turn_on_pending(code, tool_id, events, NULL);
-}
-
-int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style)
-{
-#ifdef LAZY_EVENTS
-    _PyCoMonitoringData* data = code->_co_monitoring;
-    uint8_t bit = (uint8_t)(1u << tool_id);
-    int e;
-
-    if (lazy_events_off || tool_id < 0 || tool_id > 7 || events >= (1u << _PY_MONITORING_LOCAL_EVENTS))
-        return 0;
-    if (data == NULL) {
-        /* CPython frees it with PyMem_Free, whatever its size. */
-        data = PyMem_Malloc(style != NULL && STYLE_IN_DATA ? DATA_BLOCK : DATA_SIZE);
-        if (data == NULL)
-            return 0;
-        memset(data, 0, sizeof *data);
-        if (style != NULL && STYLE_IN_DATA) {
-            memcpy((char*)data + DATA_SIZE, &style, sizeof style);
-            pending_bit = bit;
-            style = NULL; /* placed */
-        }
-        code->_co_monitoring = data;
-    }
-    else {
-        for (e = 0; e < _PY_MONITORING_LOCAL_EVENTS; e++)
-            if (data->local_monitors.tools[e] & bit)
-                return 0;
-    }
-    /* Where the data was there before (the code ran): the code extra holds the style. */
-    if (style != NULL && monitoring_attach((PyObject*)code, Py_NewRef(style)) < 0)
-        return -1;
-    for (e = 0; events != 0; e++, events >>= 1)
-        if (events & 1)
-            data->local_monitors.tools[e] |= bit;
-    /* A version the interpreter's never equals: 3.12 forces an update with UINT64_MAX itself;
-     * 3.13 keeps its event bits in the low byte, zero in a code's version. */
-#if PY_VERSION_HEX >= 0x030D0000
-    code->_co_instrumentation_version = ~(uintptr_t)0xFF;
-#else
-    code->_co_instrumentation_version = UINT64_MAX;
-#endif
-    return 1;
-#else
-    (void)code;
-    (void)tool_id;
-    (void)events;
-    (void)style;
-    return 0;
-#endif
-}
-
 static PyObject* lazy_local_events(PyObject* module, PyObject* arg)
 {
     int on = PyObject_IsTrue(arg);
     (void)module;
     if (on < 0)
         return NULL;
-    lazy_events_off = !on;
+    monitoring_lazy(on);
     Py_RETURN_NONE;
 }
 
@@ -451,6 +365,26 @@ static PyObject* turn_on_later(PyObject* module, PyObject* const* args, Py_ssize
     return PyBool_FromLong(monitoring_turn_on_later((PyCodeObject*)args[0], (int)tool_id, events));
 }
 
+/* gap_probe(code, 0) gives `code` (which must have no monitoring data yet) data of this
+ * module's with a number in the gap, no events, and out of date, as the walk leaves a pending
+ * code; the caller runs the code once, so CPython instruments it; gap_probe(code, 1) then says
+ * whether the number came through: only then does the walk keep styles there (else in code
+ * extras). True where there is no gap to use (3.12); False from stage 0 where `code` has data. */
+static PyObject* gap_probe(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    int stage;
+    (void)module;
+    if (nargs != 2 || check_code(args[0], "gap_probe") < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "gap_probe(code, stage)");
+        return NULL;
+    }
+    stage = PyObject_IsTrue(args[1]);
+    if (stage < 0)
+        return NULL;
+    return PyBool_FromLong(monitoring_gap_probe((PyCodeObject*)args[0], stage));
+}
+
 int monitoring_ready(void)
 {
     return extra_index >= 0;
@@ -460,7 +394,7 @@ int monitoring_attached(PyCodeObject* code)
 {
     void* extra = NULL;
     (void)PyUnstable_Code_GetExtra((PyObject*)code, extra_index, &extra);
-    return extra != NULL || pending_in_data(code) != NULL;
+    return extra != NULL || monitoring_pending_in_data(code) != NULL;
 }
 
 int monitoring_attach(PyObject* code, PyObject* range)
@@ -494,7 +428,7 @@ static PyObject* attached(PyObject* module, PyObject* code)
         return NULL;
     if (PyUnstable_Code_GetExtra(code, extra_index, &extra) < 0)
         return NULL;
-    if (extra == NULL && (extra = pending_in_data((PyCodeObject*)code)) != NULL) {
+    if (extra == NULL && (extra = monitoring_pending_in_data((PyCodeObject*)code)) != NULL) {
         extra = settle(code, (PendingStyleObject*)extra);
         if (extra == NULL)
             return PyErr_NoMemory();
@@ -559,29 +493,59 @@ static PyObject* str_wrapped;
 
 static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
 
-/* Its local events on, the code remembered for uninstall (CodeMonitor.monitor_new). */
-static int turn_on(walk_state* w, PyObject* code)
+/* Its local events on, and where `remember`, the code remembered for uninstall
+ * (CodeMonitor.monitor_new). */
+static int turn_on(walk_state* w, PyObject* code, int remember)
 {
     if (!monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits) &&
         call_back(w->set_local_events, (PyObject*[]){w->tool_id, code, w->events}, 3) < 0)
         return -1;
-    return PyList_Append(w->codes, code);
+    return remember ? PyList_Append(w->codes, code) : 0;
 }
 
-/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: a Range
- * attached, local events on, the code remembered for uninstall. */
+/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: its
+ * range attached, local events on. 1: done, the caller remembers the code for uninstall
+ * (report_monitored); 0: it had a range already (the first decision about a code object
+ * stands); -1: error. */
 static int monitor_code(walk_state* w, PyObject* code)
 {
     int done;
     if (monitoring_attached((PyCodeObject*)code))
-        return 0; /* the first decision about a code object stands */
+        return 0;
     /* The module's PendingRange: the code's own Range is made on its first run. */
     done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
     if (done != 0)
-        return done < 0 ? -1 : PyList_Append(w->codes, code);
-    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0)
+        return done < 0 ? -1 : 1;
+    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0 || turn_on(w, code, 0) < 0)
         return -1;
-    return turn_on(w, code);
+    return 1;
+}
+
+/* A code monitor_code() monitored, known by its own co_qualname: its entry in the report's
+ * list of names wrapped (at `at`, its qualname there now) becomes the code itself, read as
+ * its co_qualname (decisions.ModuleReport), and that list is one uninstall reads
+ * (CodeMonitor: an entry of the uninstall list, once per module): a function costs one
+ * entry, not one in each list. */
+static int report_monitored(walk_state* w, Py_ssize_t at, PyObject* code)
+{
+    PyObject* codes = w->codes;
+    Py_ssize_t count = PyList_GET_SIZE(codes);
+    if (at >= PyList_GET_SIZE(w->wrapped) || !same_str(PyList_GET_ITEM(w->wrapped, at),
+                                                       ((PyCodeObject*)code)->co_qualname))
+        return PyList_Append(codes, code); /* the list changed under the walk: kept apart */
+    if ((count == 0 || PyList_GET_ITEM(codes, count - 1) != w->wrapped) && PyList_Append(codes, w->wrapped) < 0)
+        return -1;
+    return PyList_SetItem(w->wrapped, at, Py_NewRef(code));
+}
+
+/* The report's entry for a code that runs as its own co_qualname: the code where the walk
+ * monitored it now (`monitored`: monitor_code's result), its name where it had a range. */
+static int report_code(walk_state* w, PyObject* code, int monitored)
+{
+    Py_ssize_t at = PyList_GET_SIZE(w->wrapped);
+    if (PyList_Append(w->wrapped, ((PyCodeObject*)code)->co_qualname) < 0)
+        return -1;
+    return monitored == 1 ? report_monitored(w, at, code) : 0;
 }
 
 static int defines_code(PyCodeObject* code)
@@ -632,8 +596,8 @@ static int visit_nested(walk_state* w, PyCodeObject* code)
                 continue;
             if (is_protocol(w, inner->co_name))
                 result = skip_protocol(w, inner->co_qualname);
-            else if ((result = monitor_code(w, (PyObject*)inner)) == 0)
-                result = PyList_Append(w->wrapped, inner->co_qualname);
+            else if ((result = monitor_code(w, (PyObject*)inner)) >= 0)
+                result = report_code(w, (PyObject*)inner, result);
         }
         Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
         if (result < 0)
@@ -694,7 +658,7 @@ static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
     range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
     if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
         return -1;
-    return turn_on(w, code);
+    return turn_on(w, code, 1);
 }
 
 /* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
@@ -703,6 +667,7 @@ int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
     PyObject* code = ((PyFunctionObject*)func)->func_code;
     int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
     int result;
+    Py_ssize_t at;
 
     if (same < 0)
         return -1;
@@ -724,11 +689,15 @@ int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
         return result;
     }
     result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
+    at = PyList_GET_SIZE(w->wrapped);
     if (result == 0)
         result = PyList_Append(w->wrapped, qualname);
-    if (result == 0)
-        result = same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1
-                     ? monitor_code(w, code) : monitor_code_as(w, code, qualname);
+    if (result == 0 && same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1) {
+        result = monitor_code(w, code);
+        result = result == 1 ? report_monitored(w, at, code) : result;
+    }
+    else if (result == 0)
+        result = monitor_code_as(w, code, qualname);
     Py_DECREF(code);
     return result;
 }
@@ -747,6 +716,10 @@ static PyMethodDef monitoring_methods[] = {
     {"turn_on_later", (PyCFunction)(void (*)(void))turn_on_later, METH_FASTCALL,
      "turn_on_later(code, tool_id, events, /) -> bool\n--\n\nset_local_events(tool_id, code, events) "
      "with the instrumentation left to the code's next run; False where it left it to the caller."},
+    {"gap_probe", (PyCFunction)(void (*)(void))gap_probe, METH_FASTCALL,
+     "gap_probe(code, stage, /) -> bool\n--\n\nStage 0: mark the spare bytes of `code`'s new "
+     "monitoring data (3.13); run the code; stage 1: whether the mark came through its "
+     "instrumentation (else pending styles stay in code extras)."},
     {"has_range", (PyCFunction)has_range, METH_O,
      "has_range(code, /)\n--\n\nWhether `code` has a Range, or the PendingRange its first run "
      "makes one from."},
