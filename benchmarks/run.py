@@ -396,7 +396,10 @@ def import_instructions(packages: str, cwd: str, env: dict[str, str]) -> dict[st
         command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
                    *autonvtx_command(), "run", "--config", f"{variant}.toml",
                    "-c", f"import gc; gc.disable(); import colorsys, {packages}; gc.enable(); gc.collect()"]
-        proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200)
+        # One hash seed for both variants: string hashes order dictionaries and sets, and
+        # unseeded runs of the same code moved by up to 9M instructions (1,500 a function).
+        proc = subprocess.run(command, cwd=cwd, env={**env, "PYTHONHASHSEED": "0"},
+                              capture_output=True, text=True, timeout=1200)
         collected = [line.split()[-1] for line in proc.stderr.splitlines() if "Collected :" in line]
         if proc.returncode != 0 or not collected:
             raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
