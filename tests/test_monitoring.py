@@ -632,13 +632,7 @@ def test_a_wholesale_walk_keeps_little_per_function_and_uninstall_leaves_nothing
                   report.lines() == lines, [e for e in report._names if not isinstance(e, str)])
     """
     script = make_file(tmp_path / "probe.py", probe)
-    from autonvtx.recorder import native
-
-    library = native.library_path()
-    if library is None:
-        pytest.skip("the native recorder is not built in this checkout")
-    env = {**os.environ, "NVTX_INJECTION64_PATH": library, "AUTONVTX_RECORDER_MODE": "noop",
-           "PYTHONPATH": str(REPO)}
+    env = noop_tool_env()
     sizes, lines = {}, {}
     for target in ("many_mod", "one_mod"):
         done = subprocess.run([sys.executable, str(script), target], capture_output=True, text=True,
@@ -652,6 +646,7 @@ def test_a_wholesale_walk_keeps_little_per_function_and_uninstall_leaves_nothing
     # 80 + 8 (3.12) and 64 + 8 (3.13), with the list's growth: a code extra (16) or a second
     # list entry (8) would not fit.
     assert per_function <= (92 if sys.version_info < (3, 13) else 76), per_function
+
 
 def test_unmonitoring_a_walked_code_keeps_its_name_in_the_report(tmp_path: Path) -> None:
     # The native walk keeps a monitored code in the report's list, in its name's place: taken
@@ -678,13 +673,7 @@ def test_unmonitoring_a_walked_code_keeps_its_name_in_the_report(tmp_path: Path)
         print({{sys.monitoring.get_local_events(tool, c) for c in codes}}, report.lines() == lines)
     """
     script = make_file(tmp_path / "probe.py", probe)
-    from autonvtx.recorder import native
-
-    library = native.library_path()
-    if library is None:
-        pytest.skip("the native recorder is not built in this checkout")
-    env = {**os.environ, "NVTX_INJECTION64_PATH": library, "AUTONVTX_RECORDER_MODE": "noop",
-           "PYTHONPATH": str(REPO)}
+    env = noop_tool_env()
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["399 False 0 399 True", "None f6", "{0} True"]
@@ -710,3 +699,15 @@ def test_the_spare_bytes_of_the_monitoring_data_are_probed_on_a_code_of_their_ow
         assert probe(fresh.__code__, 0) is False  # its data is there now
     else:
         assert probe(fresh.__code__, 0) is True and probe(fresh.__code__, 1) is True  # nothing to probe
+
+
+def noop_tool_env() -> dict[str, str]:
+    """This environment with the native recorder attached as a no-op NVTX tool; skips the test
+    where it is not built."""
+    from autonvtx.recorder import native
+
+    library = native.library_path()
+    if library is None:
+        pytest.skip("the native recorder is not built in this checkout")
+    return {**os.environ, "NVTX_INJECTION64_PATH": library, "AUTONVTX_RECORDER_MODE": "noop",
+            "PYTHONPATH": str(REPO)}

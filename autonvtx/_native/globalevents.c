@@ -141,6 +141,18 @@ PyObject* monitoring_pending_in_data(PyCodeObject* code)
  * (cpython/code.h); ranges.py checks the result with get_local_events once per process. */
 static int lazy_events_off;
 
+/* A version the interpreter's never equals, so the code is instrumented at its next RESUME:
+ * 3.12 forces an update with UINT64_MAX itself; 3.13 keeps its event bits in the low byte, zero
+ * in a code's version. */
+static void force_instrumenting(PyCodeObject* code)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    code->_co_instrumentation_version = ~(uintptr_t)0xFF;
+#else
+    code->_co_instrumentation_version = UINT64_MAX;
+#endif
+}
+
 int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events)
 {
     return monitoring_turn_on_pending(code, tool_id, events, NULL);
@@ -182,13 +194,7 @@ int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long ev
     for (e = 0; events != 0; e++, events >>= 1)
         if (events & 1)
             data->local_monitors.tools[e] |= bit;
-    /* A version the interpreter's never equals: 3.12 forces an update with UINT64_MAX itself;
-     * 3.13 keeps its event bits in the low byte, zero in a code's version. */
-#if PY_VERSION_HEX >= 0x030D0000
-    code->_co_instrumentation_version = ~(uintptr_t)0xFF;
-#else
-    code->_co_instrumentation_version = UINT64_MAX;
-#endif
+    force_instrumenting(code);
     return 1;
 }
 
@@ -211,11 +217,7 @@ int monitoring_gap_probe(PyCodeObject* code, int stage)
         memset(data, 0, sizeof *data);
         memcpy((char*)data + GAP_OFFSET, mark, sizeof mark);
         code->_co_monitoring = data;
-#if PY_VERSION_HEX >= 0x030D0000
-        code->_co_instrumentation_version = ~(uintptr_t)0xFF;
-#else
-        code->_co_instrumentation_version = UINT64_MAX;
-#endif
+        force_instrumenting(code);
         return 1;
     }
     if (data != NULL) {

@@ -8,7 +8,9 @@
  *   steps.c       RangedSteps: a range around each resumption of a generator or async generator
  *   coroutine.c   RangedCoroutine: a coroutine's proxy, a range around each of its resumptions
  *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+), and its side of uniform.c's walk
- *   globalevents.c  where the interpreter keeps its global events (monitoring.c switches PY_UNWIND)
+ *   globalevents.c  CPython's monitoring structures: the interpreter's global events (monitoring.c
+ *                 switches PY_UNWIND) and a code's monitoring data (lazy local events, where a
+ *                 pending style is kept)
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines
  *   wrapping.c    the wrap engine's side of that walk: its table of wrappers, its writes
@@ -84,7 +86,7 @@ int monitoring_attach(PyObject* code, PyObject* range);
 PyObject* monitoring_pending(nvtxDomainHandle_t domain, PyObject* domain_name, unsigned long color,
                              unsigned long category);
 /* set_local_events(tool_id, code, events), the instrumentation left to the code's first run;
- * 0 when the caller must call set_local_events itself (monitoring.c). */
+ * 0 when the caller must call set_local_events itself (globalevents.c). */
 int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long events);
 /* The same for a code with no range yet, `style` (a monitoring_pending() style) its range's
  * until its first run, kept where it costs least: in the code's monitoring data where
