@@ -269,7 +269,7 @@ COLOR_NAMES: dict[str, int] = {
 }
 # Kelly's colors of maximum contrast (without white and black), which stay distinct
 # from one another on a timeline.
-_AUTO_PALETTE = (
+AUTO_PALETTE = (
     0xF3C300, 0x875692, 0xF38400, 0xA1CAF1, 0xBE0032, 0xC2B280, 0x848482, 0x008856, 0xE68FAC,
     0x0067A5, 0xF99379, 0x604E97, 0xF6A600, 0xB3446C, 0xDCD300, 0x882D17, 0x8DB600, 0x654522,
     0xE25822, 0x2B3D26,
@@ -296,7 +296,7 @@ def auto_color(module_name: str) -> int:
     """A stable color for a module: the same in every process and run (crc32, not hash())."""
     import zlib  # imported here: start-up cost of a run with no rules (issue 6)
 
-    return 0xFF000000 | _AUTO_PALETTE[zlib.crc32(module_name.encode()) % len(_AUTO_PALETTE)]
+    return 0xFF000000 | AUTO_PALETTE[zlib.crc32(module_name.encode()) % len(AUTO_PALETTE)]
 
 
 # Globs.

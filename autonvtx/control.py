@@ -15,6 +15,7 @@ from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
 from autonvtx.environment import is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
+from autonvtx.modulepath import ModulePlans
 from autonvtx.walk import Walker
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class Instrumentation:
         # each import and two for each target module: hundreds when a package is targeted
         # wholesale, issue 24).
         self.hook = ImportHook(self, self) if self.regions is not None else ImportHook(self.matcher, self.walker)
+        if self.regions is None:  # then modules one rule selects as a whole may go the C way
+            self.walker.plans = ModulePlans(self.hook, self.walker, self.matcher)
         self.activator: PluginActivator | None = None
         if config.plugins and not plan:
             # Imported only then: a run without plugins does not pay for it (start-up).

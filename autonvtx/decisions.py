@@ -35,7 +35,8 @@ class ModuleReport:
 
     __slots__ = ("module", "verb", "rebound", "_wrapped", "_skipped", "_names", "_folded", "_reason", "_skips")
 
-    def __init__(self, module: str, verb: str = "wrapped") -> None:  # not a dataclass: start-up (issue 24)
+    def __init__(self, module: str, verb: str = "wrapped", reason: str = "") -> None:  # not a dataclass: start-up
+        """`reason`: the one that names_wrapped_for() starts with (modulepath.py's)."""
         self.module = module
         self.verb = verb  # what the engine does to a selected function ("monitored": code engine)
         self.rebound: list[str] = []  # names pointed at an existing wrapper
@@ -45,7 +46,7 @@ class ModuleReport:
         # its co_qualname (the native walk's; the code engine's uninstall list too).
         self._names: list[Any] = []
         self._folded = 0
-        self._reason = ""
+        self._reason = reason
         # Skipped, not folded yet: qualname, reason; or MEMBER, class qualname, attr, reason.
         self._skips: list[Any] = []
 

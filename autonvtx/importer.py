@@ -63,7 +63,7 @@ class InstrumentingLoader:
             namespace = _module_dict(module)
             spec = namespace.get("__spec__")
             real = self.loader
-            if type(real) is not InstrumentingLoader and namespace.get("__loader__") is self \
+            if type(real) not in STAND_INS and namespace.get("__loader__") is self \
                     and type(spec) is ModuleSpec and spec.loader is self:
                 # The usual case, without a call: the module names its real loader again.
                 namespace["__loader__"] = spec.loader = real
@@ -85,7 +85,7 @@ class InstrumentingLoader:
         # program's code, and nothing of the program runs on autonvtx's behalf.
         namespace = _module_dict(module)
         real = self.loader
-        while isinstance(real, InstrumentingLoader):  # chained twice (propagate.threads' and ours)
+        while type(real) in STAND_INS:  # chained twice (propagate.threads' and ours)
             real = real.loader
         if namespace.get("__loader__") is self:
             namespace["__loader__"] = real
@@ -106,6 +106,10 @@ LOADER_FRAME_FILENAME = f"{os.path.abspath(__file__)} (chained loader, as import
 InstrumentingLoader.exec_module.__code__ = InstrumentingLoader.exec_module.__code__.replace(
     co_filename=LOADER_FRAME_FILENAME
 )
+
+
+# The stand-in loader types: this one, and the native client's (use_native_loader()).
+STAND_INS: list[type] = [InstrumentingLoader]
 
 
 def _default_module(spec: ModuleSpec) -> None:
@@ -161,7 +165,7 @@ class InstrumentingFinder:
             return spec
         # A stand-in that delegates to the real loader (not an importlib.abc.Loader subclass:
         # its defaults would answer for the real loader).
-        spec.loader = InstrumentingLoader(loader, hook.on_executed, hook.on_skipped)  # type: ignore[assignment]
+        spec.loader = hook.loader_type(loader, hook.on_executed, hook.on_skipped)
         return spec
 
     def _real_spec(self, fullname: str, path: Any, target: Any) -> ModuleSpec | None:
@@ -213,8 +217,17 @@ class ImportHook:
         # name -> callbacks, each called once, right after that module executed.
         self.triggers: dict[str, list[Callable[[types.ModuleType], None]]] = {}
         # What each module's stand-in loader calls back, bound once (not per target module).
-        self.on_executed = self.module_executed
+        self.on_executed: Callable[[types.ModuleType], None] = self.module_executed
         self.on_skipped = self.note_skipped
+        self.loader_type: Any = InstrumentingLoader
+
+    def use_native_loader(self, native: type) -> None:
+        """Stand in for target modules' loaders with the native client's InstrumentingLoader
+        (chainedloader.c: no Python frame of its own per module) from now on."""
+        native.set_stand_in_type(InstrumentingLoader, ModuleSpec)  # type: ignore[attr-defined]
+        if native not in STAND_INS:
+            STAND_INS.append(native)
+        self.loader_type = native
 
     @property
     def installed(self) -> bool:

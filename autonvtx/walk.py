@@ -44,7 +44,7 @@ WRAPPABLE_DUNDERS = frozenset({
 })
 
 # autonvtx's own machinery: wrapping it would put ranges inside the code that emits them.
-_REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
+REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: classes written in Python (settable attributes)
 
@@ -89,8 +89,8 @@ class Walker:
         # Modules met while the engine itself was being imported, walked right after.
         self._deferred: list[types.ModuleType] | None = None
         self._engine_lock = _thread.RLock()  # threading.RLock's, without threading (start-up)
-        # Per engine, its uniform_walk (None: it has none).
-        self._uniform_walks: dict[Any, Any] = {}
+        self._uniform_walks: dict[Any, Any] = {}  # per engine, its uniform_walk (None: none)
+        self.plans: Any = None  # modulepath.ModulePlans: the native walks, told to the import hook
 
     @property
     def built_engine(self) -> Engine | None:
@@ -164,11 +164,11 @@ class Walker:
         name = report.module
         if not items:
             return report
-        if name.partition(".")[0] in _REFUSED_PACKAGES:
+        if name.partition(".")[0] in REFUSED_PACKAGES:
             report.skip("<module>", "autonvtx machinery: never instrumented")
             return report
         try:
-            _ModuleWalk(self, module, namespace, name, report).walk(items)
+            ModuleWalk(self, module, namespace, name, report).walk(items)
         except Exception as exc:  # never raise into the program's import
             report.skip("<module>", f"instrumentation failed: {type(exc).__name__}: {exc}")
         return report
@@ -214,7 +214,7 @@ def _is_candidate(value: Any) -> bool:
     )
 
 
-class _ModuleWalk:
+class ModuleWalk:
     """One pass over a module's names. Reads only through vars() and type checks, so no
     code of the program runs (no property, no __getattr__, no metaclass hook)."""
 
@@ -279,10 +279,11 @@ class _ModuleWalk:
                     native(items, (
                         self.name, reason, report.names_wrapped_for(reason), report.skips,
                         self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
-                        self._visit_member, self._wrap, self._failed,
-                        rule.builtins,
+                        self._visit_member, self._wrap, self._failed, rule.builtins,
                         self.namespace, report.rebound, self._remember, MEMBER,
                     ))
+                    if (plans := self.walker.plans) is not None:
+                        plans.add(uniform, reason, rule, self.engine, self.rule_module)
                     return
         kinds = _kinds
         for attr, value in list(items.items()) if isinstance(items, dict) else items:
@@ -445,8 +446,7 @@ class _ModuleWalk:
         if decided is None:
             return None
         rule, reason = decided
-        # Reasons repeat (one per rule and glob): the matcher keeps one copy of each, not one
-        # per function.
+        # Reasons repeat (one per rule and glob): the matcher keeps one copy of each.
         self.report.add_wrapped(qualname, reason)
         if code is not None:
             self.engine.apply_code(code, self.rule_module, qualname, rule)

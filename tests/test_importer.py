@@ -51,9 +51,24 @@ def make_hook(*modules: str) -> ImportHook:
     return ImportHook(matcher, Walker(matcher))
 
 
+def loader_types() -> list[Any]:
+    """importer.py's stand-in loader, and the native client's (chainedloader.c) where built."""
+    from autonvtx.ranges import _client
+
+    native = getattr(_client, "ChainedLoader", None)
+    return [InstrumentingLoader] + ([native] if native is not None else [])
+
+
+@pytest.fixture(params=loader_types(), ids=lambda t: t.__module__)
+def loader_type(request: pytest.FixtureRequest) -> Any:
+    return request.param
+
+
 @pytest.fixture
-def hook() -> Iterator[ImportHook]:
+def hook(loader_type: Any) -> Iterator[ImportHook]:
     hook = make_hook("inst_target*")
+    if loader_type is not InstrumentingLoader:
+        hook.use_native_loader(loader_type)
     hook.install()
     yield hook
     hook.uninstall()
@@ -249,7 +264,7 @@ def test_module_replacing_itself_with_a_module_no_rule_targets_is_not_walked(hoo
     assert "elsewhere_alias" not in hook.instrumenter.reports and "inst_target_alias" not in hook.skipped
 
 
-def test_instrumenting_loader_delegates_what_it_does_not_override() -> None:
+def test_instrumenting_loader_delegates_what_it_does_not_override(loader_type: Any) -> None:
     class Real:
         def exec_module(self, module: types.ModuleType) -> None:
             module.x = 1
@@ -258,7 +273,7 @@ def test_instrumenting_loader_delegates_what_it_does_not_override() -> None:
             return True
 
     seen: list[types.ModuleType] = []
-    loader = InstrumentingLoader(Real(), seen.append, lambda name, why: None)
+    loader = loader_type(Real(), seen.append, lambda name, why: None)
     assert loader.is_package("anything") is True
     assert loader.create_module(importlib.util.spec_from_loader("m", loader)) is None
     module = types.ModuleType("m")
@@ -367,7 +382,7 @@ def test_finders_added_or_removed_after_the_first_target_are_asked_as_importlib_
     del sys.modules["inst_target_served"]
 
 
-def test_the_real_loaders_create_module_makes_the_module() -> None:
+def test_the_real_loaders_create_module_makes_the_module(loader_type: Any) -> None:
     class Custom(types.ModuleType):
         pass
 
@@ -379,7 +394,7 @@ def test_the_real_loaders_create_module_makes_the_module() -> None:
             module.x = 1
 
     seen: list[types.ModuleType] = []
-    loader = InstrumentingLoader(Real(), seen.append, lambda name, why: None)
+    loader = loader_type(Real(), seen.append, lambda name, why: None)
     spec = importlib.util.spec_from_loader("inst_custom_made", loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)

@@ -558,7 +558,7 @@ static int defines_code(PyCodeObject* code)
     return 0;
 }
 
-/* _ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
+/* ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
  * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
  * expressions (named "<...>") left alone. */
 static int visit_nested(walk_state* w, PyCodeObject* code)
@@ -661,7 +661,7 @@ static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
     return turn_on(w, code, 1);
 }
 
-/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname`. */
+/* The code engine's ModuleWalk._wrap for a plain function known as `qualname`. */
 int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
 {
     PyObject* code = ((PyFunctionObject*)func)->func_code;
@@ -675,13 +675,13 @@ int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
         Py_INCREF(code);
     else if ((code = code_named(func, qualname)) == NULL) {
         /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
-         * its code is defined (_ModuleWalk._wrap's skip). */
+         * its code is defined (ModuleWalk._wrap's skip). */
         PyObject* runs = ((PyFunctionObject*)func)->func_code;
         PyObject* reason;
         if (PyErr_Occurred())
             return -1;
         if (!PyCode_Check(runs))
-            return call_back(w->wrap, (PyObject*[]){func, qualname}, 2);
+            return walk_back(w, CB_WRAP, (PyObject*[]){func, qualname}, 2);
         reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
                             ((PyCodeObject*)runs)->co_qualname);
         result = reason == NULL ? -1 : skip(w, qualname, reason);

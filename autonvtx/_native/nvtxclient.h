@@ -150,5 +150,11 @@ int regions_add_to_module(PyObject* module);
  * returns how many have a tool. */
 long regions_rebind(void);
 int uniform_add_to_module(PyObject* module);
+int modulepath_add_to_module(PyObject* module);
+int chainedloader_add_to_module(PyObject* module);
+
+/* The exception being raised, taken (normalized; a new reference): its matching checked first
+ * (uniform.c). */
+PyObject* take_exception(void);
 
 #endif

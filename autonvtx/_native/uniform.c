@@ -247,7 +247,7 @@ int call_back(PyObject* callable, PyObject** args, size_t nargs)
     return done == NULL ? -1 : 0;
 }
 
-/* _ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
+/* ModuleWalk._wrap for a plain function known as `qualname`: what to bind in its place (a
  * new reference: the wrap engine's wrapper, or None when nothing is to be bound), NULL on
  * error. */
 static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualname)
@@ -264,6 +264,22 @@ static PyObject* decide_function(walk_state* w, PyObject* func, PyObject* qualna
     Py_RETURN_NONE;
 }
 
+PyObject* take_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *exc, *traceback;
+    PyErr_Fetch(&type, &exc, &traceback);
+    PyErr_NormalizeException(&type, &exc, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(exc, traceback);
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return exc;
+#endif
+}
+
 /* An error while deciding about `where`: reported as the Python walk reports it (only
  * Exception: KeyboardInterrupt and the like propagate). */
 static int report_failure(walk_state* w, PyObject* where)
@@ -272,20 +288,8 @@ static int report_failure(walk_state* w, PyObject* where)
     int result;
     if (!PyErr_ExceptionMatches(PyExc_Exception))
         return -1;
-#if PY_VERSION_HEX >= 0x030C0000
-    exc = PyErr_GetRaisedException();
-#else
-    {
-        PyObject *type, *traceback;
-        PyErr_Fetch(&type, &exc, &traceback);
-        PyErr_NormalizeException(&type, &exc, &traceback);
-        if (traceback != NULL)
-            PyException_SetTraceback(exc, traceback);
-        Py_XDECREF(type);
-        Py_XDECREF(traceback);
-    }
-#endif
-    result = call_back(w->failed, (PyObject*[]){where, exc}, 2);
+    exc = take_exception();
+    result = walk_back(w, CB_FAILED, (PyObject*[]){where, exc}, 2);
     Py_DECREF(exc);
     return result;
 }
@@ -305,7 +309,7 @@ static int set_stand_in(walk_state* w, PyObject* cls, PyObject* attr, PyObject* 
     return result;
 }
 
-/* _ModuleWalk._visit_member for a plain function, or a static or class method of one
+/* ModuleWalk._visit_member for a plain function, or a static or class method of one
  * (`rewrap`: staticmethod or classmethod, else NULL). */
 static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* func,
                                  PyObject* qualname, PyObject* rewrap)
@@ -349,7 +353,7 @@ static int visit_function_member(walk_state* w, PyObject* cls, PyObject* attr, P
     return set_stand_in(w, cls, attr, stand_in, rewrap);
 }
 
-/* _ModuleWalk._visit_other_member for what is never wrapped: properties, builtin methods,
+/* ModuleWalk._visit_other_member for what is never wrapped: properties, builtin methods,
  * other callables and method-like descriptors, each skipped with its reason. */
 static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObject* raw, long kind)
 {
@@ -375,7 +379,7 @@ static int skip_member(walk_state* w, PyObject* qualname, PyObject* attr, PyObje
     return result;
 }
 
-/* One member of a class: what C decides, or _ModuleWalk._visit_member. */
+/* One member of a class: what C decides, or ModuleWalk._visit_member. */
 static int visit_member(walk_state* w, PyObject* cls, PyObject* attr, PyObject* raw, PyObject* qualname)
 {
     long kind = kind_of(w, raw);
@@ -425,13 +429,13 @@ in_python:
         PyObject* kind_obj = PyLong_FromLong(kind);
         if (kind_obj == NULL)
             return -1;
-        result = call_back(w->visit_member, (PyObject*[]){cls, attr, raw, kind_obj, qualname}, 5);
+        result = walk_back(w, CB_VISIT_MEMBER, (PyObject*[]){cls, attr, raw, kind_obj, qualname}, 5);
         Py_DECREF(kind_obj);
         return result;
     }
 }
 
-/* _ModuleWalk._visit_class for a class written in Python (heap type). */
+/* ModuleWalk._visit_class for a class written in Python (heap type). */
 static int visit_class(walk_state* w, PyObject* cls, PyObject* qualname)
 {
     PyObject* id = PyLong_FromVoidPtr(cls);
@@ -472,7 +476,7 @@ error:
 }
 
 /* A builtin defined in the module, under a rule that leaves builtins out (and nothing wrapped
- * yet that it could be a re-export of): skipped, as _ModuleWalk._wrap(builtin=True) says. */
+ * yet that it could be a re-export of): skipped, as ModuleWalk._wrap(builtin=True) says. */
 static int skip_builtin(walk_state* w, PyObject* attr, PyObject* value)
 {
     PyObject* home = attribute_or(value, str_module, Py_None);
@@ -492,7 +496,7 @@ static int skip_builtin(walk_state* w, PyObject* attr, PyObject* value)
     return result;
 }
 
-/* One name of the module: _ModuleWalk._visit_global, in C for plain functions and classes. */
+/* One name of the module: ModuleWalk._visit_global, in C for plain functions and classes. */
 static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kind)
 {
     if (w->wrap_mode && (kind == K_FUNCTION || kind == K_BUILTIN) && PyUnicode_CheckExact(attr)) {
@@ -515,7 +519,7 @@ static int visit_global(walk_state* w, PyObject* attr, PyObject* value, long kin
         if (same < 0)
             return -1;
         if (!same) /* imported: decided where it is defined, rebound then (the wrap engine) */
-            return w->wrap_mode ? call_back(w->remember, (PyObject*[]){value, func->func_module, attr}, 3) : 0;
+            return w->wrap_mode ? walk_back(w, CB_REMEMBER, (PyObject*[]){value, func->func_module, attr}, 3) : 0;
         if (!PyUnicode_CheckExact(qualname) || is_local_name(qualname))
             qualname = attr;
         if (is_protocol(w, attr))
@@ -561,7 +565,7 @@ in_python:
         int result;
         if (kind_obj == NULL)
             return -1;
-        result = call_back(w->visit_global, (PyObject*[]){attr, value, kind_obj}, 3);
+        result = walk_back(w, CB_VISIT_GLOBAL, (PyObject*[]){attr, value, kind_obj}, 3);
         Py_DECREF(kind_obj);
         return result;
     }
@@ -661,12 +665,39 @@ static int parse_application(walk_state* w, PyObject* application)
 #endif
 }
 
+int uniform_walk_run(walk_state* w, PyObject* application, PyObject* items)
+{
+    const char* domain;
+    int result;
+    if (!parse_application(w, application))
+        return -1;
+    if (w->wrap_mode && (w->written != Py_None && !PyList_Check(w->written))) {
+        PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");
+        return -1;
+    }
+    domain = PyUnicode_AsUTF8(w->domain_name);
+    if (domain == NULL)
+        return -1;
+    /* One handle for the module's ranges (NULL: no tool attached; NVTX hands out one handle
+     * per name). */
+    w->domain = nvtxDomainCreateA(domain);
+#if PY_VERSION_HEX >= 0x030C0000
+    if (!w->wrap_mode) {
+        w->pending_range = monitoring_pending(w->domain, w->domain_name, w->color, w->category);
+        if (w->pending_range == NULL)
+            return -1;
+    }
+#endif
+    Py_INCREF(items);
+    result = walk_items(w, items);
+    Py_DECREF(items);
+    Py_CLEAR(w->pending_range);
+    return result;
+}
+
 static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
 {
     walk_state w;
-    PyObject* items;
-    const char* domain;
-    int result;
     (void)module;
 
     if (nargs != 3 || !PyTuple_Check(args[0]) || !(PyList_Check(args[1]) || PyDict_Check(args[1])) ||
@@ -675,35 +706,12 @@ static PyObject* walk_uniform(PyObject* module, PyObject* const* args, Py_ssize_
         return NULL;
     }
     memset(&w, 0, sizeof w);
-    if (!parse_application(&w, args[0]) ||
-        !unpack_tuple("walk_uniform", args[2], "UUllsdOfOOOOpdlOO",
+    if (!unpack_tuple("walk_uniform", args[2], "UUllsdOfOOOOpdlOO",
                 (void*[]){&w.name, &w.reason, &w.wrapped, &w.skipped, &w.classes_seen, &w.kinds,
                           &w.kind_of, &w.dunders, &w.visit_global, &w.visit_member, &w.wrap,
                           &w.failed, &w.builtins, &w.namespace, &w.rebound, &w.remember, &w.member}))
         return NULL;
-    if (w.wrap_mode && (w.written != Py_None && !PyList_Check(w.written))) {
-        PyErr_SetString(PyExc_TypeError, "walk_uniform: written must be a list or None");
-        return NULL;
-    }
-    domain = PyUnicode_AsUTF8(w.domain_name);
-    if (domain == NULL)
-        return NULL;
-    /* One handle for the module's ranges (NULL: no tool attached; NVTX hands out one handle
-     * per name). */
-    w.domain = nvtxDomainCreateA(domain);
-#if PY_VERSION_HEX >= 0x030C0000
-    if (!w.wrap_mode) {
-        w.pending_range = monitoring_pending(w.domain, w.domain_name, w.color, w.category);
-        if (w.pending_range == NULL)
-            return NULL;
-    }
-#endif
-    items = args[1];
-    Py_INCREF(items);
-    result = walk_items(&w, items);
-    Py_DECREF(items);
-    Py_XDECREF(w.pending_range);
-    if (result < 0)
+    if (uniform_walk_run(&w, args[0], args[1]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -1,5 +1,5 @@
 /*
- * The walk of a module that one rule selects as a whole: what walk.py's _ModuleWalk decides
+ * The walk of a module that one rule selects as a whole: what walk.py's ModuleWalk decides
  * and the engine applies, for the common cases, in one C call per module. A package targeted
  * wholesale has thousands of functions in hundreds of modules; walked in Python, each cost
  * several microseconds of deciding and reporting. Two engines apply the decisions here: the
@@ -26,7 +26,7 @@
  * from engines/wrap.py's WrapEngine.uniform_walk.
  * decisions: (module name, reason, wrapped, skipped, classes_seen, kinds, kind_of, dunders,
  * visit_global, visit_member, wrap, failed, builtins, namespace, rebound, remember, MEMBER),
- * the walk's state and methods (walk.py, _ModuleWalk.walk): reports are the same lists
+ * the walk's state and methods (walk.py, ModuleWalk.walk): reports are the same lists
  * (walk.ModuleReport), filled the same way.
  */
 #ifndef AUTONVTX_UNIFORM_H
@@ -77,7 +77,25 @@ typedef struct {
     PyObject* rebound;
     PyObject* remember;
     PyObject* member;   /* walk.MEMBER: marks a class member's skip in `skipped` */
+    /* Given NULL (modulepath.c), visit_global ... remember come on first need from
+     * callbacks_for(module, namespace, name, report, classes_seen): a tuple of the five,
+     * held in `callbacks` (most modules of a package never need them). */
+    PyObject* callbacks_for;
+    PyObject* module;
+    PyObject* report;
+    PyObject* callbacks;
 } walk_state;
+
+/* The Python walk's methods, by their place in callbacks_for()'s tuple. */
+enum { CB_VISIT_GLOBAL, CB_VISIT_MEMBER, CB_WRAP, CB_FAILED, CB_REMEMBER };
+
+/* The walk's Python method `which`(*args), made first where it was not given (modulepath.c):
+ * 0, or -1 with the error set. */
+int walk_back(walk_state* w, int which, PyObject** args, size_t nargs);
+
+/* Walk a module's `items` with `w`'s decisions filled in, applied as `application` says
+ * (uniform.c): 0, or -1 with the error set. */
+int uniform_walk_run(walk_state* w, PyObject* application, PyObject* items);
 
 /* The wrap engine's table and writes (wrapping.c): WrapEngine.apply for a plain function named
  * `qualname` (its wrapper, a new reference; None where the engine's own path made it), the
@@ -104,7 +122,7 @@ int skip(walk_state* w, PyObject* qualname, PyObject* reason);
 int skip_protocol(walk_state* w, PyObject* qualname);
 
 #if PY_VERSION_HEX >= 0x030C0000
-/* The code engine's _ModuleWalk._wrap for a plain function known as `qualname` (monitoring.c):
+/* The code engine's ModuleWalk._wrap for a plain function known as `qualname` (monitoring.c):
  * 0, or -1 with the error set. */
 int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname);
 #endif

@@ -33,9 +33,10 @@ class CodeEngine:
         # Per rule: its style for some module, and whether the color is the module's own
         # ("auto"): then only the color differs from one module to the next.
         self._rule_styles: dict[int, tuple[Any, bool]] = {}
-        # The native walk per (rule, color, no builtin stand-in yet): hundreds of modules of a
-        # package targeted wholesale share a few (the auto colors are a small palette).
-        self._walkers: dict[tuple[int, int, bool], Any] = {}
+        # Per rule, the native walk by color: hundreds of modules of a package targeted
+        # wholesale share a few (the auto colors are a small palette). Emptied when a builtin's
+        # stand-in appears (the walks made since look for stand-ins); modulepath.c reads it too.
+        self.uniform_walkers: dict[int, dict[int, Any]] = {}
         self._fallback: WrapEngine | None = None
 
     def apply(self, func: Any, module: str, qualname: str, rule: Rule) -> Any:
@@ -74,12 +75,13 @@ class CodeEngine:
             return None
         if auto:
             color = auto_color(module)  # what Config.style() gives this module
-        no_existing = self._fallback is None
-        key = (id(rule), color, no_existing)
-        walker: Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None = self._walkers.get(key)
+        walkers = self.uniform_walkers.get(id(rule))
+        if walkers is None:
+            walkers = self.uniform_walkers[id(rule)] = {}
+        walker: Callable[[list[tuple[str, Any]], tuple[Any, ...]], None] | None = walkers.get(color)
         if walker is None:
-            walker = self._walkers[key] = self._monitor.uniform_walker(
-                domain, color, category, no_existing=no_existing
+            walker = walkers[color] = self._monitor.uniform_walker(
+                domain, color, category, no_existing=self._fallback is None
             )
         return walker
 
@@ -115,4 +117,6 @@ class CodeEngine:
             from autonvtx.engines.wrap import WrapEngine  # wrapt only for a builtin
 
             self._fallback = WrapEngine(self._config, restorable=self._restorable)
+            for walkers in self.uniform_walkers.values():
+                walkers.clear()  # made with no_existing: now there is a stand-in to look for
         return self._fallback

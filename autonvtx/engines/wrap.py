@@ -162,7 +162,7 @@ class WrapEngine:
         self._distinct_styles: dict[Any, Any] = {}
         # uniform_walk(): per rule, a style and whether its color is auto; walks per color.
         self._rule_styles: dict[int, tuple[Any, bool]] = {}
-        self._walkers: dict[tuple[int, int], Callable[..., None]] = {}
+        self.uniform_walkers: dict[int, dict[int, Callable[..., None]]] = {}  # rule -> color -> walk
         self._walk_function: Any = False  # ranges.uniform_walk_function(), asked once per engine
         # key_of(original) -> its wrapper (whose __wrapped__ holds the original: the key stays its).
         self._wrappers: dict[Any, RangeWrapper] = {}
@@ -243,11 +243,11 @@ class WrapEngine:
         if style.message != "{qualname}":
             return None
         color = auto_color(module) if auto else style.color  # what Config.style() gives
-        walker = self._walkers.get((id(rule), color))
+        walker = (walkers := self.uniform_walkers.setdefault(id(rule), {})).get(color)  # modulepath.c too
         if walker is None:
             domain, color, category = ranges.style_arguments(self._config.style(rule, module))
             apply = lambda func, qualname: self.apply(func, module, qualname, rule)  # noqa: E731
-            walker = self._walkers[id(rule), color] = functools.partial(
+            walker = walkers[color] = functools.partial(
                 walk, ("wrap", domain, color, category, _RangedFunctionWrapper, self._wrappers,
                        self._pending, self._rebind, apply, self._written))
         return walker

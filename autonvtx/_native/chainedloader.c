@@ -1,0 +1,308 @@
+/*
+ * importer.py's InstrumentingLoader in C (issue 24): the stand-in for a target module's real
+ * loader while the module executes. It delegates everything to the real loader, runs its
+ * exec_module, puts the real loader back on the module (__loader__, __spec__.loader), then
+ * hands the module importlib will return to `on_executed` (modulepath.c's ModulePath, or
+ * ImportHook.module_executed). In a package targeted wholesale, the Python class ran some
+ * twenty lines and a frame per module; this runs none, and leaves no frame of autonvtx's
+ * between importlib's and the module's own (warnings' stacklevel counts as under Python).
+ *
+ * ChainedLoader(loader, on_executed, on_skipped): on_skipped(name, why) when the module
+ * replaced itself in sys.modules by something that is not a module. Its attributes are the
+ * real loader's (get_source, is_package, get_resource_reader, ...), but for `loader`,
+ * `create_module` (the real one's, bound, or one that returns None) and exec_module.
+ * set_stand_in_type(cls) names importer.py's own class, which may chain with this one (both
+ * are unwrapped when the real loader is put back).
+ */
+#include "nvtxclient.h"
+
+#include <stddef.h>
+#include <structmember.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject* loader;
+    PyObject* on_executed;
+    PyObject* on_skipped;
+    PyObject* create_module;
+} ChainedLoaderObject;
+
+static PyTypeObject ChainedLoaderType;
+static PyObject* stand_in_type; /* importer.InstrumentingLoader */
+static PyObject* module_spec_type; /* importlib.machinery.ModuleSpec */
+static PyObject* str_loader;
+static PyObject* str_dunder_loader;
+static PyObject* str_spec;
+static PyObject* str_name;
+static PyObject* str_exec_module;
+static PyObject* str_create_module;
+static PyObject* why_replaced;
+
+static int is_stand_in(PyObject* loader)
+{
+    return Py_IS_TYPE(loader, &ChainedLoaderType) || (stand_in_type != NULL && (PyObject*)Py_TYPE(loader) == stand_in_type);
+}
+
+/* The real loader under any stand-ins: a new reference, NULL on error. */
+static PyObject* real_loader(ChainedLoaderObject* self)
+{
+    PyObject* real = Py_NewRef(self->loader);
+    while (real != NULL && is_stand_in(real)) {
+        PyObject* inner = Py_IS_TYPE(real, &ChainedLoaderType) ? Py_NewRef(((ChainedLoaderObject*)real)->loader)
+                                                              : PyObject_GetAttr(real, str_loader);
+        Py_SETREF(real, inner);
+    }
+    return real;
+}
+
+/* importer.py's InstrumentingLoader._restore: the module names its real loader again where it
+ * names this stand-in (written to its dict directly: no code of the program runs). */
+static int restore(ChainedLoaderObject* self, PyObject* module)
+{
+    PyObject *namespace, *spec, *loader, *real;
+    int result = 0;
+    if (!PyModule_Check(module) || (namespace = PyModule_GetDict(module)) == NULL)
+        return 0;
+    if ((real = real_loader(self)) == NULL)
+        return -1;
+    loader = PyDict_GetItemWithError(namespace, str_dunder_loader);
+    if (loader == (PyObject*)self)
+        result = PyDict_SetItem(namespace, str_dunder_loader, real);
+    else if (loader == NULL && PyErr_Occurred())
+        result = -1;
+    spec = result < 0 ? NULL : PyDict_GetItemWithError(namespace, str_spec);
+    if (spec != NULL) {
+        Py_INCREF(spec);
+        if (PyObject_TypeCheck(spec, (PyTypeObject*)module_spec_type)) {
+            PyObject* named = PyObject_GetAttr(spec, str_loader);
+            if (named == NULL)
+                result = -1;
+            else if (named == (PyObject*)self)
+                result = PyObject_SetAttr(spec, str_loader, real);
+            Py_XDECREF(named);
+        }
+        Py_DECREF(spec);
+    }
+    else if (PyErr_Occurred())
+        result = -1;
+    Py_DECREF(real);
+    return result;
+}
+
+/* sys.modules.get(name, module) once the module executed (a module may replace itself there):
+ * a new reference. */
+static PyObject* final_module(PyObject* module, PyObject** name_out)
+{
+    PyObject *namespace = PyModule_Check(module) ? PyModule_GetDict(module) : NULL, *spec, *name, *found;
+    PyObject* modules = PySys_GetObject("modules");
+    *name_out = NULL;
+    spec = namespace != NULL ? PyDict_GetItemWithError(namespace, str_spec) : NULL;
+    if (spec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        return Py_NewRef(module);
+    }
+    Py_INCREF(spec);
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(spec, str_name, &name) < 0)
+#else
+    if (_PyObject_LookupAttr(spec, str_name, &name) < 0)
+#endif
+        name = NULL;
+    Py_DECREF(spec);
+    if (PyErr_Occurred())
+        return NULL;
+    if (name == NULL || !PyUnicode_Check(name) || modules == NULL || !PyDict_Check(modules)) {
+        Py_XDECREF(name);
+        return Py_NewRef(module);
+    }
+    found = PyDict_GetItemWithError(modules, name);
+    if (found == NULL && PyErr_Occurred()) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    *name_out = name;
+    return Py_NewRef(found != NULL ? found : module);
+}
+
+static PyObject* exec_module(ChainedLoaderObject* self, PyObject* module)
+{
+    PyObject *done, *final, *name, *result;
+    PyObject* loader = Py_NewRef(self->loader);
+    done = PyObject_CallMethodOneArg(loader, str_exec_module, module);
+    Py_DECREF(loader);
+    if (done == NULL) {
+        /* The module raised: the real loader put back all the same, the error kept. */
+        PyObject* exc = take_exception();
+        int restored = restore(self, module);
+        if (restored < 0) {
+            Py_DECREF(exc);
+            return NULL;
+        }
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(exc);
+#else
+        PyErr_Restore(Py_NewRef((PyObject*)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+        return NULL;
+    }
+    Py_DECREF(done);
+    if (restore(self, module) < 0 || (final = final_module(module, &name)) == NULL)
+        return NULL;
+    if (final != module) {
+        if (!PyModule_Check(final)) {
+            result = PyObject_CallFunctionObjArgs(self->on_skipped, name, why_replaced, NULL);
+            Py_DECREF(final);
+            Py_XDECREF(name);
+            if (result == NULL)
+                return NULL;
+            Py_DECREF(result);
+            Py_RETURN_NONE;
+        }
+        if (restore(self, final) < 0) {
+            Py_DECREF(final);
+            Py_XDECREF(name);
+            return NULL;
+        }
+    }
+    Py_XDECREF(name);
+    result = PyObject_CallOneArg(self->on_executed, final);
+    Py_DECREF(final);
+    if (result == NULL)
+        return NULL;
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+static PyObject* default_create_module(PyObject* unused, PyObject* spec)
+{
+    (void)unused;
+    (void)spec;
+    Py_RETURN_NONE; /* a loader without create_module: importlib makes the module */
+}
+
+static PyMethodDef default_create_def = {"create_module", default_create_module, METH_O, NULL};
+
+static PyObject* ChainedLoader_new(PyTypeObject* type, PyObject* args, PyObject* kwargs)
+{
+    ChainedLoaderObject* self;
+    PyObject *loader, *on_executed, *on_skipped, *create;
+    if (!PyArg_ParseTuple(args, "OOO:ChainedLoader", &loader, &on_executed, &on_skipped) ||
+        (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0 && (PyErr_SetString(PyExc_TypeError, "ChainedLoader() takes no keyword arguments"), 1)))
+        return NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyObject_GetOptionalAttr(loader, str_create_module, &create) < 0)
+#else
+    if (_PyObject_LookupAttr(loader, str_create_module, &create) < 0)
+#endif
+        return NULL;
+    if (create == NULL && (create = PyCFunction_New(&default_create_def, NULL)) == NULL)
+        return NULL;
+    self = (ChainedLoaderObject*)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        Py_DECREF(create);
+        return NULL;
+    }
+    self->loader = Py_NewRef(loader);
+    self->on_executed = Py_NewRef(on_executed);
+    self->on_skipped = Py_NewRef(on_skipped);
+    self->create_module = create;
+    return (PyObject*)self;
+}
+
+/* Its own attributes first, then the real loader's. */
+static PyObject* ChainedLoader_getattro(ChainedLoaderObject* self, PyObject* name)
+{
+    PyObject* found = PyObject_GenericGetAttr((PyObject*)self, name);
+    if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError))
+        return found;
+    PyErr_Clear();
+    return PyObject_GetAttr(self->loader, name);
+}
+
+static int ChainedLoader_traverse(ChainedLoaderObject* self, visitproc visit, void* arg)
+{
+    Py_VISIT(self->loader);
+    Py_VISIT(self->on_executed);
+    Py_VISIT(self->on_skipped);
+    Py_VISIT(self->create_module);
+    return 0;
+}
+
+static int ChainedLoader_clear(ChainedLoaderObject* self)
+{
+    Py_CLEAR(self->loader);
+    Py_CLEAR(self->on_executed);
+    Py_CLEAR(self->on_skipped);
+    Py_CLEAR(self->create_module);
+    return 0;
+}
+
+static void ChainedLoader_dealloc(ChainedLoaderObject* self)
+{
+    PyObject_GC_UnTrack(self);
+    ChainedLoader_clear(self);
+    Py_TYPE(self)->tp_free((PyObject*)self);
+}
+
+static PyObject* set_stand_in_type(PyObject* cls, PyObject* args)
+{
+    PyObject *stand_in, *spec_type;
+    (void)cls;
+    if (!PyArg_ParseTuple(args, "O!O!:set_stand_in_type", &PyType_Type, &stand_in, &PyType_Type, &spec_type))
+        return NULL;
+    Py_XSETREF(stand_in_type, Py_NewRef(stand_in));
+    Py_XSETREF(module_spec_type, Py_NewRef(spec_type));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ChainedLoader_methods[] = {
+    {"exec_module", (PyCFunction)exec_module, METH_O,
+     PyDoc_STR("Run the real loader's exec_module, name the real loader again, call on_executed.")},
+    {"set_stand_in_type", (PyCFunction)set_stand_in_type, METH_VARARGS | METH_CLASS,
+     PyDoc_STR("set_stand_in_type(cls, module_spec): importer.py's stand-in class and ModuleSpec.")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef ChainedLoader_members[] = {
+    {"loader", T_OBJECT, offsetof(ChainedLoaderObject, loader), READONLY, NULL},
+    {"create_module", T_OBJECT, offsetof(ChainedLoaderObject, create_module), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ChainedLoaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.InstrumentingLoader", /* as importer.py's: a module may ask */
+    .tp_basicsize = sizeof(ChainedLoaderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = ChainedLoader_new,
+    .tp_getattro = (getattrofunc)ChainedLoader_getattro,
+    .tp_traverse = (traverseproc)ChainedLoader_traverse,
+    .tp_clear = (inquiry)ChainedLoader_clear,
+    .tp_dealloc = (destructor)ChainedLoader_dealloc,
+    .tp_methods = ChainedLoader_methods,
+    .tp_members = ChainedLoader_members,
+    .tp_doc = PyDoc_STR("ChainedLoader(loader, on_executed, on_skipped): importer.py's "
+                        "InstrumentingLoader in C (chainedloader.c)."),
+};
+
+int chainedloader_add_to_module(PyObject* module)
+{
+    str_loader = PyUnicode_InternFromString("loader");
+    str_dunder_loader = PyUnicode_InternFromString("__loader__");
+    str_spec = PyUnicode_InternFromString("__spec__");
+    str_name = PyUnicode_InternFromString("name");
+    str_exec_module = PyUnicode_InternFromString("exec_module");
+    str_create_module = PyUnicode_InternFromString("create_module");
+    why_replaced = PyUnicode_InternFromString("replaced itself in sys.modules by a non-module object");
+    if (str_loader == NULL || str_dunder_loader == NULL || str_spec == NULL || str_name == NULL ||
+        str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL ||
+        PyType_Ready(&ChainedLoaderType) < 0)
+        return -1;
+    Py_INCREF(&ChainedLoaderType);
+    if (PyModule_AddObject(module, "ChainedLoader", (PyObject*)&ChainedLoaderType) < 0) {
+        Py_DECREF(&ChainedLoaderType);
+        return -1;
+    }
+    return 0;
+}

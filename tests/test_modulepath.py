@@ -1,0 +1,183 @@
+"""The per-module path in C (modulepath.py, _native/modulepath.c, _native/chainedloader.c): the
+modules of a package targeted wholesale after the first are walked from their loader in one C
+call, with the decisions, reports, ranges and colors the Python way gives."""
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import make_file, run_under_recorder
+
+# One module's source: every kind of name a walk decides about, some of them handed by the C
+# walk to the Python walk's methods (a partial, an itemgetter, a re-exported function).
+BODY = """
+    import functools, operator
+    from json import dumps  # another module's function: decided there
+    from math import sqrt as root  # a builtin the rule does not wrap
+
+    LOADER = type(__loader__).__module__  # which stand-in loader executed this module
+
+    def plain(x):
+        return x + 1
+
+    def _private(x):
+        return x
+
+    def gen(n):
+        yield from range(n)
+
+    async def coro():
+        return 1
+
+    def factory():
+        def inner():
+            return 2
+        return inner
+
+    made = factory()  # bound to a name other than its code's
+
+    def decorate(func):
+        @functools.wraps(func)
+        def wrapper(*args):
+            return func(*args)
+        return wrapper
+
+    @decorate
+    def decorated(x):
+        return x
+
+    halve = functools.partial(operator.truediv, b=2)
+    second = operator.itemgetter(1)
+    square = lambda x: x * x
+
+    class Model:
+        def __init__(self):
+            self.n = 1
+
+        def forward(self, x):
+            return x + self.n
+
+        @staticmethod
+        def static(x):
+            return x
+
+        @classmethod
+        def build(cls):
+            return cls()
+
+        length = staticmethod(len)  # a static method of a builtin: the Python walk's
+
+        @property
+        def size(self):
+            return self.n
+
+        def __repr__(self):
+            return "Model()"
+
+        def __call__(self, x):
+            return self.forward(x)
+
+        class Inner:
+            def deep(self):
+                return 3
+
+    def run():
+        m = Model.build()
+        m(1)
+        Model.static(2)
+        Model.Inner().deep()
+        list(gen(2))
+        made()
+        decorated(1)
+        _private(plain(1))
+        square(2)
+        try:
+            coro().send(None)
+        except StopIteration:
+            pass
+"""
+
+PROGRAM = """
+    import gc, importlib, json, sys
+    sys.path.insert(0, {root!r})
+    import autonvtx
+    installation = autonvtx.install(config={rules!r})
+    loaders = {{}}
+    for name in {names!r}:
+        module = importlib.import_module("mppkg." + name)
+        loaders[name] = module.LOADER
+        module.run()
+    hook = installation._instrumentation.hook
+    reports = installation._instrumentation.walker.reports
+    lines = {{name: [line.replace("mppkg." + name, "mppkg.M") for line in sorted(reports["mppkg." + name].lines())]
+             for name in {names!r}}}
+    print(json.dumps({{"path": type(hook.on_executed).__name__, "taken": getattr(hook.on_executed, "taken", None),
+                      "loaders": loaders, "lines": lines}}))
+"""
+
+
+def engines() -> list[str]:
+    return ["wrap", "code"] if sys.version_info >= (3, 12) else ["wrap"]
+
+
+def run_package(
+    tmp_path: Path, engine: str, modules: int, color: str | None, builtins: bool = False
+) -> tuple[dict[str, Any], Any]:
+    names = [f"m{i:02d}" for i in range(modules)]
+    make_file(tmp_path / "mppkg" / "__init__.py", "")
+    for name in names:
+        make_file(tmp_path / "mppkg" / f"{name}.py", BODY)
+    # The package itself is not a target: mppkg.m00 is the first module walked, the Python way.
+    rules = f'[autonvtx]\nengine = "{engine}"\n\n[[rules]]\nmodules = ["mppkg.*"]\n'
+    if color is not None:
+        rules += f'color = "{color}"\n'
+    if builtins:
+        rules += "builtins = true\n"
+    make_file(tmp_path / "rules.toml", rules)
+    recordings, out = run_under_recorder(
+        tmp_path, PROGRAM.format(root=str(tmp_path), rules=str(tmp_path / "rules.toml"), names=names)
+    )
+    (recording,) = recordings
+    return json.loads(out.strip().splitlines()[-1]), recording
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_modules_after_the_first_are_walked_natively_with_the_same_decisions_and_ranges(
+    tmp_path: Path, engine: str
+) -> None:
+    from autonvtx.config import parse_color
+
+    modules = 12
+    seen, recording = run_package(tmp_path, engine, modules, color="green", builtins=True)
+    assert seen["path"] == "ModulePath"
+    assert seen["taken"] == modules - 1  # one color: only the first went the Python way
+    assert seen["loaders"]["m00"] == "autonvtx.importer"  # before the first plan
+    assert {seen["loaders"][f"m{i:02d}"] for i in range(1, modules)} == {"autonvtx._nvtxclient"}
+    first = seen["lines"]["m00"]
+    assert any("Model.forward: " in line for line in first) and any("skipped" in line for line in first)
+    assert any(line.startswith("mppkg.M:Model.length: ") for line in first)  # the Python walk's decision
+    assert all(lines == first for lines in seen["lines"].values())
+    # Every module's run() gave the same ranges as the one walked the Python way.
+    counts = Counter(r.name for r in recording.ranges)
+    assert counts["run"] == modules and counts["Model.forward"] == modules
+    assert all(n % modules == 0 for n in counts.values()), counts
+    assert {r.color for r in recording.ranges} == {parse_color("green")}
+
+
+@pytest.mark.parametrize("engine", engines())
+def test_each_module_keeps_its_own_auto_color_on_the_native_path(tmp_path: Path, engine: str) -> None:
+    # The native path finds a module's walk by its auto color (crc32 of its name, as
+    # config.auto_color): the first module of each color goes the Python way, the rest not.
+    from autonvtx.config import auto_color
+
+    modules = 30
+    seen, recording = run_package(tmp_path, engine, modules, color=None)
+    colors = {f"m{i:02d}": auto_color(f"mppkg.m{i:02d}") for i in range(modules)}
+    assert seen["taken"] == modules - len(set(colors.values()))
+    runs = [r.color for r in recording.ranges if r.name == "run"]
+    assert runs == list(colors.values())
