@@ -28,7 +28,7 @@ SOURCECODE = "autonvtx._sourcecode"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
     for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform",
-                 "modulepath", "chainedloader",
+                 "modulepath", "chainedloader", "chainedfinder",
                  "wrapping", "arguments")
 ]
 

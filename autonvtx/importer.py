@@ -150,6 +150,11 @@ class InstrumentingFinder:
             busy.discard(fullname)
         if spec is None:
             return None
+        return self.chain(fullname, spec)
+
+    def chain(self, fullname: str, spec: ModuleSpec) -> ModuleSpec:
+        """`spec` with a stand-in for its loader, or as it is with the reason noted."""
+        hook = self._hook
         loader = spec.loader
         if loader is None:
             hook.note_skipped(fullname, "namespace package: no code to instrument")
@@ -220,14 +225,28 @@ class ImportHook:
         self.on_executed: Callable[[types.ModuleType], None] = self.module_executed
         self.on_skipped = self.note_skipped
         self.loader_type: Any = InstrumentingLoader
+        self._native_finder: tuple[Any, dict[str, bool]] | None = None
 
-    def use_native_loader(self, native: type) -> None:
-        """Stand in for target modules' loaders with the native client's InstrumentingLoader
-        (chainedloader.c: no Python frame of its own per module) from now on."""
-        native.set_stand_in_type(InstrumentingLoader, ModuleSpec)  # type: ignore[attr-defined]
-        if native not in STAND_INS:
-            STAND_INS.append(native)
-        self.loader_type = native
+    def use_native(self, loader: type, finder: type | None = None, considered: dict[str, bool] | None = None) -> None:
+        """From now on, stand in for target modules' loaders with the native client's
+        InstrumentingLoader (chainedloader.c), and with `finder` (chainedfinder.c, reading the
+        matcher's cache `considered`) look imports up: no Python frame of autonvtx's per module."""
+        loader.set_stand_in_type(InstrumentingLoader, ModuleSpec)  # type: ignore[attr-defined]
+        if loader not in STAND_INS:
+            STAND_INS.append(loader)
+        self.loader_type = loader
+        if finder is not None and considered is not None:
+            self._native_finder = (finder, considered)
+            if self._finder is not None:
+                self._use_native_finder(self._finder)
+
+    def _use_native_finder(self, finder: InstrumentingFinder) -> None:
+        native, considered = self._native_finder
+        # Its find_spec for importlib to call: the finder itself stays on sys.meta_path.
+        finder.find_spec = native(  # type: ignore[method-assign]
+            finder, considered, self.matcher.should_consider_module, self.triggers, finder.chain,
+            self.loader_type, self.on_executed, self.on_skipped,
+        )
 
     @property
     def installed(self) -> bool:
@@ -237,6 +256,8 @@ class ImportHook:
         if self._finder is not None:
             return
         self._finder = InstrumentingFinder(self)
+        if self._native_finder is not None:
+            self._use_native_finder(self._finder)
         sys.meta_path.insert(0, self._finder)
         for name, module in list(sys.modules.items()):
             if name in _MAIN_NAMES or not isinstance(module, types.ModuleType):

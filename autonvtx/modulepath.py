@@ -68,7 +68,7 @@ class ModulePlans:
         hook.on_executed = self._path  # the stand-in loaders made from now on call it
         loader = getattr(native, "ChainedLoader", None)
         if loader is not None:
-            hook.use_native_loader(loader)
+            hook.use_native(loader, getattr(native, "ChainedFinder", None), matcher._considered)
         return self._path
 
     def _new_report(self, name: str, reason: str) -> tuple[ModuleReport, list[Any], list[Any], list[str]]:

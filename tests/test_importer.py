@@ -68,7 +68,9 @@ def loader_type(request: pytest.FixtureRequest) -> Any:
 def hook(loader_type: Any) -> Iterator[ImportHook]:
     hook = make_hook("inst_target*")
     if loader_type is not InstrumentingLoader:
-        hook.use_native_loader(loader_type)
+        from autonvtx.ranges import _client
+
+        hook.use_native(loader_type, _client.ChainedFinder, hook.matcher._considered)  # type: ignore[attr-defined]
     hook.install()
     yield hook
     hook.uninstall()
@@ -104,15 +106,21 @@ def test_target_module_is_instrumented_and_its_loader_restored(hook: ImportHook,
 def test_non_target_names_stop_at_the_cheap_check(hook: ImportHook, src: Path) -> None:
     make_file(src / "inst_other.py", "def g():\n    return 2\n")
     make_file(src / "inst_target_b.py", "import inst_other\ndef f():\n    return 1\n")
-    finder = sys.meta_path[0]
     looked_up: list[str] = []
-    real_spec = finder._real_spec
 
-    def recording_real_spec(fullname: str, path: Any, target: Any) -> Any:
-        looked_up.append(fullname)
-        return real_spec(fullname, path, target)
+    class Recording(importlib.abc.MetaPathFinder):
+        """Right after the hook's finder, asked by it only (find_spec called directly below)."""
 
-    finder._real_spec = recording_real_spec
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+            looked_up.append(fullname)
+
+    recording = Recording()
+    sys.meta_path.insert(1, recording)
+    try:
+        assert sys.meta_path[0].find_spec("inst_other", None) is None
+        assert sys.meta_path[0].find_spec("inst_target_b", None) is not None
+    finally:
+        sys.meta_path.remove(recording)
     import inst_target_b
 
     assert looked_up == ["inst_target_b"]

@@ -152,6 +152,7 @@ long regions_rebind(void);
 int uniform_add_to_module(PyObject* module);
 int modulepath_add_to_module(PyObject* module);
 int chainedloader_add_to_module(PyObject* module);
+int chainedfinder_add_to_module(PyObject* module);
 
 /* The exception being raised, taken (normalized; a new reference): its matching checked first
  * (uniform.c). */
