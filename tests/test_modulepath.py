@@ -116,8 +116,10 @@ PROGRAM = """
     reports = installation._instrumentation.walker.reports
     lines = {{name: [line.replace("mppkg." + name, "mppkg.M") for line in sorted(reports["mppkg." + name].lines())]
              for name in {names!r}}}
+    # Which reports' lists the collector still walks (the native path leaves out lists of names).
+    tracked = {{name: gc.is_tracked(reports["mppkg." + name]._skips) for name in {names!r}}}
     print(json.dumps({{"path": type(hook.on_executed).__name__, "taken": getattr(hook.on_executed, "taken", None),
-                      "loaders": loaders, "lines": lines}}))
+                      "loaders": loaders, "lines": lines, "tracked": tracked}}))
 """
 
 
@@ -158,6 +160,7 @@ def test_modules_after_the_first_are_walked_natively_with_the_same_decisions_and
     assert seen["taken"] == modules - 1  # one color: only the first went the Python way
     assert seen["loaders"]["m00"] == "autonvtx.importer"  # before the first plan
     assert {seen["loaders"][f"m{i:02d}"] for i in range(1, modules)} == {"autonvtx._nvtxclient"}
+    assert seen["tracked"]["m00"] and not any(seen["tracked"][f"m{i:02d}"] for i in range(1, modules))
     first = seen["lines"]["m00"]
     assert any("Model.forward: " in line for line in first) and any("skipped" in line for line in first)
     assert any(line.startswith("mppkg.M:Model.length: ") for line in first)  # the Python walk's decision

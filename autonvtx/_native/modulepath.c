@@ -175,6 +175,23 @@ static int report_failed(ModulePathObject* self, PyObject* report)
     return result;
 }
 
+/* A report's list, left to the collector's full passes no more when it holds nothing that
+ * could be part of a cycle (names, code objects, walk.MEMBER): a package targeted wholesale
+ * keeps tens of thousands of such entries for as long as the program runs, and every full
+ * collection walked them (about a tenth of a package's cost per function, counted). */
+static void untrack_plain(PyObject* list, PyObject* member)
+{
+    Py_ssize_t i;
+    if (!PyList_CheckExact(list) || !PyObject_GC_IsTracked(list))
+        return;
+    for (i = 0; i < PyList_GET_SIZE(list); ++i) {
+        PyObject* item = PyList_GET_ITEM(list, i);
+        if (item != member && PyObject_IS_GC(item) && PyObject_GC_IsTracked(item))
+            return;
+    }
+    PyObject_GC_UnTrack(list);
+}
+
 /* The module walked here: 1; 0 where the Python way must take it; -1 on error. */
 static int take_module(ModulePathObject* self, PyObject* module)
 {
@@ -206,6 +223,9 @@ static int take_module(ModulePathObject* self, PyObject* module)
     result = uniform_walk_run(&w, application, w.namespace);
     if (result < 0)
         result = report_failed(self, w.report);
+    untrack_plain(w.wrapped, w.member);
+    untrack_plain(w.skipped, w.member);
+    untrack_plain(w.rebound, w.member);
     Py_XDECREF(w.callbacks);
     Py_DECREF(w.classes_seen);
     Py_DECREF(application);
