@@ -108,7 +108,7 @@ InstrumentingLoader.exec_module.__code__ = InstrumentingLoader.exec_module.__cod
 )
 
 
-# The stand-in loader types: this one, and the native client's (use_native_loader()).
+# The stand-in loader types: this one, and the native client's (ImportHook.use_native()).
 STAND_INS: list[type] = [InstrumentingLoader]
 
 
@@ -265,7 +265,7 @@ class ImportHook:
             if getattr(_module_dict(module).get("__spec__"), "_initializing", False):
                 continue  # still executing: its loader is not ours, so it stays as it is
             if self.matcher.should_consider_module(name) or name in self.triggers:
-                self.module_executed(module)
+                self.on_executed(module)  # the native path once it is made (modulepath.py)
 
     def when_imported(self, name: str, callback: Callable[[types.ModuleType], None]) -> None:
         """Call `callback(module)` once, right after module `name` has executed; at once if

@@ -106,6 +106,9 @@ PROGRAM = """
     import gc, importlib, json, sys
     sys.path.insert(0, {root!r})
     import autonvtx
+    if {before!r}:  # imported before install(): walked as install() finds them
+        for name in {names!r}:
+            importlib.import_module("mppkg." + name)
     installation = autonvtx.install(config={rules!r})
     loaders = {{}}
     for name in {names!r}:
@@ -128,7 +131,7 @@ def engines() -> list[str]:
 
 
 def run_package(
-    tmp_path: Path, engine: str, modules: int, color: str | None, builtins: bool = False
+    tmp_path: Path, engine: str, modules: int, color: str | None, builtins: bool = False, before: bool = False
 ) -> tuple[dict[str, Any], Any]:
     names = [f"m{i:02d}" for i in range(modules)]
     make_file(tmp_path / "mppkg" / "__init__.py", "")
@@ -142,24 +145,28 @@ def run_package(
         rules += "builtins = true\n"
     make_file(tmp_path / "rules.toml", rules)
     recordings, out = run_under_recorder(
-        tmp_path, PROGRAM.format(root=str(tmp_path), rules=str(tmp_path / "rules.toml"), names=names)
+        tmp_path, PROGRAM.format(root=str(tmp_path), rules=str(tmp_path / "rules.toml"), names=names, before=before)
     )
     (recording,) = recordings
     return json.loads(out.strip().splitlines()[-1]), recording
 
 
 @pytest.mark.parametrize("engine", engines())
+@pytest.mark.parametrize("before", [False, True], ids=["imported-after", "imported-before"])
 def test_modules_after_the_first_are_walked_natively_with_the_same_decisions_and_ranges(
-    tmp_path: Path, engine: str
+    tmp_path: Path, engine: str, before: bool
 ) -> None:
     from autonvtx.config import parse_color
 
     modules = 12
-    seen, recording = run_package(tmp_path, engine, modules, color="green", builtins=True)
+    seen, recording = run_package(tmp_path, engine, modules, color="green", builtins=True, before=before)
     assert seen["path"] == "ModulePath"
     assert seen["taken"] == modules - 1  # one color: only the first went the Python way
-    assert seen["loaders"]["m00"] == "autonvtx.importer"  # before the first plan
-    assert {seen["loaders"][f"m{i:02d}"] for i in range(1, modules)} == {"autonvtx._nvtxclient"}
+    if before:  # executed before there was a hook: by their own loaders
+        assert set(seen["loaders"].values()) == {"_frozen_importlib_external"}
+    else:
+        assert seen["loaders"]["m00"] == "autonvtx.importer"  # before the first plan
+        assert {seen["loaders"][f"m{i:02d}"] for i in range(1, modules)} == {"autonvtx._nvtxclient"}
     assert seen["tracked"]["m00"] and not any(seen["tracked"][f"m{i:02d}"] for i in range(1, modules))
     first = seen["lines"]["m00"]
     assert any("Model.forward: " in line for line in first) and any("skipped" in line for line in first)
