@@ -241,6 +241,7 @@ class ImportHook:
                 self._use_native_finder(self._finder)
 
     def _use_native_finder(self, finder: InstrumentingFinder) -> None:
+        assert self._native_finder is not None
         native, considered = self._native_finder
         # Its find_spec for importlib to call: the finder itself stays on sys.meta_path.
         finder.find_spec = native(  # type: ignore[method-assign]
