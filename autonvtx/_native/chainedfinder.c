@@ -26,6 +26,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *finder, *considered, *consider, *triggers, *chain, *loader_type, *on_executed,
         *on_skipped;
+    PyObject* busy_key; /* its names being looked up, in each thread's state dict */
     PyObject* seen;  /* sys.meta_path's entries when `after` was made (a tuple) */
     PyObject* after; /* the finders after `finder` in it (a list) */
 } ChainedFinderObject;
@@ -37,6 +38,8 @@ static PyObject* str_lazy_loader;
 static PyObject* str_importlib_util;
 static PyObject* str_path;
 static PyObject* str_target;
+static PyObject* str_meta_path;
+static PyObject* str_modules;
 
 #define FINDER_FIELDS(X) X(finder) X(considered) X(consider) X(triggers) X(chain) X(loader_type) \
     X(on_executed) X(on_skipped)
@@ -67,9 +70,11 @@ static int wanted(ChainedFinderObject* self, PyObject* fullname)
 /* The finders after ours on sys.meta_path, made again when its entries changed (borrowed). */
 static PyObject* finders_after(ChainedFinderObject* self)
 {
-    PyObject* meta_path = PySys_GetObject("meta_path");
+    PyObject* meta_path = sys_attribute(str_meta_path);
     Py_ssize_t i, n, start = 0;
-    if (meta_path == NULL || !PyList_Check(meta_path)) {
+    if (meta_path == NULL)
+        return NULL;
+    if (!PyList_Check(meta_path)) {
         PyErr_SetString(PyExc_RuntimeError, "autonvtx: sys.meta_path is not a list");
         return NULL;
     }
@@ -127,7 +132,9 @@ static PyObject* real_spec(ChainedFinderObject* self, PyObject* const* args)
     return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
 }
 
-/* This thread's names being looked up (a set in its thread state dict, by our finder). */
+/* This thread's names being looked up: a set in its thread state dict, under a key of its
+ * own (a str: the finder itself there would outlive the program's modules at exit, and keep
+ * everything it reaches from the first collections interpreter shutdown makes). */
 static PyObject* busy_names(ChainedFinderObject* self)
 {
     PyObject* states = PyThreadState_GetDict();
@@ -136,11 +143,11 @@ static PyObject* busy_names(ChainedFinderObject* self)
         PyErr_SetString(PyExc_RuntimeError, "autonvtx: no thread state dictionary");
         return NULL;
     }
-    names = PyDict_GetItemWithError(states, (PyObject*)self);
+    names = PyDict_GetItemWithError(states, self->busy_key);
     if (names != NULL || PyErr_Occurred())
         return names;
     names = PySet_New(NULL);
-    if (names == NULL || PyDict_SetItem(states, (PyObject*)self, names) < 0) {
+    if (names == NULL || PyDict_SetItem(states, self->busy_key, names) < 0) {
         Py_XDECREF(names);
         return NULL;
     }
@@ -168,8 +175,10 @@ static int usual_loader(PyObject* loader)
     int has = has_attribute(loader, str_exec_module), result;
     if (has <= 0)
         return has;
-    modules = PySys_GetObject("modules");
-    util = modules != NULL && PyDict_Check(modules) ? PyDict_GetItemWithError(modules, str_importlib_util) : NULL;
+    modules = sys_attribute(str_modules);
+    if (modules == NULL)
+        return -1;
+    util = PyDict_Check(modules) ? PyDict_GetItemWithError(modules, str_importlib_util) : NULL;
     if (util == NULL)
         return PyErr_Occurred() ? -1 : 1;
 #if PY_VERSION_HEX >= 0x030D0000
@@ -271,6 +280,11 @@ static PyObject* ChainedFinder_new(PyTypeObject* type, PyObject* args, PyObject*
     }
 #define HOLD(field) Py_INCREF(self->field);
     FINDER_FIELDS(HOLD)
+    self->busy_key = PyUnicode_FromFormat("autonvtx finder %p: names being looked up", (void*)self);
+    if (self->busy_key == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
     self->vectorcall = ChainedFinder_call;
     return (PyObject*)self;
 }
@@ -288,6 +302,7 @@ static int ChainedFinder_clear(ChainedFinderObject* self)
 {
 #define CLEAR(field) Py_CLEAR(self->field);
     FINDER_FIELDS(CLEAR)
+    Py_CLEAR(self->busy_key);
     Py_CLEAR(self->seen);
     Py_CLEAR(self->after);
     return 0;
@@ -325,8 +340,11 @@ int chainedfinder_add_to_module(PyObject* module)
     str_importlib_util = PyUnicode_InternFromString("importlib.util");
     str_path = PyUnicode_InternFromString("path");
     str_target = PyUnicode_InternFromString("target");
+    str_meta_path = PyUnicode_InternFromString("meta_path");
+    str_modules = PyUnicode_InternFromString("modules");
     if (str_find_spec == NULL || str_loader == NULL || str_exec_module == NULL || str_lazy_loader == NULL ||
-        str_importlib_util == NULL || str_path == NULL || str_target == NULL || PyType_Ready(&ChainedFinderType) < 0)
+        str_importlib_util == NULL || str_path == NULL || str_target == NULL || str_meta_path == NULL ||
+        str_modules == NULL || PyType_Ready(&ChainedFinderType) < 0)
         return -1;
     Py_INCREF(&ChainedFinderType);
     if (PyModule_AddObject(module, "ChainedFinder", (PyObject*)&ChainedFinderType) < 0) {

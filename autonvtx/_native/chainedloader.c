@@ -38,6 +38,17 @@ static PyObject* str_exec_module;
 static PyObject* str_create_module;
 static PyObject* why_replaced;
 
+static PyObject* sys_dict; /* sys.__dict__ */
+static PyObject* str_modules;
+
+PyObject* sys_attribute(PyObject* name)
+{
+    PyObject* found = PyDict_GetItemWithError(sys_dict, name);
+    if (found == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "autonvtx: sys.%U is missing", name);
+    return found;
+}
+
 static int is_stand_in(PyObject* loader)
 {
     return Py_IS_TYPE(loader, &ChainedLoaderType) || (stand_in_type != NULL && (PyObject*)Py_TYPE(loader) == stand_in_type);
@@ -94,8 +105,10 @@ static int restore(ChainedLoaderObject* self, PyObject* module)
 static PyObject* final_module(PyObject* module, PyObject** name_out)
 {
     PyObject *namespace = PyModule_Check(module) ? PyModule_GetDict(module) : NULL, *spec, *name, *found;
-    PyObject* modules = PySys_GetObject("modules");
+    PyObject* modules = sys_attribute(str_modules);
     *name_out = NULL;
+    if (modules == NULL)
+        return NULL;
     spec = namespace != NULL ? PyDict_GetItemWithError(namespace, str_spec) : NULL;
     if (spec == NULL) {
         if (PyErr_Occurred())
@@ -112,7 +125,7 @@ static PyObject* final_module(PyObject* module, PyObject** name_out)
     Py_DECREF(spec);
     if (PyErr_Occurred())
         return NULL;
-    if (name == NULL || !PyUnicode_Check(name) || modules == NULL || !PyDict_Check(modules)) {
+    if (name == NULL || !PyUnicode_Check(name) || !PyDict_Check(modules)) {
         Py_XDECREF(name);
         return Py_NewRef(module);
     }
@@ -295,8 +308,16 @@ int chainedloader_add_to_module(PyObject* module)
     str_exec_module = PyUnicode_InternFromString("exec_module");
     str_create_module = PyUnicode_InternFromString("create_module");
     why_replaced = PyUnicode_InternFromString("replaced itself in sys.modules by a non-module object");
+    str_modules = PyUnicode_InternFromString("modules");
+    {
+        PyObject* sys = PyImport_ImportModule("sys");
+        if (sys == NULL)
+            return -1;
+        sys_dict = Py_NewRef(PyModule_GetDict(sys));
+        Py_DECREF(sys);
+    }
     if (str_loader == NULL || str_dunder_loader == NULL || str_spec == NULL || str_name == NULL ||
-        str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL ||
+        str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL || str_modules == NULL ||
         PyType_Ready(&ChainedLoaderType) < 0)
         return -1;
     Py_INCREF(&ChainedLoaderType);

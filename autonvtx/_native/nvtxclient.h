@@ -154,6 +154,10 @@ int modulepath_add_to_module(PyObject* module);
 int chainedloader_add_to_module(PyObject* module);
 int chainedfinder_add_to_module(PyObject* module);
 
+/* sys.<name> as PySys_GetObject gives it (borrowed), without making a str of the name each
+ * time; NULL with an error set where it is missing (chainedloader.c). */
+PyObject* sys_attribute(PyObject* name);
+
 /* The exception being raised, taken (normalized; a new reference): its matching checked first
  * (uniform.c). */
 PyObject* take_exception(void);
