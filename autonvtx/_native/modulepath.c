@@ -201,8 +201,15 @@ static int take_module(ModulePathObject* self, PyObject* module)
 
     memset(&w, 0, sizeof w);
     planned = plan_for(self, module, &w, &application);
-    if (planned <= 0)
-        return planned < 0 && report_failed(self, Py_None) < 0 ? -1 : planned;
+    if (planned < 0) {
+        /* Nothing done yet: the Python way takes the module (and reports what goes wrong). */
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    if (planned == 0)
+        return 0;
     made = PyObject_Vectorcall(self->new_report, (PyObject*[]){w.name, w.reason}, 2, NULL);
     if (made != NULL && (!PyTuple_CheckExact(made) || PyTuple_GET_SIZE(made) != 4 ||
                          !PyList_Check(PyTuple_GET_ITEM(made, 1)) || !PyList_Check(PyTuple_GET_ITEM(made, 2)) ||
