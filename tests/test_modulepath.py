@@ -191,3 +191,28 @@ def test_each_module_keeps_its_own_auto_color_on_the_native_path(tmp_path: Path,
     assert seen["taken"] == modules - len(set(colors.values()))
     runs = [r.color for r in recording.ranges if r.name == "run"]
     assert runs == list(colors.values())
+
+
+def test_an_error_before_the_walk_hands_the_module_to_the_python_way() -> None:
+    import types
+
+    from autonvtx.ranges import _client
+
+    if _client is None or not hasattr(_client, "ModulePath"):
+        pytest.skip("the native client is not built")
+
+    class Odd(str):
+        """A key whose comparison raises: looking the module's name up fails."""
+
+        def __hash__(self) -> int:
+            return hash("m")
+
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("odd key")
+
+    python_way: list[types.ModuleType] = []
+    path = _client.ModulePath(python_way.append, {}, {"m": True}, {Odd("m"): None}, {}, None, None, None,
+                              {}, None, frozenset(), None, (), ())
+    module = types.ModuleType("m")
+    path(module)
+    assert python_way == [module] and path.taken == 0
