@@ -346,10 +346,5 @@ int chainedfinder_add_to_module(PyObject* module)
         str_importlib_util == NULL || str_path == NULL || str_target == NULL || str_meta_path == NULL ||
         str_modules == NULL || PyType_Ready(&ChainedFinderType) < 0)
         return -1;
-    Py_INCREF(&ChainedFinderType);
-    if (PyModule_AddObject(module, "ChainedFinder", (PyObject*)&ChainedFinderType) < 0) {
-        Py_DECREF(&ChainedFinderType);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddObjectRef(module, "ChainedFinder", (PyObject*)&ChainedFinderType);
 }

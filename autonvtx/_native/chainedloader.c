@@ -320,10 +320,5 @@ int chainedloader_add_to_module(PyObject* module)
         str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL || str_modules == NULL ||
         PyType_Ready(&ChainedLoaderType) < 0)
         return -1;
-    Py_INCREF(&ChainedLoaderType);
-    if (PyModule_AddObject(module, "ChainedLoader", (PyObject*)&ChainedLoaderType) < 0) {
-        Py_DECREF(&ChainedLoaderType);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddObjectRef(module, "ChainedLoader", (PyObject*)&ChainedLoaderType);
 }

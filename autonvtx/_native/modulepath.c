@@ -415,10 +415,5 @@ int modulepath_add_to_module(PyObject* module)
     str_args = PyUnicode_InternFromString("args");
     if (str_name == NULL || str_args == NULL || str_mp_main == NULL || PyType_Ready(&ModulePathType) < 0)
         return -1;
-    Py_INCREF(&ModulePathType);
-    if (PyModule_AddObject(module, "ModulePath", (PyObject*)&ModulePathType) < 0) {
-        Py_DECREF(&ModulePathType);
-        return -1;
-    }
-    return 0;
+    return PyModule_AddObjectRef(module, "ModulePath", (PyObject*)&ModulePathType);
 }
