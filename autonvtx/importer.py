@@ -231,7 +231,7 @@ class ImportHook:
         """From now on, stand in for target modules' loaders with the native client's
         InstrumentingLoader (chainedloader.c), and with `finder` (chainedfinder.c, reading the
         matcher's cache `considered`) look imports up: no Python frame of autonvtx's per module."""
-        loader.set_stand_in_type(InstrumentingLoader, ModuleSpec)  # type: ignore[attr-defined]
+        loader.set_stand_in_type(InstrumentingLoader)  # type: ignore[attr-defined]
         if loader not in STAND_INS:
             STAND_INS.append(loader)
         self.loader_type = loader
@@ -243,7 +243,9 @@ class ImportHook:
     def _use_native_finder(self, finder: InstrumentingFinder) -> None:
         assert self._native_finder is not None
         native, considered = self._native_finder
-        # Its find_spec for importlib to call: the finder itself stays on sys.meta_path.
+        # Its find_spec for importlib to call: the finder itself stays on sys.meta_path. It
+        # holds what it reads (on_executed, loader_type, the matcher's cache, triggers) as they
+        # are now, where the Python finder reads the hook's each time: use_native() comes last.
         finder.find_spec = native(  # type: ignore[method-assign]
             finder, considered, self.matcher.should_consider_module, self.triggers, finder.chain,
             self.loader_type, self.on_executed, self.on_skipped,

@@ -38,10 +38,17 @@ class ModulePlans:
         self._known: set[int] = set()  # ids of the Selections planned (the matcher holds them)
 
     def add(self, selection: Any, reason: str, rule: Rule, engine: Any, module: str) -> None:
-        """`module` was walked natively for `selection`: walk its like the same way."""
+        """`module` was walked natively for `selection`: walk its like the same way (where
+        that cannot be set up, they keep the Python way; the module walked is not affected)."""
         if id(selection) in self._known:
             return
         self._known.add(id(selection))
+        try:
+            self._add(selection, reason, rule, engine, module)
+        except Exception as exc:  # the Python way serves: say so, once
+            warnings.warn(f"autonvtx: the native per-module path is off: {exc!r}", RuntimeWarning, 2)
+
+    def _add(self, selection: Any, reason: str, rule: Rule, engine: Any, module: str) -> None:
         from autonvtx import ranges  # loaded with the engine already; not at start-up
 
         walkers = getattr(engine, "uniform_walkers", {}).get(id(rule))
@@ -86,10 +93,11 @@ class ModulePlans:
         return walk._visit_global, walk._visit_member, walk._wrap, walk._failed, walk._remember
 
 
-def _failed(report: ModuleReport | None, exc: Exception) -> None:
+def _failed(report: ModuleReport | str, exc: Exception) -> None:
     # As the Python way reports it: the walk's failure in the module's report (_instrument_items),
-    # anything before it as a warning (ImportHook._not_instrumented); never into the import.
-    if report is not None:
-        report.skip("<module>", f"instrumentation failed: {type(exc).__name__}: {exc}")
+    # one before it (the report not made; the module's name given) as a warning
+    # (ImportHook._not_instrumented); never into the import.
+    if isinstance(report, str):
+        warnings.warn(f"autonvtx: {report}: not instrumented: {exc!r}", RuntimeWarning, 2)
     else:
-        warnings.warn(f"autonvtx: not instrumented: {exc!r}", RuntimeWarning, 2)
+        report.skip("<module>", f"instrumentation failed: {type(exc).__name__}: {exc}")

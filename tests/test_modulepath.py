@@ -216,3 +216,41 @@ def test_an_error_before_the_walk_hands_the_module_to_the_python_way() -> None:
     module = types.ModuleType("m")
     path(module)
     assert python_way == [module] and path.taken == 0
+
+
+def test_bad_arguments_to_the_native_path_raise_and_release_nothing() -> None:
+    from autonvtx.ranges import _client
+
+    if _client is None or not hasattr(_client, "ModulePath"):
+        pytest.skip("the native client is not built")
+    slow = [].append
+    before = sys.getrefcount(slow)
+    for _ in range(3):  # each failed construction once released what it had only borrowed
+        with pytest.raises(TypeError, match="tuples"):
+            _client.ModulePath(slow, {}, {}, {}, {}, None, None, None, {}, None, frozenset(), None,
+                               "not a tuple", ())
+    assert sys.getrefcount(slow) == before
+
+
+def test_the_native_finder_serves_a_tuple_meta_path_and_leaves_no_state_behind(tmp_path: Path) -> None:
+    make_file(tmp_path / "mppkg" / "__init__.py", "")
+    for name in ("a", "b", "c", "d"):
+        make_file(tmp_path / "mppkg" / f"{name}.py", "def f():\n    return 1\n")
+    recordings, out = run_under_recorder(tmp_path, f"""
+        import gc, importlib, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import autonvtx
+        for cycle in range(3):  # a native finder per install(), each used
+            with autonvtx.install(targets=["mppkg.*"], engine="wrap") as installation:
+                importlib.import_module(f"mppkg.{{'abc'[cycle]}}")
+        installation = autonvtx.install(targets=["mppkg.*"], engine="wrap")
+        hook = installation._instrumentation.hook
+        sys.meta_path = tuple(sys.meta_path)  # importlib takes any sequence
+        import mppkg.d
+        sys.meta_path = list(sys.meta_path)
+        # Nothing of the finders' per-thread state is left in the thread's state dictionary.
+        left = [k for o in gc.get_objects() if type(o) is dict for k in o
+                if isinstance(k, str) and k.startswith("autonvtx finder")]
+        print(type(hook.on_executed).__name__, autonvtx.is_instrumented(sys.modules["mppkg.d"].f), left)
+    """)
+    assert out.split() == ["ModulePath", "True", "[]"]

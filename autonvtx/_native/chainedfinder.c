@@ -70,36 +70,42 @@ static int wanted(ChainedFinderObject* self, PyObject* fullname)
 /* The finders after ours on sys.meta_path, made again when its entries changed (borrowed). */
 static PyObject* finders_after(ChainedFinderObject* self)
 {
-    PyObject* meta_path = sys_attribute(str_meta_path);
+    PyObject *meta_path = sys_attribute(str_meta_path), *seen, *after;
     Py_ssize_t i, n, start = 0;
     if (meta_path == NULL)
         return NULL;
-    if (!PyList_Check(meta_path)) {
-        PyErr_SetString(PyExc_RuntimeError, "autonvtx: sys.meta_path is not a list");
-        return NULL;
-    }
-    n = PyList_GET_SIZE(meta_path);
-    if (self->seen != NULL && PyTuple_GET_SIZE(self->seen) == n) {
+    if (PyList_Check(meta_path) && self->seen != NULL && PyTuple_GET_SIZE(self->seen) == PyList_GET_SIZE(meta_path)) {
+        n = PyList_GET_SIZE(meta_path);
         for (i = 0; i < n && PyTuple_GET_ITEM(self->seen, i) == PyList_GET_ITEM(meta_path, i); ++i)
             ;
         if (i == n)
             return self->after;
     }
-    Py_XSETREF(self->seen, PyList_AsTuple(meta_path)); /* a finder may change it while asked */
-    Py_XSETREF(self->after, PyList_New(0));
-    if (self->seen == NULL || self->after == NULL)
+    /* Its entries as they are now (a finder may change it while asked; any sequence serves,
+     * as for importlib), and the finders after ours: both kept only when both are made. */
+    seen = PySequence_Tuple(meta_path);
+    after = seen != NULL ? PyList_New(0) : NULL;
+    if (after == NULL) {
+        Py_XDECREF(seen);
         return NULL;
+    }
+    n = PyTuple_GET_SIZE(seen);
     for (i = 0; i < n; ++i)
-        if (PyTuple_GET_ITEM(self->seen, i) == self->finder) {
+        if (PyTuple_GET_ITEM(seen, i) == self->finder) {
             start = i + 1;
             break;
         }
     for (i = start; i < n; ++i) {
-        PyObject* entry = PyTuple_GET_ITEM(self->seen, i);
-        if (entry != self->finder && PyList_Append(self->after, entry) < 0)
+        PyObject* entry = PyTuple_GET_ITEM(seen, i);
+        if (entry != self->finder && PyList_Append(after, entry) < 0) {
+            Py_DECREF(seen);
+            Py_DECREF(after);
             return NULL;
+        }
     }
-    return self->after;
+    Py_XSETREF(self->seen, seen);
+    Py_XSETREF(self->after, after);
+    return after;
 }
 
 /* The first spec a finder after ours gives (a new reference), None, or NULL on error. */
@@ -134,7 +140,8 @@ static PyObject* real_spec(ChainedFinderObject* self, PyObject* const* args)
 
 /* This thread's names being looked up: a set in its thread state dict, under a key of its
  * own (a str: the finder itself there would outlive the program's modules at exit, and keep
- * everything it reaches from the first collections interpreter shutdown makes). */
+ * everything it reaches from the first collections interpreter shutdown makes), there only
+ * while a lookup is under way (a finder of each install() would leave one per thread). */
 static PyObject* busy_names(ChainedFinderObject* self)
 {
     PyObject* states = PyThreadState_GetDict();
@@ -153,6 +160,20 @@ static PyObject* busy_names(ChainedFinderObject* self)
     }
     Py_DECREF(names);
     return names;
+}
+
+/* The thread's set taken out of its state dict again (its last lookup ended). */
+static int forget_busy(ChainedFinderObject* self)
+{
+    PyObject* states = PyThreadState_GetDict();
+    if (states == NULL)
+        return 0;
+    if (PyDict_DelItem(states, self->busy_key) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_KeyError))
+            return -1;
+        PyErr_Clear();
+    }
+    return 0;
 }
 
 /* getattr(value, name, None) is not None: 1, 0, -1 on error. */
@@ -212,8 +233,17 @@ static PyObject* find_spec(ChainedFinderObject* self, PyObject* fullname, PyObje
         return NULL;
     }
     spec = real_spec(self, args);
-    if (PySet_Discard(names, fullname) < 0)
-        Py_CLEAR(spec);
+    {
+        PyObject* raised = spec == NULL ? take_exception() : NULL; /* kept through the clean-up */
+        if (PySet_Discard(names, fullname) < 0 || (PySet_GET_SIZE(names) == 0 && forget_busy(self) < 0))
+            Py_CLEAR(spec);
+        if (raised != NULL) {
+            if (PyErr_Occurred())
+                Py_DECREF(raised);
+            else
+                raise_exception(raised);
+        }
+    }
     Py_DECREF(names);
     if (spec == NULL || spec == Py_None)
         return spec;

@@ -12,7 +12,8 @@
  * real loader's (get_source, is_package, get_resource_reader, ...), but for `loader`,
  * `create_module` (the real one's, bound, or one that returns None) and exec_module.
  * set_stand_in_type(cls) names importer.py's own class, which may chain with this one (both
- * are unwrapped when the real loader is put back).
+ * are unwrapped when the real loader is put back). A module whose stand-in has been cleared by
+ * the collector (a cycle through it) is left as it is.
  */
 #include "nvtxclient.h"
 
@@ -140,23 +141,23 @@ static PyObject* final_module(PyObject* module, PyObject** name_out)
 
 static PyObject* exec_module(ChainedLoaderObject* self, PyObject* module)
 {
-    PyObject *done, *final, *name, *result;
-    PyObject* loader = Py_NewRef(self->loader);
+    PyObject *done, *final, *name, *result, *loader;
+    if (self->loader == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "autonvtx: this stand-in loader was cleared");
+        return NULL;
+    }
+    loader = Py_NewRef(self->loader);
     done = PyObject_CallMethodOneArg(loader, str_exec_module, module);
     Py_DECREF(loader);
     if (done == NULL) {
         /* The module raised: the real loader put back all the same, the error kept. */
         PyObject* exc = take_exception();
-        int restored = restore(self, module);
-        if (restored < 0) {
-            Py_DECREF(exc);
-            return NULL;
+        if (restore(self, module) < 0) {
+            PyObject* failed = take_exception(); /* raised in the module's stead, as a finally: */
+            PyException_SetContext(failed, exc);
+            exc = failed;
         }
-#if PY_VERSION_HEX >= 0x030C0000
-        PyErr_SetRaisedException(exc);
-#else
-        PyErr_Restore(Py_NewRef((PyObject*)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
-#endif
+        raise_exception(exc);
         return NULL;
     }
     Py_DECREF(done);
@@ -229,6 +230,8 @@ static PyObject* ChainedLoader_getattro(ChainedLoaderObject* self, PyObject* nam
     PyObject* found = PyObject_GenericGetAttr((PyObject*)self, name);
     if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError))
         return found;
+    if (self->loader == NULL)
+        return NULL;
     PyErr_Clear();
     return PyObject_GetAttr(self->loader, name);
 }
@@ -258,22 +261,22 @@ static void ChainedLoader_dealloc(ChainedLoaderObject* self)
     Py_TYPE(self)->tp_free((PyObject*)self);
 }
 
-static PyObject* set_stand_in_type(PyObject* cls, PyObject* args)
+static PyObject* set_stand_in_type(PyObject* cls, PyObject* stand_in)
 {
-    PyObject *stand_in, *spec_type;
     (void)cls;
-    if (!PyArg_ParseTuple(args, "O!O!:set_stand_in_type", &PyType_Type, &stand_in, &PyType_Type, &spec_type))
+    if (!PyType_Check(stand_in)) {
+        PyErr_SetString(PyExc_TypeError, "set_stand_in_type(cls): a class");
         return NULL;
+    }
     Py_XSETREF(stand_in_type, Py_NewRef(stand_in));
-    Py_XSETREF(module_spec_type, Py_NewRef(spec_type));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef ChainedLoader_methods[] = {
     {"exec_module", (PyCFunction)exec_module, METH_O,
      PyDoc_STR("Run the real loader's exec_module, name the real loader again, call on_executed.")},
-    {"set_stand_in_type", (PyCFunction)set_stand_in_type, METH_VARARGS | METH_CLASS,
-     PyDoc_STR("set_stand_in_type(cls, module_spec): importer.py's stand-in class and ModuleSpec.")},
+    {"set_stand_in_type", (PyCFunction)set_stand_in_type, METH_O | METH_CLASS,
+     PyDoc_STR("set_stand_in_type(cls): importer.py's stand-in class, unwrapped like this one.")},
     {NULL, NULL, 0, NULL},
 };
 
@@ -311,10 +314,17 @@ int chainedloader_add_to_module(PyObject* module)
     str_modules = PyUnicode_InternFromString("modules");
     {
         PyObject* sys = PyImport_ImportModule("sys");
-        if (sys == NULL)
+        PyObject* bootstrap = PyImport_ImportModule("_frozen_importlib"); /* importlib.machinery's */
+        if (sys == NULL || bootstrap == NULL) {
+            Py_XDECREF(sys);
             return -1;
+        }
         sys_dict = Py_NewRef(PyModule_GetDict(sys));
+        module_spec_type = PyObject_GetAttrString(bootstrap, "ModuleSpec");
         Py_DECREF(sys);
+        Py_DECREF(bootstrap);
+        if (module_spec_type == NULL || !PyType_Check(module_spec_type))
+            return -1;
     }
     if (str_loader == NULL || str_dunder_loader == NULL || str_spec == NULL || str_name == NULL ||
         str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL || str_modules == NULL ||

@@ -15,7 +15,7 @@
  * new_report(name, reason) -> (report, its list of names wrapped for reason, its skips, its
  * re-exports rebound); the C walk over the namespace; the Python walk's methods only if the
  * C walk hands something on (callbacks_for, uniform.h); failed(report, exc) for a walk that
- * raised. Every other module takes the Python way, `slow(module)` (ImportHook.module_executed),
+ * raised, failed(name, exc) where the report could not be made. Every other module takes the Python way, `slow(module)` (ImportHook.module_executed),
  * which tells this path its plan (add_plan) for the modules after it.
  *
  * add_plan(selection, reason, builtins, walkers, auto, color): for the modules whose rules
@@ -104,7 +104,7 @@ static int is_refused(ModulePathObject* self, PyObject* name)
 static int plan_for(ModulePathObject* self, PyObject* module, walk_state* w, PyObject** application)
 {
     PyObject *namespace, *name, *found, *key;
-    path_plan* plan = NULL;
+    path_plan* planned = NULL, plan; /* a copy: add_plan may move the array meanwhile */
     unsigned long color;
     Py_ssize_t i;
     int refused;
@@ -120,18 +120,19 @@ static int plan_for(ModulePathObject* self, PyObject* module, walk_state* w, PyO
     if (PyDict_GetItemWithError(self->considered, name) != Py_True || (refused = is_refused(self, name)) != 0)
         return PyErr_Occurred() ? -1 : 0;
     found = PyDict_GetItemWithError(self->uniform, name);
-    for (i = 0; found != NULL && plan == NULL && i < self->plan_count; ++i)
+    for (i = 0; found != NULL && planned == NULL && i < self->plan_count; ++i)
         if (self->plans[i].selection == found)
-            plan = &self->plans[i];
-    if (plan == NULL || PyDict_GetItemWithError(self->reports, name) != NULL)
+            planned = &self->plans[i];
+    if (planned == NULL || PyDict_GetItemWithError(self->reports, name) != NULL)
         return PyErr_Occurred() ? -1 : 0;
-    color = plan->color;
-    if (plan->auto_color && !auto_color(self, name, &color))
+    plan = *planned;
+    color = plan.color;
+    if (plan.auto_color && !auto_color(self, name, &color))
         return 0;
     key = PyLong_FromUnsignedLong(color);
     if (key == NULL)
         return -1;
-    found = PyDict_GetItemWithError(plan->walkers, key);
+    found = PyDict_GetItemWithError(plan.walkers, key);
     Py_DECREF(key);
     if (found == NULL || found == Py_None)
         return PyErr_Occurred() ? -1 : 0;
@@ -149,8 +150,8 @@ static int plan_for(ModulePathObject* self, PyObject* module, walk_state* w, PyO
     Py_INCREF(*application);
     Py_DECREF(found);
     w->name = name;
-    w->reason = plan->reason;
-    w->builtins = plan->builtins;
+    w->reason = plan.reason;
+    w->builtins = plan.builtins;
     w->namespace = namespace;
     w->module = module;
     w->kinds = self->kinds;
@@ -161,8 +162,9 @@ static int plan_for(ModulePathObject* self, PyObject* module, walk_state* w, PyO
     return 1;
 }
 
-/* An exception of the walk, reported as the Python way reports it (`report` None: outside
- * the walk). KeyboardInterrupt and the like propagate. 0, or -1 with the error set. */
+/* An exception of the walk, reported as the Python way reports it (`report` the module's name
+ * where its report could not be made). KeyboardInterrupt and the like propagate. 0, or -1
+ * with the error set. */
 static int report_failed(ModulePathObject* self, PyObject* report)
 {
     PyObject* exc;
@@ -210,6 +212,7 @@ static int take_module(ModulePathObject* self, PyObject* module)
     }
     if (planned == 0)
         return 0;
+    Py_INCREF(w.name); /* held: borrowed from the module's namespace, which the walk may write */
     made = PyObject_Vectorcall(self->new_report, (PyObject*[]){w.name, w.reason}, 2, NULL);
     if (made != NULL && (!PyTuple_CheckExact(made) || PyTuple_GET_SIZE(made) != 4 ||
                          !PyList_Check(PyTuple_GET_ITEM(made, 1)) || !PyList_Check(PyTuple_GET_ITEM(made, 2)) ||
@@ -220,7 +223,9 @@ static int take_module(ModulePathObject* self, PyObject* module)
     if (made == NULL || (w.classes_seen = PySet_New(NULL)) == NULL) {
         Py_XDECREF(made);
         Py_DECREF(application);
-        return report_failed(self, Py_None) < 0 ? -1 : 1;
+        result = report_failed(self, w.name); /* no report: the module's name in a warning */
+        Py_DECREF(w.name);
+        return result < 0 ? -1 : 1;
     }
     w.report = PyTuple_GET_ITEM(made, 0);
     w.wrapped = PyTuple_GET_ITEM(made, 1);
@@ -237,6 +242,7 @@ static int take_module(ModulePathObject* self, PyObject* module)
     Py_DECREF(w.classes_seen);
     Py_DECREF(application);
     Py_DECREF(made);
+    Py_DECREF(w.name);
     return result < 0 ? -1 : 1;
 }
 
@@ -295,13 +301,13 @@ static PyObject* ModulePath_new(PyTypeObject* type, PyObject* args, PyObject* kw
     if (!unpack_tuple("ModulePath", args, "OddddOOOdOfOOO",
             (void*[]){&self->slow, &self->triggers, &self->considered, &self->uniform, &self->reports,
                       &self->new_report, &self->callbacks_for, &self->failed, &self->kinds,
-                      &self->kind_of, &self->dunders, &self->member, &self->refused, &self->palette})) {
+                      &self->kind_of, &self->dunders, &self->member, &self->refused, &self->palette}) ||
+        !PyTuple_Check(self->refused) || !PyTuple_Check(self->palette)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "ModulePath: refused and palette must be tuples");
+#define FORGET(field) self->field = NULL; /* borrowed so far: not this object's to release */
+        PATH_FIELDS(FORGET)
         Py_DECREF(self);
-        return NULL;
-    }
-    if (!PyTuple_Check(self->refused) || !PyTuple_Check(self->palette)) {
-        Py_DECREF(self);
-        PyErr_SetString(PyExc_TypeError, "ModulePath: refused and palette must be tuples");
         return NULL;
     }
 #define HOLD(field) Py_INCREF(self->field);

@@ -161,5 +161,7 @@ PyObject* sys_attribute(PyObject* name);
 /* The exception being raised, taken (normalized; a new reference): its matching checked first
  * (uniform.c). */
 PyObject* take_exception(void);
+/* take_exception()'s undone: `exc` (stolen) raised again. */
+void raise_exception(PyObject* exc);
 
 #endif

@@ -280,6 +280,15 @@ PyObject* take_exception(void)
 #endif
 }
 
+void raise_exception(PyObject* exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef((PyObject*)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
 /* An error while deciding about `where`: reported as the Python walk reports it (only
  * Exception: KeyboardInterrupt and the like propagate). */
 static int report_failure(walk_state* w, PyObject* where)
