@@ -159,9 +159,14 @@ class Config(Value):
                 return dict(options)
         return {}
 
+    def color_setting(self, rule: Rule | Region) -> str:
+        """The color that holds for `rule` (or a region): its own, else the config's ("auto":
+        each module its own, style() and region_style() make it)."""
+        return rule.color if rule.color is not None else self.settings.color
+
     def style(self, rule: Rule, module: str) -> RangeStyle:
         """The range attributes for a function of `module` selected by `rule`."""
-        color = rule.color if rule.color is not None else self.settings.color
+        color = self.color_setting(rule)
         return RangeStyle(
             domain=rule.domain if rule.domain is not None else self.settings.domain,
             message=rule.message if rule.message is not None else self.settings.message,
@@ -171,7 +176,7 @@ class Config(Value):
 
     def region_style(self, region: Region, module: str) -> RangeStyle:
         """The range attributes of `region`'s ranges in a function of `module`."""
-        color = region.color if region.color is not None else self.settings.color
+        color = self.color_setting(region)
         return RangeStyle(
             domain=region.domain if region.domain is not None else self.settings.domain,
             message=region.name or "",

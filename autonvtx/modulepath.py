@@ -60,8 +60,7 @@ class ModulePlans:
         if path is None:
             return
         config = self._matcher.config
-        setting = rule.color if rule.color is not None else config.settings.color
-        path.add_plan(selection, reason, rule.builtins, walkers, setting == "auto",
+        path.add_plan(selection, reason, rule.builtins, walkers, config.color_setting(rule) == "auto",
                       config.style(rule, module).color)
 
     def _make_path(self, native: types.ModuleType) -> Any:

@@ -68,7 +68,7 @@ class CodeEngine:
         per rule and color, not per module (a package targeted wholesale has hundreds)."""
         ruled = self._rule_styles.get(id(rule))
         if ruled is None:
-            setting = rule.color if rule.color is not None else self._config.settings.color
+            setting = self._config.color_setting(rule)
             ruled = self._rule_styles[id(rule)] = (self._styled(rule, module), setting == "auto")
         (style, domain, color, category), auto = ruled
         if style.message != "{qualname}":

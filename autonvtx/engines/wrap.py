@@ -237,7 +237,7 @@ class WrapEngine:
             return None
         ruled = self._rule_styles.get(id(rule))
         if ruled is None:
-            setting = rule.color if rule.color is not None else self._config.settings.color
+            setting = self._config.color_setting(rule)
             ruled = self._rule_styles[id(rule)] = (self._config.style(rule, module), setting == "auto")
         style, auto = ruled
         if style.message != "{qualname}":
