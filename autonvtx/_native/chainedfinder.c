@@ -118,11 +118,7 @@ static PyObject* real_spec(ChainedFinderObject* self, PyObject* const* args)
     Py_INCREF(after);
     for (i = 0; i < PyList_GET_SIZE(after); ++i) {
         PyObject *find, *spec;
-#if PY_VERSION_HEX >= 0x030D0000
-        if (PyObject_GetOptionalAttr(PyList_GET_ITEM(after, i), str_find_spec, &find) < 0)
-#else
-        if (_PyObject_LookupAttr(PyList_GET_ITEM(after, i), str_find_spec, &find) < 0)
-#endif
+        if (optional_attribute(PyList_GET_ITEM(after, i), str_find_spec, &find) < 0)
             break;
         if (find == NULL)
             continue;
@@ -176,15 +172,11 @@ static int forget_busy(ChainedFinderObject* self)
     return 0;
 }
 
-/* getattr(value, name, None) is not None: 1, 0, -1 on error. */
+/* hasattr(value, name): 1, 0, -1 on error. */
 static int has_attribute(PyObject* value, PyObject* name)
 {
     PyObject* found;
-#if PY_VERSION_HEX >= 0x030D0000
-    int has = PyObject_GetOptionalAttr(value, name, &found);
-#else
-    int has = _PyObject_LookupAttr(value, name, &found);
-#endif
+    int has = optional_attribute(value, name, &found);
     Py_XDECREF(found);
     return has;
 }
@@ -202,11 +194,7 @@ static int usual_loader(PyObject* loader)
     util = PyDict_Check(modules) ? PyDict_GetItemWithError(modules, str_importlib_util) : NULL;
     if (util == NULL)
         return PyErr_Occurred() ? -1 : 1;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(util, str_lazy_loader, &lazy) < 0)
-#else
-    if (_PyObject_LookupAttr(util, str_lazy_loader, &lazy) < 0)
-#endif
+    if (optional_attribute(util, str_lazy_loader, &lazy) < 0)
         return -1;
     if (lazy == NULL)
         return 1;

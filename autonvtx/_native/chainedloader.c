@@ -60,10 +60,12 @@ static PyObject* real_loader(ChainedLoaderObject* self)
 {
     PyObject* real = Py_NewRef(self->loader);
     while (real != NULL && is_stand_in(real)) {
-        PyObject* inner = Py_IS_TYPE(real, &ChainedLoaderType) ? Py_NewRef(((ChainedLoaderObject*)real)->loader)
+        PyObject* inner = Py_IS_TYPE(real, &ChainedLoaderType) ? Py_XNewRef(((ChainedLoaderObject*)real)->loader)
                                                               : PyObject_GetAttr(real, str_loader);
         Py_SETREF(real, inner);
     }
+    if (real == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "autonvtx: a stand-in loader under this one was cleared");
     return real;
 }
 
@@ -117,11 +119,7 @@ static PyObject* final_module(PyObject* module, PyObject** name_out)
         return Py_NewRef(module);
     }
     Py_INCREF(spec);
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(spec, str_name, &name) < 0)
-#else
-    if (_PyObject_LookupAttr(spec, str_name, &name) < 0)
-#endif
+    if (optional_attribute(spec, str_name, &name) < 0)
         name = NULL;
     Py_DECREF(spec);
     if (PyErr_Occurred())
@@ -204,11 +202,7 @@ static PyObject* ChainedLoader_new(PyTypeObject* type, PyObject* args, PyObject*
     if (!PyArg_ParseTuple(args, "OOO:ChainedLoader", &loader, &on_executed, &on_skipped) ||
         (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0 && (PyErr_SetString(PyExc_TypeError, "ChainedLoader() takes no keyword arguments"), 1)))
         return NULL;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(loader, str_create_module, &create) < 0)
-#else
-    if (_PyObject_LookupAttr(loader, str_create_module, &create) < 0)
-#endif
+    if (optional_attribute(loader, str_create_module, &create) < 0)
         return NULL;
     if (create == NULL && (create = PyCFunction_New(&default_create_def, NULL)) == NULL)
         return NULL;

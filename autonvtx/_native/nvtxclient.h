@@ -161,6 +161,9 @@ PyObject* sys_attribute(PyObject* name);
 /* The exception being raised, taken (normalized; a new reference): its matching checked first
  * (uniform.c). */
 PyObject* take_exception(void);
+/* getattr(value, name) without an AttributeError (uniform.c): 1 (*found a new reference), 0
+ * where it has none (*found NULL), -1 on another error; 3.13's PyObject_GetOptionalAttr. */
+int optional_attribute(PyObject* value, PyObject* name, PyObject** found);
 /* take_exception()'s undone: `exc` (stolen) raised again. */
 void raise_exception(PyObject* exc);
 

@@ -72,15 +72,20 @@ int same_str(PyObject* a, PyObject* b)
            memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * PyUnicode_KIND(a)) == 0;
 }
 
+int optional_attribute(PyObject* value, PyObject* name, PyObject** found)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyObject_GetOptionalAttr(value, name, found);
+#else
+    return _PyObject_LookupAttr(value, name, found);
+#endif
+}
+
 /* getattr(value, name, default) */
 PyObject* attribute_or(PyObject* value, PyObject* name, PyObject* default_value)
 {
     PyObject* found;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (PyObject_GetOptionalAttr(value, name, &found) < 0)
-#else
-    if (_PyObject_LookupAttr(value, name, &found) < 0)
-#endif
+    if (optional_attribute(value, name, &found) < 0)
         return NULL;
     return found != NULL ? found : Py_NewRef(default_value);
 }
