@@ -1,5 +1,6 @@
 """Builds the native NVTX recorder as a plain shared library and autonvtx's NVTX client as an
 extension module (metadata lives in pyproject.toml)."""
+
 from __future__ import annotations
 
 import glob
@@ -20,16 +21,31 @@ RECORDER_SOURCES = [
 ]
 # The exporter, one unit per job sharing export.h (reader, pairing, JSON and Perfetto writers,
 # statistics).
-EXPORTER_SOURCES = [f"autonvtx/recorder/_native/{name}.c"
-                    for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")]
+EXPORTER_SOURCES = [
+    f"autonvtx/recorder/_native/{name}.c"
+    for name in ("export", "export_read", "export_pair", "export_json", "export_perfetto", "export_stats")
+]
 CLIENT = "autonvtx._nvtxclient"
 # The target's source compiled without building the ast module's types (runner.compile_script).
 SOURCECODE = "autonvtx._sourcecode"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
-    for name in ("nvtxclient", "range", "ranged", "steps", "coroutine", "monitoring", "globalevents", "regions", "uniform",
-                 "modulepath", "chainedloader", "chainedfinder",
-                 "wrapping", "arguments")
+    for name in (
+        "nvtxclient",
+        "range",
+        "ranged",
+        "steps",
+        "coroutine",
+        "monitoring",
+        "globalevents",
+        "regions",
+        "uniform",
+        "modulepath",
+        "chainedloader",
+        "chainedfinder",
+        "wrapping",
+        "arguments",
+    )
 ]
 
 
@@ -127,8 +143,11 @@ setup(
         Extension(
             LIBRARY,
             sources=[*RECORDER_SOURCES, *EXPORTER_SOURCES],
-            depends=["autonvtx/recorder/_native/anr_format.h", "autonvtx/recorder/_native/recorder.h",
-                     "autonvtx/recorder/_native/export.h"],
+            depends=[
+                "autonvtx/recorder/_native/anr_format.h",
+                "autonvtx/recorder/_native/recorder.h",
+                "autonvtx/recorder/_native/export.h",
+            ],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,

@@ -9,6 +9,7 @@ anything heavy (nvtx imports numpy) is loaded, so the public API below is loaded
 
 In IPython or Jupyter: `%load_ext autonvtx`, then `%autonvtx -t 'mypkg.*' --preset torch`.
 """
+
 from __future__ import annotations
 
 from autonvtx.errors import AutonvtxError, ConfigError, UsageError

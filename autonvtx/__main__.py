@@ -1,4 +1,5 @@
 """`python -m autonvtx`: the same as the `autonvtx` command."""
+
 from __future__ import annotations
 
 import sys

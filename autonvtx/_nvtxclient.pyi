@@ -1,6 +1,8 @@
 """Types of autonvtx's native NVTX client (autonvtx/_native/*.c)."""
+
+from collections.abc import Callable, Generator
 from types import CodeType
-from typing import Any, Callable, Generator, final
+from typing import Any, final
 
 def name_os_thread(tid: int, name: str, /) -> None: ...
 def rebind_ranges() -> int: ...
@@ -21,11 +23,14 @@ def set_drivers(
 # The code engine (Python 3.12+ only; absent from builds for older Pythons).
 class MonitoringCallback:
     def __call__(self, code: CodeType, offset: int, /, *rest: Any) -> None: ...
+
 monitoring_push: MonitoringCallback
 monitoring_pop: MonitoringCallback
+
 def attach(code: CodeType, range: Range, /) -> None: ...
 def detach(code: CodeType, /) -> None: ...
 def attached(code: CodeType, /) -> Range | None: ...
+
 @final
 class Range:
     def __init__(self, domain: str, message: str, color: int = 0, category: int = 0) -> None: ...
@@ -47,6 +52,7 @@ class Range:
         kwargs: dict[str, Any] | None,
         /,
     ) -> Any: ...
+
 @final
 class RangedSteps:
     def __init__(self, inner: Any, range: Range, /) -> None: ...

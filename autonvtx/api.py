@@ -1,5 +1,6 @@
 """The library face: `autonvtx.install()` in a program or notebook, and the IPython extension
 (`%load_ext autonvtx`, then `%autonvtx -t 'mypkg.*'`)."""
+
 from __future__ import annotations
 
 import os
@@ -202,8 +203,14 @@ def _magic(line: str) -> None:
         _active.uninstall()
         _active = None
     try:
-        _active = install(list(rules.configs) or None, presets=rules.presets, targets=rules.targets,
-                          include=rules.includes, exclude=rules.excludes, engine=rules.engine)
+        _active = install(
+            list(rules.configs) or None,
+            presets=rules.presets,
+            targets=rules.targets,
+            include=rules.includes,
+            exclude=rules.excludes,
+            engine=rules.engine,
+        )
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
         return

@@ -9,6 +9,7 @@ of two sources (coverage.py's `process_startup` works this way):
 `autonvtx run` itself, `install()` and the IPython magic build the same `Instrumentation` from
 their own options; nothing else assembles the machinery.
 """
+
 from __future__ import annotations
 
 import atexit

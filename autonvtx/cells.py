@@ -1,5 +1,6 @@
 """IPython cells: what a cell defines at its top level is instrumented right after its
 definition, so a call in the same cell gets its range (a walk after the cell came too late)."""
+
 from __future__ import annotations
 
 import ast

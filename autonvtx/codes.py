@@ -1,5 +1,6 @@
 """Code objects of functions: the code a call runs, and the code defined inside it (the walk
 selects nested functions by their `co_qualname`; the code engine monitors code objects)."""
+
 from __future__ import annotations
 
 import types

@@ -1,6 +1,7 @@
 """Module-level callables a compiler made from a function (`step = jax.jit(f)`, `@numba.njit`):
 not functions, so the walk passes them by; what `-vv` says of them, and of a plugin's range
 around one."""
+
 from __future__ import annotations
 
 import sys
@@ -34,10 +35,18 @@ def compiled_callables(module_name: str, known: set[str]) -> list[tuple[str, str
         if not isinstance(inner, types.FunctionType) or inner.__module__ != module_name:
             continue
         preset = _PRESETS.get(type(value).__module__.partition(".")[0])
-        advice = (f"--preset {preset} ranges each of its calls" if preset
-                  else "a framework preset may range them (autonvtx presets)")
-        found.append((name, f"compiled: {maker(value)} made from {inner.__qualname__}, not a function; its calls"
-                            f" run compiled code, not {inner.__qualname__}'s: {advice}"))
+        advice = (
+            f"--preset {preset} ranges each of its calls"
+            if preset
+            else "a framework preset may range them (autonvtx presets)"
+        )
+        found.append(
+            (
+                name,
+                f"compiled: {maker(value)} made from {inner.__qualname__}, not a function; its calls"
+                f" run compiled code, not {inner.__qualname__}'s: {advice}",
+            )
+        )
     return found
 
 

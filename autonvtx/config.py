@@ -19,7 +19,6 @@ COMMAND_LINE_ORIGIN = "command line"
 _COMMAND_LINE_FLAGS = {"modules": "--target", "include": "--include", "exclude": "--exclude"}
 
 
-
 class Settings(Value):
     """Global keys of the `[autonvtx]` table: the defaults every rule falls back to."""
 
@@ -31,8 +30,9 @@ class Settings(Value):
     # "auto" (code where it can run, else wrap).
     engine: str
 
-    def __init__(self, domain: str = "autonvtx", message: str = "{qualname}", color: str = "auto",
-                 engine: str = "auto") -> None:
+    def __init__(
+        self, domain: str = "autonvtx", message: str = "{qualname}", color: str = "auto", engine: str = "auto"
+    ) -> None:
         self._set(domain, message, color, engine)
 
 
@@ -43,8 +43,18 @@ class Rule(Value):
     location): a name `a.f` there is `a.f` in the module or `f` in submodule `a`, and the reader
     writes a rule per reading. A name is unmatched when no reading of it matched."""
 
-    __slots__ = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins", "origin",
-                 "reading_of")
+    __slots__ = (
+        "modules",
+        "include",
+        "exclude",
+        "color",
+        "domain",
+        "category",
+        "message",
+        "builtins",
+        "origin",
+        "reading_of",
+    )
     modules: tuple[str, ...]
     include: tuple[str, ...]
     exclude: tuple[str, ...]
@@ -56,9 +66,19 @@ class Rule(Value):
     origin: str
     reading_of: str
 
-    def __init__(self, modules: tuple[str, ...], include: tuple[str, ...] = ("*",), exclude: tuple[str, ...] = (),
-                 color: str | None = None, domain: str | None = None, category: str | None = None,
-                 message: str | None = None, builtins: bool = False, origin: str = "", reading_of: str = "") -> None:
+    def __init__(
+        self,
+        modules: tuple[str, ...],
+        include: tuple[str, ...] = ("*",),
+        exclude: tuple[str, ...] = (),
+        color: str | None = None,
+        domain: str | None = None,
+        category: str | None = None,
+        message: str | None = None,
+        builtins: bool = False,
+        origin: str = "",
+        reading_of: str = "",
+    ) -> None:
         self._set(modules, include, exclude, color, domain, category, message, builtins, origin, reading_of)
 
     def where(self, key: str) -> str:
@@ -85,9 +105,18 @@ class Region(Value):
     category: str | None
     origin: str
 
-    def __init__(self, function: str, loop: str | int | None = None, lines: tuple[int, int] | None = None,
-                 name: str | None = None, capture: tuple[int, int] | None = None, domain: str | None = None,
-                 color: str | None = None, category: str | None = None, origin: str = "") -> None:
+    def __init__(
+        self,
+        function: str,
+        loop: str | int | None = None,
+        lines: tuple[int, int] | None = None,
+        name: str | None = None,
+        capture: tuple[int, int] | None = None,
+        domain: str | None = None,
+        color: str | None = None,
+        category: str | None = None,
+        origin: str = "",
+    ) -> None:
         self._set(function, loop, lines, name, capture, domain, color, category, origin)
 
     def where(self, key: str) -> str:
@@ -141,11 +170,25 @@ class Config(Value):
     preset_sources: tuple[str, ...]
     regions: tuple[Region, ...]
 
-    def __init__(self, settings: Settings | None = None, rules: tuple[Rule, ...] = (), sources: tuple[str, ...] = (),
-                 plugins: tuple[str, ...] = (), plugin_options: PluginOptions = (),
-                 preset_sources: tuple[str, ...] = (), regions: tuple[Region, ...] = ()) -> None:
-        self._set(settings if settings is not None else Settings(), rules, sources, plugins, plugin_options,
-                  preset_sources, regions)
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        rules: tuple[Rule, ...] = (),
+        sources: tuple[str, ...] = (),
+        plugins: tuple[str, ...] = (),
+        plugin_options: PluginOptions = (),
+        preset_sources: tuple[str, ...] = (),
+        regions: tuple[Region, ...] = (),
+    ) -> None:
+        self._set(
+            settings if settings is not None else Settings(),
+            rules,
+            sources,
+            plugins,
+            plugin_options,
+            preset_sources,
+            regions,
+        )
 
     def is_preset_rule(self, rule: Rule) -> bool:
         """Whether `rule` comes from a preset (whose patterns cover several versions of a
@@ -374,7 +417,9 @@ def template_problem(template: str, fields: tuple[str, ...], plain: tuple[str, .
         if field not in fields:
             return f"unknown field {{{field}}} in {template!r}; expected {allowed}" + did_you_mean(field, fields)
         if field in plain and (spec or conversion):
-            return f"bad template {template!r}: {{{field}}} takes no format spec or conversion; expected plain {{{field}}}"
+            return (
+                f"bad template {template!r}: {{{field}}} takes no format spec or conversion; expected plain {{{field}}}"
+            )
         if conversion not in (None, "r", "s", "a") or "{" in (spec or ""):
             return f"bad template {template!r}: unsupported conversion or nested field"
     return None

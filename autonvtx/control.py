@@ -1,6 +1,7 @@
 """The one place that assembles instrumentation: matcher, walk, engine, import hook, plugins
 and reporting. `autonvtx run`, the child-process bootstrap, the start-up hook and the public
 API all go through `Instrumentation`; nothing else builds this machinery."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,8 @@ import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
 from autonvtx.environment import is_tool_configured
@@ -20,8 +22,8 @@ from autonvtx.walk import Walker
 
 if TYPE_CHECKING:
     from autonvtx.config import Config
-    from autonvtx.engines.plan import PlanEngine
     from autonvtx.engines import Engine
+    from autonvtx.engines.plan import PlanEngine
     from autonvtx.plugins import Plugin, PluginActivator
     from autonvtx.regions import RegionInstaller
 
@@ -73,8 +75,9 @@ class Instrumentation:
             from autonvtx.engines.plan import PlanEngine  # a run never needs it (start-up)
 
             self.plan_engine = PlanEngine(reaches_nested=self.engine.reaches_nested)
-        self.walker = Walker(self.matcher, self.plan_engine, apply=self.applies, make_engine=self._make_engine,
-                             verb=self.engine.verb)
+        self.walker = Walker(
+            self.matcher, self.plan_engine, apply=self.applies, make_engine=self._make_engine, verb=self.engine.verb
+        )
         self.regions: RegionInstaller | None = None
         if config.regions:
             # Imported only then: a run without regions does not pay for it (start-up).
@@ -214,8 +217,9 @@ class Instrumentation:
         wrapped = sum(len(r.wrapped) for _, r in reports)
         skipped = sum(len(r.skipped) for _, r in reports)
         lines.append(self.engine_line())
-        lines.append(f"{self.walker.verb} {_count(wrapped, 'function')} in {_count(len(reports), 'module')}"
-                     f" ({skipped} skipped)")
+        lines.append(
+            f"{self.walker.verb} {_count(wrapped, 'function')} in {_count(len(reports), 'module')} ({skipped} skipped)"
+        )
         if self.activator is not None:
             lines.extend(self.activator.notes)
         if self.regions is not None:

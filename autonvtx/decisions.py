@@ -1,4 +1,5 @@
 """What a walk decided about one module: each name wrapped or skipped, with its reason."""
+
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,5 @@
 """Every environment variable autonvtx reads or sets, in one place (listed in the README)."""
+
 from __future__ import annotations
 
 import os
@@ -59,6 +60,7 @@ XDG_CACHE_HOME = "XDG_CACHE_HOME"
 # Nsight Systems' `nsys` for `autonvtx profile` and `autonvtx report X.nsys-rep` (a path or a
 # command name); unset: the `nsys` on PATH.
 NSYS = "NSYS"
+
 
 def is_tool_configured() -> bool:
     """Whether an NVTX tool will be attached: NVTX loads the one NVTX_INJECTION64_PATH names on

@@ -1,4 +1,5 @@
 """Errors autonvtx reports to users without a traceback."""
+
 from __future__ import annotations
 
 
@@ -25,7 +26,7 @@ class TraceFormatError(AutonvtxError):
 
 
 def did_you_mean(word: object, choices: object) -> str:
-    """"; did you mean 'x'?" for the choice closest to a mistyped `word`, or ""."""
+    """ "; did you mean 'x'?" for the choice closest to a mistyped `word`, or ""."""
     if not isinstance(word, str):
         return ""
     import difflib  # imported here: only a mistake needs it, and it costs start-up (issue 6)

@@ -1,4 +1,5 @@
 """The import hook: hands each target module to the instrumenter right after it executed."""
+
 from __future__ import annotations
 
 import _thread
@@ -16,7 +17,8 @@ _MAIN_NAMES = ("__main__", "__mp_main__")
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Protocol, Sequence
+    from collections.abc import Callable, Sequence
+    from typing import Any, Protocol
 else:
     Protocol = object  # plain classes at run time: only mypy reads them
 
@@ -63,8 +65,12 @@ class InstrumentingLoader:
             namespace = _module_dict(module)
             spec = namespace.get("__spec__")
             real = self.loader
-            if type(real) not in STAND_INS and namespace.get("__loader__") is self \
-                    and type(spec) is ModuleSpec and spec.loader is self:
+            if (
+                type(real) not in STAND_INS
+                and namespace.get("__loader__") is self
+                and type(spec) is ModuleSpec
+                and spec.loader is self
+            ):
                 # The usual case, without a call: the module names its real loader again.
                 namespace["__loader__"] = spec.loader = real
             else:
@@ -130,9 +136,7 @@ class InstrumentingFinder:
         # is reused meanwhile).
         self._after: tuple[tuple[int, ...], list[Any]] = ((), [])
 
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None = None, target: Any = None
-    ) -> ModuleSpec | None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None, target: Any = None) -> ModuleSpec | None:
         hook = self._hook
         if not hook.matcher.should_consider_module(fullname) and fullname not in hook.triggers:
             return None
@@ -247,8 +251,14 @@ class ImportHook:
         # holds what it reads (on_executed, loader_type, the matcher's cache, triggers) as they
         # are now, where the Python finder reads the hook's each time: use_native() comes last.
         finder.find_spec = native(  # type: ignore[method-assign]
-            finder, considered, self.matcher.should_consider_module, self.triggers, finder.chain,
-            self.loader_type, self.on_executed, self.on_skipped,
+            finder,
+            considered,
+            self.matcher.should_consider_module,
+            self.triggers,
+            finder.chain,
+            self.loader_type,
+            self.on_executed,
+            self.on_skipped,
         )
 
     @property
@@ -317,9 +327,7 @@ class ImportHook:
         name = getattr(module, "__name__", "?")
         warnings.warn(f"autonvtx: {name}: not instrumented: {exc!r}", RuntimeWarning, 2)
 
-    def _run_callback(
-        self, name: str, callback: Callable[[types.ModuleType], None], module: types.ModuleType
-    ) -> None:
+    def _run_callback(self, name: str, callback: Callable[[types.ModuleType], None], module: types.ModuleType) -> None:
         try:
             callback(module)
         except Exception as exc:  # a post-import callback never breaks the program's import

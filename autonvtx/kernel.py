@@ -2,6 +2,7 @@
 `autonvtx run [rules] [--trace ...] -c '<launch()>'` (under `nsys profile` with `nsys`), and
 `launch()`, which starts ipykernel inside that run and walks the cells' `__main__` after each
 cell, so functions defined in cells get their ranges as a script's do."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """What the rules select, decided by the walk that wraps but without wrapping: `list`,
 `run --dry-run` and `export` print from here, so they never disagree with a real run."""
+
 from __future__ import annotations
 
 import ast
@@ -10,7 +11,7 @@ import sys
 import types
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.config import Config, Rule
 from autonvtx.control import Instrumentation
@@ -76,8 +77,15 @@ def plan_modules(
             planner.instrument(module)
             plan.modules.append(name)
     planned = [
-        (p.rule, Planned(p.module, p.qualname, _kind(p.__wrapped__, sys.modules.get(p.module), p.qualname),
-                         matcher.select(p.module, p.qualname).reason))
+        (
+            p.rule,
+            Planned(
+                p.module,
+                p.qualname,
+                _kind(p.__wrapped__, sys.modules.get(p.module), p.qualname),
+                matcher.select(p.module, p.qualname).reason,
+            ),
+        )
         for p in engine.planned
     ]
     main = main_stand_in(*main_source) if main_source is not None else None
@@ -85,8 +93,15 @@ def plan_modules(
         start = len(engine.planned)
         planner.instrument(main)
         planned.extend(
-            (p.rule, Planned(p.module, p.qualname, _kind(p.__wrapped__, main, p.qualname),
-                             matcher.select(p.module, p.qualname).reason))
+            (
+                p.rule,
+                Planned(
+                    p.module,
+                    p.qualname,
+                    _kind(p.__wrapped__, main, p.qualname),
+                    matcher.select(p.module, p.qualname).reason,
+                ),
+            )
             for p in engine.planned[start:]
         )
         plan.modules.append("__main__")
@@ -95,10 +110,7 @@ def plan_modules(
     by_rule: dict[int, list[Planned]] = {id(rule): [] for rule in config.rules}
     for rule, one in planned:
         by_rule.setdefault(id(rule), []).append(one)
-    plan.selected = [
-        (rule, sorted(by_rule[id(rule)], key=lambda p: (p.module, p.qualname)))
-        for rule in config.rules
-    ]
+    plan.selected = [(rule, sorted(by_rule[id(rule)], key=lambda p: (p.module, p.qualname))) for rule in config.rules]
     plan.unmatched = {id(rule): lines for rule, lines in matcher.unmatched_by_rule()}
     plan.reports = planner.reports
     plan.plugins = plan_plugins(config)
@@ -183,7 +195,7 @@ def main_stand_in(source: str, filename: str) -> types.ModuleType | None:
     return module
 
 
-_Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef]
+_Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
 def _definitions(body: list[ast.stmt]) -> Iterator[_Definition]:
@@ -207,8 +219,9 @@ def _codes_within(code: types.CodeType) -> Iterator[types.CodeType]:
             yield from _codes_within(const)
 
 
-def _stand_in(node: _Definition, codes: dict[tuple[str, int], types.CodeType], globals_: dict[str, Any],
-              qualname: str) -> Any:
+def _stand_in(
+    node: _Definition, codes: dict[tuple[str, int], types.CodeType], globals_: dict[str, Any], qualname: str
+) -> Any:
     # A definition's code starts at its first decorator's line (3.8+).
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
     decorators = [d.id for d in node.decorator_list if isinstance(d, ast.Name)]
@@ -244,9 +257,7 @@ def top_level_imports(source: str, filename: str) -> list[str]:
                 names.extend(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.append(node.module)
-                names.extend(
-                    f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*"
-                )
+                names.extend(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
             elif isinstance(node, (ast.If, ast.Try, ast.With)):
                 visit(node.body)
                 visit(getattr(node, "orelse", []))
@@ -335,36 +346,39 @@ def format_text(plan: Plan, *, verbose: bool = False) -> str:
 
 def format_json(plan: Plan) -> str:
     """The listing for tools."""
-    return json.dumps(
-        {
-            "rules": [
-                {
-                    "origin": rule.origin,
-                    "modules": list(rule.modules),
-                    "include": list(rule.include),
-                    "exclude": list(rule.exclude),
-                    "selected": [
-                        {"module": p.module, "qualname": p.qualname, "kind": p.kind, "reason": p.reason}
-                        for p in planned
-                    ],
-                    "unmatched": plan.unmatched.get(id(rule), []),
-                }
-                for rule, planned in plan.selected
-            ],
-            "modules": plan.modules,
-            "plugins": [
-                {
-                    "name": name,
-                    "trigger": trigger,
-                    "selected": [{"module": m, "qualname": q, "kind": k} for m, q, k in entries],
-                    "note": note,
-                }
-                for name, trigger, entries, note in plan.plugins
-            ],
-            "notes": plan.notes,
-        },
-        indent=2,
-    ) + "\n"
+    return (
+        json.dumps(
+            {
+                "rules": [
+                    {
+                        "origin": rule.origin,
+                        "modules": list(rule.modules),
+                        "include": list(rule.include),
+                        "exclude": list(rule.exclude),
+                        "selected": [
+                            {"module": p.module, "qualname": p.qualname, "kind": p.kind, "reason": p.reason}
+                            for p in planned
+                        ],
+                        "unmatched": plan.unmatched.get(id(rule), []),
+                    }
+                    for rule, planned in plan.selected
+                ],
+                "modules": plan.modules,
+                "plugins": [
+                    {
+                        "name": name,
+                        "trigger": trigger,
+                        "selected": [{"module": m, "qualname": q, "kind": k} for m, q, k in entries],
+                        "note": note,
+                    }
+                    for name, trigger, entries, note in plan.plugins
+                ],
+                "notes": plan.notes,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def _entries(selected: list[tuple[Rule, list[Planned]]]) -> list[tuple[Rule, list[Planned]]]:
@@ -407,8 +421,7 @@ def format_nsys_json(plan: Plan) -> str:
             style = plan.config.style(rule, p.module)
             grouped.setdefault((p.module, style.domain, style.color), []).append(p.qualname)
     return to_nsys_json(
-        (module, sorted(set(names)), domain, color)
-        for (module, domain, color), names in sorted(grouped.items())
+        (module, sorted(set(names)), domain, color) for (module, domain, color), names in sorted(grouped.items())
     )
 
 
@@ -425,4 +438,3 @@ def to_nsys_json(entries: Iterable[tuple[str, Sequence[str], str | None, int | N
         entry["functions"] = list(functions)
         out.append(entry)
     return json.dumps(out, indent=4) + "\n"
-

@@ -39,9 +39,7 @@ class Selection:
         if self._reason is None:
             matcher, opinions = self._matcher, self._opinions
             self._reason = (
-                matcher._reason(opinions, self._qualname)
-                if matcher is not None and opinions is not None
-                else ""
+                matcher._reason(opinions, self._qualname) if matcher is not None and opinions is not None else ""
             )
             self._matcher = self._opinions = None
         return self._reason
@@ -73,8 +71,18 @@ def _compile(glob: str) -> _Match:
 
 
 class _CompiledRule:
-    __slots__ = ("rule", "index", "modules", "include", "exclude", "include_any", "exclude_any",
-                 "pending", "modules_any", "modules_pending")
+    __slots__ = (
+        "rule",
+        "index",
+        "modules",
+        "include",
+        "exclude",
+        "include_any",
+        "exclude_any",
+        "pending",
+        "modules_any",
+        "modules_pending",
+    )
 
     def __init__(self, rule: Rule, index: int) -> None:
         self.rule = rule
@@ -284,10 +292,7 @@ class Matcher:
         patterns are left out: they name what several versions of a framework define, and a
         program uses part of it (`autonvtx list` shows them all)."""
         return [
-            line
-            for rule, lines in self.unmatched_by_rule()
-            if not self.config.is_preset_rule(rule)
-            for line in lines
+            line for rule, lines in self.unmatched_by_rule() if not self.config.is_preset_rule(rule) for line in lines
         ]
 
     def unmatched_by_rule(self) -> list[tuple[Rule, list[str]]]:
@@ -324,8 +329,7 @@ class Matcher:
                                 names = set().union(*(self._names_in_module.get(m, ()) for m in hit_modules))
                             lines.append(
                                 f"{rule.where(key)}: {glob!r} matched no qualified name"
-                                f" in {_plural(len(hit_modules), 'module')} it targets"
-                                + _suggest(glob, names)
+                                f" in {_plural(len(hit_modules), 'module')} it targets" + _suggest(glob, names)
                             )
             result.append((rule, lines))
         return result
@@ -379,8 +383,9 @@ class Matcher:
         for c in group:
             prefix = c.rule.modules[0][len(module) + 1 :]
             prefix += "." if prefix else ""
-            found.update(prefix + glob for i, glob in enumerate(c.rule.include)
-                         if (c.index, "include", i) in self._matched)
+            found.update(
+                prefix + glob for i, glob in enumerate(c.rule.include) if (c.index, "include", i) in self._matched
+            )
             for hit in self._modules_of_rule[c.index]:
                 seen.update(prefix + name for name in self._names_in_module.get(hit, ()))
         return [
@@ -411,7 +416,6 @@ class Matcher:
         if shared is not _UNDECIDED:  # known for these rules: the walk need not ask (issue 24)
             self._uniform[module] = shared  # type: ignore[assignment]
         return result
-
 
     def _note_module_globs(self, c: _CompiledRule, module: str) -> None:
         # The module globs of `c` that match `module`, among those never seen matching.
@@ -477,8 +481,11 @@ def _defines_any(module: types.ModuleType, name: str) -> bool:
 
     for value in list(vars(module).values()):
         kind = type(value)
-        if kind is not types.FunctionType and KINDS.get(kind, RANGE_WRAPPER) == RANGE_WRAPPER \
-                and kind_of(kind) == RANGE_WRAPPER:  # known kinds without a call (modules: most)
+        if (
+            kind is not types.FunctionType
+            and KINDS.get(kind, RANGE_WRAPPER) == RANGE_WRAPPER
+            and kind_of(kind) == RANGE_WRAPPER
+        ):  # known kinds without a call (modules: most)
             value = value.__wrapped__
             if type(value) is types.FunctionType and value.__module__ == name:
                 return True

@@ -1,4 +1,5 @@
 """A module's own namespace, read without running any of the module's code."""
+
 from __future__ import annotations
 
 import types

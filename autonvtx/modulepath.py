@@ -5,6 +5,7 @@ ImportHook.module_executed, Walker.instrument and ModuleWalk: in a package targe
 those hundred Python lines a module were half of what the import cost per function. Every
 module the native path cannot decide from its caches still takes the Python way, which hands
 this its plan for the modules after it."""
+
 from __future__ import annotations
 
 import types
@@ -60,17 +61,36 @@ class ModulePlans:
         if path is None:
             return
         config = self._matcher.config
-        path.add_plan(selection, reason, rule.builtins, walkers, config.color_setting(rule) == "auto",
-                      config.style(rule, module).color)
+        path.add_plan(
+            selection,
+            reason,
+            rule.builtins,
+            walkers,
+            config.color_setting(rule) == "auto",
+            config.style(rule, module).color,
+        )
 
     def _make_path(self, native: types.ModuleType) -> Any:
         make = getattr(native, "ModulePath", None)
         if make is None:  # a client built from older sources
             return None
         hook, matcher = self._hook, self._matcher
-        self._path = make(hook.module_executed, hook.triggers, matcher._considered, matcher.uniform_known,
-                          self._walker._reports, self._new_report, self._callbacks_for, _failed, KINDS,
-                          kind_of, WRAPPABLE_DUNDERS, MEMBER, REFUSED_PACKAGES, AUTO_PALETTE)
+        self._path = make(
+            hook.module_executed,
+            hook.triggers,
+            matcher._considered,
+            matcher.uniform_known,
+            self._walker._reports,
+            self._new_report,
+            self._callbacks_for,
+            _failed,
+            KINDS,
+            kind_of,
+            WRAPPABLE_DUNDERS,
+            MEMBER,
+            REFUSED_PACKAGES,
+            AUTO_PALETTE,
+        )
         hook.on_executed = self._path  # the stand-in loaders made from now on call it
         loader = getattr(native, "ChainedLoader", None)
         if loader is not None:
@@ -83,7 +103,11 @@ class ModulePlans:
         return report, report._names, report._skips, report.rebound
 
     def _callbacks_for(
-        self, module: types.ModuleType, namespace: dict[str, Any], name: str, report: ModuleReport,
+        self,
+        module: types.ModuleType,
+        namespace: dict[str, Any],
+        name: str,
+        report: ModuleReport,
         classes_seen: set[int],
     ) -> tuple[Any, ...]:
         # The Python walk's methods, for what the C walk hands on (a module's first such name).

@@ -1,5 +1,6 @@
 """Nsight Systems on this machine: where `nsys` and its importer are, and the `nsys profile`
 command line `autonvtx profile` runs (its defaults, the capture window, the report's name)."""
+
 from __future__ import annotations
 
 import glob
@@ -8,8 +9,8 @@ import re
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from autonvtx import environment
 from autonvtx.errors import AutonvtxError
@@ -143,8 +144,16 @@ class ProfilePlan:
     notes: tuple[str, ...]
 
 
-def plan_profile(nsys: Nsys, *, output: str, force: bool, capture: bool, cuda: bool,
-                 nsys_args: Sequence[str], run_command: Sequence[str]) -> ProfilePlan:
+def plan_profile(
+    nsys: Nsys,
+    *,
+    output: str,
+    force: bool,
+    capture: bool,
+    cuda: bool,
+    nsys_args: Sequence[str],
+    run_command: Sequence[str],
+) -> ProfilePlan:
     """`nsys profile` over `run_command` with autonvtx's defaults; an option the user passes in
     `nsys_args` replaces the default of the same name."""
     given = {_option_name(arg) for arg in nsys_args}
@@ -168,8 +177,15 @@ def plan_profile(nsys: Nsys, *, output: str, force: bool, capture: bool, cuda: b
     return ProfilePlan(command=command, output=output, notes=tuple(notes))
 
 
-_SHORT_NAMES = {"-t": "--trace", "-s": "--sample", "-o": "--output", "-f": "--force-overwrite",
-                "-c": "--capture-range", "-p": "--nvtx-capture", "-w": "--show-output"}
+_SHORT_NAMES = {
+    "-t": "--trace",
+    "-s": "--sample",
+    "-o": "--output",
+    "-f": "--force-overwrite",
+    "-c": "--capture-range",
+    "-p": "--nvtx-capture",
+    "-w": "--show-output",
+}
 
 
 def _option_name(argument: str) -> str:

@@ -1,4 +1,5 @@
 """Presets: named config files shipped in configs/ or by other packages (entry points)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -116,9 +117,7 @@ def _entry_point_path(preset: Preset) -> str:
 
         path = os.fspath(_extracted.enter_context(as_file(value)))
     else:
-        raise ConfigError(
-            f"{where}: expected a path or an importlib.resources file, got {type(value).__name__}"
-        )
+        raise ConfigError(f"{where}: expected a path or an importlib.resources file, got {type(value).__name__}")
     if not os.path.isfile(path):
         raise ConfigError(f"{where}: no such file {path!r}")
     return path

@@ -1,5 +1,6 @@
 """Whether a directory takes a new file, found by making one: `os.access` says yes to root on a
 read-only mount, in /proc, and in a directory made immutable."""
+
 from __future__ import annotations
 
 import os

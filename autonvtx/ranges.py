@@ -1,4 +1,5 @@
 """Turn a selected function into NVTX ranges: attributes prepared once, push/pop per call."""
+
 from __future__ import annotations
 
 import os
@@ -9,13 +10,16 @@ from types import ModuleType
 
 from autonvtx import environment, resumptions, toolids
 from autonvtx.config import RangeStyle
-from autonvtx.rangetuples import Emitter as Emitter, Label as Label, label_for as label_for
+from autonvtx.rangetuples import Emitter as Emitter
+from autonvtx.rangetuples import Label as Label
+from autonvtx.rangetuples import label_for as label_for
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterator
+    from collections.abc import Callable, Iterator
+    from typing import Any
 
-    from autonvtx.resumptions import Thunk, Wrapper as Wrapper  # re-exported: the engines' type
+    from autonvtx.resumptions import Wrapper as Wrapper
 
     RangedMaker = Callable[[Any, str, str, int, int], Any]
 
@@ -65,9 +69,7 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
     if domain is lib.dummy_domain:
         # No NVTX tool is attached (nsys absent, recorder not injected): nothing would be seen.
         return Emitter(message, style.domain, _nothing, _nothing)
-    attributes = domain.get_event_attributes(
-        message=message, color=style.color, category=style.category
-    )
+    attributes = domain.get_event_attributes(message=message, color=style.color, category=style.category)
     # The module-level push_range/pop_range take the C handles directly; Domain.push_range
     # takes **kwargs and costs a dict per call. partial() keeps the call in C.
     return Emitter(
@@ -80,9 +82,7 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
 
 def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emitter:
     prepared = client.Range(style.domain, message, style.color, _category_id(style))
-    emitter: Emitter = _new_tuple(
-        Emitter, (message, style.domain, prepared.push, prepared.pop, prepared)
-    )
+    emitter: Emitter = _new_tuple(Emitter, (message, style.domain, prepared.push, prepared.pop, prepared))
     return emitter
 
 
@@ -396,8 +396,20 @@ class CodeMonitor:
         if not self._lazy_checked:
             self._lazy_checked = True
             _check_lazy_local_events(client, tool_id)
-        return partial(walk, ("code", domain, color, category, tool_id,
-                              _sys_monitoring().set_local_events, _LOCAL_EVENTS, self._codes, no_existing))
+        return partial(
+            walk,
+            (
+                "code",
+                domain,
+                color,
+                category,
+                tool_id,
+                _sys_monitoring().set_local_events,
+                _LOCAL_EVENTS,
+                self._codes,
+                no_existing,
+            ),
+        )
 
     def is_monitored(self, code: types.CodeType) -> bool:
         client = self._client
@@ -432,8 +444,14 @@ class CodeMonitor:
         client.arm_unwind(-1)
         monitoring.set_events(tool_id, 0)
         events = monitoring.events
-        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW, events.PY_RETURN,
-                      events.PY_YIELD, events.PY_UNWIND):
+        for event in (
+            events.PY_START,
+            events.PY_RESUME,
+            events.PY_THROW,
+            events.PY_RETURN,
+            events.PY_YIELD,
+            events.PY_UNWIND,
+        ):
             monitoring.register_callback(tool_id, event, None)
         monitoring.free_tool_id(tool_id)
         self.tool_id = self._client = None

@@ -1,4 +1,5 @@
 """A selected function's label and its prepared range, as named tuples (ranges makes them)."""
+
 from __future__ import annotations
 
 import os

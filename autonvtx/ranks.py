@@ -1,9 +1,10 @@
 """Which rank of a distributed job this process is, read from its launcher's environment."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from autonvtx.errors import UsageError
 

@@ -2,6 +2,7 @@
 wrapper engine's stand-ins, on the native path (a real generator or async generator delegating
 to the native client's RangedSteps; coroutines take the client's proxy, no stand-in) and the
 pure-Python one."""
+
 from __future__ import annotations
 
 import sys
@@ -10,7 +11,8 @@ from functools import partial
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable, Coroutine, Generator
+    from collections.abc import Callable, Coroutine, Generator
+    from typing import Any
 
     Thunk = Callable[[], None]
     # wrapt's wrapper signature: (wrapped, instance, args, kwargs) -> result.
@@ -40,6 +42,7 @@ def suspending_kind(flags: int) -> int | None:
 
 def native_wrapper(drive: Callable[[Any, int], Any], kind: int) -> Wrapper:
     """The wrapt wrapper that passes what the call returns to a native Range's drive()."""
+
     # Only for what is not a plain function (a wrapt decorator's wrapper, say): plain
     # functions take the native client's ranged wrapper, which drives in C with no frame here.
     def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
@@ -93,9 +96,7 @@ else:
 # A generator-based coroutine (types.coroutine) must stay awaitable: types.coroutine sets
 # CO_ITERABLE_COROUTINE on the function's code in place, hence a copy of the function.
 _drive_iterable_coroutine = types.coroutine(
-    types.FunctionType(
-        _drive_generator.__code__, _drive_generator.__globals__, "_drive_iterable_coroutine"
-    )
+    types.FunctionType(_drive_generator.__code__, _drive_generator.__globals__, "_drive_iterable_coroutine")
 )
 
 
@@ -145,9 +146,7 @@ def _ranged_generator(inner: Any, push: Thunk, pop: Thunk) -> Generator[Any, Any
 # The same driver as a generator-based coroutine, so that `await` accepts it: a coroutine's
 # steps are its send()/throw() calls made by the event loop.
 _ranged_steps = types.coroutine(
-    types.FunctionType(
-        _ranged_generator.__code__, _ranged_generator.__globals__, "_ranged_steps"
-    )
+    types.FunctionType(_ranged_generator.__code__, _ranged_generator.__globals__, "_ranged_steps")
 )
 
 

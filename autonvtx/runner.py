@@ -1,7 +1,8 @@
 """Run the target script, module or code string exactly as the ``python`` command would."""
-from __future__ import annotations
 
+from __future__ import annotations
 import __future__
+
 import builtins
 import importlib.machinery
 import importlib.util
@@ -20,7 +21,8 @@ from autonvtx.values import Value
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ast
-    from typing import Callable, Literal, Mapping, NoReturn
+    from collections.abc import Callable, Mapping
+    from typing import Literal, NoReturn
 
     MainStatementCallback = Callable[[types.ModuleType], object]
 
@@ -52,8 +54,17 @@ class ResolvedTarget(Value):
     by the target's own code while finding it (a parent package's import): Python prints it as
     a traceback, so :func:`execute` does too."""
 
-    __slots__ = ("target", "argv0", "filename", "main_attrs", "source", "code", "is_pyc", "forgets_file",
-                 "pending_error")
+    __slots__ = (
+        "target",
+        "argv0",
+        "filename",
+        "main_attrs",
+        "source",
+        "code",
+        "is_pyc",
+        "forgets_file",
+        "pending_error",
+    )
     target: Target
     argv0: str
     filename: str
@@ -64,9 +75,18 @@ class ResolvedTarget(Value):
     forgets_file: bool
     pending_error: BaseException | None
 
-    def __init__(self, target: Target, argv0: str, filename: str, main_attrs: Mapping[str, object],
-                 source: bytes | str | None = None, code: types.CodeType | None = None, is_pyc: bool = False,
-                 forgets_file: bool = False, pending_error: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        argv0: str,
+        filename: str,
+        main_attrs: Mapping[str, object],
+        source: bytes | str | None = None,
+        code: types.CodeType | None = None,
+        is_pyc: bool = False,
+        forgets_file: bool = False,
+        pending_error: BaseException | None = None,
+    ) -> None:
         self._set(target, argv0, filename, main_attrs, source, code, is_pyc, forgets_file, pending_error)
 
 
@@ -152,9 +172,7 @@ def _resolve_script(target: Target) -> ResolvedTarget:
         "__cached__": None,
         "__loader__": loader_class("__main__", absolute),
     }
-    return ResolvedTarget(
-        target, path, absolute, attrs, source=source, is_pyc=is_pyc, forgets_file=True
-    )
+    return ResolvedTarget(target, path, absolute, attrs, source=source, is_pyc=is_pyc, forgets_file=True)
 
 
 def _resolve_main_in_path(target: Target, path0: str) -> ResolvedTarget:
@@ -237,9 +255,7 @@ def _find_module(
         except TargetNotFoundError as exc:
             if name not in sys.modules:
                 raise
-            raise TargetNotFoundError(
-                f"{exc}; {name!r} is a package and cannot be directly executed"
-            ) from None
+            raise TargetNotFoundError(f"{exc}; {name!r} is a package and cannot be directly executed") from None
     loader = spec.loader
     if loader is None:
         raise TargetNotFoundError(f"{name!r} is a namespace package and cannot be executed")

@@ -1,5 +1,6 @@
 """`autonvtx init`: a commented starter config for the project in the working directory and the
 frameworks installed here."""
+
 from __future__ import annotations
 
 import os
@@ -75,9 +76,7 @@ def starter_text(cwd: str, *, table: str = "autonvtx", rules: str = "rules") -> 
         "",
     ]
     modules = [glob for name in packages for glob in (name, f"{name}.*")] or ["__main__"]
-    what = (
-        "your project's packages" if packages else "the functions your script defines (__main__)"
-    )
+    what = "your project's packages" if packages else "the functions your script defines (__main__)"
     lines += [
         f"# One rule: {what}.",
         f"[[{rules}]]",

@@ -23,6 +23,7 @@ signal plumbing (a handler in the main thread,
 a watcher thread in children for a main thread blocked in C) is the recorder's own
 (recorder/shutdown.py), with this ending as its action.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -35,7 +36,8 @@ from autonvtx import environment
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     import signal
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 else:  # its C half: the same functions and numbers, without building the enums of `signal`
     import _signal as signal
 

@@ -1,5 +1,6 @@
 """The sys.monitoring tool ids autonvtx claims, in one place: the code engine's and regions'
 orders depend on each other, so they are written side by side."""
+
 from __future__ import annotations
 
 # The code engine's ids, tried in this order: 3 and 4 have no role sys.monitoring names; then

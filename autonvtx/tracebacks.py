@@ -1,5 +1,6 @@
 """The traceback of an exception the target did not catch, printed as Python prints it, with
 autonvtx's own frames (the runner's, the import hook's) cut out: the user sees their program."""
+
 from __future__ import annotations
 
 import os

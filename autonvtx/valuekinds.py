@@ -2,6 +2,7 @@
 decided once per type, not per value (a package targeted wholesale has tens of thousands of
 globals and class members, nearly all data). The native walk (autonvtx/_native/uniform.c)
 reads the same table and numbers."""
+
 from __future__ import annotations
 
 import functools

@@ -6,6 +6,7 @@ A value class lists its fields in `__slots__` (in order), annotates them, and wr
 dataclass gives: equality and hashing by fields, a repr, no assignment, `replace()`, and
 `as_dict()` (recursive, as `dataclasses.asdict`).
 """
+
 from __future__ import annotations
 
 TYPE_CHECKING = False

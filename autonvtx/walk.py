@@ -1,5 +1,6 @@
 """Walk a module: decide, for every function and method it defines, whether the rules select it
 (and why), and hand the selected ones to an engine."""
+
 from __future__ import annotations
 
 import _thread
@@ -8,7 +9,8 @@ import types
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     import weakref
-    from typing import Any, Callable, Iterable
+    from collections.abc import Callable
+    from typing import Any
 
 from autonvtx.codes import code_named, code_of, nested_codes
 from autonvtx.compiled import already_ranged
@@ -36,12 +38,24 @@ from autonvtx.valuekinds import kind_of as _kind
 # the garbage collector or autonvtx itself call implicitly (`__repr__` in a traceback,
 # `__hash__`/`__eq__` in every dict lookup, `__getattr__` on every miss, `__del__` at any
 # point, even at shutdown, `__init_subclass__` while a class is created): those are skipped.
-WRAPPABLE_DUNDERS = frozenset({
-    "__init__", "__post_init__", "__call__",
-    "__enter__", "__exit__", "__aenter__", "__aexit__",
-    "__iter__", "__next__", "__aiter__", "__anext__",
-    "__getitem__", "__setitem__", "__delitem__",
-})
+WRAPPABLE_DUNDERS = frozenset(
+    {
+        "__init__",
+        "__post_init__",
+        "__call__",
+        "__enter__",
+        "__exit__",
+        "__aenter__",
+        "__aexit__",
+        "__iter__",
+        "__next__",
+        "__aiter__",
+        "__anext__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+    }
+)
 
 # autonvtx's own machinery: wrapping it would put ranges inside the code that emits them.
 REFUSED_PACKAGES = ("autonvtx", "wrapt", "nvtx")
@@ -151,7 +165,9 @@ class Walker:
         return report
 
     def _instrument_items(
-        self, module: types.ModuleType, namespace: dict[str, Any],
+        self,
+        module: types.ModuleType,
+        namespace: dict[str, Any],
         items: list[tuple[str, Any]] | dict[str, Any],
     ) -> ModuleReport:
         name = namespace.get("__name__")
@@ -206,12 +222,7 @@ class Walker:
 
 def _is_candidate(value: Any) -> bool:
     kind = type(value)
-    return (
-        kind is types.FunctionType
-        or issubclass(kind, type)
-        or is_wrapt_function_wrapper(kind)
-        or _is_builtin(value)
-    )
+    return kind is types.FunctionType or issubclass(kind, type) or is_wrapt_function_wrapper(kind) or _is_builtin(value)
 
 
 class ModuleWalk:
@@ -220,8 +231,19 @@ class ModuleWalk:
 
     # No instance dictionary: one walk per target module (hundreds when a package is targeted
     # wholesale, issue 24).
-    __slots__ = ("walker", "engine", "reaches_nested", "module", "namespace", "name", "rule_module",
-                 "report", "classes_seen", "uniform", "uniform_reason")
+    __slots__ = (
+        "walker",
+        "engine",
+        "reaches_nested",
+        "module",
+        "namespace",
+        "name",
+        "rule_module",
+        "report",
+        "classes_seen",
+        "uniform",
+        "uniform_reason",
+    )
 
     def __init__(
         self,
@@ -276,12 +298,28 @@ class ModuleWalk:
                     report = self.report
                     # The same decisions in C for what it knows (plain functions, classes), the
                     # methods below for the rest (_native/uniform.c); `items` exactly as given.
-                    native(items, (
-                        self.name, reason, report.names_wrapped_for(reason), report.skips,
-                        self.classes_seen, _kinds, _kind, WRAPPABLE_DUNDERS, self._visit_global,
-                        self._visit_member, self._wrap, self._failed, rule.builtins,
-                        self.namespace, report.rebound, self._remember, MEMBER,
-                    ))
+                    native(
+                        items,
+                        (
+                            self.name,
+                            reason,
+                            report.names_wrapped_for(reason),
+                            report.skips,
+                            self.classes_seen,
+                            _kinds,
+                            _kind,
+                            WRAPPABLE_DUNDERS,
+                            self._visit_global,
+                            self._visit_member,
+                            self._wrap,
+                            self._failed,
+                            rule.builtins,
+                            self.namespace,
+                            report.rebound,
+                            self._remember,
+                            MEMBER,
+                        ),
+                    )
                     if (plans := self.walker.plans) is not None:
                         plans.add(uniform, reason, rule, self.engine, self.rule_module)
                     return
@@ -352,7 +390,9 @@ class ModuleWalk:
             inner = getattr(inner, "__wrapped__", None)
         if inner is None:
             return False
-        self.report.skip(attr, f"a wrapper of {qualname} made by functools.wraps: {qualname}'s own range covers its calls")
+        self.report.skip(
+            attr, f"a wrapper of {qualname} made by functools.wraps: {qualname}'s own range covers its calls"
+        )
         return True
 
     def _remember(self, func: Any, home: Any, attr: str) -> None:

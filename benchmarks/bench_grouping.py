@@ -10,6 +10,7 @@ computed grouped and with --each, interleaved, best of the repeats; then `report
 export in tests/fixtures/nsys (18,499 names, 71 grouped rows). Printed: seconds and the ratio
 grouped / --each for each (the same process, the same data: the baseline is --each).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -41,11 +42,19 @@ def record(directory: Path, n: int) -> Path:
     (directory / "target.py").write_text(TARGET)
     out = directory / "rec"
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO), environment.NVTX_INJECTION64_PATH: str(native.library_path()),
-           environment.RECORD_DIR: str(out)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        environment.NVTX_INJECTION64_PATH: str(native.library_path()),
+        environment.RECORD_DIR: str(out),
+    }
     env.pop(environment.RECORDER_MODE, None)
-    subprocess.run([sys.executable, str(directory / "target.py"), str(n), str(max(n // 1000, 1))], env=env,
-                   check=True, cwd=directory)
+    subprocess.run(
+        [sys.executable, str(directory / "target.py"), str(n), str(max(n // 1000, 1))],
+        env=env,
+        check=True,
+        cwd=directory,
+    )
     return out
 
 
@@ -81,23 +90,36 @@ def main() -> int:
     from autonvtx.recorder.stats_python import summarize
     from autonvtx.report.profile import ReportOptions, read_profile
 
-    print(f"python {sys.version.split()[0]}, {n:,} ranges ({max(n // 1000, 1):,} names 'step i', each with a"
-          f" 'load' inside); best of {repeats}, interleaved; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"python {sys.version.split()[0]}, {n:,} ranges ({max(n // 1000, 1):,} names 'step i', each with a"
+        f" 'load' inside); best of {repeats}, interleaved; load average {os.getloadavg()[0]:.1f}"
+    )
     with tempfile.TemporaryDirectory() as temp:
         directory = record(Path(temp), n)
         recordings = read_directory(directory)
         grouped, each = ViewOptions(), ViewOptions(each=True)
         for view, name in ((ViewOptions(tree=True), "tree"), (grouped, "flat")):
             split = ViewOptions(tree=view.tree, each=True)
-            compare(f"native exporter ({name})", repeats,
-                    lambda: write_results(str(directory), Request(summary="-", options=view)),
-                    lambda: write_results(str(directory), Request(summary="-", options=split)))
+            compare(
+                f"native exporter ({name})",
+                repeats,
+                lambda: write_results(str(directory), Request(summary="-", options=view)),
+                lambda: write_results(str(directory), Request(summary="-", options=split)),
+            )
         # Seconds a side at a million ranges: two repeats tell enough.
-        compare("Python twin (flat)", min(repeats, 2), lambda: summarize(recordings, grouped),
-                lambda: summarize(recordings, each))
+        compare(
+            "Python twin (flat)",
+            min(repeats, 2),
+            lambda: summarize(recordings, grouped),
+            lambda: summarize(recordings, each),
+        )
     export = str(REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite")
-    compare("report on the torch export", 1 if args.quick else 2 * repeats,
-            lambda: read_profile(export, ReportOptions()), lambda: read_profile(export, ReportOptions(each=True)))
+    compare(
+        "report on the torch export",
+        1 if args.quick else 2 * repeats,
+        lambda: read_profile(export, ReportOptions()),
+        lambda: read_profile(export, ReportOptions(each=True)),
+    )
     return 0
 
 

@@ -17,6 +17,7 @@ instead, as the lines each Python function runs per module (sys.settrace's line 
 targeted over untargeted, in this process's interpreter (no callgrind; a line is some 100
 instructions on 3.12).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,7 @@ def write_package(root: str, modules: int, functions: int) -> str:
 
 def rules(variant: str, engine: str) -> str:
     modules = [PACKAGE, f"{PACKAGE}.*"] if variant == "targeted" else ["colorsys"]
-    return (f'[autonvtx]\nengine = "{engine}"\n\n[[rules]]\nmodules = ['
-            + ", ".join(f'"{m}"' for m in modules) + "]\n")
+    return f'[autonvtx]\nengine = "{engine}"\n\n[[rules]]\nmodules = [' + ", ".join(f'"{m}"' for m in modules) + "]\n"
 
 
 def count(root: str, program: str, variant: str, engine: str, out: str) -> int:
@@ -74,8 +74,12 @@ def count(root: str, program: str, variant: str, engine: str, out: str) -> int:
         f.write(rules(variant, engine))
     # One hash seed: string hashes order sets and dicts, which moved the count by 2,000
     # instructions a module from one run to the next.
-    env = user_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop", PYTHONHASHSEED="0",
-                   PYTHONPATH=os.pathsep.join((root, user_env()["PYTHONPATH"])))
+    env = user_env(
+        NVTX_INJECTION64_PATH=library,
+        AUTONVTX_RECORDER_MODE="noop",
+        PYTHONHASHSEED="0",
+        PYTHONPATH=os.pathsep.join((root, user_env()["PYTHONPATH"])),
+    )
     command = [*autonvtx_command(), "run", "--config", config, program]
     # Once outside callgrind first: whatever has no bytecode cache yet (autonvtx's own
     # modules in a fresh checkout) is compiled then, not in the run counted.
@@ -91,8 +95,9 @@ def count(root: str, program: str, variant: str, engine: str, out: str) -> int:
 def annotate(out: str, modules: int, top: int) -> list[tuple[int, str]]:
     """(inclusive instructions per module, function) of the costliest functions of autonvtx,
     importlib and the native client in the targeted run."""
-    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
-                          capture_output=True, text=True, check=True).stdout
+    text = subprocess.run(
+        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", out], capture_output=True, text=True, check=True
+    ).stdout
     rows = []
     for line in text.splitlines():
         parts = line.split(None, 1)
@@ -104,13 +109,13 @@ def annotate(out: str, modules: int, top: int) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:top]
 
 
-_LINES_PROGRAM = """
+_LINES_PROGRAM = f"""
 import collections, os, sys
 import autonvtx
 root, n, engine, targeted = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
 sys.path.insert(0, root)
 import colorsys
-package = "%s"
+package = "{PACKAGE}"
 autonvtx.install(targets=["colorsys", package, package + ".*"] if targeted else ["colorsys"], engine=engine)
 __import__(package + ".m0000")  # the engine made, the package imported: not counted
 lines = collections.Counter()
@@ -126,11 +131,11 @@ def tracer(frame, event, arg):
 
 sys.settrace(tracer)
 for m in range(1, n):
-    __import__(f"{package}.m{m:04d}")
+    __import__(f"{{package}}.m{{m:04d}}")
 sys.settrace(None)
 for key, count in lines.items():
     print(count / (n - 1), key)
-""" % PACKAGE
+"""
 
 
 def python_lines(root: str, modules: int, engine: str) -> list[tuple[float, str]]:
@@ -139,10 +144,16 @@ def python_lines(root: str, modules: int, engine: str) -> list[tuple[float, str]
 
     counts: list[dict[str, float]] = []
     for targeted in ("0", "1"):
-        env = user_env(NVTX_INJECTION64_PATH=native.library_path() or "", AUTONVTX_RECORDER_MODE="noop",
-                       PYTHONHASHSEED="0")
-        out = subprocess.run([sys.executable, "-c", _LINES_PROGRAM, root, str(modules), engine, targeted],
-                             env=env, capture_output=True, text=True, check=True).stdout
+        env = user_env(
+            NVTX_INJECTION64_PATH=native.library_path() or "", AUTONVTX_RECORDER_MODE="noop", PYTHONHASHSEED="0"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", _LINES_PROGRAM, root, str(modules), engine, targeted],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         counts.append({k: float(v) for v, k in (line.split(" ", 1) for line in out.splitlines())})
     untargeted, targeted_ = counts
     rows = [(targeted_.get(k, 0.0) - untargeted.get(k, 0.0), k) for k in {*untargeted, *targeted_}]
@@ -154,10 +165,16 @@ def main() -> int:
     parser.add_argument("--modules", type=int, default=400)
     parser.add_argument("--functions", type=int, default=1, help="plain functions per module")
     parser.add_argument("--engine", default="code", choices=("code", "wrap"))
-    parser.add_argument("--annotate", type=int, default=0, metavar="ROWS",
-                        help="print this many rows of the targeted run's inclusive counts")
-    parser.add_argument("--lines", action="store_true",
-                        help="Python lines per targeted module, by function (no callgrind)")
+    parser.add_argument(
+        "--annotate",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="print this many rows of the targeted run's inclusive counts",
+    )
+    parser.add_argument(
+        "--lines", action="store_true", help="Python lines per targeted module, by function (no callgrind)"
+    )
     args = parser.parse_args()
     if args.lines:
         root = tempfile.mkdtemp(prefix="autonvtx-bench-modules-")
@@ -181,8 +198,10 @@ def main() -> int:
             counts[variant] = count(root, program, variant, args.engine, out)
         extra = counts["targeted"] - counts["untargeted"]
         result: dict[str, Any] = {
-            "python": sys.version.split()[0], "engine": args.engine,
-            "modules": args.modules, "functions_per_module": args.functions,
+            "python": sys.version.split()[0],
+            "engine": args.engine,
+            "modules": args.modules,
+            "functions_per_module": args.functions,
             "per_module": round(extra / args.modules),
             "per_function": round(extra / (args.modules * args.functions)),
             **counts,

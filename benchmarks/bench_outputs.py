@@ -11,6 +11,7 @@ output's size, and the peak resident memory of the run (`wait4`'s ru_maxrss: the
 process, the first one). The goals (issue 15): JSON <= 0.6 s, .pftrace <= 0.25 s and <= 40%
 of the JSON's size, summary alone <= 0.3 s, peak <= 150 MB; keep-last under 150 MB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-TARGET = '''
+TARGET = """
 import sys, threading, time
 def tiny():
     pass
@@ -41,7 +42,7 @@ else:
         w.join()
 with open(sys.argv[3], "w") as f:
     f.write(repr(time.time()))
-'''
+"""
 
 
 def run_once(directory: Path, outputs: list[str], n: int, threads: int) -> tuple[float, int]:
@@ -50,8 +51,21 @@ def run_once(directory: Path, outputs: list[str], n: int, threads: int) -> tuple
     script.write_text(TARGET)
     stamp = directory / "end.txt"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "autonvtx", "run", "-t", "__main__", "--include", "tiny", *outputs,
-               str(script), str(n), str(threads), str(stamp)]
+    command = [
+        sys.executable,
+        "-m",
+        "autonvtx",
+        "run",
+        "-t",
+        "__main__",
+        "--include",
+        "tiny",
+        *outputs,
+        str(script),
+        str(n),
+        str(threads),
+        str(stamp),
+    ]
     process = subprocess.Popen(command, cwd=directory, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     ended = time.time()
@@ -66,8 +80,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="20,000 ranges, one repeat")
     parser.add_argument("--ranges", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--keep-last", type=int, default=0, metavar="N",
-                        help="instead: N ranges under --buffer-mb 64 --keep last, peak RSS")
+    parser.add_argument(
+        "--keep-last",
+        type=int,
+        default=0,
+        metavar="N",
+        help="instead: N ranges under --buffer-mb 64 --keep last, peak RSS",
+    )
     args = parser.parse_args()
     n = args.ranges or (20_000 if args.quick else 1_000_000)
     repeats = args.repeats or (1 if args.quick else 3)
@@ -75,27 +94,36 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as temp:
         directory = Path(temp)
         if args.keep_last:
-            seconds, rss = run_once(directory, ["--trace", "t.pftrace", "--buffer-mb", "64", "--keep", "last"],
-                                    args.keep_last, 1)
+            seconds, rss = run_once(
+                directory, ["--trace", "t.pftrace", "--buffer-mb", "64", "--keep", "last"], args.keep_last, 1
+            )
             size = (directory / "t.pftrace").stat().st_size
-            print(f"keep-last  {args.keep_last:>12,} ranges  write {seconds:6.3f} s  trace {size / 1e6:7.1f} MB"
-                  f"  peak RSS {rss / 2**20:6.1f} MiB  (goal < 150)")
+            print(
+                f"keep-last  {args.keep_last:>12,} ranges  write {seconds:6.3f} s  trace {size / 1e6:7.1f} MB"
+                f"  peak RSS {rss / 2**20:6.1f} MiB  (goal < 150)"
+            )
             return 0
-        baseline = {threads: min(run_once(directory, [], n, threads)[0] for _ in range(repeats))
-                    for threads in (1, 4)}
-        rows = [("json", ["--trace", "t.json"], "t.json", 0.6), ("pftrace", ["--trace", "t.pftrace"], "t.pftrace", 0.25),
-                ("summary", ["--summary", "s.txt"], "s.txt", 0.3)]
+        baseline = {threads: min(run_once(directory, [], n, threads)[0] for _ in range(repeats)) for threads in (1, 4)}
+        rows = [
+            ("json", ["--trace", "t.json"], "t.json", 0.6),
+            ("pftrace", ["--trace", "t.pftrace"], "t.pftrace", 0.25),
+            ("summary", ["--summary", "s.txt"], "s.txt", 0.3),
+        ]
         for threads in (1, 4):
             sizes = {}
-            print(f"{threads} thread(s); a run without outputs exits {baseline[threads]:.3f} s after its last statement")
+            print(
+                f"{threads} thread(s); a run without outputs exits {baseline[threads]:.3f} s after its last statement"
+            )
             for name, outputs, output, goal in rows:
                 best = min((run_once(directory, outputs, n, threads) for _ in range(repeats)), key=lambda r: r[0])
                 sizes[name] = (directory / output).stat().st_size
                 extra = ""
                 if name == "pftrace":
                     extra = f"  {100 * sizes['pftrace'] / sizes['json']:.0f}% of the JSON (goal <= 40%)"
-                print(f"  {name:8} after end {best[0]:6.3f} s (goal <= {goal} s)  size {sizes[name] / 1e6:7.1f} MB"
-                      f"  peak RSS {best[1] / 2**20:6.1f} MiB (goal <= 150){extra}")
+                print(
+                    f"  {name:8} after end {best[0]:6.3f} s (goal <= {goal} s)  size {sizes[name] / 1e6:7.1f} MB"
+                    f"  peak RSS {best[1] / 2**20:6.1f} MiB (goal <= 150){extra}"
+                )
     return 0
 
 

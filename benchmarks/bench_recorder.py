@@ -9,6 +9,7 @@ nvtx is imported) and switched between modes with ``set_mode``, so the only diff
 the rows is what the tool does with each event. The calls go through nvtx's Cython entry points
 with a pre-built domain and attributes (no per-call Python attribute building).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -16,7 +17,7 @@ import os
 import sys
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -37,9 +38,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny N, one repeat (CI)")
     parser.add_argument("--pairs", type=int, default=None, help="push/pop pairs per run")
-    parser.add_argument("--spill", action="store_true",
-                        help="record as autonvtx run does: a record directory, so the spiller writes "
-                             "events to a file every 100 ms while the loops run")
+    parser.add_argument(
+        "--spill",
+        action="store_true",
+        help="record as autonvtx run does: a record directory, so the spiller writes "
+        "events to a file every 100 ms while the loops run",
+    )
     args = parser.parse_args()
     pairs = args.pairs or (20_000 if args.quick else 1_000_000)
     repeats = 1 if args.quick else 3
@@ -61,8 +65,8 @@ def main() -> int:
     from nvtx._lib import pop_range, push_range
 
     from autonvtx.recorder.native import STATS_FLAT
-    from autonvtx.recorder.writer import export
     from autonvtx.recorder.recording import read_recording, scan_recording
+    from autonvtx.recorder.writer import export
 
     domain = nvtx.get_domain("bench")
     handle = domain.handle
@@ -113,9 +117,11 @@ def main() -> int:
     # nvtx.annotate builds its attributes on every call (~1.5 us): fewer pairs keep it short.
     rows = [("python loop only", "noop", empty, pairs)]
     for mode in ("noop", "record"):
-        rows += [(f"push/pop, registered message [{mode}]", mode, cython_pairs, pairs),
-                 (f"push/pop, + category + payload [{mode}]", mode, cython_rich_pairs, pairs),
-                 (f"nvtx.annotate context manager [{mode}]", mode, annotate_pairs, pairs // 10)]
+        rows += [
+            (f"push/pop, registered message [{mode}]", mode, cython_pairs, pairs),
+            (f"push/pop, + category + payload [{mode}]", mode, cython_rich_pairs, pairs),
+            (f"nvtx.annotate context manager [{mode}]", mode, annotate_pairs, pairs // 10),
+        ]
 
     results: dict[str, float] = {}
     before = control.stats()
@@ -132,26 +138,26 @@ def main() -> int:
     print(f"{pairs:,} push/pop pairs per run, best of {repeats}; ns per pair (push + pop):")
     for label, *_ in rows:
         print(f"  {label:<48} {results[label]:8.1f}")
-    for kind in ("push/pop, registered message", "push/pop, + category + payload",
-                 "nvtx.annotate context manager"):
+    for kind in ("push/pop, registered message", "push/pop, + category + payload", "nvtx.annotate context manager"):
         ratio = results[f"{kind} [record]"] / results[f"{kind} [noop]"]
         extra = results[f"{kind} [record]"] - results[f"{kind} [noop]"]
         print(f"  record/noop {kind:<40} {ratio:6.2f}x  (+{extra:.1f} ns/pair)")
-    per_event = (results["push/pop, registered message [record]"]
-                 - results["push/pop, registered message [noop]"]) / 2
+    per_event = (results["push/pop, registered message [record]"] - results["push/pop, registered message [noop]"]) / 2
     if per_event > 0:
-        print(f"recorder cost per event (record - noop): {per_event:.1f} ns "
-              f"= {1e9 / per_event:,.0f} events/s per thread")
+        print(
+            f"recorder cost per event (record - noop): {per_event:.1f} ns = {1e9 / per_event:,.0f} events/s per thread"
+        )
     print(f"events recorded: {events:,}  dropped: {after.dropped - before.dropped:,}")
     if events:
-        print(f"events/s into the buffers (recording loops, Python included): "
-              f"{events / (recorded_ns / 1e9):,.0f}")
+        print(f"events/s into the buffers (recording loops, Python included): {events / (recorded_ns / 1e9):,.0f}")
         print(f"bytes per event: {(after.bytes_used - before.bytes_used) / events:.1f}")
 
-    print(f"flush: {flushed.bytes / 2**20:.1f} MiB, {flushed.events:,} events in {flush_s:.3f} s; "
-          f"read back {len(recording.ranges):,} ranges in {read_s:.2f} s "
-          f"({flushed.events / read_s:,.0f} events/s) by the Python reader, "
-          f"in {native_s:.3f} s ({flushed.events / native_s:,.0f} events/s) by the native exporter (statistics)")
+    print(
+        f"flush: {flushed.bytes / 2**20:.1f} MiB, {flushed.events:,} events in {flush_s:.3f} s; "
+        f"read back {len(recording.ranges):,} ranges in {read_s:.2f} s "
+        f"({flushed.events / read_s:,.0f} events/s) by the Python reader, "
+        f"in {native_s:.3f} s ({flushed.events / native_s:,.0f} events/s) by the native exporter (statistics)"
+    )
     return 0
 
 

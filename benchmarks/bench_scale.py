@@ -8,6 +8,7 @@ Each rank file is a copy of tests/fixtures/nsys/torch-2gpu-nsys2026.2.sqlite (2.
 events, 4,010 kernels): the size of the shared fixtures. The commands run as a user runs them
 (`python -m autonvtx ...`), workers one per CPU; the seconds printed are wall-clock.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,7 +59,9 @@ def scale(count: int) -> None:
         diff = timed(python + ["diff", *files[:half], "--against", *files[half:], "--strip-ids", "--no-progress"])
         print(f"{count} rank files of {FIXTURE.stat().st_size / 1e6:.1f} MB, {available_cpus()} CPUs")
         print(f"  report --across ranks, 1 file:   {one:6.2f} s")
-        print(f"  report --across ranks, {count} files: {across:6.2f} s  ({across / one:.1f}x one file; goal: under 60 s)")
+        print(
+            f"  report --across ranks, {count} files: {across:6.2f} s  ({across / one:.1f}x one file; goal: under 60 s)"
+        )
         print(f"  diff {half} files --against {half}:  {diff:6.2f} s")
         # ru_maxrss of children: the largest resident set any one process reached (KiB on Linux).
         largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024

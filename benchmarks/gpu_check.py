@@ -20,6 +20,7 @@ none for them) it
 Prints one line per thing checked. Without a GPU it prints why and exits 0; a failed check exits 1.
 `--cpu` runs the checks that need no GPU (1 and 4) on the CPU, to try this script anywhere.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -240,22 +241,47 @@ def workloads(scratch: Path) -> list[dict[str, Any]]:
     (scratch / "gpucheck_launch.py").write_text(textwrap.dedent(LAUNCHER))
     train = REPO / "examples" / "torch_training" / "train.py"
     return [
-        {"name": "torch", "module": "torch", "rules": ["--preset", "torch"],
-         "target": [str(train), "--device", "cuda", "--epochs", "1"], "expect": None,
-         "usable": "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'"},
-        {"name": "numba", "module": "numba", "rules": ["-t", "gpucheck_work_numba"],
-         "target": ["gpucheck_work_numba"], "expect": "step",
-         "usable": "from numba import cuda; assert cuda.is_available(), 'numba.cuda.is_available() is False'\n"
-                   "cuda.jit('void(float32[:])')(lambda a: None)"},
-        {"name": "cupy", "module": "cupy", "rules": ["-t", "gpucheck_work_cupy"],
-         "target": ["gpucheck_work_cupy"], "expect": "step",
-         "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'"},
-        {"name": "cupy-preset", "module": "cupy", "rules": ["--preset", "cupy"],
-         "target": ["gpucheck_work_cupy_preset"], "expect": "dot",
-         "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'"},
-        {"name": "jax", "module": "jax", "rules": ["--preset", "jax"],
-         "target": ["gpucheck_work_jax"], "expect": "jit(step)",
-         "usable": "import jax; assert jax.devices('gpu'), 'no GPU device'"},
+        {
+            "name": "torch",
+            "module": "torch",
+            "rules": ["--preset", "torch"],
+            "target": [str(train), "--device", "cuda", "--epochs", "1"],
+            "expect": None,
+            "usable": "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'",
+        },
+        {
+            "name": "numba",
+            "module": "numba",
+            "rules": ["-t", "gpucheck_work_numba"],
+            "target": ["gpucheck_work_numba"],
+            "expect": "step",
+            "usable": "from numba import cuda; assert cuda.is_available(), 'numba.cuda.is_available() is False'\n"
+            "cuda.jit('void(float32[:])')(lambda a: None)",
+        },
+        {
+            "name": "cupy",
+            "module": "cupy",
+            "rules": ["-t", "gpucheck_work_cupy"],
+            "target": ["gpucheck_work_cupy"],
+            "expect": "step",
+            "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'",
+        },
+        {
+            "name": "cupy-preset",
+            "module": "cupy",
+            "rules": ["--preset", "cupy"],
+            "target": ["gpucheck_work_cupy_preset"],
+            "expect": "dot",
+            "usable": "import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0, 'no device'",
+        },
+        {
+            "name": "jax",
+            "module": "jax",
+            "rules": ["--preset", "jax"],
+            "target": ["gpucheck_work_jax"],
+            "expect": "jit(step)",
+            "usable": "import jax; assert jax.devices('gpu'), 'no GPU device'",
+        },
     ]
 
 
@@ -273,20 +299,40 @@ def check_compile(scratch: Path) -> list[bool]:
     from autonvtx.recorder.trace import read_chrome_trace
 
     launch = [str(scratch / "gpucheck_launch.py"), "gpucheck_work_compile"]
-    plain = subprocess.run([sys.executable, *launch], cwd=scratch, env=environment(scratch), capture_output=True,
-                           text=True, timeout=900)
+    plain = subprocess.run(
+        [sys.executable, *launch], cwd=scratch, env=environment(scratch), capture_output=True, text=True, timeout=900
+    )
     base = compile_result(plain.stdout)
     if plain.returncode != 0 or base is None:
         say(f"FAIL torch.compile: the plain run exited {plain.returncode}: {plain.stderr.strip()[-300:]}")
         return [False]
-    say(f"torch.compile plain run on {base['device']}: {base['graph_breaks']} graph breaks, "
-        f"{base['unique_graphs']} graphs")
+    say(
+        f"torch.compile plain run on {base['device']}: {base['graph_breaks']} graph breaks, "
+        f"{base['unique_graphs']} graphs"
+    )
     results = []
     for engine in compile_engines():
         trace = scratch / f"compile-{engine}.json"
-        done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--engine", engine, "-t", "gpucheck_work_compile",
-                               "--trace", str(trace), *launch], cwd=scratch, env=environment(scratch),
-                              capture_output=True, text=True, timeout=900)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "autonvtx",
+                "run",
+                "--engine",
+                engine,
+                "-t",
+                "gpucheck_work_compile",
+                "--trace",
+                str(trace),
+                *launch,
+            ],
+            cwd=scratch,
+            env=environment(scratch),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         got = compile_result(done.stdout)
         if done.returncode != 0 or got is None:
             say(f"FAIL torch.compile, {engine} engine: exited {done.returncode}: {done.stderr.strip()[-400:]}")
@@ -296,21 +342,34 @@ def check_compile(scratch: Path) -> list[bool]:
         for rec in read_chrome_trace(trace):
             for r in rec.ranges:
                 names[r.name] = names.get(r.name, 0) + 1
-        same = (got["graph_breaks"] == base["graph_breaks"] and got["unique_graphs"] == base["unique_graphs"]
-                and all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(got["compiled"], base["compiled"]))
-                and abs(got["eager"] - base["eager"]) <= 1e-3 * max(1.0, abs(base["eager"])))
+        same = (
+            got["graph_breaks"] == base["graph_breaks"]
+            and got["unique_graphs"] == base["unique_graphs"]
+            and all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(got["compiled"], base["compiled"]))
+            and abs(got["eager"] - base["eager"]) <= 1e-3 * max(1.0, abs(base["eager"]))
+        )
         ranged = names.get("step", 0) == 6 and names.get("run", 0) == 1
         ok = same and ranged
         shown = ", ".join(f"{name} x{count}" for name, count in sorted(names.items()))
-        say(f"{'ok' if ok else 'FAIL'} torch.compile, {engine} engine: {got['graph_breaks']} graph breaks, "
-            f"{got['unique_graphs']} graphs, results {'equal' if same else 'DIFFER'}; ranges: {shown}")
+        say(
+            f"{'ok' if ok else 'FAIL'} torch.compile, {engine} engine: {got['graph_breaks']} graph breaks, "
+            f"{got['unique_graphs']} graphs, results {'equal' if same else 'DIFFER'}; ranges: {shown}"
+        )
         results.append(ok)
     return results
 
 
 def autonvtx_command(work: dict[str, Any], scratch: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "autonvtx", "run", *extra, *work["rules"], str(scratch / "gpucheck_launch.py"),
-            *work["target"]]
+    return [
+        sys.executable,
+        "-m",
+        "autonvtx",
+        "run",
+        *extra,
+        *work["rules"],
+        str(scratch / "gpucheck_launch.py"),
+        *work["target"],
+    ]
 
 
 def environment(scratch: Path, **extra: str) -> dict[str, str]:
@@ -324,15 +383,23 @@ def check_recorder(work: dict[str, Any], scratch: Path) -> bool:
     from autonvtx.recorder.trace import read_chrome_trace
 
     trace = scratch / f"{work['name']}.json"
-    done = subprocess.run(autonvtx_command(work, scratch, "--trace", str(trace)), cwd=scratch, env=environment(scratch),
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        autonvtx_command(work, scratch, "--trace", str(trace)),
+        cwd=scratch,
+        env=environment(scratch),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0:
         say(f"FAIL {work['name']}: autonvtx run --trace exited {done.returncode}: {done.stderr.strip()[-300:]}")
         return False
     names = {r.name for rec in read_chrome_trace(trace) for r in rec.ranges}
     ok = bool(names) and (work["expect"] is None or work["expect"] in names)
-    say(f"{'ok' if ok else 'FAIL'} {work['name']}: autonvtx run --trace recorded {len(names)} range names"
-        + (f" (expected {work['expect']!r} among them)" if work["expect"] else ""))
+    say(
+        f"{'ok' if ok else 'FAIL'} {work['name']}: autonvtx run --trace recorded {len(names)} range names"
+        + (f" (expected {work['expect']!r} among them)" if work["expect"] else "")
+    )
     if os.environ.get("GPU_CHECK_NAMES"):
         say(f"  names: {', '.join(sorted(names)[:40])}")
     return ok
@@ -342,15 +409,28 @@ def check_nsys(work: dict[str, Any], scratch: Path, nsys: str) -> bool:
     from autonvtx.report.output import ReportRequest, produce
 
     rep = scratch / f"{work['name']}-nsys"
-    profile = [nsys, "profile", "-t", "cuda,nvtx", "--force-overwrite", "true", "-o", str(rep),
-               *autonvtx_command(work, scratch)]
+    profile = [
+        nsys,
+        "profile",
+        "-t",
+        "cuda,nvtx",
+        "--force-overwrite",
+        "true",
+        "-o",
+        str(rep),
+        *autonvtx_command(work, scratch),
+    ]
     done = subprocess.run(profile, cwd=scratch, env=environment(scratch), capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         say(f"FAIL {work['name']}: nsys profile exited {done.returncode}: {done.stderr.strip()[-300:]}")
         return False
     export = scratch / f"{work['name']}-nsys.sqlite"
-    subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(export),
-                    str(rep) + ".nsys-rep"], check=True, capture_output=True, timeout=900)
+    subprocess.run(
+        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(export), str(rep) + ".nsys-rep"],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
     report = json.loads(produce(ReportRequest(str(export), fmt="json")) or "{}")
     db = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
     try:
@@ -364,9 +444,11 @@ def check_nsys(work: dict[str, Any], scratch: Path, nsys: str) -> bool:
     total = report["totals"]["capture"]["kernels"]
     inside = total - report["totals"]["outside_ranges"]["kernels"] - report["totals"]["launch_not_captured"]["kernels"]
     ok = total > 0 and inside > 0 and got == expected and (work["expect"] is None or got.get(work["expect"], 0) > 0)
-    say(f"{'ok' if ok else 'FAIL'} {work['name']}: nsys captured {total} kernels, {inside} launched inside ranges; "
+    say(
+        f"{'ok' if ok else 'FAIL'} {work['name']}: nsys captured {total} kernels, {inside} launched inside ranges; "
         f"report's per-range kernel counts {'equal' if got == expected else 'DIFFER FROM'} the SQL join "
-        f"({len(got)} ranges with kernels)")
+        f"({len(got)} ranges with kernels)"
+    )
     return ok
 
 
@@ -375,9 +457,14 @@ def check_cupti(work: dict[str, Any], scratch: Path) -> bool:
 
     trace = scratch / f"{work['name']}-cupti.json"
     records_path = scratch / f"{work['name']}-cupti-records.json"
-    done = subprocess.run(autonvtx_command(work, scratch, "--trace", str(trace)), cwd=scratch,
-                          env=environment(scratch, GPU_CHECK_CUPTI_OUT=str(records_path)),
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        autonvtx_command(work, scratch, "--trace", str(trace)),
+        cwd=scratch,
+        env=environment(scratch, GPU_CHECK_CUPTI_OUT=str(records_path)),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if done.returncode != 0:
         say(f"FAIL {work['name']}: the CUPTI run exited {done.returncode}: {done.stderr.strip()[-300:]}")
         return False
@@ -405,16 +492,21 @@ def check_cupti(work: dict[str, Any], scratch: Path) -> bool:
     kernels = len(records["kernels"])
     ok = kernels > 0 and inside > 0 and (work["expect"] is None or named.get(work["expect"], 0) > 0)
     top = ", ".join(f"{name} {count}" for name, count in sorted(named.items(), key=lambda kv: -kv[1])[:3])
-    say(f"{'ok' if ok else 'FAIL'} {work['name']}: CUPTI saw {kernels} kernels, {inside} launched inside autonvtx ranges "
-        f"(clock drift over the run {drift} ns; most kernels under: {top or 'none'})")
+    say(
+        f"{'ok' if ok else 'FAIL'} {work['name']}: CUPTI saw {kernels} kernels, {inside} launched inside autonvtx ranges "
+        f"(clock drift over the run {drift} ns; most kernels under: {top or 'none'})"
+    )
     return ok
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--keep", metavar="DIR", help="keep traces and exports in DIR")
-    parser.add_argument("--only", metavar="NAMES", help="only these workloads (comma-separated: torch, numba, cupy,"
-                        " cupy-preset, jax, compile)")
+    parser.add_argument(
+        "--only",
+        metavar="NAMES",
+        help="only these workloads (comma-separated: torch, numba, cupy, cupy-preset, jax, compile)",
+    )
     parser.add_argument("--cpu", action="store_true", help="without a GPU: the torch.compile checks on the CPU")
     args = parser.parse_args()
     present, why = gpu_present()
@@ -426,7 +518,9 @@ def main() -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     nsys = shutil.which("nsys")
     has_cupti = importlib.util.find_spec("cupti") is not None
-    say(f"kernel-in-range check by: {'nsys (' + nsys + ')' if nsys else 'cupti-python' if has_cupti else 'nothing (no nsys, no cupti-python): only that the programs run and record ranges'}")
+    say(
+        f"kernel-in-range check by: {'nsys (' + nsys + ')' if nsys else 'cupti-python' if has_cupti else 'nothing (no nsys, no cupti-python): only that the programs run and record ranges'}"
+    )
     results = []
     try:
         gpu_work = workloads(scratch)  # writes the work modules, the compile check's too
@@ -456,7 +550,11 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     failed = results.count(False)
-    say(f"{len(results) - failed} checks passed, {failed} failed" if results else "nothing to check: no framework installed")
+    say(
+        f"{len(results) - failed} checks passed, {failed} failed"
+        if results
+        else "nothing to check: no framework installed"
+    )
     return 1 if failed else 0
 
 

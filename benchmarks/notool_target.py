@@ -1,6 +1,7 @@
 """Run by run.py as ``autonvtx run -t __main__ --include work notool_target.py N ROUNDS`` with
 no NVTX tool attached (issue 6, goal 3): times the selected ``work`` against ``twin``, the same
 function that no rule selects, and prints one JSON object."""
+
 import json
 import sys
 import time

@@ -17,6 +17,7 @@ machine (other processes on the same cores) that leaves out the time spent preem
 minimum is the round least disturbed otherwise (caches). The loop's own cost cancels in the
 differences.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,8 @@ import sys
 import threading
 import time
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
@@ -36,7 +38,7 @@ from autonvtx.recorder import native  # noqa: E402
 
 # The functions of each shape, written once: the module autonvtx instruments and the
 # hand-annotated twins are made from the same text.
-SHAPES_SOURCE = '''
+SHAPES_SOURCE = """
 def function(x):
     return x
 
@@ -49,9 +51,9 @@ def variadic(*args, **kwargs):
 
 def unselected(x):
     return x
-'''
+"""
 
-HAND_ANNOTATED_SOURCE = '''
+HAND_ANNOTATED_SOURCE = """
 import nvtx
 
 @nvtx.annotate("function", color=COLOR, domain="autonvtx")
@@ -66,12 +68,12 @@ class Holder:
 @nvtx.annotate("variadic", color=COLOR, domain="autonvtx")
 def variadic(*args, **kwargs):
     return args
-'''
+"""
 
 # Generator-like shapes: each resumption gets its own range (a 10-item generator resumes 11
 # times: 10 values, then the resumption that finishes it); `@nvtx.annotate` covers only the
 # call that makes the generator or coroutine, so it is a reference, not a like-for-like twin.
-SUSPENDING_SOURCE = '''
+SUSPENDING_SOURCE = """
 import types
 
 def counter(n):
@@ -88,9 +90,9 @@ def unselected_suspend():
 async def waits(n):
     for _ in range(n):
         await unselected_suspend()
-'''
+"""
 
-HAND_SUSPENDING_SOURCE = '''
+HAND_SUSPENDING_SOURCE = """
 import types
 import nvtx
 
@@ -111,13 +113,13 @@ def unselected_suspend():
 async def waits(n):
     for _ in range(n):
         await unselected_suspend()
-'''
+"""
 
 # Untargeted code raising and catching an exception per call: `catcher` catches what a Python
 # function it called raised, so one frame unwinds each time (PY_UNWIND, the code engine's one
 # global event besides PY_THROW); `parser` catches what a builtin raised in its own frame, as
 # int()/dict lookups/getattr do in most exception-heavy programs: no frame unwinds.
-EXCEPTIONS_SOURCE = '''
+EXCEPTIONS_SOURCE = """
 def raiser(x):
     raise ValueError(x)
 
@@ -132,7 +134,7 @@ def parser(x):
         return int("not a number")
     except ValueError:
         return x
-'''
+"""
 
 # shape -> (the call in the timed loop, how the loop reaches the callee)
 CALLS = {
@@ -224,8 +226,8 @@ def instrumented_module(source: str, name: str) -> tuple[types.ModuleType, Any]:
     """`source` run as module `name`, instrumented as `autonvtx run -t name --exclude
     unselected` would; returns the module and its instrumenter."""
     from autonvtx.config import Config, Rule
-    from autonvtx.walk import Walker
     from autonvtx.matching import Matcher
+    from autonvtx.walk import Walker
 
     module = types.ModuleType(name)
     exec(compile(source, f"<{name}>", "exec"), vars(module))
@@ -398,8 +400,14 @@ def code_engine(
     assert monitor.install() is None
     try:
         style = RangeStyle("autonvtx", "{qualname}", color, None)
-        for func in (module.function, module.Holder.method, module.variadic, module.counter,
-                     module.pause, module.waits):
+        for func in (
+            module.function,
+            module.Holder.method,
+            module.variadic,
+            module.counter,
+            module.pause,
+            module.waits,
+        ):
             code = func.__code__
             monitor.monitor(code, ranges.emitter_with_message(style, code.co_qualname))
         shapes = {}
@@ -437,7 +445,8 @@ def code_engine(
             "propagated out of a Python frame": exceptions_cost(monitor, plain.catcher, n, rounds),
             "raised by a builtin, caught in its frame": exceptions_cost(monitor, plain.parser, n, rounds),
             "propagated out of a Python frame, a monitored frame open": exceptions_cost(
-                monitor, plain.catcher, n, rounds, under_range=True),
+                monitor, plain.catcher, n, rounds, under_range=True
+            ),
         }
     finally:
         monitor.uninstall()
@@ -499,16 +508,22 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str, str, bool | Non
         target = "<= 60 ns" if (result.get("python") == "3.11" and k > 1) or shape == "coroutine, awaited" else "-"
         # What the wrap engine gives a coroutine function here: on 3.12+ its code monitored
         # (engines/coroutines.py), else a wrapper whose proxy pushes around each resumption.
-        how = ("its code monitored, no wrapper" if result.get("coroutines_by_code") and "generator" not in shape
-               else "a wrapper")
+        how = (
+            "its code monitored, no wrapper"
+            if result.get("coroutines_by_code") and "generator" not in shape
+            else "a wrapper"
+        )
         proxy = t.get("autonvtx [wrapper]")
         beside = "" if proxy is None or "generator" in shape else f"; the wrapper {(proxy - t['plain']) / k:.0f} ns"
-        rows.append((
-            f"{shape}: wrapper engine, per resumption range, no-op tool ({how})",
-            f"{per:.0f} ns (+{t['autonvtx'] - t['plain']:.0f} ns per call and {k} resumption(s){beside}; "
-            f"@nvtx.annotate adds {hand:.0f} ns, around the call only)",
-            target, per <= 60 if target != "-" else None,
-        ))
+        rows.append(
+            (
+                f"{shape}: wrapper engine, per resumption range, no-op tool ({how})",
+                f"{per:.0f} ns (+{t['autonvtx'] - t['plain']:.0f} ns per call and {k} resumption(s){beside}; "
+                f"@nvtx.annotate adds {hand:.0f} ns, around the call only)",
+                target,
+                per <= 60 if target != "-" else None,
+            )
+        )
     code = result.get("code_engine")
     if not code:
         return rows
@@ -518,33 +533,42 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str, str, bool | Non
     for shape, t in code["shapes"].items():
         ours, wrap = t["autonvtx [code]"] - t["plain"], t["autonvtx [wrap]"] - t["plain"]
         hand = t["nvtx.annotate"] - t["plain"]
-        rows.append((
-            f"{shape}: code engine / @nvtx.annotate overhead, no-op tool",
-            f"{ours / hand:.2f}x ({ours:.0f} ns vs {hand:.0f} ns; wrapper engine {wrap:.0f} ns)",
-            "<= 0.3x", ours / hand <= 0.3,
-        ))
+        rows.append(
+            (
+                f"{shape}: code engine / @nvtx.annotate overhead, no-op tool",
+                f"{ours / hand:.2f}x ({ours:.0f} ns vs {hand:.0f} ns; wrapper engine {wrap:.0f} ns)",
+                "<= 0.3x",
+                ours / hand <= 0.3,
+            )
+        )
     for shape, entry in code["suspending"].items():
         t, k = entry["ns"], entry["resumptions"]
         per = (t["autonvtx [code]"] - t["plain"]) / k
         wrap = result["suspending"][shape]["ns"]
         wrap_per = (wrap["autonvtx"] - wrap["plain"]) / k
-        rows.append((
-            f"{shape}: code engine, per resumption range, no-op tool",
-            f"{per:.0f} ns (wrapper engine {wrap_per:.0f} ns)", "<= 40 ns", per <= 40,
-        ))
+        rows.append(
+            (
+                f"{shape}: code engine, per resumption range, no-op tool",
+                f"{per:.0f} ns (wrapper engine {wrap_per:.0f} ns)",
+                "<= 40 ns",
+                per <= 40,
+            )
+        )
     t = code["unselected_ns"]
     ratio = t["instrumented module"] / t["plain"]
-    rows.append(("code engine: unselected function in a monitored module / plain",
-                 f"{ratio:.2f}x", "1.00x", None))
+    rows.append(("code engine: unselected function in a monitored module / plain", f"{ratio:.2f}x", "1.00x", None))
     for how, t in code["exceptions_ns"].items():
         ratio = t["code engine on"] / t["code engine off"]
         # Under an open range PY_UNWIND is on: CPython's dispatch of it, for information.
         target = "-" if "monitored frame open" in how else "<= 1.02x"
-        rows.append((
-            f"code engine: untargeted exceptions {how}, on / off",
-            f"{ratio:.3f}x ({t['code engine on']:.0f} ns vs {t['code engine off']:.0f} ns each)",
-            target, ratio <= 1.02 if target != "-" else None,
-        ))
+        rows.append(
+            (
+                f"code engine: untargeted exceptions {how}, on / off",
+                f"{ratio:.3f}x ({t['code engine on']:.0f} ns vs {t['code engine off']:.0f} ns each)",
+                target,
+                ratio <= 1.02 if target != "-" else None,
+            )
+        )
     return rows
 
 

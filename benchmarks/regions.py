@@ -9,6 +9,7 @@ round, interleaved, keeping the fastest round of each in the thread's CPU time (
 preempts; the minimum is the least disturbed round). Per-iteration figures are differences
 from the empty loop.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,9 +18,10 @@ import sys
 import textwrap
 import time
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-SOURCE = textwrap.dedent('''
+SOURCE = textwrap.dedent("""
     import nvtx
 
     def empty(n):
@@ -42,7 +44,7 @@ SOURCE = textwrap.dedent('''
     def outside(n):
         for i in range(n):
             pass
-''')
+""")
 
 
 def main() -> int:
@@ -80,10 +82,12 @@ def main() -> int:
     import linecache
 
     linecache.cache["<bench_regions>"] = (len(SOURCE), None, SOURCE.splitlines(True), "<bench_regions>")
-    config = Config(regions=(
-        Region("bench_regions:region", loop="first", name="step", origin="bench"),
-        Region("bench_regions:region_named", loop="first", name="step {i}", origin="bench"),
-    ))
+    config = Config(
+        regions=(
+            Region("bench_regions:region", loop="first", name="step", origin="bench"),
+            Region("bench_regions:region_named", loop="first", name="step {i}", origin="bench"),
+        )
+    )
     installer = RegionInstaller(config)
     installer.module_executed(module)
     assert len(installer.resolved) == 2, installer.problems or installer.note

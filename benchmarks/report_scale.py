@@ -10,6 +10,7 @@ names repeat from copy to copy (a real run's op_ids would keep growing). The rep
 fixture itself is the baseline: the scaled run's seconds per row against the fixture's is the
 ratio printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,14 +25,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autonvtx.report.text import report_text as format_text  # noqa: E402
 from autonvtx.report.profile import ReportOptions, read_profile  # noqa: E402
+from autonvtx.report.text import report_text as format_text  # noqa: E402
 from autonvtx.report.views import Shaping, shape_rows  # noqa: E402
 from autonvtx.report.workers import available_cpus  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
-TIMED = ("NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
-         "CUPTI_ACTIVITY_KIND_MEMSET")
+TIMED = (
+    "NVTX_EVENTS",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
 
 
 def build(target: Path, size_mb: float) -> int:
@@ -50,7 +56,9 @@ def build(target: Path, size_mb: float) -> int:
         low, high = db.execute(f'SELECT MIN(start), MAX("end") FROM src."{name}"').fetchone()
         first, last = min(first, low), max(last, high)
     period = last - first + 1000
-    correlation = 1 + max(db.execute(f'SELECT MAX(correlationId) FROM src."{name}"').fetchone()[0] for name in TIMED[1:])
+    correlation = 1 + max(
+        db.execute(f'SELECT MAX(correlationId) FROM src."{name}"').fetchone()[0] for name in TIMED[1:]
+    )
     db.commit()
     per_copy = sum(db.execute(f'SELECT COUNT(*) FROM src."{name}"').fetchone()[0] for name in TIMED)
     copy = 0
@@ -91,14 +99,20 @@ def timed_report(path: Path) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size-mb", type=float, default=2000, help="size of the synthetic export (default 2000 = 2 GB)")
+    parser.add_argument(
+        "--size-mb", type=float, default=2000, help="size of the synthetic export (default 2000 = 2 GB)"
+    )
     parser.add_argument("--keep", metavar="PATH", help="write the synthetic export here and keep it")
     args = parser.parse_args()
-    fixture_rows = sum(sqlite3.connect(f"file:{FIXTURE}?mode=ro", uri=True).execute(
-        f'SELECT COUNT(*) FROM "{name}"').fetchone()[0] for name in TIMED)
+    fixture_rows = sum(
+        sqlite3.connect(f"file:{FIXTURE}?mode=ro", uri=True).execute(f'SELECT COUNT(*) FROM "{name}"').fetchone()[0]
+        for name in TIMED
+    )
     baseline = min(timed_report(FIXTURE)[0] for _ in range(3))
-    print(f"fixture: {FIXTURE.stat().st_size / 1e6:.1f} MB, {fixture_rows:,} rows: {baseline:.3f} s "
-          f"({fixture_rows / baseline:,.0f} rows/s)")
+    print(
+        f"fixture: {FIXTURE.stat().st_size / 1e6:.1f} MB, {fixture_rows:,} rows: {baseline:.3f} s "
+        f"({fixture_rows / baseline:,.0f} rows/s)"
+    )
     directory = tempfile.mkdtemp(prefix="autonvtx-report-scale-")
     target = Path(args.keep) if args.keep else Path(directory) / "scaled.sqlite"
     if target.exists():
@@ -109,8 +123,10 @@ def main() -> None:
     print(f"synthetic export: {size / 1e6:,.0f} MB, {rows:,} rows, written in {time.perf_counter() - began:.1f} s")
     seconds, cpu = timed_report(target)
     ratio = (seconds / rows) / (baseline / fixture_rows)
-    print(f"report: {seconds:.1f} s ({rows / seconds:,.0f} rows/s), {cpu:.1f} CPU s over {available_cpus()} CPUs; "
-          f"seconds per row vs the fixture: {ratio:.2f}x (load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"report: {seconds:.1f} s ({rows / seconds:,.0f} rows/s), {cpu:.1f} CPU s over {available_cpus()} CPUs; "
+        f"seconds per row vs the fixture: {ratio:.2f}x (load average {os.getloadavg()[0]:.1f})"
+    )
     if size < 2e9:
         print(f"extrapolated to 2 GB at the same rows/s: {seconds * 2e9 / size:.0f} s ({cpu * 2e9 / size:.0f} CPU s)")
     if not args.keep:

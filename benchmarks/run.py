@@ -36,6 +36,7 @@ differences do not. With --instructions they also count instructions (callgrind)
 load does not move at all. Nothing here asserts a timing;
 "met?" compares the figure printed with its target.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -126,11 +127,15 @@ def goal1_rows(per: dict[str, Any], label: str, target: bool) -> list[Row]:
         t = per["shapes"][shape]
         ours, hand = t["autonvtx"] - t["plain"], t["nvtx.annotate"] - t["plain"]
         ratio = ours / hand
-        rows.append(Row(
-            "1", f"{shape}: autonvtx / @nvtx.annotate overhead, no-op tool{label}",
-            f"{ratio:.2f}x ({ns(ours)} vs {ns(hand)}; plain call {ns(t['plain'])})",
-            "<= 0.5x" if target else "-", ratio <= 0.5 if target else None,
-        ))
+        rows.append(
+            Row(
+                "1",
+                f"{shape}: autonvtx / @nvtx.annotate overhead, no-op tool{label}",
+                f"{ratio:.2f}x ({ns(ours)} vs {ns(hand)}; plain call {ns(t['plain'])})",
+                "<= 0.5x" if target else "-",
+                ratio <= 0.5 if target else None,
+            )
+        )
     return rows
 
 
@@ -141,12 +146,16 @@ def recorder_rows(per: dict[str, Any]) -> list[Row]:
         ratio = t["autonvtx [record]"] / t["autonvtx"]
         added = t["autonvtx [record]"] - t["autonvtx"]
         over = (t["autonvtx [record]"] - t["plain"]) / max(1e-9, t["autonvtx"] - t["plain"])
-        rows.append(Row(
-            "1", f"{shape}: annotated call, recorder / no-op tool",
-            f"{ratio:.2f}x ({ns(t['autonvtx [record]'])} vs {ns(t['autonvtx'])}: +{ns(added)}; "
-            f"overhead {over:.1f}x)",
-            "<= 1.5x", ratio <= 1.5,
-        ))
+        rows.append(
+            Row(
+                "1",
+                f"{shape}: annotated call, recorder / no-op tool",
+                f"{ratio:.2f}x ({ns(t['autonvtx [record]'])} vs {ns(t['autonvtx'])}: +{ns(added)}; "
+                f"overhead {over:.1f}x)",
+                "<= 1.5x",
+                ratio <= 1.5,
+            )
+        )
     return rows
 
 
@@ -155,10 +164,12 @@ def goal2_row(per: dict[str, Any]) -> Row:
     ratio = t["instrumented module"] / t["plain"]
     same, hooks = per["unselected_same_object"], per["global_hooks"]
     return Row(
-        "2", "unselected function in an instrumented module / plain",
+        "2",
+        "unselected function in an instrumented module / plain",
         f"{ratio:.2f}x ({'the same function object' if same else 'REPLACED'}, "
         f"{'a trace/profile hook is set' if hooks else 'no trace/profile hook'})",
-        "1.00x", same and not hooks,
+        "1.00x",
+        same and not hooks,
     )
 
 
@@ -166,27 +177,48 @@ def goal3_rows(quick: bool, library: dict[str, Any]) -> list[Row]:
     n, rounds = ("2000", "2") if quick else ("20000", "41")
     with tempfile.TemporaryDirectory() as cwd:
         proc = subprocess.run(
-            [*autonvtx_command(), "run", "-t", "__main__", "--include", "work",
-             os.path.join(HERE, "notool_target.py"), n, rounds],
-            cwd=cwd, env=user_env(), capture_output=True, text=True, timeout=120,
+            [
+                *autonvtx_command(),
+                "run",
+                "-t",
+                "__main__",
+                "--include",
+                "work",
+                os.path.join(HERE, "notool_target.py"),
+                n,
+                rounds,
+            ],
+            cwd=cwd,
+            env=user_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     if proc.returncode != 0:
         raise RuntimeError(f"autonvtx run notool_target.py failed:\n{proc.stderr}")
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     hints = [line for line in proc.stderr.splitlines() if "no NVTX tool is attached" in line]
     ratio = result["ns"]["work"] / result["ns"]["twin"]
-    rows = [Row(
-        "3", "no tool: `autonvtx run`, selected function / plain twin",
-        f"{ratio:.2f}x ({result['work_type']}, left unwrapped; "
-        f"how to attach a tool said {len(hints)}x)",
-        "<= 1.1x", ratio <= 1.1 and len(hints) == 1,
-    )]
+    rows = [
+        Row(
+            "3",
+            "no tool: `autonvtx run`, selected function / plain twin",
+            f"{ratio:.2f}x ({result['work_type']}, left unwrapped; how to attach a tool said {len(hints)}x)",
+            "<= 1.1x",
+            ratio <= 1.1 and len(hints) == 1,
+        )
+    ]
     for shape in SHAPES:
         t = library["shapes"][shape]
-        rows.append(Row(
-            "3", f"{shape}: no tool, wrapped in-process (library use) / plain",
-            f"{t['autonvtx'] / t['plain']:.2f}x (+{ns(t['autonvtx'] - t['plain'])})", "-", None,
-        ))
+        rows.append(
+            Row(
+                "3",
+                f"{shape}: no tool, wrapped in-process (library use) / plain",
+                f"{t['autonvtx'] / t['plain']:.2f}x (+{ns(t['autonvtx'] - t['plain'])})",
+                "-",
+                None,
+            )
+        )
     return rows
 
 
@@ -261,25 +293,48 @@ def startup_rows(quick: bool) -> list[Row]:
         )
 
     added, text = figure("no rules")
-    rows = [Row("24", "start-up: `autonvtx run empty.py` (no rules, no tool) - `python empty.py`",
-                text, "<= 15 ms", added <= 15)]
+    rows = [
+        Row(
+            "24",
+            "start-up: `autonvtx run empty.py` (no rules, no tool) - `python empty.py`",
+            text,
+            "<= 15 ms",
+            added <= 15,
+        )
+    ]
     if "config" in commands:
         added, text = figure("config")
-        rows.append(Row(
-            "4", "start-up: `autonvtx run --config rules.toml empty.py`, no-op tool attached"
-            " - `python empty.py`", text, "<= 40 ms", added <= 40,
-        ))
+        rows.append(
+            Row(
+                "4",
+                "start-up: `autonvtx run --config rules.toml empty.py`, no-op tool attached - `python empty.py`",
+                text,
+                "<= 40 ms",
+                added <= 40,
+            )
+        )
         added, text = figure("imported")
-        rows.append(Row(
-            "24", "start-up: `autonvtx run --config imported.toml empty.py` (its target, "
-            "genericpath, already imported), no-op tool attached - `python empty.py`",
-            text, "<= 20 ms", added <= 20,
-        ))
+        rows.append(
+            Row(
+                "24",
+                "start-up: `autonvtx run --config imported.toml empty.py` (its target, "
+                "genericpath, already imported), no-op tool attached - `python empty.py`",
+                text,
+                "<= 20 ms",
+                added <= 20,
+            )
+        )
     else:
-        rows += [Row(goal, f"start-up with a config ({what}) and a no-op tool", "skipped: the "
-                     "native recorder is not built", target, False)
-                 for goal, what, target in (("4", "rules.toml", "<= 40 ms"),
-                                            ("24", "target already imported", "<= 20 ms"))]
+        rows += [
+            Row(
+                goal,
+                f"start-up with a config ({what}) and a no-op tool",
+                "skipped: the native recorder is not built",
+                target,
+                False,
+            )
+            for goal, what, target in (("4", "rules.toml", "<= 40 ms"), ("24", "target already imported", "<= 20 ms"))
+        ]
     return rows
 
 
@@ -291,8 +346,7 @@ def wholesale_rules(variant: str, packages: list[str], engine: str = "wrap") -> 
         "first": ["colorsys"],
         "nothing": ["autonvtx_benchmark_selects_nothing"],
     }[variant]
-    return (f'[autonvtx]\nengine = "{engine}"\n\n[[rules]]\nmodules = ['
-            + ", ".join(f'"{m}"' for m in modules) + "]\n")
+    return f'[autonvtx]\nengine = "{engine}"\n\n[[rules]]\nmodules = [' + ", ".join(f'"{m}"' for m in modules) + "]\n"
 
 
 def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool = False) -> dict[str, Any] | None:
@@ -315,8 +369,13 @@ def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool
         raise RuntimeError("the native recorder is not built (pip install -e .)")
     # One BLAS/OpenMP thread: OpenBLAS's idle workers spin after numpy's import, and billed 11%
     # of a run's CPU time (perf), varying with the run's length, not with autonvtx.
-    env = user_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop",
-                   OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env = user_env(
+        NVTX_INJECTION64_PATH=library,
+        AUTONVTX_RECORDER_MODE="noop",
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
     program = [os.path.join(HERE, "wholesale.py"), "--packages", packages]
     samples: dict[str, list[tuple[float, dict[str, Any]]]] = {"all": [], "first": [], "nothing": []}
     with tempfile.TemporaryDirectory() as cwd:
@@ -326,10 +385,17 @@ def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool
         # Counted once, untimed: -v's report at exit would be part of only one side's time.
         counted = subprocess.run(
             [*autonvtx_command(), "run", "-v", "--config", "all.toml", *program],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
-        found = [line for line in counted.stderr.splitlines()
-                 if line.startswith(("autonvtx: wrapped ", "autonvtx: monitored "))]
+        found = [
+            line
+            for line in counted.stderr.splitlines()
+            if line.startswith(("autonvtx: wrapped ", "autonvtx: monitored "))
+        ]
         if counted.returncode != 0 or not found:
             raise RuntimeError(f"wholesale {packages} failed:\n{counted.stderr[-2000:]}")
         wrapped, modules = (int(word) for word in found[-1].split() if word.isdigit())
@@ -350,8 +416,7 @@ def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool
 
     rss = {v: statistics.median(r["rss_bytes"] for _, r in runs_of) for v, runs_of in samples.items()}
     workload = statistics.median(
-        a["workload_seconds"] / n["workload_seconds"]
-        for (_, a), (_, n) in zip(samples["all"], samples["nothing"])
+        a["workload_seconds"] / n["workload_seconds"] for (_, a), (_, n) in zip(samples["all"], samples["nothing"])
     )
     first = samples["all"][0][1]
     best = {v: min(outside(run) for run in runs_of) for v, runs_of in samples.items()}
@@ -378,8 +443,9 @@ def wholesale(packages: str, runs: int, engine: str = "wrap", instructions: bool
         "workload_ratio": workload,
         "workload_seconds": statistics.median(n["workload_seconds"] for _, n in samples["nothing"]),
         "memory": rss["all"] - rss["first"],
-        "instructions": None if counted_instructions is None else
-                        (counted_instructions["all"] - counted_instructions["first"]) / max(1, wrapped),
+        "instructions": None
+        if counted_instructions is None
+        else (counted_instructions["all"] - counted_instructions["first"]) / max(1, wrapped),
     }
 
 
@@ -393,13 +459,22 @@ def import_instructions(packages: str, cwd: str, env: dict[str, str]) -> dict[st
         return None
     counts = {}
     for variant in ("all", "first"):
-        command = [valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                   *autonvtx_command(), "run", "--config", f"{variant}.toml",
-                   "-c", f"import gc; gc.disable(); import colorsys, {packages}; gc.enable(); gc.collect()"]
+        command = [
+            valgrind,
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            *autonvtx_command(),
+            "run",
+            "--config",
+            f"{variant}.toml",
+            "-c",
+            f"import gc; gc.disable(); import colorsys, {packages}; gc.enable(); gc.collect()",
+        ]
         # One hash seed for both variants: string hashes order dictionaries and sets, and
         # unseeded runs of the same code moved by up to 9M instructions (1,500 a function).
-        proc = subprocess.run(command, cwd=cwd, env={**env, "PYTHONHASHSEED": "0"},
-                              capture_output=True, text=True, timeout=1200)
+        proc = subprocess.run(
+            command, cwd=cwd, env={**env, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, timeout=1200
+        )
         collected = [line.split()[-1] for line in proc.stderr.splitlines() if "Collected :" in line]
         if proc.returncode != 0 or not collected:
             raise RuntimeError(f"{' '.join(command)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -427,8 +502,11 @@ def time_figure(w: dict[str, Any], runs: int, engine: str = "wrap") -> str:
         f"tiny target, at the fastest of its runs; quartiles {low * 1e6:.1f}-{high * 1e6:.1f} us; "
         f"difference of the best runs {w['per_function_best'] * 1e6:.1f} us, median of the "
         f"rounds' differences {w['per_function_median'] * 1e6:.1f} us; "
-        + ("" if w["instructions"] is None else
-           f"{w['instructions']:,.0f} instructions per function importing the packages (callgrind); ")
+        + (
+            ""
+            if w["instructions"] is None
+            else f"{w['instructions']:,.0f} instructions per function importing the packages (callgrind); "
+        )
         + "whole process "
         f"+{w['whole'] * 1000:.0f} ms CPU over a rule selecting nothing "
         f"({w['nothing'] * 1000:.0f} ms), of which +{w['fixed'] * 1000:.0f} ms is starting to "
@@ -459,8 +537,14 @@ def wholesale_rows(quick: bool, only_engine: str | None = None, instructions: bo
     rows = []
     for engine in engines:
         for packages in ("numpy,pandas", "networkx", "torch"):
-            rows.append(wholesale_row(packages, engine, runs if packages != "torch" else max(1, runs // 2),
-                                      instructions and packages != "torch"))
+            rows.append(
+                wholesale_row(
+                    packages,
+                    engine,
+                    runs if packages != "torch" else max(1, runs // 2),
+                    instructions and packages != "torch",
+                )
+            )
     if code != "code" and only_engine != "wrap":
         rows.append(Row("24", "wholesale, code engine", f"skipped: {why_not}", "<= 3 us, <= 200 B", None))
     return rows
@@ -472,15 +556,21 @@ def wholesale_row(packages: str, engine: str, runs: int, instructions: bool = Fa
     goal, target = ("24", f"<= {limit_us} us, <= {limit_b} B") if packages != "torch" else ("24", "-")
     info = wholesale(packages, runs, engine, instructions)
     if info is None:
-        return Row(goal, f"wholesale {packages}, {engine} engine", "skipped: not installed here",
-                   target, None if target == "-" else False)
+        return Row(
+            goal,
+            f"wholesale {packages}, {engine} engine",
+            "skipped: not installed here",
+            target,
+            None if target == "-" else False,
+        )
     per_us, per_b = info["per_function"] * 1e6, info["memory"] / info["count"]
     return Row(
-        goal, f"wholesale {info['versions']}, {engine} engine: CPU time, memory per {verb} "
+        goal,
+        f"wholesale {info['versions']}, {engine} engine: CPU time, memory per {verb} "
         "function | workload under the rules / under a rule selecting nothing",
-        f"{time_figure(info, runs, engine)}, {per_b:.0f} B "
-        f"(+{info['memory'] / 2**20:.1f} MiB resident)",
-        target, None if target == "-" else per_us <= limit_us and per_b <= limit_b,
+        f"{time_figure(info, runs, engine)}, {per_b:.0f} B (+{info['memory'] / 2**20:.1f} MiB resident)",
+        target,
+        None if target == "-" else per_us <= limit_us and per_b <= limit_b,
     )
 
 
@@ -490,8 +580,9 @@ def percall_engine_rows(per: dict[str, Any]) -> list[Row]:
     sys.path.insert(0, HERE)
     import percall
 
-    return [Row(engine_goal(what), what, figure, target, met)
-            for what, figure, target, met in percall.summary_rows(per)]
+    return [
+        Row(engine_goal(what), what, figure, target, met) for what, figure, target, met in percall.summary_rows(per)
+    ]
 
 
 def engine_goal(what: str) -> str:
@@ -508,12 +599,21 @@ def goal5_rows(per: dict[str, Any]) -> list[Row]:
         return [Row("5", "recorder", r["skipped"], ">= 10 M events/s", False)]
     one, two = r["events_per_s_1_thread"] / 1e6, r["events_per_s_2_threads"] / 1e6
     return [
-        Row("5", "recorder: events/s per thread into its buffers (push/pop loop in C)",
+        Row(
+            "5",
+            "recorder: events/s per thread into its buffers (push/pop loop in C)",
             f"{one:.1f} M/s (2 threads at once: {two:.1f} M/s each; no-op tool "
-            f"{r['noop_events_per_s_1_thread'] / 1e6:.0f} M/s)", ">= 10 M/s", one >= 10),
-        Row("5", "recorder: memory per event",
+            f"{r['noop_events_per_s_1_thread'] / 1e6:.0f} M/s)",
+            ">= 10 M/s",
+            one >= 10,
+        ),
+        Row(
+            "5",
+            "recorder: memory per event",
             f"{r['bytes_per_event']:.1f} B ({r['events']:,} events, {r['dropped']} dropped)",
-            "printed", None),
+            "printed",
+            None,
+        ),
     ]
 
 
@@ -535,8 +635,11 @@ def sections(text: str) -> tuple[str, ...]:
     names = tuple(name.strip().replace("start-up", "startup") for name in text.split(",") if name.strip())
     unknown = [name for name in names if name not in SECTIONS]
     if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown section {unknown[0]!r}; expected some of {', '.join(SECTIONS)}"
-                                         if unknown else f"expected some of {', '.join(SECTIONS)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown section {unknown[0]!r}; expected some of {', '.join(SECTIONS)}"
+            if unknown
+            else f"expected some of {', '.join(SECTIONS)}"
+        )
     return names
 
 
@@ -544,12 +647,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (CI: the code runs)")
     parser.add_argument("--json", metavar="PATH", help="also write every figure measured")
-    parser.add_argument("--only", metavar="SECTIONS", type=sections,
-                        help=f"comma-separated, of: {', '.join(SECTIONS)} (default: all)")
-    parser.add_argument("--instructions", action="store_true",
-                        help="wholesale rows: also count instructions per function (callgrind; minutes)")
-    parser.add_argument("--engine", choices=("wrap", "code"),
-                        help="wholesale rows of this engine only (default: both)")
+    parser.add_argument(
+        "--only", metavar="SECTIONS", type=sections, help=f"comma-separated, of: {', '.join(SECTIONS)} (default: all)"
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="wholesale rows: also count instructions per function (callgrind; minutes)",
+    )
+    parser.add_argument("--engine", choices=("wrap", "code"), help="wholesale rows of this engine only (default: both)")
     args = parser.parse_args(argv)
     quick = ["--quick"] if args.quick else []
     only = args.only or SECTIONS
@@ -586,16 +692,26 @@ def main(argv: list[str] | None = None) -> int:
         rows += percall_engine_rows(native)
 
     native_path = "not measured" if native is None else "yes" if native["native"] else "NO (fallback)"
-    print(f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-          f"native per-call path: {native_path}"
-          f"{' (quick: sizes too small for the figures to mean anything)' if args.quick else ''}")
+    print(
+        f"autonvtx benchmarks: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
+        f"native per-call path: {native_path}"
+        f"{' (quick: sizes too small for the figures to mean anything)' if args.quick else ''}"
+    )
     print(format_table(rows))
     print(f"({time.perf_counter() - started:.0f} s)")
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"python": sys.version, "rows": [vars(r) for r in rows],
-                       "percall": native, "percall_pure": pure, "percall_no_tool": library},
-                      out, indent=1)
+            json.dump(
+                {
+                    "python": sys.version,
+                    "rows": [vars(r) for r in rows],
+                    "percall": native,
+                    "percall_pure": pure,
+                    "percall_no_tool": library,
+                },
+                out,
+                indent=1,
+            )
     return 0
 
 

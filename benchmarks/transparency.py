@@ -9,6 +9,7 @@ the ranges recorded and the slowdown annotated/plain; it exits 1 when any suite 
 shows no sign of annotation, 2 when the check could not be carried out. The suites, their
 pinned versions and rules live in tests/thirdparty/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,28 @@ def load_harness():  # type: ignore[no-untyped-def]
 def main(argv: list[str] | None = None) -> int:
     harness = load_harness()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--python", default=sys.executable, help="interpreter of the suites' environment (default: this one)")
-    parser.add_argument("--suite", action="append", dest="suites", metavar="NAME", help="run only this suite (repeatable)")
+    parser.add_argument(
+        "--python", default=sys.executable, help="interpreter of the suites' environment (default: this one)"
+    )
+    parser.add_argument(
+        "--suite", action="append", dest="suites", metavar="NAME", help="run only this suite (repeatable)"
+    )
     parser.add_argument("--quick", action="store_true", help="the quick subset CI runs, not the full suites")
-    parser.add_argument("--cache", type=Path, help=f"download and environment cache (default: ${harness.CACHE_ENV} or a temp dir)")
-    parser.add_argument("--trace", action="store_true", help="also write a trace of each annotated run (large: gigabytes for a full suite)")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="set in both runs, e.g. AUTONVTX_PURE_PYTHON=1 (repeatable)")
+    parser.add_argument(
+        "--cache", type=Path, help=f"download and environment cache (default: ${harness.CACHE_ENV} or a temp dir)"
+    )
+    parser.add_argument(
+        "--trace",
+        action="store_true",
+        help="also write a trace of each annotated run (large: gigabytes for a full suite)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set in both runs, e.g. AUTONVTX_PURE_PYTHON=1 (repeatable)",
+    )
     parser.add_argument("--workdir", type=Path, help="where JUnit files, traces, summaries and outputs of the runs go")
     options = parser.parse_args(argv)
     if options.workdir is not None:
@@ -60,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         report = "\n\n".join(harness.format_result(result) for result in results)
         (options.workdir / "report.txt").write_text(report + "\n")
     failed = [result.suite.name for result in results if not result.ok]
-    print(f"transparency: {len(results) - len(failed)} of {len(results)} suite(s) ok" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"transparency: {len(results) - len(failed)} of {len(results)} suite(s) ok"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -13,6 +13,7 @@ a core:
   it imports).
 Nothing here asserts a timing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,8 +85,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
-    in_cpu, in_wall = map(float, subprocess.run([sys.executable, "-c", IN_PROCESS.format(repo=REPO, rounds=args.rounds)],
-                                                check=True, capture_output=True, text=True).stdout.split())
+    in_cpu, in_wall = map(
+        float,
+        subprocess.run(
+            [sys.executable, "-c", IN_PROCESS.format(repo=REPO, rounds=args.rounds)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.split(),
+    )
     with tempfile.TemporaryDirectory() as cwd:
         with open(os.path.join(cwd, "empty.py"), "w", encoding="utf-8"):
             pass
@@ -97,8 +105,10 @@ def main() -> None:
     print(f"start_watcher() in the program's process: {in_cpu * 1e3:.2f} ms CPU, {in_wall * 1e3:.2f} ms wall")
     for what, pick in (("CPU", 0), ("wall", 1)):
         with_, without = min(r[pick] for r in on), min(r[pick] for r in off)
-        print(f"autonvtx run --trace t.json empty.py, {what}: {with_ * 1e3:.1f} ms with the watcher, "
-              f"{without * 1e3:.1f} ms without: {(with_ - without) * 1e3:+.1f} ms ({with_ / without:.3f}x)")
+        print(
+            f"autonvtx run --trace t.json empty.py, {what}: {with_ * 1e3:.1f} ms with the watcher, "
+            f"{without * 1e3:.1f} ms without: {(with_ - without) * 1e3:+.1f} ms ({with_ / without:.3f}x)"
+        )
     print(f"the watcher's own CPU (python -I -S, off the program's path): {watcher_cpu(args.rounds) * 1e3:.1f} ms")
 
 

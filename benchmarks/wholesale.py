@@ -16,6 +16,7 @@ CPU time and what it allocated (tracemalloc, with --memory) per function, the mo
 alone (install()'s once-only work apart) per function, the native walk's share of them (either
 engine) and the Python around it per module; one JSON line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 WORKLOADS: dict[str, Callable[[], float]] = {}
 
@@ -149,7 +151,9 @@ def walk_alone(packages: list[str], engine: str, memory: bool) -> dict[str, Any]
     functions = sum(len(r.wrapped) for r in reports.values())
     modules = len(reports)  # walked, whether or not they define a function
     return {
-        "engine": engine, "functions": functions, "modules": modules,
+        "engine": engine,
+        "functions": functions,
+        "modules": modules,
         "us_per_function": elapsed / 1e3 / max(1, functions),
         "bytes_per_function": allocated / max(1, functions) if memory else None,
         "walks_us_per_function": walks_ns[0] / 1e3 / max(1, functions),
@@ -186,14 +190,18 @@ def main() -> int:
     started = time.thread_time()
     checksum = WORKLOADS[args.packages]()
     workload_seconds = time.thread_time() - started
-    print(json.dumps({
-        "packages": packages,
-        "import_seconds": import_seconds,
-        "workload_seconds": workload_seconds,
-        "checksum": checksum,
-        "rss_bytes": resident_bytes(),
-        "versions": {p: getattr(sys.modules[p], "__version__", "?") for p in packages},
-    }))
+    print(
+        json.dumps(
+            {
+                "packages": packages,
+                "import_seconds": import_seconds,
+                "workload_seconds": workload_seconds,
+                "checksum": checksum,
+                "rss_bytes": resident_bytes(),
+                "versions": {p: getattr(sys.modules[p], "__version__", "?") for p in packages},
+            }
+        )
+    )
     return 0
 
 

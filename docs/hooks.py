@@ -4,6 +4,7 @@ stay the one copy of what they say and the site shows them.
 `<!-- include: FILE -->` puts FILE in whole (the home page is the README, its `docs/` links
 made relative to the site); `<!-- include-section: FILE -->` drops FILE's title and moves its
 headings one level down, to sit under the including page's own title."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Helpers shared by the test modules: writing files and running autonvtx as a user would."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -7,9 +8,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -154,7 +156,11 @@ def run_under_recorder(
     env["PYTHONPATH"] = str(REPO)
     env.update(extra)
     proc = subprocess.run(
-        [sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True,
+        [sys.executable, str(program)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr

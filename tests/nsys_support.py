@@ -1,5 +1,6 @@
 """What the tests that run the real Nsight Systems share: finding nsys (skip where it is absent,
 fail in CI), running `autonvtx profile` under a timeout, and reading the SQLite export."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import REPO, autonvtx_env
 
 # One capture at a time (the tests run serially), each under this limit: a capture that hangs
@@ -47,8 +47,15 @@ def run_profile(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Pro
     CAPTURE_TIMEOUT_S."""
     environment = autonvtx_env() if env is None else env
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")]))
-    process = subprocess.Popen([sys.executable, "-m", "autonvtx", "profile", *args], cwd=cwd, env=environment,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "autonvtx", "profile", *args],
+        cwd=cwd,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = process.communicate(timeout=CAPTURE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -86,31 +93,53 @@ class Export:
 
     def domains(self) -> dict[tuple[int, int], str]:
         """(pid, domainId) -> name: nsys numbers domains per process."""
-        return {(pid, domain): name for pid, domain, name in self.connection.execute(
-            "SELECT (globalTid >> 24) & 16777215, domainId, text FROM NVTX_EVENTS WHERE eventType = 75")}
+        return {
+            (pid, domain): name
+            for pid, domain, name in self.connection.execute(
+                "SELECT (globalTid >> 24) & 16777215, domainId, text FROM NVTX_EVENTS WHERE eventType = 75"
+            )
+        }
 
     def ranges(self) -> list[NvtxRange]:
         strings, domains = self.strings(), self.domains()
         rows = self.connection.execute(
             "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, domainId, text, textId, color, category,"
-            " int64Value FROM NVTX_EVENTS WHERE eventType IN (59, 60)")
+            " int64Value FROM NVTX_EVENTS WHERE eventType IN (59, 60)"
+        )
         found = []
         for pid, tid, domain, text, text_id, color, category, payload in rows:
             name = text if text is not None else strings.get(text_id, "")
-            found.append(NvtxRange(name, domains.get((pid, domain), "" if not domain else f"domain {domain}"),
-                                   pid, tid, None if color is None else color & 0xFFFFFFFF, category,
-                                   text is None and text_id is not None, payload))
+            found.append(
+                NvtxRange(
+                    name,
+                    domains.get((pid, domain), "" if not domain else f"domain {domain}"),
+                    pid,
+                    tid,
+                    None if color is None else color & 0xFFFFFFFF,
+                    category,
+                    text is None and text_id is not None,
+                    payload,
+                )
+            )
         return found
 
     def thread_names(self) -> dict[tuple[int, int], str]:
         """(pid, tid) -> the name NVTX gave the thread (nvtxNameOsThread), as nsys shows it."""
-        return {(pid, tid): name for pid, tid, name in self.connection.execute(
-            "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, text FROM NVTX_EVENTS WHERE eventType = 39")}
+        return {
+            (pid, tid): name
+            for pid, tid, name in self.connection.execute(
+                "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, text FROM NVTX_EVENTS WHERE eventType = 39"
+            )
+        }
 
     def categories(self) -> dict[tuple[int, int, int], str]:
         """(pid, domainId, category id) -> name."""
-        return {(pid, domain, category): name for pid, domain, category, name in self.connection.execute(
-            "SELECT (globalTid >> 24) & 16777215, domainId, category, text FROM NVTX_EVENTS WHERE eventType = 33")}
+        return {
+            (pid, domain, category): name
+            for pid, domain, category, name in self.connection.execute(
+                "SELECT (globalTid >> 24) & 16777215, domainId, category, text FROM NVTX_EVENTS WHERE eventType = 33"
+            )
+        }
 
 
 def counts(ranges: list[NvtxRange], domain: str) -> Counter[str]:
@@ -119,8 +148,14 @@ def counts(ranges: list[NvtxRange], domain: str) -> Counter[str]:
 
 def report_counts(path: Path, cwd: Path) -> dict[str, int]:
     """`autonvtx report PATH --format json`: instances per name."""
-    result = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(path), "--format", "json"], cwd=cwd,
-                            capture_output=True, text=True, env=autonvtx_env(), timeout=CAPTURE_TIMEOUT_S)
+    result = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", str(path), "--format", "json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=CAPTURE_TIMEOUT_S,
+    )
     assert result.returncode == 0, result.stderr
     document: dict[str, Any] = json.loads(result.stdout)
     return {row["name"]: row["instances"] for row in document["ranges"]}

@@ -5,6 +5,7 @@ Each run is the trace the recorder would write for a program whose functions tak
 multiplicative and log-normal at three levels: the whole run (a busy machine), each function in
 each run (caches, clocks), and each call.
 """
+
 from __future__ import annotations
 
 import random
@@ -34,8 +35,10 @@ class Program:
 def recording(program: Program, rng: random.Random, pid: int = 4242, label: str = "") -> ProcessRecording:
     """One process's ranges: `train` around the steps, each function once per step."""
     run_factor = rng.lognormvariate(0.0, program.noise.run)
-    factors = {name: run_factor * rng.lognormvariate(0.0, program.noise.function) * program.slower.get(name, 1.0)
-               for name in FUNCTIONS}
+    factors = {
+        name: run_factor * rng.lognormvariate(0.0, program.noise.function) * program.slower.get(name, 1.0)
+        for name in FUNCTIONS
+    }
     tid = pid
     now = 1_000_000_000
     start = now
@@ -46,8 +49,14 @@ def recording(program: Program, rng: random.Random, pid: int = 4242, label: str 
             ranges.append(Range(pid, tid, "", name, now, now + took))
             now += took + 1_000
     ranges.insert(0, Range(pid, tid, "", "train", start, now))
-    return ProcessRecording(pid, cmdline=["python", "train.py"], thread_names={tid: "MainThread"}, ranges=ranges,
-                            flush_ns=now + 1_000, label=label)
+    return ProcessRecording(
+        pid,
+        cmdline=["python", "train.py"],
+        thread_names={tid: "MainThread"},
+        ranges=ranges,
+        flush_ns=now + 1_000,
+        label=label,
+    )
 
 
 def write_run(path: Path, program: Program, rng: random.Random) -> Path:

@@ -1,4 +1,5 @@
 """autonvtx report --across ranks: spread per range across ranks, the straggler, NCCL overlap."""
+
 from __future__ import annotations
 
 import json
@@ -9,12 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import autonvtx_env
+from synthetic_runs import Program, recording, write_ranks
 
 from autonvtx.report.acrossrun import AcrossRequest, produce_across
 from autonvtx.report.overlap import intersect, is_communication, length, merge
-
-from conftest import autonvtx_env
-from synthetic_runs import Program, recording, write_ranks
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = str(FIXTURES / "torch-2gpu-nsys2026.2.sqlite")
@@ -22,8 +22,9 @@ SAXPY = str(FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", *args], capture_output=True, text=True,
-                          env=autonvtx_env(), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", *args], capture_output=True, text=True, env=autonvtx_env(), timeout=300
+    )
 
 
 def across(*files: str, **options: object) -> dict:  # type: ignore[type-arg]
@@ -70,7 +71,8 @@ def test_nccl_overlap_matches_a_direct_query() -> None:
     connection = sqlite3.connect(f"file:{TORCH}?mode=ro", uri=True)
     nccl = connection.execute(
         "SELECT SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
-        "WHERE s.value LIKE 'nccl%'").fetchone()[0]
+        "WHERE s.value LIKE 'nccl%'"
+    ).fetchone()[0]
     connection.close()
     document = across(TORCH, strip_ids=True)
     alltoall = next(row for row in document["ranges"] if row["name"] == "AllToAll4D")
@@ -134,7 +136,10 @@ def test_copies_of_one_file_are_told_apart(tmp_path: Path) -> None:
 def test_cli_messages() -> None:
     several = cli("report", TORCH, SAXPY)
     assert several.returncode == 2
-    assert several.stderr.strip() == "autonvtx: report: 2 files given; expected one PROFILE, or several with --across ranks"
+    assert (
+        several.stderr.strip()
+        == "autonvtx: report: 2 files given; expected one PROFILE, or several with --across ranks"
+    )
     tree = cli("report", TORCH, "--across", "ranks", "--tree")
     assert tree.returncode == 2 and "--tree does not go with --across ranks" in tree.stderr
     csv_out = cli("report", TORCH, "--across", "ranks", "--format", "csv", "--strip-ids", "--top", "3")
@@ -173,9 +178,23 @@ def test_recorded_two_rank_run_names_the_slow_rank(tmp_path: Path) -> None:
 
     program = make_file(tmp_path / "ranks.py", RANKED)
     for rank in ("0", "1"):
-        done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", str(tmp_path / "t.{rank}.json"),
-                               "-t", "__main__", str(program)], capture_output=True, text=True,
-                              env=autonvtx_env(RANK=rank, WORLD_SIZE="2"), timeout=120)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "autonvtx",
+                "run",
+                "--trace",
+                str(tmp_path / "t.{rank}.json"),
+                "-t",
+                "__main__",
+                str(program),
+            ],
+            capture_output=True,
+            text=True,
+            env=autonvtx_env(RANK=rank, WORLD_SIZE="2"),
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
     files = [str(tmp_path / "t.0.json"), str(tmp_path / "t.1.json")]
     for inputs in (files, [_merged(files, tmp_path)]):

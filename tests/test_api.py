@@ -1,5 +1,6 @@
 """The public API: autonvtx.install() / uninstall() and the IPython extension; every range seen
 through the recorder."""
+
 from __future__ import annotations
 
 import os
@@ -10,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, make_file, run_autonvtx, run_under_recorder
 
 import autonvtx
-from conftest import REPO, autonvtx_env, make_file, run_autonvtx, run_under_recorder
 
 MYMOD = """
     def work(x):
@@ -120,7 +121,10 @@ def test_bad_input_raises_autonvtx_errors(
 def test_importing_the_package_stays_cheap() -> None:
     code = "import sys, autonvtx; print(sorted(m for m in sys.modules if m.startswith('autonvtx')))"
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**autonvtx_env(), "PYTHONPATH": str(REPO)},
     ).stdout
     assert out.strip() == "['autonvtx', 'autonvtx.errors']"

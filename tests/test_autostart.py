@@ -1,6 +1,7 @@
 """Process start-up (autonvtx.autostart.process_startup): a plain `python` whose environment names
 a rules file in AUTONVTX_RULES instruments itself and its children; nothing a config or a
 plugin does there stops the program from starting. Ranges are seen through the recorder."""
+
 from __future__ import annotations
 
 import os
@@ -9,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, make_file, run_under_recorder
 
 MYMOD = """
@@ -71,7 +71,7 @@ def test_a_relative_autonvtx_rules_reaches_children_started_elsewhere(tmp_path: 
     program = f"""
         import os, subprocess, sys
         child = "import sys; sys.path.insert(0, {str(tmp_path)!r}); import mymod; mymod.Model().step()"
-        subprocess.run([sys.executable, "-c", child], cwd={str(tmp_path / 'elsewhere')!r}, check=True)
+        subprocess.run([sys.executable, "-c", child], cwd={str(tmp_path / "elsewhere")!r}, check=True)
         print(os.environ["AUTONVTX_RULES"])
     """
     errors: list[str] = []

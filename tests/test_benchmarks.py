@@ -1,5 +1,6 @@
 """The benchmarks run (issue 6): `benchmarks/run.py --quick` prints a row for every goal.
 Correctness of the benchmark code only: no figure is asserted, timings mean nothing here."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,9 @@ def test_quick_benchmark_run_prints_every_goal(tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "run.py"), "--quick", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     header, *table = proc.stdout.splitlines()[1:-1]
@@ -44,8 +47,9 @@ def test_quick_benchmark_run_prints_every_goal(tmp_path: Path) -> None:
     assert by_what["start-up: `autonvtx run empty.py` (no rules, no tool) - `python empty.py`"]["target"] == "<= 15 ms"
     engines = ["wrap", "code"] if sys.version_info >= (3, 12) else ["wrap"]
     for engine in engines:
-        [wholesale] = [row for what, row in by_what.items()
-                       if what.startswith("wholesale numpy") and f", {engine} engine" in what]
+        [wholesale] = [
+            row for what, row in by_what.items() if what.startswith("wholesale numpy") and f", {engine} engine" in what
+        ]
         assert wholesale["goal"] == "24" and wholesale["target"].startswith("<= ")
         assert "whole process" in wholesale["figure"] and "workload x" in wholesale["figure"]
     # Issue 24's per-resumption and exception figures stand beside their targets.
@@ -58,7 +62,9 @@ def test_recorder_benchmark_runs() -> None:
         pytest.skip("the native recorder is not built in this checkout")
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_recorder.py"), "--quick"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     assert "events recorded" in proc.stdout
@@ -70,7 +76,9 @@ def test_output_benchmark_runs() -> None:
         pytest.skip("the native recorder is not built in this checkout")
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_outputs.py"), "--quick"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     for output in ("json", "pftrace", "summary"):

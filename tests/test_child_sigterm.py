@@ -13,6 +13,7 @@ native thread (or autonvtx's own watcher) can take the signal.
 "Another NVTX tool" is the native recorder loaded from a copy: a real injection library that is
 not autonvtx's, so autonvtx ends the process through C exit(143), as under nsys (termination.py).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -22,11 +23,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, make_file, run_autonvtx
 
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import REPO, autonvtx_env, make_file, run_autonvtx
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -56,7 +57,9 @@ NATIVE_THREAD = """
 
 # The child waits in C for what never comes, as a pool worker idle in its task loop waits for
 # the next task: on the task queue's lock (sem_wait), or reading the queue's pipe.
-STUCK = NATIVE_THREAD + """
+STUCK = (
+    NATIVE_THREAD
+    + """
     def stuck(lock, reader, ready):
         work()
         only_other_threads_take_sigterm()
@@ -82,6 +85,7 @@ STUCK = NATIVE_THREAD + """
             print("alive")
         print(process.exitcode)
 """
+)
 
 # A program's own handler, set in the child, is the one that runs: autonvtx's watcher sees the
 # same SIGTERM (through the wakeup fd) and must leave it to the program. The main thread wakes
@@ -139,26 +143,32 @@ def another_tool(directory: Path) -> dict[str, str]:
 @pytest.mark.parametrize("wait", WAITS)
 @pytest.mark.parametrize("method", METHODS)
 def test_a_recorded_child_ends_on_a_sigterm_only_a_native_thread_can_take(
-    workdir: Path, method: str, wait: str,
+    workdir: Path,
+    method: str,
+    wait: str,
 ) -> None:
     make_file(workdir / "program.py", STUCK)
     done = run_autonvtx("-t", "__main__", "program.py", method, wait, cwd=workdir, timeout=180)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["-15"]  # died of SIGTERM, as it would have without autonvtx
     stuck = only(read_chrome_trace(done.trace_path), "stuck")
-    assert counts(stuck) == Counter({"stuck": 1, "work": 1, "start_native_thread": 1,
-                                     "only_other_threads_take_sigterm": 1})
+    assert counts(stuck) == Counter(
+        {"stuck": 1, "work": 1, "start_native_thread": 1, "only_other_threads_take_sigterm": 1}
+    )
     assert [r.name for r in stuck.ranges if r.is_open] == ["stuck"]  # written while it waited
 
 
 @pytest.mark.parametrize("wait", WAITS)
 @pytest.mark.parametrize("method", METHODS)
 def test_a_child_under_another_nvtx_tool_ends_on_a_sigterm_only_a_native_thread_can_take(
-    workdir: Path, method: str, wait: str,
+    workdir: Path,
+    method: str,
+    wait: str,
 ) -> None:
     make_file(workdir / "program.py", STUCK)
-    done = run_autonvtx("-t", "__main__", "program.py", method, wait, cwd=workdir, trace=False,
-                        env=another_tool(workdir), timeout=180)
+    done = run_autonvtx(
+        "-t", "__main__", "program.py", method, wait, cwd=workdir, trace=False, env=another_tool(workdir), timeout=180
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["143"]  # through C exit(), where the tool writes what it holds
 
@@ -176,8 +186,9 @@ def test_a_childs_own_sigterm_handler_is_the_one_that_runs(workdir: Path, method
 @pytest.mark.parametrize("method", METHODS)
 def test_a_childs_own_sigterm_handler_runs_under_another_nvtx_tool(workdir: Path, method: str) -> None:
     make_file(workdir / "program.py", OWN_HANDLER)
-    done = run_autonvtx("-t", "__main__", "program.py", method, cwd=workdir, trace=False,
-                        env=another_tool(workdir), timeout=180)
+    done = run_autonvtx(
+        "-t", "__main__", "program.py", method, cwd=workdir, trace=False, env=another_tool(workdir), timeout=180
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["own handler", "7"]
 
@@ -191,7 +202,13 @@ def test_a_spawn_child_of_a_plain_python_under_another_nvtx_tool_ends_on_sigterm
     make_file(workdir / "rules.toml", '[[rules]]\nmodules = ["__main__"]\n')
     env = another_tool(workdir)
     env.update(AUTONVTX_RULES="rules.toml", PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "program.py", "spawn", "lock"], cwd=workdir,
-                          capture_output=True, text=True, env=env, timeout=180)
+    done = subprocess.run(
+        [sys.executable, "program.py", "spawn", "lock"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["143"]

@@ -1,6 +1,7 @@
 """Child processes run the parent's rules and join its recording: multiprocessing (spawn,
 forkserver, fork), ProcessPoolExecutor, subprocess; crashed children, --no-children, and the
 bootstrap itself (chaining, idempotence, never raising)."""
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 from autonvtx import environment
 from autonvtx.config import Config, Rule
@@ -20,7 +22,6 @@ from autonvtx.propagate.workers import multiprocessing_role
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -120,15 +121,23 @@ def test_idle_pool_workers_are_named_as_their_siblings(workdir: Path, method: st
 
 
 def test_process_pool_executor_subprocess_and_non_python_children(workdir: Path) -> None:
-    make_file(workdir / "tasks.py", """
+    make_file(
+        workdir / "tasks.py",
+        """
         def square(x):
             return x * x
-    """)
-    make_file(workdir / "child.py", """
+    """,
+    )
+    make_file(
+        workdir / "child.py",
+        """
         import sys, tasks
         print(tasks.square(int(sys.argv[1])))
-    """)
-    make_file(workdir / "program.py", """
+    """,
+    )
+    make_file(
+        workdir / "program.py",
+        """
         import subprocess, sys
         from concurrent.futures import ProcessPoolExecutor
         import tasks
@@ -138,14 +147,17 @@ def test_process_pool_executor_subprocess_and_non_python_children(workdir: Path)
                 print(sum(executor.map(tasks.square, range(5))))
             subprocess.run([sys.executable, "child.py", "7"], check=True)
             print(subprocess.run(["/bin/sh", "-c", "echo from sh; exit 3"]).returncode)
-    """)
+    """,
+    )
     done = run_autonvtx("-v", "-t", "tasks", "program.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["30", "49", "from sh", "3"]
     recordings = read_chrome_trace(done.trace_path)
     child = only(recordings, f"{PYTHON} child.py 7")
     assert counts(child) == Counter({"square": 1})
-    executor_workers = [r for r in recordings if r.label.startswith(("ForkProcess-", "ForkServerProcess-", "SpawnProcess-"))]
+    executor_workers = [
+        r for r in recordings if r.label.startswith(("ForkProcess-", "ForkServerProcess-", "SpawnProcess-"))
+    ]
     assert sum((counts(r) for r in executor_workers), Counter()) == Counter({"square": 5})
     # The shell is left alone: it ran as it would have, and nobody waits for its recording.
     assert "missing_processes" not in done.trace["otherData"]
@@ -158,7 +170,9 @@ def test_crashed_children_lose_only_their_own_events(workdir: Path) -> None:
     # os._exit() depends on the scheduler (a crasher that called work() was named "ended
     # abnormally", its work kept, under load). That case is test_export.py's SIGKILL test,
     # which waits for the spill.
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import multiprocessing, os, subprocess, sys
 
         def work():
@@ -173,7 +187,8 @@ def test_crashed_children_lose_only_their_own_events(workdir: Path) -> None:
             killed.wait()
             work()
             print(process.pid, process.exitcode, killed.pid, killed.returncode)
-    """)
+    """,
+    )
     done = run_autonvtx("--summary", "-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     crasher, crasher_status, killed, killed_status = map(int, done.stdout.split())
@@ -182,7 +197,10 @@ def test_crashed_children_lose_only_their_own_events(workdir: Path) -> None:
     parent = only(recordings, f"{PYTHON} program.py")
     assert counts(parent) == Counter({"work": 2})
     missing = done.trace["otherData"]["missing_processes"]
-    assert {(m["pid"], m["reason"]) for m in missing} == {(crasher, "ended without writing"), (killed, "ended without writing")}
+    assert {(m["pid"], m["reason"]) for m in missing} == {
+        (crasher, "ended without writing"),
+        (killed, "ended without writing"),
+    }
     assert f"process {crasher} (crasher) ended without writing its recording" in done.stderr
     assert f"process {killed} ({PYTHON} -c import os" in done.stderr
     assert only(recordings, "crasher (recording missing)").ranges == []
@@ -194,7 +212,9 @@ def test_sigterm_is_handled_even_where_the_main_thread_cannot(workdir: Path, met
     # that entered a blocking C call just after SIGTERM arrived (a pool worker taking the
     # queue lock its terminating parent holds) never runs one. SIGTERM blocked in the main
     # thread makes that case certain: only autonvtx's watcher thread can see the signal.
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import multiprocessing, signal, sys, threading
 
         def work():
@@ -216,7 +236,8 @@ def test_sigterm_is_handled_even_where_the_main_thread_cannot(workdir: Path, met
             process.terminate()
             process.join()
             print(process.exitcode, threading.active_count())
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", method, cwd=workdir, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["-15", "1"]  # died of SIGTERM; no thread of ours in sight
@@ -226,7 +247,9 @@ def test_sigterm_is_handled_even_where_the_main_thread_cannot(workdir: Path, met
 
 
 def test_no_children_leaves_children_uninstrumented_and_unrecorded(workdir: Path) -> None:
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import multiprocessing, os
 
         def work():
@@ -243,7 +266,8 @@ def test_no_children_leaves_children_uninstrumented_and_unrecorded(workdir: Path
                 process = multiprocessing.get_context(method).Process(target=report)
                 process.start()
                 process.join()
-    """)
+    """,
+    )
     done = run_autonvtx("--no-children", "-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     spawned, forked = done.stdout.splitlines()
@@ -287,16 +311,21 @@ CONFIG_JSON = Config(rules=(Rule(modules=("tasks",), origin="test"),)).to_json()
 
 
 def test_bootstrap_chains_the_hidden_sitecustomize_once(workdir: Path) -> None:
-    user = make_file(workdir / "user" / "sitecustomize.py", """
+    user = make_file(
+        workdir / "user" / "sitecustomize.py",
+        """
         import os
         os.environ["USER_SITECUSTOMIZE_RUNS"] = str(int(os.environ.get("USER_SITECUSTOMIZE_RUNS", "0")) + 1)
-    """).parent
+    """,
+    ).parent
     # Seen twice on the path (as nested runs would put it): it still runs once.
     path = os.pathsep.join([children.BOOTSTRAP_DIR, children.BOOTSTRAP_DIR, str(user)])
     done = run_child(
         "import os, sys, sitecustomize; from autonvtx import autostart\n"
         "print(os.environ['USER_SITECUSTOMIZE_RUNS'], sitecustomize.__file__, autostart._started)",
-        workdir, PYTHONPATH=path, AUTONVTX_CONFIG=CONFIG_JSON,
+        workdir,
+        PYTHONPATH=path,
+        AUTONVTX_CONFIG=CONFIG_JSON,
     )
     assert done.returncode == 0, done.stderr
     runs, module_file, bootstrapped = done.stdout.split()
@@ -316,14 +345,15 @@ def test_bootstrap_never_breaks_the_child(workdir: Path) -> None:
     done = run_child("print('ran')", workdir, AUTONVTX_CONFIG="{not json")
     assert done.returncode == 0
     assert done.stdout == "ran\n"
-    assert done.stderr.startswith(f"autonvtx: warning: process ")
+    assert done.stderr.startswith("autonvtx: warning: process ")
     assert "not instrumented" in done.stderr
 
 
 def test_bootstrap_instruments_the_child_with_the_parents_rules(workdir: Path) -> None:
     make_file(workdir / "tasks.py", "def square(x):\n    return x * x\n")
-    done = run_child("import autonvtx, tasks; print(autonvtx.is_instrumented(tasks.square))", workdir,
-                     AUTONVTX_CONFIG=CONFIG_JSON)
+    done = run_child(
+        "import autonvtx, tasks; print(autonvtx.is_instrumented(tasks.square))", workdir, AUTONVTX_CONFIG=CONFIG_JSON
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "True\n"
 
@@ -347,8 +377,19 @@ def test_a_child_left_alone_drops_autonvtx_from_its_environment(workdir: Path) -
 @pytest.mark.parametrize(
     ("argv", "role"),
     [
-        ([sys.executable, "-c", "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)", "--multiprocessing-fork"], "spawn"),
-        ([sys.executable, "-B", "-c", "from multiprocessing.forkserver import main; main(3, 5, ['__main__'])"], "forkserver"),
+        (
+            [
+                sys.executable,
+                "-c",
+                "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=5, pipe_handle=7)",
+                "--multiprocessing-fork",
+            ],
+            "spawn",
+        ),
+        (
+            [sys.executable, "-B", "-c", "from multiprocessing.forkserver import main; main(3, 5, ['__main__'])"],
+            "forkserver",
+        ),
         ([sys.executable, "-c", "from multiprocessing.resource_tracker import main;main(3)"], "helper"),
         ([sys.executable, "-c", "print('from multiprocessing.spawn import')"], None),
         ([sys.executable, "train.py", "-c", "from multiprocessing.spawn import x"], None),

@@ -1,4 +1,5 @@
 """`autonvtx run` end to end: rules in, ranges out, as the recorder saw them."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 EXAMPLES = REPO / "examples"
@@ -59,10 +59,18 @@ def test_readme_says_how_to_run_every_test_as_ci_does() -> None:
 def test_examples_and_presets_speak_in_the_projects_own_words() -> None:
     # "Seed 000" and "shared/seeds/..." are the project's working notes, meaningless to a user.
     internal = re.compile(r"\bseeds? \d{3}\b|shared/seeds", re.IGNORECASE)
-    files = [*EXAMPLES.rglob("*.py"), *EXAMPLES.rglob("*.toml"), *(REPO / "configs").glob("*.toml"),
-             *(REPO / "autonvtx").rglob("*.py")]
-    found = [f"{path.relative_to(REPO)}: {line.strip()}" for path in files
-             for line in path.read_text().splitlines() if internal.search(line)]
+    files = [
+        *EXAMPLES.rglob("*.py"),
+        *EXAMPLES.rglob("*.toml"),
+        *(REPO / "configs").glob("*.toml"),
+        *(REPO / "autonvtx").rglob("*.py"),
+    ]
+    found = [
+        f"{path.relative_to(REPO)}: {line.strip()}"
+        for path in files
+        for line in path.read_text().splitlines()
+        if internal.search(line)
+    ]
     assert found == []
 
 
@@ -140,7 +148,10 @@ def test_target_rule_from_command_line(workdir: Path) -> None:
     ("file_name", "text"),
     [
         ("autonvtx.toml", "[[rules]]\nmodules = ['__main__']\ninclude = ['work']\n"),
-        ("pyproject.toml", "[project]\nname = 'x'\n\n[[tool.autonvtx.rules]]\nmodules = ['__main__']\ninclude = ['work']\n"),
+        (
+            "pyproject.toml",
+            "[project]\nname = 'x'\n\n[[tool.autonvtx.rules]]\nmodules = ['__main__']\ninclude = ['work']\n",
+        ),
     ],
 )
 def test_config_discovered_in_working_directory(workdir: Path, file_name: str, text: str) -> None:
@@ -163,8 +174,19 @@ def test_standard_library_module_targeted_wholesale_behaves_the_same(workdir: Pa
         [sys.executable, "-m", "unittest", "test.test_json"], cwd=workdir, capture_output=True, text=True
     )
     summary = workdir / "summary.json"
-    done = run_autonvtx("-t", "json", "-t", "json.*", "--summary", str(summary), "-m", "unittest", "test.test_json",
-                        cwd=workdir, trace=False)
+    done = run_autonvtx(
+        "-t",
+        "json",
+        "-t",
+        "json.*",
+        "--summary",
+        str(summary),
+        "-m",
+        "unittest",
+        "test.test_json",
+        cwd=workdir,
+        trace=False,
+    )
     assert done.returncode == plain.returncode == 0, done.stderr[-2000:]
     ran = [line for line in plain.stderr.splitlines() if line.startswith("Ran ")]
     assert ran and ran[0].split(" in ")[0] in done.stderr
@@ -178,9 +200,15 @@ def test_standard_library_module_targeted_wholesale_behaves_the_same(workdir: Pa
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ("[[rules]]\nmodules = ['x']\ncolour = 'red'\n", r"rules\.toml: rules\[0\]\.colour: unknown key; did you mean 'color'\?"),
+        (
+            "[[rules]]\nmodules = ['x']\ncolour = 'red'\n",
+            r"rules\.toml: rules\[0\]\.colour: unknown key; did you mean 'color'\?",
+        ),
         ("[[rules]]\nmodules = 3\n", r"rules\.toml: rules\[0\]\.modules: expected a list of strings"),
-        ("[[rules]]\nmodules = ['x']\ninclude = ['[abc']\n", r"rules\.toml: rules\[0\]\.include\[0\]: bad glob '\[abc'"),
+        (
+            "[[rules]]\nmodules = ['x']\ninclude = ['[abc']\n",
+            r"rules\.toml: rules\[0\]\.include\[0\]: bad glob '\[abc'",
+        ),
         ("[autonvtx]\ncolor = 'grene'\n", r"rules\.toml: autonvtx\.color: unknown color 'grene'.*did you mean 'green'"),
         ("[[rules]]\ninclude = ['x']\n", r"rules\.toml: rules\[0\]: a rule needs 'modules'"),
         ("[[rules]\nmodules = ['x']\n", r"rules\.toml:1:\d+: invalid TOML"),
@@ -259,8 +287,10 @@ def test_an_output_option_after_the_script_is_said_to_be_the_scripts(workdir: Pa
     make_file(workdir / "s.py", "import sys\nprint(sys.argv[1:])\n")
     done = run_autonvtx("-t", "__main__", "s.py", "--summary", cwd=workdir, trace=False)
     assert (done.returncode, done.stdout) == (0, "['--summary']\n")  # the script's argument, as with python
-    assert ("autonvtx: note: --summary comes after the script, so the script gets it, not autonvtx;"
-            " autonvtx's options go before SCRIPT") in done.stderr.splitlines()
+    assert (
+        "autonvtx: note: --summary comes after the script, so the script gets it, not autonvtx;"
+        " autonvtx's options go before SCRIPT"
+    ) in done.stderr.splitlines()
     quiet = run_autonvtx("--summary", "-t", "__main__", "s.py", "--trace", cwd=workdir, trace=False)
     assert "comes after the script" not in quiet.stderr  # autonvtx has an output: the script's own option
 
@@ -270,8 +300,10 @@ def test_verbose_says_which_discovered_config_command_line_rules_leave_unread(wo
     make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["__main__"]\ndomain = "mine"\n')
     done = run_autonvtx("-v", "-t", "__main__", "s.py", cwd=workdir, trace=False)
     assert done.returncode == 0, done.stderr
-    assert ("autonvtx: rules from the command line only: autonvtx.toml not read (a config is discovered only"
-            " without --config, --preset and -t; add --config to use it too)") in done.stderr.splitlines()
+    assert (
+        "autonvtx: rules from the command line only: autonvtx.toml not read (a config is discovered only"
+        " without --config, --preset and -t; add --config to use it too)"
+    ) in done.stderr.splitlines()
     found = run_autonvtx("-v", "s.py", cwd=workdir, trace=False)
     assert "autonvtx: rules from autonvtx.toml" in found.stderr.splitlines()
 
@@ -292,7 +324,11 @@ def test_no_rules_is_said_once_with_where_autonvtx_looked(workdir: Path) -> None
     assert done.stderr.splitlines() == [NO_RULES.format(command="run", beside=", then the same beside the script")]
     listed = subprocess.run(
         [sys.executable, "-m", "autonvtx", "list", "json"],
-        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
     )
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.splitlines() == [NO_RULES.format(command="list", beside="")]
@@ -310,7 +346,11 @@ def test_rules_given_or_discovered_say_nothing_of_it(workdir: Path, given: list[
 def test_run_help_shows_the_target_and_every_config_format(workdir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "autonvtx", "run", "--help"],
-        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=60,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "Usage: autonvtx run [OPTIONS] SCRIPT [ARGS]..."
@@ -327,13 +367,16 @@ def test_start_up_imports_wrapt_only_with_the_first_target(workdir: Path) -> Non
     if library is None:
         pytest.skip("the native recorder is not built in this checkout")
     make_file(workdir / "autonvtx.toml", "[[rules]]\nmodules = ['colorsys']\n")
-    make_file(workdir / "s.py", """
+    make_file(
+        workdir / "s.py",
+        """
         import sys
         heavy = ("wrapt", "asyncio", "importlib.metadata")
         print([name for name in heavy if name in sys.modules])
         import colorsys
         print([name for name in heavy if name in sys.modules][:1], type(colorsys.rgb_to_hsv).__name__)
-    """)
+    """,
+    )
     env = autonvtx_env(NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop")
     done = run_autonvtx("s.py", cwd=workdir, trace=False, env=env)
     assert done.returncode == 0, done.stderr
@@ -457,7 +500,10 @@ def test_summary_command_on_a_bad_file(workdir: Path) -> None:
     ],
 )
 def test_trace_written_however_the_program_ends(workdir: Path, ending: str, status: int) -> None:
-    make_file(workdir / "s.py", f"import nvtx\nnvtx.push_range('left open')\nwith nvtx.annotate('done'):\n    pass\n{ending}\n")
+    make_file(
+        workdir / "s.py",
+        f"import nvtx\nnvtx.push_range('left open')\nwith nvtx.annotate('done'):\n    pass\n{ending}\n",
+    )
     done = run_autonvtx("s.py", cwd=workdir)
     assert done.returncode == status, done.stderr
     by_name = {r["name"]: r for r in done.ranges()}
@@ -537,8 +583,13 @@ def test_without_an_nvtx_tool_nothing_is_wrapped_and_autonvtx_says_how_to_attach
 
 
 def test_a_plain_run_loads_neither_the_recorder_nor_plugins_nor_presets_nor_ranges(workdir: Path) -> None:
-    optional = ["autonvtx.recorder.session", "autonvtx.plugins", "autonvtx.presets", "autonvtx.ranks",
-                "autonvtx.ranges"]
+    optional = [
+        "autonvtx.recorder.session",
+        "autonvtx.plugins",
+        "autonvtx.presets",
+        "autonvtx.ranks",
+        "autonvtx.ranges",
+    ]
     make_file(
         workdir / "probe.py",
         f"""
@@ -573,10 +624,13 @@ START_PATH_PROBE = """
 """
 
 
-@pytest.mark.parametrize("engine", [
-    "wrap",
-    pytest.param("code", marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="needs sys.monitoring")),
-])
+@pytest.mark.parametrize(
+    "engine",
+    [
+        "wrap",
+        pytest.param("code", marks=pytest.mark.skipif(sys.version_info < (3, 12), reason="needs sys.monitoring")),
+    ],
+)
 def test_a_run_loads_only_what_it_needs(tmp_path: Path, engine: str) -> None:
     # The wrap engine takes wrapt's wrapper types only (wrapt 2.x's __init__ pulls asyncio and
     # importlib.metadata); the code engine never imports wrapt; `run` loads no command module
@@ -607,12 +661,19 @@ def test_a_source_folder_without_native_parts_says_so_and_never_advises_the_pypi
     # built: the message says that, and how to go on (the name on PyPI is another project).
     import autonvtx
 
-    shutil.copytree(Path(autonvtx.__file__).parent, tmp_path / "autonvtx",
-                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(
+        Path(autonvtx.__file__).parent, tmp_path / "autonvtx", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
     (tmp_path / "prog.py").write_text("print('ran')\n")
     env = {k: v for k, v in autonvtx_env().items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "prog.py"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "prog.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert "the source folder imported from the working directory" in done.stderr
@@ -626,8 +687,10 @@ def test_run_finds_rules_in_autonvtx_rules_or_beside_the_script_and_says_which_w
     # Issue 23: `autonvtx run app/s.py` from the repository root said "no rules found" with
     # app/autonvtx.toml beside the script, and ignored AUTONVTX_RULES.
     make_file(workdir / "app" / "s.py", "def f():\n    pass\n\nf()\n")
-    rules = make_file(workdir / "app" / ("autonvtx.toml" if where != "AUTONVTX_RULES" else "env.toml"),
-                      "[[rules]]\nmodules = ['__main__']\n")
+    rules = make_file(
+        workdir / "app" / ("autonvtx.toml" if where != "AUTONVTX_RULES" else "env.toml"),
+        "[[rules]]\nmodules = ['__main__']\n",
+    )
     env = autonvtx_env(AUTONVTX_RULES=str(rules)) if where == "AUTONVTX_RULES" else autonvtx_env()
     done = run_autonvtx("-v", "app/s.py", cwd=workdir, env=env)
     assert done.returncode == 0, done.stderr

@@ -1,6 +1,7 @@
 """The code engine (3.12+) end to end: ranges without replacing any function, nested functions
 selected by their co_qualname, the engine chosen by config and command line, and the fallback
 to the wrap engine with one line saying why."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import autonvtx_env, make_file, run_autonvtx, run_under_recorder
 
 needs_monitoring = pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is 3.12+")
@@ -75,14 +75,23 @@ def test_references_taken_before_instrumenting_get_ranges_and_pickle(tmp_path: P
         print(engine_mod.helper(1) == 2, caller())
         """,
     )
-    done = run_autonvtx("--engine", "code", "-t", "engine_mod", "--exclude", "register", "--exclude", "logged",
-                        "prog.py", cwd=tmp_path)
+    done = run_autonvtx(
+        "--engine", "code", "-t", "engine_mod", "--exclude", "register", "--exclude", "logged", "prog.py", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[0] == "True function make_step.<locals>.step"
     # The decorator's inner function is reached too: excluding `logged` leaves
     # `logged.<locals>.wrapper` to the globs that match its own name.
-    assert ranges_of(done) == ["make_step", "upper", "helper", "make_step.<locals>.step", "helper",
-                               "logged.<locals>.wrapper", "decorated", "helper"]
+    assert ranges_of(done) == [
+        "make_step",
+        "upper",
+        "helper",
+        "make_step.<locals>.step",
+        "helper",
+        "logged.<locals>.wrapper",
+        "decorated",
+        "helper",
+    ]
 
 
 @needs_monitoring
@@ -92,7 +101,11 @@ def test_list_shows_nested_functions_for_the_code_engine_only(tmp_path: Path) ->
     for engine in ("code", "wrap"):
         done = subprocess.run(
             [sys.executable, "-m", "autonvtx", "list", "--json", "--engine", engine, "-t", "engine_mod", "engine_mod"],
-            cwd=tmp_path, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=autonvtx_env(),
+            timeout=120,
         )
         assert done.returncode == 0, done.stderr
         (rule,) = json.loads(done.stdout)["rules"]
@@ -237,10 +250,13 @@ print(json.dumps({"reports": reports, "applied": applied}))
 """
 
 
-@pytest.mark.parametrize("engine", [
-    pytest.param("code", marks=needs_monitoring),
-    "wrap",
-])
+@pytest.mark.parametrize(
+    "engine",
+    [
+        pytest.param("code", marks=needs_monitoring),
+        "wrap",
+    ],
+)
 def test_the_native_walk_decides_as_the_python_walk(tmp_path: Path, engine: str) -> None:
     # A package targeted wholesale is walked in C (plain functions, classes written in Python)
     # with the Python walk's methods for the rest: same reports, same functions given ranges,
@@ -248,8 +264,9 @@ def test_the_native_walk_decides_as_the_python_walk(tmp_path: Path, engine: str)
     script = make_file(tmp_path / "twin.py", WALK_TWIN)
     outputs = {}
     for how in ("native", "python"):
-        done = subprocess.run([sys.executable, str(script), how, engine], capture_output=True,
-                              text=True, env=autonvtx_env(), timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(script), how, engine], capture_output=True, text=True, env=autonvtx_env(), timeout=120
+        )
         assert done.returncode == 0, done.stderr
         outputs[how] = json.loads(done.stdout)
     native, python = outputs["native"], outputs["python"]
@@ -304,7 +321,9 @@ def test_a_module_targeted_whole_nests_as_one_walked_in_python(tmp_path: Path, e
     # range made on each code's first run). `--exclude` of a name that does not exist makes
     # the rules tell names apart: the Python walk. Both give the same ranges, nested alike.
     make_file(tmp_path / "nest_mod.py", NESTING)
-    make_file(tmp_path / "prog.py", """
+    make_file(
+        tmp_path / "prog.py",
+        """
         import nest_mod
         m = nest_mod.Model.build()
         m.forward(3)
@@ -314,7 +333,8 @@ def test_a_module_targeted_whole_nests_as_one_walked_in_python(tmp_path: Path, e
         except ValueError:
             pass
         print(repr(m))
-        """)
+        """,
+    )
     runs = {}
     for how, extra in (("native", ()), ("python", ("--exclude", "no_such_name"))):
         done = run_autonvtx("--engine", engine, "-t", "nest_mod", *extra, "prog.py", cwd=tmp_path)
@@ -322,8 +342,14 @@ def test_a_module_targeted_whole_nests_as_one_walked_in_python(tmp_path: Path, e
         assert done.stdout == "Model()\n"
         runs[how] = nested_names(done)
     assert runs["native"] == runs["python"]
-    assert runs["native"][:6] == [("Model.build", 0), ("Model.forward", 0), ("outer", 1),
-                                  ("inner", 2), ("inner", 2), ("inner", 2)]
+    assert runs["native"][:6] == [
+        ("Model.build", 0),
+        ("Model.forward", 0),
+        ("outer", 1),
+        ("inner", 2),
+        ("inner", 2),
+        ("inner", 2),
+    ]
     assert ("failing", 0) in runs["native"] and ("Model.__repr__", 0) not in runs["native"]
     assert [name for name, _ in runs["native"]].count("counter") == 3  # 2 items, then the end
 

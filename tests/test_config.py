@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import make_file
 
 from autonvtx.config import COMMAND_LINE_ORIGIN, Config, RangeStyle, Rule, Settings, auto_color, parse_color
 from autonvtx.configfile import load_config
 from autonvtx.errors import AutonvtxError, ConfigError
-from conftest import make_file
 
 
 def run_python(code: str, **env: str) -> str:
@@ -108,14 +108,10 @@ def test_yaml_equals_toml(tmp_path: Path, name: str) -> None:
 def test_defaults(tmp_path: Path) -> None:
     config = load(tmp_path, "rules.toml", '[[rules]]\nmodules = ["a"]\n')
     assert config.settings == Settings("autonvtx", "{qualname}", "auto")
-    assert config.rules == (
-        Rule(("a",), ("*",), (), None, None, None, None, False, "rules.toml: rules[0]"),
-    )
+    assert config.rules == (Rule(("a",), ("*",), (), None, None, None, None, False, "rules.toml: rules[0]"),)
 
 
-@pytest.mark.parametrize(
-    "name, text", [("empty.toml", ""), ("empty.yaml", ""), ("empty.yaml", "# nothing\n")]
-)
+@pytest.mark.parametrize("name, text", [("empty.toml", ""), ("empty.yaml", ""), ("empty.yaml", "# nothing\n")])
 def test_empty_file_is_an_empty_config(tmp_path: Path, name: str, text: str) -> None:
     assert load(tmp_path, name, text) == Config(Settings(), (), (name,))
 
@@ -180,9 +176,7 @@ def test_command_line_rule(
     tmp_path: Path, targets: list[str], includes: list[str], excludes: list[str], expected: Rule
 ) -> None:
     make_file(tmp_path / "autonvtx.toml", '[[rules]]\nmodules = ["ignored"]\n')
-    config = load_config(
-        [], targets=targets, includes=includes, excludes=excludes, cwd=str(tmp_path)
-    )
+    config = load_config([], targets=targets, includes=includes, excludes=excludes, cwd=str(tmp_path))
     assert config.rules == (expected,)  # -t alone skips discovery
 
 
@@ -211,9 +205,7 @@ def test_command_line_errors(tmp_path: Path, kwargs: dict[str, list[str]], messa
 # Discovery.
 def test_discovery_prefers_autonvtx_toml(tmp_path: Path) -> None:
     make_file(tmp_path / "autonvtx.toml", '[[rules]]\nmodules = ["from_autonvtx"]\n')
-    make_file(
-        tmp_path / "pyproject.toml", '[[tool.autonvtx.rules]]\nmodules = ["from_pyproject"]\n'
-    )
+    make_file(tmp_path / "pyproject.toml", '[[tool.autonvtx.rules]]\nmodules = ["from_pyproject"]\n')
     config = load_config([], cwd=str(tmp_path))
     assert [r.modules for r in config.rules] == [("from_autonvtx",)]
     assert config.sources == ("autonvtx.toml",)
@@ -236,15 +228,11 @@ def test_discovery_reads_pyproject(tmp_path: Path) -> None:
     )
     config = load_config([], cwd=str(tmp_path))
     assert config.settings.domain == "proj"
-    assert config.rules == (
-        Rule(("x.*",), color="blue", origin="pyproject.toml: tool.autonvtx.rules[0]"),
-    )
+    assert config.rules == (Rule(("x.*",), color="blue", origin="pyproject.toml: tool.autonvtx.rules[0]"),)
 
 
 def test_discovery_ignores_pyproject_without_table(tmp_path: Path) -> None:
-    make_file(
-        tmp_path / "pyproject.toml", '[project]\nname = "x"\n[tool.black]\nline-length = 99\n'
-    )
+    make_file(tmp_path / "pyproject.toml", '[project]\nname = "x"\n[tool.black]\nline-length = 99\n')
     assert load_config([], cwd=str(tmp_path)) == Config()
 
 
@@ -398,8 +386,10 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load(tmp_path, "rules.toml", text)
     lines = str(info.value).splitlines()
-    assert [line.partition(": unknown")[0].partition(": bad")[0].partition(": expected")[0]
-            .partition(": a rule")[0] for line in lines] == [
+    assert [
+        line.partition(": unknown")[0].partition(": bad")[0].partition(": expected")[0].partition(": a rule")[0]
+        for line in lines
+    ] == [
         "rules.toml: colour",
         "rules.toml: autonvtx.domian",
         "rules.toml: autonvtx.color",
@@ -514,7 +504,9 @@ def test_json_round_trip(tmp_path: Path) -> None:
 
 
 def test_json_round_trip_keeps_plugins_and_presets(tmp_path: Path) -> None:
-    make_file(tmp_path / "p.toml", """
+    make_file(
+        tmp_path / "p.toml",
+        """
         [autonvtx]
         description = "a preset"
         plugins = ["mypkg.plugin"]
@@ -523,7 +515,8 @@ def test_json_round_trip_keeps_plugins_and_presets(tmp_path: Path) -> None:
         depth = 2
         ratio = 0.5
         name = "x"
-    """)
+    """,
+    )
     config = load_config([], extra_sources=["p.toml"], cwd=str(tmp_path))
     assert config.preset_sources == ("p.toml",)
     assert config.options_for("mypkg.plugin") == {"flag": True, "depth": 2, "ratio": 0.5, "name": "x"}

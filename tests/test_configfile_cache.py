@@ -1,5 +1,6 @@
 """configfile.cache: a config file's text parsed once is used again for exactly that text, and
 never when it changed; a run with an unchanged config imports no TOML parser."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import autonvtx_env, make_file
 
 from autonvtx.configfile import cache, formats
-from conftest import autonvtx_env, make_file
 
 RULES = "[[rules]]\nmodules = ['colorsys']\ninclude = ['rgb_*']\n"
 
@@ -93,28 +94,40 @@ def test_nothing_is_kept_when_it_cannot_or_must_not_be(
 
 def test_a_run_with_an_unchanged_config_imports_no_toml_parser(tmp_path: Path) -> None:
     make_file(tmp_path / "rules.toml", RULES)
-    make_file(tmp_path / "probe.py", """
+    make_file(
+        tmp_path / "probe.py",
+        """
         import sys
         print(sorted(m for m in ("tomllib", "tomli") if m in sys.modules))
-    """)
+    """,
+    )
     env = autonvtx_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     seen = []
     for _ in range(2):
-        done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--config", "rules.toml", "probe.py"],
-                              cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "autonvtx", "run", "--config", "rules.toml", "probe.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr
         seen.append(json.loads(done.stdout.replace("'", '"')))
     assert seen == [["tomllib" if sys.version_info >= (3, 11) else "tomli"], []]
 
 
-@pytest.mark.parametrize("damage", [
-    b"",
-    b"\x00not marshal",
-    b"[\xff\xff\xff\x7f",  # a list claiming two billion items
-    b")\x04\xe9\x01\x00\x00\x00",  # a tuple cut short
-    b"\xe3" + b"\x00" * 40,  # a code object of zeros
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"\x00not marshal",
+        b"[\xff\xff\xff\x7f",  # a list claiming two billion items
+        b")\x04\xe9\x01\x00\x00\x00",  # a tuple cut short
+        b"\xe3" + b"\x00" * 40,  # a code object of zeros
+    ],
+)
 def test_a_corrupt_entry_is_a_miss_and_is_replaced(
     tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch, damage: bytes
 ) -> None:
@@ -156,7 +169,9 @@ def test_a_read_only_cache_directory_keeps_nothing(tmp_path: Path, monkeypatch: 
     assert seen == [RULES, RULES]
 
 
-def test_the_oldest_entries_go_past_the_bound(tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_oldest_entries_go_past_the_bound(
+    tmp_path: Path, cache_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(cache, "MAX_ENTRIES", 3)
     where = cache_home / "autonvtx" / "configs"
     texts = [RULES.replace("rgb_*", f"f{i}") for i in range(5)]
@@ -173,8 +188,10 @@ def test_concurrent_first_runs_share_one_good_entry(tmp_path: Path) -> None:
     env = autonvtx_env(XDG_CACHE_HOME=str(tmp_path / "cache"))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [sys.executable, "-m", "autonvtx", "run", "--config", "rules.toml", "probe.py"]
-    runs = [subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            for _ in range(6)]
+    runs = [
+        subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(6)
+    ]
     assert [run.wait(timeout=120) for run in runs] == [0] * 6
     [entry] = (tmp_path / "cache" / "autonvtx" / "configs").iterdir()  # no temporary file left
     assert marshal.loads(entry.read_bytes())[2] == RULES

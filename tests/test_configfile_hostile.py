@@ -2,6 +2,7 @@
 bomb, nsys-JSON names of thousands of parts. Each gets one line naming the file and what was
 expected, exit status 2, no traceback, and no unbounded time or memory. A seeded fuzzer of
 mutated configs allows a config error or success, never another exception."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,11 @@ HOSTILE = [
     ("deep.yaml", "rules:\n  - modules: " + "[" * DEPTH + "]" * DEPTH + "\n", r"deep\.yaml: nested too deeply"),
     ("deep.json", "[" * DEPTH + "]" * DEPTH, r"deep\.json: nested too deeply"),
     ("bomb.yaml", alias_bomb(), r"bomb\.yaml: holds more than 100,000 values \(YAML aliases expanded\)"),
-    ("self.yaml", "rules: &r\n  - modules: *r\n", r"self\.yaml: a table or list holds itself \(a YAML alias inside its own anchor\)"),
+    (
+        "self.yaml",
+        "rules: &r\n  - modules: *r\n",
+        r"self\.yaml: a table or list holds itself \(a YAML alias inside its own anchor\)",
+    ),
     (
         "dots.json",
         json.dumps([{"module": "m", "functions": [".".join(["a"] * 20_000)]}]),
@@ -57,12 +62,15 @@ def test_hostile_config_is_one_line_and_status_2(workdir: Path, name: str, text:
 def test_a_config_of_64_levels_still_reads(tmp_path: Path) -> None:
     # The bound leaves room: a real config nests 3 or 4 levels.
     nested = "[" * 60 + '"x"' + "]" * 60
-    make_file(tmp_path / "ok.toml", f"""
+    make_file(
+        tmp_path / "ok.toml",
+        """
         [autonvtx]
         description = "fine"
         [[rules]]
         modules = ["m"]
-        """)
+        """,
+    )
     load_config(["ok.toml"], cwd=str(tmp_path))
     (tmp_path / "deep.toml").write_text(f"[[rules]]\nmodules = {nested}\n")
     with pytest.raises(AutonvtxError, match="expected a list|expected a string|module glob"):
@@ -109,10 +117,10 @@ def mutate(text: str, rng: random.Random) -> str:
         if op < 0.4:
             chars[at:at] = list(rng.choice(JUNK) * rng.randint(1, 3))
         elif op < 0.7 and chars:
-            del chars[at:at + rng.randint(1, 8)]
+            del chars[at : at + rng.randint(1, 8)]
         elif chars:
             start = rng.randrange(len(chars))
-            chars[at:at] = chars[start:start + rng.randint(1, 40)]  # a duplicated span
+            chars[at:at] = chars[start : start + rng.randint(1, 40)]  # a duplicated span
     return "".join(chars)
 
 

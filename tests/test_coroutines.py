@@ -1,18 +1,17 @@
 """The wrapper engine's coroutines (the native client's RangedCoroutine, coroutine.c): the
 program's own coroutine behind a proxy, a range around each resumption, observed through the
 recorder; what the program can tell about it is what it could tell about the coroutine."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from autonvtx import ranges
 from conftest import run_under_recorder
 
-needs_native = pytest.mark.skipif(
-    ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout"
-)
+from autonvtx import ranges
+
+needs_native = pytest.mark.skipif(ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout")
 
 # Each wrapped the two ways the engine wraps: the ranged function wrapper (plain functions,
 # the call in C) and a wrapt wrapper calling Range.drive (a decorator in between).
@@ -32,7 +31,9 @@ def ranged(func, how):
     return lambda *args, **kwargs: wrapper(func, None, args, kwargs)
 """
 
-LOOKS_PROGRAM = PROLOGUE + """
+LOOKS_PROGRAM = (
+    PROLOGUE
+    + """
 async def fetch(x):
     await asyncio.sleep(0)
     return x
@@ -46,22 +47,29 @@ for how in ("ranged", "drive"):
     c.__qualname__ = "renamed"
     print(c.__qualname__, asyncio.run(c), inspect.getcoroutinestate(c))
 """
+)
 
 
 @needs_native
 def test_a_wrapped_coroutine_reads_as_the_coroutine(tmp_path: Path) -> None:
     (rec,), out = run_under_recorder(tmp_path, LOOKS_PROGRAM)
-    assert out.splitlines() == [
-        "True True True True False True",
-        "fetch fetch True True None False CORO_CREATED True",
-        "renamed 1 CORO_CLOSED",
-    ] * 2
+    assert (
+        out.splitlines()
+        == [
+            "True True True True False True",
+            "fetch fetch True True None False CORO_CREATED True",
+            "renamed 1 CORO_CLOSED",
+        ]
+        * 2
+    )
     # asyncio.run: two resumptions each (the sleep(0) suspends once).
     assert [r.name for r in rec.ranges] == ["fetch"] * 4
     assert not [r for r in rec.ranges if r.is_open]
 
 
-BEHAVES_PROGRAM = PROLOGUE + """
+BEHAVES_PROGRAM = (
+    PROLOGUE
+    + """
 async def value(x):
     return x
 
@@ -134,22 +142,24 @@ for how in ("ranged", "drive"):
     gc.collect()
     print(alive() is None)
 """
+)
 
 
 @needs_native
 def test_a_wrapped_coroutine_behaves_as_the_coroutine(tmp_path: Path) -> None:
     stderr: list[str] = []
-    (rec,), out = run_under_recorder(
-        tmp_path, BEHAVES_PROGRAM, env={"PYTHONWARNINGS": "error"}, stderr=stderr
+    (rec,), out = run_under_recorder(tmp_path, BEHAVES_PROGRAM, env={"PYTHONWARNINGS": "error"}, stderr=stderr)
+    assert (
+        out.splitlines()
+        == [
+            "[(1, 2), None, 7, ['main', 'boom'], 'coroutine is being awaited already', True, 'timeout', True]",
+            "StopIteration 3 (3,)",
+            "CORO_CLOSED",
+            "thrown CORO_CLOSED",
+            "True",
+        ]
+        * 2
     )
-    assert out.splitlines() == [
-        "[(1, 2), None, 7, ['main', 'boom'], 'coroutine is being awaited already', True, "
-        "'timeout', True]",
-        "StopIteration 3 (3,)",
-        "CORO_CLOSED",
-        "thrown CORO_CLOSED",
-        "True",
-    ] * 2
     assert "Warning" not in stderr[0], stderr[0]
     assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
     names = [r.name for r in rec.ranges]
@@ -160,7 +170,9 @@ def test_a_wrapped_coroutine_behaves_as_the_coroutine(tmp_path: Path) -> None:
     assert sorted(names) == sorted(once * 2)
 
 
-AS_PLAIN_PROGRAM = PROLOGUE + """
+AS_PLAIN_PROGRAM = (
+    PROLOGUE
+    + """
 import functools, warnings
 
 def shared(fn):                    # one inner code object for every function it decorates
@@ -239,6 +251,7 @@ first.__qualname__ = "renamed"
 c = wrapper()
 print(c.__qualname__, asyncio.run(c))
 """
+)
 
 
 @needs_native
@@ -250,7 +263,8 @@ def test_a_wrapped_coroutine_is_ranged_as_the_program_calls_it(tmp_path: Path) -
             "cannot 'yield from' a coroutine object in a non-coroutine generator",
             "'coroutine' object is not iterable",
             "False",
-        ] * 2,
+        ]
+        * 2,
         "thrown GEN_CLOSED",
         "closed GEN_CLOSED",
         "[\"coroutine 'first' was never awaited\"]",

@@ -1,5 +1,6 @@
 """decisions.ModuleReport: decisions kept as flat lists (what a wholesale walk appends to), read as
 the dictionaries --verbose, `list` and the counts print from, in the order they were taken."""
+
 from __future__ import annotations
 
 from autonvtx.decisions import MEMBER, ModuleReport
@@ -59,12 +60,17 @@ def test_a_code_object_in_the_names_reads_as_its_qualname_and_stays_after_a_read
     names.append(third)
     report.add_wrapped("late", "rule 2")
     assert list(report.wrapped.items()) == [
-        ("A.first", "rule 1"), ("plain", "rule 1"), ("second", "rule 1"), ("third", "rule 1"), ("late", "rule 2"),
+        ("A.first", "rule 1"),
+        ("plain", "rule 1"),
+        ("second", "rule 1"),
+        ("third", "rule 1"),
+        ("late", "rule 2"),
     ]
     assert names == [first, second, third]
     # What uninstall does (ranges.CodeMonitor): names back in place of the codes; the report
     # reads the same.
     names[:] = [getattr(entry, "co_qualname", entry) for entry in names]
     assert report.summary() == "mod: monitored 5, skipped 0"
-    assert report.lines()[:5] == [f"mod:{q}: monitored (rule {1 if q != 'late' else 2})"
-                                  for q in ("A.first", "plain", "second", "third", "late")]
+    assert report.lines()[:5] == [
+        f"mod:{q}: monitored (rule {1 if q != 'late' else 2})" for q in ("A.first", "plain", "second", "third", "late")
+    ]

@@ -1,17 +1,20 @@
 """autonvtx diff: real exports against themselves, generated runs with a known slowdown, the CLI."""
+
 from __future__ import annotations
 
 import csv
 import io
 import json
-import re
 import random
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, make_file
+from synthetic_runs import FUNCTIONS, Program, write_runs
 
 from autonvtx.cli.diff import expand_against
 from autonvtx.report.diff import DiffOptions, compare
@@ -19,24 +22,30 @@ from autonvtx.report.diffrun import DiffRequest, produce_diff
 from autonvtx.report.gather import Job, Progress, gather, summarize
 from autonvtx.report.noise import incomplete_beta, student_quantile, student_two_sided, welch
 
-from conftest import autonvtx_env, make_file, REPO
-from synthetic_runs import FUNCTIONS, Program, write_runs
-
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = str(FIXTURES / "torch-2gpu-nsys2026.2.sqlite")
 SAXPY = str(FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite")
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", *args], capture_output=True, text=True,
-                          env=autonvtx_env(), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", *args], capture_output=True, text=True, env=autonvtx_env(), timeout=300
+    )
 
 
 # The test
 
-@pytest.mark.parametrize("t, degrees, expected", [
-    (2.228139, 10, 0.05), (3.169273, 10, 0.01), (12.706205, 1, 0.05), (1.959964, 1e9, 0.05), (0.0, 5, 1.0),
-])
+
+@pytest.mark.parametrize(
+    "t, degrees, expected",
+    [
+        (2.228139, 10, 0.05),
+        (3.169273, 10, 0.01),
+        (12.706205, 1, 0.05),
+        (1.959964, 1e9, 0.05),
+        (0.0, 5, 1.0),
+    ],
+)
 def test_student_t_tails_match_the_tables(t: float, degrees: float, expected: float) -> None:
     assert student_two_sided(t, degrees) == pytest.approx(expected, abs=2e-6)
 
@@ -58,7 +67,7 @@ def test_welch_statistic_and_interval() -> None:
     found = welch([1, 2, 3, 4, 5], [2, 3, 4, 5, 6.5])
     assert found is not None
     assert found.degrees == pytest.approx(7.9222, abs=1e-4)
-    assert found.p_value == pytest.approx(student_two_sided(1.1 / (1.11 ** 0.5), 7.92218), abs=1e-5)
+    assert found.p_value == pytest.approx(student_two_sided(1.1 / (1.11**0.5), 7.92218), abs=1e-5)
     assert 0.3 < found.p_value < 0.35
     assert found.low < 1.1 < found.high
     assert welch([1.0], [2.0, 3.0]) is None
@@ -67,6 +76,7 @@ def test_welch_statistic_and_interval() -> None:
 
 
 # Real exports against themselves
+
 
 @pytest.mark.parametrize("fixture", [TORCH, SAXPY])
 @pytest.mark.parametrize("runs", [1, 2])
@@ -88,7 +98,9 @@ def test_export_against_itself_changes_nothing(fixture: str, runs: int) -> None:
 
 
 def test_export_against_itself_per_path_and_per_process() -> None:
-    result = produce_diff(DiffRequest((TORCH, TORCH), (TORCH, TORCH), tree=True, by="process", strip_ids=True, fmt="json"))
+    result = produce_diff(
+        DiffRequest((TORCH, TORCH), (TORCH, TORCH), tree=True, by="process", strip_ids=True, fmt="json")
+    )
     document = json.loads(result.text or "")
     paths = [row["path"] for row in document["ranges"]]
     assert any(len(path) > 2 for path in paths)
@@ -105,6 +117,7 @@ def test_gpu_time_is_compared_where_both_sides_have_it() -> None:
 
 
 # Generated runs with a known change
+
 
 def test_twenty_percent_slower_is_flagged_every_time_unchanged_at_most_once(tmp_path: Path) -> None:
     rng = random.Random(2026)
@@ -154,8 +167,10 @@ def test_numbered_names_are_compared_as_one_row_unless_each(tmp_path: Path) -> N
 
     base, new = run(tmp_path / "a.json", 4, 500), run(tmp_path / "b.json", 6, 500)
     grouped = list(csv.DictReader(io.StringIO(produce_diff(DiffRequest((base,), (new,), fmt="csv")).text or "")))
-    assert [(r["name"], *map(float, (r["base_instances"], r["new_instances"], r["base_cpu_ns"], r["new_cpu_ns"])))
-            for r in grouped] == [("step {n}", 4, 6, 2000, 3000)]
+    assert [
+        (r["name"], *map(float, (r["base_instances"], r["new_instances"], r["base_cpu_ns"], r["new_cpu_ns"])))
+        for r in grouped
+    ] == [("step {n}", 4, 6, 2000, 3000)]
     each = produce_diff(DiffRequest((base,), (new,), fmt="csv", each=True)).text or ""
     verdicts = {r["name"]: r["verdict"] for r in csv.DictReader(io.StringIO(each))}
     assert verdicts == {**{f"step {i}": "same" for i in range(4)}, "step 4": "new", "step 5": "new"}
@@ -184,11 +199,14 @@ def _quiet():  # type: ignore[no-untyped-def]
 
 def _slow_runs(tmp_path: Path, factor: float = 1.2) -> tuple[list[str], list[str]]:
     rng = random.Random(11)
-    return (write_runs(tmp_path, "base", 3, Program(), rng),
-            write_runs(tmp_path, "new", 3, Program(slower={"forward": factor}), rng))
+    return (
+        write_runs(tmp_path, "base", 3, Program(), rng),
+        write_runs(tmp_path, "new", 3, Program(slower={"forward": factor}), rng),
+    )
 
 
 # The command line
+
 
 def test_cli_fail_over_exits_one_when_a_range_slowed_more(tmp_path: Path) -> None:
     base, new = _slow_runs(tmp_path)
@@ -224,14 +242,24 @@ def test_cli_bad_input_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"autonvtx: {tmp_path / 'missing.sqlite'}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) "
-        "or an autonvtx trace (.json)"]
+        "or an autonvtx trace (.json)"
+    ]
     missing = cli("diff", TORCH)
     assert missing.returncode == 2 and "--against" in missing.stderr and "Traceback" not in missing.stderr
 
 
 def test_files_after_against_belong_to_new() -> None:
     assert expand_against(["a", "b", "--against", "c", "d", "--top", "3", "e"]) == [
-        "a", "b", "--against", "c", "--against", "d", "--top", "3", "e"]
+        "a",
+        "b",
+        "--against",
+        "c",
+        "--against",
+        "d",
+        "--top",
+        "3",
+        "e",
+    ]
     assert expand_against(["a", "--against", "c", "--", "-x"]) == ["a", "--against", "c", "--", "-x"]
 
 
@@ -266,10 +294,14 @@ def test_cli_progress_option_draws_on_stderr(tmp_path: Path) -> None:
 
 
 def test_dask_local_cluster_reads_the_same(tmp_path: Path) -> None:
-    distributed = pytest.importorskip("distributed", reason="dask.distributed not installed (pip install 'autonvtx[dask]')")
+    distributed = pytest.importorskip(
+        "distributed", reason="dask.distributed not installed (pip install 'autonvtx[dask]')"
+    )
     base, new = _slow_runs(tmp_path)
     # processes=False keeps the cluster inside this process: light, no ports beyond loopback.
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
         on_dask = produce_diff(DiffRequest(tuple(base), tuple(new), fmt="json", scheduler=cluster.scheduler_address))
     local = produce_diff(DiffRequest(tuple(base), tuple(new), fmt="json", jobs=1))
     assert json.loads(on_dask.text or "") == json.loads(local.text or "")
@@ -307,9 +339,25 @@ def test_recorded_runs_of_a_program_made_slower(tmp_path: Path) -> None:
     for factor, found in traces.items():
         for run in range(4):
             trace = tmp_path / f"run_{factor}_{run}.json"
-            done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", str(trace), "-t", "__main__",
-                                   str(program), factor], capture_output=True, text=True, env=autonvtx_env(),
-                                  cwd=REPO, timeout=120)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "autonvtx",
+                    "run",
+                    "--trace",
+                    str(trace),
+                    "-t",
+                    "__main__",
+                    str(program),
+                    factor,
+                ],
+                capture_output=True,
+                text=True,
+                env=autonvtx_env(),
+                cwd=REPO,
+                timeout=120,
+            )
             assert done.returncode == 0, done.stderr
             found.append(str(trace))
     document = json.loads(cli("diff", *traces["1.0"], "--against", *traces["2.0"], "--format", "json").stdout)
@@ -323,6 +371,7 @@ def test_recorded_runs_of_a_program_made_slower(tmp_path: Path) -> None:
 
 
 # The page
+
 
 class PageParts(HTMLParser):
     """The tree's boxes and the table's rows, from the DOM as Chromium left it after the script ran."""
@@ -355,7 +404,13 @@ def test_diff_page_in_a_browser(tmp_path: Path) -> None:
     parts = PageParts()
     parts.feed(browse(page, tmp_path, "--dump-dom").stdout)
     boxes = {box["data-path"]: box for box in parts.boxes}
-    assert set(boxes) == {"train", "train > forward", "train > backward", "train > load_batch", "train > optimizer_step"}
+    assert set(boxes) == {
+        "train",
+        "train > forward",
+        "train > backward",
+        "train > load_batch",
+        "train > optimizer_step",
+    }
     assert boxes["train > forward"]["data-verdict"] == "slower"
     assert "slower" in boxes["train > forward"]["class"].split()
     assert float(boxes["train > forward"]["data-change"]) > 0
@@ -377,8 +432,12 @@ def test_top_and_filter_apply_per_group() -> None:
 
 
 def test_scale_benchmark_runs_quickly() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), "--files", "2", "--comparisons", "2"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_scale.py"), "--files", "2", "--comparisons", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "report --across ranks, 2 files:" in done.stdout and "goal: under 60 s" in done.stdout
     assert "20% slower function flagged slower: 2 of 2" in done.stdout
@@ -394,10 +453,14 @@ def test_output_file_form_from_its_extension(tmp_path: Path) -> None:
 
 def test_deep_recursion_compares_per_path(tmp_path: Path) -> None:
     """A recursion 1,500 ranges deep: one path per level, compared without running out of stack."""
-    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (1500 - i), "name": "f", "cat": "d"} for i in range(1500)]
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (1500 - i), "name": "f", "cat": "d"} for i in range(1500)
+    ]
     trace = tmp_path / "deep.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    result = produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, fmt="csv", html=str(tmp_path / "d.html")))
+    result = produce_diff(
+        DiffRequest((str(trace),), (str(trace),), tree=True, fmt="csv", html=str(tmp_path / "d.html"))
+    )
     records = list(csv.DictReader(io.StringIO(result.text or "")))
     assert len(records) == 1500
     assert [len(r["path"].split(" > ")) for r in records] == list(range(1, 1501))
@@ -406,10 +469,18 @@ def test_deep_recursion_compares_per_path(tmp_path: Path) -> None:
     assert len(list(csv.DictReader(io.StringIO(filtered.text or "")))) == 1500
 
 
-@pytest.mark.parametrize("shown, pattern, expected", [
-    ("autonvtx:forward", "forward", True), ("autonvtx:forward", "autonvtx:*", True), ("forward", "forward", True),
-    ("aten::mm", "aten::*", True), ("aten::mm", "mm", False), ("aten::mm", ":mm", False), ("autonvtx:forward", "back*", False),
-])
+@pytest.mark.parametrize(
+    "shown, pattern, expected",
+    [
+        ("autonvtx:forward", "forward", True),
+        ("autonvtx:forward", "autonvtx:*", True),
+        ("forward", "forward", True),
+        ("aten::mm", "aten::*", True),
+        ("aten::mm", "mm", False),
+        ("aten::mm", ":mm", False),
+        ("autonvtx:forward", "back*", False),
+    ],
+)
 def test_filter_matches_a_name_with_or_without_its_domain(shown: str, pattern: str, expected: bool) -> None:
     from autonvtx.report.gather import name_matches
 

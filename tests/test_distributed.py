@@ -1,5 +1,6 @@
 """Ranks: output names and labels carry them, --ranks leaves the other ranks untouched, and a
 real two-rank torchrun (gloo on CPU, DataLoader workers) merges into one trace."""
+
 from __future__ import annotations
 
 import json
@@ -11,10 +12,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, make_file
 
 from autonvtx.recorder import native
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import REPO, autonvtx_env, make_file
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -35,14 +36,29 @@ PROGRAM = """
 def run_rank(workdir: Path, rank: int, *args: str) -> subprocess.CompletedProcess[str]:
     """`autonvtx run ARGS` as rank `rank` of 4 would run under torchrun."""
     env = autonvtx_env(RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank))
-    return subprocess.run([sys.executable, "-m", "autonvtx", "run", *args], cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_output_names_and_labels_carry_the_rank(workdir: Path) -> None:
     make_file(workdir / "program.py", PROGRAM)
-    done = run_rank(workdir, 2, "--trace", "t.{rank}.json", "--summary", "s.{rank}-of-{world_size}.json",
-                    "-t", "__main__", "program.py")
+    done = run_rank(
+        workdir,
+        2,
+        "--trace",
+        "t.{rank}.json",
+        "--summary",
+        "s.{rank}-of-{world_size}.json",
+        "-t",
+        "__main__",
+        "program.py",
+    )
     assert done.returncode == 0, done.stderr
     [recording] = read_chrome_trace(workdir / "t.2.json")
     assert recording.label == f"rank 2: {PYTHON} program.py"
@@ -82,19 +98,47 @@ def test_torchrun_two_ranks_on_cpu_merge_into_one_trace(workdir: Path) -> None:
     # torchrun --no-python runs `autonvtx` from PATH: this interpreter's.
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     launch = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python",
-         "autonvtx", "run", "--trace", "t.{rank}.json", "train.py", "--epochs", "1"],
-        cwd=example, env=env, capture_output=True, text=True, timeout=180,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "--no-python",
+            "autonvtx",
+            "run",
+            "--trace",
+            "t.{rank}.json",
+            "train.py",
+            "--epochs",
+            "1",
+        ],
+        cwd=example,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert launch.returncode == 0, launch.stderr
     assert launch.stdout.startswith("epoch 0: mean loss")
-    merge = subprocess.run([sys.executable, "-m", "autonvtx", "merge", "t.0.json", "t.1.json", "-o", "all.json"],
-                           cwd=example, env=env, capture_output=True, text=True, timeout=60)
+    merge = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "merge", "t.0.json", "t.1.json", "-o", "all.json"],
+        cwd=example,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert merge.returncode == 0, merge.stderr
     recordings = read_chrome_trace(example / "all.json")
     for rank in (0, 1):
         # (named after the interpreter of the `autonvtx` script torchrun found on PATH)
-        [main] = [r for r in recordings if r.label.startswith(f"rank {rank}: python") and r.label.endswith(" train.py --epochs 1")]
+        [main] = [
+            r
+            for r in recordings
+            if r.label.startswith(f"rank {rank}: python") and r.label.endswith(" train.py --epochs 1")
+        ]
         names = Counter(r.name for r in main.ranges)
         # 64 samples, 2 ranks, batches of 8: 4 steps per rank, one forward each.
         assert (names["train"], names["train_step"], names["Net.forward"]) == (1, 4, 4)

@@ -21,6 +21,7 @@ dashes any run of dashes, `...` in a line any text, and a line holding only `...
 order in one fresh directory holding a copy of examples/ and tests/fixtures/; each block starts
 at its root, as a reader starts in the repository's root.
 """
+
 from __future__ import annotations
 
 import ast
@@ -172,16 +173,18 @@ def output_matches(expected: list[str], output: str) -> bool:
     while expected and not expected[-1].strip():
         expected = expected[:-1]
     pattern = "".join(
-        r"(?:[^\n]*\n)*?" if line.strip() == "..." else line_pattern(line.rstrip()) + r"\n"
-        for line in expected
+        r"(?:[^\n]*\n)*?" if line.strip() == "..." else line_pattern(line.rstrip()) + r"\n" for line in expected
     )
     text = "".join(line.rstrip() + "\n" for line in output.rstrip("\n").splitlines()) if output.strip() else ""
     return re.fullmatch(pattern, text) is not None
 
 
 def environment(sandbox: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AUTONVTX_", "JUPYTER")) and k not in ("NVTX_INJECTION64_PATH", "PYTHONPATH")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AUTONVTX_", "JUPYTER")) and k not in ("NVTX_INJECTION64_PATH", "PYTHONPATH")
+    }
     env["JUPYTER_DATA_DIR"] = str(sandbox / "jupyter")  # `kernel install` writes there, not in ~
     # The autonvtx and python this test runs under come first; a terminal's ordering of output.
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
@@ -193,8 +196,15 @@ def run_shell(command: str, cwd: Path, sandbox: Path, status: int | tuple[int, .
     """Run one command line in bash from `cwd`; its output, and the directory it ended in."""
     marker = "\n@@docs-test cwd="
     script = f'{command}\n__status=$?\nprintf "\\n@@docs-test cwd=%s" "$PWD" >&2\nexit $__status'
-    done = subprocess.run(["bash", "-c", script], cwd=cwd, env=environment(sandbox), text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=environment(sandbox),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=300,
+    )
     output, _, ended = done.stdout.rpartition(marker)
     output = output[:-1] if output.endswith("\n\n") else output
     allowed = status if isinstance(status, tuple) else (status,)
@@ -204,8 +214,9 @@ def run_shell(command: str, cwd: Path, sandbox: Path, status: int | tuple[int, .
 
 @pytest.fixture
 def sandbox(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "examples", tmp_path / "examples",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.recording"))
+    shutil.copytree(
+        REPO / "examples", tmp_path / "examples", ignore=shutil.ignore_patterns("__pycache__", "*.json", "*.recording")
+    )
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "fixtures").symlink_to(REPO / "tests" / "fixtures")
     return tmp_path
@@ -236,7 +247,8 @@ def test_every_command_a_page_shows_runs_as_shown(page: Path, sandbox: Path) -> 
             output, cwd = run_shell(command, cwd, sandbox, (0, 1) if block.timing else block.status, block.where)
             if block.lang == "console" and not block.timing:
                 assert output_matches(expected, output), (
-                    f"{block.where}: `{command}` printed:\n{output}\nexpected:\n" + "\n".join(expected))
+                    f"{block.where}: `{command}` printed:\n{output}\nexpected:\n" + "\n".join(expected)
+                )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
@@ -277,8 +289,15 @@ def test_every_ipython_block_a_page_shows_runs_in_ipython(page: Path, sandbox: P
     for block in blocks_of(page):
         if block.lang != "ipython" or block.skip is not None:
             continue
-        done = subprocess.run([sys.executable, "-c", IPYTHON_CELLS], input=block.text, cwd=sandbox,
-                              env=environment(sandbox), text=True, capture_output=True, timeout=300)
+        done = subprocess.run(
+            [sys.executable, "-c", IPYTHON_CELLS],
+            input=block.text,
+            cwd=sandbox,
+            env=environment(sandbox),
+            text=True,
+            capture_output=True,
+            timeout=300,
+        )
         output = done.stdout + done.stderr
         # A magic's mistakes are printed, not raised: its usage line or an error line.
         refused = re.findall(r"^(?:usage: .*|autonvtx: %autonvtx: .*|Traceback .*)$", output, re.M)
@@ -314,7 +333,11 @@ def test_run_options_table_lists_every_option() -> None:
     page = (REPO / "docs" / "run.md").read_text(encoding="utf-8")
     from autonvtx.cli.run import run as run_command
 
-    missing = [param.opts for param in run_command.params
-               if isinstance(param, click.Option) and "--help" not in param.opts
-               and not any(re.search(rf"[`/]{re.escape(opt)}\b", page) for opt in param.opts)]
+    missing = [
+        param.opts
+        for param in run_command.params
+        if isinstance(param, click.Option)
+        and "--help" not in param.opts
+        and not any(re.search(rf"[`/]{re.escape(opt)}\b", page) for opt in param.opts)
+    ]
     assert missing == []

@@ -1,6 +1,7 @@
 """torch.compile over selected functions, on both engines: the program compiles and runs as
 without autonvtx, and a compiled function's calls get one range each (observed through the
 recorder). Needs torch (CPU); dynamo runs with backend="eager", so no C++ compiler is used."""
+
 from __future__ import annotations
 
 from collections import Counter

@@ -1,5 +1,6 @@
 """engines and engines.kinds: each engine is a record with its capabilities and factory, every
 engine has the whole `Engine` protocol, and the settings name exactly the engines there are."""
+
 from __future__ import annotations
 
 import sys
@@ -11,10 +12,7 @@ from autonvtx.engines import ENGINES, Engine
 from autonvtx.engines.kinds import CODE, KINDS, WRAP, choose_engine
 from autonvtx.engines.plan import PlanEngine
 
-PROTOCOL = sorted(
-    name for name in (*vars(Engine), *Engine.__annotations__)
-    if not name.startswith("_")
-)
+PROTOCOL = sorted(name for name in (*vars(Engine), *Engine.__annotations__) if not name.startswith("_"))
 
 
 def test_the_settings_are_auto_and_every_engine() -> None:
@@ -22,8 +20,17 @@ def test_the_settings_are_auto_and_every_engine() -> None:
 
 
 def test_the_protocol_is_what_the_walk_uses() -> None:
-    assert PROTOCOL == ["apply", "apply_code", "bind", "changes_namespaces", "existing", "reaches_nested",
-                        "remember_reference", "restore", "set_member"]
+    assert PROTOCOL == [
+        "apply",
+        "apply_code",
+        "bind",
+        "changes_namespaces",
+        "existing",
+        "reaches_nested",
+        "remember_reference",
+        "restore",
+        "set_member",
+    ]
 
 
 def built(kind_name: str) -> Engine:

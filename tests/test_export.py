@@ -1,5 +1,6 @@
 """The native exporter: JSON, Perfetto and statistics streamed from the recorder's files, checked
 against the Python reader of the same files and against Perfetto's own compiled protos."""
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REPO, make_file
 
 from autonvtx import environment
 from autonvtx.recorder import native
@@ -19,7 +21,6 @@ from autonvtx.recorder.recording import read_directory
 from autonvtx.recorder.results import Request, write_results
 from autonvtx.recorder.stats_python import summarize
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import REPO, make_file
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -56,8 +57,9 @@ def record(tmp_path: Path, source: str = PROGRAM) -> Path:
     env[environment.NVTX_INJECTION64_PATH] = str(native.library_path())
     env[environment.RECORD_DIR] = str(out)
     env["PYTHONPATH"] = str(REPO)
-    proc = subprocess.run([sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(program)], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -67,8 +69,19 @@ def rgb(color: int | None) -> int | None:
 
 
 def range_key(r: Any) -> tuple[object, ...]:
-    return (r.pid, r.tid, r.domain, r.name, r.start_ns, r.end_ns, r.kind, r.category, rgb(r.color), r.payload,
-            r.is_open)
+    return (
+        r.pid,
+        r.tid,
+        r.domain,
+        r.name,
+        r.start_ns,
+        r.end_ns,
+        r.kind,
+        r.category,
+        rgb(r.color),
+        r.payload,
+        r.is_open,
+    )
 
 
 def test_json_trace_holds_exactly_what_the_python_reader_reads(tmp_path: Path) -> None:
@@ -80,8 +93,9 @@ def test_json_trace_holds_exactly_what_the_python_reader_reads(tmp_path: Path) -
     assert [r.pid for r in back] == [r.pid for r in expected]
     for before, after in zip(expected, back):
         assert sorted(map(range_key, after.ranges)) == sorted(map(range_key, before.ranges))
-        assert sorted((m.tid, m.name, m.ts_ns, rgb(m.color)) for m in after.marks) == \
-            sorted((m.tid, m.name, m.ts_ns, rgb(m.color)) for m in before.marks)
+        assert sorted((m.tid, m.name, m.ts_ns, rgb(m.color)) for m in after.marks) == sorted(
+            (m.tid, m.name, m.ts_ns, rgb(m.color)) for m in before.marks
+        )
     names = Counter(r.name for r in back[0].ranges)
     assert names["step"] == 700 and names["lib.call"] == 700 and names["inner main"] == 100
     assert [r.name for r in back[0].ranges if r.is_open] == ["left open"]
@@ -98,8 +112,14 @@ def test_native_statistics_equal_the_python_summary(tmp_path: Path) -> None:
     assert got.keys() == expected.keys()
     for key, s in expected.items():
         g = got[key]
-        assert (g.count, g.total_ns, g.self_ns, g.min_ns, g.max_ns, g.open_count) == \
-            (s.count, s.total_ns, s.self_ns, s.min_ns, s.max_ns, s.open_count), key
+        assert (g.count, g.total_ns, g.self_ns, g.min_ns, g.max_ns, g.open_count) == (
+            s.count,
+            s.total_ns,
+            s.self_ns,
+            s.min_ns,
+            s.max_ns,
+            s.open_count,
+        ), key
         assert g.median_ns == s.median_ns and g.mean_ns == pytest.approx(s.mean_ns)
         assert g.stddev_ns == pytest.approx(s.stddev_ns, rel=1e-6, abs=1e-3)
         assert g.percent == pytest.approx(s.percent)
@@ -194,15 +214,29 @@ def test_summary_and_merge_read_perfetto_traces(tmp_path: Path) -> None:
     from_json, from_perfetto = read_trace(tmp_path / "t.json"), read_trace(tmp_path / "t.pftrace")
     key = lambda r: (r.tid, r.domain, r.name, r.start_ns, r.end_ns, r.category, rgb(r.color), r.payload)  # noqa: E731
     assert sorted(map(key, from_perfetto[0].ranges)) == sorted(map(key, from_json[0].ranges))
-    merged = subprocess.run([sys.executable, "-m", "autonvtx", "merge", str(tmp_path / "t.pftrace"),
-                             str(tmp_path / "t.json"), "-o", str(tmp_path / "m.json")],
-                            capture_output=True, text=True, cwd=REPO)
+    merged = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autonvtx",
+            "merge",
+            str(tmp_path / "t.pftrace"),
+            str(tmp_path / "t.json"),
+            "-o",
+            str(tmp_path / "m.json"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert merged.returncode == 0, merged.stderr
     assert len(read_chrome_trace(tmp_path / "m.json")) == 2
 
 
 def test_sigkilled_child_keeps_its_spilled_events_in_the_parents_trace(tmp_path: Path) -> None:
-    child = make_file(tmp_path / "child.py", """
+    child = make_file(
+        tmp_path / "child.py",
+        """
         import os, signal, nvtx
         for i in range(1000):
             with nvtx.annotate("child.step"):
@@ -213,15 +247,24 @@ def test_sigkilled_child_keeps_its_spilled_events_in_the_parents_trace(tmp_path:
         while not os.path.exists(path) or os.path.getsize(path) < 1000 * 40:
             os.sched_yield()
         os.kill(os.getpid(), signal.SIGKILL)
-    """)
-    parent = make_file(tmp_path / "parent.py", f"""
+    """,
+    )
+    parent = make_file(
+        tmp_path / "parent.py",
+        f"""
         import subprocess, sys
         code = subprocess.call([sys.executable, {str(child)!r}])
         print("child status", code)
-    """)
-    run = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", str(parent)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    """,
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", str(parent)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     assert f"child status {-signal.SIGKILL}" in run.stdout
     recordings = read_chrome_trace(tmp_path / "t.json")
@@ -235,7 +278,9 @@ def test_sigkilled_child_keeps_its_spilled_events_in_the_parents_trace(tmp_path:
 
 
 def test_recover_writes_the_trace_of_a_killed_run(tmp_path: Path) -> None:
-    program = make_file(tmp_path / "prog.py", """
+    program = make_file(
+        tmp_path / "prog.py",
+        """
         import os, nvtx
         for i in range(500):
             with nvtx.annotate("step"):
@@ -244,18 +289,29 @@ def test_recover_writes_the_trace_of_a_killed_run(tmp_path: Path) -> None:
         while not os.path.exists(path) or os.path.getsize(path) < 500 * 40:
             os.sched_yield()
         os._exit(3)
-    """)
+    """,
+    )
     # Recorded as `autonvtx run --trace t.json` records, without the watcher that would write
     # the trace itself (tests/test_recorder_watcher.py).
     spill = tmp_path / "t.json.recording"
     spill.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(REPO), environment.NVTX_INJECTION64_PATH: str(native.library_path()),
-           environment.RECORD_DIR: str(spill)}
-    run = subprocess.run([sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        environment.NVTX_INJECTION64_PATH: str(native.library_path()),
+        environment.RECORD_DIR: str(spill),
+    }
+    run = subprocess.run(
+        [sys.executable, str(program)], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env
+    )
     assert run.returncode == 3
-    recover = subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(spill), "-o", "back.pftrace"],
-                             cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    recover = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "recover", str(spill), "-o", "back.pftrace"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert recover.returncode == 0, recover.stderr
     assert "ended abnormally" in recover.stderr
     assert "(ended abnormally)) ended abnormally" not in recover.stderr  # said once (issue 23)
@@ -263,21 +319,46 @@ def test_recover_writes_the_trace_of_a_killed_run(tmp_path: Path) -> None:
 
     (rec,) = read_trace(tmp_path / "back.pftrace")
     assert sum(r.name == "step" for r in rec.ranges) == 500
-    bad = subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(tmp_path), "-o", "x.json"],
-                         cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    bad = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "recover", str(tmp_path), "-o", "x.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert bad.returncode == 2 and "holds no recordings" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_keep_last_holds_the_most_recent_events_within_the_bound(tmp_path: Path) -> None:
-    program = make_file(tmp_path / "prog.py", """
+    program = make_file(
+        tmp_path / "prog.py",
+        """
         import nvtx
         for i in range(300_000):
             with nvtx.annotate("step", payload=i):
                 pass
-    """)
-    run = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "--buffer-mb", "2",
-                          "--keep", "last", str(program)], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    """,
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autonvtx",
+            "run",
+            "--trace",
+            "t.json",
+            "--buffer-mb",
+            "2",
+            "--keep",
+            "last",
+            str(program),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     (rec,) = read_chrome_trace(tmp_path / "t.json")
     payloads = sorted(r.payload for r in rec.ranges if r.name == "step")
@@ -305,30 +386,85 @@ LAYERS = """
 """
 
 
-@pytest.mark.parametrize("options", [
-    dict(tree=True), dict(group="class"), dict(tree=True, group="class", sort="self"), dict(skip_first=2),
-    dict(by="thread"), dict(by="process", top=2), dict(filter="*attn*"), dict(by="thread", tree=True, skip_first=1),
-    dict(each=True), dict(each=True, tree=True, skip_first=1), dict(each=True, group="class", skip_first=1),
-])
-def test_native_statistics_take_the_summary_options_as_the_python_summary(tmp_path: Path,
-                                                                          options: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(tree=True),
+        dict(group="class"),
+        dict(tree=True, group="class", sort="self"),
+        dict(skip_first=2),
+        dict(by="thread"),
+        dict(by="process", top=2),
+        dict(filter="*attn*"),
+        dict(by="thread", tree=True, skip_first=1),
+        dict(each=True),
+        dict(each=True, tree=True, skip_first=1),
+        dict(each=True, group="class", skip_first=1),
+    ],
+)
+def test_native_statistics_take_the_summary_options_as_the_python_summary(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
     from autonvtx.recorder.stats import ViewOptions
 
     directory = record(tmp_path, LAYERS)
     chosen = ViewOptions(**options)
     expected = summarize(read_directory(directory), chosen)
     got = write_results(str(directory), Request(summary="-", options=chosen)).stats
-    shape = lambda s: (s.group, s.depth, s.path, s.domain, s.name, s.count, s.total_ns, s.self_ns, s.min_ns,  # noqa: E731
-                       s.max_ns, s.median_ns, s.open_count)
+    shape = lambda s: (
+        s.group,
+        s.depth,
+        s.path,
+        s.domain,
+        s.name,
+        s.count,
+        s.total_ns,
+        s.self_ns,
+        s.min_ns,  # noqa: E731
+        s.max_ns,
+        s.median_ns,
+        s.open_count,
+    )
     assert [shape(s) for s in got] == [shape(s) for s in expected]
     assert [s.wall_percent for s in got] == pytest.approx([s.wall_percent for s in expected], rel=0.05)
 
 
 # Names the grouping rule must treat alike byte by byte (stats.name_template, export_stats.c's
 # numbered_name): numbers, words, hex literals, spans, non-ASCII neighbours, ends of the name.
-NUMBERED = ["step 0", "step 17", "epoch 3 step 4", "conv2d", "layer1", "fp16", "0x1f", "0x1fz", "0x", "0xg",
-            "at 0XaB9", "lines 12-40", "12-", "-12", "x-1", "1-x", "2024-01-05", "шаг3", "шаг 3", "3é", "é3",
-            "a_1", "1", "12", "{n}", "step {n}", "0x1f-2", "9-0x1f", "lr 0.001", "(7)", "#8#", "x9 9x 9"]
+NUMBERED = [
+    "step 0",
+    "step 17",
+    "epoch 3 step 4",
+    "conv2d",
+    "layer1",
+    "fp16",
+    "0x1f",
+    "0x1fz",
+    "0x",
+    "0xg",
+    "at 0XaB9",
+    "lines 12-40",
+    "12-",
+    "-12",
+    "x-1",
+    "1-x",
+    "2024-01-05",
+    "шаг3",
+    "шаг 3",
+    "3é",
+    "é3",
+    "a_1",
+    "1",
+    "12",
+    "{n}",
+    "step {n}",
+    "0x1f-2",
+    "9-0x1f",
+    "lr 0.001",
+    "(7)",
+    "#8#",
+    "x9 9x 9",
+]
 
 
 def random_names(count: int) -> list[str]:
@@ -343,19 +479,32 @@ def test_native_statistics_group_numbered_names_as_the_python_twin(tmp_path: Pat
     from autonvtx.recorder.stats import ViewOptions
 
     names = NUMBERED + random_names(400)
-    directory = record(tmp_path, f"""
+    directory = record(
+        tmp_path,
+        f"""
         import nvtx
         for name in {names!r}:
             for i in range(2):
                 with nvtx.annotate(name, domain="d"):
                     with nvtx.annotate(f"inner {{i}}", domain="d"):
                         pass
-    """)
+    """,
+    )
     for options in (ViewOptions(each=each), ViewOptions(each=each, tree=True, skip_first=1)):
         expected = summarize(read_directory(directory), options)
         got = write_results(str(directory), Request(summary="-", options=options)).stats
-        shape = lambda s: (s.depth, s.path, s.domain, s.name, s.count, s.total_ns, s.self_ns, s.min_ns,  # noqa: E731
-                           s.max_ns, s.median_ns)
+        shape = lambda s: (
+            s.depth,
+            s.path,
+            s.domain,
+            s.name,
+            s.count,
+            s.total_ns,
+            s.self_ns,
+            s.min_ns,  # noqa: E731
+            s.max_ns,
+            s.median_ns,
+        )
         assert sorted(map(shape, got)) == sorted(map(shape, expected))
     grouped = {s.name for s in expected}
     assert ("step {n}" in grouped and "inner {n}" in grouped) is not each
@@ -403,7 +552,9 @@ def test_fork_sees_no_thread_of_the_recorder(tmp_path: Path) -> None:
     # CPython 3.12+ warns at os.fork() in a process with other threads (it counts them after the
     # fork): the spiller is stopped before each fork, and started again by the next buffer a
     # thread takes.
-    program = make_file(tmp_path / "prog.py", """
+    program = make_file(
+        tmp_path / "prog.py",
+        """
         import glob, json, os, nvtx
         def threads():
             return sorted(open(p).read().strip() for p in glob.glob(f"/proc/{os.getpid()}/task/*/comm"))
@@ -420,11 +571,16 @@ def test_fork_sees_no_thread_of_the_recorder(tmp_path: Path) -> None:
             with nvtx.annotate("after"):
                 pass
         print(json.dumps([before, at_fork, threads()]))
-    """)
+    """,
+    )
     out = tmp_path / "rec"
     out.mkdir()
-    env = {**os.environ, environment.NVTX_INJECTION64_PATH: str(native.library_path()),
-           environment.RECORD_DIR: str(out), "PYTHONPATH": str(REPO)}
+    env = {
+        **os.environ,
+        environment.NVTX_INJECTION64_PATH: str(native.library_path()),
+        environment.RECORD_DIR: str(out),
+        "PYTHONPATH": str(REPO),
+    }
     proc = subprocess.run([sys.executable, str(program)], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     before, at_fork, after = json.loads(proc.stdout)
@@ -434,20 +590,33 @@ def test_fork_sees_no_thread_of_the_recorder(tmp_path: Path) -> None:
 
 
 def test_run_names_the_record_directory_when_it_cannot_write_the_trace(tmp_path: Path) -> None:
-    program = make_file(tmp_path / "prog.py", """
+    program = make_file(
+        tmp_path / "prog.py",
+        """
         import os, nvtx
         with nvtx.annotate("work"):
             pass
         os.mkdir("t.json")  # the trace cannot be written over a directory
-    """)
-    run = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", str(program)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    """,
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", str(program)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 3  # the program's 0, but its trace is missing (README's exit statuses)
     spill = tmp_path / "t.json.recording"
-    assert f"autonvtx recover {spill}" in run.stderr or f"autonvtx recover t.json.recording" in run.stderr
-    recover = subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(spill), "-o", "back.json"],
-                             cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert f"autonvtx recover {spill}" in run.stderr or "autonvtx recover t.json.recording" in run.stderr
+    recover = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "recover", str(spill), "-o", "back.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert recover.returncode == 0, recover.stderr
     assert [r.name for r in read_chrome_trace(tmp_path / "back.json")[0].ranges] == ["work"]
 
@@ -457,24 +626,37 @@ def test_merge_writes_perfetto_too(tmp_path: Path) -> None:
     from autonvtx.recorder.perfetto import read_trace
 
     (tmp_path / "a.json").write_text('{"traceEvents": []}')
-    merged = subprocess.run([sys.executable, "-m", "autonvtx", "merge", "a.json", "-o", "m.pftrace"], cwd=tmp_path,
-                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    merged = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "merge", "a.json", "-o", "m.pftrace"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert merged.returncode == 0, merged.stderr
     assert (tmp_path / "m.pftrace").read_bytes()[:1] == b"\x0a" and read_trace(tmp_path / "m.pftrace") == []
 
 
 def test_outputs_are_named_from_where_autonvtx_started(tmp_path: Path) -> None:
-    program = make_file(tmp_path / "prog.py", """
+    program = make_file(
+        tmp_path / "prog.py",
+        """
         import os, subprocess, sys, nvtx
         os.mkdir("elsewhere")
         os.chdir("elsewhere")
         subprocess.run([sys.executable, "-c", "import nvtx\\nwith nvtx.annotate('child'): pass"], check=True)
         with nvtx.annotate("parent"):
             pass
-    """)
-    run = subprocess.run([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "--summary", "s.csv",
-                          str(program)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    """,
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "--summary", "s.csv", str(program)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr
     assert "trace written to t.json " in run.stderr and (tmp_path / "s.csv").is_file()
     names = {r.name for rec in read_chrome_trace(tmp_path / "t.json") for r in rec.ranges}

@@ -1,6 +1,7 @@
 """The native exporter on hostile recordings and hostile text: bytes that are not UTF-8, ids
 that point nowhere, records cut short, and programs whose events pair up badly. Every case runs
 the real recorder in a subprocess and `autonvtx recover`/`run` as a user would."""
+
 from __future__ import annotations
 
 import json
@@ -13,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, make_file
 
 from autonvtx import environment
 from autonvtx.recorder import native
-from conftest import REPO, make_file
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -32,15 +33,23 @@ def record(tmp_path: Path, source: str, *args: str | bytes) -> Path:
     env.pop(environment.RECORDER_MODE, None)
     env[environment.NVTX_INJECTION64_PATH] = str(native.library_path())
     env[environment.RECORD_DIR] = str(out)
-    proc = subprocess.run([sys.executable, str(program), *args], env=env, cwd=tmp_path, capture_output=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(program), *args], env=env, cwd=tmp_path, capture_output=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return out
 
 
 def autonvtx(tmp_path: Path, *args: str | bytes) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", *args], cwd=tmp_path, capture_output=True,
-                          text=True, errors="replace", timeout=300, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=300,
+        env=ENV,
+    )
 
 
 def strict_json(path: Path) -> dict:
@@ -55,11 +64,14 @@ NON_UTF8_NAME = b"caf\xe9.txt"
 
 
 def test_a_command_line_that_is_not_utf8_reaches_every_trace_as_replacement_characters(tmp_path: Path) -> None:
-    program = make_file(tmp_path / "prog.py", """
+    program = make_file(
+        tmp_path / "prog.py",
+        """
         import nvtx
         with nvtx.annotate("work"):
             pass
-    """)
+    """,
+    )
     for trace in ("t.pftrace", "t.json"):
         run = autonvtx(tmp_path, "run", "--trace", trace, str(program), NON_UTF8_NAME)
         assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
@@ -74,11 +86,15 @@ def test_a_command_line_that_is_not_utf8_reaches_every_trace_as_replacement_char
 
 
 def test_recover_writes_a_pftrace_of_a_program_given_bytes_that_are_not_utf8(tmp_path: Path) -> None:
-    directory = record(tmp_path, """
+    directory = record(
+        tmp_path,
+        """
         import nvtx
         with nvtx.annotate("work"):
             pass
-    """, NON_UTF8_NAME)
+    """,
+        NON_UTF8_NAME,
+    )
     for trace in ("back.pftrace", "back.json"):
         recover = autonvtx(tmp_path, "recover", str(directory), "-o", trace)
         assert recover.returncode == 0 and "Traceback" not in recover.stderr, recover.stderr
@@ -136,7 +152,7 @@ def records(data: bytes, body: int, length: int) -> list[int]:
     pos = body + 32 + (struct.unpack_from("<I", data, body + 24)[0] + 7) // 8 * 8
     found = []
     while pos < body + length:
-        kind, flags, ptype, mkind = data[pos:pos + 4]
+        kind, flags, ptype, mkind = data[pos : pos + 4]
         size = 24 if kind in (3, 4) else 16
         if kind not in (2, 4):
             size += (8 if ptype else 0) + (4 if flags & 1 else 0) + (4 if flags & 2 else 0)
@@ -165,9 +181,15 @@ def limited_memory() -> None:
 
 
 def recover(tmp_path: Path, directory: Path, trace: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(directory), "-o", trace],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=ENV,
-                          preexec_fn=limited_memory)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", "recover", str(directory), "-o", trace],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=ENV,
+        preexec_fn=limited_memory,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -205,14 +227,19 @@ def test_a_record_cut_at_the_end_of_its_section_is_not_read_past_it(tmp_path: Pa
     """The last section ends 16 bytes into a start record (24 bytes or more), at the end of the
     file and of a page: reading its range id would read past the mapping."""
     data = bytes(rich.read_bytes())
-    body, start = next((body, p) for body, tag, length in sections(data) if tag == 5
-                       for p in records(data, body, length) if data[p] == 3)
-    head = data[:body - SECTION.size] + SECTION.pack(5, 0, start + 16 - body) + data[body:start + 16]
+    body, start = next(
+        (body, p)
+        for body, tag, length in sections(data)
+        if tag == 5
+        for p in records(data, body, length)
+        if data[p] == 3
+    )
+    head = data[: body - SECTION.size] + SECTION.pack(5, 0, start + 16 - body) + data[body : start + 16]
     pad = -len(head) % 4096  # a padding section before it puts the cut at a page's end
     while 0 < pad < SECTION.size:
         pad += 4096
     filler = SECTION.pack(99, 0, pad - SECTION.size) + bytes(pad - SECTION.size) if pad else b""
-    cut = head[:body - SECTION.size] + filler + head[body - SECTION.size:]
+    cut = head[: body - SECTION.size] + filler + head[body - SECTION.size :]
     assert len(cut) % 4096 == 0
     run = recover(tmp_path, damaged_copy(tmp_path, rich, "cut", cut), "back.json")
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
@@ -233,7 +260,7 @@ def mutations(data: bytes, seed: int, count: int) -> list[bytes]:
         copy = bytearray(data)
         how = rng.randrange(8)
         if how == 0:
-            copy = copy[:rng.randrange(64, len(copy))]
+            copy = copy[: rng.randrange(64, len(copy))]
         elif how == 7:  # a write cut short with its section's length made to fit: records cut at the end
             body, _, length = rng.choice([s for s in heads if s[1] == 5])
             cut = body + rng.randrange(32, length)
@@ -271,18 +298,35 @@ def sanitized_exporter(directory: Path) -> Path:
         (pytest.fail if required else pytest.skip)("no C compiler to build the sanitized exporter")
     binary = directory / "export_harness"
     build = subprocess.run(
-        [compiler, "-std=gnu11", "-g", "-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
-         "-fno-omit-frame-pointer", f"-I{native_dir}", str(REPO / "tests" / "native" / "export_harness.c"),
-         *map(str, sorted(native_dir.glob("export*.c"))), "-Wl,--wrap=mmap,--wrap=munmap", "-o", str(binary)],
-        capture_output=True, text=True, timeout=300)
+        [
+            compiler,
+            "-std=gnu11",
+            "-g",
+            "-O1",
+            "-fsanitize=address,undefined",
+            "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer",
+            f"-I{native_dir}",
+            str(REPO / "tests" / "native" / "export_harness.c"),
+            *map(str, sorted(native_dir.glob("export*.c"))),
+            "-Wl,--wrap=mmap,--wrap=munmap",
+            "-o",
+            str(binary),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if build.returncode != 0:
-        (pytest.fail if required else pytest.skip)(f"{compiler} cannot build with -fsanitize=address,undefined: "
-                                                   f"{build.stderr.strip()[-500:]}")
+        (pytest.fail if required else pytest.skip)(
+            f"{compiler} cannot build with -fsanitize=address,undefined: {build.stderr.strip()[-500:]}"
+        )
     return binary
 
 
-def test_the_exporter_under_asan_and_ubsan_reads_damaged_recordings_within_their_bounds(tmp_path: Path,
-                                                                                        rich: Path) -> None:
+def test_the_exporter_under_asan_and_ubsan_reads_damaged_recordings_within_their_bounds(
+    tmp_path: Path, rich: Path
+) -> None:
     binary = sanitized_exporter(tmp_path)
     cases = tmp_path / "cases"
     cases.mkdir()
@@ -329,8 +373,15 @@ def test_recover_on_damaged_recordings_never_raises_and_keeps_what_it_can(tmp_pa
     for i, data in enumerate(mutations(rich.read_bytes(), seed=2021, count=FUZZ_CASES)):
         directories.append(damaged_copy(tmp_path, rich, f"case{i}", data))
     driver = make_file(tmp_path / "driver.py", FUZZ_DRIVER)
-    run = subprocess.run([sys.executable, str(driver), *map(str, directories)], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=900, env=ENV, preexec_fn=limited_memory)
+    run = subprocess.run(
+        [sys.executable, str(driver), *map(str, directories)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=ENV,
+        preexec_fn=limited_memory,
+    )
     assert run.returncode == 0, run.stderr[-4000:]
     assert "Traceback" not in run.stdout + run.stderr, (run.stdout + run.stderr)[-4000:]
     written = sum((d / "t.json").exists() for d in directories)
@@ -347,7 +398,9 @@ def test_pops_pair_per_domain_as_the_python_reader_pairs_them(tmp_path: Path) ->
     from autonvtx.recorder.chrome import read_chrome_trace
     from autonvtx.recorder.recording import read_directory
 
-    directory = record(tmp_path, """
+    directory = record(
+        tmp_path,
+        """
         import nvtx
         for i in range(50):
             nvtx.push_range("a1", domain="A")
@@ -360,7 +413,8 @@ def test_pops_pair_per_domain_as_the_python_reader_pairs_them(tmp_path: Path) ->
             nvtx.pop_range(domain="D")      # nothing open in D
             nvtx.pop_range(domain="A")
         nvtx.push_range("open", domain="B")
-    """)
+    """,
+    )
     (expected,) = read_directory(directory)
     run = recover(tmp_path, directory, "t.json")
     assert run.returncode == 0, run.stderr
@@ -374,7 +428,8 @@ def test_pops_pair_per_domain_as_the_python_reader_pairs_them(tmp_path: Path) ->
 # looked up in a list of every named category. Linear, they take well under a second; the
 # timeout only stops a quadratic reader from holding the test suite for minutes.
 SCALE = {
-    "stray pops": ("""
+    "stray pops": (
+        """
         import nvtx
         for i in range(200_000):
             nvtx.push_range("open")
@@ -382,13 +437,18 @@ SCALE = {
             nvtx.pop_range(domain="other")
         for i in range(200_000):
             nvtx.pop_range()
-    """, 200_000),
-    "categories": ("""
+    """,
+        200_000,
+    ),
+    "categories": (
+        """
         import nvtx
         for i in range(100_000):
             with nvtx.annotate("x", category=f"c{i}"):
                 pass
-    """, 100_000),
+    """,
+        100_000,
+    ),
 }
 
 
@@ -399,8 +459,14 @@ def test_export_is_linear_in_stray_pops_and_categories(tmp_path: Path, case: str
     source, ranges = SCALE[case]
     directory = record(tmp_path, source)
     try:
-        run = subprocess.run([sys.executable, "-m", "autonvtx", "recover", str(directory), "-o", "t.json"],
-                             cwd=tmp_path, capture_output=True, text=True, timeout=120, env=ENV)
+        run = subprocess.run(
+            [sys.executable, "-m", "autonvtx", "recover", str(directory), "-o", "t.json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=ENV,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"writing the trace of {ranges:,} ranges ({case}) did not end within 120 s")
     assert run.returncode == 0, run.stderr
@@ -439,8 +505,9 @@ def test_wall_share_under_a_capture_window_divides_by_the_window(tmp_path: Path)
     from autonvtx.recorder.stats_python import summarize
 
     directory = record(tmp_path, WINDOWED)
-    live = {s.name: s for s in write_results(str(directory), Request(trace=str(tmp_path / "t.json"),
-                                                                     summary="-")).stats}
+    live = {
+        s.name: s for s in write_results(str(directory), Request(trace=str(tmp_path / "t.json"), summary="-")).stats
+    }
     saved = {s.name: s for s in summarize(read_chrome_trace(tmp_path / "t.json"))}
     assert set(live) == set(saved) == {"capture", "step"}
     assert live["capture"].wall_percent == pytest.approx(100.0)

@@ -1,4 +1,5 @@
 """The import hook: cheap rejection, chained loaders, clean install/uninstall, no deadlocks."""
+
 from __future__ import annotations
 
 import importlib.abc
@@ -7,18 +8,19 @@ import sys
 import threading
 import types
 import zipfile
+from collections.abc import Iterator
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from conftest import fixture_modules, make_file
 
 from autonvtx.config import Config, Rule
-from autonvtx.importer import ImportHook, InstrumentingLoader
 from autonvtx.engines.wrap import RangeWrapper
-from autonvtx.walk import Walker
+from autonvtx.importer import ImportHook, InstrumentingLoader
 from autonvtx.matching import Matcher
-from conftest import fixture_modules, make_file
+from autonvtx.walk import Walker
 
 pytestmark = pytest.mark.usefixtures("import_state_is_left_clean")
 
@@ -88,12 +90,15 @@ def test_install_puts_one_finder_first_and_uninstall_restores_meta_path() -> Non
 
 
 def test_target_module_is_instrumented_and_its_loader_restored(hook: ImportHook, src: Path) -> None:
-    make_file(src / "inst_target_a.py", """
+    make_file(
+        src / "inst_target_a.py",
+        """
         LOADER_SEEN = type(__loader__).__name__
         SOURCE = __loader__.get_source(__name__)  # delegated while the module executes
         def f():
             return 1
-    """)
+    """,
+    )
     import inst_target_a as mod
 
     assert isinstance(mod.f, RangeWrapper) and mod.f() == 1
@@ -177,10 +182,10 @@ def test_a_finder_calling_find_spec_on_itself_does_not_recurse(hook: ImportHook,
     assert type(inst_target_e.__loader__) is SourceFileLoader
 
 
-def test_import_that_starts_a_thread_importing_a_target_does_not_deadlock(
-    hook: ImportHook, src: Path
-) -> None:
-    make_file(src / "inst_target_spawner.py", """
+def test_import_that_starts_a_thread_importing_a_target_does_not_deadlock(hook: ImportHook, src: Path) -> None:
+    make_file(
+        src / "inst_target_spawner.py",
+        """
         import threading
         def _load():
             import inst_target_loaded
@@ -190,7 +195,8 @@ def test_import_that_starts_a_thread_importing_a_target_does_not_deadlock(
         FINISHED = not worker.is_alive()
         def f():
             return 1
-    """)
+    """,
+    )
     make_file(src / "inst_target_loaded.py", "def g():\n    return 2\n")
     import inst_target_spawner
 
@@ -245,13 +251,16 @@ def test_instrumentation_failure_never_breaks_the_import(src: Path) -> None:
 
 
 def test_module_replacing_itself_with_a_non_module_is_skipped(hook: ImportHook, src: Path) -> None:
-    make_file(src / "inst_target_swap.py", """
+    make_file(
+        src / "inst_target_swap.py",
+        """
         import sys
         class Namespace:
             def f(self):
                 return 1
         sys.modules[__name__] = Namespace()
-    """)
+    """,
+    )
     import inst_target_swap
 
     assert inst_target_swap.f() == 1
@@ -259,12 +268,15 @@ def test_module_replacing_itself_with_a_non_module_is_skipped(hook: ImportHook, 
 
 
 def test_module_replacing_itself_with_a_module_no_rule_targets_is_not_walked(hook: ImportHook, src: Path) -> None:
-    make_file(src / "inst_target_alias.py", """
+    make_file(
+        src / "inst_target_alias.py",
+        """
         import sys, types
         other = types.ModuleType("elsewhere_alias")
         exec("def g():\\n    return 2\\n", other.__dict__)
         sys.modules[__name__] = other
-    """)
+    """,
+    )
     import inst_target_alias
 
     assert inst_target_alias.__name__ == "elsewhere_alias" and inst_target_alias.g() == 2
@@ -343,14 +355,21 @@ def test_import_time_warnings_are_attributed_as_python_attributes_them(tmp_path:
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
 
     def run(*args: str, **extra: str) -> tuple[int, str, str]:
-        done = subprocess.run([sys.executable, *flags, *args], cwd=tmp_path, capture_output=True,
-                              text=True, env={**env, **extra}, timeout=120)
+        done = subprocess.run(
+            [sys.executable, *flags, *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**env, **extra},
+            timeout=120,
+        )
         return done.returncode, done.stdout, done.stderr
 
     expected = run("main.py")
     # A no-op tool attached: functions are wrapped, and autonvtx has nothing to say.
-    ours = run("-m", "autonvtx", "run", "-t", "lib_*", "main.py",
-               NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop")
+    ours = run(
+        "-m", "autonvtx", "run", "-t", "lib_*", "main.py", NVTX_INJECTION64_PATH=library, AUTONVTX_RECORDER_MODE="noop"
+    )
     assert ours == expected
 
 
@@ -386,6 +405,7 @@ def test_finders_added_or_removed_after_the_first_target_are_asked_as_importlib_
     assert type(inst_target_served.__loader__) is Served
     make_file(src / "inst_target_m2.py", "def f():\n    return 1\n")
     import inst_target_m2  # noqa: F401
+
     assert serving.asked == ["inst_target_served"]
     del sys.modules["inst_target_served"]
 

@@ -1,4 +1,5 @@
 """Ranges emitted by wrapped functions, observed through the native recorder."""
+
 from __future__ import annotations
 
 import textwrap
@@ -7,11 +8,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import run_under_recorder
 
 from autonvtx import environment
 from autonvtx.config import auto_color
 from autonvtx.recorder.model import ProcessRecording, Range
-from conftest import run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = Path(__file__).resolve().parent / "modules"
@@ -59,9 +60,7 @@ def named(recording: ProcessRecording, name: str) -> list[Range]:
 
 
 def inside(inner: Range, outer: Range) -> bool:
-    return (
-        inner.tid == outer.tid and outer.start_ns <= inner.start_ns and inner.end_ns <= outer.end_ns
-    )
+    return inner.tid == outer.tid and outer.start_ns <= inner.start_ns and inner.end_ns <= outer.end_ns
 
 
 def disjoint(ranges: list[Range]) -> bool:
@@ -109,19 +108,25 @@ def test_every_kind_of_method_gets_a_range_and_properties_and_repr_do_not(tmp_pa
         WithMeta().hello()
         """,
     )
-    assert Counter(r.name for r in rec.ranges) == Counter({
-        "Trainer.__init__": 3,  # Trainer(3) and twice through build()
-        "Trainer.step": 3,  # the third inside Trainer.__call__
-        "Trainer.__call__": 1,
-        "Trainer.static": 2,
-        "Trainer.build": 2,
-        "Trainer.Inner.run": 1,
-        "Trainer.epochs": 3,  # two values, then the resumption that finishes it
-        "Slotted.__init__": 1, "Slotted.get": 1,
-        "Square.__init__": 1, "Square.area": 1,
-        "Point.__init__": 1, "Point.norm1": 1,
-        "Meta.__call__": 1, "WithMeta.hello": 1,
-    })
+    assert Counter(r.name for r in rec.ranges) == Counter(
+        {
+            "Trainer.__init__": 3,  # Trainer(3) and twice through build()
+            "Trainer.step": 3,  # the third inside Trainer.__call__
+            "Trainer.__call__": 1,
+            "Trainer.static": 2,
+            "Trainer.build": 2,
+            "Trainer.Inner.run": 1,
+            "Trainer.epochs": 3,  # two values, then the resumption that finishes it
+            "Slotted.__init__": 1,
+            "Slotted.get": 1,
+            "Square.__init__": 1,
+            "Square.area": 1,
+            "Point.__init__": 1,
+            "Point.norm1": 1,
+            "Meta.__call__": 1,
+            "WithMeta.hello": 1,
+        }
+    )
     (call,) = named(rec, "Trainer.__call__")
     assert any(inside(step, call) for step in named(rec, "Trainer.step"))
     (meta_call,) = named(rec, "Meta.__call__")

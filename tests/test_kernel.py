@@ -1,6 +1,7 @@
 """`autonvtx kernel install`: the kernelspec it writes, and real Jupyter kernels started from it
 (nbclient runs notebooks), whose sessions are recorded with the cells' functions and the
 target package's ranged; and the no-tool line `%autonvtx` prints in a plain kernel."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import autonvtx_env, make_file
 
 nbformat = pytest.importorskip("nbformat")
@@ -21,8 +21,14 @@ pytest.importorskip("ipykernel")
 
 
 def autonvtx(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", *args], cwd=cwd, capture_output=True, text=True,
-                          env=env or autonvtx_env(), timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env or autonvtx_env(),
+        timeout=120,
+    )
 
 
 def kernel_json(prefix: Path, name: str = "autonvtx") -> dict[str, Any]:
@@ -41,8 +47,9 @@ def run_notebook(cells: list[str], *, kernel: str, cwd: Path, jupyter_path: Path
     os.environ.clear()
     os.environ.update(env)  # the kernel manager starts the kernel with this process's environment
     try:
-        client = nbclient.NotebookClient(notebook, kernel_name=kernel, timeout=120,
-                                         resources={"metadata": {"path": str(cwd)}})
+        client = nbclient.NotebookClient(
+            notebook, kernel_name=kernel, timeout=120, resources={"metadata": {"path": str(cwd)}}
+        )
         client.execute()
     finally:
         os.environ.clear()
@@ -56,8 +63,19 @@ def stream_text(outputs: list[Any], name: str) -> str:
 
 def test_install_writes_a_kernel_run_by_autonvtx_with_the_rules_and_a_trace_per_session(tmp_path: Path) -> None:
     make_file(tmp_path / "rules.toml", '[[rules]]\nmodules = ["mypkg"]\n')
-    done = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp"), "--config", "rules.toml",
-                    "-t", "__main__", "--trace", "traces", cwd=tmp_path)
+    done = autonvtx(
+        "kernel",
+        "install",
+        "--prefix",
+        str(tmp_path / "jp"),
+        "--config",
+        "rules.toml",
+        "-t",
+        "__main__",
+        "--trace",
+        "traces",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     spec = kernel_json(tmp_path / "jp")
     assert spec["display_name"] == "Python (autonvtx)" and spec["language"] == "python"
@@ -75,22 +93,38 @@ def test_install_with_nsys_puts_nsys_in_front_and_interrupts_by_message(tmp_path
     fake = make_file(tmp_path / "bin" / "nsys", "#!/bin/sh\nexit 1\n")
     fake.chmod(0o755)
     env = autonvtx_env(PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    done = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp"), "--name", "nv", "-t", "mypkg.*",
-                    "--nsys", cwd=tmp_path, env=env)
+    done = autonvtx(
+        "kernel",
+        "install",
+        "--prefix",
+        str(tmp_path / "jp"),
+        "--name",
+        "nv",
+        "-t",
+        "mypkg.*",
+        "--nsys",
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     spec = kernel_json(tmp_path / "jp", "nv")
     argv = spec["argv"]
     assert argv[0] == str(fake) and argv[1] == "profile" and "cuda,nvtx" in argv
     assert argv[argv.index("-o") + 1] == "nv-%p"
-    assert argv[argv.index(sys.executable):][:6] == [sys.executable, "-m", "autonvtx", "run", "-t", "mypkg.*"]
+    assert argv[argv.index(sys.executable) :][:6] == [sys.executable, "-m", "autonvtx", "run", "-t", "mypkg.*"]
     assert spec["interrupt_mode"] == "message"  # a SIGINT to nsys would end the capture
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--config", "bad.toml"], r"^autonvtx: bad.toml: autonvtx.domian: unknown key"),
-    (["-t", "x", "--trace", "t", "--nsys"], r"--trace and --nsys: choose one"),
-])
-def test_install_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--config", "bad.toml"], r"^autonvtx: bad.toml: autonvtx.domian: unknown key"),
+        (["-t", "x", "--trace", "t", "--nsys"], r"--trace and --nsys: choose one"),
+    ],
+)
+def test_install_refuses_bad_input_in_one_line_and_writes_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
     make_file(tmp_path / "bad.toml", '[autonvtx]\ndomian = "x"\n')
     env = autonvtx_env(PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     (tmp_path / "nsys").write_text("#!/bin/sh\n")
@@ -102,23 +136,47 @@ def test_install_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path: Path
 
 
 def test_a_real_kernel_session_is_recorded_with_cell_functions_and_package_ranges(tmp_path: Path) -> None:
-    make_file(tmp_path / "nb" / "mypkg" / "__init__.py", """
+    make_file(
+        tmp_path / "nb" / "mypkg" / "__init__.py",
+        """
         def work(n):
             return sum(range(n))
-    """)
-    done = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp"), "-t", "__main__", "-t", "mypkg",
-                    "--trace", str(tmp_path / "traces"), cwd=tmp_path)
+    """,
+    )
+    done = autonvtx(
+        "kernel",
+        "install",
+        "--prefix",
+        str(tmp_path / "jp"),
+        "-t",
+        "__main__",
+        "-t",
+        "mypkg",
+        "--trace",
+        str(tmp_path / "traces"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     # A call in the cell that defines the function has its range too (the walk after the cell
     # came too late for it), and a traceback still names the cell's own lines.
-    cells = ["import mypkg", "def step(i):\n    return mypkg.work(i)\nstep(0)", "[step(i) for i in range(3)]",
-             "class Model:\n    def fail(self):\n        raise ValueError('cell line 3')\ntry:\n    Model().fail()\n"
-             "except ValueError as e:\n    print(e.__traceback__.tb_next.tb_lineno)"]
-    outputs = run_notebook(cells, kernel="autonvtx", cwd=tmp_path / "nb", jupyter_path=tmp_path / "jp" / "share" / "jupyter")
+    cells = [
+        "import mypkg",
+        "def step(i):\n    return mypkg.work(i)\nstep(0)",
+        "[step(i) for i in range(3)]",
+        "class Model:\n    def fail(self):\n        raise ValueError('cell line 3')\ntry:\n    Model().fail()\n"
+        "except ValueError as e:\n    print(e.__traceback__.tb_next.tb_lineno)",
+    ]
+    outputs = run_notebook(
+        cells, kernel="autonvtx", cwd=tmp_path / "nb", jupyter_path=tmp_path / "jp" / "share" / "jupyter"
+    )
     assert outputs[2][0]["data"]["text/plain"] == "[0, 0, 1]"
     assert stream_text(outputs, "stdout") == "3\n"
-    run_notebook(["import mypkg", "mypkg.work(5)"], kernel="autonvtx", cwd=tmp_path / "nb",
-                 jupyter_path=tmp_path / "jp" / "share" / "jupyter")
+    run_notebook(
+        ["import mypkg", "mypkg.work(5)"],
+        kernel="autonvtx",
+        cwd=tmp_path / "nb",
+        jupyter_path=tmp_path / "jp" / "share" / "jupyter",
+    )
     traces = sorted((tmp_path / "traces").glob("autonvtx-*.json"))
     assert len(traces) == 2, "one trace per kernel session"
     names = [[e["name"] for e in json.loads(t.read_text())["traceEvents"] if e.get("ph") == "X"] for t in traces]

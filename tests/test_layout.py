@@ -1,5 +1,6 @@
 """The package's shape: its import graph (imports inside functions included) is one-way, and no
 module imports another's private names."""
+
 from __future__ import annotations
 
 import ast

@@ -1,5 +1,6 @@
 """`autonvtx list`, `run --dry-run` and `init`: what rules select, decided by the walk that
 wraps, without wrapping anything."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 from autonvtx import listing
 from autonvtx.config import Config, Rule
 from autonvtx.configfile import load_config
-from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 MODULES = REPO / "tests" / "modules"
 
@@ -42,7 +43,9 @@ def listed(stdout: str) -> dict[str, str]:
 
 
 def test_list_prints_what_each_rule_selects_with_kinds(tmp_path: Path) -> None:
-    done = autonvtx("list", "-t", "inst_shapes.*", "--exclude", "_*", "inst_shapes.reexport", cwd=tmp_path, extra_path=MODULES)
+    done = autonvtx(
+        "list", "-t", "inst_shapes.*", "--exclude", "_*", "inst_shapes.reexport", cwd=tmp_path, extra_path=MODULES
+    )
     assert done.returncode == 0, done.stderr
     found = listed(done.stdout)
     assert found["inst_shapes.kinds:plain"] == "function"
@@ -54,8 +57,11 @@ def test_list_prints_what_each_rule_selects_with_kinds(tmp_path: Path) -> None:
     assert found["inst_shapes.kinds:Trainer.Inner.run"] == "method"
     # Protocol methods, properties and excluded names are not selected; re-exports are not
     # listed twice (inst_shapes.reexport only rebinds kinds' wrapper).
-    assert not {"inst_shapes.kinds:Trainer.__repr__", "inst_shapes.kinds:Trainer.doubled",
-                "inst_shapes.kinds:_private"} & set(found)
+    assert not {
+        "inst_shapes.kinds:Trainer.__repr__",
+        "inst_shapes.kinds:Trainer.doubled",
+        "inst_shapes.kinds:_private",
+    } & set(found)
     assert not [name for name in found if name.startswith("inst_shapes.reexport:")]
     assert done.stdout.splitlines()[0] == "command line: modules inst_shapes.*; exclude _*"
     assert re.search(r"^\d+ functions selected in 1 of 2 targeted modules by 1 rule$", done.stdout, re.M)
@@ -64,8 +70,16 @@ def test_list_prints_what_each_rule_selects_with_kinds(tmp_path: Path) -> None:
 def test_list_of_a_reexport_walked_after_its_definition_is_clean(tmp_path: Path) -> None:
     """kinds is imported (and walked) before reexport: the plan finds its planned wrapper as a
     run finds the real one, and says nothing of reexport's names, not "cannot wrap"."""
-    done = autonvtx("list", "-v", "-t", "inst_shapes.*", "inst_shapes.kinds", "inst_shapes.reexport",
-                    cwd=tmp_path, extra_path=MODULES)
+    done = autonvtx(
+        "list",
+        "-v",
+        "-t",
+        "inst_shapes.*",
+        "inst_shapes.kinds",
+        "inst_shapes.reexport",
+        cwd=tmp_path,
+        extra_path=MODULES,
+    )
     assert done.returncode == 0, done.stderr
     assert "inst_shapes.kinds:plain" in listed(done.stdout)
     assert "cannot wrap" not in done.stdout + done.stderr
@@ -75,32 +89,40 @@ def test_list_of_a_reexport_walked_after_its_definition_is_clean(tmp_path: Path)
 def test_list_and_run_decide_the_same(tmp_path: Path) -> None:
     """list uses the walk a run uses: the selected set equals what -vv says was wrapped."""
     args = ["-t", "inst_shapes.*", "--exclude", "*.norm1"]
-    listing_done = autonvtx("list", *args, "inst_shapes.kinds", "inst_shapes.reexport", cwd=tmp_path, extra_path=MODULES)
+    listing_done = autonvtx(
+        "list", *args, "inst_shapes.kinds", "inst_shapes.reexport", cwd=tmp_path, extra_path=MODULES
+    )
     assert listing_done.returncode == 0, listing_done.stderr
-    make_file(tmp_path / "prog.py", f"""
+    make_file(
+        tmp_path / "prog.py",
+        f"""
         import sys
         sys.path.insert(0, {str(MODULES)!r})
         import inst_shapes.kinds, inst_shapes.reexport
-    """)
+    """,
+    )
     run_done = run_autonvtx(*args, "-vv", "prog.py", cwd=tmp_path)
     assert run_done.returncode == 0, run_done.stderr
-    wrapped = {
-        m.group(1)
-        for m in re.finditer(rf"^autonvtx: (\S+:\S+): {default_verb()} \(", run_done.stderr, re.M)
-    }
+    wrapped = {m.group(1) for m in re.finditer(rf"^autonvtx: (\S+:\S+): {default_verb()} \(", run_done.stderr, re.M)}
     assert wrapped and set(listed(listing_done.stdout)) == wrapped
 
 
 def test_list_reports_patterns_that_matched_nothing(tmp_path: Path) -> None:
-    make_file(tmp_path / "rules.toml", """
+    make_file(
+        tmp_path / "rules.toml",
+        """
         [[rules]]
         modules = ["inst_shapes.kinds", "inst_shapes.kindz"]
         include = ["Trainer.*", "Trainr.step"]
-    """)
+    """,
+    )
     done = autonvtx("list", "--config", "rules.toml", "inst_shapes.kinds", cwd=tmp_path, extra_path=MODULES)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "  unmatched: rules.toml: rules[0].modules: 'inst_shapes.kindz' matched no module; did you mean 'inst_shapes.kinds'?" in lines
+    assert (
+        "  unmatched: rules.toml: rules[0].modules: 'inst_shapes.kindz' matched no module; did you mean 'inst_shapes.kinds'?"
+        in lines
+    )
     assert any(
         line.startswith("  unmatched: rules.toml: rules[0].include: 'Trainr.step' matched no qualified name")
         and line.endswith("did you mean 'Trainer.step'?")
@@ -109,7 +131,17 @@ def test_list_reports_patterns_that_matched_nothing(tmp_path: Path) -> None:
 
 
 def test_list_json(tmp_path: Path) -> None:
-    done = autonvtx("list", "--json", "-t", "inst_shapes.kinds", "--include", "Trainer.st*", "inst_shapes.kinds", cwd=tmp_path, extra_path=MODULES)
+    done = autonvtx(
+        "list",
+        "--json",
+        "-t",
+        "inst_shapes.kinds",
+        "--include",
+        "Trainer.st*",
+        "inst_shapes.kinds",
+        cwd=tmp_path,
+        extra_path=MODULES,
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     (rule,) = data["rules"]
@@ -127,7 +159,10 @@ def test_list_json(tmp_path: Path) -> None:
     "args, message",
     [
         (["list", "-t", "x", "no_such_module_here"], "autonvtx: list: No module named 'no_such_module_here'; expected"),
-        (["export", "-t", "x", "no_such_module_here"], "autonvtx: export: No module named 'no_such_module_here'; expected"),
+        (
+            ["export", "-t", "x", "no_such_module_here"],
+            "autonvtx: export: No module named 'no_such_module_here'; expected",
+        ),
         (["list", "--preset", "nupmy", "numpy"], "autonvtx: --preset: unknown preset 'nupmy'"),
         (["list", "-t", "x"], "autonvtx: list: Missing argument 'MODULES...'."),
     ],
@@ -178,7 +213,9 @@ def test_list_shows_what_plugins_would_do(tmp_path: Path) -> None:
 
 # run --dry-run
 def test_dry_run_lists_the_targets_imports_and_runs_nothing(tmp_path: Path) -> None:
-    make_file(tmp_path / "prog.py", f"""
+    make_file(
+        tmp_path / "prog.py",
+        f"""
         import sys
         sys.path.insert(0, {str(MODULES)!r})
         import json
@@ -198,13 +235,33 @@ def test_dry_run_lists_the_targets_imports_and_runs_nothing(tmp_path: Path) -> N
 
         if __name__ == "__main__":
             main()
-    """)
+    """,
+    )
     # sys.path.insert above is a statement: dry-run reads imports, it does not run them, so
     # the fixture package is put on the path the way a user's environment would.
     done = subprocess.run(
-        [sys.executable, "-m", "autonvtx", "run", "--dry-run", "-t", "inst_shapes.kinds",
-         "-t", "__main__", "--include", "plain", "--include", "main", "--include", "Job.*", "prog.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "autonvtx",
+            "run",
+            "--dry-run",
+            "-t",
+            "inst_shapes.kinds",
+            "-t",
+            "__main__",
+            "--include",
+            "plain",
+            "--include",
+            "main",
+            "--include",
+            "Job.*",
+            "prog.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env=autonvtx_env(PYTHONPATH=os.pathsep.join([str(REPO), str(MODULES)])),
     )
     assert done.returncode == 0, done.stderr
@@ -270,15 +327,18 @@ def test_dry_run_lists_what_the_run_instruments_in_the_script(tmp_path: Path) ->
     verb = default_verb()
     ran = sorted(re.findall(rf"^autonvtx: __main__:(\S+): {verb} ", done.stderr, re.MULTILINE))
     nested = ["top.<locals>.inner"] if verb == "monitored" else []  # the code engine reaches it
-    assert ran == sorted(["top", "in_with", "in_for", "in_while", "in_try", "Job.go", "Job.helper", "Job.steps",
-                          *nested]), done.stderr
+    assert ran == sorted(
+        ["top", "in_with", "in_for", "in_while", "in_try", "Job.go", "Job.helper", "Job.steps", *nested]
+    ), done.stderr
     assert sorted(q.partition(":")[2] for q in listed(dry.stdout)) == ran
     assert listed(dry.stdout)["__main__:Job.helper"] == "staticmethod"
     assert listed(dry.stdout)["__main__:Job.steps"] == "generator"
 
 
 def test_dry_run_of_a_module_reads_its_source(tmp_path: Path) -> None:
-    done = autonvtx("run", "--dry-run", "-t", "__main__", "--include", "main", "-m", "json.tool", "x.json", cwd=tmp_path)
+    done = autonvtx(
+        "run", "--dry-run", "-t", "__main__", "--include", "main", "-m", "json.tool", "x.json", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert "json" in done.stdout.splitlines()[1].split(": ", 1)[1].split(", ")
     assert listed(done.stdout) == {"__main__:main": "function"}
@@ -348,7 +408,9 @@ def test_init_advice_works_as_written_and_its_first_run_warns_nothing(tmp_path: 
         make_file(tmp_path / "mypkg" / "__init__.py", "def work():\n    pass\n")
         make_file(tmp_path / "s.py", "import mypkg\n\nmypkg.work()\n")
     assert autonvtx("init", cwd=tmp_path).returncode == 0
-    advice = re.search(r"^# Check what these rules select with `autonvtx ([^`]+)`", (tmp_path / "autonvtx.toml").read_text(), re.M)
+    advice = re.search(
+        r"^# Check what these rules select with `autonvtx ([^`]+)`", (tmp_path / "autonvtx.toml").read_text(), re.M
+    )
     assert advice is not None
     args = advice.group(1).replace("SCRIPT", "s.py").split()
     assert args == (["list", "mypkg"] if package else ["run", "--dry-run", "s.py"])
@@ -370,6 +432,7 @@ def test_init_imports_no_framework() -> None:
         "import sys; from autonvtx.starter import starter_text; starter_text('.'); "
         "print(sorted(m for m in ('numpy', 'pandas', 'torch') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env=autonvtx_env(PYTHONPATH=str(REPO))).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=autonvtx_env(PYTHONPATH=str(REPO))
+    ).stdout
     assert out == "[]\n"

@@ -1,6 +1,7 @@
 """The per-module path in C (modulepath.py, _native/modulepath.c, _native/chainedloader.c): the
 modules of a package targeted wholesale after the first are walked from their loader in one C
 call, with the decisions, reports, ranges and colors the Python way gives."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import make_file, run_under_recorder
 
 # One module's source: every kind of name a walk decides about, some of them handed by the C
@@ -211,8 +211,9 @@ def test_an_error_before_the_walk_hands_the_module_to_the_python_way() -> None:
             raise RuntimeError("odd key")
 
     python_way: list[types.ModuleType] = []
-    path = _client.ModulePath(python_way.append, {}, {"m": True}, {Odd("m"): None}, {}, None, None, None,
-                              {}, None, frozenset(), None, (), ())
+    path = _client.ModulePath(
+        python_way.append, {}, {"m": True}, {Odd("m"): None}, {}, None, None, None, {}, None, frozenset(), None, (), ()
+    )
     module = types.ModuleType("m")
     path(module)
     assert python_way == [module] and path.taken == 0
@@ -227,8 +228,7 @@ def test_bad_arguments_to_the_native_path_raise_and_release_nothing() -> None:
     before = sys.getrefcount(slow)
     for _ in range(3):  # each failed construction once released what it had only borrowed
         with pytest.raises(TypeError, match="tuples"):
-            _client.ModulePath(slow, {}, {}, {}, {}, None, None, None, {}, None, frozenset(), None,
-                               "not a tuple", ())
+            _client.ModulePath(slow, {}, {}, {}, {}, None, None, None, {}, None, frozenset(), None, "not a tuple", ())
     assert sys.getrefcount(slow) == before
 
 
@@ -236,7 +236,9 @@ def test_the_native_finder_serves_a_tuple_meta_path_and_leaves_no_state_behind(t
     make_file(tmp_path / "mppkg" / "__init__.py", "")
     for name in ("a", "b", "c", "d"):
         make_file(tmp_path / "mppkg" / f"{name}.py", "def f():\n    return 1\n")
-    recordings, out = run_under_recorder(tmp_path, f"""
+    recordings, out = run_under_recorder(
+        tmp_path,
+        f"""
         import gc, importlib, sys
         sys.path.insert(0, {str(tmp_path)!r})
         import autonvtx
@@ -252,5 +254,6 @@ def test_the_native_finder_serves_a_tuple_meta_path_and_leaves_no_state_behind(t
         left = [k for o in gc.get_objects() if type(o) is dict for k in o
                 if isinstance(k, str) and k.startswith("autonvtx finder")]
         print(type(hook.on_executed).__name__, autonvtx.is_instrumented(sys.modules["mppkg.d"].f), left)
-    """)
+    """,
+    )
     assert out.split() == ["ModulePath", "True", "[]"]

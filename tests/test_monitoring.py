@@ -1,5 +1,6 @@
 """The code engine's layer (ranges.CodeMonitor, Python 3.12+): ranges on code objects through
 sys.monitoring, observed through the recorder."""
+
 from __future__ import annotations
 
 import os
@@ -7,15 +8,16 @@ import subprocess
 import sys
 import textwrap
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from conftest import REPO, make_file, run_under_recorder
 
 from autonvtx import ranges
 from autonvtx.config import RangeStyle
 from autonvtx.recorder.model import ProcessRecording
-from conftest import REPO, make_file, run_under_recorder
 
 pytestmark = pytest.mark.skipif(
     sys.version_info < (3, 12) or ranges.monitoring_available() is not None,
@@ -50,9 +52,9 @@ def nested(rec: ProcessRecording) -> list[str]:
 
     def depth(inner: Any) -> int:
         return sum(
-            1 for r in rec.ranges
-            if r is not inner and r.tid == inner.tid and r.start_ns <= inner.start_ns
-            and inner.end_ns <= r.end_ns
+            1
+            for r in rec.ranges
+            if r is not inner and r.tid == inner.tid and r.start_ns <= inner.start_ns and inner.end_ns <= r.end_ns
         )
 
     return ["  " * depth(r) + r.name for r in rec.ranges]
@@ -108,7 +110,11 @@ def test_exceptions_pop_every_frame_they_leave(tmp_path: Path) -> None:
     )
     assert out.split() == ["caught"]
     assert nested(rec) == [
-        "catches", "  passes_it_on", "    fails", "passes_it_on", "  fails",
+        "catches",
+        "  passes_it_on",
+        "    fails",
+        "passes_it_on",
+        "  fails",
     ]
 
 
@@ -466,9 +472,7 @@ def test_no_free_tool_id_is_a_reason_not_an_error(all_tool_ids_taken: list[int])
     assert "'test-4'" in reason and "\n" not in reason
     monitor = ranges.CodeMonitor()
     assert monitor.install() == reason and monitor.tool_id is None
-    assert [sys.monitoring.get_tool(i) for i in all_tool_ids_taken] == [
-        f"test-{i}" for i in all_tool_ids_taken
-    ]
+    assert [sys.monitoring.get_tool(i) for i in all_tool_ids_taken] == [f"test-{i}" for i in all_tool_ids_taken]
 
 
 def test_other_reasons_and_misuse(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -531,14 +535,15 @@ def run_recorded(tmp_path: Path, command: list[str], **env: str) -> tuple[Proces
 def test_ranges_and_coverage_both_work_under_coverage_run(tmp_path: Path, core: str) -> None:
     pytest.importorskip("coverage")
     make_file(tmp_path / "prog.py", PRELUDE + TOOL_PROGRAM + "print(work(3), monitor.tool_id)\n")
-    rec, out = run_recorded(
-        tmp_path, [sys.executable, "-m", "coverage", "run", "prog.py"], COVERAGE_CORE=core
-    )
+    rec, out = run_recorded(tmp_path, [sys.executable, "-m", "coverage", "run", "prog.py"], COVERAGE_CORE=core)
     assert out.split()[0] == "6" and out.split()[1] != "1"  # coverage.py's id is left to it
     assert nested(rec) == ["work", "  helper", "  helper", "  helper"]
     report = subprocess.run(
         [sys.executable, "-m", "coverage", "report", "--show-missing", "--include=prog.py"],
-        cwd=tmp_path, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
     )
     assert report.returncode == 0, report.stderr
     # Every line of prog.py ran, so coverage must have seen each one (100%, nothing missing).
@@ -568,6 +573,7 @@ def test_functions_of_untargeted_code_are_left_alone() -> None:
     monitor = ranges.CodeMonitor()
     assert monitor.install() is None
     try:
+
         def targeted() -> int:
             return sys.monitoring.get_events(monitor.tool_id)
 
@@ -635,8 +641,9 @@ def test_a_wholesale_walk_keeps_little_per_function_and_uninstall_leaves_nothing
     env = noop_tool_env()
     sizes, lines = {}, {}
     for target in ("many_mod", "one_mod"):
-        done = subprocess.run([sys.executable, str(script), target], capture_output=True, text=True,
-                              env=env, timeout=120)
+        done = subprocess.run(
+            [sys.executable, str(script), target], capture_output=True, text=True, env=env, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         first, *rest = done.stdout.splitlines()
         sizes[target], lines[target] = int(first), rest
@@ -709,5 +716,4 @@ def noop_tool_env() -> dict[str, str]:
     library = native.library_path()
     if library is None:
         pytest.skip("the native recorder is not built in this checkout")
-    return {**os.environ, "NVTX_INJECTION64_PATH": library, "AUTONVTX_RECORDER_MODE": "noop",
-            "PYTHONPATH": str(REPO)}
+    return {**os.environ, "NVTX_INJECTION64_PATH": library, "AUTONVTX_RECORDER_MODE": "noop", "PYTHONPATH": str(REPO)}

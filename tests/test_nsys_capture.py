@@ -1,5 +1,6 @@
 """`autonvtx profile` under the real Nsight Systems: one capture of a program that uses every kind
 of child and ending, checked in its SQLite export and against autonvtx's own recorder."""
+
 from __future__ import annotations
 
 import json
@@ -120,8 +121,18 @@ WORKER = """
         return 2
 """
 
-EXPECTED = {"main": 1, "step": 5, "Model.forward": 5, "loader": 1, "load_batch": 3, "child_work": 2,
-            "spawn_task": 4, "fork_task": 4, "sigterm_task": 4, "thread_exit": 1}
+EXPECTED = {
+    "main": 1,
+    "step": 5,
+    "Model.forward": 5,
+    "loader": 1,
+    "load_batch": 3,
+    "child_work": 2,
+    "spawn_task": 4,
+    "fork_task": 4,
+    "sigterm_task": 4,
+    "thread_exit": 1,
+}
 
 
 @dataclass
@@ -221,15 +232,20 @@ def recorded(capture: Capture, tmp_path_factory: pytest.TempPathFactory) -> Comp
 
 
 def test_report_counts_equal_what_autonvtx_recorder_records_for_the_same_program(
-    capture: Capture, recorded: Completed,
+    capture: Capture,
+    recorded: Completed,
 ) -> None:
     assert recorded.trace_path is not None
-    assert report_counts(capture.directory / "rep_0.sqlite", capture.directory) == report_counts(
-        recorded.trace_path, recorded.trace_path.parent) == EXPECTED
+    assert (
+        report_counts(capture.directory / "rep_0.sqlite", capture.directory)
+        == report_counts(recorded.trace_path, recorded.trace_path.parent)
+        == EXPECTED
+    )
 
 
 def test_a_terminated_child_exits_143_under_nsys_and_dies_of_sigterm_under_the_recorder(
-    capture: Capture, recorded: Completed,
+    capture: Capture,
+    recorded: Completed,
 ) -> None:
     # Under nsys the child ends through exit(143) so that nsys's exit hooks run (termination.py):
     # a shell reads 143 either way; a Python parent sees 143 there, -15 for a death by the signal.
@@ -243,7 +259,9 @@ def test_each_process_s_domains_keep_their_own_names(tmp_path: Path) -> None:
     # nsys numbers NVTX domains per process: the parent's "trainer" and the child's "data" are
     # both domain 1 in the export, and the report named every range after one of them.
     nsys_or_skip()
-    make_file(tmp_path / "app.py", """
+    make_file(
+        tmp_path / "app.py",
+        """
         import subprocess, sys
 
         def main():
@@ -254,9 +272,12 @@ def test_each_process_s_domains_keep_their_own_names(tmp_path: Path) -> None:
             return 1
 
         main()
-    """)
+    """,
+    )
     make_file(tmp_path / "worker.py", "def load():\n    return 2\n")
-    make_file(tmp_path / "autonvtx.toml", """
+    make_file(
+        tmp_path / "autonvtx.toml",
+        """
         [[rules]]
         modules = ["__main__"]
         domain = "trainer"
@@ -264,15 +285,25 @@ def test_each_process_s_domains_keep_their_own_names(tmp_path: Path) -> None:
         [[rules]]
         modules = ["worker"]
         domain = "data"
-    """)
+    """,
+    )
     profiled = run_profile("-o", "domains", "app.py", cwd=tmp_path)
     assert profiled.returncode == 0, profiled.stderr
     export = Export(tmp_path / "domains.sqlite")
     # The export itself holds the collision this test is about.
     assert {(r.domain, r.name) for r in export.ranges()} == {("trainer", "main"), ("trainer", "step"), ("data", "load")}
-    reported = subprocess.run([sys.executable, "-m", "autonvtx", "report", "domains.sqlite", "--format", "json"],
-                              cwd=tmp_path, capture_output=True, text=True, env=autonvtx_env(), timeout=120)
+    reported = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", "domains.sqlite", "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
+    )
     assert reported.returncode == 0, reported.stderr
     rows = json.loads(reported.stdout)["ranges"]
     assert {(row["domain"], row["name"], row["instances"]) for row in rows} == {
-        ("trainer", "main", 1), ("trainer", "step", 1), ("data", "load", 2)}
+        ("trainer", "main", 1),
+        ("trainer", "step", 1),
+        ("data", "load", 2),
+    }

@@ -1,5 +1,6 @@
 """A capture window under the real Nsight Systems: `autonvtx profile` turns it into nsys's capture
 range, so the export holds the window's iterations only (Python 3.12+, as regions are)."""
+
 from __future__ import annotations
 
 import shutil
@@ -38,7 +39,8 @@ def test_only_the_windows_iterations_reach_the_capture_with_their_index_as_paylo
     ours = report_counts(directory / "window.sqlite", directory)
     theirs = report_counts(recorded.trace_path, directory)
     assert {name: n for name, n in ours.items() if name != "capture"} == {
-        name: n for name, n in theirs.items() if name != "capture"}
+        name: n for name, n in theirs.items() if name != "capture"
+    }
 
 
 FORKED = """

@@ -1,4 +1,5 @@
 """The jax preset and plugin on JAX's CPU backend, observed through the recorder."""
+
 from __future__ import annotations
 
 import subprocess
@@ -55,8 +56,12 @@ def test_jitted_calls_are_ranged_at_dispatch_only(workdir: Path) -> None:
     done = run_autonvtx("--preset", "jax", "prog.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     plain = subprocess.run(
-        [sys.executable, "prog.py"], cwd=workdir, capture_output=True, text=True,
-        env=autonvtx_env(), timeout=120,
+        [sys.executable, "prog.py"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
     )
     assert done.stdout == plain.stdout  # the same results, signature, cache and AOT API
     assert done.trace_path is not None
@@ -77,15 +82,18 @@ def test_jitted_calls_are_ranged_at_dispatch_only(workdir: Path) -> None:
     # No jit range nests: the inner step calls were traced into repeat, not dispatched.
     for r in ranges:
         assert r.name.endswith("block_until_ready") or not any(
-            o is not r and o.tid == r.tid and o.start_ns <= r.start_ns and r.end_ns <= o.end_ns
-            for o in ranges
+            o is not r and o.tid == r.tid and o.start_ns <= r.start_ns and r.end_ns <= o.end_ns for o in ranges
         ), r.name
 
 
 def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "autonvtx", "list", "--preset", "jax", "jax"],
-        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=120,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "jax:jit " in done.stdout and "'jit(name)'" in done.stdout
@@ -94,7 +102,9 @@ def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
 
 def test_verbose_says_what_a_module_level_jitted_function_is_with_and_without_the_preset(workdir: Path) -> None:
     # -vv said nothing of them without the preset, and "already wrapped" with it.
-    make_file(workdir / "jmod.py", """
+    make_file(
+        workdir / "jmod.py",
+        """
         import jax
 
         @jax.jit
@@ -103,14 +113,21 @@ def test_verbose_says_what_a_module_level_jitted_function_is_with_and_without_th
 
         def plain(x):
             return step(x) + 1
-    """)
-    make_file(workdir / "main.py", "import jmod\nimport jax.numpy as jnp\nprint(float(jmod.plain(jnp.ones(3)).sum()))\n")
+    """,
+    )
+    make_file(
+        workdir / "main.py", "import jmod\nimport jax.numpy as jnp\nprint(float(jmod.plain(jnp.ones(3)).sum()))\n"
+    )
     bare = run_autonvtx("-vv", "-t", "jmod", "main.py", cwd=workdir)
     assert bare.returncode == 0, bare.stderr
-    assert ("autonvtx: jmod:step: skipped (compiled: jaxlib's PjitFunction made from step, not a function; its calls"
-            " run compiled code, not step's: --preset jax ranges each of its calls)") in bare.stderr.splitlines()
+    assert (
+        "autonvtx: jmod:step: skipped (compiled: jaxlib's PjitFunction made from step, not a function; its calls"
+        " run compiled code, not step's: --preset jax ranges each of its calls)"
+    ) in bare.stderr.splitlines()
     preset = run_autonvtx("-vv", "-t", "jmod", "--preset", "jax", "main.py", cwd=workdir)
     assert preset.returncode == 0, preset.stderr
-    assert ("autonvtx: jmod:step: skipped (already ranged: a plugin's range around jaxlib's PjitFunction (each call))"
-            in preset.stderr.splitlines())
+    assert (
+        "autonvtx: jmod:step: skipped (already ranged: a plugin's range around jaxlib's PjitFunction (each call))"
+        in preset.stderr.splitlines()
+    )
     assert Counter(preset.range_names())["jit(step)"] == 1

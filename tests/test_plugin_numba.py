@@ -1,5 +1,6 @@
 """The numba preset and plugin: kernel launches named by kernel, observed through the recorder
 (on the CUDA simulator, and on the real launch path with a stand-in for the compiled kernel)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -80,9 +81,7 @@ def test_simulated_launches_are_named_by_kernel_with_transfers(workdir: Path) ->
 def test_launch_config_option_names_each_configuration(workdir: Path) -> None:
     make_file(workdir / "more.toml", "[autonvtx.plugin.numba]\nlaunch_config = true\n")
     make_file(workdir / "prog.py", SIMULATED)
-    rec, _, _ = record(
-        workdir, "--preset", "numba", "--config", "more.toml", "prog.py", NUMBA_ENABLE_CUDASIM="1"
-    )
+    rec, _, _ = record(workdir, "--preset", "numba", "--config", "more.toml", "prog.py", NUMBA_ENABLE_CUDASIM="1")
     launches = Counter(r.name for r in rec.ranges if r.category == "kernel launch")
     # (2, 1), (4, 1) is the launch [2, 4] spelled out: one name.
     assert launches == {"scale[2, 4]": 2, "scale[1, 8]": 1}
@@ -114,8 +113,14 @@ def test_real_launch_path_is_ranged_without_a_gpu(workdir: Path) -> None:
     )
     make_file(workdir / "more.toml", "[autonvtx.plugin.numba]\nlaunch_config = true\n")
     rec, out, _ = record(
-        workdir, "--preset", "numba", "--config", "more.toml", "prog.py",
-        NUMBA_ENABLE_CUDASIM="0", NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS="0",
+        workdir,
+        "--preset",
+        "numba",
+        "--config",
+        "more.toml",
+        "prog.py",
+        NUMBA_ENABLE_CUDASIM="0",
+        NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS="0",
     )
     assert out.splitlines() == [
         "launch (1, 2, 3, 4) (4, 1, 1) (256, 1, 1)",
@@ -128,7 +133,10 @@ def test_real_launch_path_is_ranged_without_a_gpu(workdir: Path) -> None:
 def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "autonvtx", "list", "--preset", "numba", "numba.cuda"],
-        cwd=workdir, capture_output=True, text=True, timeout=120,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env=autonvtx_env(NUMBA_ENABLE_CUDASIM="0"),
     )
     assert done.returncode == 0, done.stderr

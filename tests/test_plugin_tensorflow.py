@@ -1,5 +1,6 @@
 """The tensorflow preset (tensorflow and keras plugins) on TensorFlow's CPU build, observed
 through the recorder: ranges around execution, none around graph building."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -60,16 +61,17 @@ PROGRAM = """
 
 
 def encloses(outer: Range, r: Range) -> bool:
-    return (
-        outer is not r and outer.tid == r.tid
-        and outer.start_ns <= r.start_ns and r.end_ns <= outer.end_ns
-    )
+    return outer is not r and outer.tid == r.tid and outer.start_ns <= r.start_ns and r.end_ns <= outer.end_ns
 
 
 def test_ranges_cover_execution_not_graph_building(workdir: Path) -> None:
     make_file(workdir / "prog.py", PROGRAM)
     done = run_autonvtx(
-        "--preset", "tensorflow", "prog.py", cwd=workdir, timeout=300,
+        "--preset",
+        "tensorflow",
+        "prog.py",
+        cwd=workdir,
+        timeout=300,
         env=autonvtx_env(TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
     )
     assert done.returncode == 0, done.stderr
@@ -86,8 +88,7 @@ def test_ranges_cover_execution_not_graph_building(workdir: Path) -> None:
     assert counts["GradientTape.gradient"] == 2 and counts["Adam.apply"] == 2
     assert counts["tf.data next"] == 3  # two batches, then the end
     hidden = [r for r in ranges if r.name == "sequential/hidden (Dense)"]
-    assert all(any(encloses(o, r) and o.name == "sequential (Sequential)" for o in ranges)
-               for r in hidden)
+    assert all(any(encloses(o, r) and o.name == "sequential (Sequential)" for o in ranges) for r in hidden)
 
     # tf.functions: the outer one per call; inner and its layers were only traced.
     assert counts["tf.function(outer)"] == 3 and counts["tf.function(inner)"] == 0
@@ -123,7 +124,11 @@ def test_keras_on_the_jax_backend_ranges_eager_layers_and_jitted_steps(workdir: 
         """,
     )
     done = run_autonvtx(
-        "--config", "plugins.toml", "prog.py", cwd=workdir, timeout=300,
+        "--config",
+        "plugins.toml",
+        "prog.py",
+        cwd=workdir,
+        timeout=300,
         env=autonvtx_env(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""),
     )
     assert done.returncode == 0, done.stderr

@@ -1,4 +1,5 @@
 """The torch preset and plugin, observed through the recorder on real (CPU) PyTorch programs."""
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,7 @@ def record(cwd: Path, *args: str) -> tuple[ProcessRecording, str, str]:
 def parent(r: Range, ranges: list[Range]) -> Range | None:
     """The innermost range of the same thread that encloses `r`."""
     enclosing = [
-        o for o in ranges
-        if o is not r and o.tid == r.tid and o.start_ns <= r.start_ns and r.end_ns <= o.end_ns
+        o for o in ranges if o is not r and o.tid == r.tid and o.start_ns <= r.start_ns and r.end_ns <= o.end_ns
     ]
     return max(enclosing, key=lambda o: (o.start_ns, -o.end_ns), default=None)
 
@@ -63,10 +63,18 @@ def test_training_example_gets_layer_paths_optimizer_backward_loss_and_batches(
     counts = Counter(r.name for r in ranges)
     # Two batches of 16: one root call, one loss, one step... per batch.
     for name in (
-        "Classifier", "embed (Embedding)", "encoder (Encoder)", "head (Linear)",
-        "encoder.layers.0 (EncoderLayer)", "encoder.layers.1.attn (MultiheadAttention)",
-        "encoder.layers.1.mlp.0 (Linear)", "encoder.layers.0.norm2 (LayerNorm)",
-        "CrossEntropyLoss", "AdamW.step", "AdamW.zero_grad", "backward",
+        "Classifier",
+        "embed (Embedding)",
+        "encoder (Encoder)",
+        "head (Linear)",
+        "encoder.layers.0 (EncoderLayer)",
+        "encoder.layers.1.attn (MultiheadAttention)",
+        "encoder.layers.1.mlp.0 (Linear)",
+        "encoder.layers.0.norm2 (LayerNorm)",
+        "CrossEntropyLoss",
+        "AdamW.step",
+        "AdamW.zero_grad",
+        "backward",
     ):
         assert counts[name] == 2, (name, counts)
     # Two batches, then the fetch that raises StopIteration.
@@ -229,8 +237,12 @@ def test_names_follow_the_tree_each_root_was_called_as(workdir: Path) -> None:
     make_file(workdir / "prog.py", EDGE_PROGRAM)
     rec, out, _ = record(workdir, "--preset", "torch", "prog.py")
     plain = subprocess.run(
-        [sys.executable, "prog.py"], cwd=workdir, capture_output=True, text=True,
-        env=autonvtx_env(), timeout=300,
+        [sys.executable, "prog.py"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=300,
     )
     assert out == plain.stdout and out.startswith("raised\n")  # computes what it does alone
     ranges = rec.ranges
@@ -249,7 +261,8 @@ def test_names_follow_the_tree_each_root_was_called_as(workdir: Path) -> None:
     inner = next(r for r in ranges if r.name == "Model" and parent(r, ranges) is not None)
     assert parent(inner, ranges).name == "DataParallel(Model)"
     assert chain(next(r for r in ranges if r.name == "encoder.layers.0 (Linear)"), ranges) == [
-        "encoder (Encoder)", "Model"
+        "encoder (Encoder)",
+        "Model",
     ]
 
 
@@ -280,7 +293,11 @@ def test_options_turn_paths_and_kinds_off_and_typos_warn(workdir: Path) -> None:
 def test_list_shows_what_the_plugin_ranges(workdir: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "autonvtx", "list", "--preset", "torch", "torch.nn"],
-        cwd=workdir, capture_output=True, text=True, env=autonvtx_env(), timeout=300,
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     lines = [line.split() for line in done.stdout.splitlines()]
@@ -297,7 +314,9 @@ def test_all_of_torch_wrapped_wholesale_still_imports_and_trains(workdir: Path) 
     """Every function torch defines, wrapped: torch's own duck typing must see what it sees
     without autonvtx (its context_decorator refuses a callable with __enter__, and is handed
     bound methods of wrapped functions while torch imports)."""
-    make_file(workdir / "step.py", """
+    make_file(
+        workdir / "step.py",
+        """
         import torch
 
         torch.manual_seed(0)
@@ -314,9 +333,9 @@ def test_all_of_torch_wrapped_wholesale_still_imports_and_trains(workdir: Path) 
 
 
         print(round(float(evaluate(model).sum()), 4))
-    """)
-    plain = subprocess.run([sys.executable, "step.py"], cwd=workdir, capture_output=True, text=True,
-                           timeout=300)
+    """,
+    )
+    plain = subprocess.run([sys.executable, "step.py"], cwd=workdir, capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0, plain.stderr
     rec, out, err = record(workdir, "-t", "torch", "-t", "torch.*", "-v", "step.py")
     assert out == plain.stdout
@@ -325,7 +344,6 @@ def test_all_of_torch_wrapped_wholesale_still_imports_and_trains(workdir: Path) 
     names = Counter(r.name for r in rec.ranges)
     assert names["SGD.step"] == 1 and names["mse_loss"] == 1, names.most_common(20)
     assert names["_DecoratorContextManager.clone"] >= 1, names.most_common(20)
-
 
 
 RESTORE_PROGRAM = """
@@ -379,9 +397,16 @@ def test_uninstall_of_a_restorable_instrumentation_puts_back_what_the_plugin_rep
     lines = out.splitlines()
     assert lines[1] == lines[5] and lines[1].split()[0] == lines[0]  # computes the same
     installed = lines[2]
-    for name in ("Module._call_impl", "Optimizer._patch_step_function", "Optimizer.zero_grad",
-                 "SGD.step", "Adam.step", "torch.autograd.backward", "torch.autograd.grad",
-                 "_BaseDataLoaderIter.__next__"):
+    for name in (
+        "Module._call_impl",
+        "Optimizer._patch_step_function",
+        "Optimizer.zero_grad",
+        "SGD.step",
+        "Adam.step",
+        "torch.autograd.backward",
+        "torch.autograd.grad",
+        "_BaseDataLoaderIter.__next__",
+    ):
         assert name in installed, (name, installed)
     assert lines[3] == "marked []"
     # Adam's step was replaced by torch itself (its step hook) when Adam was first used, and

@@ -1,4 +1,5 @@
 """The plugin mechanism: configuration, loading, activation on import, the context's helpers."""
+
 from __future__ import annotations
 
 import inspect
@@ -10,6 +11,7 @@ import types
 from pathlib import Path
 
 import pytest
+from conftest import make_file, run_under_recorder
 
 from autonvtx import environment
 from autonvtx.config import Config, auto_color, parse_color
@@ -19,7 +21,6 @@ from autonvtx.plugins import PluginActivator, PluginContext, load_plugins
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import make_file, run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 MODULES = Path(__file__).resolve().parent / "modules" / "plugin_shapes"
@@ -97,8 +98,7 @@ def test_activation_error_is_one_warning_and_the_program_runs(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "activation failed" in line]
     assert warnings == [
-        "autonvtx: warning: plugin 'fakeplug.plugin': activation failed (RuntimeError: boom);"
-        " its ranges are off"
+        "autonvtx: warning: plugin 'fakeplug.plugin': activation failed (RuntimeError: boom); its ranges are off"
     ]
     assert proc.stdout.splitlines()[0] == "2 3 Layer 6 [0, 1]"
 
@@ -117,9 +117,7 @@ def test_plugin_whose_trigger_is_already_imported_activates_at_install(tmp_path:
         ("fakeplug.broken", r"plugin 'fakeplug.broken': fakeplug.broken.activate: expected a function"),
     ],
 )
-def test_bad_plugin_module_stops_before_the_target_runs(
-    tmp_path: Path, plugin: str, message: str
-) -> None:
+def test_bad_plugin_module_stops_before_the_target_runs(tmp_path: Path, plugin: str, message: str) -> None:
     config = f'[autonvtx]\nplugins = ["{plugin}"]\n'
     proc, _ = autonvtx_run(tmp_path, config, "print('ran')\n")
     assert proc.returncode == 2
@@ -132,19 +130,25 @@ def test_bad_plugin_module_stops_before_the_target_runs(
 
 # The pure parts, in this process.
 def test_config_merges_plugins_and_options(tmp_path: Path) -> None:
-    make_file(tmp_path / "a.toml", """
+    make_file(
+        tmp_path / "a.toml",
+        """
         [autonvtx]
         plugins = ["fakeplug.plugin"]
         [autonvtx.plugin."fakeplug.plugin"]
         prefix = "a"
         depth = 2
-    """)
-    make_file(tmp_path / "b.toml", """
+    """,
+    )
+    make_file(
+        tmp_path / "b.toml",
+        """
         [autonvtx]
         plugins = ["fakeplug.broken", "fakeplug.plugin"]
         [autonvtx.plugin."fakeplug.plugin"]
         prefix = "b"
-    """)
+    """,
+    )
     config = load_config(["a.toml", "b.toml"], cwd=str(tmp_path))
     assert config.plugins == ("fakeplug.plugin", "fakeplug.broken")
     assert config.options_for("fakeplug.plugin") == {"prefix": "b", "depth": 2}
@@ -158,8 +162,11 @@ def test_config_merges_plugins_and_options(tmp_path: Path) -> None:
         ('plugins = ["no such"]', r"autonvtx\.plugins\[0\]: unknown plugin 'no such'"),
         ('plugins = ["1x.y"]', r"autonvtx\.plugins\[0\]: bad plugin module '1x\.y'"),
         ("plugin = 3", r"autonvtx\.plugin: expected a table of plugin tables"),
-        ('[autonvtx.plugin."a.b"]\nx = [1]', r"autonvtx\.plugin\.a\.b\.x: expected a string, number or boolean, got list"),
-        ('[autonvtx.plugin.a]\nx = 1', r"autonvtx\.plugin\.a: unknown plugin 'a'"),
+        (
+            '[autonvtx.plugin."a.b"]\nx = [1]',
+            r"autonvtx\.plugin\.a\.b\.x: expected a string, number or boolean, got list",
+        ),
+        ("[autonvtx.plugin.a]\nx = 1", r"autonvtx\.plugin\.a: unknown plugin 'a'"),
         ("plugins = [1]", r"autonvtx\.plugins: expected a list of plugin names"),
     ],
 )
@@ -169,14 +176,14 @@ def test_bad_plugin_config(tmp_path: Path, text: str, message: str) -> None:
         load_config(["c.toml"], cwd=str(tmp_path))
 
 
-def test_unknown_builtin_plugin_suggests_a_close_name(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_unknown_builtin_plugin_suggests_a_close_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from autonvtx.configfile import tables as config_module
 
     monkeypatch.setattr(config_module, "builtin_plugins", lambda: ["numba", "torch"])
     make_file(tmp_path / "c.toml", '[autonvtx]\nplugins = ["troch"]\n')
-    with pytest.raises(ConfigError, match=r"unknown plugin 'troch'; expected one of 'numba', 'torch'.*did you mean 'torch'\?"):
+    with pytest.raises(
+        ConfigError, match=r"unknown plugin 'troch'; expected one of 'numba', 'torch'.*did you mean 'torch'\?"
+    ):
         load_config(["c.toml"], cwd=str(tmp_path))
 
 
@@ -333,12 +340,9 @@ def test_every_helper_ranges_and_uninstall_puts_every_original_back(tmp_path: Pa
     # Only the calls made while installed: the tracing call and the refused one have none,
     # the compiled call is one range around the wrapped op's.
     ranges = [r for rec in recordings for r in rec.ranges if r.domain == "helpers"]
-    assert sorted(r.name for r in ranges) == sorted(
-        ["Layer.make", "Layer.kind", "a.forward", "compiled(op)", "op"]
-    )
+    assert sorted(r.name for r in ranges) == sorted(["Layer.make", "Layer.kind", "a.forward", "compiled(op)", "op"])
     (compiled,) = [r for r in ranges if r.name == "compiled(op)"]
-    assert any(r.name == "op" and compiled.start_ns <= r.start_ns <= r.end_ns <= compiled.end_ns
-               for r in ranges)
+    assert any(r.name == "op" and compiled.start_ns <= r.start_ns <= r.end_ns <= compiled.end_ns for r in ranges)
 
 
 def test_wrap_method_keeps_kinds_names_and_attributes_and_never_wraps_twice() -> None:
@@ -383,14 +387,19 @@ def test_wrap_method_keeps_kinds_names_and_attributes_and_never_wraps_twice() ->
     replaced = vars(Owner)["method"]
     assert getattr(replaced, RANGE_MARK) is True and replaced.__wrapped__ is original
     assert (replaced.__name__, replaced.__qualname__, replaced.__doc__, replaced.flag) == (
-        "method", original.__qualname__, "Doc.", "set by the framework"
+        "method",
+        original.__qualname__,
+        "Doc.",
+        "set by the framework",
     )
     assert inspect.signature(Owner.method) == inspect.signature(original)
     owner = Owner()
     assert (owner.method(3), Owner.static(4), Owner.klass(5), owner.klass(x=6)) == (3, 4, "Owner", "Owner")
     assert seen == [((owner, 3), {}), ((4,), {}), ((Owner, 5), {}), ((Owner,), {"x": 6})]
     assert [(holder, attr) for holder, attr, _, _ in written] == [
-        (Owner, "method"), (Owner, "static"), (Owner, "klass")
+        (Owner, "method"),
+        (Owner, "static"),
+        (Owner, "klass"),
     ]
     assert "Owner.method: already wrapped" in "\n".join(notes)
     assert "Owner.builtin: not wrapped (a builtin_function_or_method, not a Python function)" in "\n".join(notes)

@@ -1,5 +1,6 @@
 """Presets: shipped and third-party, selected by --preset or a file's `presets` key, and
 what the shipped data-workflow presets put ranges on in real programs."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -10,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 from autonvtx.config import Config
 from autonvtx.configfile import describe_preset, load_config
 from autonvtx.errors import ConfigError
 from autonvtx.presets import all_presets, resolve_presets, shipped_presets
-from conftest import REPO, autonvtx_env, default_verb, make_file, run_autonvtx
 
 SHIPPED = sorted(shipped_presets())
 
@@ -79,13 +80,16 @@ def test_unknown_preset_is_an_error_with_a_suggestion(tmp_path: Path) -> None:
 
 
 def test_presets_come_before_config_files(tmp_path: Path) -> None:
-    make_file(tmp_path / "mine.toml", """
+    make_file(
+        tmp_path / "mine.toml",
+        """
         [autonvtx]
         domain = "mine"
         [[rules]]
         modules = ["pandas"]
         exclude = ["read_csv"]
-    """)
+    """,
+    )
     (pandas,) = resolve_presets(["pandas"])
     config = load_config(["mine.toml"], cwd=str(tmp_path), extra_sources=[pandas])
     assert config.sources == (pandas, "mine.toml")
@@ -95,12 +99,15 @@ def test_presets_come_before_config_files(tmp_path: Path) -> None:
 
 
 def test_a_file_may_name_presets(tmp_path: Path) -> None:
-    make_file(tmp_path / "autonvtx.toml", """
+    make_file(
+        tmp_path / "autonvtx.toml",
+        """
         [autonvtx]
         presets = ["numpy", "pandas"]
         [[rules]]
         modules = ["__main__"]
-    """)
+    """,
+    )
     config = load_config([], cwd=str(tmp_path))  # discovered
     numpy, pandas = resolve_presets(["numpy", "pandas"])
     assert config.sources == (numpy, pandas, "autonvtx.toml")
@@ -135,25 +142,34 @@ def test_preset_patterns_that_match_nothing_are_not_warned_about_in_a_run(tmp_pa
 # Third-party presets through the entry-point group.
 def fake_distribution(site: Path) -> None:
     make_file(site / "fakelib" / "__init__.py", "")
-    make_file(site / "fakelib" / "profiling.py", """
+    make_file(
+        site / "fakelib" / "profiling.py",
+        """
         import os
         PRESET = os.path.join(os.path.dirname(__file__), "fakelib.toml")
         def broken():
             raise RuntimeError("no preset today")
-    """)
-    make_file(site / "fakelib" / "fakelib.toml", """
+    """,
+    )
+    make_file(
+        site / "fakelib" / "fakelib.toml",
+        """
         [autonvtx]
         description = "fakelib's own rules"
         [[rules]]
         modules = ["fakelib.*"]
-    """)
+    """,
+    )
     make_file(site / "fakelib-1.0.dist-info" / "METADATA", "Metadata-Version: 2.1\nName: fakelib\nVersion: 1.0\n")
-    make_file(site / "fakelib-1.0.dist-info" / "entry_points.txt", """
+    make_file(
+        site / "fakelib-1.0.dist-info" / "entry_points.txt",
+        """
         [autonvtx.presets]
         fakelib = fakelib.profiling:PRESET
         fakebroken = fakelib.profiling:broken
         pandas = fakelib.profiling:PRESET
-    """)
+    """,
+    )
 
 
 def test_third_party_presets_are_listed_and_used(tmp_path: Path) -> None:
@@ -200,19 +216,29 @@ def test_data_presets_select_public_names_only(name: str) -> None:
 
 def test_numpy_preset_on_a_numpy_workflow(tmp_path: Path) -> None:
     pytest.importorskip("numpy")
-    make_file(tmp_path / "job.py", """
+    make_file(
+        tmp_path / "job.py",
+        """
         import numpy as np
         a = np.arange(12.0).reshape(3, 4)
         b = np.dot(a, a.T)
         x = np.linalg.solve(b + np.eye(3), np.ones(3))
         s = np.sort(np.concatenate([a.ravel(), a.ravel()]))
         print(round(float(np.sum(s) + np.mean(x) + np.abs(np.fft.fft(s)).max()), 3))
-    """)
+    """,
+    )
     done = run_autonvtx("--preset", "numpy", "-v", "job.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     names = set(ranged(done))
-    assert {"numpy:dot", "numpy:solve", "numpy:sort", "numpy:concatenate", "numpy:sum",
-            "numpy:mean", "numpy:fft"} <= names, names
+    assert {
+        "numpy:dot",
+        "numpy:solve",
+        "numpy:sort",
+        "numpy:concatenate",
+        "numpy:sum",
+        "numpy:mean",
+        "numpy:fft",
+    } <= names, names
     # Creation, ufuncs and ndarray methods carry no range: np.arange, np.eye, np.abs, a.ravel().
     assert not names & {"numpy:arange", "numpy:eye", "numpy:abs", "numpy:ravel"}
     wrapped = int(re.search(rf"autonvtx: {default_verb()} (\d+) functions", done.stderr).group(1))

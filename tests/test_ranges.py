@@ -1,4 +1,5 @@
 """autonvtx's own NVTX client (ranges.py and its native extension), observed through the recorder."""
+
 from __future__ import annotations
 
 import subprocess
@@ -6,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_file, run_under_recorder
 
 from autonvtx import environment, ranges
 from autonvtx.recorder.model import ProcessRecording, Range
-from conftest import make_file, run_under_recorder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,9 +21,7 @@ def record(tmp_path: Path, body: str) -> tuple[ProcessRecording, str]:
     return recording, stdout
 
 
-needs_native = pytest.mark.skipif(
-    ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout"
-)
+needs_native = pytest.mark.skipif(ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout")
 
 
 @needs_native
@@ -99,18 +98,16 @@ def events(rec: ProcessRecording) -> list[tuple[object, ...]]:
 
     def depth(inner: Range) -> int:
         return sum(
-            1 for r in rec.ranges
-            if r is not inner and r.tid == inner.tid and r.start_ns <= inner.start_ns
-            and inner.end_ns <= r.end_ns
+            1
+            for r in rec.ranges
+            if r is not inner and r.tid == inner.tid and r.start_ns <= inner.start_ns and inner.end_ns <= r.end_ns
         )
 
     return [(r.name, r.domain, r.color, r.category, depth(r)) for r in rec.ranges]
 
 
 @needs_native
-def test_native_and_pure_python_paths_emit_identical_events(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_native_and_pure_python_paths_emit_identical_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     program = EVENTS_PROGRAM.format(modules=str(Path(__file__).parent / "modules"))
     seen = {}
     for pure in ("0", "1"):
@@ -267,13 +264,23 @@ def test_generator_drivers_keep_values_types_and_names(
     monkeypatch.setenv(environment.PURE_PYTHON, pure)
     rec, out = record(tmp_path, DRIVERS_PROGRAM)
     assert out.splitlines() == [
-        "True gen 1", "(5, 'a tuple')", "[1] (None, 'a tuple')", "True", "True coro legacy",
+        "True gen 1",
+        "(5, 'a tuple')",
+        "[1] (None, 'a tuple')",
+        "True",
+        "True coro legacy",
     ]
     assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
     # gen: two resumptions each time, and one for the close() of the one dropped after one;
     # gives: one, then close(); coro: two steps, legacy one in each.
     assert [r.name for r in rec.ranges] == [
-        *["gen"] * 8, "gives", "gives", "coro", "legacy", "coro", "legacy",
+        *["gen"] * 8,
+        "gives",
+        "gives",
+        "coro",
+        "legacy",
+        "coro",
+        "legacy",
     ]
 
 
@@ -300,9 +307,7 @@ def test_a_coroutine_closed_before_it_ran_does_not_warn(workdir: Path, pure: str
 
     script = make_file(workdir / "fetch.py", CLOSED_COROUTINE_PROGRAM)
     env = autonvtx_env(PYTHONWARNINGS="error", **{environment.PURE_PYTHON: pure})
-    plain = subprocess.run(
-        [sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True
-    )
+    plain = subprocess.run([sys.executable, str(script)], cwd=workdir, env=env, capture_output=True, text=True)
     ours = run_autonvtx("-t", "__main__", str(script), cwd=workdir, env=env)
     assert plain.returncode == ours.returncode == 0, ours.stderr
     assert ours.stdout == plain.stdout == "done\n"
@@ -435,5 +440,10 @@ def test_wrappers_made_in_bulk_read_and_call_as_the_first_one_wrapt_made(tmp_pat
         "4 True",
     ]
     assert [r.name for r in sorted(rec.ranges, key=lambda r: r.start_ns)] == [
-        "f0", "f1", "f2", "Box.build", "Box.method", "f1",
+        "f0",
+        "f1",
+        "f2",
+        "Box.build",
+        "Box.method",
+        "f1",
     ]

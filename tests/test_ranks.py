@@ -1,4 +1,5 @@
 """Rank detection from launcher environments, --ranks parsing, output-name templates."""
+
 from __future__ import annotations
 
 import pytest

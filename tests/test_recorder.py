@@ -1,4 +1,5 @@
 """The native recorder, observed through real NVTX clients in subprocesses and read back."""
+
 from __future__ import annotations
 
 import glob
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import make_file, run_under_recorder
 
 import autonvtx
 from autonvtx import environment
@@ -17,7 +19,6 @@ from autonvtx.errors import TraceFormatError
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.recording import read_directory, read_recording
-from conftest import make_file, run_under_recorder
 
 LIBRARY = native.library_path()
 pytestmark = pytest.mark.skipif(LIBRARY is None, reason="the native recorder is not built")
@@ -37,8 +38,9 @@ def run_python(tmp_path: Path, code: str, **env_extra: str) -> tuple[list[Proces
     package_root = str(Path(autonvtx.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env.update(env_extra)
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     return read_directory(record_dir), (json.loads(lines[-1]) if lines else {})
@@ -54,7 +56,9 @@ def by_name(recording: ProcessRecording) -> dict:
 
 
 def test_nested_annotate_ranges_nest_in_time(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, os, nvtx
         with nvtx.annotate("outer"):
             with nvtx.annotate("inner"):
@@ -62,7 +66,8 @@ def test_nested_annotate_ranges_nest_in_time(tmp_path: Path) -> None:
             with nvtx.annotate("inner2"):
                 pass
         print(json.dumps({"pid": os.getpid()}))
-    """)
+    """,
+    )
     recording = only(recordings)
     assert recording.pid == out["pid"]
     assert recording.ppid == os.getpid()
@@ -77,7 +82,9 @@ def test_nested_annotate_ranges_nest_in_time(tmp_path: Path) -> None:
 
 
 def test_threads_get_their_own_tid_and_os_name(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import ctypes, json, threading, nvtx
         libc = ctypes.CDLL(None)
         tids = {}
@@ -90,7 +97,8 @@ def test_threads_get_their_own_tid_and_os_name(tmp_path: Path) -> None:
         for t in threads: t.start()
         for t in threads: t.join()
         print(json.dumps(tids))
-    """)
+    """,
+    )
     recording = only(recordings)
     ranges = by_name(recording)
     assert len(set(out.values())) == 3
@@ -100,7 +108,9 @@ def test_threads_get_their_own_tid_and_os_name(tmp_path: Path) -> None:
 
 
 def test_domains_have_their_own_stacks(tmp_path: Path) -> None:
-    recordings, _ = run_python(tmp_path, """
+    recordings, _ = run_python(
+        tmp_path,
+        """
         import nvtx
         nvtx.push_range("core-range")
         nvtx.push_range("x-range", domain="x")
@@ -108,7 +118,8 @@ def test_domains_have_their_own_stacks(tmp_path: Path) -> None:
         nvtx.pop_range(domain="x")
         with nvtx.annotate("in-y", domain="y"):
             nvtx.mark("y-mark", domain="y")
-    """)
+    """,
+    )
     recording = only(recordings)
     ranges = by_name(recording)
     assert ranges["core-range"].domain == ""
@@ -119,7 +130,9 @@ def test_domains_have_their_own_stacks(tmp_path: Path) -> None:
 
 
 def test_categories_colors_and_payloads(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, nvtx
         from nvtx.colors import color_to_hex
         with nvtx.annotate("named-cat", category="io", color="red", payload=42):
@@ -129,7 +142,8 @@ def test_categories_colors_and_payloads(tmp_path: Path) -> None:
         with nvtx.annotate("plain"):
             pass
         print(json.dumps({"red": color_to_hex("red"), "default": color_to_hex(None)}))
-    """)
+    """,
+    )
     ranges = by_name(only(recordings))
     assert ranges["named-cat"].category == "io"
     assert ranges["named-cat"].color == out["red"] == 0xFF0000
@@ -143,7 +157,9 @@ def test_categories_colors_and_payloads(tmp_path: Path) -> None:
 
 
 def test_start_end_ranges_across_threads(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, threading, nvtx
         here = nvtx.start_range("same-thread", payload=1)
         nvtx.end_range(here)
@@ -154,7 +170,8 @@ def test_start_end_ranges_across_threads(tmp_path: Path) -> None:
             nvtx.end_range(job)
         t = threading.Thread(target=finish); t.start(); t.join()
         print(json.dumps({"main": threading.get_native_id(), "ender": ender["tid"]}))
-    """)
+    """,
+    )
     recording = only(recordings)
     ranges = by_name(recording)
     same, handed = ranges["same-thread"], ranges["handed-over"]
@@ -167,24 +184,30 @@ def test_start_end_ranges_across_threads(tmp_path: Path) -> None:
 
 
 def test_marks(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, threading, nvtx
         nvtx.mark("checkpoint", category="phase", payload=3)
         print(json.dumps({"tid": threading.get_native_id()}))
-    """)
+    """,
+    )
     (mark,) = only(recordings).marks
     assert (mark.name, mark.category, mark.payload, mark.tid) == ("checkpoint", "phase", 3, out["tid"])
     assert 0 < mark.ts_ns <= only(recordings).flush_ns
 
 
 def test_ranges_open_at_exit_end_at_flush_time(tmp_path: Path) -> None:
-    recordings, _ = run_python(tmp_path, """
+    recordings, _ = run_python(
+        tmp_path,
+        """
         import nvtx
         with nvtx.annotate("closed"):
             pass
         nvtx.push_range("left-open")
         nvtx.start_range("never-ended")
-    """)
+    """,
+    )
     recording = only(recordings)
     ranges = by_name(recording)
     assert not ranges["closed"].is_open
@@ -194,7 +217,9 @@ def test_ranges_open_at_exit_end_at_flush_time(tmp_path: Path) -> None:
 
 
 def test_exception_inside_annotate_still_pops(tmp_path: Path) -> None:
-    recordings, _ = run_python(tmp_path, """
+    recordings, _ = run_python(
+        tmp_path,
+        """
         import nvtx
         @nvtx.annotate("decorated")
         def boom():
@@ -206,7 +231,8 @@ def test_exception_inside_annotate_still_pops(tmp_path: Path) -> None:
             pass
         with nvtx.annotate("after"):
             pass
-    """)
+    """,
+    )
     recording = only(recordings)
     assert [r.name for r in recording.ranges] == ["context", "decorated", "after"]
     assert not any(r.is_open for r in recording.ranges)
@@ -214,7 +240,9 @@ def test_exception_inside_annotate_still_pops(tmp_path: Path) -> None:
 
 
 def test_memory_bound_drops_and_counts(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, os, time, nvtx
         from autonvtx.recorder import native
         n = 50_000
@@ -227,7 +255,9 @@ def test_memory_bound_drops_and_counts(tmp_path: Path) -> None:
         elapsed = time.monotonic() - started
         result = native.control().flush(os.path.join(os.environ["AUTONVTX_RECORD_DIR"], f"{os.getpid()}.anr"))
         print(json.dumps({"emitted": 2 * n, "events": result.events, "dropped": result.dropped, "elapsed": elapsed}))
-    """, AUTONVTX_RECORD_LIMIT_MB="0.5")
+    """,
+        AUTONVTX_RECORD_LIMIT_MB="0.5",
+    )
     recording = only(recordings)
     assert out["dropped"] > 0
     assert out["events"] + out["dropped"] == out["emitted"]
@@ -244,7 +274,9 @@ def test_memory_bound_drops_and_counts(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("child_exit", ["flush-then-os-exit", "normal-exit"])
 def test_fork_child_records_only_its_own_events(tmp_path: Path, child_exit: str) -> None:
-    recordings, out = run_python(tmp_path, f"""
+    recordings, out = run_python(
+        tmp_path,
+        f"""
         import json, os, sys, nvtx
         from autonvtx.recorder import native
         with nvtx.annotate("parent-before"):
@@ -263,7 +295,8 @@ def test_fork_child_records_only_its_own_events(tmp_path: Path, child_exit: str)
         with nvtx.annotate("parent-after"):
             pass
         print(json.dumps({{"parent": os.getpid(), "child": pid}}))
-    """)
+    """,
+    )
     parent, child = sorted(recordings, key=lambda r: r.pid != out["parent"])
     assert (parent.pid, child.pid) == (out["parent"], out["child"])
     assert child.ppid == out["parent"]
@@ -281,7 +314,9 @@ def test_timestamps_are_clock_monotonic_ns_in_parent_and_forked_child(tmp_path: 
     read just before and just after the event, in the parent and in a forked child, through the
     fast paths (registered message, autonvtx's own client), the general ones (inline messages,
     start/end, marks) and across chunks; AUTONVTX_RECORDER_CLOCK=monotonic uses clock_gettime."""
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, os, time, nvtx
         from autonvtx import ranges
         times = {}
@@ -329,7 +364,9 @@ def test_timestamps_are_clock_monotonic_ns_in_parent_and_forked_child(tmp_path: 
         tsc = ctypes.CDLL(native.library_path()).autonvtx_recorder_uses_tsc()
         print(json.dumps({"parent": os.getpid(), "child": pid, "times": times, "child_times": child,
                           "tsc": tsc}))
-    """, **({} if clock == "default" else {"AUTONVTX_RECORDER_CLOCK": "monotonic"}))
+    """,
+        **({} if clock == "default" else {"AUTONVTX_RECORDER_CLOCK": "monotonic"}),
+    )
     with open("/proc/cpuinfo") as f:
         flags = next((line.split() for line in f if line.startswith("flags")), [])
     stable_tsc = "constant_tsc" in flags and "nonstop_tsc" in flags
@@ -339,14 +376,19 @@ def test_timestamps_are_clock_monotonic_ns_in_parent_and_forked_child(tmp_path: 
     assert set(by_pid) == {out["parent"], out["child"]}
     for pid, times in ((out["parent"], out["times"]), (out["child"], out["child_times"])):
         recording = by_pid[pid]
-        named = {r.name: r for r in recording.ranges if r.domain == "align" or r.name.endswith("inline")
-                 or r.name.endswith("startend")}
+        named = {
+            r.name: r
+            for r in recording.ranges
+            if r.domain == "align" or r.name.endswith("inline") or r.name.endswith("startend")
+        }
         marks = {m.name: m for m in recording.marks}
         checked = 0
         for prefix in {name.split("-")[0] + "-" for name in times}:
+
             def within(event: str, ns: int) -> None:
                 before, after = times[prefix + event]
                 assert before - tolerance <= ns <= after + tolerance, (prefix + event, before, ns, after)
+
             for kind in ("inline", "client"):
                 if prefix + "push-" + kind not in times:
                     continue
@@ -365,19 +407,24 @@ def test_timestamps_are_clock_monotonic_ns_in_parent_and_forked_child(tmp_path: 
 
 
 def test_exit_writes_recording_and_an_explicit_flush_writes_a_copy(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, os, nvtx
         from autonvtx.recorder import native
         with nvtx.annotate("x"):
             pass
         print(json.dumps({"pid": os.getpid(), "attached": native.control().is_attached()}))
-    """)
+    """,
+    )
     assert out["attached"] is True
     assert only(recordings).pid == out["pid"]
     assert (tmp_path / "recordings" / f"{out['pid']}.anr").is_file()
 
     explicit = tmp_path / "explicit.anr"
-    recordings, out = run_python(tmp_path / "second", f"""
+    recordings, out = run_python(
+        tmp_path / "second",
+        f"""
         import nvtx
         from autonvtx.recorder import native
         with nvtx.annotate("x"):
@@ -385,7 +432,8 @@ def test_exit_writes_recording_and_an_explicit_flush_writes_a_copy(tmp_path: Pat
         native.control().flush({str(explicit)!r})
         with nvtx.annotate("y"):
             pass
-    """)
+    """,
+    )
     # The live file in the record directory holds everything; the copy what came before it.
     assert [r.name for r in only(recordings).ranges] == ["x", "y"]
     assert only(recordings).ended_normally
@@ -394,7 +442,9 @@ def test_exit_writes_recording_and_an_explicit_flush_writes_a_copy(tmp_path: Pat
 
 
 def test_set_mode_noop_stops_recording(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, nvtx
         from autonvtx.recorder import native
         control = native.control()
@@ -408,7 +458,8 @@ def test_set_mode_noop_stops_recording(tmp_path: Path) -> None:
         with nvtx.annotate("recorded-2"):
             pass
         print(json.dumps({"during": during, "after": control.events_recorded()}))
-    """)
+    """,
+    )
     recording = only(recordings)
     assert [r.name for r in recording.ranges] == ["recorded-1", "recorded-2"]
     assert recording.marks == []
@@ -416,20 +467,26 @@ def test_set_mode_noop_stops_recording(tmp_path: Path) -> None:
 
 
 def test_noop_mode_from_environment(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, nvtx
         from autonvtx.recorder import native
         with nvtx.annotate("ignored", domain="d"):
             pass
         c = native.control()
         print(json.dumps({"attached": c.is_attached(), "mode": c.mode(), "events": c.events_recorded()}))
-    """, AUTONVTX_RECORDER_MODE="noop")
+    """,
+        AUTONVTX_RECORDER_MODE="noop",
+    )
     assert out == {"attached": True, "mode": "noop", "events": 0}
     assert only(recordings).ranges == []
 
 
 def test_flush_while_threads_record_reads_a_consistent_prefix(tmp_path: Path) -> None:
-    recordings, out = run_python(tmp_path, """
+    recordings, out = run_python(
+        tmp_path,
+        """
         import json, os, threading, nvtx
         from autonvtx.recorder import native
         from autonvtx.recorder.recording import read_recording
@@ -447,7 +504,8 @@ def test_flush_while_threads_record_reads_a_consistent_prefix(tmp_path: Path) ->
         for t in threads: t.join()
         native.control().flush(None)  # $AUTONVTX_RECORD_DIR/<pid>.anr
         print(json.dumps({"seen": seen}))
-    """)
+    """,
+    )
     assert out["seen"] == sorted(out["seen"])  # each snapshot extends the previous one
     final = only(recordings)
     assert len(final.ranges) == 80_000 and len(final.marks) == 80_000
@@ -458,25 +516,35 @@ def client_library(tmp_path: Path) -> Path:
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         pytest.skip("no C compiler")
-    headers = [h for entry in sys.path for h in glob.glob(os.path.join(entry or ".", "nvidia", "*", "include"))
-               if os.path.isfile(os.path.join(h, "nvtx3", "nvToolsExt.h"))]
+    headers = [
+        h
+        for entry in sys.path
+        for h in glob.glob(os.path.join(entry or ".", "nvidia", "*", "include"))
+        if os.path.isfile(os.path.join(h, "nvtx3", "nvToolsExt.h"))
+    ]
     if not headers:
         pytest.skip("NVTX headers (nvidia-nvtx) are not installed")
     source = Path(__file__).parent / "native" / "client.c"
     out = tmp_path / "libclient.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-I", headers[0], str(source), "-o", str(out), "-ldl"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O1", "-I", headers[0], str(source), "-o", str(out), "-ldl"],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
 def test_c_client_through_ascii_wide_registered_and_names(tmp_path: Path) -> None:
     library = client_library(tmp_path)
-    recordings, out = run_python(tmp_path, f"""
+    recordings, out = run_python(
+        tmp_path,
+        f"""
         import ctypes, json, threading, nvtx
         with nvtx.annotate("python-side"):
             same_handles = ctypes.CDLL({str(library)!r}).client_run()
         print(json.dumps({{"same": same_handles, "tid": threading.get_native_id()}}))
-    """)
+    """,
+    )
     recording = only(recordings)
     ranges = by_name(recording)
     assert out["same"] == 1
@@ -487,7 +555,11 @@ def test_c_client_through_ascii_wide_registered_and_names(tmp_path: Path) -> Non
     assert ranges["c-push-a"].start_ns <= wide.start_ns <= wide.end_ns <= ranges["c-push-a"].end_ns
     registered = ranges["c-registered"]
     assert (registered.domain, registered.category, registered.color, registered.payload) == (
-        "c-domain", "c-domain-cat", 0xFF112233, 7)
+        "c-domain",
+        "c-domain-cat",
+        0xFF112233,
+        7,
+    )
     assert ranges["c-float"].category == "c-cat" and ranges["c-float"].payload == 1.5
     assert ranges["c-float"].color is None
     assert [(m.name, m.payload) for m in recording.marks] == [("c-mark", None), ("c-wide-ex", -4)]
@@ -496,7 +568,9 @@ def test_c_client_through_ascii_wide_registered_and_names(tmp_path: Path) -> Non
 
 def test_set_mode_switches_every_client(tmp_path: Path) -> None:
     library = client_library(tmp_path)
-    recordings, _ = run_python(tmp_path, f"""
+    recordings, _ = run_python(
+        tmp_path,
+        f"""
         import ctypes, nvtx
         from autonvtx.recorder import native
         client = ctypes.CDLL({str(library)!r})
@@ -507,18 +581,22 @@ def test_set_mode_switches_every_client(tmp_path: Path) -> None:
         client.client_run()
         with nvtx.annotate("quiet"):
             pass
-    """)
+    """,
+    )
     names = [r.name for r in only(recordings).ranges]
     assert names.count("c-push-a") == 1
     assert "quiet" not in names
 
 
 def test_corrupt_recordings_raise_trace_format_error(tmp_path: Path) -> None:
-    run_python(tmp_path, """
+    run_python(
+        tmp_path,
+        """
         import nvtx
         with nvtx.annotate("a"):
             nvtx.mark("b")
-    """)
+    """,
+    )
     (good,) = (tmp_path / "recordings").glob("*.anr")
     data = good.read_bytes()
     cases = {
@@ -542,11 +620,14 @@ def test_corrupt_recordings_raise_trace_format_error(tmp_path: Path) -> None:
 
 
 def test_read_directory_sorts_by_pid_and_skips_partial_files(tmp_path: Path) -> None:
-    recordings, _ = run_python(tmp_path, """
+    recordings, _ = run_python(
+        tmp_path,
+        """
         import subprocess, sys, nvtx
         with nvtx.annotate("parent"):
             subprocess.run([sys.executable, "-c", "import nvtx; nvtx.mark('child')"], check=True)
-    """)
+    """,
+    )
     (tmp_path / "recordings" / "1.anr.tmp").write_bytes(b"partial")
     recordings = read_directory(tmp_path / "recordings")
     assert len(recordings) == 2
@@ -561,18 +642,29 @@ def test_scanning_a_recording_is_the_full_reader_without_events(tmp_path: Path) 
     # processes, names and writes as read_recording, only not the events.
     from autonvtx.recorder.recording import scan_recording
 
-    run_under_recorder(tmp_path, """
+    run_under_recorder(
+        tmp_path,
+        """
         import threading, nvtx
         nvtx.push_range("main")
         worker = threading.Thread(target=lambda: nvtx.mark("m"), name="worker-7")
         worker.start(); worker.join()
         nvtx.pop_range()
-    """)
+    """,
+    )
     (path,) = (tmp_path / "rec").glob("*.anr")
     full, scanned = read_recording(path), scan_recording(path)
     assert scanned.ranges == [] and scanned.marks == [] and full.ranges and full.marks
-    for field in ("pid", "ppid", "cmdline", "thread_names", "dropped_events", "discarded_events",
-                  "realtime_offset_ns", "ended_normally"):
+    for field in (
+        "pid",
+        "ppid",
+        "cmdline",
+        "thread_names",
+        "dropped_events",
+        "discarded_events",
+        "realtime_offset_ns",
+        "ended_normally",
+    ):
         assert getattr(scanned, field) == getattr(full, field), field
     assert len(scanned.thread_names) == 2
 
@@ -590,13 +682,36 @@ def test_python_reader_constants_are_the_format_header() -> None:
         values.update({name: int(value) for name, value in re.findall(r"(ANR_\w+)\s*=\s*(\d+)", body)})
     assert re.search(r'#define ANR_MAGIC "(\w+)"', header).group(1).encode() == recording.MAGIC
     expected = {
-        "ANR_MAGIC_BYTES": len(recording.MAGIC), "ANR_VERSION": recording.VERSION,
-        "ANR_HEADER_SIZE": recording.HEADER.size, "ANR_SECTION_HEAD_BYTES": recording.SECTION.size,
-        "ANR_THREAD_HEAD_BYTES": recording.THREAD.size, "ANR_SPILL_BYTES": recording.SPILL.size,
-        "ANR_PAYLOAD_MAX": max(recording.PAYLOAD_FORMATS), "ANR_THREAD_WRAPPED": recording.THREAD_WRAPPED,
-        **{f"ANR_{name}": getattr(recording, name) for name in (
-            "T_END", "T_CMDLINE", "T_DOMAINS", "T_STRINGS", "T_CATEGORIES", "T_THREAD", "T_THREAD_NAMES", "T_SPILL",
-            "K_PUSH", "K_POP", "K_START", "K_END", "K_MARK", "F_COLOR", "F_CATEGORY",
-            "M_NONE", "M_INLINE", "M_REGISTERED")},
+        "ANR_MAGIC_BYTES": len(recording.MAGIC),
+        "ANR_VERSION": recording.VERSION,
+        "ANR_HEADER_SIZE": recording.HEADER.size,
+        "ANR_SECTION_HEAD_BYTES": recording.SECTION.size,
+        "ANR_THREAD_HEAD_BYTES": recording.THREAD.size,
+        "ANR_SPILL_BYTES": recording.SPILL.size,
+        "ANR_PAYLOAD_MAX": max(recording.PAYLOAD_FORMATS),
+        "ANR_THREAD_WRAPPED": recording.THREAD_WRAPPED,
+        **{
+            f"ANR_{name}": getattr(recording, name)
+            for name in (
+                "T_END",
+                "T_CMDLINE",
+                "T_DOMAINS",
+                "T_STRINGS",
+                "T_CATEGORIES",
+                "T_THREAD",
+                "T_THREAD_NAMES",
+                "T_SPILL",
+                "K_PUSH",
+                "K_POP",
+                "K_START",
+                "K_END",
+                "K_MARK",
+                "F_COLOR",
+                "F_CATEGORY",
+                "M_NONE",
+                "M_INLINE",
+                "M_REGISTERED",
+            )
+        },
     }
     assert values == expected

@@ -4,6 +4,7 @@ recording directory removed, the disk full, and the user interrupting the exit-t
 Every case runs a real program in a subprocess, under the real recorder, and reads back what it
 left: what is kept must be exactly true (never half a range), and what is lost must be said.
 """
+
 from __future__ import annotations
 
 import os
@@ -11,11 +12,11 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import make_file, run_autonvtx
 
 import autonvtx
 from autonvtx import environment
@@ -23,7 +24,6 @@ from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording, Range
 from autonvtx.recorder.recording import read_directory
 from autonvtx.recorder.session import FAILED_STATUS
-from conftest import make_file, run_autonvtx
 
 LIBRARY = native.library_path()
 pytestmark = pytest.mark.skipif(LIBRARY is None, reason="the native recorder is not built")
@@ -43,8 +43,9 @@ def recorder_env(**extra: str) -> dict[str, str]:
 def parents(recording: ProcessRecording) -> dict[Range, Range | None]:
     """Each push range's enclosing push range on its thread and domain, from the times alone."""
     result: dict[Range, Range | None] = {}
-    pushes = sorted((r for r in recording.ranges if r.kind == "push"),
-                    key=lambda r: (r.tid, r.domain, r.start_ns, -r.end_ns))
+    pushes = sorted(
+        (r for r in recording.ranges if r.kind == "push"), key=lambda r: (r.tid, r.domain, r.start_ns, -r.end_ns)
+    )
     stack: list[Range] = []
     for r in pushes:
         while stack and (stack[-1].tid, stack[-1].domain) != (r.tid, r.domain):
@@ -89,10 +90,10 @@ def test_a_full_buffer_drops_whole_ranges_only(tmp_path: Path, mode: str) -> Non
     script = make_file(tmp_path / "hot.py", HOT_PROGRAM)
     record_dir = tmp_path / "recording"
     record_dir.mkdir()
-    env = recorder_env(AUTONVTX_RECORD_LIMIT_MB="1",
-                       AUTONVTX_RECORD_DIR=str(record_dir) if mode == "spilled" else "")
-    proc = subprocess.run([sys.executable, str(script), str(record_dir)], env=env, capture_output=True,
-                          text=True, timeout=300)
+    env = recorder_env(AUTONVTX_RECORD_LIMIT_MB="1", AUTONVTX_RECORD_DIR=str(record_dir) if mode == "spilled" else "")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(record_dir)], env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr
     emitted = int(proc.stdout.split()[-1])
     (recording,) = read_directory(record_dir)
@@ -106,8 +107,11 @@ def test_a_full_buffer_drops_whole_ranges_only(tmp_path: Path, mode: str) -> Non
     assert names["span"] <= names["middle"] + 30_000
     # Nothing re-nested: a leaf is always in a middle range, a middle one in an outer one.
     expected_parent = {"outer": None, "middle": "outer", "leaf": "middle"}
-    wrong = Counter((r.name, p.name if p else None) for r, p in parents(recording).items()
-                    if (p.name if p else None) != expected_parent[r.name])
+    wrong = Counter(
+        (r.name, p.name if p else None)
+        for r, p in parents(recording).items()
+        if (p.name if p else None) != expected_parent[r.name]
+    )
     assert not wrong, wrong
     leaves = [r for r in recording.ranges if r.name == "leaf"]
     assert max(r.duration_ns for r in leaves) < max(r.duration_ns for r in recording.ranges if r.name == "middle")
@@ -116,7 +120,9 @@ def test_a_full_buffer_drops_whole_ranges_only(tmp_path: Path, mode: str) -> Non
 def test_a_program_that_closes_every_descriptor_keeps_its_own_files(workdir: Path) -> None:
     # A daemon closes every descriptor it did not open, then opens its own files: they get the
     # lowest free numbers, which the recorder's file may have had. Nothing of ours may land there.
-    make_file(workdir / "daemon.py", """
+    make_file(
+        workdir / "daemon.py",
+        """
         import os, time
 
         def tick():
@@ -136,7 +142,8 @@ def test_a_program_that_closes_every_descriptor_keeps_its_own_files(workdir: Pat
         with open("mine.txt", "w") as mine:  # the lowest free number: perhaps the recorder's
             lines = ticking(0.5, lambda: (mine.write("line\\n"), mine.flush()))  # several writes of ours
         print(calls + lines, lines)
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "daemon.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     calls, lines = map(int, done.stdout.split())
@@ -217,8 +224,7 @@ def test_a_sigterm_while_a_spawn_child_starts_still_writes_its_recording(tmp_pat
     record_dir = tmp_path / "recording"
     record_dir.mkdir()
     env = recorder_env(AUTONVTX_RECORD_DIR=str(record_dir))
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGTERM, (proc.stdout, proc.stderr)
     pid = int(proc.stdout.split()[0])
     assert (record_dir / f"{pid}.json").exists()  # named itself
@@ -228,7 +234,9 @@ def test_a_sigterm_while_a_spawn_child_starts_still_writes_its_recording(tmp_pat
 
 
 def test_a_recording_directory_removed_mid_run_is_said(workdir: Path) -> None:
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import os, shutil, time
 
         def tick():
@@ -238,7 +246,8 @@ def test_a_recording_directory_removed_mid_run_is_said(workdir: Path) -> None:
         time.sleep(0.25)  # written once
         shutil.rmtree(os.environ["AUTONVTX_RECORD_DIR"])
         tick()
-    """)
+    """,
+    )
     done = run_autonvtx("--summary", "-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == FAILED_STATUS, done.stderr  # the program's 0, but an output is missing
     assert "trace.json.recording was removed while the program ran" in done.stderr
@@ -248,7 +257,9 @@ def test_a_recording_directory_removed_mid_run_is_said(workdir: Path) -> None:
 
 def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> None:
     # A file size limit fails the recorder's writes as a full disk does (EFBIG for ENOSPC).
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import os, resource, signal, time
 
         def tick():
@@ -262,7 +273,8 @@ def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> N
         for _ in range(20_000):
             tick()
         time.sleep(0.25)  # a write that fails half way
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == FAILED_STATUS, done.stderr  # the program's 0, but an output is missing
     recording = workdir / "trace.json.recording"
@@ -275,7 +287,9 @@ def test_a_full_disk_is_said_and_leaves_a_readable_recording(workdir: Path) -> N
 
 def test_a_full_disk_while_the_trace_is_written_names_the_trace(workdir: Path) -> None:
     # The recording fits under the limit, the trace (text, several times larger) does not.
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import resource, signal
 
         def tick():
@@ -286,7 +300,8 @@ def test_a_full_disk_while_the_trace_is_written_names_the_trace(workdir: Path) -
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         # 40 bytes a range in the recording, over 100 in the trace.
         resource.setrlimit(resource.RLIMIT_FSIZE, (20_000 * 80, resource.RLIM_INFINITY))
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == FAILED_STATUS, done.stderr  # the program's 0, but an output is missing
     recording = workdir / "trace.json.recording"
@@ -300,9 +315,13 @@ def test_a_full_disk_while_the_trace_is_written_names_the_trace(workdir: Path) -
 def test_a_programs_own_sigterm_handler_during_the_exit_time_write_keeps_the_recording(workdir: Path) -> None:
     # The program handles SIGTERM itself (sys.exit): autonvtx leaves its handler in charge, and
     # the SystemExit it raises in the middle of the write must not cost the recording.
-    make_file(workdir / "program.py", SIGNALLED_AT_EXIT + """
+    make_file(
+        workdir / "program.py",
+        SIGNALLED_AT_EXIT
+        + """
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(3))
-""")
+""",
+    )
     done = run_autonvtx("-t", "__main__", "program.py", str(int(signal.SIGTERM)), cwd=workdir)
     recording = workdir / "trace.json.recording"
     assert "stopped by the program's exit while writing the outputs" in done.stderr, done.stderr

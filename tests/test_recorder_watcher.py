@@ -6,6 +6,7 @@ Every case runs `autonvtx run` in a subprocess as a user would. `capture_output`
 its end, and the watcher holds stderr until it is done: when the run returns, whatever the
 watcher writes is written.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import autonvtx_env, make_file, run_autonvtx
 
 from autonvtx.recorder import native
 from autonvtx.recorder.session import FAILED_STATUS
-from conftest import autonvtx_env, make_file, run_autonvtx
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -57,8 +58,10 @@ def watchers_of(pid: int) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("ending, status", [("os._exit(7)", 7), ("os.kill(os.getpid(), signal.SIGKILL)", -9),
-                                            ("os.kill(os.getpid(), signal.SIGSEGV)", -11)])
+@pytest.mark.parametrize(
+    "ending, status",
+    [("os._exit(7)", 7), ("os.kill(os.getpid(), signal.SIGKILL)", -9), ("os.kill(os.getpid(), signal.SIGSEGV)", -11)],
+)
 def test_a_program_that_ends_without_its_exit_still_gets_its_trace(workdir: Path, ending: str, status: int) -> None:
     make_file(workdir / "program.py", RECORDED + "    " + ending + "\n")
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
@@ -79,14 +82,17 @@ def test_a_program_that_ends_without_its_exit_gets_its_summary(workdir: Path) ->
 
 
 def test_a_normal_end_leaves_no_watcher_and_no_message(workdir: Path) -> None:
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import os, sys
         def work():
             return 1
         work()
         print(os.getpid())
         sys.exit(5)
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == 5
     assert "ended without running its exit" not in done.stderr
@@ -95,7 +101,9 @@ def test_a_normal_end_leaves_no_watcher_and_no_message(workdir: Path) -> None:
 
 
 def test_the_watcher_is_not_the_programs_child_and_holds_only_stderr(workdir: Path) -> None:
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import os, sys
         try:
             os.waitpid(-1, os.WNOHANG)  # a program reaping every child of its own
@@ -105,20 +113,29 @@ def test_the_watcher_is_not_the_programs_child_and_holds_only_stderr(workdir: Pa
         print(os.getpid(), flush=True)
         sys.stdin.readline()  # until the test has looked
         os._exit(0)
-    """)
-    program = subprocess.Popen([sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "program.py"],
-                               cwd=workdir, env=autonvtx_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    """,
+    )
+    program = subprocess.Popen(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "program.py"],
+        cwd=workdir,
+        env=autonvtx_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert program.stdout is not None and program.stdin is not None
     assert program.stdout.readline() == "no child\n"
     pid = int(program.stdout.readline())
     (watcher,) = watchers_of(pid)
+
     def parent_and_session(process: int) -> tuple[int, int]:
         stat = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
         return int(stat[1]), int(stat[3])
 
     parent, session = parent_and_session(watcher)
     assert parent != pid and session != parent_and_session(pid)[1]  # not the program's child; a session of its own
+
     def open_files() -> dict[int, str]:
         return {int(fd): os.readlink(f"/proc/{watcher}/fd/{fd}") for fd in os.listdir(f"/proc/{watcher}/fd")}
 
@@ -142,13 +159,22 @@ def test_the_watcher_is_not_the_programs_child_and_holds_only_stderr(workdir: Pa
 def test_a_pipe_from_a_program_that_ended_without_its_exit_ends(workdir: Path) -> None:
     make_file(workdir / "program.py", RECORDED + "    os._exit(0)\n")
     shell = f"'{sys.executable}' -m autonvtx run --trace t.json -t __main__ program.py | cat"
-    done = subprocess.run(["sh", "-c", shell], cwd=workdir, env=autonvtx_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.DEVNULL, text=True, timeout=120)
+    done = subprocess.run(
+        ["sh", "-c", shell],
+        cwd=workdir,
+        env=autonvtx_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        timeout=120,
+    )
     assert done.stdout == "ran\n"
 
 
 def test_children_are_recorded_and_watch_nothing(workdir: Path) -> None:
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import multiprocessing, os, subprocess, sys
 
         def work():
@@ -161,7 +187,8 @@ def test_children_are_recorded_and_watch_nothing(workdir: Path) -> None:
                                      capture_output=True, text=True, check=True)
             work()
             print(os.getpid(), fork_child, spawned.stdout.strip())
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert "ended without running its exit" not in done.stderr
@@ -173,8 +200,9 @@ def test_children_are_recorded_and_watch_nothing(workdir: Path) -> None:
 
 def test_under_another_nvtx_tool_no_watcher_is_started(workdir: Path) -> None:
     make_file(workdir / "program.py", "import os\nprint(os.getpid(), flush=True)\nos._exit(0)\n")
-    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir,
-                        env=autonvtx_env(NVTX_INJECTION64_PATH="/nonexistent/libtool.so"))
+    done = run_autonvtx(
+        "-t", "__main__", "program.py", cwd=workdir, env=autonvtx_env(NVTX_INJECTION64_PATH="/nonexistent/libtool.so")
+    )
     assert done.returncode == 0
     assert "another NVTX tool is attached" in done.stderr
     assert "ended without running its exit" not in done.stderr
@@ -251,7 +279,9 @@ def test_a_sigterm_keeps_its_status(workdir: Path) -> None:
 def test_a_program_killed_while_writing_its_outputs_still_gets_them(workdir: Path) -> None:
     # A thread of the program kills it as soon as the trace's temporary file appears, in the
     # middle of the exit-time write: the watcher writes the trace, and removes the partial one.
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import glob, os, signal, threading, time
 
         def tick():
@@ -265,7 +295,8 @@ def test_a_program_killed_while_writing_its_outputs_still_gets_them(workdir: Pat
         for _ in range(300_000):
             tick()
         threading.Thread(target=kill_when_writing, daemon=True).start()
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert "ended without running its exit" in done.stderr
@@ -292,8 +323,12 @@ def test_the_watcher_runs_its_command_only_for_a_death_without_done(pidfd: bool,
     fd = os.pidfd_open(program.pid) if pidfd else -1
     passed = [read_fd] + ([fd] if pidfd else [])
     command = [sys.executable, "-c", "print('written after death')"]
-    watching = subprocess.Popen([sys.executable, "-I", "-S", watcher.__file__, str(program.pid), str(fd), str(read_fd),
-                                 *command], pass_fds=passed, stdout=subprocess.PIPE, text=True)
+    watching = subprocess.Popen(
+        [sys.executable, "-I", "-S", watcher.__file__, str(program.pid), str(fd), str(read_fd), *command],
+        pass_fds=passed,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     os.close(read_fd)
     if fd >= 0:
         os.close(fd)

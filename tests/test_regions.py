@@ -1,6 +1,7 @@
 """Regions inside functions, end to end through the recorder: a range per loop iteration (for,
 while, async for; break, continue, return and exceptions out of the loop; generators inside
 it), line spans, calls, capture windows; their config's messages; the refusal before 3.12."""
+
 from __future__ import annotations
 
 import json
@@ -9,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import make_file, run_autonvtx
 
 needs_312 = pytest.mark.skipif(sys.version_info < (3, 12), reason="regions need sys.monitoring (3.12+)")
@@ -35,8 +35,14 @@ def outline(events: list[dict[str, Any]], tid: Any = None) -> list[str]:
     return lines
 
 
-def record(tmp_path: Path, module: str, regions: str, main: str = "loops.main()\n",
-           rules: str = "loops", extra: tuple[str, ...] = ()) -> tuple[list[str], Any]:
+def record(
+    tmp_path: Path,
+    module: str,
+    regions: str,
+    main: str = "loops.main()\n",
+    rules: str = "loops",
+    extra: tuple[str, ...] = (),
+) -> tuple[list[str], Any]:
     """Run `main` (after `import loops`, the module `module`) under `autonvtx run --trace`
     with rules selecting `rules` and the `regions` tables; the outline of its main thread."""
     make_file(tmp_path / "loops.py", module)
@@ -73,7 +79,9 @@ FOR_LOOP = """
 
 @needs_312
 def test_a_range_per_for_iteration_nests_in_the_function_and_around_its_calls(tmp_path: Path) -> None:
-    lines, done = record(tmp_path, FOR_LOOP, '[[regions]]\nfunction = "loops:train"\nloop = "first"\nname = "step {i}"\n')
+    lines, done = record(
+        tmp_path, FOR_LOOP, '[[regions]]\nfunction = "loops:train"\nloop = "first"\nname = "step {i}"\n'
+    )
     assert lines == [
         "main",
         "  train",
@@ -110,8 +118,10 @@ NESTED_LOOPS = """
 def test_an_outer_iteration_whose_body_starts_with_an_inner_loop_is_one_range(tmp_path: Path) -> None:
     # The body's first line is the inner loop's header, which runs at each inner step: each
     # outer iteration was restarted there (123 "epoch" ranges for 3 epochs in the example).
-    regions = ('[[regions]]\nfunction = "loops:train"\nloop = "first"\nname = "epoch {i}"\n'
-               '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n')
+    regions = (
+        '[[regions]]\nfunction = "loops:train"\nloop = "first"\nname = "epoch {i}"\n'
+        '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n'
+    )
     lines, _ = record(tmp_path, NESTED_LOOPS, regions)
     assert lines == [
         "main",
@@ -133,10 +143,23 @@ def test_an_outer_iteration_whose_body_starts_with_an_inner_loop_is_one_range(tm
 
 @needs_312
 def test_regions_work_beside_the_wrap_engine(tmp_path: Path) -> None:
-    lines, _ = record(tmp_path, FOR_LOOP, '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n',
-                      extra=("--engine", "wrap"))
-    assert lines == ["main", "  train", "    step 0", "      work", "    step 1", "      work",
-                     "    step 2", "      work", "    done"]
+    lines, _ = record(
+        tmp_path,
+        FOR_LOOP,
+        '[[regions]]\nfunction = "loops:train"\nloop = 6\nname = "step {i}"\n',
+        extra=("--engine", "wrap"),
+    )
+    assert lines == [
+        "main",
+        "  train",
+        "    step 0",
+        "      work",
+        "    step 1",
+        "      work",
+        "    step 2",
+        "      work",
+        "    done",
+    ]
 
 
 WHILE_LOOP = """
@@ -321,7 +344,9 @@ ASYNC_FOR = """
 @needs_312
 def test_async_for_iterations_reopen_after_each_await_inside_the_coroutine(tmp_path: Path) -> None:
     lines, done = record(
-        tmp_path, ASYNC_FOR, '[[regions]]\nfunction = "loops:consume"\nloop = "first"\nname = "tick {i}"\n',
+        tmp_path,
+        ASYNC_FOR,
+        '[[regions]]\nfunction = "loops:consume"\nloop = "first"\nname = "tick {i}"\n',
         rules="nothing_here",
     )
     events = done.ranges()
@@ -435,22 +460,31 @@ def test_unplaceable_regions_name_file_and_key(tmp_path: Path) -> None:
     )
     _, done = record(tmp_path, CAPTURED, regions)
     err = done.stderr
-    assert "warning: regions.toml: regions[0].loop: loops:train: no loop starts on line 3 of train; expected one of its loops' lines (5)" in err
+    assert (
+        "warning: regions.toml: regions[0].loop: loops:train: no loop starts on line 3 of train; expected one of its loops' lines (5)"
+        in err
+    )
     assert "warning: regions.toml: regions[1].loop: loops:work: no loop in work (lines 1-2)" in err
-    assert "warning: regions.toml: regions[2].lines: loops:train: lines 1-40 are not all inside the body of train; expected lines within 5-6" in err
+    assert (
+        "warning: regions.toml: regions[2].lines: loops:train: lines 1-40 are not all inside the body of train; expected lines within 5-6"
+        in err
+    )
     assert "warning: regions.toml: regions[3].function: 'loops:trian' matched no function in this process" in err
 
 
 def test_bad_region_tables_are_reported_together(tmp_path: Path) -> None:
     make_file(tmp_path / "prog.py", "pass\n")
-    make_file(tmp_path / "bad.toml", """
+    make_file(
+        tmp_path / "bad.toml",
+        """
         [[regions]]
         loop = "last"
         lines = "9-3"
         name = "{step}"
         capture = [5, 2]
         colr = "red"
-    """)
+    """,
+    )
     done = run_autonvtx("--config", "bad.toml", "prog.py", cwd=tmp_path, trace=False)
     assert done.returncode == 2
     if sys.version_info < (3, 12):
@@ -463,7 +497,7 @@ def test_bad_region_tables_are_reported_together(tmp_path: Path) -> None:
         "autonvtx: bad.toml: regions[0].colr: unknown key; did you mean 'color'?",
         "autonvtx: bad.toml: regions[0]: a region needs 'function' ('module:qualname', globs allowed)",
         "autonvtx: bad.toml: regions[0].loop: expected \"first\" or the line number a loop starts on, got string 'last'",
-        "autonvtx: bad.toml: regions[0].lines: expected a line span \"first-last\" such as \"120-134\", got string '9-3'",
+        'autonvtx: bad.toml: regions[0].lines: expected a line span "first-last" such as "120-134", got string \'9-3\'',
         "autonvtx: bad.toml: regions[0].name: unknown field {step} in '{step}'; expected {i}, {module}, {qualname},"
         " {name}, {class}, {file}, {line}",
         "autonvtx: bad.toml: regions[0].capture: expected [from, to], iterations from <= i < to (0 <= from < to),"
@@ -508,7 +542,10 @@ def test_list_shows_where_each_region_was_placed(tmp_path: Path) -> None:
 
     done = subprocess.run(
         [sys.executable, "-m", "autonvtx", "list", "--config", "regions.toml", "loops"],
-        cwd=tmp_path, capture_output=True, text=True, env=autonvtx_env(PYTHONPATH=str(tmp_path)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(PYTHONPATH=str(tmp_path)),
     )
     assert done.returncode == 0, done.stderr
     assert (
@@ -546,7 +583,9 @@ def test_the_window_calls_the_cuda_profiler_api_of_the_runtime_already_loaded(tm
     runtimes = sorted(glob.glob("/usr/local/cuda*/lib64/libcudart.so*"))
     if not runtimes:
         pytest.skip("no CUDA runtime library on this machine")
-    make_file(tmp_path / "prog.py", f"""
+    make_file(
+        tmp_path / "prog.py",
+        f"""
         import ctypes
         ctypes.CDLL({runtimes[0]!r})  # as PyTorch or CuPy would have loaded it
 
@@ -555,7 +594,8 @@ def test_the_window_calls_the_cuda_profiler_api_of_the_runtime_already_loaded(tm
                 pass
 
         train(4)
-    """)
+    """,
+    )
     done = run_autonvtx("-v", "--capture", "__main__:train:1-3", "prog.py", cwd=tmp_path, trace=False)
     assert done.returncode == 0, done.stderr
     # Without a GPU the call returns an error status; what matters is that it was made.
@@ -564,11 +604,17 @@ def test_the_window_calls_the_cuda_profiler_api_of_the_runtime_already_loaded(tm
 
 
 @needs_312
-@pytest.mark.parametrize("name, text", [
-    ("pyproject.toml", '[tool.autonvtx]\n[[tool.autonvtx.regions]]\nfunction = "m:f"\nloop = 7\ncapture = [1, 2]\n'),
-    ("regions.yaml", 'regions:\n  - function: "m:f"\n    loop: 7\n    capture: [1, 2]\n'),
-    ("regions.toml", '[[regions]]\nfunction = "m:f"\nloop = 7\ncapture = [1, 2]\n'),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        (
+            "pyproject.toml",
+            '[tool.autonvtx]\n[[tool.autonvtx.regions]]\nfunction = "m:f"\nloop = 7\ncapture = [1, 2]\n',
+        ),
+        ("regions.yaml", 'regions:\n  - function: "m:f"\n    loop: 7\n    capture: [1, 2]\n'),
+        ("regions.toml", '[[regions]]\nfunction = "m:f"\nloop = 7\ncapture = [1, 2]\n'),
+    ],
+)
 def test_regions_are_read_from_every_config_format(tmp_path: Path, name: str, text: str) -> None:
     from autonvtx.config import Region
     from autonvtx.configfile import load_config

@@ -1,4 +1,5 @@
 """autonvtx report on real Nsight Systems exports: numbers checked against an independent SQL join."""
+
 from __future__ import annotations
 
 import csv
@@ -13,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import autonvtx_env, make_file, run_autonvtx
 
 from autonvtx.report.output import ReportRequest, produce
-from conftest import autonvtx_env, make_file, run_autonvtx
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 SAXPY = FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite"
@@ -65,8 +66,10 @@ def independent(path: Path, each: bool = True) -> dict[tuple[str, str], tuple[in
     db = connect(path, each)
     try:
         domains = domain_names(db)
-        return {(domains.get(d, f"domain {d}"), name): (kernels, kernel_ns, gpu_ns)
-                for d, name, kernels, kernel_ns, gpu_ns in db.execute(INDEPENDENT)}
+        return {
+            (domains.get(d, f"domain {d}"), name): (kernels, kernel_ns, gpu_ns)
+            for d, name, kernels, kernel_ns, gpu_ns in db.execute(INDEPENDENT)
+        }
     finally:
         db.close()
 
@@ -89,26 +92,34 @@ def torch_grouped() -> dict[str, Any]:
 
 @pytest.mark.parametrize("each", [True, False], ids=["each", "grouped"])
 @pytest.mark.parametrize("path", [SAXPY, TORCH], ids=["saxpy-2022.2", "torch-2026.2"])
-def test_per_name_kernels_and_gpu_time_match_an_independent_join(path: Path, each: bool,
-                                                                  request: pytest.FixtureRequest) -> None:
+def test_per_name_kernels_and_gpu_time_match_an_independent_join(
+    path: Path, each: bool, request: pytest.FixtureRequest
+) -> None:
     expected = independent(path, each)
     if path == TORCH:  # the module's fixtures already hold this report (seconds each)
         document = request.getfixturevalue("torch_json" if each else "torch_grouped")
     else:
         document = report_json(path, each=each)
-    got = {(r["domain"], r["name"]): (r["kernels"], r["kernel_ns"], r["gpu_ns"])
-           for r in document["ranges"] if r["kernels"] or r["gpu_ns"]}
+    got = {
+        (r["domain"], r["name"]): (r["kernels"], r["kernel_ns"], r["gpu_ns"])
+        for r in document["ranges"]
+        if r["kernels"] or r["gpu_ns"]
+    }
     assert got == expected
     assert sum(kernels for kernels, _, _ in expected.values()) > 0
 
 
 @pytest.mark.parametrize("each", [True, False], ids=["each", "grouped"])
-def test_instances_and_cpu_time_are_the_ranges_recorded(torch_json: dict[str, Any], torch_grouped: dict[str, Any],
-                                                        each: bool) -> None:
+def test_instances_and_cpu_time_are_the_ranges_recorded(
+    torch_json: dict[str, Any], torch_grouped: dict[str, Any], each: bool
+) -> None:
     db = connect(TORCH, each)
-    counts = dict(db.execute(
-        "SELECT row_name(COALESCE(n.text, s.value)), COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
-        "ON s.id = n.textId WHERE eventType IN (59, 60) GROUP BY 1"))
+    counts = dict(
+        db.execute(
+            "SELECT row_name(COALESCE(n.text, s.value)), COUNT(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
+            "ON s.id = n.textId WHERE eventType IN (59, 60) GROUP BY 1"
+        )
+    )
     db.close()
     document = torch_json if each else torch_grouped
     assert {r["name"]: r["instances"] for r in document["ranges"]} == counts
@@ -117,8 +128,9 @@ def test_instances_and_cpu_time_are_the_ranges_recorded(torch_json: dict[str, An
         assert row["cpu_ns"] == 60111435104 - 60111430336
 
 
-def test_numbered_names_of_an_export_share_a_row_unless_each(torch_json: dict[str, Any],
-                                                             torch_grouped: dict[str, Any]) -> None:
+def test_numbered_names_of_an_export_share_a_row_unless_each(
+    torch_json: dict[str, Any], torch_grouped: dict[str, Any]
+) -> None:
     # 18,499 names as recorded, nearly each with its own op_id: 71 rows, each op's instances together.
     assert (len(torch_json["ranges"]), len(torch_grouped["ranges"])) == (18_499, 71)
     rows = {r["name"]: r for r in torch_grouped["ranges"]}
@@ -139,8 +151,12 @@ def test_totals_split_the_capture_into_inside_outside_and_not_captured(torch_jso
     totals = torch_json["totals"]
     assert (totals["capture"]["kernels"], totals["capture"]["kernel_ns"]) == (kernels, kernel_ns)
     # The window was cut from a longer capture: 31 operations were launched before it began.
-    assert totals["launch_not_captured"]["kernels"] + totals["launch_not_captured"]["memcpy"] + \
-        totals["launch_not_captured"]["memset"] == 31
+    assert (
+        totals["launch_not_captured"]["kernels"]
+        + totals["launch_not_captured"]["memcpy"]
+        + totals["launch_not_captured"]["memset"]
+        == 31
+    )
     tree = report_json(TORCH, tree=True)["tree"]
     inside = sum(child["kernels"] for root in tree for child in root["children"])
     assert inside + totals["outside_ranges"]["kernels"] + totals["launch_not_captured"]["kernels"] == kernels
@@ -163,7 +179,13 @@ def test_domains_registered_strings_and_ranks_of_the_2022_export() -> None:
     document = report_json(SAXPY, by="rank")
     rows = {(r["domain"], r["name"]): r for r in document["ranges"]}
     # MPI ranges live in the "MPI" domain with registered strings (textId); marks are not ranges.
-    assert set(rows) == {("", "saxpy"), ("MPI", "MPI_Init"), ("MPI", "MPI_Send"), ("MPI", "MPI_Recv"), ("MPI", "MPI_Finalize")}
+    assert set(rows) == {
+        ("", "saxpy"),
+        ("MPI", "MPI_Init"),
+        ("MPI", "MPI_Send"),
+        ("MPI", "MPI_Recv"),
+        ("MPI", "MPI_Finalize"),
+    }
     assert {r["group"] for r in document["ranges"]} == {"rank 0"}  # from the NVTX thread name "MPI Rank 0"
     assert not any(note.startswith("--by rank:") for note in document["notes"])
 
@@ -191,11 +213,14 @@ def test_groups_partition_the_work(torch_grouped: dict[str, Any], by: str) -> No
 def test_by_gpu_splits_work_by_device() -> None:
     document = report_json(TORCH, by="gpu", strip_ids=True)
     db = sqlite3.connect(f"file:{TORCH}?mode=ro", uri=True)
-    per_device = dict(db.execute(
-        "SELECT k.deviceId, COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-        "ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24 "
-        "JOIN NVTX_EVENTS n ON n.globalTid = r.globalTid AND n.start <= r.start AND r.start <= n.\"end\" "
-        "AND n.text LIKE 'ProfilerStep%' GROUP BY 1"))
+    per_device = dict(
+        db.execute(
+            "SELECT k.deviceId, COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+            "ON r.correlationId = k.correlationId AND r.globalTid >> 24 = k.globalPid >> 24 "
+            'JOIN NVTX_EVENTS n ON n.globalTid = r.globalTid AND n.start <= r.start AND r.start <= n."end" '
+            "AND n.text LIKE 'ProfilerStep%' GROUP BY 1"
+        )
+    )
     db.close()
     steps = {r["group"]: r["kernels"] for r in document["ranges"] if r["name"].startswith("ProfilerStep")}
     if per_device:
@@ -228,12 +253,20 @@ def test_text_table_fits_100_columns_and_shapes() -> None:
     lines = text.splitlines()
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
     header = next(i for i, line in enumerate(lines) if "GPU %" in line)
-    body = [line for line in lines[header + 2:] if line and not line.startswith(("      ", "Note:"))]
+    body = [line for line in lines[header + 2 :] if line and not line.startswith(("      ", "Note:"))]
     assert len(body) == 5 and body[0].endswith("FlashAttnFunc")
     filtered = produce(ReportRequest(str(TORCH), strip_ids=True, pattern="nccl*", sort="name"))
     assert filtered is not None
-    names = [line.split("  ")[-1].removeprefix("domain 1:") for line in filtered.splitlines() if " ns " in line or " ms " in line]
-    assert names == sorted(names) == ["nccl:all_to_all", "ncclCommCount", "ncclGroupEnd", "ncclGroupStart", "ncclRecv", "ncclSend"]
+    names = [
+        line.split("  ")[-1].removeprefix("domain 1:")
+        for line in filtered.splitlines()
+        if " ns " in line or " ms " in line
+    ]
+    assert (
+        names
+        == sorted(names)
+        == ["nccl:all_to_all", "ncclCommCount", "ncclGroupEnd", "ncclGroupStart", "ncclRecv", "ncclSend"]
+    )
 
 
 def test_filter_matches_an_exports_domain_and_name_as_a_recordings() -> None:
@@ -243,8 +276,13 @@ def test_filter_matches_an_exports_domain_and_name_as_a_recordings() -> None:
         assert text is not None
         return [line.split("  ")[-1] for line in text.splitlines() if " ns " in line or " ms " in line]
 
-    in_domain = ["domain 1:ncclCommCount", "domain 1:ncclGroupEnd", "domain 1:ncclGroupStart", "domain 1:ncclRecv",
-                 "domain 1:ncclSend"]
+    in_domain = [
+        "domain 1:ncclCommCount",
+        "domain 1:ncclGroupEnd",
+        "domain 1:ncclGroupStart",
+        "domain 1:ncclRecv",
+        "domain 1:ncclSend",
+    ]
     assert names("domain 1:nccl*") == in_domain
     assert names("nccl*") == ["nccl:all_to_all", *in_domain]
     assert names("domain 1:*Group*") == in_domain[1:3]
@@ -265,8 +303,14 @@ def test_output_file_takes_its_format_from_the_extension(tmp_path: Path) -> None
 
 
 def cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", "report", *args], capture_output=True, text=True,
-                          env=env or autonvtx_env(), cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", *args],
+        capture_output=True,
+        text=True,
+        env=env or autonvtx_env(),
+        cwd=cwd,
+        timeout=120,
+    )
 
 
 def test_cli_prints_the_table() -> None:
@@ -307,12 +351,15 @@ def _corrupt_sqlite(tmp: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("make, what", [
-    (_random_bytes, "neither an SQLite file nor a JSON trace"),
-    (_other_sqlite, "without Nsight Systems tables"),
-    (_corrupt_sqlite, "not an SQLite database"),
-    (lambda tmp: tmp / "missing.sqlite", "no such file"),
-])
+@pytest.mark.parametrize(
+    "make, what",
+    [
+        (_random_bytes, "neither an SQLite file nor a JSON trace"),
+        (_other_sqlite, "without Nsight Systems tables"),
+        (_corrupt_sqlite, "not an SQLite database"),
+        (lambda tmp: tmp / "missing.sqlite", "no such file"),
+    ],
+)
 def test_not_an_export_is_one_line_and_status_2(tmp_path: Path, make: Any, what: str) -> None:
     path = make(tmp_path)
     done = cli(str(path))
@@ -325,7 +372,9 @@ def test_nsys_rep_without_nsys_says_how(tmp_path: Path) -> None:
     rep = tmp_path / "run.nsys-rep"
     rep.write_bytes(b"not read")
     env = autonvtx_env(PATH=str(tmp_path / "empty-bin"))
-    done = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(rep)], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", str(rep)], capture_output=True, text=True, env=env
+    )
     assert done.returncode == 2
     assert done.stderr == (
         f"autonvtx: {rep}: reading a .nsys-rep needs Nsight Systems' `nsys` on PATH, which is not there; "
@@ -335,7 +384,9 @@ def test_nsys_rep_without_nsys_says_how(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("by", [None, "gpu"])
-def test_threads_swept_in_several_processes_give_the_same_report(monkeypatch: pytest.MonkeyPatch, by: str | None) -> None:
+def test_threads_swept_in_several_processes_give_the_same_report(
+    monkeypatch: pytest.MonkeyPatch, by: str | None
+) -> None:
     from autonvtx.report import workers
 
     serial = report_json(TORCH, by=by, tree=True)
@@ -356,14 +407,16 @@ def test_threads_swept_in_several_processes_give_the_same_report(monkeypatch: py
 
 
 def deep_trace(path: Path, depth: int, name: str = "f") -> Path:
-    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"}
-              for i in range(depth)]
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"} for i in range(depth)
+    ]
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
 
-@pytest.mark.parametrize("args", [["--tree"], ["--tree", "--format", "json"], ["--tree", "--format", "csv"],
-                                  ["--html", "page.html"]])
+@pytest.mark.parametrize(
+    "args", [["--tree"], ["--tree", "--format", "json"], ["--tree", "--format", "csv"], ["--html", "page.html"]]
+)
 def test_a_deep_recursion_is_reported(tmp_path: Path, args: list[str]) -> None:
     deep_trace(tmp_path / "deep.json", 1500)
     done = cli("deep.json", *args, cwd=tmp_path)
@@ -421,12 +474,29 @@ def nested_events() -> list[dict[str, Any]]:
 
 
 def summary_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", "summary", *args], capture_output=True, text=True,
-                          env=autonvtx_env(), cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", "summary", *args],
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        cwd=cwd,
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("view", [[], ["--tree"], ["--sort", "self"], ["--by", "thread"], ["--skip-first", "1"],
-                                  ["--tree", "--filter", "mm"], ["--tree", "--top", "1"], ["--filter", "f*"]])
+@pytest.mark.parametrize(
+    "view",
+    [
+        [],
+        ["--tree"],
+        ["--sort", "self"],
+        ["--by", "thread"],
+        ["--skip-first", "1"],
+        ["--tree", "--filter", "mm"],
+        ["--tree", "--top", "1"],
+        ["--filter", "f*"],
+    ],
+)
 def test_summary_and_report_print_the_same_table_for_one_trace(tmp_path: Path, view: list[str]) -> None:
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
     summary = summary_cli("t.json", *view, cwd=tmp_path)
@@ -466,13 +536,16 @@ def test_tree_filter_keeps_what_encloses_a_match_in_both_commands(tmp_path: Path
 
 
 def test_report_reads_a_perfetto_trace_as_summary_does(workdir: Path) -> None:
-    make_file(workdir / "prog.py", """
+    make_file(
+        workdir / "prog.py",
+        """
         import nvtx
         for _ in range(3):
             with nvtx.annotate("outer", domain="app"):
                 with nvtx.annotate("inner", domain="app"):
                     pass
-    """)
+    """,
+    )
     recorded = run_autonvtx("--trace", str(workdir / "t.pftrace"), "prog.py", cwd=workdir, trace=False)
     assert recorded.returncode == 0, recorded.stderr
     report = cli("t.pftrace", cwd=workdir)
@@ -481,10 +554,13 @@ def test_report_reads_a_perfetto_trace_as_summary_does(workdir: Path) -> None:
     assert "app:outer" in report.stdout and summary.stdout.strip("\n") in report.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-o", "out.xlsx"], "report: -o: 'out.xlsx' must end in .txt, .csv or .json"),
-    (["--sort", "gpu"], "--sort: an autonvtx recording (no GPU data) has no figures for 'gpu'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-o", "out.xlsx"], "report: -o: 'out.xlsx' must end in .txt, .csv or .json"),
+        (["--sort", "gpu"], "--sort: an autonvtx recording (no GPU data) has no figures for 'gpu'"),
+    ],
+)
 def test_report_refuses_what_it_cannot_write_or_sort(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
     done = cli("t.json", *args, cwd=tmp_path)
@@ -495,7 +571,10 @@ def test_report_refuses_what_it_cannot_write_or_sort(tmp_path: Path, args: list[
 def test_summary_refuses_gpu_only_view_options(tmp_path: Path) -> None:
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": nested_events()}))
     done = summary_cli("t.json", "--sort", "kernels", cwd=tmp_path)
-    assert done.returncode == 2 and "--sort: an autonvtx recording (no GPU data) has no figures for 'kernels'" in done.stderr
+    assert (
+        done.returncode == 2
+        and "--sort: an autonvtx recording (no GPU data) has no figures for 'kernels'" in done.stderr
+    )
 
 
 def test_a_terminal_gets_the_first_rows_and_first_a_line_saying_how_to_see_more(tmp_path: Path) -> None:
@@ -505,8 +584,12 @@ def test_a_terminal_gets_the_first_rows_and_first_a_line_saying_how_to_see_more(
 
     export = TORCH
     leader, follower = pty.openpty()
-    with subprocess.Popen([sys.executable, "-m", "autonvtx", "report", str(export), "--each"], stdout=follower,
-                          stderr=subprocess.PIPE, env=autonvtx_env()) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "autonvtx", "report", str(export), "--each"],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        env=autonvtx_env(),
+    ) as proc:
         os.close(follower)
         chunks = []
         while True:
@@ -523,6 +606,11 @@ def test_a_terminal_gets_the_first_rows_and_first_a_line_saying_how_to_see_more(
     assert proc.returncode == 0, proc.stderr
     assert lines[0].startswith("showing the first 30 of 18,499 ranges by gpu: --top N for more"), lines[0]
     assert len(lines) < 120
-    piped = subprocess.run([sys.executable, "-m", "autonvtx", "report", str(export), "--each"], capture_output=True,
-                           text=True, timeout=120, env=autonvtx_env())
+    piped = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", str(export), "--each"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=autonvtx_env(),
+    )
     assert not piped.stdout.startswith("showing") and piped.stdout.count("\n") > 18_499

@@ -1,4 +1,5 @@
 """The report's benchmark scripts run (figures are not asserted: this machine's timings mean nothing)."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_scale_benchmark_builds_a_larger_export_and_reports_on_it() -> None:
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "report_scale.py"), "--size-mb", "6"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "report_scale.py"), "--size-mb", "6"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("fixture: 2.7 MB, 31,883 rows: ")
@@ -25,11 +30,18 @@ def test_scale_benchmark_builds_a_larger_export_and_reports_on_it() -> None:
 @pytest.mark.skipif(Path("/proc/driver/nvidia/gpus").is_dir(), reason="this machine has an NVIDIA driver")
 def test_gpu_check_skips_cleanly_without_a_gpu(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=str(tmp_path))  # no nvidia-smi to find
-    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "gpu_check.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == ("gpu_check: skipped: no CUDA GPU on this machine "
-                           "(no nvidia-smi on PATH and no NVIDIA driver (/proc/driver/nvidia))\n")
+    assert done.stdout == (
+        "gpu_check: skipped: no CUDA GPU on this machine "
+        "(no nvidia-smi on PATH and no NVIDIA driver (/proc/driver/nvidia))\n"
+    )
 
 
 FAKE_CUPTI = '''
@@ -87,8 +99,9 @@ def activity_flush_all(flag):
 '''
 
 
-def test_gpu_check_cupti_path_maps_clocks_and_finds_kernels_in_ranges(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_gpu_check_cupti_path_maps_clocks_and_finds_kernels_in_ranges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A stand-in CUPTI (same calls as cupti-python's) whose "kernels" are launched from a
     # program autonvtx ranges: 3 inside step() (inside run()), 1 at import, outside every range.
     sys.path.insert(0, str(REPO / "benchmarks"))

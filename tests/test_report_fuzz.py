@@ -2,6 +2,7 @@
 exports in tests/fixtures/nsys (text that is not UTF-8, values of the wrong type, missing
 tables and columns, dangling string ids, corrupt and cut files). Every case ends in a report
 or a one-line `autonvtx: <file>: ...` message, never a traceback."""
+
 from __future__ import annotations
 
 import os
@@ -13,14 +14,22 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, make_file
 
 FIXTURES = REPO / "tests" / "fixtures" / "nsys"
 EXPORTS = sorted(FIXTURES.glob("*.sqlite"))
 CASES = 200
-TABLES = ("NVTX_EVENTS", "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-          "CUPTI_ACTIVITY_KIND_MEMCPY", "ThreadNames", "TARGET_INFO_GPU", "META_DATA_EXPORT", "EXPORT_META_DATA")
+TABLES = (
+    "NVTX_EVENTS",
+    "StringIds",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "ThreadNames",
+    "TARGET_INFO_GPU",
+    "META_DATA_EXPORT",
+    "EXPORT_META_DATA",
+)
 ODD_VALUES = ("'abc'", "NULL", "1.5", "x'00ff'", "-1", "9223372036854775807", "CAST(x'ff41fe' AS TEXT)", "''")
 
 
@@ -41,8 +50,10 @@ def _edit(db: sqlite3.Connection, rng: random.Random) -> None:
     if how == 0:  # text that is not UTF-8, where names live
         for target, column in (("NVTX_EVENTS", "text"), ("StringIds", "value")):
             if column in _columns(db, target):
-                db.execute(f'UPDATE "{target}" SET "{column}" = CAST(x\'ff6361\' || x\'e9\' AS TEXT) '
-                           f'WHERE rowid % {rng.randint(1, 5)} = 0')
+                db.execute(
+                    f"UPDATE \"{target}\" SET \"{column}\" = CAST(x'ff6361' || x'e9' AS TEXT) "
+                    f"WHERE rowid % {rng.randint(1, 5)} = 0"
+                )
     elif how == 1 and columns:  # a value of the wrong type in some rows
         column = rng.choice(columns)
         db.execute(f'UPDATE "{table}" SET "{column}" = {rng.choice(ODD_VALUES)} WHERE rowid % {rng.randint(1, 4)} = 0')
@@ -74,7 +85,7 @@ def damaged_exports(directory: Path, seed: int, count: int) -> list[Path]:
         if rng.random() < 0.25:  # bytes damaged under SQLite: a malformed or cut file
             data = bytearray(path.read_bytes())
             if rng.random() < 0.5:
-                data = data[:rng.randrange(len(data))]
+                data = data[: rng.randrange(len(data))]
             else:
                 for _ in range(rng.randint(1, 20)):
                     data[rng.randrange(len(data))] = rng.randrange(256)
@@ -104,12 +115,21 @@ for i, path in enumerate(sys.argv[1:]):
 def test_report_on_damaged_exports_never_raises(tmp_path: Path) -> None:
     paths = damaged_exports(tmp_path, seed=10, count=CASES)
     driver = make_file(tmp_path / "driver.py", DRIVER)
-    run = subprocess.run([sys.executable, str(driver), *map(str, paths)], cwd=tmp_path, capture_output=True,
-                         text=True, errors="replace", timeout=1200, env={**os.environ, "PYTHONPATH": str(REPO)})
+    run = subprocess.run(
+        [sys.executable, str(driver), *map(str, paths)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=1200,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stderr.count("\n") >= CASES
     failures = [line for line in run.stderr.splitlines() if line.endswith(": Traceback")]
-    assert not failures, f"{len(failures)} of {CASES} tracebacks:\n" + run.stderr[run.stderr.find("Traceback (most recent"):][:3000]
+    assert not failures, (
+        f"{len(failures)} of {CASES} tracebacks:\n" + run.stderr[run.stderr.find("Traceback (most recent") :][:3000]
+    )
     refusals = [line for line in run.stderr.splitlines() if line.startswith("autonvtx: ")]
     for line in refusals:  # one line, location first: the file
         assert line.startswith(f"autonvtx: {tmp_path}") or "autonvtx: report" in line or "note" in line, line
@@ -117,8 +137,14 @@ def test_report_on_damaged_exports_never_raises(tmp_path: Path) -> None:
 
 
 def report(tmp_path: Path, path: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "autonvtx", "report", str(path), *options], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", str(path), *options],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 @pytest.mark.skipif(not EXPORTS, reason="no fixture exports in tests/fixtures/nsys")
@@ -142,5 +168,7 @@ def test_a_column_of_the_wrong_type_is_named_in_one_line(tmp_path: Path) -> None
     db.close()
     run = report(tmp_path, path)
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
-    assert run.stderr == (f"autonvtx: {path}: NVTX_EVENTS.start holds a text value; expected integers, as nsys "
-                          "writes them (the export was damaged or not written by nsys)\n")
+    assert run.stderr == (
+        f"autonvtx: {path}: NVTX_EVENTS.start holds a text value; expected integers, as nsys "
+        "writes them (the export was damaged or not written by nsys)\n"
+    )

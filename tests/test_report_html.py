@@ -1,4 +1,5 @@
 """autonvtx report --html: one self-contained page, rendered in a real headless Chromium."""
+
 from __future__ import annotations
 
 import base64
@@ -38,9 +39,19 @@ def chromium() -> str:
 
 def browse(page: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     profile = tmp_path / "chromium-profile"
-    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run", f"--user-data-dir={profile}", "--window-size=1400,900",
-               *extra, page.as_uri()]
+    command = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,900",
+        *extra,
+        page.as_uri(),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done
@@ -133,9 +144,16 @@ def test_a_range_named_like_markup_cannot_break_the_page(tmp_path: Path) -> None
     # of the page; no "<" at all may reach the embedded JSON.
     name = "<!--<script>alert(1)</script>"
     trace = tmp_path / "t.json"
-    trace.write_text(json.dumps({"traceEvents": [
-        {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "name": name, "cat": "d"},
-        {"ph": "X", "pid": 1, "tid": 1, "ts": 10, "dur": 3, "name": "plain", "cat": "d"}]}))
+    trace.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "name": name, "cat": "d"},
+                    {"ph": "X", "pid": 1, "tid": 1, "ts": 10, "dur": 3, "name": "plain", "cat": "d"},
+                ]
+            }
+        )
+    )
     page = tmp_path / "t.html"
     produce(ReportRequest(str(trace), html=str(page), each=True))  # the name exactly: its "1" stays
     data_text = page.read_text(encoding="utf-8").split('id="report-data">', 1)[1].split("</script>", 1)[0]
@@ -176,11 +194,24 @@ class Browser:
             os.dup2(replies, 4)
 
         self.process = subprocess.Popen(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'cdp-profile'}", "--remote-debugging-pipe",
-             "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(3, 4), preexec_fn=on_3_and_4)
+            [
+                chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'cdp-profile'}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=on_3_and_4,
+        )
         os.close(commands)
         os.close(replies)
         self.buffer = b""
@@ -218,7 +249,7 @@ class Browser:
             message["sessionId"] = session
         data = json.dumps(message).encode() + b"\0"
         while data:
-            data = data[os.write(self.out, data):]
+            data = data[os.write(self.out, data) :]
         while True:
             reply = self.receive()
             if reply.get("id") == self.last_id:
@@ -245,8 +276,11 @@ class Browser:
         return session
 
     def resize(self, session: str, width: int, height: int) -> None:
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}, session)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session,
+        )
 
     def evaluate(self, session: str, expression: str) -> Any:
         # Two animation frames first: the page redraws on "resize" in the next frame.
@@ -318,7 +352,15 @@ def test_page_fits_the_window_and_keeps_differing_prefixes(tmp_path: Path) -> No
             browser.screenshot(tab, tmp_path / f"torch-{width}x{height}.png")
             check_fits(seen, width, height)
             assert [column[0] for column in seen["columns"]] == [
-                "Range", "GPU time", "GPU %", "Kernels", "Mem ops", "CPU time", "Inst", "Top kernel"]
+                "Range",
+                "GPU time",
+                "GPU %",
+                "Kernels",
+                "Mem ops",
+                "CPU time",
+                "Inst",
+                "Top kernel",
+            ]
             # Bare names beside "domain 1:..." (and "nccl:..."): no prefix is shared, none dropped.
             assert "domain 1:ncclGroupEnd" in seen["names"] and "nccl:all_to_all" in seen["names"]
             assert "domain 1:ncclGroupEnd" in seen["labels"] and "in domain" not in seen["summary"]
@@ -338,13 +380,18 @@ def test_page_fits_the_window_and_keeps_differing_prefixes(tmp_path: Path) -> No
 
 def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
     # One of our own recordings: every range is in the domain the config names.
-    make_file(tmp_path / "autonvtx.toml", """
+    make_file(
+        tmp_path / "autonvtx.toml",
+        """
         [autonvtx]
         domain = "shop"
         [[rules]]
         modules = ["__main__"]
-        """)
-    make_file(tmp_path / "shop.py", """
+        """,
+    )
+    make_file(
+        tmp_path / "shop.py",
+        """
         def work(n):
             return sum(i * i for i in range(n))
         def price(n): return work(n)
@@ -353,7 +400,8 @@ def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
         def serve(n): return [checkout(n) for _ in range(4)]
         def main(): serve(20000); work(50000)
         main()
-        """)
+        """,
+    )
     done = run_autonvtx("shop.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     page = tmp_path / "shop.html"
@@ -375,15 +423,18 @@ def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
         browser.close()
 
 
-@pytest.mark.parametrize("names, prefix", [
-    (["torch:forward", "torch:backward"], "torch:"),
-    (["domain 1:ncclSend", "domain 1:ncclRecv"], "domain 1:"),
-    (["aten::add", "aten::mul"], ""),  # "::" belongs to the name
-    (["torch:forward", "jax:jit"], ""),  # differing prefixes stay
-    (["torch:forward", "forward"], ""),
-    (["torch:"], ""),  # nothing would be left
-    ([], ""),
-])
+@pytest.mark.parametrize(
+    "names, prefix",
+    [
+        (["torch:forward", "torch:backward"], "torch:"),
+        (["domain 1:ncclSend", "domain 1:ncclRecv"], "domain 1:"),
+        (["aten::add", "aten::mul"], ""),  # "::" belongs to the name
+        (["torch:forward", "jax:jit"], ""),  # differing prefixes stay
+        (["torch:forward", "forward"], ""),
+        (["torch:"], ""),  # nothing would be left
+        ([], ""),
+    ],
+)
 def test_diff_page_finds_the_prefix_every_name_shares(names: list[str], prefix: str) -> None:
     from autonvtx.report.diffpage import shared_prefix
 
@@ -423,17 +474,23 @@ def check_diff_fits(seen: dict[str, Any], width: int, height: int) -> None:
 
 
 def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path) -> None:
-    make_file(tmp_path / "autonvtx.toml", """
+    make_file(
+        tmp_path / "autonvtx.toml",
+        """
         [autonvtx]
         domain = "shop"
         [[rules]]
         modules = ["__main__"]
-        """)
-    make_file(tmp_path / "shop.py", """
+        """,
+    )
+    make_file(
+        tmp_path / "shop.py",
+        """
         def work(n): return sum(i * i for i in range(n))
         def checkout(n): return [work(n) for _ in range(3)]
         checkout(20000)
-        """)
+        """,
+    )
     done = run_autonvtx("shop.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shop, torch = tmp_path / "shop-diff.html", tmp_path / "torch-diff.html"

@@ -1,6 +1,7 @@
 """`autonvtx run`'s own parser (`cli.runargs`, no click: start-up, issue 24) against click's
 reading of the same command line: what the own parser accepts, click reads the same way; what it
 leaves to click (help, mistakes, --summary and the view options), click reads or refuses."""
+
 from __future__ import annotations
 
 import json
@@ -12,13 +13,13 @@ from typing import Any
 
 import click
 import pytest
+from conftest import autonvtx_env, make_file
 
 from autonvtx.cli.run import TARGET_KEY
 from autonvtx.cli.run import run as run_command
 from autonvtx.cli.runargs import DEFAULTS, OPTIONS, parse_run
 from autonvtx.cli.views import VIEW_OPTION_DEFAULTS
 from autonvtx.errors import AutonvtxError
-from conftest import autonvtx_env, make_file
 
 
 def click_reads(args: list[str]) -> tuple[dict[str, Any], Any] | BaseException:
@@ -46,11 +47,46 @@ def assert_same_reading(args: list[str]) -> bool:
 # Every option of run the own parser reads, in each of the forms click accepts, and the target
 # in each form (script, `--`, -m, -c, glued or not), with options after the target (the target's).
 EVERY_OPTION = [
-    "--config", "r.toml", "--config=s.yaml", "--preset", "torch", "-t", "mypkg.*", "-tother", "--target", "a",
-    "--target=b", "--include", "T.*", "--include=f", "--exclude", "_*", "--exclude=g", "--engine", "wrap",
-    "--engine=code", "-v", "-vv", "--verbose", "--dry-run", "--trace", "t.json", "--trace=u.json",
-    "--buffer-mb", "64", "--buffer-mb=0128", "--keep", "last", "--keep=all", "--no-children",
-    "--capture", "__main__:train:1-2", "--capture=m:f:3-4", "--ranks", "0,3", "--ranks=1-2",
+    "--config",
+    "r.toml",
+    "--config=s.yaml",
+    "--preset",
+    "torch",
+    "-t",
+    "mypkg.*",
+    "-tother",
+    "--target",
+    "a",
+    "--target=b",
+    "--include",
+    "T.*",
+    "--include=f",
+    "--exclude",
+    "_*",
+    "--exclude=g",
+    "--engine",
+    "wrap",
+    "--engine=code",
+    "-v",
+    "-vv",
+    "--verbose",
+    "--dry-run",
+    "--trace",
+    "t.json",
+    "--trace=u.json",
+    "--buffer-mb",
+    "64",
+    "--buffer-mb=0128",
+    "--keep",
+    "last",
+    "--keep=all",
+    "--no-children",
+    "--capture",
+    "__main__:train:1-2",
+    "--capture=m:f:3-4",
+    "--ranks",
+    "0,3",
+    "--ranks=1-2",
 ]
 ACCEPTED = [
     ["s.py"],
@@ -129,9 +165,37 @@ def test_help_mistakes_and_the_summary_options_are_left_to_click(args: list[str]
 
 def test_random_command_lines_read_alike() -> None:
     # Tokens of every kind, mixed: options, values that look like options, targets, mistakes.
-    tokens = [*EVERY_OPTION, "-t", "--config", "--trace", "--engine", "--keep", "--buffer-mb", "-v", "-m", "-c",
-              "-mx", "-cy", "--", "-", "s.py", "x", "", "--summary", "--tree", "--bogus", "-vt", "-x", "-h",
-              "--dry-run=1", "auto", "last", "7", "-1", "--engine=nope"]
+    tokens = [
+        *EVERY_OPTION,
+        "-t",
+        "--config",
+        "--trace",
+        "--engine",
+        "--keep",
+        "--buffer-mb",
+        "-v",
+        "-m",
+        "-c",
+        "-mx",
+        "-cy",
+        "--",
+        "-",
+        "s.py",
+        "x",
+        "",
+        "--summary",
+        "--tree",
+        "--bogus",
+        "-vt",
+        "-x",
+        "-h",
+        "--dry-run=1",
+        "auto",
+        "last",
+        "7",
+        "-1",
+        "--engine=nope",
+    ]
     generator = random.Random(24)
     accepted = 0
     for _ in range(3000):
@@ -153,13 +217,22 @@ def test_every_run_option_is_read_here_or_shapes_the_summary() -> None:
 
 
 def test_a_plain_run_loads_no_click(tmp_path: Path) -> None:
-    make_file(tmp_path / "probe.py", """
+    make_file(
+        tmp_path / "probe.py",
+        """
         import json, sys
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("click", "dataclasses", "inspect",
                                                                                "typing", "tomllib"))))
-    """)
-    done = subprocess.run([sys.executable, "-m", "autonvtx", "run", "-v", "probe.py"], cwd=tmp_path,
-                          capture_output=True, text=True, env=autonvtx_env(), timeout=120)
+    """,
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "-v", "probe.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
 
@@ -167,12 +240,21 @@ def test_a_plain_run_loads_no_click(tmp_path: Path) -> None:
 # issue 23: an unknown command says where the commands are listed, and the closest one
 
 
-@pytest.mark.parametrize(("command", "message"), [
-    ("nosuchcmd", "autonvtx: No such command 'nosuchcmd' (see 'autonvtx --help')"),
-    ("rnu", "autonvtx: No such command 'rnu'; did you mean 'run'? (see 'autonvtx --help')"),
-    ("reprot", "autonvtx: No such command 'reprot'; did you mean 'report'? (see 'autonvtx --help')"),
-])
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ("nosuchcmd", "autonvtx: No such command 'nosuchcmd' (see 'autonvtx --help')"),
+        ("rnu", "autonvtx: No such command 'rnu'; did you mean 'run'? (see 'autonvtx --help')"),
+        ("reprot", "autonvtx: No such command 'reprot'; did you mean 'report'? (see 'autonvtx --help')"),
+    ],
+)
 def test_an_unknown_command_points_to_the_list(tmp_path: Path, command: str, message: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "autonvtx", command, "x"], cwd=tmp_path, capture_output=True,
-                          text=True, env=autonvtx_env(), timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", command, "x"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
+    )
     assert (done.returncode, done.stdout, done.stderr) == (2, "", message + "\n")

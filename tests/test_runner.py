@@ -1,4 +1,5 @@
 """The runner runs a target as ``python`` would: proved by running both and comparing."""
+
 from __future__ import annotations
 
 import importlib.abc
@@ -15,10 +16,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from conftest import make_file
 
 import autonvtx
 from autonvtx import runner, tracebacks
-from conftest import make_file
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "modules" / "runner"
@@ -94,9 +95,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _run(command: list[str], cwd: Path, stdin: str | None, env: dict[str, str] | None) -> Outcome:
-    done = subprocess.run(
-        command, cwd=cwd, input=stdin, capture_output=True, text=True, env=_env(env), timeout=120
-    )
+    done = subprocess.run(command, cwd=cwd, input=stdin, capture_output=True, text=True, env=_env(env), timeout=120)
     # A process killed by signal N is what a shell reports as 128 + N (Ctrl-C: 130).
     status = 128 - done.returncode if done.returncode < 0 else done.returncode
     return Outcome(status, done.stdout, done.stderr)
@@ -280,7 +279,9 @@ def test_click_program_under_rules_sees_no_click_state_of_ours(tmp_path: Path) -
     expected = run_python(["app.py", "hello"], tmp_path)
     ours = _run(
         [sys.executable, "-m", "autonvtx", "run", "-t", "__main__", "--trace", "t.json", "app.py", "hello"],
-        tmp_path, None, None,
+        tmp_path,
+        None,
+        None,
     )
     assert (ours.status, ours.stdout) == (expected.status, expected.stdout)
     assert ours.stdout.startswith("outside any command: None\n")
@@ -468,9 +469,7 @@ def test_statement_callback_errors_are_not_the_programs() -> None:
     def failing(module: object) -> None:
         raise LookupError("callback bug")
 
-    resolved = runner.ResolvedTarget(
-        runner.Target("code", "x = 1"), "-c", "<string>", {}, source="x = 1\n"
-    )
+    resolved = runner.ResolvedTarget(runner.Target("code", "x = 1"), "-c", "<string>", {}, source="x = 1\n")
     saved = sys.argv[:], sys.modules["__main__"]
     try:
         with pytest.raises(LookupError, match="callback bug"):
@@ -502,7 +501,7 @@ def test_own_frames_removed_from_middle_and_from_chained_exceptions() -> None:
         except KeyError as exc:
             raise ValueError("outer") from exc
 
-    groups = [BaseExceptionGroup] if sys.version_info >= (3, 11) else []
+    groups = [BaseExceptionGroup] if sys.version_info >= (3, 11) else []  # noqa: F821 - 3.11+
     try:
         try:
             wrap(user_outer)  # type: ignore[operator]

@@ -1,5 +1,6 @@
 """runner.compile_script: the native compile (autonvtx._sourcecode) gives what compile() gives,
 code objects and errors alike, without building the `ast` types; compile() is its twin."""
+
 from __future__ import annotations
 
 import subprocess
@@ -21,7 +22,7 @@ SOURCES: list[str | bytes] = [
     "# -*- coding: latin-1 -*-\ns = 'caf\xe9'\n",  # a cookie in text: ignored, as compile() does
     "# -*- coding: latin-1 -*-\ns = 'caf\xe9'\n".encode("latin-1"),  # in bytes: obeyed
     "\ufeffprint('bom')\n".encode("utf-8"),
-    "s = 'caf\xe9'\n".encode("utf-8"),
+    "s = 'caf\xe9'\n".encode(),
     b"s = '\xff'\n",  # not UTF-8 and no cookie
     "def f(:\n",
     "x = (1,\n",
@@ -46,9 +47,15 @@ def outcome(compiler: Any, source: str | bytes) -> Any:
 
 
 def describe(code: types.CodeType) -> Any:
-    return (code.co_filename, code.co_flags, code.co_code, code.co_names, code.co_varnames,
-            tuple(describe(c) if isinstance(c, types.CodeType) else c for c in code.co_consts),
-            list(code.co_lines()))
+    return (
+        code.co_filename,
+        code.co_flags,
+        code.co_code,
+        code.co_names,
+        code.co_varnames,
+        tuple(describe(c) if isinstance(c, types.CodeType) else c for c in code.co_consts),
+        list(code.co_lines()),
+    )
 
 
 def builtin(source: str | bytes, filename: str) -> types.CodeType:
@@ -84,4 +91,3 @@ def test_compile_script_raises_the_audit_event_compile_does() -> None:
     """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["True", "f.py"], done.stderr
-

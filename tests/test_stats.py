@@ -1,4 +1,5 @@
 """The statistics model (recorder.stats, its Python twin stats_python) and its text, CSV and JSON forms, on recordings built by hand; `autonvtx summary`."""
+
 from __future__ import annotations
 
 import csv
@@ -11,15 +12,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, make_file
 
 from autonvtx.recorder.model import ProcessRecording, Range
 from autonvtx.recorder.stats import RangeStats, ViewOptions, arrange_saying, name_template, summary_notes
 from autonvtx.recorder.stats_python import summarize
+from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
 from autonvtx.report.data import stats_csv, stats_json
 from autonvtx.report.render import write_summary
 from autonvtx.report.text import format_duration, stats_text
-from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
-from conftest import REPO, make_file
 
 
 def push(name: str, start: int, end: int, *, tid: int = 1, domain: str = "d", **kw: object) -> Range:
@@ -146,11 +147,36 @@ def sample_stats() -> list[RangeStats]:
 def test_format_text_table() -> None:
     text = stats_text(sample_stats(), notes=["3 events were dropped"])
     lines = text.splitlines()
-    assert lines[0].split() == ["Time", "%", "%", "Wall", "Total", "Self", "Instances", "Mean", "Median", "Min", "Max",
-                                "StdDev", "Range"]
+    assert lines[0].split() == [
+        "Time",
+        "%",
+        "%",
+        "Wall",
+        "Total",
+        "Self",
+        "Instances",
+        "Mean",
+        "Median",
+        "Min",
+        "Max",
+        "StdDev",
+        "Range",
+    ]
     assert set(lines[1].replace(" ", "")) == {"-"}
     # % Wall: the share of the recorded time (first start to last end), nesting left as it is.
-    assert lines[2].split() == ["67.6", "100.0", "2.500", "s", "1.300", "s", "1", *["2.500", "s"] * 4, "0", "ns", "autonvtx:Trainer.step"]
+    assert lines[2].split() == [
+        "67.6",
+        "100.0",
+        "2.500",
+        "s",
+        "1.300",
+        "s",
+        "1",
+        *["2.500", "s"] * 4,
+        "0",
+        "ns",
+        "autonvtx:Trainer.step",
+    ]
     assert lines[3].endswith("autonvtx:Encoder.forward")
     assert lines[4].split()[:5] == ["0.0", "0.0", "4.062", "us", "4.062"]
     assert "2 (1 open)" in lines[4] and lines[4].endswith("  load_batch")  # default domain: the bare name
@@ -170,13 +196,30 @@ def test_csv_parses_back() -> None:
     stats = sample_stats()
     rows = list(csv.DictReader(io.StringIO(stats_csv(stats))))
     assert list(rows[0]) == [
-        "domain", "name", "count", "total_ns", "self_ns", "mean_ns", "median_ns",
-        "min_ns", "max_ns", "stddev_ns", "percent", "open_count", "wall_percent", "group", "depth", "path",
+        "domain",
+        "name",
+        "count",
+        "total_ns",
+        "self_ns",
+        "mean_ns",
+        "median_ns",
+        "min_ns",
+        "max_ns",
+        "stddev_ns",
+        "percent",
+        "open_count",
+        "wall_percent",
+        "group",
+        "depth",
+        "path",
     ]
     for row, s in zip(rows, stats):
         assert (row["domain"], row["name"]) == (s.domain, s.name)
         assert (int(row["count"]), int(row["total_ns"]), int(row["self_ns"]), int(row["open_count"])) == (
-            s.count, s.total_ns, s.self_ns, s.open_count
+            s.count,
+            s.total_ns,
+            s.self_ns,
+            s.open_count,
         )
         assert float(row["median_ns"]) == s.median_ns and float(row["stddev_ns"]) == s.stddev_ns
     assert len(rows) == len(stats) == 3
@@ -267,8 +310,10 @@ def training_run() -> list[ProcessRecording]:
             at = start + 10_000 * scale + layer * 40_000 * scale
             ranges.append(push(f"enc.layers.{layer}.attn (Attention)", at, at + 30_000 * scale))
             ranges.append(push("matmul", at + 1_000 * scale, at + 11_000 * scale))
-    return [ProcessRecording(pid=1, ranges=ranges, label="rank 0"),
-            ProcessRecording(pid=2, ranges=[push("step", 0, 500_000, tid=2)], label="rank 1")]
+    return [
+        ProcessRecording(pid=1, ranges=ranges, label="rank 0"),
+        ProcessRecording(pid=2, ranges=[push("step", 0, 500_000, tid=2)], label="rank 1"),
+    ]
 
 
 def rows(options: ViewOptions, recordings: list[ProcessRecording] | None = None) -> list[RangeStats]:
@@ -311,43 +356,72 @@ def test_by_rank_gives_a_table_per_rank() -> None:
 
 # Ties (Attention and step: 440 us of self time each; Attention and matmul: 4 instances each)
 # are broken by name.
-@pytest.mark.parametrize("sort, first", [("total", "step"), ("count", "Attention"), ("max", "step"),
-                                         ("self", "Attention"), ("mean", "step")])
+@pytest.mark.parametrize(
+    "sort, first", [("total", "step"), ("count", "Attention"), ("max", "step"), ("self", "Attention"), ("mean", "step")]
+)
 def test_sort_and_top(sort: str, first: str) -> None:
     table = rows(ViewOptions(sort=sort, top=1, group="class", by="process"))
     assert [s.name for s in table if "process 1" in s.group] == [first]
 
 
 def test_filter_keeps_matching_names() -> None:
-    assert [s.name for s in rows(ViewOptions(filter="enc.*", each=True))] == ["enc.layers.0.attn (Attention)",
-                                                                                  "enc.layers.1.attn (Attention)"]
+    assert [s.name for s in rows(ViewOptions(filter="enc.*", each=True))] == [
+        "enc.layers.0.attn (Attention)",
+        "enc.layers.1.attn (Attention)",
+    ]
     assert [s.name for s in rows(ViewOptions(filter="enc.*"))] == ["enc.layers.{n}.attn (Attention)"]
 
 
 # Names that differ only in their numbers share a row unless --each (issue 23)
 
 
-@pytest.mark.parametrize(("name", "row"), [
-    ("step 0", "step {n}"), ("epoch 3 step 17", "epoch {n} step {n}"), ("train 12", "train {n}"),
-    ("encoder.layers.3.attn (MultiheadAttention)", "encoder.layers.{n}.attn (MultiheadAttention)"),
-    ("ProfilerStep#12", "ProfilerStep#{n}"), ("aten::mm, seq = 45440, op_id = 990760", "aten::mm, seq = {n}, op_id = {n}"),
-    ("<lambda> at 0x7f3a2B90", "<lambda> at {n}"), ("batch_7", "batch_{n}"), ("lr 0.001", "lr {n}.{n}"),
-    ("x -1", "x -{n}"), ("шаг 3", "шаг {n}"), ("12", "{n}"),
-    # Digits that touch a letter or a non-ASCII character belong to a word; so does a hex literal a letter ends.
-    ("conv2d", "conv2d"), ("layer1", "layer1"), ("fp16 matmul", "fp16 matmul"), ("шаг3", "шаг3"),
-    ("0x1fz", "0x1fz"), ("0x", "0x"),
-    # A span names a place, not an instance: a line-span region's default name, a date.
-    ("train lines 12-40", "train lines 12-40"), ("2024-01-05", "2024-01-05"),
-    ("step {n}", "step {n}"), ("", ""),
-])
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        ("step 0", "step {n}"),
+        ("epoch 3 step 17", "epoch {n} step {n}"),
+        ("train 12", "train {n}"),
+        ("encoder.layers.3.attn (MultiheadAttention)", "encoder.layers.{n}.attn (MultiheadAttention)"),
+        ("ProfilerStep#12", "ProfilerStep#{n}"),
+        ("aten::mm, seq = 45440, op_id = 990760", "aten::mm, seq = {n}, op_id = {n}"),
+        ("<lambda> at 0x7f3a2B90", "<lambda> at {n}"),
+        ("batch_7", "batch_{n}"),
+        ("lr 0.001", "lr {n}.{n}"),
+        ("x -1", "x -{n}"),
+        ("шаг 3", "шаг {n}"),
+        ("12", "{n}"),
+        # Digits that touch a letter or a non-ASCII character belong to a word; so does a hex literal a letter ends.
+        ("conv2d", "conv2d"),
+        ("layer1", "layer1"),
+        ("fp16 matmul", "fp16 matmul"),
+        ("шаг3", "шаг3"),
+        ("0x1fz", "0x1fz"),
+        ("0x", "0x"),
+        # A span names a place, not an instance: a line-span region's default name, a date.
+        ("train lines 12-40", "train lines 12-40"),
+        ("2024-01-05", "2024-01-05"),
+        ("step {n}", "step {n}"),
+        ("", ""),
+    ],
+)
 def test_name_template(name: str, row: str) -> None:
     assert name_template(name) == row
 
 
 def numbered_steps() -> list[ProcessRecording]:
     """Three steps named from a template ("step {i}"), a load inside the first two."""
-    return [ProcessRecording(pid=1, ranges=[push("step 0", 0, 100), push("load 0", 10, 30), push("step 1", 100, 160),
-                                            push("load 1", 110, 115), push("step 2", 200, 290)])]
+    return [
+        ProcessRecording(
+            pid=1,
+            ranges=[
+                push("step 0", 0, 100),
+                push("load 0", 10, 30),
+                push("step 1", 100, 160),
+                push("load 1", 110, 115),
+                push("step 2", 200, 290),
+            ],
+        )
+    ]
 
 
 def test_a_grouped_row_holds_exact_statistics_over_every_instance() -> None:
@@ -358,22 +432,40 @@ def test_a_grouped_row_holds_exact_statistics_over_every_instance() -> None:
     assert (step.count, step.total_ns, step.self_ns, step.min_ns, step.max_ns) == (3, 250, 225, 60, 100)
     assert step.mean_ns == pytest.approx(250 / 3)
     assert step.median_ns == 90  # of all three: no per-name row (each one step) could give it
-    assert step.stddev_ns == pytest.approx(math.sqrt(((100 - 250 / 3) ** 2 + (60 - 250 / 3) ** 2 + (90 - 250 / 3) ** 2) / 2))
+    assert step.stddev_ns == pytest.approx(
+        math.sqrt(((100 - 250 / 3) ** 2 + (60 - 250 / 3) ** 2 + (90 - 250 / 3) ** 2) / 2)
+    )
     assert (load.count, load.total_ns, load.self_ns, load.median_ns) == (2, 25, 25, 12.5)
-    assert load.stddev_ns == pytest.approx(math.sqrt(2 * 7.5 ** 2))
+    assert load.stddev_ns == pytest.approx(math.sqrt(2 * 7.5**2))
     assert step.percent == pytest.approx(100 * 250 / 275)
     each = {s.name: (s.count, s.total_ns, s.self_ns) for s in summarize(numbered_steps(), ViewOptions(each=True))}
-    assert each == {"step 0": (1, 100, 80), "step 1": (1, 60, 55), "step 2": (1, 90, 90), "load 0": (1, 20, 20),
-                    "load 1": (1, 5, 5)}
+    assert each == {
+        "step 0": (1, 100, 80),
+        "step 1": (1, 60, 55),
+        "step 2": (1, 90, 90),
+        "load 0": (1, 20, 20),
+        "load 1": (1, 5, 5),
+    }
 
 
 def test_tree_groups_numbered_names_at_each_level() -> None:
-    recording = ProcessRecording(pid=1, ranges=[
-        push("epoch 0", 0, 1000), push("step 0", 0, 100), push("step 1", 200, 400),
-        push("epoch 1", 1000, 2000), push("step 0", 1000, 1300), push("eval", 1500, 1600)])
+    recording = ProcessRecording(
+        pid=1,
+        ranges=[
+            push("epoch 0", 0, 1000),
+            push("step 0", 0, 100),
+            push("step 1", 200, 400),
+            push("epoch 1", 1000, 2000),
+            push("step 0", 1000, 1300),
+            push("eval", 1500, 1600),
+        ],
+    )
     tree = summarize([recording], ViewOptions(tree=True))
     assert [("  " * s.depth + s.name, s.count, s.total_ns, s.self_ns) for s in tree] == [
-        ("epoch {n}", 2, 2000, 1300), ("  step {n}", 3, 600, 600), ("  eval", 1, 100, 100)]
+        ("epoch {n}", 2, 2000, 1300),
+        ("  step {n}", 3, 600, 600),
+        ("  eval", 1, 100, 100),
+    ]
     assert tree[1].path == "d:epoch {n} > d:step {n}" and tree[1].median_ns == 200
 
 
@@ -385,8 +477,9 @@ def test_skip_first_leaves_out_the_first_instances_of_the_grouped_name() -> None
     assert (table["load {n}"].count, table["load {n}"].total_ns) == (1, 5)
     assert summarize(numbered_steps(), ViewOptions(skip_first=1, each=True)) == []
     # Under --group class each recorded name keeps its own warm-up (each layer compiles once).
-    by_class = {s.name: s.count for s in rows(ViewOptions(skip_first=1, group="class", by="process"))
-                if "process 1" in s.group}
+    by_class = {
+        s.name: s.count for s in rows(ViewOptions(skip_first=1, group="class", by="process")) if "process 1" in s.group
+    }
     grouped = {s.name: s.count for s in rows(ViewOptions(skip_first=1, by="process")) if "process 1" in s.group}
     assert (by_class["Attention"], grouped["enc.layers.{n}.attn (Attention)"]) == (2, 3)
 
@@ -411,8 +504,9 @@ def test_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
     assert shown.returncode == 0 and "(no range matches --filter 'nothing*')" in shown.stdout, shown.stderr
     assert "no ranges recorded" not in shown.stdout
     written = autonvtx(tmp_path, "summary", "t.json", "--filter", "step 1", "-o", "s.json")
-    assert written.returncode == 0 and written.stderr.startswith("autonvtx: no range matches --filter 'step 1' ("), \
+    assert written.returncode == 0 and written.stderr.startswith("autonvtx: no range matches --filter 'step 1' ("), (
         written.stderr
+    )
     assert json.loads((tmp_path / "s.json").read_text())["ranges"] == []
     exact = autonvtx(tmp_path, "summary", "t.json", "--filter", "step 1", "--each", "--tree")
     assert exact.returncode == 0 and "d:step 1" in exact.stdout and "d:step {n}" not in exact.stdout
@@ -420,7 +514,9 @@ def test_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="regions need sys.monitoring (3.12+)")
 def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
-    make_file(tmp_path / "loops.py", """
+    make_file(
+        tmp_path / "loops.py",
+        """
         def train(steps):
             total = 0
             for i in range(steps):
@@ -430,8 +526,11 @@ def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
 
         train(7)
         train(5)
-    """)
-    make_file(tmp_path / "c.toml", """
+    """,
+    )
+    make_file(
+        tmp_path / "c.toml",
+        """
         [[regions]]
         function = "__main__:train"
         loop = "first"
@@ -439,7 +538,8 @@ def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
         [[regions]]
         function = "__main__:train"
         lines = "5-6"
-    """)
+    """,
+    )
     done = autonvtx(tmp_path, "run", "--config", "c.toml", "--summary", "s.json", "loops.py")
     assert done.returncode == 0, done.stderr
     rows = {r["name"]: r["count"] for r in json.loads((tmp_path / "s.json").read_text())["ranges"]}
@@ -452,12 +552,15 @@ def test_our_regions_named_from_a_template_share_a_row(tmp_path: Path) -> None:
 
 
 def test_run_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:
-    make_file(tmp_path / "prog.py", """
+    make_file(
+        tmp_path / "prog.py",
+        """
         import nvtx
         for step in range(3):
             with nvtx.annotate(f"step {step}"):
                 pass
-    """)
+    """,
+    )
     done = autonvtx(tmp_path, "run", "--summary", "--filter", "nothing*", "prog.py")
     assert done.returncode == 0 and "(no range matches --filter 'nothing*')" in done.stderr, done.stderr
     assert "no ranges recorded" not in done.stderr and "Note: no range" not in done.stderr
@@ -477,17 +580,26 @@ def test_colored_text_only_when_asked() -> None:
 
 def autonvtx(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     make_file(tmp_path / "script.py", "print('ran')\n")
-    return subprocess.run([sys.executable, "-m", "autonvtx", *args], cwd=tmp_path, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["run", "--summary", "out.html", "script.py"], "--summary: 'out.html' must end in .txt, .csv or .json"),
-    (["run", "--summary=out.md", "script.py"], "--summary: 'out.md' must end in .txt, .csv or .json"),
-    (["run", "--trace", "t.txt", "script.py"], "--trace: 't.txt' must end in .json or .json.gz"),
-    (["summary", "t.json", "-o", "x.html"], "summary: -o: 'x.html' must end in .txt, .csv or .json"),
-    (["run", "--tree", "script.py"], "shape --summary; add --summary"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--summary", "out.html", "script.py"], "--summary: 'out.html' must end in .txt, .csv or .json"),
+        (["run", "--summary=out.md", "script.py"], "--summary: 'out.md' must end in .txt, .csv or .json"),
+        (["run", "--trace", "t.txt", "script.py"], "--trace: 't.txt' must end in .json or .json.gz"),
+        (["summary", "t.json", "-o", "x.html"], "summary: -o: 'x.html' must end in .txt, .csv or .json"),
+        (["run", "--tree", "script.py"], "shape --summary; add --summary"),
+    ],
+)
 def test_output_names_whose_suffix_does_not_fit_are_refused(tmp_path: Path, args: list[str], message: str) -> None:
     (tmp_path / "t.json").write_text('{"traceEvents": []}')
     result = autonvtx(tmp_path, *args)
@@ -495,13 +607,17 @@ def test_output_names_whose_suffix_does_not_fit_are_refused(tmp_path: Path, args
     assert result.stderr.startswith("autonvtx: ") and message in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args, written", [
-    (["run", "--summary", "script.py"], None),
-    (["run", "--summary", "s.csv", "script.py"], "s.csv"),
-    (["run", "--summary=s.json", "script.py"], "s.json"),
-])
-def test_summary_takes_the_next_word_only_when_it_is_an_output_name(tmp_path: Path, args: list[str],
-                                                                     written: str | None) -> None:
+@pytest.mark.parametrize(
+    "args, written",
+    [
+        (["run", "--summary", "script.py"], None),
+        (["run", "--summary", "s.csv", "script.py"], "s.csv"),
+        (["run", "--summary=s.json", "script.py"], "s.json"),
+    ],
+)
+def test_summary_takes_the_next_word_only_when_it_is_an_output_name(
+    tmp_path: Path, args: list[str], written: str | None
+) -> None:
     result = autonvtx(tmp_path, *args)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ran\n"
@@ -516,8 +632,9 @@ def test_summary_takes_the_next_word_only_when_it_is_an_output_name(tmp_path: Pa
 
 def nested_trace(path: Path, depth: int, name: str = "f") -> Path:
     """A Chrome trace of one recursive function `depth` calls deep, on one thread."""
-    events = [{"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"}
-              for i in range(depth)]
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": name, "cat": "d"} for i in range(depth)
+    ]
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 

@@ -6,13 +6,15 @@ show the annotation was active. Here the quick subsets run (what CI runs); the f
 other interpreters: `python benchmarks/transparency.py [--python PY]`, or set
 AUTONVTX_THIRDPARTY_FULL=1 (and AUTONVTX_THIRDPARTY_PYTHON=PY) for this test.
 """
+
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -45,7 +47,11 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, di
     reason = harness.index_unreachable()
     if reason is not None:
         pytest.skip(reason)
-    cache = Path(os.environ[harness.CACHE_ENV]) if os.environ.get(harness.CACHE_ENV) else tmp_path_factory.mktemp("thirdparty-cache")
+    cache = (
+        Path(os.environ[harness.CACHE_ENV])
+        if os.environ.get(harness.CACHE_ENV)
+        else tmp_path_factory.mktemp("thirdparty-cache")
+    )
     version = harness.python_version(PYTHON)
     suites = [suite for suite in PINS.suites if version >= suite.requires_python]
     try:

@@ -1,5 +1,6 @@
 """Python thread names become OS thread names (/proc/<pid>/task/<tid>/comm) and NVTX thread
 names (seen by the recorder), when threads start and when they are renamed."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import autonvtx_env, make_file, run_autonvtx
 
 from autonvtx.propagate import threads
 from autonvtx.recorder import native
 from autonvtx.recorder.trace import read_chrome_trace
-from conftest import autonvtx_env, make_file, run_autonvtx
 
 PYTHON_NAMES_OS_THREADS = sys.version_info >= (3, 14)
 
@@ -91,7 +92,9 @@ def test_uninstalled_naming_leaves_new_threads_alone(thread_naming: None) -> Non
 
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 def test_thread_names_reach_os_and_recorder_in_parent_and_children(workdir: Path) -> None:
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import json, multiprocessing, threading
         from concurrent.futures import ThreadPoolExecutor
 
@@ -120,7 +123,8 @@ def test_thread_names_reach_os_and_recorder_in_parent_and_children(workdir: Path
             seen["child"] = queue.get()
             process.join()
             print(json.dumps(seen))
-    """)
+    """,
+    )
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     if not PYTHON_NAMES_OS_THREADS:  # 3.14 names them itself; the NVTX names below still count
@@ -142,13 +146,16 @@ def test_threads_started_after_the_program_drops_the_tool_variable_are_still_nam
 ) -> None:
     """Whether names go to NVTX is decided when naming is installed: a program that removes
     NVTX_INJECTION64_PATH (to leave its own children unprofiled) is still recorded whole."""
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import os, threading
         os.environ.pop("NVTX_INJECTION64_PATH")
         thread = threading.Thread(target=lambda: None, name="loader-worker")
         thread.start()
         thread.join()
-    """)
+    """,
+    )
     done = run_autonvtx("program.py", cwd=workdir)
     assert done.returncode == 0, done.stderr
     (recording,) = read_chrome_trace(done.trace_path)
@@ -160,7 +167,9 @@ def test_a_program_that_imports_threading_late_still_gets_thread_naming(workdir:
     """autonvtx itself does not import threading (start-up, issue 24): naming is installed
     right after the program imports it, through a finder that then leaves sys.meta_path, and
     threading keeps its real loader (also when the rules' own hook chains it too)."""
-    make_file(workdir / "program.py", """
+    make_file(
+        workdir / "program.py",
+        """
         import json, sys
         finders = lambda: [type(f).__name__ for f in sys.meta_path]
         before = "threading" in sys.modules, finders()
@@ -177,7 +186,8 @@ def test_a_program_that_imports_threading_late_still_gets_thread_naming(workdir:
         print(json.dumps({"before": before, "after": finders(), "comm": seen["comm"],
                           "loaders": [type(threading.__loader__).__name__, type(threading.__spec__.loader).__name__],
                           "patched": threading.Thread._bootstrap_inner.__qualname__}))
-    """)
+    """,
+    )
     env = None
     if rules:  # rules act only with a tool attached
         if native.library_path() is None:

@@ -1,4 +1,5 @@
 """Chrome trace writing and reading, on recordings built by hand."""
+
 from __future__ import annotations
 
 import gzip
@@ -168,10 +169,16 @@ def test_round_trip_gives_identical_recordings(tmp_path: Path, name: str) -> Non
         assert sorted(after.marks, key=lambda m: m.ts_ns) == sorted(before.marks, key=lambda m: m.ts_ns)
         assert after.thread_names == before.thread_names  # the inferred MainThread is not added
         assert (after.ppid, after.cmdline, after.label, after.display_name) == (
-            before.ppid, before.cmdline, before.label, before.display_name
+            before.ppid,
+            before.cmdline,
+            before.label,
+            before.display_name,
         )
         assert (after.dropped_events, after.unmatched_pops, after.flush_ns, after.realtime_offset_ns) == (
-            before.dropped_events, before.unmatched_pops, before.flush_ns, before.realtime_offset_ns
+            before.dropped_events,
+            before.unmatched_pops,
+            before.flush_ns,
+            before.realtime_offset_ns,
         )
 
 
@@ -306,7 +313,10 @@ GZIP_OF_JSON = gzip.compress(b'{"traceEvents": []}', mtime=0)  # the same test i
         (GZIP_OF_JSON[:-6], r"gzip data is corrupt"),
         (b"\xff\xfe{}", r"not a JSON file \(invalid UTF-8 at byte 0\)"),
         ('{"traceEvents": [1]}', r"trace event #0 is not a JSON object"),
-        ('{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": "soon"}]}', r"trace event #0 \(ph 'X'\): expected a number of microseconds, got 'soon'"),
+        (
+            '{"traceEvents": [{"ph": "X", "pid": 1, "tid": 1, "ts": "soon"}]}',
+            r"trace event #0 \(ph 'X'\): expected a number of microseconds, got 'soon'",
+        ),
         ('[{"ph": "M"}, {"ph": "i", "pid": 1, "tid": 1}]', r"trace event #1 \(ph 'i'\): expected a number"),
     ],
 )
@@ -339,17 +349,24 @@ def test_colors_are_written_opaque_whatever_their_alpha(tmp_path: Path, color: i
 def test_writing_at_exit_leaves_the_process_umask_alone(tmp_path: Path) -> None:
     # Issue 21, item 10: reading the umask (os.umask(0) then back) flips it for every thread
     # of the program while the trace is written; the file gets the umask's mode all the same.
-    make_file(tmp_path / "prog.py", """\
+    make_file(
+        tmp_path / "prog.py",
+        """\
         import os, sys
         real = os.umask
         def spy(mask):
             sys.stderr.write(f"umask({mask:o}) called\\n")
             return real(mask)
         os.umask = spy
-        """)
+        """,
+    )
     done = subprocess.run(
         [sys.executable, "-m", "autonvtx", "run", "--trace", "t.json", "prog.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, env=autonvtx_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=autonvtx_env(),
         preexec_fn=lambda: os.umask(0o027),
     )
     assert done.returncode == 0, done.stderr

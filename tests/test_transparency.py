@@ -1,4 +1,5 @@
 """Wrapping is invisible to the program: one test per promised property, in-process."""
+
 from __future__ import annotations
 
 import abc
@@ -9,17 +10,18 @@ import inspect
 import pickle
 import sys
 import types
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from conftest import fixture_modules
 
 from autonvtx.config import Config, Rule
-from autonvtx.importer import ImportHook
 from autonvtx.engines.wrap import RangeWrapper
-from autonvtx.walk import Walker
+from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
-from conftest import fixture_modules
+from autonvtx.walk import Walker
 
 pytestmark = pytest.mark.usefixtures("import_state_is_left_clean")
 
@@ -30,8 +32,8 @@ MODULES = str(Path(__file__).resolve().parent / "modules")
 def kinds(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[types.ModuleType]:
     """inst_shapes.kinds imported through the hook (uninstalled again: wrappers stay), with
     the native per-call path, then with the pure-Python fallback."""
-    from autonvtx.engines import wrap as instrument
     from autonvtx import ranges
+    from autonvtx.engines import wrap as instrument
 
     if request.param == "native":
         if instrument._RangedFunctionWrapper is None:
@@ -76,9 +78,7 @@ def test_wrapped_is_the_original_function(kinds: Any) -> None:
 
 def test_names_doc_and_module(kinds: Any) -> None:
     f = kinds.plain
-    assert (f.__name__, f.__qualname__, f.__doc__, f.__module__) == (
-        "plain", "plain", "Add one.", "inst_shapes.kinds"
-    )
+    assert (f.__name__, f.__qualname__, f.__doc__, f.__module__) == ("plain", "plain", "Add one.", "inst_shapes.kinds")
     step = kinds.Trainer().step
     assert (step.__name__, step.__qualname__) == ("step", "Trainer.step")
     assert kinds.Trainer.Inner.run.__qualname__ == "Trainer.Inner.run"

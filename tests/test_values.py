@@ -1,5 +1,6 @@
 """values.Value, the frozen value classes of the start path (config, rules, the target): what a
 frozen dataclass gave them, kept; and Config's JSON for children, as json.dumps writes it."""
+
 from __future__ import annotations
 
 import copy
@@ -30,34 +31,91 @@ def test_frozen_replace_and_as_dict() -> None:
     with pytest.raises(TypeError):
         style.replace(colour=3)
     config = Config(rules=(Rule(("a",)),), regions=(Region("m:f", lines=(1, 2)),))
-    assert config.as_dict()["rules"] == ({"modules": ("a",), "include": ("*",), "exclude": (), "color": None,
-                                          "domain": None, "category": None, "message": None, "builtins": False,
-                                          "origin": "", "reading_of": ""},)
-    assert config.as_dict()["settings"] == {"domain": "autonvtx", "message": "{qualname}", "color": "auto",
-                                            "engine": "auto"}
+    assert config.as_dict()["rules"] == (
+        {
+            "modules": ("a",),
+            "include": ("*",),
+            "exclude": (),
+            "color": None,
+            "domain": None,
+            "category": None,
+            "message": None,
+            "builtins": False,
+            "origin": "",
+            "reading_of": "",
+        },
+    )
+    assert config.as_dict()["settings"] == {
+        "domain": "autonvtx",
+        "message": "{qualname}",
+        "color": "auto",
+        "engine": "auto",
+    }
 
 
 def test_pickled_and_copied_as_they_were() -> None:
-    config = Config(Settings(domain="x"), (Rule(("a", "b.*"), color="red"),), ("rules.toml",),
-                    regions=(Region("m:f", loop="first"),))
+    config = Config(
+        Settings(domain="x"),
+        (Rule(("a", "b.*"), color="red"),),
+        ("rules.toml",),
+        regions=(Region("m:f", loop="first"),),
+    )
     assert pickle.loads(pickle.dumps(config)) == config
     assert copy.deepcopy(config) == config and copy.copy(config) == config
 
 
-@pytest.mark.parametrize("value", [
-    "plain", "", "quote\"d", "back\\slash", "tab\there", "line\nbreak", "\x7f", "é", "𝄞", "\u2028",
-    0, -3, 2**70, 1.5, 1e300, float("inf"), float("nan"), True, False, None,
-    [], (), {}, {"b": 1, "a": [1, "x", None]}, {1: "int key"}, [{"z": (1.0, "y")}, "s"],
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "plain",
+        "",
+        'quote"d',
+        "back\\slash",
+        "tab\there",
+        "line\nbreak",
+        "\x7f",
+        "é",
+        "𝄞",
+        "\u2028",
+        0,
+        -3,
+        2**70,
+        1.5,
+        1e300,
+        float("inf"),
+        float("nan"),
+        True,
+        False,
+        None,
+        [],
+        (),
+        {},
+        {"b": 1, "a": [1, "x", None]},
+        {1: "int key"},
+        [{"z": (1.0, "y")}, "s"],
+    ],
+)
 def test_compact_json_is_json_dumps(value: object) -> None:
     assert compact_json(value) == json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
 def test_a_config_goes_to_children_and_back() -> None:
     config = Config(
-        Settings(domain="d\"q", message="{module}.{qualname}", color="#00ff00", engine="wrap"),
-        (Rule(("a", "b.*"), ("T.*",), ("_*",), color="red", domain="é", category="c", message="{name}",
-              builtins=True, origin="rules.toml: rules[0]", reading_of="f.json: [0]"),),
+        Settings(domain='d"q', message="{module}.{qualname}", color="#00ff00", engine="wrap"),
+        (
+            Rule(
+                ("a", "b.*"),
+                ("T.*",),
+                ("_*",),
+                color="red",
+                domain="é",
+                category="c",
+                message="{name}",
+                builtins=True,
+                origin="rules.toml: rules[0]",
+                reading_of="f.json: [0]",
+            ),
+        ),
         ("rules.toml", "command line"),
         plugins=("torch",),
         plugin_options=freeze_options({"torch": {"modules": True, "depth": 2, "ratio": 0.5, "name": "x"}}),

@@ -1,6 +1,7 @@
 """The wrap engine's coroutine and async generator functions on Python 3.12+: ranged through
 their code objects (the code engine's sys.monitoring callbacks), not replaced; everything else
 it selects keeps its wrapper; 3.10 and 3.11 wrap them as before (engines/coroutines.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -9,16 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from autonvtx import ranges
 from conftest import make_file, run_autonvtx, run_under_recorder
 
-needs_native = pytest.mark.skipif(
-    ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout"
-)
+from autonvtx import ranges
+
+needs_native = pytest.mark.skipif(ranges._client is None, reason="autonvtx._nvtxclient is not built in this checkout")
 MONITORED = sys.version_info >= (3, 12)
 
-SERVICE = '''
+SERVICE = """
 import asyncio, functools
 
 def plain(x):
@@ -63,10 +62,10 @@ class Client:
     async def fetch(self, x):
         await asyncio.sleep(0)
         return x
-'''
+"""
 
 # Everything the program can see of the functions, then the asyncio workloads.
-PROGRAM = '''
+PROGRAM = """
 import asyncio, sys, threading
 import autonvtx
 sys.path.insert(0, ".")
@@ -110,7 +109,7 @@ print("after", autonvtx.is_instrumented(s.leaf), autonvtx.ranges.CodeMonitor.act
       tool_id is None or sys.monitoring.get_tool(tool_id) is None,
       tool_id is None or sys.monitoring.get_local_events(tool_id, s.leaf.__code__) == 0)
 asyncio.run(s.leaf("untraced", 1))
-'''
+"""
 
 
 def inside(inner: Any, outer: Any) -> bool:
@@ -129,7 +128,7 @@ def test_coroutines_keep_identity_and_nest_correctly(tmp_path: Path, include: st
     # cannot be told apart by name alone: the Python walk. Both must decide alike.
     make_file(tmp_path / "service.py", SERVICE)
     source = PROGRAM.replace("INCLUDE", repr([include]))
-    (rec,), out = run_under_recorder(tmp_path, "import os\nos.chdir(%r)\n" % str(tmp_path) + source)
+    (rec,), out = run_under_recorder(tmp_path, f"import os\nos.chdir({str(tmp_path)!r})\n" + source)
     lines = out.splitlines()
     if MONITORED:
         # Coroutine and async generator functions stay themselves; a decorator's wrapper
@@ -140,8 +139,11 @@ def test_coroutines_keep_identity_and_nest_correctly(tmp_path: Path, include: st
             "instrumented [True, True, True, True, True, True]",
         ]
     else:
-        assert lines[:3] == ["kept [] False", f"wrapped {['leaf', 'ticks', 'first', 'plain']}",
-                             "instrumented [True, True, True, True, True, True]"]
+        assert lines[:3] == [
+            "kept [] False",
+            f"wrapped {['leaf', 'ticks', 'first', 'plain']}",
+            "instrumented [True, True, True, True, True, True]",
+        ]
     assert lines[3:] == ["['a', 'b']", "raised boom", "cancelled", "[0, 1] 1 2 7", "after False None True True"]
     assert rec.unmatched_pops == 0 and not [r for r in rec.ranges if r.is_open]
     # A range per resumption, as the wrapper gives on 3.11: the same counts on every version.
@@ -151,8 +153,15 @@ def test_coroutines_keep_identity_and_nest_correctly(tmp_path: Path, include: st
         # (two tasks, two threads). fails: one sleep, then raises (the unwind pops). blocked:
         # waits, then is thrown into (CancelledError) and unwinds. ticks: two sleeps, two
         # yields, the end. first/second: each wrapper named after its own function.
-        "outer": 4 * 4, "leaf": 4 * 3, "plain": 4 + 2, "fails": 2, "blocked": 2, "ticks": 5,
-        "first": 1, "second": 1, "Client.fetch": 2,
+        "outer": 4 * 4,
+        "leaf": 4 * 3,
+        "plain": 4 + 2,
+        "fails": 2,
+        "blocked": 2,
+        "ticks": 5,
+        "first": 1,
+        "second": 1,
+        "Client.fetch": 2,
     }
     by_name = {n: [r for r in rec.ranges if r.name == n] for n in ("outer", "leaf", "plain", "ticks")}
     # Interleaved tasks never share a range, and each step of leaf runs inside one of outer's.
@@ -166,7 +175,9 @@ def test_coroutines_keep_identity_and_nest_correctly(tmp_path: Path, include: st
 @pytest.mark.skipif(not MONITORED, reason="sys.monitoring is 3.12+")
 def test_without_a_free_tool_id_coroutines_are_wrapped_as_before(tmp_path: Path) -> None:
     make_file(tmp_path / "service.py", SERVICE)
-    (rec,), out = run_under_recorder(tmp_path, f'''
+    (rec,), out = run_under_recorder(
+        tmp_path,
+        f"""
 import asyncio, sys
 sys.path.insert(0, {str(tmp_path)!r})
 for tool_id in range(6):
@@ -177,7 +188,8 @@ leaf = s.leaf
 autonvtx.install(targets=["service"], engine="wrap")
 print(s.leaf is leaf, s.leaf.__wrapped__ is leaf, autonvtx.is_instrumented(s.leaf))
 print(asyncio.run(s.outer("a")))
-''')
+""",
+    )
     assert out.splitlines() == ["False True True", "a"]
     assert [r.name for r in rec.ranges].count("leaf") == 3
 
@@ -187,16 +199,20 @@ print(asyncio.run(s.outer("a")))
 def test_no_tool_id_is_claimed_until_a_coroutine_function_is_selected(tmp_path: Path) -> None:
     make_file(tmp_path / "plainly.py", "def plain(x):\n    return x\nasync def left_out():\n    return 0\n")
     make_file(tmp_path / "later.py", "async def later():\n    return 1\n")
-    make_file(tmp_path / "prog.py", """
+    make_file(
+        tmp_path / "prog.py",
+        """
 import sys
 import plainly
 held = lambda: [i for i in range(6) if sys.monitoring.get_tool(i) == "autonvtx"]
 print(plainly.plain(1), held(), "autonvtx.engines.coroutines" in sys.modules)
 import later
 print(held(), hasattr(later.later, "__wrapped__"))
-""")
-    done = run_autonvtx("--engine", "wrap", "-t", "plainly", "-t", "later", "--exclude", "left_out",
-                        "-v", "prog.py", cwd=tmp_path)
+""",
+    )
+    done = run_autonvtx(
+        "--engine", "wrap", "-t", "plainly", "-t", "later", "--exclude", "left_out", "-v", "prog.py", cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     # plainly: a plain function wrapped, its coroutine function left out (nothing of the code
     # ranging loaded yet); later's claims the id.
@@ -207,7 +223,9 @@ print(held(), hasattr(later.later, "__wrapped__"))
 @needs_native
 @pytest.mark.skipif(not MONITORED, reason="sys.monitoring is 3.12+")
 def test_regions_in_a_monitored_coroutine_nest_inside_its_ranges(tmp_path: Path) -> None:
-    make_file(tmp_path / "loops.py", '''
+    make_file(
+        tmp_path / "loops.py",
+        """
 import asyncio
 
 async def consume(n):
@@ -217,10 +235,14 @@ async def consume(n):
 def main():
     asyncio.run(consume(2))
     print(consume.__module__, hasattr(consume, "__wrapped__"))
-''')
+""",
+    )
     make_file(tmp_path / "prog.py", "import loops\nloops.main()\n")
-    make_file(tmp_path / "rules.toml", '[[rules]]\nmodules = ["loops"]\ninclude = ["consume"]\n'
-              '[[regions]]\nfunction = "loops:consume"\nloop = "first"\nname = "step {i}"\n')
+    make_file(
+        tmp_path / "rules.toml",
+        '[[rules]]\nmodules = ["loops"]\ninclude = ["consume"]\n'
+        '[[regions]]\nfunction = "loops:consume"\nloop = "first"\nname = "step {i}"\n',
+    )
     done = run_autonvtx("--config", "rules.toml", "--engine", "wrap", "prog.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["loops False"]
@@ -235,11 +257,14 @@ def main():
 @needs_native
 def test_a_child_process_ranges_coroutines_as_its_parent(tmp_path: Path) -> None:
     make_file(tmp_path / "later.py", "async def later():\n    return 1\n")
-    make_file(tmp_path / "prog.py", """
+    make_file(
+        tmp_path / "prog.py",
+        """
 import subprocess, sys
 code = "import asyncio, later; print(hasattr(later.later, '__wrapped__'), asyncio.run(later.later()))"
 print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip())
-""")
+""",
+    )
     done = run_autonvtx("--engine", "wrap", "-t", "later", "prog.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"{not MONITORED} 1"]

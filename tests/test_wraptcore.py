@@ -1,6 +1,7 @@
 """engines.wraptcore: the wrap engine loads wrapt's wrapper types without the rest of wrapt (2.x
 imports asyncio and importlib.metadata), and the program's own `import wrapt` still gets all of
 wrapt, with the same types. Each check runs in a fresh interpreter."""
+
 from __future__ import annotations
 
 import subprocess
@@ -8,13 +9,13 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import REPO
 
 
 def run_fresh(code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd=REPO, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd=REPO, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 

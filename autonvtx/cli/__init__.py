@@ -4,6 +4,7 @@
 everything else goes to the click group (`cli.group`), which imports a command's module when
 the command is asked for.
 """
+
 from __future__ import annotations
 
 import sys
@@ -48,8 +49,9 @@ def _start_run(args: list[str]) -> Any:
     from autonvtx.cli.ruleargs import RuleArgs
 
     params, target = parsed
-    rules = RuleArgs(*(params.pop(name) for name in ("configs", "presets", "targets", "includes", "excludes",
-                                                     "engine")))
+    rules = RuleArgs(
+        *(params.pop(name) for name in ("configs", "presets", "targets", "includes", "excludes", "engine"))
+    )
     return start_run(target, rules=rules, table=None, **params)
 
 

@@ -1,8 +1,10 @@
 """`autonvtx diff`: what changed between runs, per range, beyond run-to-run noise."""
+
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -12,13 +14,25 @@ from autonvtx.cli.views import view_options
 
 def scale_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--jobs, --scheduler and --progress: how many files are read, and where (diff, report --across)."""
-    for option in reversed([
-        click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N",
-                     help="Worker processes reading files (default: one per CPU)."),
-        click.option("--scheduler", metavar="ADDRESS", help="Read the files on a Dask cluster (needs autonvtx[dask])."),
-        click.option("--progress/--no-progress", default=None,
-                     help="A progress bar on stderr (default: when stderr is a terminal)."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--jobs",
+                "-j",
+                type=click.IntRange(min=1),
+                metavar="N",
+                help="Worker processes reading files (default: one per CPU).",
+            ),
+            click.option(
+                "--scheduler", metavar="ADDRESS", help="Read the files on a Dask cluster (needs autonvtx[dask])."
+            ),
+            click.option(
+                "--progress/--no-progress",
+                default=None,
+                help="A progress bar on stderr (default: when stderr is a terminal).",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -50,25 +64,74 @@ def expand_against(args: list[str]) -> list[str]:
 
 @cli.command("diff", cls=AgainstCommand)
 @click.argument("base", nargs=-1, required=True)
-@click.option("--against", "new", multiple=True, required=True, metavar="NEW",
-              help="The run(s) to compare with BASE (repeat, or list several after one --against).")
+@click.option(
+    "--against",
+    "new",
+    multiple=True,
+    required=True,
+    metavar="NEW",
+    help="The run(s) to compare with BASE (repeat, or list several after one --against).",
+)
 @view_options
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.01, show_default=True,
-              help="Level of the test: a change is real when its p-value is below this.")
-@click.option("--noise", "noise_pct", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="PCT",
-              help="With one run on a side (no test possible): changes within PCT percent count as noise.")
-@click.option("--min-change", "min_change_pct", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="PCT",
-              help="Changes beyond noise but smaller than PCT percent count as the same.")
-@click.option("--fail-over", type=click.FloatRange(min=0), metavar="PCT",
-              help="Exit with status 1 when a range slowed, beyond noise, by more than PCT percent (for CI).")
-@click.option("--format", "fmt", type=click.Choice(["text", "csv", "json"]), help="Output form (default: text, or from -o's extension).")
+@click.option(
+    "--alpha",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.01,
+    show_default=True,
+    help="Level of the test: a change is real when its p-value is below this.",
+)
+@click.option(
+    "--noise",
+    "noise_pct",
+    type=click.FloatRange(min=0),
+    default=5.0,
+    show_default=True,
+    metavar="PCT",
+    help="With one run on a side (no test possible): changes within PCT percent count as noise.",
+)
+@click.option(
+    "--min-change",
+    "min_change_pct",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="PCT",
+    help="Changes beyond noise but smaller than PCT percent count as the same.",
+)
+@click.option(
+    "--fail-over",
+    type=click.FloatRange(min=0),
+    metavar="PCT",
+    help="Exit with status 1 when a range slowed, beyond noise, by more than PCT percent (for CI).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "csv", "json"]),
+    help="Output form (default: text, or from -o's extension).",
+)
 @click.option("-o", "--output", metavar="PATH", help="Write to PATH instead of standard output.")
-@click.option("--html", metavar="PATH", help="Also write a self-contained page: the tree coloured by change beside the table.")
+@click.option(
+    "--html", metavar="PATH", help="Also write a self-contained page: the tree coloured by change beside the table."
+)
 @scale_options
-def diff_command(base: tuple[str, ...], new: tuple[str, ...], strip_ids: bool, alpha: float, noise_pct: float,
-                 min_change_pct: float, fail_over: float | None, fmt: str | None, output: str | None, html: str | None,
-                 jobs: int | None, scheduler: str | None, progress: bool | None, **view: Any) -> None:
+def diff_command(
+    base: tuple[str, ...],
+    new: tuple[str, ...],
+    strip_ids: bool,
+    alpha: float,
+    noise_pct: float,
+    min_change_pct: float,
+    fail_over: float | None,
+    fmt: str | None,
+    output: str | None,
+    html: str | None,
+    jobs: int | None,
+    scheduler: str | None,
+    progress: bool | None,
+    **view: Any,
+) -> None:
     """Compare BASE runs against NEW runs: nsys exports (.sqlite, .nsys-rep) or autonvtx traces (.json, .json.gz, .pftrace).
 
     Rows come with real changes first, largest first; --sort name, or a column (gpu, cpu,
@@ -76,10 +139,27 @@ def diff_command(base: tuple[str, ...], new: tuple[str, ...], strip_ids: bool, a
     from autonvtx.report.diff import DiffOptions
     from autonvtx.report.diffrun import DiffRequest, produce_diff
 
-    request = DiffRequest(base, new, view["tree"], view["by"], view["sort"], view["top"], view["name_filter"], strip_ids,
-                          fmt, output, html, fail_over,
-                          DiffOptions(alpha=alpha, noise_pct=noise_pct, min_change_pct=min_change_pct), jobs, scheduler,
-                          progress, view["group_by"], view["skip_first"], view["each"])
+    request = DiffRequest(
+        base,
+        new,
+        view["tree"],
+        view["by"],
+        view["sort"],
+        view["top"],
+        view["name_filter"],
+        strip_ids,
+        fmt,
+        output,
+        html,
+        fail_over,
+        DiffOptions(alpha=alpha, noise_pct=noise_pct, min_change_pct=min_change_pct),
+        jobs,
+        scheduler,
+        progress,
+        view["group_by"],
+        view["skip_first"],
+        view["each"],
+    )
     result = produce_diff(request)
     if result.text is not None:
         click.echo(result.text, nl=False)
@@ -87,5 +167,8 @@ def diff_command(base: tuple[str, ...], new: tuple[str, ...], strip_ids: bool, a
         print(f"autonvtx: diff: wrote {html}", file=sys.stderr)
     if result.failing:
         shown = "; ".join(result.failing[:5]) + ("; ..." if len(result.failing) > 5 else "")
-        print(f"autonvtx: diff: {len(result.failing)} range(s) slowed by more than {fail_over:g}%: {shown}", file=sys.stderr)
+        print(
+            f"autonvtx: diff: {len(result.failing)} range(s) slowed by more than {fail_over:g}%: {shown}",
+            file=sys.stderr,
+        )
         raise SystemExit(1)

@@ -1,4 +1,5 @@
 """The `autonvtx` command group: every command module registers itself on it."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,5 +1,6 @@
 """`autonvtx kernel install`: a Jupyter kernel that runs under autonvtx (wiring only: the
 kernelspec and the kernel itself are autonvtx.kernel's)."""
+
 from __future__ import annotations
 
 import os
@@ -19,19 +20,38 @@ def kernel_group() -> None:
 
 
 @kernel_group.command("install")
-@click.option("--name", default="autonvtx", show_default=True, metavar="N", help="The kernelspec's name (a directory name).")
-@click.option("--display-name", metavar="TEXT",
-              help="What the notebook's kernel menu shows (default: 'Python (autonvtx)').")
+@click.option(
+    "--name", default="autonvtx", show_default=True, metavar="N", help="The kernelspec's name (a directory name)."
+)
+@click.option(
+    "--display-name", metavar="TEXT", help="What the notebook's kernel menu shows (default: 'Python (autonvtx)')."
+)
 @rule_options
-@click.option("--trace", "trace_dir", metavar="DIR",
-              help="Record with autonvtx's recorder: one trace per kernel session, DIR/NAME-<pid>.json.")
-@click.option("--nsys", is_flag=True,
-              help="Run the kernel under Nsight Systems: one NAME-<pid>.nsys-rep per session, in the notebook's directory.")
-@click.option("--user/--sys-prefix", "user", default=True,
-              help="Install for this user (the default) or into this Python's environment.")
+@click.option(
+    "--trace",
+    "trace_dir",
+    metavar="DIR",
+    help="Record with autonvtx's recorder: one trace per kernel session, DIR/NAME-<pid>.json.",
+)
+@click.option(
+    "--nsys",
+    is_flag=True,
+    help="Run the kernel under Nsight Systems: one NAME-<pid>.nsys-rep per session, in the notebook's directory.",
+)
+@click.option(
+    "--user/--sys-prefix",
+    "user",
+    default=True,
+    help="Install for this user (the default) or into this Python's environment.",
+)
 @click.option("--prefix", metavar="DIR", help="Install under DIR/share/jupyter/kernels (Jupyter's --prefix).")
 def install_command(
-    name: str, display_name: str | None, rules: RuleArgs, trace_dir: str | None, nsys: bool, user: bool,
+    name: str,
+    display_name: str | None,
+    rules: RuleArgs,
+    trace_dir: str | None,
+    nsys: bool,
+    user: bool,
     prefix: str | None,
 ) -> None:
     """Write a Jupyter kernel ("Python (autonvtx)") whose sessions run under `autonvtx run`
@@ -56,11 +76,16 @@ def install_command(
     where = install_spec(spec, user=prefix is None, prefix=prefix)
     click.echo(f"autonvtx: kernel {spec.display_name!r} installed in {where}")
     if trace_dir is None and not nsys:
-        click.echo("autonvtx: note: neither --trace nor --nsys: its ranges are seen only by a tool attached to the"
-                   " notebook server itself (nsys profile -t cuda,nvtx jupyter lab)", err=True)
+        click.echo(
+            "autonvtx: note: neither --trace nor --nsys: its ranges are seen only by a tool attached to the"
+            " notebook server itself (nsys profile -t cuda,nvtx jupyter lab)",
+            err=True,
+        )
     if trace_dir is not None:
-        click.echo(f"autonvtx: each session writes {os.path.join(os.path.abspath(trace_dir), name + '-<pid>.json')}"
-                   " when the kernel shuts down or restarts")
+        click.echo(
+            f"autonvtx: each session writes {os.path.join(os.path.abspath(trace_dir), name + '-<pid>.json')}"
+            " when the kernel shuts down or restarts"
+        )
 
 
 def rule_args(rules: RuleArgs) -> list[str]:
@@ -69,8 +94,12 @@ def rule_args(rules: RuleArgs) -> list[str]:
     args: list[str] = []
     for path in rules.configs:
         args += ["--config", os.path.abspath(path)]
-    for option, values in (("--preset", rules.presets), ("-t", rules.targets), ("--include", rules.includes),
-                           ("--exclude", rules.excludes)):
+    for option, values in (
+        ("--preset", rules.presets),
+        ("-t", rules.targets),
+        ("--include", rules.includes),
+        ("--exclude", rules.excludes),
+    ):
         for value in values:
             args += [option, value]
     if rules.engine is not None:

@@ -1,6 +1,7 @@
 """What `autonvtx run` does once its arguments are parsed, by click (`cli.run`) or by its own
 parser (`cli.runargs`): the target, its rules and its recording, wired together; the target
 itself runs once parsing is over (see `TargetRun`). Nothing here loads click (start-up)."""
+
 from __future__ import annotations
 
 import atexit
@@ -12,9 +13,9 @@ from autonvtx.values import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from types import ModuleType
-    from typing import Any, Callable, Literal, NoReturn
+    from typing import Any, Literal, NoReturn
 
     from autonvtx.cli.ruleargs import RuleArgs
     from autonvtx.config import Config
@@ -69,13 +70,21 @@ def start_run(
     # about patterns that never had a chance to match.
     check_script(target)
     if summary is None and table is not None and not is_default_table(table):
-        raise UsageError("run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
-                         "add --summary")
+        raise UsageError(
+            "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
+            "add --summary"
+        )
     left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
     if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
         left_out, outputs = recording_outputs(
-            describe_target(kind, value, target_args), ranks=ranks, trace=trace, summary=summary,
-            buffer_mb=buffer_mb, keep=keep, children=not no_children, table=table,
+            describe_target(kind, value, target_args),
+            ranks=ranks,
+            trace=trace,
+            summary=summary,
+            buffer_mb=buffer_mb,
+            keep=keep,
+            children=not no_children,
+            table=table,
         )
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
@@ -127,8 +136,11 @@ def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None)
 
     unread = [path for _, path in discover(".", near)]
     if unread:
-        print(f"autonvtx: rules from the command line only: {', '.join(unread)} not read (a config is"
-              " discovered only without --config, --preset and -t; add --config to use it too)", file=sys.stderr)
+        print(
+            f"autonvtx: rules from the command line only: {', '.join(unread)} not read (a config is"
+            " discovered only without --config, --preset and -t; add --config to use it too)",
+            file=sys.stderr,
+        )
 
 
 # autonvtx run's options that a newcomer puts after the script, where they are the script's.
@@ -140,8 +152,11 @@ def say_if_outputs_were_given_to_the_target(target_args: Sequence[str]) -> None:
     output, that is most likely a misplaced option of ours: say so once."""
     misplaced = [arg for arg in target_args if arg.partition("=")[0] in _OUTPUT_OPTIONS]
     if misplaced:
-        print(f"autonvtx: note: {misplaced[0].partition('=')[0]} comes after the script, so the script gets it,"
-              " not autonvtx; autonvtx's options go before SCRIPT", file=sys.stderr)
+        print(
+            f"autonvtx: note: {misplaced[0].partition('=')[0]} comes after the script, so the script gets it,"
+            " not autonvtx; autonvtx's options go before SCRIPT",
+            file=sys.stderr,
+        )
 
 
 def is_default_table(table: dict[str, Any]) -> bool:
@@ -167,8 +182,9 @@ def check_script(target: Target) -> None:
         sys.argv[:], sys.path[:] = argv, path
 
 
-def recording_outputs(label: str, *, ranks: str | None, table: dict[str, Any] | None,
-                      **options: Any) -> tuple[bool, Any]:
+def recording_outputs(
+    label: str, *, ranks: str | None, table: dict[str, Any] | None, **options: Any
+) -> tuple[bool, Any]:
     """(whether --ranks leaves this rank out, the recorder's outputs for this rank), checked."""
     # Imported only for these options: a plain run loads neither (start-up, issue 6).
     from autonvtx.ranks import detect_rank, label_with_rank, parse_ranks
@@ -240,9 +256,7 @@ def dry_run_listing(config: Config, resolved: Any, verbose: int) -> None:
     print(listing.format_text(plan, verbose=verbose > 0), end="", flush=True)
 
 
-def start_instrumentation(
-    config: Config, plugins: list[Plugin], verbose: int
-) -> Callable[[ModuleType], object] | None:
+def start_instrumentation(config: Config, plugins: list[Plugin], verbose: int) -> Callable[[ModuleType], object] | None:
     """Install the rules and plugins; return what the runner calls after each statement of
     `__main__`. At exit, unmatched patterns are reported and, with -v, what was wrapped."""
     from autonvtx.control import Instrumentation

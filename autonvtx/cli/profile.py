@@ -1,17 +1,19 @@
 """`autonvtx profile`: Nsight Systems over `autonvtx run`, then `autonvtx report` on what it wrote."""
+
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.launch import check_script
+from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.run import TARGET_KEY, RunCommand
 from autonvtx.errors import UsageError
 from autonvtx.report.render import check_writable
@@ -25,24 +27,51 @@ DEFAULT_OUTPUT = "autonvtx-profile"
     context_settings={"help_option_names": ["-h", "--help"]},
     short_help="Run a program under Nsight Systems with NVTX ranges, then print time per range.",
 )
-@click.option("-o", "--output", default=DEFAULT_OUTPUT, show_default=True, metavar="OUT",
-              help="Report name: OUT.nsys-rep and OUT.sqlite; nsys expands %q{VAR}, %h and %p in it.")
+@click.option(
+    "-o",
+    "--output",
+    default=DEFAULT_OUTPUT,
+    show_default=True,
+    metavar="OUT",
+    help="Report name: OUT.nsys-rep and OUT.sqlite; nsys expands %q{VAR}, %h and %p in it.",
+)
 @click.option("--force", is_flag=True, help="Overwrite OUT.nsys-rep and OUT.sqlite when they exist.")
-@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
-              help="Pass ARG to `nsys profile` (repeatable), e.g. --nsys-arg=--trace=cuda,nvtx,cublas;"
-              " it replaces autonvtx's default of the same option.")
+@click.option(
+    "--nsys-arg",
+    "nsys_args",
+    multiple=True,
+    metavar="ARG",
+    help="Pass ARG to `nsys profile` (repeatable), e.g. --nsys-arg=--trace=cuda,nvtx,cublas;"
+    " it replaces autonvtx's default of the same option.",
+)
 @rule_options
-@click.option("--capture", "captures", multiple=True, metavar="FUNCTION:FROM-TO",
-              help="Profile only iterations FROM <= i < TO of FUNCTION's first loop (as `run --capture`);"
-              " nsys then records only that window. Python 3.12+.")
+@click.option(
+    "--capture",
+    "captures",
+    multiple=True,
+    metavar="FUNCTION:FROM-TO",
+    help="Profile only iterations FROM <= i < TO of FUNCTION's first loop (as `run --capture`);"
+    " nsys then records only that window. Python 3.12+.",
+)
 @click.option("--no-children", is_flag=True, help="Leave child processes alone (as `run --no-children`).")
 @click.option("-v", "--verbose", count=True, help="As `run -v`.")
 @click.option("--tree", is_flag=True, help="Report: show the nesting of ranges.")
 @click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Report: one table per group.")
 @click.option("--top", type=click.IntRange(min=1), metavar="N", help="Report: only the N first rows.")
 @click.option("--html", metavar="PATH", help="Also write the report's page (a flame chart beside the table).")
-def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArgs, captures: tuple[str, ...],
-            no_children: bool, verbose: int, tree: bool, by: str | None, top: int | None, html: str | None) -> None:
+def profile(
+    output: str,
+    force: bool,
+    nsys_args: tuple[str, ...],
+    rules: RuleArgs,
+    captures: tuple[str, ...],
+    no_children: bool,
+    verbose: int,
+    tree: bool,
+    by: str | None,
+    top: int | None,
+    html: str | None,
+) -> None:
     """Run SCRIPT (or -m MODULE, or -c CODE) under `nsys profile` with NVTX ranges, as `autonvtx run`
     would, then print `autonvtx report`'s table of the capture. Exits with the program's status.
 
@@ -70,10 +99,19 @@ def profile(output: str, force: bool, nsys_args: tuple[str, ...], rules: RuleArg
     if not force:
         taken = nsight.existing(outputs)
         if taken:
-            raise UsageError(f"profile: -o '{output}': {taken[-1]} exists; expected --force to overwrite it, or another -o")
+            raise UsageError(
+                f"profile: -o '{output}': {taken[-1]} exists; expected --force to overwrite it, or another -o"
+            )
     run_command = inner_run_command(rules, captures, no_children, verbose, target)
-    plan = nsight.plan_profile(nsys, output=output, force=force, capture=capture, cuda=nsight.is_cuda_traceable(),
-                               nsys_args=nsys_args, run_command=run_command)
+    plan = nsight.plan_profile(
+        nsys,
+        output=output,
+        force=force,
+        capture=capture,
+        cuda=nsight.is_cuda_traceable(),
+        nsys_args=nsys_args,
+        run_command=run_command,
+    )
     for note in plan.notes:
         print(f"autonvtx: profile: {note}", file=sys.stderr)
     started = time.time()
@@ -93,16 +131,23 @@ def _package_home() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(autonvtx.__file__)))
 
 
-def inner_run_command(rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int,
-                      target: tuple[str, str, tuple[str, ...]]) -> list[str]:
+def inner_run_command(
+    rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int, target: tuple[str, str, tuple[str, ...]]
+) -> list[str]:
     """`autonvtx run ...` with this interpreter and this autonvtx (a fresh venv needs no autonvtx
     on PATH). Not `python -m autonvtx`: -m puts the working directory first on sys.path, and
     from a source checkout that imports its ./autonvtx, whose native parts are not built, so
     nsys would record nothing. The child looks first where this process found autonvtx; the
     runner then gives sys.path[0] to the target, as `autonvtx run` always does."""
     command = [sys.executable, "-c", _START.format(home=_package_home()), "run"]
-    for flag, values in (("--config", rules.configs), ("--preset", rules.presets), ("--target", rules.targets),
-                         ("--include", rules.includes), ("--exclude", rules.excludes), ("--capture", captures)):
+    for flag, values in (
+        ("--config", rules.configs),
+        ("--preset", rules.presets),
+        ("--target", rules.targets),
+        ("--include", rules.includes),
+        ("--exclude", rules.excludes),
+        ("--capture", captures),
+    ):
         for value in values:
             command.append(f"{flag}={value}")
     if rules.engine is not None:
@@ -190,11 +235,16 @@ def export_of_capture(nsys: Any, outputs: Sequence[str], started: float, status:
     if streams and nsys.importer is not None:
         return ensure_export(nsight.import_qdstrm(nsys.importer, streams[-1]))
     if streams:
-        raise nsight.NsysError(f"profile: nsys left only {streams[-1]}: its importer (QdstrmImporter) was not found"
-                               f" beside {os.path.realpath(nsys.path)}; expected an Nsight Systems installation"
-                               " with its host-linux-x64 directory")
-    raise nsight.NsysError(f"profile: nsys (status {status}) wrote no report {report_glob}; expected"
-                           " `nsys profile` to finish (its messages are above)", exit_status=status or 2)
+        raise nsight.NsysError(
+            f"profile: nsys left only {streams[-1]}: its importer (QdstrmImporter) was not found"
+            f" beside {os.path.realpath(nsys.path)}; expected an Nsight Systems installation"
+            " with its host-linux-x64 directory"
+        )
+    raise nsight.NsysError(
+        f"profile: nsys (status {status}) wrote no report {report_glob}; expected"
+        " `nsys profile` to finish (its messages are above)",
+        exit_status=status or 2,
+    )
 
 
 def print_report(export: str, *, tree: bool, by: str | None, top: int | None, html: str | None) -> None:

@@ -1,15 +1,18 @@
 """The commands on what the recorder wrote: `summary`, `recover`, `merge`."""
+
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
 from autonvtx.cli.group import cli
 from autonvtx.cli.views import make_view_options, view_options
 from autonvtx.errors import UsageError
+
 
 @cli.command("summary")
 @click.argument("trace", type=click.Path(dir_okay=False))
@@ -62,8 +65,13 @@ def recover_command(directory: str, output: str) -> None:
 
 @cli.command("merge")
 @click.argument("traces", nargs=-1, required=True)
-@click.option("-o", "--output", required=True, metavar="PATH",
-              help="The merged trace (.json, .json.gz, .pftrace); inputs may be any of these.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    metavar="PATH",
+    help="The merged trace (.json, .json.gz, .pftrace); inputs may be any of these.",
+)
 def merge_command(traces: tuple[str, ...], output: str) -> None:
     """Merge per-rank (or per-run) TRACES into one timeline, aligned on one clock."""
     from autonvtx.recorder.merge import check_inputs, merge_traces

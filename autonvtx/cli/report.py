@@ -1,4 +1,5 @@
 """`autonvtx report`: GPU time per NVTX range from what Nsight Systems recorded (or autonvtx's traces)."""
+
 from __future__ import annotations
 
 import sys
@@ -15,15 +16,42 @@ from autonvtx.cli.views import view_options
 @click.argument("profile", nargs=-1, required=True)
 @view_options
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
-@click.option("--format", "fmt", type=click.Choice(["text", "csv", "json"]), help="Output form (default: text, or from -o's extension).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "csv", "json"]),
+    help="Output form (default: text, or from -o's extension).",
+)
 @click.option("-o", "--output", metavar="PATH", help="Write to PATH (.txt, .csv, .json) instead of standard output.")
-@click.option("--html", metavar="PATH", help="Also write a self-contained page: a flame chart of the tree beside the table.")
-@click.option("--html-by", type=click.Choice(["gpu", "cpu"]), default="gpu", show_default=True, help="What sizes the boxes of --html.")
-@click.option("--across", type=click.Choice(["ranks"]), help="Ranks side by side: spread per range, stragglers, NCCL overlap (several files allowed).")
+@click.option(
+    "--html", metavar="PATH", help="Also write a self-contained page: a flame chart of the tree beside the table."
+)
+@click.option(
+    "--html-by",
+    type=click.Choice(["gpu", "cpu"]),
+    default="gpu",
+    show_default=True,
+    help="What sizes the boxes of --html.",
+)
+@click.option(
+    "--across",
+    type=click.Choice(["ranks"]),
+    help="Ranks side by side: spread per range, stragglers, NCCL overlap (several files allowed).",
+)
 @scale_options
-def report_command(profile: tuple[str, ...], strip_ids: bool, fmt: str | None, output: str | None, html: str | None,
-                   html_by: str, across: str | None, jobs: int | None, scheduler: str | None, progress: bool | None,
-                   **view: Any) -> None:
+def report_command(
+    profile: tuple[str, ...],
+    strip_ids: bool,
+    fmt: str | None,
+    output: str | None,
+    html: str | None,
+    html_by: str,
+    across: str | None,
+    jobs: int | None,
+    scheduler: str | None,
+    progress: bool | None,
+    **view: Any,
+) -> None:
     """GPU time per NVTX range from PROFILE: an `nsys export --type sqlite` file, a .nsys-rep, or an
     autonvtx trace (.json, .json.gz, .pftrace: CPU time, the figures `autonvtx summary` prints)."""
     from autonvtx.report.output import ReportRequest, produce
@@ -33,9 +61,23 @@ def report_command(profile: tuple[str, ...], strip_ids: bool, fmt: str | None, o
 
         report_across(profile, across, view, strip_ids, fmt, output, html, (jobs, scheduler, progress))
         return
-    request = ReportRequest(profile[0], view["tree"], view["by"], view["sort"], view["top"], view["name_filter"],
-                            strip_ids, fmt, output, html, html_by, view["group_by"], view["skip_first"],
-                            terminal=output is None and fmt in (None, "text") and sys.stdout.isatty(), each=view["each"])
+    request = ReportRequest(
+        profile[0],
+        view["tree"],
+        view["by"],
+        view["sort"],
+        view["top"],
+        view["name_filter"],
+        strip_ids,
+        fmt,
+        output,
+        html,
+        html_by,
+        view["group_by"],
+        view["skip_first"],
+        terminal=output is None and fmt in (None, "text") and sys.stdout.isatty(),
+        each=view["each"],
+    )
     text = produce(request)
     if text is not None:
         click.echo(text, nl=False)

@@ -1,4 +1,5 @@
 """The commands about rules themselves: `presets`, `list`, `export`, `init`."""
+
 from __future__ import annotations
 
 import os
@@ -7,8 +8,9 @@ import sys
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.launch import say_if_no_rules
+from autonvtx.cli.options import RuleArgs, rule_options
+
 
 @cli.command("presets")
 def presets_command() -> None:
@@ -52,8 +54,14 @@ def list_command(
 
 @cli.command("export")
 @rule_options
-@click.option("--format", "fmt", type=click.Choice(["nsys"]), default="nsys", show_default=True,
-              help="nsys: Nsight Systems' --python-functions-trace JSON.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["nsys"]),
+    default="nsys",
+    show_default=True,
+    help="nsys: Nsight Systems' --python-functions-trace JSON.",
+)
 @click.option("-o", "--output", metavar="PATH", help="Write to PATH instead of standard output.")
 @click.argument("modules", nargs=-1, required=True)
 def export_command(
@@ -96,8 +104,11 @@ def export_command(
 
 
 @cli.command("init")
-@click.option("--pyproject", is_flag=True,
-              help="Append a [tool.autonvtx] table to ./pyproject.toml instead of writing ./autonvtx.toml.")
+@click.option(
+    "--pyproject",
+    is_flag=True,
+    help="Append a [tool.autonvtx] table to ./pyproject.toml instead of writing ./autonvtx.toml.",
+)
 def init_command(pyproject: bool) -> None:
     """Write a commented starter config naming the frameworks installed here."""
     from autonvtx.starter import write_starter

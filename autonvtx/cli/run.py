@@ -1,9 +1,11 @@
 """`autonvtx run` as a click command: its options and help, and the parse of whatever
 `cli.runargs` leaves to click (--help, mistakes, --summary and the view options); what the
 run does is `cli.launch.start_run`."""
+
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -13,8 +15,15 @@ from autonvtx.cli.options import RuleArgs, rule_options, summary_options
 from autonvtx.errors import UsageError
 
 # Imported from here by others (and before cli.launch existed): the run's pieces.
-__all__ = ["TARGET_KEY", "RunCommand", "TargetRun", "describe_target", "run", "say_if_no_rules",
-           "split_target_arguments"]
+__all__ = [
+    "TARGET_KEY",
+    "RunCommand",
+    "TargetRun",
+    "describe_target",
+    "run",
+    "say_if_no_rules",
+    "split_target_arguments",
+]
 
 TARGET_KEY = "autonvtx.target"
 
@@ -176,6 +185,17 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     target = click.get_current_context().meta.get(TARGET_KEY)
-    return start_run(target, rules=rules, verbose=verbose, dry_run=dry_run, trace=trace, summary=summary,
-                     buffer_mb=buffer_mb, keep=keep, no_children=no_children, captures=captures, ranks=ranks,
-                     table=table)
+    return start_run(
+        target,
+        rules=rules,
+        verbose=verbose,
+        dry_run=dry_run,
+        trace=trace,
+        summary=summary,
+        buffer_mb=buffer_mb,
+        keep=keep,
+        no_children=no_children,
+        captures=captures,
+        ranks=ranks,
+        table=table,
+    )

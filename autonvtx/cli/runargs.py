@@ -8,6 +8,7 @@ equal over a corpus of command lines): the arguments are split at the target as
 `cli.run.split_target_arguments` splits them, then run's own options are read as click reads
 them (`--opt VALUE`, `--opt=VALUE`, `-tVALUE`, `-vv`, the last of a repeated single value).
 """
+
 from __future__ import annotations
 
 TYPE_CHECKING = False
@@ -46,8 +47,20 @@ OPTIONS = {
 
 # The parameters click passes for these options (and --summary, left to click) when none is given.
 DEFAULTS: dict[str, Any] = {
-    "configs": (), "presets": (), "targets": (), "includes": (), "excludes": (), "engine": None, "verbose": 0,
-    "dry_run": False, "trace": None, "summary": None, "buffer_mb": None, "keep": "all", "no_children": False, "captures": (),
+    "configs": (),
+    "presets": (),
+    "targets": (),
+    "includes": (),
+    "excludes": (),
+    "engine": None,
+    "verbose": 0,
+    "dry_run": False,
+    "trace": None,
+    "summary": None,
+    "buffer_mb": None,
+    "keep": "all",
+    "no_children": False,
+    "captures": (),
     "ranks": None,
 }
 

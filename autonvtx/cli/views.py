@@ -1,8 +1,10 @@
 """The view options, declared once: `run --summary`, `summary` and `report` take the same flags
 with the same meaning (`recorder.stats.ViewOptions`, applied by `recorder.stats.arrange`)."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -13,29 +15,62 @@ def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Decorate a command with --tree, --group, --each, --skip-first, --by, --sort, --top, --filter."""
     options = [
         click.option("--tree", is_flag=True, help="One row per call path, indented by nesting."),
-        click.option("--group", "group_by", type=click.Choice(GROUPINGS), default="name",
-                     help="class folds 'a.b.3.attn (Attention)' rows into one per class (recordings)."),
-        click.option("--each", is_flag=True,
-                     help="A row per recorded name: without it, names that differ only in their numbers "
-                          "('step 0', 'step 1', ...) share one row, 'step {n}'."),
-        click.option("--skip-first", type=click.IntRange(min=0), default=0, metavar="N",
-                     help="Leave out each range's first N instances on each thread (warm-up; recordings)."),
+        click.option(
+            "--group",
+            "group_by",
+            type=click.Choice(GROUPINGS),
+            default="name",
+            help="class folds 'a.b.3.attn (Attention)' rows into one per class (recordings).",
+        ),
+        click.option(
+            "--each",
+            is_flag=True,
+            help="A row per recorded name: without it, names that differ only in their numbers "
+            "('step 0', 'step 1', ...) share one row, 'step {n}'.",
+        ),
+        click.option(
+            "--skip-first",
+            type=click.IntRange(min=0),
+            default=0,
+            metavar="N",
+            help="Leave out each range's first N instances on each thread (warm-up; recordings).",
+        ),
         click.option("--by", type=click.Choice(BY), help="A table per process, rank, thread (or GPU, for exports)."),
-        click.option("--sort", type=click.Choice(SORTS), default=None,
-                     help="The column rows are sorted by, largest first (default: total, or gpu for an "
-                          "export with GPU work; cpu = total, instances = count)."),
-        click.option("--top", type=click.IntRange(min=1), metavar="N",
-                     help="Only the first N rows of each group (with --tree: N children per range)."),
-        click.option("--filter", "name_filter", metavar="GLOB",
-                     help="Only ranges whose name matches GLOB (with --tree: and what encloses them)."),
+        click.option(
+            "--sort",
+            type=click.Choice(SORTS),
+            default=None,
+            help="The column rows are sorted by, largest first (default: total, or gpu for an "
+            "export with GPU work; cpu = total, instances = count).",
+        ),
+        click.option(
+            "--top",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Only the first N rows of each group (with --tree: N children per range).",
+        ),
+        click.option(
+            "--filter",
+            "name_filter",
+            metavar="GLOB",
+            help="Only ranges whose name matches GLOB (with --tree: and what encloses them).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
     return command
 
 
-VIEW_OPTION_DEFAULTS = {"tree": False, "group_by": "name", "each": False, "skip_first": 0, "by": None,
-                        "sort": None, "top": None, "name_filter": None}
+VIEW_OPTION_DEFAULTS = {
+    "tree": False,
+    "group_by": "name",
+    "each": False,
+    "skip_first": 0,
+    "by": None,
+    "sort": None,
+    "top": None,
+    "name_filter": None,
+}
 
 
 def make_view_options(values: dict[str, Any]) -> Any:
@@ -49,5 +84,13 @@ def make_view_options(values: dict[str, Any]) -> Any:
         from autonvtx.errors import UsageError
 
         raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
-    return ViewOptions(tree=values["tree"], group=values["group_by"], skip_first=values["skip_first"], by=by,
-                       sort=sort, top=values["top"], filter=values["name_filter"], each=values["each"])
+    return ViewOptions(
+        tree=values["tree"],
+        group=values["group_by"],
+        skip_first=values["skip_first"],
+        by=by,
+        sort=sort,
+        top=values["top"],
+        filter=values["name_filter"],
+        each=values["each"],
+    )

@@ -1,5 +1,6 @@
 """Read configuration: config files (TOML, YAML, pyproject, Nsight Systems' JSON), presets they
 name, discovery in the working directory, and the command-line rule, merged into one `Config`."""
+
 from __future__ import annotations
 
 import os
@@ -51,9 +52,7 @@ def load_config(
     base = cwd if cwd is not None else os.getcwd()
     for flag, values in (("--include", includes), ("--exclude", excludes)):
         if values and not targets:
-            raise ConfigError(
-                f"{flag}: applies to the -t/--target rule; expected -t/--target with it"
-            )
+            raise ConfigError(f"{flag}: applies to the -t/--target rule; expected -t/--target with it")
     files = [("preset", p) for p in extra_sources] + [("--config", p) for p in config_paths]
     preset_sources = list(extra_sources)
     if not files and not targets:
@@ -124,8 +123,15 @@ def load_rules(
 
         sources = resolve_presets(presets)
     return load_config(
-        configs, targets=targets, includes=includes, excludes=excludes, cwd=cwd, extra_sources=sources,
-        engine=engine, captures=captures, near=near,
+        configs,
+        targets=targets,
+        includes=includes,
+        excludes=excludes,
+        cwd=cwd,
+        extra_sources=sources,
+        engine=engine,
+        captures=captures,
+        near=near,
     )
 
 
@@ -145,9 +151,7 @@ def _load_files(files: list[tuple[str, str]], base: str) -> list[tuple[str, File
     return loaded_files
 
 
-def _named_presets(
-    loaded_files: list[tuple[str, FileConfig]], base: str
-) -> list[tuple[str, FileConfig]]:
+def _named_presets(loaded_files: list[tuple[str, FileConfig]], base: str) -> list[tuple[str, FileConfig]]:
     """The preset files that the files' `presets` keys name, transitively, each once, in
     the order first named; none of those already loaded."""
     # Imported here: a run whose files name no preset never loads it (start-up).
@@ -198,9 +202,7 @@ def discover(base: str, near: str | None = None) -> list[tuple[str, str]]:
     return []
 
 
-def _command_line_rule(
-    targets: Sequence[str], includes: Sequence[str], excludes: Sequence[str]
-) -> Rule:
+def _command_line_rule(targets: Sequence[str], includes: Sequence[str], excludes: Sequence[str]) -> Rule:
     for flag, values, check in (
         ("--target", targets, module_glob_problem),
         ("--include", includes, name_glob_problem),

@@ -12,6 +12,7 @@ cache directory shared with other users) is not used, and a directory that canno
 exclusively: an existing file or link there is never followed) and the last rename wins, with
 the same content. At most MAX_ENTRIES entries are kept: writing past that removes the oldest.
 """
+
 from __future__ import annotations
 
 import marshal

@@ -1,5 +1,6 @@
 """Config file formats: TOML and YAML parsed into plain data, with the line and column of a
 syntax error in the message."""
+
 from __future__ import annotations
 
 import re
@@ -118,24 +119,22 @@ def _parse_yaml(display: str, text: str) -> Any:
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
 
 
-
-
 def describe_value(value: Any) -> str:
     """A value as messages show it: its TOML/YAML type, then its repr, cut short."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
-    kind = {int: "integer", float: "float", str: "string", list: "list", dict: "table"}.get(
-        type(value)
-    )
+    kind = {int: "integer", float: "float", str: "string", list: "list", dict: "table"}.get(type(value))
     text = repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{kind or type(value).__name__} {text}"
 
 
-def tables_in(path: str, where: str, value: Any, problems: Problems, array: str) -> Iterator[tuple[str, dict[str, Any]]]:
+def tables_in(
+    path: str, where: str, value: Any, problems: Problems, array: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """(location, table) for each table of the array of tables `value` at `where` (written
     `[[array]]`); what is not a list, or not a table, becomes a problem and is left out."""
     if not isinstance(value, list):

@@ -17,6 +17,7 @@ PythonFunctionsTrace/) is a JSON list of objects::
 and `color` (a color name, or "RRGGBB" hex, with or without "#") are optional; keys starting
 with "_" are comments. There is no way to name `__main__`.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,7 +63,7 @@ def read_nsys_json(display: str, full: str) -> list[Rule]:
         raise ConfigError(f"{display}: cannot read ({exc.strerror})") from None
     if not isinstance(data, list):
         raise ConfigError(
-            f"{display}: expected a list of {{\"module\", \"functions\"}} objects"
+            f'{display}: expected a list of {{"module", "functions"}} objects'
             " (Nsight Systems' --python-functions-trace format)"
         )
     rules: list[Rule] = []
@@ -85,9 +86,7 @@ def _entry_rules(display: str, loc: str, entry: Any) -> list[Rule]:
             )
     module = entry.get("module")
     if not isinstance(module, str) or not _IDENTIFIER_PATH.match(module):
-        raise ConfigError(
-            f"{display}: {loc}.module: expected a dotted module name, got {module!r}"
-        )
+        raise ConfigError(f"{display}: {loc}.module: expected a dotted module name, got {module!r}")
     if module == "__main__":
         raise ConfigError(
             f"{display}: {loc}.module: Nsight Systems cannot trace '__main__';"
@@ -140,9 +139,7 @@ def _color(display: str, loc: str, value: Any) -> str:
             return "#" + value.lstrip("#").lower()
         if value.lower() in COLOR_NAMES:
             return value.lower()
-    raise ConfigError(
-        f"{display}: {loc}: expected a color name or 'RRGGBB' hex, got {value!r}"
-    )
+    raise ConfigError(f"{display}: {loc}: expected a color name or 'RRGGBB' hex, got {value!r}")
 
 
 def _escape(name: str) -> str:

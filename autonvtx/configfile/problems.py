@@ -1,4 +1,5 @@
 """Every problem of a config collected, to be reported in one error, as linters do."""
+
 from __future__ import annotations
 
 from autonvtx.errors import ConfigError

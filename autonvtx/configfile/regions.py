@@ -1,4 +1,5 @@
 """`[[regions]]` tables checked and turned into `Region` values, and the --capture shortcut."""
+
 from __future__ import annotations
 
 import re
@@ -70,9 +71,7 @@ def check_function(value: Any) -> str:
         raise ValueError(f"expected a string 'module:qualname', got {describe_value(value)}")
     module, colon, qualname = value.partition(":")
     if not colon or not module or not qualname:
-        raise ValueError(
-            f"bad function {value!r}; expected 'module:qualname' such as '__main__:train'"
-        )
+        raise ValueError(f"bad function {value!r}; expected 'module:qualname' such as '__main__:train'")
     problem = module_glob_problem(module) or glob_problem(qualname)
     if problem:
         raise ValueError(problem)
@@ -82,22 +81,23 @@ def check_function(value: Any) -> str:
 def _check_loop(value: Any) -> str | int:
     if value == "first" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
         return value  # type: ignore[no-any-return]
-    raise ValueError(f"expected \"first\" or the line number a loop starts on, got {describe_value(value)}")
+    raise ValueError(f'expected "first" or the line number a loop starts on, got {describe_value(value)}')
 
 
 def parse_lines(text: Any) -> tuple[int, int]:
-    """"120-134" (or 120, one line) as (120, 134); ValueError otherwise."""
+    """ "120-134" (or 120, one line) as (120, 134); ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool) and text > 0:
         return (text, text)
     match = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", text) if isinstance(text, str) else None
     if match is None or not 0 < int(match[1]) <= int(match[2]):
-        raise ValueError(f"expected a line span \"first-last\" such as \"120-134\", got {describe_value(text)}")
+        raise ValueError(f'expected a line span "first-last" such as "120-134", got {describe_value(text)}')
     return (int(match[1]), int(match[2]))
 
 
 def _check_capture(value: Any) -> tuple[int, int]:
     ok = (
-        isinstance(value, list) and len(value) == 2
+        isinstance(value, list)
+        and len(value) == 2
         and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
         and 0 <= value[0] < value[1]
     )

@@ -1,5 +1,6 @@
 """Config files' tables checked and turned into values: every problem of a file is found in one
 run and reported together, each naming the file and the key."""
+
 from __future__ import annotations
 
 import os
@@ -86,8 +87,7 @@ def load_file(arg: str, path: str, base: str) -> FileConfig:
         if key not in ("autonvtx", "rules", "regions"):
             hint = " (global settings go in the [autonvtx] table)" if key in TABLE_KEYS else ""
             problems.add(
-                f"{path}: {_key_name(key)}: unknown key{hint}"
-                + did_you_mean(key, ("autonvtx", "rules", "regions"))
+                f"{path}: {_key_name(key)}: unknown key{hint}" + did_you_mean(key, ("autonvtx", "rules", "regions"))
             )
     table = data.get("autonvtx", {})
     if not isinstance(table, dict):
@@ -117,9 +117,7 @@ def _table(path: str, where: str, table: dict[str, Any], problems: Problems) -> 
     loaded = FileConfig(_settings(path, where, table, problems), [], table=where)
     if "description" in table:
         with problems.collect():
-            loaded.description = _string_key(
-                path, f"{where}.description", "description", table["description"]
-            )
+            loaded.description = _string_key(path, f"{where}.description", "description", table["description"])
     with problems.collect():
         _table_lists(path, where, table, loaded)
     if "plugin" in table:
@@ -132,16 +130,12 @@ def _table_lists(path: str, where: str, table: dict[str, Any], loaded: FileConfi
     if "presets" in table:
         names = table["presets"]
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
-            raise ConfigError(
-                f"{path}: {where}.presets: expected a list of preset names, got {describe_value(names)}"
-            )
+            raise ConfigError(f"{path}: {where}.presets: expected a list of preset names, got {describe_value(names)}")
         loaded.presets = list(names)
     if "plugins" in table:
         names = table["plugins"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(
-                f"{path}: {where}.plugins: expected a list of plugin names, got {describe_value(names)}"
-            )
+            raise ConfigError(f"{path}: {where}.plugins: expected a list of plugin names, got {describe_value(names)}")
         for i, name in enumerate(names):
             problem = plugin_name_problem(name)
             if problem:
@@ -152,8 +146,7 @@ def _table_lists(path: str, where: str, table: dict[str, Any], loaded: FileConfi
 def _plugin_tables(path: str, where: str, value: Any) -> dict[str, dict[str, Scalar]]:
     if not isinstance(value, dict):
         raise ConfigError(
-            f"{path}: {where}: expected a table of plugin tables ([{where}.<name>]),"
-            f" got {describe_value(value)}"
+            f"{path}: {where}: expected a table of plugin tables ([{where}.<name>]), got {describe_value(value)}"
         )
     tables: dict[str, dict[str, Scalar]] = {}
     for name, options in value.items():
@@ -183,9 +176,7 @@ def builtin_plugins() -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
-    return sorted(
-        name[:-3] for name in names if name.endswith(".py") and not name.startswith("_")
-    )
+    return sorted(name[:-3] for name in names if name.endswith(".py") and not name.startswith("_"))
 
 
 def plugin_name_problem(name: str) -> str | None:
@@ -203,16 +194,12 @@ def plugin_name_problem(name: str) -> str | None:
     )
 
 
-def _check_keys(
-    path: str, where: str, table: dict[Any, Any], allowed: Sequence[str], problems: Problems
-) -> None:
+def _check_keys(path: str, where: str, table: dict[Any, Any], allowed: Sequence[str], problems: Problems) -> None:
     for key in table:
         if key not in allowed:
             name = _key_name(key)
             hint = " (rule keys go in a [[rules]] table)" if name in RULE_KEYS else ""
-            problems.add(
-                f"{path}: {where}.{name}: unknown key{hint}" + did_you_mean(key, allowed)
-            )
+            problems.add(f"{path}: {where}.{name}: unknown key{hint}" + did_you_mean(key, allowed))
 
 
 def _settings(path: str, where: str, table: dict[str, Any], problems: Problems) -> dict[str, str]:
@@ -247,10 +234,7 @@ def _rule_fields(path: str, loc: str, table: dict[str, Any], problems: Problems)
         problems.add(f"{path}: {loc}.modules: expected at least one module glob")
     exclude_failed = "exclude" in table and "exclude" not in fields  # already reported
     if fields.get("include") == () and not fields.get("exclude") and not exclude_failed:
-        problems.add(
-            f"{path}: {loc}.include: empty, and the rule excludes nothing;"
-            " expected at least one glob"
-        )
+        problems.add(f"{path}: {loc}.include: empty, and the rule excludes nothing; expected at least one glob")
     for key in ("color", "domain", "category", "message"):
         if key in table:
             with problems.collect():
@@ -260,9 +244,7 @@ def _rule_fields(path: str, loc: str, table: dict[str, Any], problems: Problems)
         if isinstance(builtins, bool):
             fields["builtins"] = builtins
         else:
-            problems.add(
-                f"{path}: {loc}.builtins: expected true or false, got {describe_value(builtins)}"
-            )
+            problems.add(f"{path}: {loc}.builtins: expected true or false, got {describe_value(builtins)}")
     return fields
 
 

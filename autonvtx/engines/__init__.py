@@ -23,6 +23,7 @@ members, called by `autonvtx.walk.Walker` (the `Engine` protocol):
 sys.monitoring events for selected code objects and replaces nothing (3.12+; it also decides
 about functions nested in others: `reaches_nested`, `apply_code(code, ...)`); `plan` records.
 """
+
 from __future__ import annotations
 
 import sys

@@ -3,6 +3,7 @@
 that code has the range, however it is referenced (a registry, `from x import f` taken earlier,
 a `functools.partial`, a closure), and `is`, `id`, pickling and `sys._getframe` see plain
 Python. Builtins (`builtins = true` rules) have no code object: they keep the wrap engine."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,8 @@ from autonvtx.config import Config, Rule, auto_color
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     from autonvtx.engines.wrap import WrapEngine
 

@@ -12,6 +12,7 @@ costs 1,310-1,330 more behind the wrapper, 550-580 more ranged through its code 
 code. The function keeps its identity (no `__wrapped__`; `is`, pickling and `inspect` see it as
 it is): the contract's "wrapping is invisible" at its most invisible. 3.10 and 3.11 keep the
 wrapper (their `await` enters the interpreter from C anyway, and there is no sys.monitoring)."""
+
 from __future__ import annotations
 
 import _thread

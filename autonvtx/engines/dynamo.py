@@ -17,13 +17,15 @@ code alone the same way); called eagerly, the wrapper ranges as before.
 These names are private to torch: where one is missing or differs (another release),
 nothing is changed there.
 """
+
 from __future__ import annotations
 
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
 from autonvtx.engines import is_marked
 

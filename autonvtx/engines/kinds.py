@@ -1,6 +1,7 @@
 """The engines as records: what each can do and how to make one, and the choice of one for a
 setting (coverage.py's core.py chooses its tracer this way). Callers read the capabilities;
 none compares engine names."""
+
 from __future__ import annotations
 
 import sys
@@ -11,7 +12,7 @@ from autonvtx.values import Value
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from collections.abc import Callable
 
 
 class EngineUnavailableError(Exception):
@@ -32,8 +33,16 @@ class EngineKind(Value):
     # (config, restorable) -> the engine; EngineUnavailableError when it cannot run after all.
     factory: Callable[[Config, bool], Engine]
 
-    def __init__(self, name: str, description: str, verb: str, *, reaches_nested: bool, replaces_functions: bool,
-                 factory: Callable[[Config, bool], Engine]) -> None:
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        verb: str,
+        *,
+        reaches_nested: bool,
+        replaces_functions: bool,
+        factory: Callable[[Config, bool], Engine],
+    ) -> None:
         self._set(name, description, verb, reaches_nested, replaces_functions, factory)
 
     def build(self, config: Config, *, restorable: bool = False) -> Engine:
@@ -62,13 +71,23 @@ def _make_wrap_engine(config: Config, restorable: bool) -> Engine:
     return WrapEngine(config, restorable=restorable)
 
 
-CODE = EngineKind("code", "sys.monitoring; no function replaced", "monitored", reaches_nested=True,
-                  replaces_functions=False, factory=_make_code_engine)
+CODE = EngineKind(
+    "code",
+    "sys.monitoring; no function replaced",
+    "monitored",
+    reaches_nested=True,
+    replaces_functions=False,
+    factory=_make_code_engine,
+)
 # 3.12+: coroutine and async generator functions are ranged through their code (coroutines.py).
-_WRAP_DESCRIPTION = ("functions replaced by wrappers" if sys.version_info < (3, 12) else
-                     "functions replaced by wrappers; coroutine functions ranged through their code")
-WRAP = EngineKind("wrap", _WRAP_DESCRIPTION, "wrapped", reaches_nested=False,
-                  replaces_functions=True, factory=_make_wrap_engine)
+_WRAP_DESCRIPTION = (
+    "functions replaced by wrappers"
+    if sys.version_info < (3, 12)
+    else "functions replaced by wrappers; coroutine functions ranged through their code"
+)
+WRAP = EngineKind(
+    "wrap", _WRAP_DESCRIPTION, "wrapped", reaches_nested=False, replaces_functions=True, factory=_make_wrap_engine
+)
 
 # The engines by name (`engines.ENGINES`, the settings, is "auto" and these names).
 KINDS = {kind.name: kind for kind in (CODE, WRAP)}

@@ -1,5 +1,6 @@
 """The plan engine: decisions recorded, nothing applied. `list`, `run --dry-run` and `export`
 walk modules with it, so they print exactly what a run would do."""
+
 from __future__ import annotations
 
 from typing import Any

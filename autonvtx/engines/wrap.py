@@ -1,5 +1,6 @@
 """The wrap engine: a selected function is replaced, where it is bound, by a transparent wrapt
 wrapper whose calls push and pop its range; and the one patching helper plugins use too."""
+
 from __future__ import annotations
 
 import _thread
@@ -11,7 +12,8 @@ from _weakref import ref as _weak_ref  # weakref.ref, without weakref and thread
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     import weakref
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     import wrapt
 
@@ -27,7 +29,6 @@ from autonvtx.engines import RANGE_MARK, is_marked, key_of
 from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401
 from autonvtx.engines.wraptcore import lacking_what_functions_lack
 from autonvtx.moduledicts import module_dict as _module_dict
-
 
 # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
 # ranged through their code, not wrapped (engines/coroutines.py says why); none before.
@@ -124,20 +125,17 @@ class _PlainFunctionWrapper(RangeWrapper):
             return self
         return types.MethodType(self, instance)
 
+
 # _PlainFunctionWrapper whose call is native: push, the function's own vectorcall, pop, in C
 # (wrapt's call path costs a dict, a tuple and a call of the wrapper, several times the
 # range); it binds as _PlainFunctionWrapper does, and `obj.method()` skips the bound method
 # as for a function. None without autonvtx's native NVTX client (or AUTONVTX_PURE_PYTHON=1).
-_RangedFunctionWrapper = ranges.ranged_function_type(
-    _PlainFunctionWrapper, f"{__name__}._RangedFunctionWrapper"
-)
+_RangedFunctionWrapper = ranges.ranged_function_type(_PlainFunctionWrapper, f"{__name__}._RangedFunctionWrapper")
 
 # _RangedFunctionWrapper(function, its native range) in one C call (ranges.ranged_wrapper_factory).
 _make_ranged = ranges.ranged_wrapper_factory(_RangedFunctionWrapper)
 
-_FUNCTION_WRAPPER_BASE = next(
-    (c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None
-)
+_FUNCTION_WRAPPER_BASE = next((c for c in RangeWrapper.__mro__ if c.__name__ == "_FunctionWrapperBase"), None)
 
 
 class WrapEngine:
@@ -195,8 +193,12 @@ class WrapEngine:
             message = qualname
         else:
             message = ranges.label_for(func, module, qualname).format(style.message)
-        if (_CODE_RANGED_FLAGS and type(func) is types.FunctionType and func.__code__.co_flags & _CODE_RANGED_FLAGS
-                and self._code_ranges().give_range(func, qualname, message, domain, color, category)):
+        if (
+            _CODE_RANGED_FLAGS
+            and type(func) is types.FunctionType
+            and func.__code__.co_flags & _CODE_RANGED_FLAGS
+            and self._code_ranges().give_range(func, qualname, message, domain, color, category)
+        ):
             self._pending.pop(func, None)  # every reference runs its code: nothing to rebind
             return None
         wrapper = None
@@ -248,8 +250,20 @@ class WrapEngine:
             domain, color, category = ranges.style_arguments(self._config.style(rule, module))
             apply = lambda func, qualname: self.apply(func, module, qualname, rule)  # noqa: E731
             walker = walkers[color] = functools.partial(
-                walk, ("wrap", domain, color, category, _RangedFunctionWrapper, self._wrappers,
-                       self._pending, self._rebind, apply, self._written))
+                walk,
+                (
+                    "wrap",
+                    domain,
+                    color,
+                    category,
+                    _RangedFunctionWrapper,
+                    self._wrappers,
+                    self._pending,
+                    self._rebind,
+                    apply,
+                    self._written,
+                ),
+            )
         return walker
 
     def existing(self, value: Any) -> RangeWrapper | None:
@@ -276,9 +290,7 @@ class WrapEngine:
         # Wrapped meanwhile, on another thread (the walk asked existing() just before).
         self._rebind(func, found, [reference])
 
-    def _rebind(
-        self, func: Any, wrapper: Any, references: list[tuple[weakref.ref[types.ModuleType], str]]
-    ) -> None:
+    def _rebind(self, func: Any, wrapper: Any, references: list[tuple[weakref.ref[types.ModuleType], str]]) -> None:
         """Point each module name that still holds `func` at its wrapper."""
         for module_ref, attr in references:
             target = module_ref()
@@ -403,8 +415,7 @@ def _patch(
         return "already wrapped"
     if not callable(func):
         return f"not wrapped (not callable: {type(func).__name__})"
-    if (function_only and rewrap is None and isinstance(owner, type)
-            and type(func) is not types.FunctionType):
+    if function_only and rewrap is None and isinstance(owner, type) and type(func) is not types.FunctionType:
         return f"not wrapped (a {type(func).__name__}, not a Python function)"
     new = build(func)
     if rewrap is not None:
@@ -466,9 +477,7 @@ def ranged_function(
     return ranged
 
 
-def choosing_wrapper(
-    emitter_for: EmitterChooser, on_error: ErrorHandler | None = None
-) -> ranges.Wrapper:
+def choosing_wrapper(emitter_for: EmitterChooser, on_error: ErrorHandler | None = None) -> ranges.Wrapper:
     """The wrapt wrapper callable of a range chosen per call by `emitter_for` (see
     ranged_function), for a RangeWrapper (patch_attribute, ranged_proxy)."""
 
@@ -490,9 +499,7 @@ def choosing_wrapper(
     return call
 
 
-def ranged_proxy(
-    value: Any, emitter_for: EmitterChooser, on_error: ErrorHandler | None = None
-) -> RangeWrapper:
+def ranged_proxy(value: Any, emitter_for: EmitterChooser, on_error: ErrorHandler | None = None) -> RangeWrapper:
     """`value` (any callable object) in a RangeWrapper whose calls get the range `emitter_for`
     chooses: everything else the object offers (its attributes, methods, binding) goes straight
     to it, and it pickles and copies as it does (a callable a framework hands out, which must

@@ -12,13 +12,14 @@ own `import wrapt` gets all of wrapt, and the same types: a wrapper made here is
 
 Also what wrapt's proxy types offer that functions lack, for the wrap engine to take back.
 """
+
 from __future__ import annotations
 
+import _thread
 import importlib
 import importlib.util
 import os
 import sys
-import _thread
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
@@ -109,9 +110,24 @@ def _forget_partial() -> None:
 # Not __getitem__: defined on a class it gives the type a sequence slot, and iter(wrapper)
 # would then succeed where iter(function) raises (numpy.iterable, "try: iter(x)" checks).
 PROTOCOLS_FUNCTIONS_LACK = (
-    "__enter__", "__exit__", "__aenter__", "__aexit__", "__bytes__",
-    "__len__", "__setitem__", "__delitem__", "__contains__", "__reversed__",
-    "__int__", "__float__", "__complex__", "__index__", "__round__", "__trunc__", "__floor__", "__ceil__",
+    "__enter__",
+    "__exit__",
+    "__aenter__",
+    "__aexit__",
+    "__bytes__",
+    "__len__",
+    "__setitem__",
+    "__delitem__",
+    "__contains__",
+    "__reversed__",
+    "__int__",
+    "__float__",
+    "__complex__",
+    "__index__",
+    "__round__",
+    "__trunc__",
+    "__floor__",
+    "__ceil__",
 )
 
 

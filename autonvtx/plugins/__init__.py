@@ -100,6 +100,7 @@ A failure is a note for --verbose, never an exception. When `emitter_for` or a `
 callable raises, the call runs all the same (without its range, or under the attribute's name
 for `wrap_function`) and a warning says so once.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -107,8 +108,8 @@ import importlib
 import sys
 import threading
 import types
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Callable, Union
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.config import Config, RangeStyle, Rule, Scalar
 from autonvtx.errors import ConfigError
@@ -118,7 +119,7 @@ if TYPE_CHECKING:
     from autonvtx.engines.wrap import EmitterChooser
 
 # The range message of a wrapped attribute: a fixed name, or one computed from the call.
-Message = Union[str, Callable[[tuple[Any, ...], dict[str, Any]], str]]
+Message = str | Callable[[tuple[Any, ...], dict[str, Any]], str]
 
 # Every literal message goes through the Label machinery as its qualname: the template
 # "{qualname}" renders it verbatim, braces and all.
@@ -154,8 +155,7 @@ def load_plugins(config: Config) -> list[Plugin]:
         activate = getattr(module, "activate", None)
         if not isinstance(trigger, str) or not trigger:
             raise ConfigError(
-                f"plugin {name!r}: {target}.TRIGGER: expected the framework's module name"
-                f" (a string), got {trigger!r}"
+                f"plugin {name!r}: {target}.TRIGGER: expected the framework's module name (a string), got {trigger!r}"
             )
         if not callable(activate):
             raise ConfigError(f"plugin {name!r}: {target}.activate: expected a function")
@@ -169,7 +169,14 @@ class PluginContext:
     and the wrapping helpers. One per plugin; attributes are read-only."""
 
     __slots__ = (
-        "_name", "_config", "_options", "_trigger", "_emitters", "_notes", "_noted", "_warned",
+        "_name",
+        "_config",
+        "_options",
+        "_trigger",
+        "_emitters",
+        "_notes",
+        "_noted",
+        "_warned",
         "_written",
     )
 
@@ -213,9 +220,7 @@ class PluginContext:
         module: str | None = None,
     ) -> RangeStyle:
         """A range style resolved against the global settings (as a rule's would be)."""
-        rule = Rule(
-            modules=(module or self._trigger,), color=color, domain=domain, category=category
-        )
+        rule = Rule(modules=(module or self._trigger,), color=color, domain=domain, category=category)
         style = self._config.style(rule, module or self._trigger)
         return style.replace(message=_VERBATIM)
 
@@ -261,9 +266,7 @@ class PluginContext:
                 options[key] = value
         return options
 
-    def wrap_function(
-        self, owner: Any, attr: str, message: Message, style: RangeStyle | None = None
-    ) -> bool:
+    def wrap_function(self, owner: Any, attr: str, message: Message, style: RangeStyle | None = None) -> bool:
         """Put a range around `owner.attr`; False (with a note saying why) when it cannot."""
         # Imported here, as in every helper: wrapt and nvtx load only when a plugin wraps.
         from autonvtx import ranges
@@ -344,9 +347,7 @@ class PluginContext:
 
         return report
 
-    def _named_by(
-        self, message: Callable[..., str], style: RangeStyle, where: str
-    ) -> EmitterChooser:
+    def _named_by(self, message: Callable[..., str], style: RangeStyle, where: str) -> EmitterChooser:
         """The chooser of a range named by `message(args, kwargs)`; when that fails, named
         `where` (and the failure is told once)."""
         emitter = self.emitter

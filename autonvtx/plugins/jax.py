@@ -25,6 +25,7 @@ jitted functions) are not affected: only `jax.jit` as the program calls it is.
 Options (`[autonvtx.plugin.jax]`): `sync` (default true: the block_until_ready/device_get
 ranges), `domain` (default: the global domain).
 """
+
 from __future__ import annotations
 
 import functools
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 TRIGGER = "jax"
 
 _OPTIONS: dict[str, type] = {"sync": bool, "domain": str}
+
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     jax = framework
@@ -147,9 +149,7 @@ def _patch_sync(jax: types.ModuleType, context: PluginContext, style: RangeStyle
     # Arrays are jax._src.array.ArrayImpl, a Python class (its base is the C++ Array).
     array = sys.modules.get("jax._src.array")
     impl = getattr(array, "ArrayImpl", None)
-    if isinstance(impl, type) and context.wrap_function(
-        impl, "block_until_ready", "Array.block_until_ready", style
-    ):
+    if isinstance(impl, type) and context.wrap_function(impl, "block_until_ready", "Array.block_until_ready", style):
         wrapped.append("Array.block_until_ready")
     if wrapped:
         context.note(f"waits: {', '.join(wrapped)}")

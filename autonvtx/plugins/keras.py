@@ -24,6 +24,7 @@ measure the layer's eager execution (on a GPU: launching its kernels).
 Options (`[autonvtx.plugin.keras]`): `layers`, `optimizer`, `training` (each default true),
 `domain` (default: the global domain).
 """
+
 from __future__ import annotations
 
 import sys
@@ -68,9 +69,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
         style = context.style(domain=domain, category="optimizer", module="keras.optimizers")
         optimizer = getattr(getattr(keras, "optimizers", None), "Optimizer", None)
         owner = _defining_class(optimizer, "apply")
-        if owner is not None and context.wrap_method(
-            owner, "apply", _by_class(context, style, "{}.apply", executing)
-        ):
+        if owner is not None and context.wrap_method(owner, "apply", _by_class(context, style, "{}.apply", executing)):
             context.note("Optimizer.apply: a range per executed optimizer update")
     if options.get("training", True):
         style = context.style(domain=domain, category="training", module="keras.models")
@@ -87,19 +86,18 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
     options = context.read_options(_OPTIONS)
     entries: list[tuple[str, str, str]] = []
     if options.get("layers", True):
-        entries.append(("keras.src.layers.layer", "Layer.__call__",
-                        "every executed layer call, named 'path (Class)'"))
+        entries.append(("keras.src.layers.layer", "Layer.__call__", "every executed layer call, named 'path (Class)'"))
     if options.get("optimizer", True):
         owner = _defining_class(getattr(getattr(keras, "optimizers", None), "Optimizer", None), "apply")
         if owner is not None:
-            entries.append((owner.__module__, f"{owner.__qualname__}.apply",
-                            "when executing, named '<optimizer class>.apply'"))
+            entries.append(
+                (owner.__module__, f"{owner.__qualname__}.apply", "when executing, named '<optimizer class>.apply'")
+            )
     if options.get("training", True):
         for attr in ("fit", "evaluate", "predict"):
             owner = _defining_class(getattr(keras, "Model", None), attr)
             if owner is not None:
-                entries.append((owner.__module__, f"{owner.__qualname__}.{attr}",
-                                f"named '<model class>.{attr}'"))
+                entries.append((owner.__module__, f"{owner.__qualname__}.{attr}", f"named '<model class>.{attr}'"))
     return entries
 
 

@@ -25,6 +25,7 @@ whole simulated execution: useful to test a program's profile on a machine witho
 Options (`[autonvtx.plugin.numba]`): `launch_config` (default false), `transfers` (default
 true: the to_device/copy_to_host/synchronize ranges), `domain` (default: the global domain).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 TRIGGER = "numba.cuda"
 
 _OPTIONS: dict[str, type] = {"launch_config": bool, "transfers": bool, "domain": str}
+
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     cuda = framework
@@ -65,18 +67,20 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
     options = context.read_options(_OPTIONS)
     naming = "'kernel[grid, block]'" if options.get("launch_config", False) else "'kernel'"
     if _is_simulator(framework):
-        entries = [("numba.cuda.simulator.kernel", "FakeCUDAKernel.__call__",
-                    f"each simulated kernel launch, named {naming}")]
+        entries = [
+            ("numba.cuda.simulator.kernel", "FakeCUDAKernel.__call__", f"each simulated kernel launch, named {naming}")
+        ]
         array, stream = "numba.cuda.simulator.cudadrv.devicearray.FakeCUDAArray", "numba.cuda.simulator.api.stream"
     else:
-        entries = [("numba.cuda.dispatcher", "CUDADispatcher.call",
-                    f"each kernel launch, named {naming}")]
+        entries = [("numba.cuda.dispatcher", "CUDADispatcher.call", f"each kernel launch, named {naming}")]
         array, stream = "numba.cuda.cudadrv.devicearray.DeviceNDArrayBase", "numba.cuda.cudadrv.driver.Stream"
     if options.get("transfers", True):
         entries.append(("numba.cuda", "to_device", "'cuda.to_device'"))
         entries.append(("numba.cuda", "synchronize", "'cuda.synchronize'"))
-        for path, attr, name in ((array, "copy_to_host", "'copy_to_host'"),
-                                 (stream, "synchronize", "'Stream.synchronize'")):
+        for path, attr, name in (
+            (array, "copy_to_host", "'copy_to_host'"),
+            (stream, "synchronize", "'Stream.synchronize'"),
+        ):
             module, _, cls = path.rpartition(".")
             entries.append((module, f"{cls}.{attr}", name))
     return entries
@@ -151,7 +155,11 @@ def _patch_simulated_launch(launches: LaunchNamer, context: PluginContext) -> No
         return emitter(kernel.fn, kernel.grid_dim, kernel.block_dim)
 
     _wrap_launch_method(
-        "numba.cuda.simulator.kernel", "FakeCUDAKernel", "__call__", emitter_for, context,
+        "numba.cuda.simulator.kernel",
+        "FakeCUDAKernel",
+        "__call__",
+        emitter_for,
+        context,
         " (simulator)",
     )
 
@@ -175,9 +183,7 @@ def _wrap_launch_method(
         context.note(f"CUDA kernel launches{flavour}: a range per launch, named by kernel")
 
 
-def _patch_transfers(
-    cuda: types.ModuleType, simulated: bool, context: PluginContext, domain: str | None
-) -> None:
+def _patch_transfers(cuda: types.ModuleType, simulated: bool, context: PluginContext, domain: str | None) -> None:
     style = context.style(domain=domain, category="cuda", module="numba.cuda")
     wrapped: list[str] = []
 
@@ -189,12 +195,10 @@ def _patch_transfers(
     wrap(cuda, "to_device", "cuda.to_device")
     wrap(cuda, "synchronize", "cuda.synchronize")
     if simulated:
-        wrap(_attribute("numba.cuda.simulator.cudadrv.devicearray", "FakeCUDAArray"),
-             "copy_to_host", "copy_to_host")
+        wrap(_attribute("numba.cuda.simulator.cudadrv.devicearray", "FakeCUDAArray"), "copy_to_host", "copy_to_host")
         wrap(_attribute("numba.cuda.simulator.api", "stream"), "synchronize", "Stream.synchronize")
     else:
-        wrap(_attribute("numba.cuda.cudadrv.devicearray", "DeviceNDArrayBase"),
-             "copy_to_host", "copy_to_host")
+        wrap(_attribute("numba.cuda.cudadrv.devicearray", "DeviceNDArrayBase"), "copy_to_host", "copy_to_host")
         wrap(_attribute("numba.cuda.cudadrv.driver", "Stream"), "synchronize", "Stream.synchronize")
     if wrapped:
         context.note(f"transfers and waits: {', '.join(wrapped)}")
@@ -202,4 +206,3 @@ def _patch_transfers(
 
 def _attribute(module: str, name: str) -> Any:
     return getattr(sys.modules.get(module), name, None)
-

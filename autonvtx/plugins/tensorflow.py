@@ -26,6 +26,7 @@ measured).
 Options (`[autonvtx.plugin.tensorflow]`): `functions`, `gradients`, `datasets` (each
 default true), `domain` (default: the global domain).
 """
+
 from __future__ import annotations
 
 import sys
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 TRIGGER = "tensorflow"
 
 _OPTIONS: dict[str, type] = {"functions": bool, "gradients": bool, "datasets": bool, "domain": str}
+
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     options = context.read_options(_OPTIONS)
@@ -88,12 +90,30 @@ def _function_name(args: tuple[Any, ...]) -> str:
 
 # (option, module, class, method, category, range name from the call's arguments)
 _TARGETS: tuple[tuple[str, str, str, str, str, Callable[[tuple[Any, ...]], str]], ...] = (
-    ("functions", "tensorflow.python.eager.polymorphic_function.polymorphic_function",
-     "Function", "__call__", "function", _function_name),
-    ("gradients", "tensorflow.python.eager.backprop", "GradientTape", "gradient",
-     "backward", lambda args: "GradientTape.gradient"),
-    ("datasets", "tensorflow.python.data.ops.iterator_ops", "OwnedIterator", "__next__",
-     "data", lambda args: "tf.data next"),
+    (
+        "functions",
+        "tensorflow.python.eager.polymorphic_function.polymorphic_function",
+        "Function",
+        "__call__",
+        "function",
+        _function_name,
+    ),
+    (
+        "gradients",
+        "tensorflow.python.eager.backprop",
+        "GradientTape",
+        "gradient",
+        "backward",
+        lambda args: "GradientTape.gradient",
+    ),
+    (
+        "datasets",
+        "tensorflow.python.data.ops.iterator_ops",
+        "OwnedIterator",
+        "__next__",
+        "data",
+        lambda args: "tf.data next",
+    ),
 )
 _EXAMPLES = {
     "functions": "'tf.function(<name>)'",

@@ -30,6 +30,7 @@ Options (`[autonvtx.plugin.torch]`): `layer_paths` (default true; false names mo
 by class only), `modules`, `optimizer`, `backward`, `dataloader` (each default true: turn a
 kind of range off), `domain` (default: the global domain).
 """
+
 from __future__ import annotations
 
 import sys
@@ -64,6 +65,7 @@ _WRAPPER_CHILD = {
     "DataParallel": "module",
 }
 
+
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     torch = framework
     options = context.read_options(_OPTIONS)
@@ -88,8 +90,7 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
     entries: list[tuple[str, str, str]] = []
     if options.get("modules", True):
         naming = "path (Class)" if options.get("layer_paths", True) else "Class"
-        entries.append(("torch.nn.modules.module", "Module._call_impl",
-                        f"every module call, named '{naming}'"))
+        entries.append(("torch.nn.modules.module", "Module._call_impl", f"every module call, named '{naming}'"))
         for cls in _subclasses(torch.nn.Module):
             if "forward" in vars(cls):
                 kind = "loss forward" if _is_loss_class(cls) else "forward"
@@ -98,14 +99,18 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
         for cls in _subclasses(torch.optim.Optimizer):
             for attr in ("step", "zero_grad"):
                 if attr in vars(cls):
-                    entries.append((cls.__module__, f"{cls.__qualname__}.{attr}",
-                                    f"'<optimizer class>.{attr}'"))
+                    entries.append((cls.__module__, f"{cls.__qualname__}.{attr}", f"'<optimizer class>.{attr}'"))
     if options.get("backward", True):
         entries.append(("torch.autograd", "backward", "'backward' (Tensor.backward calls it)"))
         entries.append(("torch.autograd", "grad", "'autograd.grad'"))
     if options.get("dataloader", True):
-        entries.append(("torch.utils.data.dataloader", "_BaseDataLoaderIter.__next__",
-                        "'DataLoader.__next__ (<dataset class>)' per batch"))
+        entries.append(
+            (
+                "torch.utils.data.dataloader",
+                "_BaseDataLoaderIter.__next__",
+                "'DataLoader.__next__ (<dataset class>)' per batch",
+            )
+        )
     return entries
 
 
@@ -376,7 +381,9 @@ def _subclasses(cls: type) -> list[type]:
 
 
 def _patch_optimizers(
-    torch: types.ModuleType, context: PluginContext, domain: str | None,
+    torch: types.ModuleType,
+    context: PluginContext,
+    domain: str | None,
     is_compiling: Callable[[], bool],
 ) -> None:
     Optimizer = torch.optim.Optimizer
@@ -419,8 +426,7 @@ def _patch_optimizers(
         # Unknown torch layout: wrap the classes that exist now, and the base zero_grad.
         for cls in _subclasses(Optimizer):
             wrap_class(cls)
-        context.note("Optimizer._patch_step_function not found: optimizer classes defined"
-                     " later get no ranges")
+        context.note("Optimizer._patch_step_function not found: optimizer classes defined later get no ranges")
     context.note("optimizers: step and zero_grad ranges named by optimizer class")
 
 
@@ -436,7 +442,9 @@ def _first_arg(args: tuple[Any, ...]) -> Any:
 
 
 def _patch_backward(
-    torch: types.ModuleType, context: PluginContext, domain: str | None,
+    torch: types.ModuleType,
+    context: PluginContext,
+    domain: str | None,
     is_compiling: Callable[[], bool],
 ) -> None:
     autograd = torch.autograd
@@ -448,9 +456,7 @@ def _patch_backward(
     context.note("autograd: backward and autograd.grad ranges")
 
 
-def _patch_dataloader(
-    context: PluginContext, domain: str | None, is_compiling: Callable[[], bool]
-) -> None:
+def _patch_dataloader(context: PluginContext, domain: str | None, is_compiling: Callable[[], bool]) -> None:
     # Imported by `import torch` already (torch/__init__ imports torch.utils.data).
     loader = sys.modules.get("torch.utils.data.dataloader")
     iterator = getattr(loader, "_BaseDataLoaderIter", None)

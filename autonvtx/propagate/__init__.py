@@ -1,2 +1,3 @@
 """Carrying autonvtx into child processes and across distributed ranks."""
+
 from __future__ import annotations

@@ -6,6 +6,7 @@ and its resolved configuration in AUTONVTX_CONFIG; every Python child, whoever s
 `autostart.process_startup()` during start-up, before its own code. Children forked without exec
 inherit the parent's state as it is.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,6 +30,7 @@ _RUN_VARIABLES = (
     environment.RECORD_DIR,
     environment.RECORD_LIMIT_MB,
 )
+
 
 def start(config: Config, *, verbose: int, recording: bool, follow: bool) -> None:
     """Carry `autonvtx run` into this process's threads (their names) and, unless `follow` is

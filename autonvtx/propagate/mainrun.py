@@ -12,6 +12,7 @@ or silence), then finalizes as usual (atexit handlers, threads joined).
 
 An audit hook cannot be removed: after the first event it returns at once.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,7 +21,8 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import types
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     from autonvtx.runner import Target
 

@@ -1,4 +1,5 @@
 """Python thread names as OS thread names (what Nsight Systems shows) and NVTX thread names."""
+
 from __future__ import annotations
 
 import _thread
@@ -10,9 +11,10 @@ from autonvtx import environment
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Callable, Sequence
     from importlib.machinery import ModuleSpec
     from types import ModuleType
-    from typing import Any, Callable, Sequence
+    from typing import Any
 
 # Linux keeps 15 bytes of a thread name (TASK_COMM_LEN is 16 with the NUL): prctl(2).
 OS_NAME_BYTES = 15

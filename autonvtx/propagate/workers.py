@@ -21,6 +21,7 @@
   one of its other threads takes ends it even while its main thread waits in C
   (recorder/shutdown.py).
 """
+
 from __future__ import annotations
 
 import _thread
@@ -32,7 +33,8 @@ import types
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     import signal
-    from typing import Any, Callable
+    from collections.abc import Callable
+    from typing import Any
 
     from autonvtx.control import Instrumentation
 else:  # its C half: the same functions and numbers, without building the enums of `signal`
@@ -257,7 +259,7 @@ def _patch_process_start(process_module: types.ModuleType, spawn: types.ModuleTy
             return data
 
         get_preparation_data.__autonvtx_original__ = preparation  # type: ignore[attr-defined]
-        setattr(spawn, "get_preparation_data", get_preparation_data)
+        spawn.get_preparation_data = get_preparation_data
 
 
 def _start_method(process: Any) -> str | None:
@@ -299,7 +301,7 @@ def _patch_prepare(spawn: types.ModuleType) -> None:
         original(data)
 
     prepare.__autonvtx_original__ = original  # type: ignore[attr-defined]
-    setattr(spawn, "prepare", prepare)
+    spawn.prepare = prepare
 
 
 def _patch_main_fixups(spawn: types.ModuleType) -> None:

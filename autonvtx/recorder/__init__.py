@@ -1,4 +1,5 @@
 """The native NVTX recorder and the trace and summary written from what it saw."""
+
 from __future__ import annotations
 
 import os

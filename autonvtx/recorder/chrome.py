@@ -1,4 +1,5 @@
 """Chrome trace-event JSON (autonvtx's, or any with X/B/E/b/e/i/M events) read back into recordings."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,6 +21,7 @@ DEFAULT_DOMAIN_CATEGORY = "(default)"
 _GZIP_MAGIC = b"\x1f\x8b"
 _EVENT_PHASES = frozenset(("X", "B", "E", "b", "e", "i", "I", "n"))
 
+
 def read_chrome_trace(path: StrPath) -> list[ProcessRecording]:
     """Read a Chrome trace (ours, or any with X/B/E/b/e/i/M events) back into recordings."""
     where = os.fspath(path)
@@ -33,7 +35,9 @@ def read_chrome_trace(path: StrPath) -> list[ProcessRecording]:
         if not isinstance(other, dict):
             other = {}
     else:
-        raise TraceFormatError(f'{where}: not a Chrome trace; expected a JSON object with a "traceEvents" list, or a list of events')
+        raise TraceFormatError(
+            f'{where}: not a Chrome trace; expected a JSON object with a "traceEvents" list, or a list of events'
+        )
     return _TraceReader(where, other).read(events)
 
 
@@ -46,11 +50,15 @@ def _load_json(where: str) -> Any:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise TraceFormatError(f"{where}: gzip data is corrupt ({exc}); expected a gzip-compressed Chrome trace") from None
+            raise TraceFormatError(
+                f"{where}: gzip data is corrupt ({exc}); expected a gzip-compressed Chrome trace"
+            ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TraceFormatError(f"{where}: not a JSON file (invalid UTF-8 at byte {exc.start}); expected a Chrome trace") from None
+        raise TraceFormatError(
+            f"{where}: not a JSON file (invalid UTF-8 at byte {exc.start}); expected a Chrome trace"
+        ) from None
     try:
         # Decimal keeps "123.456" microseconds exact: a float would lose nanoseconds
         # once CLOCK_MONOTONIC passes about 104 days of uptime (2**53 ns).
@@ -133,7 +141,9 @@ class _TraceReader:
         ident, make_range = self._id, self._range
         for index, event in enumerate(events):
             if type(event) is not dict:
-                raise TraceFormatError(f'{self.where}: trace event #{index} is not a JSON object; expected {{"ph": ...}}')
+                raise TraceFormatError(
+                    f'{self.where}: trace event #{index} is not a JSON object; expected {{"ph": ...}}'
+                )
             try:
                 phase = event.get("ph")
                 if phase == "M":
@@ -192,8 +202,12 @@ class _TraceReader:
     ) -> None:
         # A begin without its end was still open when the trace stopped: like the recorder,
         # end it at the flush time (else the last timestamp seen) and flag it.
-        unfinished = [(pid, tid, start, begin, "push") for (pid, tid), stack in stacks.items() for start, begin in stack]
-        unfinished += [(key[0], tid, start, begin, "startend") for key, opened in pending.items() for start, tid, begin in opened]
+        unfinished = [
+            (pid, tid, start, begin, "push") for (pid, tid), stack in stacks.items() for start, begin in stack
+        ]
+        unfinished += [
+            (key[0], tid, start, begin, "startend") for key, opened in pending.items() for start, tid, begin in opened
+        ]
         for pid, tid, start, begin, kind in unfinished:
             rec = self.processes[pid]
             end = rec.flush_ns or _last_ns(rec)
@@ -259,7 +273,14 @@ class _TraceReader:
         payload = args.get("payload")
         if payload is not None:
             payload = _parse_payload(payload)
-        raw = (event.get("name", ""), event.get("cat", ""), args.get("domain"), args.get("category"), args.get("color"), args.get("open"))
+        raw = (
+            event.get("name", ""),
+            event.get("cat", ""),
+            args.get("domain"),
+            args.get("category"),
+            args.get("color"),
+            args.get("open"),
+        )
         try:
             # Few distinct (name, domain, ...) combinations recur a million times.
             fields = self.fields.get(raw)

@@ -10,6 +10,7 @@ synchronised (NTP: around a millisecond; PTP: microseconds).
 Processes stay separate tracks. A pid already taken by a process of an earlier trace (another
 host, or an earlier run) is given a new number; its label keeps the real one.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,8 +68,10 @@ def write_merged(recordings: list[ProcessRecording], output: str, metadata: Mapp
 
     if native.library_path() is None:
         if output.endswith(PERFETTO_SUFFIXES):
-            raise TraceFormatError(f"merge: -o {output}: writing Perfetto needs the native recorder library, "
-                                   "which this installation lacks; expected a .json or .json.gz output")
+            raise TraceFormatError(
+                f"merge: -o {output}: writing Perfetto needs the native recorder library, "
+                "which this installation lacks; expected a .json or .json.gz output"
+            )
         write_chrome_trace(recordings, output, metadata=metadata)
         return
     with tempfile.TemporaryDirectory(prefix="autonvtx-merge-") as directory:
@@ -121,12 +124,16 @@ def merge_sources(sources: Sequence[TraceSource]) -> tuple[list[ProcessRecording
         if reference is not None and source.clock not in (None, reference.clock):
             offset, reference_offset = offsets.get(source.clock), offsets.get(reference.clock)
             if offset is None or reference_offset is None:
-                notes.append(f"{source.path}: recorded on another clock ({source.clock}) without "
-                             "realtime offsets: left unaligned")
+                notes.append(
+                    f"{source.path}: recorded on another clock ({source.clock}) without "
+                    "realtime offsets: left unaligned"
+                )
             else:
                 shift = offset - reference_offset
-                notes.append(f"{source.path}: recorded on another clock ({source.clock}): aligned "
-                             f"through CLOCK_REALTIME (as exact as the hosts' clock synchronisation)")
+                notes.append(
+                    f"{source.path}: recorded on another clock ({source.clock}): aligned "
+                    f"through CLOCK_REALTIME (as exact as the hosts' clock synchronisation)"
+                )
         renamed: dict[int, int] = {}
         for recording in source.recordings:
             pid = recording.pid
@@ -137,15 +144,20 @@ def merge_sources(sources: Sequence[TraceSource]) -> tuple[list[ProcessRecording
                 notes.append(f"{source.path}: pid {recording.pid} is taken by an earlier trace: shown as pid {pid}")
             used.add(pid)
             merged.append(_moved(recording, pid, shift))
-        for recording in merged[len(merged) - len(source.recordings):]:
+        for recording in merged[len(merged) - len(source.recordings) :]:
             recording.ppid = renamed.get(recording.ppid, recording.ppid)
-        merged_from.append({
-            "path": source.path,
-            **{key: source.metadata[key] for key in ("host", "boot_id", "rank", "world_size")
-               if key in source.metadata},
-            "shift_ns": shift,
-            "pids": {str(r.pid): renamed.get(r.pid, r.pid) for r in source.recordings},
-        })
+        merged_from.append(
+            {
+                "path": source.path,
+                **{
+                    key: source.metadata[key]
+                    for key in ("host", "boot_id", "rank", "world_size")
+                    if key in source.metadata
+                },
+                "shift_ns": shift,
+                "pids": {str(r.pid): renamed.get(r.pid, r.pid) for r in source.recordings},
+            }
+        )
         for process in source.metadata.get("missing_processes") or []:
             if isinstance(process, dict):
                 missing.append({**process, "pid": renamed.get(process.get("pid", 0), process.get("pid", 0))})

@@ -1,11 +1,12 @@
 """What a recording holds once read back: processes, threads, ranges and marks."""
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
-Payload = Union[int, float, None]
+Payload = int | float | None
 RangeKind = Literal["push", "startend"]
 
 # A byte that was not UTF-8 in a command line (os.fsdecode keeps it as a lone surrogate):

@@ -3,6 +3,7 @@
 Every C structure crossing the boundary is a typed `ctypes.Structure` here (field names, not
 indices); `_native/export.c` fills them as arrays of the same layout.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -106,9 +107,7 @@ def control() -> RecorderControl:
     if _control is None:
         path = library_path()
         if path is None:
-            raise FileNotFoundError(
-                f"the native recorder {LIBRARY_NAME} is not built in this installation"
-            )
+            raise FileNotFoundError(f"the native recorder {LIBRARY_NAME} is not built in this installation")
         _control = RecorderControl(path)
     return _control
 
@@ -116,18 +115,35 @@ def control() -> RecorderControl:
 class FileInfo(ctypes.Structure):
     """What `autonvtx_export_file` found in one recording (`uint64_t info[8]` in export.c)."""
 
-    _fields_ = [("ranges", ctypes.c_uint64), ("marks", ctypes.c_uint64), ("open_ranges", ctypes.c_uint64),
-                ("unmatched_pops", ctypes.c_uint64), ("first_ns", ctypes.c_uint64), ("last_ns", ctypes.c_uint64),
-                ("flush_ns", ctypes.c_uint64), ("ended_normally", ctypes.c_uint64)]
+    _fields_ = [
+        ("ranges", ctypes.c_uint64),
+        ("marks", ctypes.c_uint64),
+        ("open_ranges", ctypes.c_uint64),
+        ("unmatched_pops", ctypes.c_uint64),
+        ("first_ns", ctypes.c_uint64),
+        ("last_ns", ctypes.c_uint64),
+        ("flush_ns", ctypes.c_uint64),
+        ("ended_normally", ctypes.c_uint64),
+    ]
 
 
 class RowCounts(ctypes.Structure):
     """One statistics row's integers (`uint64_t out[12]` of `autonvtx_export_row`)."""
 
-    _fields_ = [("group", ctypes.c_uint64), ("parent_plus_one", ctypes.c_uint64), ("depth", ctypes.c_uint64),
-                ("count", ctypes.c_uint64), ("total_ns", ctypes.c_uint64), ("self_ns", ctypes.c_uint64),
-                ("min_ns", ctypes.c_uint64), ("max_ns", ctypes.c_uint64), ("open_count", ctypes.c_uint64),
-                ("name_id", ctypes.c_uint64), ("domain_id", ctypes.c_uint64), ("seen", ctypes.c_uint64)]
+    _fields_ = [
+        ("group", ctypes.c_uint64),
+        ("parent_plus_one", ctypes.c_uint64),
+        ("depth", ctypes.c_uint64),
+        ("count", ctypes.c_uint64),
+        ("total_ns", ctypes.c_uint64),
+        ("self_ns", ctypes.c_uint64),
+        ("min_ns", ctypes.c_uint64),
+        ("max_ns", ctypes.c_uint64),
+        ("open_count", ctypes.c_uint64),
+        ("name_id", ctypes.c_uint64),
+        ("domain_id", ctypes.c_uint64),
+        ("seen", ctypes.c_uint64),
+    ]
 
 
 class RowFigures(ctypes.Structure):
@@ -145,8 +161,11 @@ class GroupSpan(ctypes.Structure):
 class Damage(ctypes.Structure):
     """What a damaged recording lost (`uint64_t out[3]` of `autonvtx_export_damage`)."""
 
-    _fields_ = [("corrupt_records", ctypes.c_uint64), ("skipped_bytes", ctypes.c_uint64),
-                ("bad_entries", ctypes.c_uint64)]
+    _fields_ = [
+        ("corrupt_records", ctypes.c_uint64),
+        ("skipped_bytes", ctypes.c_uint64),
+        ("bad_entries", ctypes.c_uint64),
+    ]
 
 
 # The exporter's statistics modes (export.c's STATS_*).
@@ -178,11 +197,14 @@ def exporter() -> ctypes.CDLL:
     _declare(lib, "autonvtx_export_file", [handle, text, u64, ctypes.POINTER(FileInfo)], ctypes.c_int)
     _declare(lib, "autonvtx_export_close", [handle], ctypes.c_int)
     _declare(lib, "autonvtx_export_rows", [handle], ctypes.c_size_t)
-    _declare(lib, "autonvtx_export_row", [handle, ctypes.c_size_t, ctypes.POINTER(RowCounts),
-                                          ctypes.POINTER(RowFigures)], None)
+    _declare(
+        lib,
+        "autonvtx_export_row",
+        [handle, ctypes.c_size_t, ctypes.POINTER(RowCounts), ctypes.POINTER(RowFigures)],
+        None,
+    )
     _declare(lib, "autonvtx_export_text", [handle, ctypes.c_uint32, ctypes.c_int], text)
-    _declare(lib, "autonvtx_export_group_spans", [handle, ctypes.c_size_t, ctypes.POINTER(GroupSpan)],
-             ctypes.c_size_t)
+    _declare(lib, "autonvtx_export_group_spans", [handle, ctypes.c_size_t, ctypes.POINTER(GroupSpan)], ctypes.c_size_t)
     _declare(lib, "autonvtx_export_free", [handle], None)
     _declare(lib, "autonvtx_export_outside", [handle], u64)
     _declare(lib, "autonvtx_export_damage", [handle, ctypes.POINTER(Damage)], u64)

@@ -4,6 +4,7 @@ Kept apart from `recorder.session` so that a run that records nothing never impo
 recorder (start-up cost, issue 6): `autonvtx run` parses `--summary` and checks `--buffer-mb`
 on every run.
 """
+
 from __future__ import annotations
 
 import os
@@ -96,8 +97,10 @@ def check_trace_path(option: str, path: str) -> None:
     """Refuse a trace file name that could not be written, or would not be a Chrome trace."""
     _check_writable(option, path)
     if not path.endswith(TRACE_SUFFIXES):
-        raise UsageError(f"{option}: {path!r} must end in .json or .json.gz (Chrome trace-event JSON), "
-                         ".pftrace or .perfetto-trace (Perfetto's protobuf format)")
+        raise UsageError(
+            f"{option}: {path!r} must end in .json or .json.gz (Chrome trace-event JSON), "
+            ".pftrace or .perfetto-trace (Perfetto's protobuf format)"
+        )
 
 
 def _check_writable(option: str, path: str) -> None:
@@ -117,5 +120,7 @@ def _check_writable(option: str, path: str) -> None:
 
     why = cannot_create_in(str(parent), Path(path).name)
     if why is not None:
-        raise UsageError(f"{option}: '{path}' cannot be written: creating a file in '{parent}' fails ({why}); "
-                         "expected a path in a writable directory")
+        raise UsageError(
+            f"{option}: '{path}' cannot be written: creating a file in '{parent}' fails ({why}); "
+            "expected a path in a writable directory"
+        )

@@ -6,13 +6,13 @@ recordings for `autonvtx summary` and `merge`. Field numbers are those of Perfet
 `protos/perfetto/trace` (TracePacket, TrackEvent, TrackDescriptor, InternedData); tests check
 the output against the `perfetto` package's compiled protos.
 """
+
 from __future__ import annotations
 
 import os
 import struct
 import time
 from collections.abc import Iterator, Sequence
-from typing import Dict, Tuple, Union
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range
@@ -45,9 +45,11 @@ def thread_uuid(pid: int, tid: int) -> int:
 
 def head_packets(recordings: Sequence[ProcessRecording]) -> bytes:
     """A clock snapshot (CLOCK_MONOTONIC as the trace's clock) and every process and thread track."""
-    clocks = (_field(1, _field(1, _CLOCK_MONOTONIC) + _field(2, time.clock_gettime_ns(time.CLOCK_MONOTONIC)))
-              + _field(1, _field(1, _CLOCK_BOOTTIME) + _field(2, time.clock_gettime_ns(time.CLOCK_BOOTTIME)))
-              + _field(2, _CLOCK_MONOTONIC))
+    clocks = (
+        _field(1, _field(1, _CLOCK_MONOTONIC) + _field(2, time.clock_gettime_ns(time.CLOCK_MONOTONIC)))
+        + _field(1, _field(1, _CLOCK_BOOTTIME) + _field(2, time.clock_gettime_ns(time.CLOCK_BOOTTIME)))
+        + _field(2, _CLOCK_MONOTONIC)
+    )
     packets = [_field(6, clocks)]
     for rec in recordings:
         process = _field(1, rec.pid) + _field(6, rec.display_name)
@@ -56,12 +58,16 @@ def head_packets(recordings: Sequence[ProcessRecording]) -> bytes:
         names.setdefault(rec.pid, "MainThread")
         for tid, name in sorted(names.items()):
             thread = _field(1, rec.pid) + _field(2, tid) + _field(5, name)
-            packets.append(_field(60, _field(1, thread_uuid(rec.pid, tid)) + _field(5, thread_uuid(rec.pid, 0))
-                                  + _field(4, thread)))
+            packets.append(
+                _field(
+                    60, _field(1, thread_uuid(rec.pid, tid)) + _field(5, thread_uuid(rec.pid, 0)) + _field(4, thread)
+                )
+            )
     return b"".join(_field(1, packet) for packet in packets)
 
 
 # Reading
+
 
 def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
     """(field number, wire type, value) of one message; bytes for length-delimited fields."""
@@ -74,13 +80,13 @@ def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
             yield number, wire, value
         elif wire == 2:
             length, pos = _read_varint(data, pos)
-            yield number, wire, data[pos:pos + length]
+            yield number, wire, data[pos : pos + length]
             pos += length
         elif wire == 1:
-            yield number, wire, data[pos:pos + 8]
+            yield number, wire, data[pos : pos + 8]
             pos += 8
         elif wire == 5:
-            yield number, wire, data[pos:pos + 4]
+            yield number, wire, data[pos : pos + 4]
             pos += 4
         else:
             raise ValueError(f"wire type {wire}")
@@ -97,7 +103,7 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-_Value = Union[int, bytes]
+_Value = int | bytes
 
 
 def _message(data: bytes) -> dict[int, _Value]:
@@ -126,7 +132,7 @@ class _Sequence:
         self.track = 0
 
 
-_Open = Tuple[int, str, str, Dict[str, object]]  # start, name, domain, arguments
+_Open = tuple[int, str, str, dict[str, object]]  # start, name, domain, arguments
 
 
 class _PerfettoReader:
@@ -210,8 +216,9 @@ class _PerfettoReader:
         self.process(pid).ranges.append(_range(pid, tid, domain, name, start, ts, args, end_args.get("open") is True))
 
 
-def _range(pid: int, tid: int, domain: str, name: str, start: int, end: int, args: dict[str, object],
-           is_open: bool) -> Range:
+def _range(
+    pid: int, tid: int, domain: str, name: str, start: int, end: int, args: dict[str, object], is_open: bool
+) -> Range:
     category, color, payload = _attributes(args)
     if tid == -1:  # a start/end range: its own track under the process
         return Range(pid, pid, domain, name, start, end, "startend", category, color, payload, is_open, None)
@@ -221,7 +228,7 @@ def _range(pid: int, tid: int, domain: str, name: str, start: int, end: int, arg
 def _annotation(data: bytes) -> tuple[str, object]:
     key: str = ""
     value: object = None
-    for number, wire, raw in _fields(data):
+    for number, _wire, raw in _fields(data):
         if number == 10 and isinstance(raw, bytes):
             key = raw.decode("utf-8", "replace")
         elif number == 2 and isinstance(raw, int):
@@ -242,8 +249,11 @@ def _attributes(args: dict[str, object]) -> tuple[str | None, int | None, Payloa
     color = args.get("color")
     payload = args.get("payload")
     color_value = 0xFF000000 | int(color[1:7], 16) if isinstance(color, str) and len(color) == 7 else None
-    return (category if isinstance(category, str) else None, color_value,
-            payload if isinstance(payload, (int, float)) and not isinstance(payload, bool) else None)
+    return (
+        category if isinstance(category, str) else None,
+        color_value,
+        payload if isinstance(payload, (int, float)) and not isinstance(payload, bool) else None,
+    )
 
 
 def is_perfetto_trace(path: str) -> bool:

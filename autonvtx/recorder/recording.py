@@ -28,6 +28,7 @@ Push/pop pairs are matched per (thread, domain) with a stack; start/end pairs by
 across threads. Ranges still open at the last write end then with ``is_open=True``; a file
 whose last write was not the final one comes from a process that ended abnormally.
 """
+
 from __future__ import annotations
 
 import gc
@@ -35,8 +36,9 @@ import mmap
 import operator
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Union
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range
@@ -74,8 +76,8 @@ _PAYLOAD_FORMATS = PAYLOAD_FORMATS
 
 # What follows a record's 16-byte head: (struct, kind, has_id, has_payload, has_color,
 # has_category, message kind), compiled once per distinct first 32-bit word of a record.
-_Layout = Tuple[struct.Struct, int, bool, bool, bool, bool, int]
-_Open = Tuple[int, str, Optional[str], Optional[int], Payload]  # start ts, name, cat, color, payload
+_Layout = tuple[struct.Struct, int, bool, bool, bool, bool, int]
+_Open = tuple[int, str, str | None, int | None, Payload]  # start ts, name, cat, color, payload
 PathLike = Union[str, "os.PathLike[str]"]
 
 
@@ -87,7 +89,7 @@ def _pad8(n: int) -> int:
     return (n + 7) & ~7
 
 
-class _DomainNames(Dict[int, str]):
+class _DomainNames(dict[int, str]):
     """Domain id -> name; an id the file never named reads as its number."""
 
     def __missing__(self, key: int) -> str:
@@ -106,15 +108,14 @@ class _Reader:
     def __init__(self, path: PathLike, data: bytes | mmap.mmap) -> None:
         self.path = os.fspath(path)
         self.data = data
-        self.layouts: Dict[int, _Layout] = {}
+        self.layouts: dict[int, _Layout] = {}
 
     def fail(self, what: str) -> TraceFormatError:
         return TraceFormatError(f"{self.path}: {what}; expected a recording written by autonvtx's native recorder")
 
     def layout(self, word: int) -> _Layout:
         """The struct for what follows a record's 16-byte head, compiled once per head word."""
-        kind, flags, payload_type, message_kind = (
-            word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF, word >> 24)
+        kind, flags, payload_type, message_kind = (word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF, word >> 24)
         if kind not in (_PUSH, _START, _MARK) or flags & ~3 or message_kind > 2:
             raise self.fail(f"unknown event record {word:#010x}")
         if payload_type and payload_type not in _PAYLOAD_FORMATS:
@@ -124,8 +125,15 @@ class _Reader:
         fmt += _PAYLOAD_FORMATS.get(payload_type, "")
         fmt += ("I" if flags & _F_COLOR else "") + ("I" if flags & _F_CATEGORY else "")
         fmt += "I" if message_kind else ""
-        layout = (struct.Struct(fmt), kind, has_id, bool(payload_type), bool(flags & _F_COLOR),
-                  bool(flags & _F_CATEGORY), message_kind)
+        layout = (
+            struct.Struct(fmt),
+            kind,
+            has_id,
+            bool(payload_type),
+            bool(flags & _F_COLOR),
+            bool(flags & _F_CATEGORY),
+            message_kind,
+        )
         self.layouts[word] = layout
         return layout
 
@@ -142,10 +150,11 @@ class _Reader:
             raise self.fail(f"unsupported recording version {version} (this autonvtx reads {VERSION})")
         if header_size < _HEADER.size:
             raise self.fail(f"header size {header_size} is smaller than {_HEADER.size}")
-        recording = ProcessRecording(pid=pid, ppid=ppid, flush_ns=created_ns, realtime_offset_ns=offset,
-                                     ended_normally=False)
+        recording = ProcessRecording(
+            pid=pid, ppid=ppid, flush_ns=created_ns, realtime_offset_ns=offset, ended_normally=False
+        )
         tables = _Tables()
-        threads: List[Tuple[int, int, int, int, int]] = []  # (index, tid, start, end, flags)
+        threads: list[tuple[int, int, int, int, int]] = []  # (index, tid, start, end, flags)
         pos = header_size
         while pos + _SECTION.size <= len(data):
             tag, _, length = _SECTION.unpack_from(data, pos)
@@ -166,8 +175,15 @@ class _Reader:
             self.events(recording, threads, tables)
         return recording
 
-    def section(self, recording: ProcessRecording, tables: "_Tables",
-                threads: List[Tuple[int, int, int, int, int]], tag: int, pos: int, end: int) -> None:
+    def section(
+        self,
+        recording: ProcessRecording,
+        tables: _Tables,
+        threads: list[tuple[int, int, int, int, int]],
+        tag: int,
+        pos: int,
+        end: int,
+    ) -> None:
         data = self.data
         if tag == _T_CMDLINE:
             raw = data[pos:end].rstrip(b"\0")
@@ -183,7 +199,7 @@ class _Reader:
         elif tag == _T_THREAD:
             tid, index, _dropped, _count, name_len, flags = _THREAD.unpack_from(data, pos)
             start = pos + _THREAD.size
-            recording.thread_names.setdefault(tid, data[start:start + name_len].decode("utf-8", "replace"))
+            recording.thread_names.setdefault(tid, data[start : start + name_len].decode("utf-8", "replace"))
             threads.append((index, tid, start + _pad8(name_len), end, flags))
         elif tag == _T_SPILL:
             ns, offset, _events, dropped, discarded, final, _ = _SPILL.unpack_from(data, pos)
@@ -203,15 +219,16 @@ class _Reader:
             start = pos + head.size
             if start + length > end:
                 raise self.fail(f"name at byte {pos} runs past its section")
-            text = data[start:start + length].decode("utf-8", "replace")
+            text = data[start : start + length].decode("utf-8", "replace")
             if two:
                 store(fields[0], text)
             else:
                 store((fields[0], fields[1]), text)
             pos = start + _pad8(length)
 
-    def events(self, recording: ProcessRecording, threads: List[Tuple[int, int, int, int, int]],
-               tables: "_Tables") -> None:
+    def events(
+        self, recording: ProcessRecording, threads: list[tuple[int, int, int, int, int]], tables: _Tables
+    ) -> None:
         state = _Pairing(recording.pid, tables)
         wrapped = set()
         # Stacks are per thread index, not per tid: the OS reuses the tids of finished threads.
@@ -228,7 +245,7 @@ class _Reader:
         recording.ranges, recording.marks = state.finish(recording.flush_ns)
         recording.unmatched_pops = sum(n for index, n in state.unmatched.items() if index not in wrapped)
 
-    def decode(self, state: "_Pairing", index: int, tid: int, pos: int, end: int) -> int:
+    def decode(self, state: _Pairing, index: int, tid: int, pos: int, end: int) -> int:
         """Reads one THREAD section's records into `state`; returns where it stopped."""
         data = self.data
         layouts = self.layouts
@@ -274,7 +291,7 @@ class _Reader:
             if message_kind == _M_REGISTERED:
                 name = strings.get(fields[i], "")
             elif message_kind == _M_INLINE:
-                name = data[pos:pos + fields[i]].decode("utf-8", "replace")
+                name = data[pos : pos + fields[i]].decode("utf-8", "replace")
                 pos += fields[i]
             else:
                 name = ""
@@ -288,8 +305,9 @@ class _Reader:
             elif kind == _START:
                 state.starts[fields[0]] = (tid, domain, ts, name, category, color, payload)
             else:
-                state.marks.append(_make_mark(state.pid, tid, state.domain_names[domain], name, ts,
-                                              category, color, payload))
+                state.marks.append(
+                    _make_mark(state.pid, tid, state.domain_names[domain], name, ts, category, color, payload)
+                )
         state.last_ts = last_ts
         return pos
 
@@ -298,13 +316,13 @@ class _Tables:
     """The registries a file names: domains, strings, categories, thread renames."""
 
     def __init__(self) -> None:
-        self.domains: Dict[int, str] = {0: ""}
-        self.strings: Dict[int, str] = {}
-        self.categories: Dict[Tuple[int, int], str] = {}
-        self.renames: List[Tuple[int, str]] = []
+        self.domains: dict[int, str] = {0: ""}
+        self.strings: dict[int, str] = {}
+        self.categories: dict[tuple[int, int], str] = {}
+        self.renames: list[tuple[int, str]] = []
 
 
-_Pushed = Tuple[int, str, Optional[str], Optional[int], Payload, int]  # ts, name, cat, color, payload, tid
+_Pushed = tuple[int, str, str | None, int | None, Payload, int]  # ts, name, cat, color, payload, tid
 
 
 class _Pairing:
@@ -315,24 +333,38 @@ class _Pairing:
         self.strings = tables.strings
         self.domain_names = _DomainNames(tables.domains)
         self.category_names = dict(tables.categories)
-        self.stacks: Dict[Tuple[int, int], List[_Pushed]] = {}
-        self.starts: Dict[int, Tuple[int, int, int, str, Optional[str], Optional[int], Payload]] = {}
-        self.ends: List[Tuple[int, int, int]] = []  # (range id, tid, ts)
-        self.ranges: List[Range] = []
-        self.marks: List[Mark] = []
-        self.unmatched: Dict[int, int] = {}  # thread index -> pops with nothing to close
+        self.stacks: dict[tuple[int, int], list[_Pushed]] = {}
+        self.starts: dict[int, tuple[int, int, int, str, str | None, int | None, Payload]] = {}
+        self.ends: list[tuple[int, int, int]] = []  # (range id, tid, ts)
+        self.ranges: list[Range] = []
+        self.marks: list[Mark] = []
+        self.unmatched: dict[int, int] = {}  # thread index -> pops with nothing to close
         self.last_ts = 0
 
     def pop(self, index: int, tid: int, domain: int, ts: int) -> None:
         stack = self.stacks.get((index, domain))
         if stack:
             start_ts, name, category, color, payload, _ = stack.pop()
-            self.ranges.append(_make_range(self.pid, tid, self.domain_names[domain], name, start_ts, ts,
-                                           "push", category, color, payload, False, None))
+            self.ranges.append(
+                _make_range(
+                    self.pid,
+                    tid,
+                    self.domain_names[domain],
+                    name,
+                    start_ts,
+                    ts,
+                    "push",
+                    category,
+                    color,
+                    payload,
+                    False,
+                    None,
+                )
+            )
         else:
             self.unmatched[index] = self.unmatched.get(index, 0) + 1
 
-    def finish(self, flush_ns: int) -> Tuple[List[Range], List[Mark]]:
+    def finish(self, flush_ns: int) -> tuple[list[Range], list[Mark]]:
         pid, names, ranges = self.pid, self.domain_names, self.ranges
         for range_id, end_tid, ts in self.ends:
             started = self.starts.pop(range_id, None)
@@ -340,21 +372,41 @@ class _Pairing:
                 self.unmatched[0] = self.unmatched.get(0, 0) + 1
                 continue
             tid, domain, start_ts, name, category, color, payload = started
-            ranges.append(_make_range(pid, tid, names[domain], name, start_ts, ts, "startend",
-                                      category, color, payload, False, end_tid if end_tid != tid else None))
+            ranges.append(
+                _make_range(
+                    pid,
+                    tid,
+                    names[domain],
+                    name,
+                    start_ts,
+                    ts,
+                    "startend",
+                    category,
+                    color,
+                    payload,
+                    False,
+                    end_tid if end_tid != tid else None,
+                )
+            )
         for tid, domain, start_ts, name, category, color, payload in self.starts.values():
-            ranges.append(_make_range(pid, tid, names[domain], name, start_ts, flush_ns, "startend",
-                                      category, color, payload, True, None))
+            ranges.append(
+                _make_range(
+                    pid, tid, names[domain], name, start_ts, flush_ns, "startend", category, color, payload, True, None
+                )
+            )
         for (_, domain), stack in self.stacks.items():
             for start_ts, name, category, color, payload, tid in stack:
-                ranges.append(_make_range(pid, tid, names[domain], name, start_ts, flush_ns, "push",
-                                          category, color, payload, True, None))
+                ranges.append(
+                    _make_range(
+                        pid, tid, names[domain], name, start_ts, flush_ns, "push", category, color, payload, True, None
+                    )
+                )
         ranges.sort(key=_range_order)
         self.marks.sort(key=_mark_order)
         return ranges, self.marks
 
 
-def _range_order(r: Range) -> Tuple[int, int]:
+def _range_order(r: Range) -> tuple[int, int]:
     return (r.start_ns, -r.end_ns)
 
 

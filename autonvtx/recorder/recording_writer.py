@@ -7,6 +7,7 @@ one in Python. Messages are written inline, categories registered by name per do
 model says about a process (its last write, whether it ended normally, its lost events and
 stray pops) is written so that reading the file back gives the same.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,65 @@ from collections.abc import Iterator, Sequence
 
 from autonvtx.recorder.model import Payload, ProcessRecording, Range
 from autonvtx.recorder.recording import (
-    F_CATEGORY as _F_CATEGORY, F_COLOR as _F_COLOR, HEADER as _HEADER, K_END as _END, K_MARK as _MARK,
-    K_POP as _POP, K_PUSH as _PUSH, K_START as _START, M_INLINE as _M_INLINE, MAGIC, SECTION as _SECTION,
-    SPILL as _SPILL, SUFFIX, T_CATEGORIES as _T_CATEGORIES, T_CMDLINE as _T_CMDLINE, T_DOMAINS as _T_DOMAINS,
-    T_SPILL as _T_SPILL, T_THREAD as _T_THREAD, T_THREAD_NAMES as _T_THREAD_NAMES, THREAD as _THREAD, VERSION,
+    F_CATEGORY as _F_CATEGORY,
 )
+from autonvtx.recorder.recording import (
+    F_COLOR as _F_COLOR,
+)
+from autonvtx.recorder.recording import (
+    HEADER as _HEADER,
+)
+from autonvtx.recorder.recording import (
+    K_END as _END,
+)
+from autonvtx.recorder.recording import (
+    K_MARK as _MARK,
+)
+from autonvtx.recorder.recording import (
+    K_POP as _POP,
+)
+from autonvtx.recorder.recording import (
+    K_PUSH as _PUSH,
+)
+from autonvtx.recorder.recording import (
+    K_START as _START,
+)
+from autonvtx.recorder.recording import (
+    M_INLINE as _M_INLINE,
+)
+from autonvtx.recorder.recording import (
+    MAGIC,
+    SUFFIX,
+    VERSION,
+)
+from autonvtx.recorder.recording import (
+    SECTION as _SECTION,
+)
+from autonvtx.recorder.recording import (
+    SPILL as _SPILL,
+)
+from autonvtx.recorder.recording import (
+    T_CATEGORIES as _T_CATEGORIES,
+)
+from autonvtx.recorder.recording import (
+    T_CMDLINE as _T_CMDLINE,
+)
+from autonvtx.recorder.recording import (
+    T_DOMAINS as _T_DOMAINS,
+)
+from autonvtx.recorder.recording import (
+    T_SPILL as _T_SPILL,
+)
+from autonvtx.recorder.recording import (
+    T_THREAD as _T_THREAD,
+)
+from autonvtx.recorder.recording import (
+    T_THREAD_NAMES as _T_THREAD_NAMES,
+)
+from autonvtx.recorder.recording import (
+    THREAD as _THREAD,
+)
+
 _U64_MAX = (1 << 64) - 1
 
 
@@ -56,16 +111,33 @@ class _Registry:
         return self.categories.setdefault((domain, name), len(self.categories) + 1)
 
     def sections(self) -> bytes:
-        domains = b"".join(struct.pack("<II", ident, len(raw)) + _pad(raw) for ident, raw in
-                           ((ident, name.encode("utf-8", "surrogateescape")) for name, ident in self.domains.items()
-                            if ident))
-        categories = b"".join(struct.pack("<IIII", domain, ident, len(raw), 0) + _pad(raw) for domain, ident, raw in
-                              ((d, i, n.encode("utf-8", "surrogateescape")) for (d, n), i in self.categories.items()))
+        domains = b"".join(
+            struct.pack("<II", ident, len(raw)) + _pad(raw)
+            for ident, raw in (
+                (ident, name.encode("utf-8", "surrogateescape")) for name, ident in self.domains.items() if ident
+            )
+        )
+        categories = b"".join(
+            struct.pack("<IIII", domain, ident, len(raw), 0) + _pad(raw)
+            for domain, ident, raw in (
+                (d, i, n.encode("utf-8", "surrogateescape")) for (d, n), i in self.categories.items()
+            )
+        )
         return _section(_T_DOMAINS, domains) + _section(_T_CATEGORIES, categories)
 
 
-def _record(kind: int, domain: int, ts: int, registry: _Registry, *, range_id: int | None = None,
-            name: str = "", category: str | None = None, color: int | None = None, payload: Payload = None) -> bytes:
+def _record(
+    kind: int,
+    domain: int,
+    ts: int,
+    registry: _Registry,
+    *,
+    range_id: int | None = None,
+    name: str = "",
+    category: str | None = None,
+    color: int | None = None,
+    payload: Payload = None,
+) -> bytes:
     payload_type, slot = _payload(payload)
     flags = (_F_COLOR if color is not None else 0) | (_F_CATEGORY if category is not None else 0)
     head = struct.pack("<BBBBIQ", kind, flags, payload_type, _M_INLINE, domain, ts)
@@ -77,8 +149,9 @@ def _record(kind: int, domain: int, ts: int, registry: _Registry, *, range_id: i
     return _pad(head + body + struct.pack("<I", len(text)) + text)
 
 
-def _thread_events(recording: ProcessRecording, registry: _Registry
-                   ) -> tuple[dict[int, list[tuple[int, bytes]]], dict[int, list[tuple[int, bytes]]]]:
+def _thread_events(
+    recording: ProcessRecording, registry: _Registry
+) -> tuple[dict[int, list[tuple[int, bytes]]], dict[int, list[tuple[int, bytes]]]]:
     """tid -> (ts, record) in the order a thread would have written them; and the ends of start/end
     ranges, per thread, written after every start (a range may end on a thread written earlier)."""
     events: dict[int, list[tuple[int, bytes]]] = {}
@@ -91,17 +164,43 @@ def _thread_events(recording: ProcessRecording, registry: _Registry
             continue
         range_id += 1
         domain = registry.domain(r.domain)
-        events.setdefault(r.tid, []).append((r.start_ns, _record(
-            _START, domain, r.start_ns, registry, range_id=range_id, name=r.name, category=r.category,
-            color=r.color, payload=r.payload)))
+        events.setdefault(r.tid, []).append(
+            (
+                r.start_ns,
+                _record(
+                    _START,
+                    domain,
+                    r.start_ns,
+                    registry,
+                    range_id=range_id,
+                    name=r.name,
+                    category=r.category,
+                    color=r.color,
+                    payload=r.payload,
+                ),
+            )
+        )
         if not r.is_open:
             end_tid = r.tid if r.end_tid is None else r.end_tid
-            ends.setdefault(end_tid, []).append((r.end_ns, struct.pack("<BBBBIQQ", _END, 0, 0, 0, domain, r.end_ns,
-                                                                        range_id)))
+            ends.setdefault(end_tid, []).append(
+                (r.end_ns, struct.pack("<BBBBIQQ", _END, 0, 0, 0, domain, r.end_ns, range_id))
+            )
     for m in recording.marks:
-        events.setdefault(m.tid, []).append((m.ts_ns, _record(
-            _MARK, registry.domain(m.domain), m.ts_ns, registry, name=m.name, category=m.category, color=m.color,
-            payload=m.payload)))
+        events.setdefault(m.tid, []).append(
+            (
+                m.ts_ns,
+                _record(
+                    _MARK,
+                    registry.domain(m.domain),
+                    m.ts_ns,
+                    registry,
+                    name=m.name,
+                    category=m.category,
+                    color=m.color,
+                    payload=m.payload,
+                ),
+            )
+        )
     for items in [*events.values(), *ends.values()]:
         items.sort(key=lambda item: item[0])  # stable: a stack's pop stays before a push at the same time
     return events, ends
@@ -123,8 +222,12 @@ def _push_pop(ranges: list[Range], registry: _Registry) -> Iterator[tuple[int, b
         while open_ranges and open_ranges[-1].end_ns <= r.start_ns and not open_ranges[-1].is_open:
             yield _pop(open_ranges.pop(), registry)
         domain = registry.domain(r.domain)
-        yield r.start_ns, _record(_PUSH, domain, r.start_ns, registry, name=r.name, category=r.category,
-                                  color=r.color, payload=r.payload)
+        yield (
+            r.start_ns,
+            _record(
+                _PUSH, domain, r.start_ns, registry, name=r.name, category=r.category, color=r.color, payload=r.payload
+            ),
+        )
         open_ranges.append(r)
     while open_ranges:
         r = open_ranges.pop()
@@ -154,16 +257,42 @@ def recording_bytes(recording: ProcessRecording) -> bytes:
             name = recording.thread_names.get(tid, "").encode("utf-8", "surrogateescape")
             body = _THREAD.pack(tid & 0xFFFFFFFF, index_of[tid], 0, len(items), len(name), 0) + _pad(name)
             threads += _section(_T_THREAD, body + b"".join(record for _, record in items))
-    names = b"".join(struct.pack("<II", tid & 0xFFFFFFFF, len(raw)) + _pad(raw) for tid, raw in
-                     ((tid, name.encode("utf-8", "surrogateescape")) for tid, name in sorted(recording.thread_names.items())))
+    names = b"".join(
+        struct.pack("<II", tid & 0xFFFFFFFF, len(raw)) + _pad(raw)
+        for tid, raw in (
+            (tid, name.encode("utf-8", "surrogateescape")) for tid, name in sorted(recording.thread_names.items())
+        )
+    )
     cmdline = b"".join(os.fsencode(arg) + b"\0" for arg in recording.cmdline)
-    spill = _SPILL.pack(recording.flush_ns, recording.realtime_offset_ns,
-                        sum(len(i) for i in events.values()) + sum(len(i) for i in ends.values()),
-                        recording.dropped_events, recording.discarded_events, int(recording.ended_normally), 0)
-    header = _HEADER.pack(MAGIC, VERSION, _HEADER.size, recording.pid & 0xFFFFFFFF, recording.ppid & 0xFFFFFFFF,
-                          recording.flush_ns, recording.realtime_offset_ns, 0, 0, 0)
-    return (header + _section(_T_CMDLINE, _pad(cmdline)) + registry.sections() + threads
-            + _section(_T_THREAD_NAMES, names) + _section(_T_SPILL, spill))
+    spill = _SPILL.pack(
+        recording.flush_ns,
+        recording.realtime_offset_ns,
+        sum(len(i) for i in events.values()) + sum(len(i) for i in ends.values()),
+        recording.dropped_events,
+        recording.discarded_events,
+        int(recording.ended_normally),
+        0,
+    )
+    header = _HEADER.pack(
+        MAGIC,
+        VERSION,
+        _HEADER.size,
+        recording.pid & 0xFFFFFFFF,
+        recording.ppid & 0xFFFFFFFF,
+        recording.flush_ns,
+        recording.realtime_offset_ns,
+        0,
+        0,
+        0,
+    )
+    return (
+        header
+        + _section(_T_CMDLINE, _pad(cmdline))
+        + registry.sections()
+        + threads
+        + _section(_T_THREAD_NAMES, names)
+        + _section(_T_SPILL, spill)
+    )
 
 
 def write_recordings(recordings: Sequence[ProcessRecording], directory: str) -> list[str]:

@@ -4,6 +4,7 @@ Used at the end of `autonvtx run` and by `autonvtx recover` (the same directory,
 process that would have written them died). Every file is read by the native exporter in one
 pass that writes the trace and counts the statistics together.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,15 @@ from typing import Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.stats import (RangeStats, ViewOptions, arrange_saying, count_text, from_exporter_rows,
-                                     group_title, unshaped)
+from autonvtx.recorder.stats import (
+    RangeStats,
+    ViewOptions,
+    arrange_saying,
+    count_text,
+    from_exporter_rows,
+    group_title,
+    unshaped,
+)
 
 
 @dataclass
@@ -58,7 +66,10 @@ def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
         try:
             note = json.loads(path.read_text(encoding="utf-8"))
             notes[int(note["pid"])] = {
-                "pid": int(note["pid"]), "ppid": int(note.get("ppid", 0)), "label": str(note.get("label", ""))}
+                "pid": int(note["pid"]),
+                "ppid": int(note.get("ppid", 0)),
+                "label": str(note.get("label", "")),
+            }
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return notes
@@ -66,8 +77,8 @@ def read_process_notes(directory: str) -> dict[int, dict[str, Any]]:
 
 def write_results(directory: str, request: Request) -> Results:
     """Scan, name, stream; then the summary. The trace is written atomically."""
-    from autonvtx.recorder.writer import export, write_trace
     from autonvtx.recorder.recording import scan_recording
+    from autonvtx.recorder.writer import export, write_trace
 
     files: list[tuple[str, int, ProcessRecording]] = []
     notes: list[str] = []
@@ -84,18 +95,29 @@ def write_results(directory: str, request: Request) -> Results:
     files.sort(key=lambda f: f[2].pid)
     recordings = [f[2] for f in files]
     for process in request.missing:
-        recordings.append(ProcessRecording(pid=process["pid"], ppid=process["ppid"],
-                                           label=f"{process['label']} (recording missing)"))
+        recordings.append(
+            ProcessRecording(pid=process["pid"], ppid=process["ppid"], label=f"{process['label']} (recording missing)")
+        )
     if request.adjust is not None:
         request.adjust(recordings)
     stats_mode = _stats_mode(request.options) if request.summary is not None else 0
     if request.trace is not None:
-        exported = write_trace(recordings, files, request.trace, metadata=request.metadata, stats_mode=stats_mode,
-                               skip_first=request.options.skip_first)
+        exported = write_trace(
+            recordings,
+            files,
+            request.trace,
+            metadata=request.metadata,
+            stats_mode=stats_mode,
+            skip_first=request.options.skip_first,
+        )
     else:
         exported = export(files, stats_mode=stats_mode, skip_first=request.options.skip_first)
-    notes = (run_notes(recordings, exported.open_ranges) + notes + window_notes(exported.outside_windows)
-             + damage_notes(exported.damage))
+    notes = (
+        run_notes(recordings, exported.open_ranges)
+        + notes
+        + window_notes(exported.outside_windows)
+        + damage_notes(exported.damage)
+    )
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
     every = stats_from_rows(exported.rows, exported.spans, recordings, unshaped(request.options)) if stats_mode else []
@@ -105,8 +127,10 @@ def write_results(directory: str, request: Request) -> Results:
 
 def window_notes(outside: Mapping[int, int]) -> list[str]:
     """Events left out by capture windows (regions' `capture`): nothing is lost silently."""
-    return [f"process {pid}: {count_text(count, 'event', 'events')} outside its capture windows"
-            " (capture@autonvtx) left out" for pid, count in sorted(outside.items())]
+    return [
+        f"process {pid}: {count_text(count, 'event', 'events')} outside its capture windows (capture@autonvtx) left out"
+        for pid, count in sorted(outside.items())
+    ]
 
 
 def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
@@ -115,14 +139,18 @@ def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
     for pid, (records, skipped, entries) in sorted(damage.items()):
         parts = []
         if records:
-            parts.append(f"{count_text(records, 'corrupt record', 'corrupt records')} (the rest of "
-                         f"{'its section' if records == 1 else 'their sections'} skipped)")
+            parts.append(
+                f"{count_text(records, 'corrupt record', 'corrupt records')} (the rest of "
+                f"{'its section' if records == 1 else 'their sections'} skipped)"
+            )
         if entries:
             parts.append(f"{count_text(entries, 'registry entry', 'registry entries')} with an impossible id")
         if skipped and not records:
             parts.append("a last section cut short")
-        notes.append(f"process {pid}: its recording is damaged: {', '.join(parts)}; {count_text(skipped, 'byte', 'bytes')}"
-                     " left out, every event readable around them kept")
+        notes.append(
+            f"process {pid}: its recording is damaged: {', '.join(parts)}; {count_text(skipped, 'byte', 'bytes')}"
+            " left out, every event readable around them kept"
+        )
     return notes
 
 
@@ -131,27 +159,39 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
     notes: list[str] = []
     dropped = sum(r.dropped_events for r in recordings)
     if dropped:
-        notes.append(f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory "
-                     "bound was hit; the counts are low (raise --buffer-mb)")
+        notes.append(
+            f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory "
+            "bound was hit; the counts are low (raise --buffer-mb)"
+        )
     discarded = sum(r.discarded_events for r in recordings)
     if discarded:
-        notes.append(f"{count_text(discarded, 'older event was', 'older events were')} let go by "
-                     "--keep last: the trace holds the most recent ones")
+        notes.append(
+            f"{count_text(discarded, 'older event was', 'older events were')} let go by "
+            "--keep last: the trace holds the most recent ones"
+        )
     for rec in recordings:
         if rec.label.endswith("(still running)"):
-            notes.append(f"process {rec.pid} ({rec.display_name}) was still running when the recording was "
-                         "written: its events up to its last write are in")
+            notes.append(
+                f"process {rec.pid} ({rec.display_name}) was still running when the recording was "
+                "written: its events up to its last write are in"
+            )
         if not rec.ended_normally and not rec.label.endswith("(recording missing)"):
             name = rec.display_name.removesuffix(" (ended abnormally)")  # the track's label says it too
-            notes.append(f"process {rec.pid} ({name}) ended abnormally (a crash, os._exit or a "
-                         "kill): its events up to its last write (at most ~100 ms before) are kept, and the "
-                         "ranges it left open end there")
+            notes.append(
+                f"process {rec.pid} ({name}) ended abnormally (a crash, os._exit or a "
+                "kill): its events up to its last write (at most ~100 ms before) are kept, and the "
+                "ranges it left open end there"
+            )
     if open_ranges:
-        notes.append(f"{count_text(open_ranges, 'range was', 'ranges were')} still open at exit "
-                     "(timed up to the moment the recording was written)")
+        notes.append(
+            f"{count_text(open_ranges, 'range was', 'ranges were')} still open at exit "
+            "(timed up to the moment the recording was written)"
+        )
     unmatched = sum(r.unmatched_pops for r in recordings)
     if unmatched:
-        notes.append(f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
+        notes.append(
+            f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)"
+        )
     return notes
 
 
@@ -185,9 +225,12 @@ def _titles(by: str | None, recordings: Sequence[ProcessRecording]) -> dict[int,
     return titles
 
 
-def stats_from_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]],
-                    recordings: Sequence[ProcessRecording] = (),
-                    options: ViewOptions = ViewOptions()) -> list[RangeStats]:
+def stats_from_rows(
+    rows: Sequence[Any],
+    spans: Mapping[int, tuple[int, int]],
+    recordings: Sequence[ProcessRecording] = (),
+    options: ViewOptions = ViewOptions(),
+) -> list[RangeStats]:
     """The statistics model from the exporter's rows, arranged as `options` say."""
     return from_exporter_rows(rows, spans, _titles(options.by, recordings), options)
 
@@ -204,8 +247,9 @@ def recover(directory: str, trace: str) -> None:
     if not Path(directory).is_dir():
         raise UsageError(f"recover: no such directory '{directory}'")
     if not recording_files(directory):
-        raise UsageError(f"recover: '{directory}' holds no recordings (*.anr); expected the directory "
-                         "autonvtx run named")
+        raise UsageError(
+            f"recover: '{directory}' holds no recordings (*.anr); expected the directory autonvtx run named"
+        )
     notes = read_process_notes(directory)
     labels = {pid: str(note.get("label") or "") for pid, note in notes.items()}
     print_notes(write_results(directory, Request(trace=trace, labels=labels)).notes)

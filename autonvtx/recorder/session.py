@@ -6,6 +6,7 @@ there when it starts (its pid, parent and label). At exit the first process read
 note without its recording is a child that died before writing it (a crash, `os._exit`,
 SIGKILL) or that still runs, and the trace and summary say so.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -127,13 +128,21 @@ class RecordingSession:
             # Ctrl-C or SIGTERM while writing (or the program's own handler of a signal, ending
             # it by SystemExit): keep the recording, leave no partial output, and end as that
             # signal would have ended the program.
-            interrupted = stop.signum if isinstance(stop, shutdown.Interrupted) else \
-                signal.SIGINT if isinstance(stop, KeyboardInterrupt) else 0
+            interrupted = (
+                stop.signum
+                if isinstance(stop, shutdown.Interrupted)
+                else signal.SIGINT
+                if isinstance(stop, KeyboardInterrupt)
+                else 0
+            )
             self._keep_directory = True
             self._remove_partial_outputs()
             cause = signal.Signals(interrupted).name if interrupted else "the program's exit"
-            print(f"autonvtx: stopped by {cause} while writing the outputs; "
-                  f"the events are kept in {self._directory} ({self._recover_command()})", file=sys.stderr)
+            print(
+                f"autonvtx: stopped by {cause} while writing the outputs; "
+                f"the events are kept in {self._directory} ({self._recover_command()})",
+                file=sys.stderr,
+            )
         except Exception as error:  # never turn the user's exit into our traceback
             self._fail(f"could not write the recording: {error}", keep=True)
         finally:
@@ -153,8 +162,11 @@ class RecordingSession:
             print(f"autonvtx: {what}", file=sys.stderr)
             return
         self._keep_directory = True
-        print(f"autonvtx: {what}; the events are kept in {self._directory}: "
-              f"'{self._recover_command()}' writes the trace once that is fixed", file=sys.stderr)
+        print(
+            f"autonvtx: {what}; the events are kept in {self._directory}: "
+            f"'{self._recover_command()}' writes the trace once that is fixed",
+            file=sys.stderr,
+        )
 
     def _recover_command(self) -> str:
         target = self._given.trace if self._given.trace is not None else "trace.json"
@@ -166,10 +178,16 @@ class RecordingSession:
         if directory is None or not os.path.isdir(directory):
             return
         self._finished = True
-        lost = " (with --keep last its events stay in memory until the exit: they are lost)" \
-            if self.outputs.keep == "last" else ""
-        print(f"autonvtx: the program (pid {self._pid}) ended without running its exit (os._exit, a signal or a "
-              f"crash){lost}; writing the outputs from its recording in {directory}", file=sys.stderr)
+        lost = (
+            " (with --keep last its events stay in memory until the exit: they are lost)"
+            if self.outputs.keep == "last"
+            else ""
+        )
+        print(
+            f"autonvtx: the program (pid {self._pid}) ended without running its exit (os._exit, a signal or a "
+            f"crash){lost}; writing the outputs from its recording in {directory}",
+            file=sys.stderr,
+        )
         self._remove_partial_outputs()  # the program's, if it died while writing them
         try:
             self._write_outputs(directory)
@@ -185,11 +203,17 @@ class RecordingSession:
         import dataclasses
 
         given = {"trace": self._given.trace, "summary": self._given.summary}
-        state = {"outputs": dataclasses.asdict(self.outputs), "given": given, "directory": self._directory,
-                 "pid": self._pid}
+        state = {
+            "outputs": dataclasses.asdict(self.outputs),
+            "given": given,
+            "directory": self._directory,
+            "pid": self._pid,
+        }
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        code = (f"import sys; sys.path.insert(0, {root!r}); "
-                "from autonvtx.recorder.session import write_after_death; write_after_death(sys.argv[1])")
+        code = (
+            f"import sys; sys.path.insert(0, {root!r}); "
+            "from autonvtx.recorder.session import write_after_death; write_after_death(sys.argv[1])"
+        )
         return [sys.executable, "-I", "-c", code, json.dumps(state)]
 
     def _remove_partial_outputs(self) -> None:
@@ -215,8 +239,11 @@ class RecordingSession:
                 native.control().flush(os.path.join(directory, f"{self._pid}.anr"))
         except OSError as error:
             if not os.path.isdir(directory):
-                self._fail(f"the recording directory {directory} was removed while the program ran: "
-                           "the events it held are lost, and no trace or summary was written", keep=False)
+                self._fail(
+                    f"the recording directory {directory} was removed while the program ran: "
+                    "the events it held are lost, and no trace or summary was written",
+                    keep=False,
+                )
                 return
             self._fail(f"could not write this process's events: {error.strerror or error}", keep=True)
             return
@@ -228,30 +255,39 @@ class RecordingSession:
         metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
         if missing:
             metadata["missing_processes"] = missing
-        request = Request(trace=self.outputs.trace, summary=self.outputs.summary, labels=labels,
-                          only_pid=None if self.outputs.children else self._pid, missing=missing,
-                          metadata=metadata, adjust=self._adjust)
+        request = Request(
+            trace=self.outputs.trace,
+            summary=self.outputs.summary,
+            labels=labels,
+            only_pid=None if self.outputs.children else self._pid,
+            missing=missing,
+            metadata=metadata,
+            adjust=self._adjust,
+        )
         if self.outputs.summary_options is not None:
             request.options = self.outputs.summary_options
         try:
             results = write_results(directory, request)
         except OSError as error:
-            which = f"--trace: could not write '{self._given.trace}'" if self.outputs.trace is not None \
+            which = (
+                f"--trace: could not write '{self._given.trace}'"
+                if self.outputs.trace is not None
                 else "--summary: could not read the recording"
+            )
             self._fail(f"{which}: {error.strerror or error}", keep=True)
             return
         notes = results.notes + [_missing_note(p) for p in missing]
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
             print_notes(notes)
         if self.outputs.trace is not None:
-            print(f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)",
-                  file=sys.stderr)
+            print(
+                f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr
+            )
         if self.outputs.summary is not None:
             try:
                 write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
             except OSError as error:
-                self._fail(f"--summary: could not write '{self._given.summary}': {error.strerror or error}",
-                           keep=True)
+                self._fail(f"--summary: could not write '{self._given.summary}': {error.strerror or error}", keep=True)
                 return
             if self.outputs.summary != SUMMARY_TO_STDERR:
                 print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
@@ -285,8 +321,14 @@ def _fail_exit() -> None:
 def _clean_environment() -> dict[str, str]:
     """This process's environment without what makes a process recorded or instrumented: the
     watcher and the writer it may start are neither."""
-    ours = {environment.NVTX_INJECTION64_PATH, environment.RECORD_DIR, environment.RECORD_LIMIT_MB,
-            environment.RECORD_KEEP, environment.RULES, environment.CONFIG}
+    ours = {
+        environment.NVTX_INJECTION64_PATH,
+        environment.RECORD_DIR,
+        environment.RECORD_LIMIT_MB,
+        environment.RECORD_KEEP,
+        environment.RULES,
+        environment.CONFIG,
+    }
     return {key: value for key, value in os.environ.items() if key not in ours}
 
 
@@ -331,8 +373,9 @@ def _record_directory(trace: str | None) -> str | None:
     directory = Path(trace + RECORD_DIRECTORY_SUFFIX).absolute()  # children may change directory
     if directory.is_dir():
         entries = list(directory.iterdir())
-        if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or \
-                any(p.stem.isdigit() and _is_running(int(p.stem)) for p in entries):
+        if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or any(
+            p.stem.isdigit() and _is_running(int(p.stem)) for p in entries
+        ):
             return None
         shutil.rmtree(directory, ignore_errors=True)
     try:
@@ -350,8 +393,9 @@ def _name_live_threads(recording: ProcessRecording) -> None:
     """
     for thread in threading.enumerate():
         tid = thread.native_id
-        if tid is not None and (tid not in recording.thread_names or tid == recording.pid or
-                                recording.thread_names[tid] == _process_comm()):
+        if tid is not None and (
+            tid not in recording.thread_names or tid == recording.pid or recording.thread_names[tid] == _process_comm()
+        ):
             recording.thread_names[tid] = thread.name
 
 
@@ -429,5 +473,4 @@ def clock_identity() -> dict[str, str]:
 def _rank_metadata(info: RankInfo) -> dict[str, object]:
     if not info.is_distributed:
         return {}
-    return {"rank": info.rank, "world_size": info.world_size, "local_rank": info.local_rank,
-            "launcher": info.launcher}
+    return {"rank": info.rank, "world_size": info.world_size, "local_rank": info.local_rank, "launcher": info.launcher}

@@ -20,6 +20,7 @@ The first process's exit-time write (trace, summary) can take seconds: a Ctrl-C 
 then stops it (`interruptible`): the partial outputs are removed, the recording is kept for
 `autonvtx recover`, and the process ends by that signal.
 """
+
 from __future__ import annotations
 
 import _thread
@@ -27,11 +28,12 @@ import atexit
 import contextlib
 import errno
 import os
-import sys
 import signal
+import sys
 import threading
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from autonvtx import environment
 
@@ -286,8 +288,9 @@ def _watch(read_fd: int) -> None:
 def _register_fork_hooks() -> None:
     global _fork_hooks_registered
     if not _fork_hooks_registered:
-        os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
-                            after_in_child=_after_fork_in_child)
+        os.register_at_fork(
+            before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+        )
         _fork_hooks_registered = True
 
 

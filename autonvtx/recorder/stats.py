@@ -6,6 +6,7 @@ end of a run and in `recover`, read through `from_exporter_rows`; and its Python
 the two equal). Every renderer (`autonvtx.report.render`) reads these rows, and every view
 option means the same in every command: `arrange` applies them.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -139,8 +140,13 @@ def _sort_value(sort: str) -> Callable[[RangeStats], float]:
     sort = SORT_ALIASES.get(sort, sort)
     if sort == "name":
         return lambda s: 0
-    return {"total": lambda s: s.total_ns, "self": lambda s: s.self_ns, "count": lambda s: s.count,
-            "mean": lambda s: s.mean_ns, "max": lambda s: s.max_ns}[sort]
+    return {
+        "total": lambda s: s.total_ns,
+        "self": lambda s: s.self_ns,
+        "count": lambda s: s.count,
+        "mean": lambda s: s.mean_ns,
+        "max": lambda s: s.max_ns,
+    }[sort]
 
 
 def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats]:
@@ -164,7 +170,7 @@ def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats
         if options.filter is not None:
             members = [s for s in members if _matches(s, options.filter)]
         members.sort(key=order)
-        ordered.extend(members[:options.top] if options.top is not None else members)
+        ordered.extend(members[: options.top] if options.top is not None else members)
     return ordered
 
 
@@ -187,8 +193,9 @@ def natural_order(text: str) -> list[tuple[int, int, str]]:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
 
 
-def _tree_order(rows: list[RangeStats], order: Callable[[RangeStats], Any], pattern: str | None,
-                top: int | None) -> list[RangeStats]:
+def _tree_order(
+    rows: list[RangeStats], order: Callable[[RangeStats], Any], pattern: str | None, top: int | None
+) -> list[RangeStats]:
     """Depth first, siblings in `order`; iterative, so any depth of nesting prints."""
     children: dict[str, list[RangeStats]] = {}
     for row in rows:
@@ -198,8 +205,12 @@ def _tree_order(rows: list[RangeStats], order: Callable[[RangeStats], Any], patt
     return _depth_first(children, order, wanted, top)
 
 
-def _depth_first(children: Mapping[str, list[RangeStats]], order: Callable[[RangeStats], Any],
-                 wanted: set[str] | None, top: int | None) -> list[RangeStats]:
+def _depth_first(
+    children: Mapping[str, list[RangeStats]],
+    order: Callable[[RangeStats], Any],
+    wanted: set[str] | None,
+    top: int | None,
+) -> list[RangeStats]:
     def kids_of(path: str) -> list[RangeStats]:
         kids = sorted((row for row in children.get(path, ()) if wanted is None or row.path in wanted), key=order)
         return kids[:top] if top is not None else kids
@@ -235,8 +246,9 @@ def _matches_name(stats: RangeStats, pattern: str) -> bool:
 
 def _matches(stats: RangeStats, pattern: str) -> bool:
     texts = (stats.name, stats.label, stats.path)
-    return any(fnmatch.fnmatchcase(text, pattern) for text in texts if text) or \
-        any(fnmatch.fnmatchcase(part, pattern) for part in stats.path.split(" > ") if part)
+    return any(fnmatch.fnmatchcase(text, pattern) for text in texts if text) or any(
+        fnmatch.fnmatchcase(part, pattern) for part in stats.path.split(" > ") if part
+    )
 
 
 def count_text(number: int, singular: str, plural: str) -> str:
@@ -255,15 +267,23 @@ def summary_notes(recordings: Iterable[ProcessRecording]) -> list[str]:
         )
     still_open = sum(1 for rec in recordings for r in rec.ranges if r.is_open)
     if still_open:
-        notes.append(f"{count_text(still_open, 'range was', 'ranges were')} still open at exit (timed up to the moment the recording was written)")
+        notes.append(
+            f"{count_text(still_open, 'range was', 'ranges were')} still open at exit (timed up to the moment the recording was written)"
+        )
     unmatched = sum(r.unmatched_pops for r in recordings)
     if unmatched:
-        notes.append(f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)")
+        notes.append(
+            f"{count_text(unmatched, 'pop or range end', 'pops or range ends')} had no open range to close (ignored)"
+        )
     return notes
 
 
-def from_exporter_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]], titles: Mapping[int, str],
-                       options: ViewOptions = ViewOptions()) -> list[RangeStats]:
+def from_exporter_rows(
+    rows: Sequence[Any],
+    spans: Mapping[int, tuple[int, int]],
+    titles: Mapping[int, str],
+    options: ViewOptions = ViewOptions(),
+) -> list[RangeStats]:
     """The model's rows from the native exporter's (`native.ExportRow`), arranged as `options` say."""
     grand_total = sum(r.total_ns for r in rows)
     by_index = dict(enumerate(rows))
@@ -282,11 +302,24 @@ def from_exporter_rows(rows: Sequence[Any], spans: Mapping[int, tuple[int, int]]
                     break
                 node = by_index[node.parent]
             path = " > ".join(reversed(labels))
-        stats.append(RangeStats(
-            domain=r.domain, name=r.name, count=r.count, total_ns=r.total_ns, self_ns=r.self_ns,
-            mean_ns=r.mean_ns, median_ns=r.median_ns, min_ns=r.min_ns, max_ns=r.max_ns,
-            stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
-            percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
-            open_count=r.open_count, wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
-            group=titles.get(r.group, "") if options.by else "", depth=r.depth if options.tree else 0, path=path))
+        stats.append(
+            RangeStats(
+                domain=r.domain,
+                name=r.name,
+                count=r.count,
+                total_ns=r.total_ns,
+                self_ns=r.self_ns,
+                mean_ns=r.mean_ns,
+                median_ns=r.median_ns,
+                min_ns=r.min_ns,
+                max_ns=r.max_ns,
+                stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
+                percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
+                open_count=r.open_count,
+                wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
+                group=titles.get(r.group, "") if options.by else "",
+                depth=r.depth if options.tree else 0,
+                path=path,
+            )
+        )
     return arrange(stats, options)

@@ -6,6 +6,7 @@ streams a run's files. Tests hold the two equal, row for row (pyinstrument keeps
 modules and their Python twins side by side the same way). Arrangement (sort, filter, cut)
 is the model's own, `stats.arrange`, shared by both.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,8 +54,9 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
     return arrange(rows, options)
 
 
-def _skip_first(instances: list[tuple[Range, int, _Key]], count: int,
-                named: Callable[[str], str]) -> list[tuple[Range, int, _Key, bool]]:
+def _skip_first(
+    instances: list[tuple[Range, int, _Key]], count: int, named: Callable[[str], str]
+) -> list[tuple[Range, int, _Key, bool]]:
     """Each instance, and whether it counts: each range's first `count` instances on each thread
     under its parent row (its warm-up, by start) do not; by `named` range name (`step {n}`'s
     first steps unless --each), not by the class row that --group class folds it into, as the
@@ -119,9 +121,20 @@ def _stats(key: _Key, instances: list[tuple[Range, int]], grand_total: int, wall
         stddev = math.sqrt(spread / (count * (count - 1)))
     labels = [f"{key[i]}:{key[i + 1]}" if key[i] else key[i + 1] for i in range(0, len(key), 2)]
     return RangeStats(
-        domain=key[-2], name=key[-1], count=count, total_ns=total, self_ns=sum(s for _, s in instances),
-        mean_ns=total / count, median_ns=median, min_ns=durations[0], max_ns=durations[-1], stddev_ns=stddev,
+        domain=key[-2],
+        name=key[-1],
+        count=count,
+        total_ns=total,
+        self_ns=sum(s for _, s in instances),
+        mean_ns=total / count,
+        median_ns=median,
+        min_ns=durations[0],
+        max_ns=durations[-1],
+        stddev_ns=stddev,
         percent=100.0 * total / grand_total if grand_total else 0.0,
         open_count=sum(1 for r, _ in instances if r.is_open),
-        wall_percent=100.0 * total / wall if wall > 0 else 0.0, group=group,
-        depth=len(labels) - 1 if len(key) > 2 else 0, path=" > ".join(labels) if len(key) > 2 else "")
+        wall_percent=100.0 * total / wall if wall > 0 else 0.0,
+        group=group,
+        depth=len(labels) - 1 if len(key) > 2 else 0,
+        path=" > ".join(labels) if len(key) > 2 else "",
+    )

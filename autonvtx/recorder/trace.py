@@ -1,4 +1,5 @@
 """Chrome trace-event JSON (Perfetto, chrome://tracing) written from recordings (read back by `chrome`)."""
+
 from __future__ import annotations
 
 import gzip
@@ -173,7 +174,9 @@ class _Strings:
         return cached
 
 
-def _args(strings: _Strings, domain: str, category: str | None, color: int | None, payload: Payload, is_open: bool) -> str:
+def _args(
+    strings: _Strings, domain: str, category: str | None, color: int | None, payload: Payload, is_open: bool
+) -> str:
     text = strings.args_prefix(domain, category, color)
     if payload is not None:
         text += ',"payload":' + _payload_text(payload)

@@ -16,6 +16,7 @@ It must change nothing the program or its caller sees, hence its shape:
   end stays open (close-on-exec) until the exit-time writer writes the byte that says "done".
 Cost on the start path: a posix_spawn of /bin/sh, waited for (1.3-1.7 ms of CPU; `benchmarks/watcher.py`).
 """
+
 from __future__ import annotations
 
 import os
@@ -64,10 +65,18 @@ def start_watcher(command: list[str], env: dict[str, str]) -> Watch | None:
         # sh starts the watcher in the background and ends at once: the watcher is left to init
         # (or the nearest subreaper), and this process only waits for a small shell.
         shell = ["/bin/sh", "-c", '"$0" "$@" &', *argv]
-        _wait(os.posix_spawn(shell[0], shell, env, setsid=True, file_actions=[
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-        ]))
+        _wait(
+            os.posix_spawn(
+                shell[0],
+                shell,
+                env,
+                setsid=True,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                ],
+            )
+        )
         status = os.fstat(write_fd)
     except OSError:
         os.close(write_fd)

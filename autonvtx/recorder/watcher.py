@@ -8,6 +8,7 @@ waits. PIDFD (a pidfd of the program, -1 where the kernel has none) becomes read
 program dies; DONE_FD is the read end of a pipe the program writes one byte to once its own exit
 has dealt with the outputs. Death without that byte: the watcher becomes COMMAND (exec).
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ exporter (`_native/export.c`, in the recorder library) streams every event betwe
 memory that does not grow with the trace. A `.json.gz` is compressed from the plain file in
 blocks.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 from autonvtx.recorder import native, perfetto
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.trace import other_data, metadata_events
+from autonvtx.recorder.trace import metadata_events, other_data
 
 PERFETTO_SUFFIXES = (".pftrace", ".perfetto-trace")
 
@@ -66,14 +67,24 @@ _OUTPUT_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # a full disk, a fil
 ExportFile = tuple[str, int, ProcessRecording]  # recording file, statistics group, its process
 
 
-def export(files: Sequence[ExportFile], *, json_path: str | None = None, pftrace_path: str | None = None,
-           stats_mode: int = 0, skip_first: int = 0, progress: Progress | None = None) -> Exported:
+def export(
+    files: Sequence[ExportFile],
+    *,
+    json_path: str | None = None,
+    pftrace_path: str | None = None,
+    stats_mode: int = 0,
+    skip_first: int = 0,
+    progress: Progress | None = None,
+) -> Exported:
     """Stream each recording file into the outputs; OSError on failure. Each file's process
     gets its unmatched pops, last write time and whether it ended normally."""
     lib = native.exporter()
-    handle = lib.autonvtx_export_new(os.fsencode(json_path) if json_path else None,
-                                     os.fsencode(pftrace_path) if pftrace_path else None,
-                                     stats_mode, skip_first)
+    handle = lib.autonvtx_export_new(
+        os.fsencode(json_path) if json_path else None,
+        os.fsencode(pftrace_path) if pftrace_path else None,
+        stats_mode,
+        skip_first,
+    )
     if not handle:
         raise OSError(f"cannot open {json_path or pftrace_path} to write the trace")
     result = Exported()
@@ -122,11 +133,24 @@ def _rows(lib: ctypes.CDLL, handle: int) -> list[RawRow]:
 
     for i in range(lib.autonvtx_export_rows(handle)):
         lib.autonvtx_export_row(handle, i, ctypes.byref(counts), ctypes.byref(figures))
-        rows.append(RawRow(group=counts.group, parent=int(counts.parent_plus_one) - 1, depth=counts.depth,
-                           domain=text(counts.domain_id, native.TEXT_DOMAIN), name=text(counts.name_id, native.TEXT_NAME),
-                           count=counts.count, total_ns=counts.total_ns, self_ns=counts.self_ns,
-                           min_ns=counts.min_ns, max_ns=counts.max_ns, open_count=counts.open_count,
-                           mean_ns=figures.mean_ns, median_ns=figures.median_ns, variance=figures.variance))
+        rows.append(
+            RawRow(
+                group=counts.group,
+                parent=int(counts.parent_plus_one) - 1,
+                depth=counts.depth,
+                domain=text(counts.domain_id, native.TEXT_DOMAIN),
+                name=text(counts.name_id, native.TEXT_NAME),
+                count=counts.count,
+                total_ns=counts.total_ns,
+                self_ns=counts.self_ns,
+                min_ns=counts.min_ns,
+                max_ns=counts.max_ns,
+                open_count=counts.open_count,
+                mean_ns=figures.mean_ns,
+                median_ns=figures.median_ns,
+                variance=figures.variance,
+            )
+        )
     return rows
 
 
@@ -181,8 +205,15 @@ def _temp_beside(path: str) -> str:
     return os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
-def write_trace(recordings: Sequence[ProcessRecording], files: Sequence[ExportFile], path: str, *,
-                metadata: Mapping[str, object], stats_mode: int = 0, skip_first: int = 0) -> Exported:
+def write_trace(
+    recordings: Sequence[ProcessRecording],
+    files: Sequence[ExportFile],
+    path: str,
+    *,
+    metadata: Mapping[str, object],
+    stats_mode: int = 0,
+    skip_first: int = 0,
+) -> Exported:
     """The trace at `path` (.json, .json.gz, .pftrace), statistics on the way; atomically."""
     temp = _temp_beside(path)
     progress = Progress(path)
@@ -190,14 +221,12 @@ def write_trace(recordings: Sequence[ProcessRecording], files: Sequence[ExportFi
         if path.endswith(PERFETTO_SUFFIXES):
             with open(temp, "wb") as stream:
                 stream.write(perfetto.head_packets(recordings))
-            result = export(files, pftrace_path=temp, stats_mode=stats_mode, skip_first=skip_first,
-                            progress=progress)
+            result = export(files, pftrace_path=temp, stats_mode=stats_mode, skip_first=skip_first, progress=progress)
         else:
             with open(temp, "w", encoding="utf-8", newline="\n") as stream:
                 stream.write('{"displayTimeUnit":"ns","traceEvents":[\n')
                 stream.write(",\n".join(metadata_events(recordings)))
-            result = export(files, json_path=temp, stats_mode=stats_mode, skip_first=skip_first,
-                            progress=progress)
+            result = export(files, json_path=temp, stats_mode=stats_mode, skip_first=skip_first, progress=progress)
             with open(temp, "a", encoding="utf-8", newline="\n") as stream:
                 stream.write('\n],\n"otherData":' + json.dumps(other_data(recordings, metadata), default=str) + "}\n")
             if path.endswith(".gz"):
@@ -228,4 +257,3 @@ def _compressed(plain: str, path: str) -> str:
     finally:
         os.unlink(plain)
     return target
-

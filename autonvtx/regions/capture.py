@@ -1,5 +1,6 @@
 """Capture windows: cudaProfilerStart()/Stop() through the CUDA runtime the process already
 loaded (PyTorch, CuPy and Numba load one), and what each window did, for the exit report."""
+
 from __future__ import annotations
 
 import ctypes
@@ -58,7 +59,8 @@ class CaptureWindow:
         verb = "opened" if opening else "closed"
         if function is None:
             cuda = "no CUDA runtime loaded in this process: cudaProfiler{} not called".format(
-                "Start" if opening else "Stop")
+                "Start" if opening else "Stop"
+            )
         else:
             status = function()
             cuda = f"cudaProfiler{'Start' if opening else 'Stop'}() returned {status}"

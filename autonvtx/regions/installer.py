@@ -1,12 +1,14 @@
 """Regions installed into a process: the functions each region names are found as their modules
 execute, placed (loop, line span or call) and given native regions on their code objects."""
+
 from __future__ import annotations
 
 import atexit
 import os
 import types
+from collections.abc import Iterator
 from fnmatch import fnmatchcase
-from typing import Any, Iterator
+from typing import Any
 
 from autonvtx import ranges
 from autonvtx.codes import code_of, nested_codes
@@ -105,15 +107,28 @@ class RegionInstaller:
             self._monitor = monitor
         style = self.config.region_style(region, module)
         domain, color, category = ranges.style_arguments(style)
-        text, pieces = _name(style.message or _DEFAULT_NAMES.get(placement.kind, "{qualname} lines"),
-                             module, code, placement)
+        text, pieces = _name(
+            style.message or _DEFAULT_NAMES.get(placement.kind, "{qualname} lines"), module, code, placement
+        )
         window = None
         start, stop = region.capture if region.capture is not None else (-1, -1)
         if region.capture is not None:
             window = CaptureWindow(f"{module}:{code.co_qualname}", start, stop)
         client = ranges.native_client()
-        native = client.Region(domain, text, color, category, placement.enter, placement.lo,  # type: ignore[union-attr]
-                               placement.hi, placement.is_loop, pieces, start, stop, window)
+        native = client.Region(
+            domain,
+            text,
+            color,
+            category,
+            placement.enter,
+            placement.lo,  # type: ignore[union-attr]
+            placement.hi,
+            placement.is_loop,
+            pieces,
+            start,
+            stop,
+            window,
+        )
         self._keep.append(native)
         if window is not None:
             if not self._windows:
@@ -137,8 +152,10 @@ class RegionInstaller:
     def exit_lines(self) -> list[str]:
         """Warnings at exit: regions that found no function or could not be placed, windows
         that never opened."""
-        lines = [f"warning: {line} in this process" if "matched no function" in line else f"warning: {line}"
-                 for line in self.unplaced_lines()]
+        lines = [
+            f"warning: {line} in this process" if "matched no function" in line else f"warning: {line}"
+            for line in self.unplaced_lines()
+        ]
         for window, native in self._windows:
             lines.extend(window.exit_lines(native.count))
         if self.note is not None:
@@ -164,8 +181,13 @@ def _name(template: str, module: str, code: types.CodeType, placement: Placement
     if placement.kind == "lines" and template == "{qualname} lines":
         template = f"{{qualname}} lines {placement.lo}-{placement.hi}"
     text = template.format(
-        i="\0", module=label.module, qualname=label.qualname, name=label.name, file=label.file,
-        line=label.line, **{"class": label.class_},
+        i="\0",
+        module=label.module,
+        qualname=label.qualname,
+        name=label.name,
+        file=label.file,
+        line=label.line,
+        **{"class": label.class_},
     )
     if "\0" not in text:
         return text, None

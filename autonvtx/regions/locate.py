@@ -1,12 +1,13 @@
 """Where a region sits in a function's code: the loop or line span, found through the source's
 AST, and the line whose first instruction begins each iteration, found in the bytecode."""
+
 from __future__ import annotations
 
 import ast
 import linecache
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator, Union
 
 from autonvtx.config import Region
 
@@ -14,8 +15,8 @@ from autonvtx.config import Region
 CALL_LINE = -1
 _ALL_LINES = (0, 2**31 - 1)
 
-_Loop = Union[ast.For, ast.AsyncFor, ast.While]
-_Function = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_Loop = ast.For | ast.AsyncFor | ast.While
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,11 @@ def _loop(code: types.CodeType, loop: _Loop, which: str) -> Placement | str:
     if enter is None:
         return f"no code for the body of the {keyword} loop on line {loop.lineno}"
     return Placement(
-        "loop", enter, loop.lineno, last, True,
+        "loop",
+        enter,
+        loop.lineno,
+        last,
+        True,
         f"{which}{keyword} loop on line {loop.lineno} (lines {loop.lineno}-{last}), iterations begin at line {enter}",
     )
 

@@ -1,6 +1,7 @@
 """A sys.monitoring tool id of regions' own, with regions.c's callbacks, on the code objects
 that hold regions only: local LINE events (and the frame events), DISABLE where no region
 needs a line, so functions without regions pay nothing."""
+
 from __future__ import annotations
 
 import sys
@@ -87,8 +88,14 @@ class RegionMonitor:
             self._client.detach_regions(code)
         self._codes.clear()
         monitoring.set_events(self.tool_id, 0)
-        for event in (monitoring.events.LINE, monitoring.events.PY_START, monitoring.events.PY_RESUME,
-                      monitoring.events.PY_RETURN, monitoring.events.PY_UNWIND, monitoring.events.PY_YIELD):
+        for event in (
+            monitoring.events.LINE,
+            monitoring.events.PY_START,
+            monitoring.events.PY_RESUME,
+            monitoring.events.PY_RETURN,
+            monitoring.events.PY_UNWIND,
+            monitoring.events.PY_YIELD,
+        ):
             monitoring.register_callback(self.tool_id, event, None)
         monitoring.free_tool_id(self.tool_id)
         self.tool_id = None

@@ -1,12 +1,13 @@
 """Ranks side by side: per range, the spread of its time across ranks, the straggler, and NCCL overlap."""
+
 from __future__ import annotations
 
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Sequence
 
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
 from autonvtx.report.views import group_order
@@ -161,14 +162,18 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
     for name, by_rank in per_name.items():
         uses_gpu = has_gpu and any(m[GPU] for m, _ in by_rank.values())
         index = GPU if uses_gpu else CPU
-        values = [RankValue(rank, m[index], m[INSTANCES], m[KERNELS], o)
-                  for rank, (m, o) in sorted(by_rank.items(), key=lambda item: group_order(item[0]))]
+        values = [
+            RankValue(rank, m[index], m[INSTANCES], m[KERNELS], o)
+            for rank, (m, o) in sorted(by_rank.items(), key=lambda item: group_order(item[0]))
+        ]
         rows.append(SpreadRow(name, "gpu" if uses_gpu else "cpu", values))
     ordered = sorted(ranks, key=group_order)
     notes = []
     if len(ordered) < 2:
-        notes.append(f"only one rank found ({ordered[0] if ordered else 'none'}): nothing to compare across; "
-                     "give one export holding several processes, several rank files, or a merged trace")
+        notes.append(
+            f"only one rank found ({ordered[0] if ordered else 'none'}): nothing to compare across; "
+            "give one export holding several processes, several rank files, or a merged trace"
+        )
     return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes)
 
 

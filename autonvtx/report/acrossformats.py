@@ -1,14 +1,16 @@
 """The across-ranks view as text, CSV or JSON."""
+
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from autonvtx.report.text import format_duration, named_table, printable
 from autonvtx.report.across import Spread, SpreadRow
 from autonvtx.report.gather import describe
+from autonvtx.report.text import format_duration, named_table, printable
 
 SCHEMA = "autonvtx-across-ranks/1"
 WIDTH = 110
@@ -29,22 +31,32 @@ def _imbalance(row: SpreadRow) -> str:
 
 def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
     shown = ", ".join(view.ranks[:8]) + (f", ... ({len(view.ranks)} ranks)" if len(view.ranks) > 8 else "")
-    out = [f"Across ranks: {describe(view.files)}",
-           f"{len(view.ranks)} rank(s): {shown}",
-           f"time per rank: {'GPU time where a range launched GPU work, else CPU time' if view.has_gpu else 'CPU time'}; "
-           "imbalance = max / median; lost = max - median"]
+    out = [
+        f"Across ranks: {describe(view.files)}",
+        f"{len(view.ranks)} rank(s): {shown}",
+        f"time per rank: {'GPU time where a range launched GPU work, else CPU time' if view.has_gpu else 'CPU time'}; "
+        "imbalance = max / median; lost = max - median",
+    ]
     straggler = view.straggler()
     if straggler is not None:
-        out.append(f"straggler: {straggler.rank} ({format_duration(straggler.excess_ns)} beyond the median rank over all ranges; "
-                   f"slowest in {straggler.slowest_in} of {straggler.compared} ranges"
-                   + (", communication ranges left out)" if view.has_gpu else ")"))
+        out.append(
+            f"straggler: {straggler.rank} ({format_duration(straggler.excess_ns)} beyond the median rank over all ranges; "
+            f"slowest in {straggler.slowest_in} of {straggler.compared} ranges"
+            + (", communication ranges left out)" if view.has_gpu else ")")
+        )
     headers = ["Min", "Median", "Max", "Lost", "Imbalance", "Slowest"]
     if view.has_gpu:
         headers += ["NCCL", "Overlapped", "Exposed"]
     lines = []
     for row in rows:
-        cells = [format_duration(row.minimum), format_duration(int(round(row.median))), format_duration(row.maximum),
-                 format_duration(int(round(row.lost_ns))), _imbalance(row), row.slowest.rank]
+        cells = [
+            format_duration(row.minimum),
+            format_duration(int(round(row.median))),
+            format_duration(row.maximum),
+            format_duration(int(round(row.lost_ns))),
+            _imbalance(row),
+            row.slowest.rank,
+        ]
         if view.has_gpu:
             cells += _overlap_cells(row)
         lines.append((cells, printable(row.name)))
@@ -58,14 +70,21 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
 def record(row: SpreadRow) -> dict[str, Any]:
     totals = row.overlap_totals()
     found: dict[str, Any] = {
-        "name": row.name, "metric": row.metric, "ranks": len(row.ranks), "min_ns": row.minimum,
-        "median_ns": row.median, "max_ns": row.maximum, "lost_ns": row.lost_ns, "slowest_rank": row.slowest.rank,
+        "name": row.name,
+        "metric": row.metric,
+        "ranks": len(row.ranks),
+        "min_ns": row.minimum,
+        "median_ns": row.median,
+        "max_ns": row.maximum,
+        "lost_ns": row.lost_ns,
+        "slowest_rank": row.slowest.rank,
         "fastest_rank": row.fastest.rank,
         "imbalance": None if row.imbalance is None else round(row.imbalance, 6),
     }
     if totals is not None:
-        found.update(communication_ns=totals[0], compute_ns=totals[1], overlapped_ns=totals[2],
-                     exposed_ns=totals[0] - totals[2])
+        found.update(
+            communication_ns=totals[0], compute_ns=totals[1], overlapped_ns=totals[2], exposed_ns=totals[0] - totals[2]
+        )
     found["per_rank"] = [_rank_record(value) for value in row.ranks]
     return found
 
@@ -85,8 +104,14 @@ def format_json(view: Spread, rows: Sequence[SpreadRow]) -> str:
         "files": view.files,
         "ranks": view.ranks,
         "has_gpu_data": view.has_gpu,
-        "straggler": None if straggler is None else {"rank": straggler.rank, "excess_ns": straggler.excess_ns,
-                                                      "slowest_in": straggler.slowest_in, "compared": straggler.compared},
+        "straggler": None
+        if straggler is None
+        else {
+            "rank": straggler.rank,
+            "excess_ns": straggler.excess_ns,
+            "slowest_in": straggler.slowest_in,
+            "compared": straggler.compared,
+        },
         "ranges": [record(row) for row in rows],
         "notes": view.notes,
     }
@@ -96,8 +121,22 @@ def format_json(view: Spread, rows: Sequence[SpreadRow]) -> str:
 def format_csv(view: Spread, rows: Sequence[SpreadRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    columns = ["name", "metric", "ranks", "min_ns", "median_ns", "max_ns", "lost_ns", "slowest_rank", "fastest_rank",
-               "imbalance", "communication_ns", "compute_ns", "overlapped_ns", "exposed_ns"]
+    columns = [
+        "name",
+        "metric",
+        "ranks",
+        "min_ns",
+        "median_ns",
+        "max_ns",
+        "lost_ns",
+        "slowest_rank",
+        "fastest_rank",
+        "imbalance",
+        "communication_ns",
+        "compute_ns",
+        "overlapped_ns",
+        "exposed_ns",
+    ]
     writer.writerow(columns)
     for row in rows:
         found = record(row)
@@ -105,5 +144,8 @@ def format_csv(view: Spread, rows: Sequence[SpreadRow]) -> str:
     return buffer.getvalue()
 
 
-FORMATTERS: dict[str, Callable[[Spread, Sequence[SpreadRow]], str]] = {"text": format_text, "csv": format_csv,
-                                                                        "json": format_json}
+FORMATTERS: dict[str, Callable[[Spread, Sequence[SpreadRow]], str]] = {
+    "text": format_text,
+    "csv": format_csv,
+    "json": format_json,
+}

@@ -1,4 +1,5 @@
 """`autonvtx report FILES... --across ranks`: read the files, build the view, write it where asked."""
+
 from __future__ import annotations
 
 import sys
@@ -37,19 +38,42 @@ def produce_across(request: AcrossRequest) -> str:
     return FORMATTERS[request.fmt](view, rows)
 
 
-def report_across(files: tuple[str, ...], across: str | None, view: dict[str, Any], strip_ids: bool, fmt: str | None,
-                  output: str | None, html: str | None, scale: tuple[int | None, str | None, bool | None]) -> None:
+def report_across(
+    files: tuple[str, ...],
+    across: str | None,
+    view: dict[str, Any],
+    strip_ids: bool,
+    fmt: str | None,
+    output: str | None,
+    html: str | None,
+    scale: tuple[int | None, str | None, bool | None],
+) -> None:
     """`report FILES... --across ranks`: check what was asked, produce, print or write."""
     if across is None:
         raise UsageError(f"report: {len(files)} files given; expected one PROFILE, or several with --across ranks")
-    unsupported = (("--tree", view.get("tree")), ("--by", view.get("by")), ("--html", html),
-                   ("--group", view.get("group_by", "name") != "name"), ("--skip-first", view.get("skip_first")))
+    unsupported = (
+        ("--tree", view.get("tree")),
+        ("--by", view.get("by")),
+        ("--html", html),
+        ("--group", view.get("group_by", "name") != "name"),
+        ("--skip-first", view.get("skip_first")),
+    )
     for option, value in unsupported:
         if value:
             raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
     chosen = fmt or (format_of("-o", output) if output else "text")
-    text = produce_across(AcrossRequest(files, view.get("sort"), view.get("top"), view.get("name_filter"), strip_ids,
-                                        chosen, *scale, each=bool(view.get("each"))))
+    text = produce_across(
+        AcrossRequest(
+            files,
+            view.get("sort"),
+            view.get("top"),
+            view.get("name_filter"),
+            strip_ids,
+            chosen,
+            *scale,
+            each=bool(view.get("each")),
+        )
+    )
     if output is None:
         sys.stdout.write(text)
     else:

@@ -4,6 +4,7 @@ Every JSON document names its `schema` (a version: fields are only ever added wi
 the README's "Machine-readable output" section lists the fields. Times are integer
 nanoseconds; names are exactly as recorded.
 """
+
 from __future__ import annotations
 
 import csv
@@ -46,8 +47,13 @@ def _record(report: Report, item: Row | TreeNode) -> dict[str, Any]:
     record: dict[str, Any] = {"name": item.name, "domain": item.domain}
     if report.by:
         record["group"] = item.group
-    record.update(instances=item.instances, cpu_ns=item.cpu_ns, gpu_ns=work.gpu_ns,
-                  gpu_share=round(share(report, work.gpu_ns), 6), gpu_span_ns=item.span_ns)
+    record.update(
+        instances=item.instances,
+        cpu_ns=item.cpu_ns,
+        gpu_ns=work.gpu_ns,
+        gpu_share=round(share(report, work.gpu_ns), 6),
+        gpu_span_ns=item.span_ns,
+    )
     record.update({key: getattr(work, key) for key in _WORK_KEYS})
     return record
 
@@ -62,10 +68,18 @@ def _row_record(report: Report, row: Row) -> dict[str, Any]:
 
 def _stats_fields(stats: RangeStats) -> dict[str, Any]:
     """A recording's statistics beside the report's own fields (the same figures `summary` prints)."""
-    return {"total_ns": stats.total_ns, "self_ns": stats.self_ns, "mean_ns": stats.mean_ns,
-            "median_ns": stats.median_ns, "min_ns": stats.min_ns, "max_ns": stats.max_ns,
-            "stddev_ns": stats.stddev_ns, "percent": stats.percent, "wall_percent": stats.wall_percent,
-            "open_count": stats.open_count}
+    return {
+        "total_ns": stats.total_ns,
+        "self_ns": stats.self_ns,
+        "mean_ns": stats.mean_ns,
+        "median_ns": stats.median_ns,
+        "min_ns": stats.min_ns,
+        "max_ns": stats.max_ns,
+        "stddev_ns": stats.stddev_ns,
+        "percent": stats.percent,
+        "wall_percent": stats.wall_percent,
+        "open_count": stats.open_count,
+    }
 
 
 def _node_record(report: Report, node: TreeNode) -> dict[str, Any]:
@@ -81,8 +95,9 @@ def _tree_json(report: Report, roots: Sequence[TreeNode], indent: int) -> str:
     """The tree as nested JSON objects, each node's "children" last; written iteratively (json.dumps
     recurses, and a recursion thousands of calls deep is a tree thousands of levels deep)."""
     parts: list[str] = []
-    stack: list[tuple[TreeNode, int, bool] | str] = [(root, indent, i == len(roots) - 1) for i, root in
-                                                     reversed(list(enumerate(roots)))]
+    stack: list[tuple[TreeNode, int, bool] | str] = [
+        (root, indent, i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))
+    ]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
@@ -94,9 +109,9 @@ def _tree_json(report: Report, roots: Sequence[TreeNode], indent: int) -> str:
         body = body[:-1].rstrip().replace("\n", "\n" + pad)  # without its closing brace
         comma = "" if last else ","
         if not node.children:
-            parts.append(f"{pad}{body},\n{inner}\"children\": []\n{pad}}}{comma}\n")
+            parts.append(f'{pad}{body},\n{inner}"children": []\n{pad}}}{comma}\n')
             continue
-        parts.append(f"{pad}{body},\n{inner}\"children\": [\n")
+        parts.append(f'{pad}{body},\n{inner}"children": [\n')
         stack.append(f"{inner}]\n{pad}}}{comma}\n")
         count = len(node.children)
         stack.extend((child, level + 4, i == count - 1) for i, child in reversed(list(enumerate(node.children))))
@@ -111,9 +126,14 @@ def report_json(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode] | 
         "description": report.description,
         "has_gpu_data": report.has_gpu,
         "by": report.by,
-        "totals": {name: {key: getattr(work, key) for key in _WORK_KEYS} | {"gpu_ns": work.gpu_ns}
-                   for name, work in (("capture", report.totals.capture), ("outside_ranges", report.totals.outside),
-                                      ("launch_not_captured", report.totals.unmatched))},
+        "totals": {
+            name: {key: getattr(work, key) for key in _WORK_KEYS} | {"gpu_ns": work.gpu_ns}
+            for name, work in (
+                ("capture", report.totals.capture),
+                ("outside_ranges", report.totals.outside),
+                ("launch_not_captured", report.totals.unmatched),
+            )
+        },
         "ranges": [_row_record(report, row) for row in rows],
         "notes": list(report.notes),
     }

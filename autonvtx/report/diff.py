@@ -1,9 +1,10 @@
 """What changed between runs, per range: both sides' numbers, the change, and whether it is beyond noise."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Callable, Sequence
 
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
 from autonvtx.report.noise import TEST_NAME, welch
@@ -13,8 +14,14 @@ VERDICTS = ("slower", "faster", "same", "new", "gone")
 # --sort (the view option every command shares) as diff reads it: the change by default, the
 # name, or a column, by the larger of the two sides' figures.
 SORT_KEYS = ("change", "name", "gpu", "cpu", "total", "kernels", "instances", "count")
-_COLUMNS = {"gpu": "gpu_ns", "cpu": "cpu_ns", "total": "cpu_ns", "kernels": "kernels", "instances": "instances",
-            "count": "instances"}
+_COLUMNS = {
+    "gpu": "gpu_ns",
+    "cpu": "cpu_ns",
+    "total": "cpu_ns",
+    "kernels": "kernels",
+    "instances": "instances",
+    "count": "instances",
+}
 
 
 @dataclass(frozen=True)
@@ -90,8 +97,10 @@ class Diff:
     def test(self) -> str:
         if len(self.base_files) >= 2 and len(self.new_files) >= 2:
             return f"{TEST_NAME}; a change is real when p < {self.options.alpha:g}"
-        return (f"no test (one run on a side): a change beyond {self.options.noise_pct:g}% counts as real; "
-                "give several runs per side for a test against run-to-run noise")
+        return (
+            f"no test (one run on a side): a change beyond {self.options.noise_pct:g}% counts as real; "
+            "give several runs per side for a test against run-to-run noise"
+        )
 
     def counts(self) -> dict[str, int]:
         found = {verdict: 0 for verdict in VERDICTS}
@@ -100,15 +109,21 @@ class Diff:
         return found
 
 
-def compare(base: Sequence[Summary], new: Sequence[Summary], options: DiffOptions = DiffOptions(),
-            tree: bool = False, by: str | None = None) -> Diff:
+def compare(
+    base: Sequence[Summary],
+    new: Sequence[Summary],
+    options: DiffOptions = DiffOptions(),
+    tree: bool = False,
+    by: str | None = None,
+) -> Diff:
     """Rows for every range on either side, in no particular order (see order_rows)."""
     has_gpu = all(s.has_gpu for s in base) and all(s.has_gpu for s in new)
     tables_base = [s.paths if tree else s.ranges for s in base]
     tables_new = [s.paths if tree else s.ranges for s in new]
     keys = set().union(*tables_base, *tables_new)
-    rows = [_row(key, [t.get(key) for t in tables_base], [t.get(key) for t in tables_new], has_gpu, options)
-            for key in keys]
+    rows = [
+        _row(key, [t.get(key) for t in tables_base], [t.get(key) for t in tables_new], has_gpu, options) for key in keys
+    ]
     notes = _notes(base, new, has_gpu)
     return Diff([s.path for s in base], [s.path for s in new], options, has_gpu, tree, by, rows, notes)
 
@@ -116,8 +131,10 @@ def compare(base: Sequence[Summary], new: Sequence[Summary], options: DiffOption
 def _notes(base: Sequence[Summary], new: Sequence[Summary], has_gpu: bool) -> list[str]:
     if has_gpu or not any(s.has_gpu for s in (*base, *new)):
         return []
-    return ["GPU data on one side only: CPU time compared; capture both sides with `autonvtx profile` on a machine "
-            "with a CUDA GPU (nsys itself: --trace=cuda,nvtx) to compare GPU time"]
+    return [
+        "GPU data on one side only: CPU time compared; capture both sides with `autonvtx profile` on a machine "
+        "with a CUDA GPU (nsys itself: --trace=cuda,nvtx) to compare GPU time"
+    ]
 
 
 def _side(found: list[Measures | None], metric: int) -> Side:
@@ -135,8 +152,13 @@ def _metric_mean(side: Side, metric: str) -> float:
     return side.gpu_ns if metric == "gpu" else side.cpu_ns
 
 
-def _row(key: tuple[str, ...], base_found: list[Measures | None], new_found: list[Measures | None], has_gpu: bool,
-         options: DiffOptions) -> DiffRow:
+def _row(
+    key: tuple[str, ...],
+    base_found: list[Measures | None],
+    new_found: list[Measures | None],
+    has_gpu: bool,
+    options: DiffOptions,
+) -> DiffRow:
     # GPU time where both sides have it and the range launched work on either side, else CPU time.
     uses_gpu = has_gpu and any(m is not None and m[GPU] for m in (*base_found, *new_found))
     metric = "gpu" if uses_gpu else "cpu"
@@ -156,8 +178,17 @@ def _row(key: tuple[str, ...], base_found: list[Measures | None], new_found: lis
         real = base_mean > 0 and abs(change) * 100.0 > options.noise_pct * base_mean
         return DiffRow(key, metric, base, new, _verdict(real, change, base_mean, options), change, ratio, None, None)
     real = tested.p_value < options.alpha
-    return DiffRow(key, metric, base, new, _verdict(real, change, base_mean, options), change, ratio, tested.p_value,
-                   (tested.low, tested.high))
+    return DiffRow(
+        key,
+        metric,
+        base,
+        new,
+        _verdict(real, change, base_mean, options),
+        change,
+        ratio,
+        tested.p_value,
+        (tested.low, tested.high),
+    )
 
 
 def _verdict(real: bool, change: float, base_mean: float, options: DiffOptions) -> str:
@@ -191,8 +222,13 @@ def _sort_key(sort: str) -> Callable[[DiffRow], tuple[object, ...]]:
     return lambda r: (_RANK[r.verdict], -abs(r.change_ns), r.key)
 
 
-def order_rows(rows: Sequence[DiffRow], sort: str = "change", pattern: str | None = None,
-               top: int | None = None, tree: bool = False) -> list[DiffRow]:
+def order_rows(
+    rows: Sequence[DiffRow],
+    sort: str = "change",
+    pattern: str | None = None,
+    top: int | None = None,
+    tree: bool = False,
+) -> list[DiffRow]:
     """--filter, then --sort (real changes first, by size), then --top (with --tree: per parent)."""
     key = _sort_key(sort)
     if not tree:
@@ -246,5 +282,4 @@ def _kept_paths(rows: Sequence[DiffRow], pattern: str | None) -> set[tuple[str, 
 
 def over_limit(diff: Diff, pct: float) -> list[DiffRow]:
     """Rows beyond noise that slowed by more than pct percent (--fail-over)."""
-    return [row for row in diff.rows
-            if row.verdict == "slower" and (row.change_pct is None or row.change_pct > pct)]
+    return [row for row in diff.rows if row.verdict == "slower" and (row.change_pct is None or row.change_pct > pct)]

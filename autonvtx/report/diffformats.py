@@ -1,14 +1,16 @@
 """A diff as an aligned text table, CSV or JSON."""
+
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from autonvtx.report.text import format_duration, named_table, printable
 from autonvtx.report.diff import Diff, DiffRow, Side
 from autonvtx.report.gather import describe
+from autonvtx.report.text import format_duration, named_table, printable
 
 SCHEMA = "autonvtx-diff/1"  # named as the report's and the summary's are
 WIDTH = 110
@@ -38,9 +40,16 @@ def _metric(side: Side, metric: str) -> float:
 
 
 def _cells(row: DiffRow, has_gpu: bool) -> list[str]:
-    cells = [row.verdict, row.metric.upper(), format_duration(int(round(_metric(row.base, row.metric)))),
-             format_duration(int(round(_metric(row.new, row.metric)))), _signed(row.change_ns), _ratio(row), _p(row),
-             f"{_count(row.base.instances)} -> {_count(row.new.instances)}"]
+    cells = [
+        row.verdict,
+        row.metric.upper(),
+        format_duration(int(round(_metric(row.base, row.metric)))),
+        format_duration(int(round(_metric(row.new, row.metric)))),
+        _signed(row.change_ns),
+        _ratio(row),
+        _p(row),
+        f"{_count(row.base.instances)} -> {_count(row.new.instances)}",
+    ]
     if has_gpu:
         cells.append(f"{_count(row.base.kernels)} -> {_count(row.new.kernels)}")
     return cells
@@ -53,10 +62,12 @@ def _name(row: DiffRow, tree: bool) -> str:
 
 
 def format_text(diff: Diff, rows: Sequence[DiffRow]) -> str:
-    out = [f"autonvtx diff: {describe(diff.base_files)}  ->  {describe(diff.new_files)}",
-           f"runs: {len(diff.base_files)} base, {len(diff.new_files)} new; times are means per run "
-           f"({'GPU time where a range launched GPU work, else CPU time' if diff.has_gpu else 'CPU time'})",
-           f"test: {diff.test}"]
+    out = [
+        f"autonvtx diff: {describe(diff.base_files)}  ->  {describe(diff.new_files)}",
+        f"runs: {len(diff.base_files)} base, {len(diff.new_files)} new; times are means per run "
+        f"({'GPU time where a range launched GPU work, else CPU time' if diff.has_gpu else 'CPU time'})",
+        f"test: {diff.test}",
+    ]
     counts = diff.counts()
     out.append(", ".join(f"{counts[v]} {v}" for v in counts))
     headers = ["Verdict", "Metric", "Base", "New", "Change", "Ratio", "p", "Instances"]
@@ -79,9 +90,16 @@ def format_text(diff: Diff, rows: Sequence[DiffRow]) -> str:
 
 
 def _side_record(side: Side) -> dict[str, Any]:
-    return {"runs": side.runs, "present_in": side.present, "instances": side.instances, "cpu_ns": side.cpu_ns,
-            "gpu_ns": side.gpu_ns, "kernels": side.kernels, "memory_ops": side.memory_ops,
-            "per_run": list(side.totals)}
+    return {
+        "runs": side.runs,
+        "present_in": side.present,
+        "instances": side.instances,
+        "cpu_ns": side.cpu_ns,
+        "gpu_ns": side.gpu_ns,
+        "kernels": side.kernels,
+        "memory_ops": side.memory_ops,
+        "per_run": list(side.totals),
+    }
 
 
 def record(diff: Diff, row: DiffRow) -> dict[str, Any]:
@@ -91,10 +109,16 @@ def record(diff: Diff, row: DiffRow) -> dict[str, Any]:
     if diff.tree:
         found["path"] = list(row.path)
     pct = row.change_pct
-    found.update(metric=row.metric, change_ns=row.change_ns, change_pct=None if pct is None else round(pct, 4),
-                 ratio=None if row.ratio is None else round(row.ratio, 6), p_value=row.p_value,
-                 interval_ns=None if row.interval is None else list(row.interval),
-                 base=_side_record(row.base), new=_side_record(row.new))
+    found.update(
+        metric=row.metric,
+        change_ns=row.change_ns,
+        change_pct=None if pct is None else round(pct, 4),
+        ratio=None if row.ratio is None else round(row.ratio, 6),
+        p_value=row.p_value,
+        interval_ns=None if row.interval is None else list(row.interval),
+        base=_side_record(row.base),
+        new=_side_record(row.new),
+    )
     return found
 
 
@@ -106,8 +130,13 @@ def format_json(diff: Diff, rows: Sequence[DiffRow]) -> str:
         "has_gpu_data": diff.has_gpu,
         "by": diff.by,
         "tree": diff.tree,
-        "test": {"description": diff.test, "alpha": diff.options.alpha, "confidence": diff.options.confidence,
-                 "noise_pct_single_run": diff.options.noise_pct, "min_change_pct": diff.options.min_change_pct},
+        "test": {
+            "description": diff.test,
+            "alpha": diff.options.alpha,
+            "confidence": diff.options.confidence,
+            "noise_pct_single_run": diff.options.noise_pct,
+            "min_change_pct": diff.options.min_change_pct,
+        },
         "counts": diff.counts(),
         "ranges": [record(diff, row) for row in rows],
         "notes": diff.notes,
@@ -115,10 +144,33 @@ def format_json(diff: Diff, rows: Sequence[DiffRow]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
-_CSV_COLUMNS = ("name", "group", "path", "verdict", "metric", "base_ns", "new_ns", "change_ns", "change_pct", "ratio",
-                "p_value", "interval_low_ns", "interval_high_ns", "base_instances", "new_instances", "base_cpu_ns",
-                "new_cpu_ns", "base_gpu_ns", "new_gpu_ns", "base_kernels", "new_kernels", "base_memory_ops",
-                "new_memory_ops", "base_runs_present", "new_runs_present")
+_CSV_COLUMNS = (
+    "name",
+    "group",
+    "path",
+    "verdict",
+    "metric",
+    "base_ns",
+    "new_ns",
+    "change_ns",
+    "change_pct",
+    "ratio",
+    "p_value",
+    "interval_low_ns",
+    "interval_high_ns",
+    "base_instances",
+    "new_instances",
+    "base_cpu_ns",
+    "new_cpu_ns",
+    "base_gpu_ns",
+    "new_gpu_ns",
+    "base_kernels",
+    "new_kernels",
+    "base_memory_ops",
+    "new_memory_ops",
+    "base_runs_present",
+    "new_runs_present",
+)
 
 
 def format_csv(diff: Diff, rows: Sequence[DiffRow]) -> str:
@@ -128,14 +180,40 @@ def format_csv(diff: Diff, rows: Sequence[DiffRow]) -> str:
     for row in rows:
         low, high = row.interval if row.interval is not None else ("", "")
         pct = row.change_pct
-        writer.writerow([row.name, row.group, " > ".join(row.path), row.verdict, row.metric,
-                         _metric(row.base, row.metric), _metric(row.new, row.metric), row.change_ns,
-                         "" if pct is None else round(pct, 4), "" if row.ratio is None else round(row.ratio, 6),
-                         "" if row.p_value is None else row.p_value, low, high, row.base.instances, row.new.instances,
-                         row.base.cpu_ns, row.new.cpu_ns, row.base.gpu_ns, row.new.gpu_ns, row.base.kernels,
-                         row.new.kernels, row.base.memory_ops, row.new.memory_ops, row.base.present, row.new.present])
+        writer.writerow(
+            [
+                row.name,
+                row.group,
+                " > ".join(row.path),
+                row.verdict,
+                row.metric,
+                _metric(row.base, row.metric),
+                _metric(row.new, row.metric),
+                row.change_ns,
+                "" if pct is None else round(pct, 4),
+                "" if row.ratio is None else round(row.ratio, 6),
+                "" if row.p_value is None else row.p_value,
+                low,
+                high,
+                row.base.instances,
+                row.new.instances,
+                row.base.cpu_ns,
+                row.new.cpu_ns,
+                row.base.gpu_ns,
+                row.new.gpu_ns,
+                row.base.kernels,
+                row.new.kernels,
+                row.base.memory_ops,
+                row.new.memory_ops,
+                row.base.present,
+                row.new.present,
+            ]
+        )
     return buffer.getvalue()
 
 
-FORMATTERS: dict[str, Callable[[Diff, Sequence[DiffRow]], str]] = {"text": format_text, "csv": format_csv,
-                                                                    "json": format_json}
+FORMATTERS: dict[str, Callable[[Diff, Sequence[DiffRow]], str]] = {
+    "text": format_text,
+    "csv": format_csv,
+    "json": format_json,
+}

@@ -1,10 +1,12 @@
 """A diff as one self-contained HTML page: the range tree coloured by change, beside the table."""
+
 from __future__ import annotations
 
 import html
 import json
 import re
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from autonvtx.report.diff import Diff, DiffRow
 from autonvtx.report.gather import describe
@@ -98,9 +100,17 @@ def _record(row: DiffRow, with_path: bool) -> dict[str, Any]:
     base = row.base.gpu_ns if row.metric == "gpu" else row.base.cpu_ns
     new = row.new.gpu_ns if row.metric == "gpu" else row.new.cpu_ns
     pct = row.change_pct
-    found: dict[str, Any] = {"name": row.name, "verdict": row.verdict, "metric": row.metric, "base": base, "new": new,
-                             "change": row.change_ns, "pct": None if pct is None else round(pct, 3), "p": row.p_value,
-                             "inst": f"{row.base.instances:g} \u2192 {row.new.instances:g}"}
+    found: dict[str, Any] = {
+        "name": row.name,
+        "verdict": row.verdict,
+        "metric": row.metric,
+        "base": base,
+        "new": new,
+        "change": row.change_ns,
+        "pct": None if pct is None else round(pct, 3),
+        "p": row.p_value,
+        "inst": f"{row.base.instances:g} \u2192 {row.new.instances:g}",
+    }
     if with_path:
         path = list(row.key) if row.group else list(row.path)
         found["path"] = path
@@ -157,13 +167,13 @@ def render_diff_page(diff: Diff, rows: Sequence[DiffRow], tree_rows: Sequence[Di
     title = html.escape(f"autonvtx diff: {data['base']} -> {data['new']}")
     legend = "".join(f'<span class="{v}">{v}</span>' for v in ("slower", "faster", "same", "new", "gone"))
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title}</title>"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>'
         f"<style>{STYLE}</style></head><body>"
-        f"<script type=\"application/json\" id=\"diff-data\">{payload}</script>"
-        "<header><h1 id=\"title\"></h1><div id=\"domain\"></div><div id=\"test\"></div><div id=\"counts\"></div>"
-        f"<div id=\"legend\">{legend}</div></header>"
-        "<main><section id=\"tree-pane\"><div id=\"tree\"></div></section>"
-        "<section id=\"table-pane\"><table id=\"table\"><thead></thead><tbody></tbody></table></section></main>"
+        f'<script type="application/json" id="diff-data">{payload}</script>'
+        '<header><h1 id="title"></h1><div id="domain"></div><div id="test"></div><div id="counts"></div>'
+        f'<div id="legend">{legend}</div></header>'
+        '<main><section id="tree-pane"><div id="tree"></div></section>'
+        '<section id="table-pane"><table id="table"><thead></thead><tbody></tbody></table></section></main>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )

@@ -1,4 +1,5 @@
 """`autonvtx diff`: read both sides, compare, and write the outputs asked for."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, or
 from autonvtx.report.diffformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
 from autonvtx.report.render import check_writable, format_of, write_text_file
+
 
 @dataclass(frozen=True)
 class DiffRequest:
@@ -48,8 +50,18 @@ def produce_diff(request: DiffRequest) -> DiffResult:
         raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
     _check_output_paths(request)
     with_paths = request.tree or request.html is not None
-    jobs = [Job(path, request.by, request.strip_ids, with_paths, group=request.group, skip_first=request.skip_first,
-                each=request.each) for path in (*request.base, *request.new)]
+    jobs = [
+        Job(
+            path,
+            request.by,
+            request.strip_ids,
+            with_paths,
+            group=request.group,
+            skip_first=request.skip_first,
+            each=request.each,
+        )
+        for path in (*request.base, *request.new)
+    ]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     split = len(request.base)
@@ -60,13 +72,17 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     if request.html is not None:
         from autonvtx.report.diffpage import render_diff_page
 
-        whole = diff if request.tree else compare(summaries[:split], summaries[split:], request.options, True, request.by)
+        whole = (
+            diff if request.tree else compare(summaries[:split], summaries[split:], request.options, True, request.by)
+        )
         tree_rows = order_rows(whole.rows, "change", request.pattern, None, True)
         _write(request.html, render_diff_page(diff, rows, tree_rows))
     failing = []
     if request.fail_over is not None:
-        failing = [f"{row.name}: {row.change_pct:+.1f}%" if row.change_pct is not None else row.name
-                   for row in over_limit(diff, request.fail_over)]
+        failing = [
+            f"{row.name}: {row.change_pct:+.1f}%" if row.change_pct is not None else row.name
+            for row in over_limit(diff, request.fail_over)
+        ]
     if request.output is not None:
         _write(request.output, text)
         return DiffResult(None, diff, failing)

@@ -1,11 +1,12 @@
 """Stream an Nsight Systems SQLite export: NVTX ranges and GPU work with the calls that launched it."""
+
 from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from collections.abc import Sequence
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any
 
 from autonvtx.errors import AutonvtxError
 from autonvtx.report.schema import Schema, Table, discover, meta_value, quote, string_table
@@ -24,16 +25,19 @@ THREAD_NAME_TYPE = 39
 BACKTRACE_CLASSES = (67, 68, 69)
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
-_WORK_TABLES = ((KERNEL, "CUPTI_ACTIVITY_KIND_KERNEL"), (MEMCPY, "CUPTI_ACTIVITY_KIND_MEMCPY"),
-                (MEMSET, "CUPTI_ACTIVITY_KIND_MEMSET"))
+_WORK_TABLES = (
+    (KERNEL, "CUPTI_ACTIVITY_KIND_KERNEL"),
+    (MEMCPY, "CUPTI_ACTIVITY_KIND_MEMCPY"),
+    (MEMSET, "CUPTI_ACTIVITY_KIND_MEMSET"),
+)
 
 # A range as the sweep reads it: (globalTid, start, end, is_start_end, domainId, name).
-RangeRow = Tuple[int, int, int, int, int, Optional[str]]
+RangeRow = tuple[int, int, int, int, int, str | None]
 # GPU work joined to its launch: (globalTid, call start, kind, gpu start, gpu end, device,
 # kernel name (a StringIds id or inline text), bytes).
-LaunchRow = Tuple[int, int, int, int, int, int, object, Optional[int]]
+LaunchRow = tuple[int, int, int, int, int, int, object, int | None]
 # Which threads a stream covers: None for all, else (keep, globalTids): those only, or all but those.
-ThreadFilter = Optional[Tuple[bool, Tuple[int, ...]]]
+ThreadFilter = tuple[bool, tuple[int, ...]] | None
 
 
 class ReportError(AutonvtxError):
@@ -62,10 +66,14 @@ class NsysExport:
             self.schema: Schema = discover(self.connection)
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:  # SQLite's message may quote bytes
             self.connection.close()
-            raise ReportError(f"{path}: not an SQLite database ({exc}); expected an Nsight Systems export (nsys export --type sqlite)") from None
+            raise ReportError(
+                f"{path}: not an SQLite database ({exc}); expected an Nsight Systems export (nsys export --type sqlite)"
+            ) from None
         if not self.schema.is_nsys:
             self.connection.close()
-            raise ReportError(f"{path}: an SQLite file without Nsight Systems tables (no StringIds, NVTX_EVENTS or CUPTI_ACTIVITY_KIND_*); expected an nsys export --type sqlite file")
+            raise ReportError(
+                f"{path}: an SQLite file without Nsight Systems tables (no StringIds, NVTX_EVENTS or CUPTI_ACTIVITY_KIND_*); expected an nsys export --type sqlite file"
+            )
         self.connection = _GuardedConnection(self.connection, path)  # type: ignore[assignment]
         self.strings = string_table(self.schema)
         self.nvtx = self._nvtx_table()
@@ -79,22 +87,35 @@ class NsysExport:
         sweep does arithmetic on them); one scan per column, in SQLite."""
         checks: list[tuple[Table, list[str | None]]] = []
         if self.nvtx is not None:
-            checks.append((self.nvtx, [self.nvtx.column(c) for c in ("start", "end", "eventType", "globalTid",
-                                                                      "domainId", "textId")]))
+            checks.append(
+                (
+                    self.nvtx,
+                    [self.nvtx.column(c) for c in ("start", "end", "eventType", "globalTid", "domainId", "textId")],
+                )
+            )
         if self.runtime is not None:
-            checks.append((self.runtime, [self.runtime.column(c) for c in ("start", "globalTid", "correlationId",
-                                                                            "eventClass")]))
+            checks.append(
+                (self.runtime, [self.runtime.column(c) for c in ("start", "globalTid", "correlationId", "eventClass")])
+            )
         for work in self.work:
-            checks.append((work.table, [work.table.column(c) for c in ("start", "end", "correlationId")]
-                           + [work.device_column, work.process_column, work.bytes_column]))
+            checks.append(
+                (
+                    work.table,
+                    [work.table.column(c) for c in ("start", "end", "correlationId")]
+                    + [work.device_column, work.process_column, work.bytes_column],
+                )
+            )
         for table, columns in checks:
             for column in dict.fromkeys(c for c in columns if c is not None):
                 row = self.connection.execute(
                     f"SELECT typeof({quote(column)}) FROM {quote(table.name)} "
-                    f"WHERE typeof({quote(column)}) NOT IN ('integer', 'null') LIMIT 1").fetchone()
+                    f"WHERE typeof({quote(column)}) NOT IN ('integer', 'null') LIMIT 1"
+                ).fetchone()
                 if row is not None:
-                    raise ReportError(f"{self.path}: {table.name}.{column} holds a {row[0]} value; expected "
-                                      "integers, as nsys writes them (the export was damaged or not written by nsys)")
+                    raise ReportError(
+                        f"{self.path}: {table.name}.{column} holds a {row[0]} value; expected "
+                        "integers, as nsys writes them (the export was damaged or not written by nsys)"
+                    )
 
     def close(self) -> None:
         self.connection.close()
@@ -141,8 +162,13 @@ class NsysExport:
         """The last timestamp of any range or GPU work: where a never-ended range is cut."""
         ends = []
         if self.nvtx is not None:
-            ends.append(self._scalar(f"SELECT MAX(MAX(start), COALESCE(MAX({quote(self.nvtx.columns['end'])}), 0)) FROM {quote(self.nvtx.name)}"
-                                     if "end" in self.nvtx.columns else f"SELECT MAX(start) FROM {quote(self.nvtx.name)}"))
+            ends.append(
+                self._scalar(
+                    f"SELECT MAX(MAX(start), COALESCE(MAX({quote(self.nvtx.columns['end'])}), 0)) FROM {quote(self.nvtx.name)}"
+                    if "end" in self.nvtx.columns
+                    else f"SELECT MAX(start) FROM {quote(self.nvtx.name)}"
+                )
+            )
         for work in self.work:
             ends.append(self._scalar(f"SELECT MAX({quote(work.table.columns['end'])}) FROM {quote(work.table.name)}"))
         return max((e for e in ends if e is not None), default=0)
@@ -157,8 +183,12 @@ class NsysExport:
             self._open_ranges = 0
             if self.nvtx is not None and "end" in self.nvtx.columns:
                 types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
-                self._open_ranges = self._scalar(
-                    f'SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE eventType IN ({types}) AND "end" IS NULL') or 0
+                self._open_ranges = (
+                    self._scalar(
+                        f'SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE eventType IN ({types}) AND "end" IS NULL'
+                    )
+                    or 0
+                )
         return self._open_ranges
 
     def ranges(self, threads: ThreadFilter = None) -> Iterator[RangeRow]:
@@ -169,18 +199,20 @@ class NsysExport:
         if "end" not in t.columns:
             end = "n.start"
         elif self.count_open_ranges():
-            end = f'COALESCE(n.{quote(t.columns["end"])}, {self.capture_end()})'
+            end = f"COALESCE(n.{quote(t.columns['end'])}, {self.capture_end()})"
         else:
-            end = f'n.{quote(t.columns["end"])}'  # the scans for the capture's end are not needed
+            end = f"n.{quote(t.columns['end'])}"  # the scans for the capture's end are not needed
         text = t.column("text")
         text_id = t.column("textId")
         name = self.lazy_text_sql(f"n.{quote(text)}" if text else None, f"n.{quote(text_id)}" if text_id else None)
         domain = f"COALESCE(n.{quote(t.columns['domainid'])}, 0)" if "domainid" in t.columns else "0"
         start_end = ", ".join(str(x) for x in START_END_TYPES)
         types = ", ".join(str(x) for x in PUSH_POP_TYPES + START_END_TYPES)
-        sql = (f"SELECT n.globalTid, n.start, {end} AS e, n.eventType IN ({start_end}), {domain}, {name} "
-               f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)} "
-               "ORDER BY n.start, e DESC")
+        sql = (
+            f"SELECT n.globalTid, n.start, {end} AS e, n.eventType IN ({start_end}), {domain}, {name} "
+            f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)} "
+            "ORDER BY n.start, e DESC"
+        )
         return self.connection.execute(sql)
 
     def lazy_text_sql(self, text: str | None, text_id: str | None) -> str:
@@ -194,8 +226,13 @@ class NsysExport:
         """NVTX events per thread: how to split the sweep between processes."""
         if self.nvtx is None:
             return {}
-        return {int(gtid): int(count) for gtid, count in self.connection.execute(
-            f"SELECT globalTid, COUNT(*) FROM {quote(self.nvtx.name)} GROUP BY globalTid") if gtid is not None}
+        return {
+            int(gtid): int(count)
+            for gtid, count in self.connection.execute(
+                f"SELECT globalTid, COUNT(*) FROM {quote(self.nvtx.name)} GROUP BY globalTid"
+            )
+            if gtid is not None
+        }
 
     def size_hint(self) -> int:
         """About how many NVTX events the export holds (MAX(rowid) is a b-tree lookup, not a scan)."""
@@ -225,7 +262,9 @@ class NsysExport:
         dev = f"k.{quote(work.device_column)}" if work.device_column else "0"
         # correlationId is unique within a process, not across processes: join within the
         # process (globalPid, or globalTid, >> 24 drops the thread id bits).
-        same_process = f" AND (r.globalTid >> 24) = (k.{quote(work.process_column)} >> 24)" if work.process_column else ""
+        same_process = (
+            f" AND (r.globalTid >> 24) = (k.{quote(work.process_column)} >> 24)" if work.process_column else ""
+        )
         conditions = []
         if self.runtime.has("eventClass"):
             conditions.append(f"r.eventClass NOT IN ({', '.join(str(c) for c in BACKTRACE_CLASSES)})")
@@ -233,8 +272,10 @@ class NsysExport:
             conditions.append(f"{dev} = ?")
             args.append(device)
         where = " WHERE " + " AND ".join(conditions) if conditions else " WHERE 1"
-        return (f"SELECT r.globalTid, r.start, {work.kind}, k.start, k.{quote(w.columns['end'])}, {dev}, {name}, {size} "
-                f"FROM {quote(w.name)} k JOIN {quote(self.runtime.name)} r ON r.correlationId = k.correlationId{same_process}{where}")
+        return (
+            f"SELECT r.globalTid, r.start, {work.kind}, k.start, k.{quote(w.columns['end'])}, {dev}, {name}, {size} "
+            f"FROM {quote(w.name)} k JOIN {quote(self.runtime.name)} r ON r.correlationId = k.correlationId{same_process}{where}"
+        )
 
     def work_totals(self) -> dict[int, tuple[int, int, int]]:
         """Per kind: (count, summed ns, bytes) over the whole capture, launched or not."""
@@ -252,14 +293,21 @@ class NsysExport:
         found: set[int] = set()
         for work in self.work:
             if work.device_column:
-                found.update(int(row[0]) for row in self.connection.execute(
-                    f"SELECT DISTINCT {quote(work.device_column)} FROM {quote(work.table.name)}") if row[0] is not None)
+                found.update(
+                    int(row[0])
+                    for row in self.connection.execute(
+                        f"SELECT DISTINCT {quote(work.device_column)} FROM {quote(work.table.name)}"
+                    )
+                    if row[0] is not None
+                )
         return sorted(found)
 
     def string(self, key: object) -> str:
         """A kernel name as stored: a StringIds id resolved, inline text as is."""
         if isinstance(key, int) and self.strings is not None:
-            row = self.connection.execute(f"SELECT value FROM {quote(self.strings.name)} WHERE id = ?", (key,)).fetchone()
+            row = self.connection.execute(
+                f"SELECT value FROM {quote(self.strings.name)} WHERE id = ?", (key,)
+            ).fetchone()
             if row is not None:
                 return str(row[0])
         return "" if key is None else str(key)
@@ -307,8 +355,9 @@ class _GuardedConnection:
 
 
 def _damaged(path: str, exc: sqlite3.Error | UnicodeDecodeError) -> ReportError:
-    return ReportError(f"{path}: cannot read the export ({exc}); expected an intact Nsight Systems export "
-                       "(nsys export --type sqlite)")
+    return ReportError(
+        f"{path}: cannot read the export ({exc}); expected an intact Nsight Systems export (nsys export --type sqlite)"
+    )
 
 
 def _thread_condition(column: str, threads: ThreadFilter) -> str:
@@ -322,7 +371,9 @@ def _thread_condition(column: str, threads: ThreadFilter) -> str:
 
 def _connect(path: str) -> sqlite3.Connection:
     if not os.path.exists(path):
-        raise ReportError(f"{path}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) or an autonvtx trace (.json)")
+        raise ReportError(
+            f"{path}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) or an autonvtx trace (.json)"
+        )
     try:
         # Read-only and immutable: the report never writes into the user's export, and
         # immutable skips locking (exports on read-only or network file systems open too).

@@ -4,10 +4,10 @@ A row and a tree node from an autonvtx recording carry the recording's statistic
 (`recorder.stats.RangeStats`, the one statistics model): `instances` and `cpu_ns` are then its
 count and total, so `report` and `summary` show the same figures for one trace.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import RangeStats
@@ -71,7 +71,7 @@ class Row:
     span_ns: int = 0
     work: Work = field(default_factory=Work)
     top_kernels: list[KernelShare] = field(default_factory=list)
-    stats: Optional[RangeStats] = None  # from an autonvtx recording: the statistics model's row
+    stats: RangeStats | None = None  # from an autonvtx recording: the statistics model's row
 
 
 @dataclass
@@ -87,7 +87,7 @@ class TreeNode:
     work: Work = field(default_factory=Work)
     start_end: bool = False
     children: list[TreeNode] = field(default_factory=list)
-    stats: Optional[RangeStats] = None  # from an autonvtx recording: the statistics model's row
+    stats: RangeStats | None = None  # from an autonvtx recording: the statistics model's row
 
 
 @dataclass

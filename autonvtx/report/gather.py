@@ -1,15 +1,17 @@
 """Read many profiles into small per-file summaries: in this process, worker processes, or a Dask cluster."""
+
 from __future__ import annotations
 
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import IO, Any, Callable, Iterator, Sequence
+from typing import IO, Any
 
-from autonvtx.report.text import label  # how every view names a range: domain:name
 from autonvtx.report.profile import ReportOptions, read_profile
+from autonvtx.report.text import label  # how every view names a range: domain:name
 
 # Per range (or per path of ranges): instances, CPU ns, GPU ns, kernels, memory operations.
 Measures = tuple[int, int, int, int, int]
@@ -52,8 +54,10 @@ class Summary:
 
 def summarize(job: Job) -> Summary:
     """Read one file (in whichever process runs this) and keep only its summary."""
-    report = read_profile(job.path, ReportOptions(by=job.by, strip_ids=job.strip_ids, group=job.group,
-                                                  skip_first=job.skip_first, each=job.each))
+    report = read_profile(
+        job.path,
+        ReportOptions(by=job.by, strip_ids=job.strip_ids, group=job.group, skip_first=job.skip_first, each=job.each),
+    )
     summary = Summary(job.path, report.kind, report.description, report.has_gpu, notes=list(report.notes))
     for row in report.rows:
         key = (row.group, label(row.domain, row.name))
@@ -91,9 +95,9 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
 
 
 def _measures(instances: int, cpu_ns: int, work: object) -> Measures:
-    gpu_ns = getattr(work, "gpu_ns")
-    operations = getattr(work, "operations")
-    kernels = getattr(work, "kernels")
+    gpu_ns = work.gpu_ns
+    operations = work.operations
+    kernels = work.kernels
     return (instances, cpu_ns, gpu_ns, kernels, operations - kernels)
 
 
@@ -131,7 +135,9 @@ class Progress:
         width = 30
         filled = width * self.done // self.total
         elapsed = time.monotonic() - self.started
-        self.stream.write(f"\r{self.what} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} files, {elapsed:.1f} s")
+        self.stream.write(
+            f"\r{self.what} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} files, {elapsed:.1f} s"
+        )
         if self.done == self.total:
             self.stream.write("\n")
         self.stream.flush()
@@ -144,8 +150,9 @@ def show_progress(option: bool | None) -> bool:
     return sys.stderr.isatty()
 
 
-def gather(jobs: Sequence[Job], *, workers: int | None = None, scheduler: str | None = None,
-           progress: Progress | None = None) -> list[Summary]:
+def gather(
+    jobs: Sequence[Job], *, workers: int | None = None, scheduler: str | None = None, progress: Progress | None = None
+) -> list[Summary]:
     """Every job's summary, in the order of the jobs."""
     if scheduler is not None:
         source: Iterator[tuple[int, Summary]] = _on_dask(jobs, scheduler)
@@ -193,7 +200,9 @@ def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[tuple[int, Summary]]
     except ImportError:
         from autonvtx.errors import UsageError
 
-        raise UsageError("--scheduler: dask.distributed is not installed; expected `pip install 'autonvtx[dask]'`") from None
+        raise UsageError(
+            "--scheduler: dask.distributed is not installed; expected `pip install 'autonvtx[dask]'`"
+        ) from None
     with _connect(Client, address) as client:
         futures = client.map(summarize, list(jobs), pure=False)
         index = {future.key: i for i, future in enumerate(futures)}
@@ -207,8 +216,10 @@ def _connect(client: Callable[..., Any], address: str) -> Any:
     try:
         return client(address, timeout="10s")
     except (OSError, TimeoutError, ValueError) as exc:
-        raise UsageError(f"--scheduler '{address}': cannot reach a Dask scheduler ({exc}); "
-                         "expected the address of a running one, such as tcp://host:8786") from None
+        raise UsageError(
+            f"--scheduler '{address}': cannot reach a Dask scheduler ({exc}); "
+            "expected the address of a running one, such as tcp://host:8786"
+        ) from None
 
 
 def describe(paths: Sequence[str]) -> str:

@@ -1,8 +1,9 @@
 """Names for what an export identifies by number: processes, threads, ranks, NVTX domains, GPUs."""
+
 from __future__ import annotations
 
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from autonvtx.report.export import DOMAIN_CREATE_TYPE, THREAD_NAME_TYPE, NsysExport, RangeRow, ThreadFilter
 from autonvtx.report.schema import quote
@@ -32,8 +33,14 @@ def process_key(global_tid: int) -> int:
 class Labels:
     """How the report names a thread's process, rank and thread, and an NVTX domain."""
 
-    def __init__(self, processes: dict[int, str], threads: dict[int, str], ranks: dict[int, int],
-                 domains: dict[int, str], renumbered: dict[tuple[int, int], int] | None = None) -> None:
+    def __init__(
+        self,
+        processes: dict[int, str],
+        threads: dict[int, str],
+        ranks: dict[int, int],
+        domains: dict[int, str],
+        renumbered: dict[tuple[int, int], int] | None = None,
+    ) -> None:
         self.processes = processes  # globalPid -> process name
         self.threads = threads  # globalTid -> thread name
         self.ranks = ranks  # globalPid -> rank
@@ -49,8 +56,10 @@ class Labels:
         if not self.renumbered:
             return iter(rows)
         keys = self.renumbered
-        return ((tid, start, end, start_end, keys.get((tid & ~_ID_MASK, domain), domain), name)
-                for tid, start, end, start_end, domain, name in rows)
+        return (
+            (tid, start, end, start_end, keys.get((tid & ~_ID_MASK, domain), domain), name)
+            for tid, start, end, start_end, domain, name in rows
+        )
 
     def process(self, global_tid: int) -> str:
         pid = pid_of(global_tid)
@@ -132,8 +141,13 @@ def _processes(export: NsysExport) -> dict[int, str]:
     table = export.schema.table("PROCESSES")
     if table is None or not table.has("globalPid", "name"):
         return {}
-    return {gpid: str(name) for gpid, name in export.connection.execute(
-        f"SELECT globalPid, name FROM {quote(table.name)} WHERE name IS NOT NULL") if isinstance(gpid, int)}
+    return {
+        gpid: str(name)
+        for gpid, name in export.connection.execute(
+            f"SELECT globalPid, name FROM {quote(table.name)} WHERE name IS NOT NULL"
+        )
+        if isinstance(gpid, int)
+    }
 
 
 def _thread_names(export: NsysExport) -> dict[int, str]:

@@ -1,4 +1,5 @@
 """Is a change beyond run-to-run noise? Welch's t-test over per-run totals, standard library only."""
+
 from __future__ import annotations
 
 import math
@@ -35,7 +36,7 @@ def welch(base: list[float], new: list[float], confidence: float = 0.95) -> Comp
         # Both sides repeat one value exactly: the difference is what it is, noise is nil.
         p_value = 1.0 if difference == 0.0 else 0.0
         return Comparison(difference, p_value, difference, difference, math.inf)
-    degrees = error_squared ** 2 / (spread_base ** 2 / (len(base) - 1) + spread_new ** 2 / (len(new) - 1))
+    degrees = error_squared**2 / (spread_base**2 / (len(base) - 1) + spread_new**2 / (len(new) - 1))
     error = math.sqrt(error_squared)
     statistic = difference / error
     p_value = student_two_sided(statistic, degrees)
@@ -91,8 +92,10 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > tiny else tiny)
     result = d
     for m in range(1, 400):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + numerator / c

@@ -1,5 +1,6 @@
 """A .nsys-rep report (or the .qdstrm nsys leaves without its importer) turned into its SQLite
 export by `nsys export`, cached beside it."""
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,10 @@ def _imported(nsys: str, path: str) -> str:
         return report
     importer = find_importer(nsys)
     if importer is None:
-        raise ReportError(f"{path}: Nsight Systems' importer (QdstrmImporter) was not found beside {nsys};"
-                          " expected an installation with its host-linux-x64 directory")
+        raise ReportError(
+            f"{path}: Nsight Systems' importer (QdstrmImporter) was not found beside {nsys};"
+            " expected an installation with its host-linux-x64 directory"
+        )
     try:
         return str(import_qdstrm(importer, path))
     except NsysError as error:

@@ -1,4 +1,5 @@
 """`autonvtx report` and `autonvtx summary`: read the profile, shape it with the view options, write it."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -45,19 +46,32 @@ def produce(request: ReportRequest) -> str | None:
     """Write the outputs asked for; return the text for standard output (None when -o took it)."""
     _check_output_paths(request)
     fmt = request.fmt or (format_of("report: -o", request.output) if request.output else "text")
-    report = read_profile(request.profile, ReportOptions(by=request.by, strip_ids=request.strip_ids, each=request.each,
-                                                         group=request.group, skip_first=request.skip_first))
+    report = read_profile(
+        request.profile,
+        ReportOptions(
+            by=request.by,
+            strip_ids=request.strip_ids,
+            each=request.each,
+            group=request.group,
+            skip_first=request.skip_first,
+        ),
+    )
     if report.kind == "nsys" and (request.group != "name" or request.skip_first):
         option = "--group" if request.group != "name" else "--skip-first"
         raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
     sort = request.sort or ("gpu" if report.has_gpu else "cpu")
     head = ""
     if request.terminal and request.top is None and not request.tree and len(report.rows) > TERMINAL_TOP:
-        head = (f"showing the first {TERMINAL_TOP} of {len(report.rows):,} ranges by {sort}: --top N for more,"
-                " or write them all with -o FILE or through a pipe\n\n")
+        head = (
+            f"showing the first {TERMINAL_TOP} of {len(report.rows):,} ranges by {sort}: --top N for more,"
+            " or write them all with -o FILE or through a pipe\n\n"
+        )
         request = dataclasses.replace(request, top=TERMINAL_TOP)
-    check_sort(sort, GPU_SORTS if report.has_gpu else STATS_SORTS,
-               "this export" if report.kind == "nsys" else "an autonvtx recording (no GPU data)")
+    check_sort(
+        sort,
+        GPU_SORTS if report.has_gpu else STATS_SORTS,
+        "this export" if report.kind == "nsys" else "an autonvtx recording (no GPU data)",
+    )
     if report.kind == "autonvtx":
         content, rows, page_tree = _recording_outputs(report, request, sort, fmt)
     else:
@@ -83,17 +97,29 @@ def produce(request: ReportRequest) -> str | None:
     return None
 
 
-def _recording_outputs(report: Report, request: ReportRequest, sort: str,
-                       fmt: str) -> tuple[str, list[Row], list[TreeNode]]:
+def _recording_outputs(
+    report: Report, request: ReportRequest, sort: str, fmt: str
+) -> tuple[str, list[Row], list[TreeNode]]:
     """An autonvtx recording's table and tree, from the statistics model with the view options."""
-    view = ViewOptions(tree=False, group=request.group, skip_first=request.skip_first, by=report.by, sort=sort,
-                       top=request.top, filter=request.pattern, each=request.each)
+    view = ViewOptions(
+        tree=False,
+        group=request.group,
+        skip_first=request.skip_first,
+        by=report.by,
+        sort=sort,
+        top=request.top,
+        filter=request.pattern,
+        each=request.each,
+    )
     # read_profile computed the flat rows with these groups already: only their arrangement is new.
     flat, empty = arrange_saying([row.stats for row in report.rows if row.stats is not None], view)
     if empty is not None:
         _say_empty(report, empty)
-    tree_stats = recording_stats(report.recordings, dataclasses.replace(view, tree=True)) \
-        if request.tree or request.html is not None else []
+    tree_stats = (
+        recording_stats(report.recordings, dataclasses.replace(view, tree=True))
+        if request.tree or request.html is not None
+        else []
+    )
     rows = [row_of(s) for s in flat]
     tree = tree_of(tree_stats) if tree_stats or request.tree else []
     if fmt == "text":
@@ -115,8 +141,11 @@ def _check_output_paths(request: ReportRequest) -> None:
     """Fail before the (possibly long) read when an output cannot be written."""
     for option, path in (("-o", request.output), ("--html", request.html)):
         check_writable("report", option, path)
-    if request.html is not None and request.output is not None and os.path.abspath(request.html) == os.path.abspath(request.output):
+    if (
+        request.html is not None
+        and request.output is not None
+        and os.path.abspath(request.html) == os.path.abspath(request.output)
+    ):
         raise UsageError(f"report: -o and --html name the same file '{request.output}'; expected two paths")
     if request.output is not None and request.fmt is None:
         format_of("report: -o", request.output)
-

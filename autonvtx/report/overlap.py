@@ -1,12 +1,13 @@
 """Communication (NCCL) kernels against compute kernels, inside each range of each process."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
-from autonvtx.report.text import label
 from autonvtx.report.labels import Labels, read_labels
 from autonvtx.report.schema import quote
+from autonvtx.report.text import label
 from autonvtx.report.views import range_naming
 
 # Kernels of NCCL (ncclKernel_*, ncclDevKernel_*) and of NVSHMEM move data between GPUs; the rest
@@ -21,8 +22,9 @@ def is_communication(kernel: str) -> bool:
     return any(word in lowered for word in _COMMUNICATION)
 
 
-def read_overlap(path: str, by: str | None, strip: bool,
-                 each: bool = False) -> dict[tuple[str, str], tuple[int, int, int]]:
+def read_overlap(
+    path: str, by: str | None, strip: bool, each: bool = False
+) -> dict[tuple[str, str], tuple[int, int, int]]:
     """(group, range) -> (communication ns, compute ns, overlapped ns), over the GPU time of the
     kernels launched inside the range's instances (push/pop ranges; by the launching call); ranges
     named as the report names them (--strip-ids, numbers as {n} unless --each)."""
@@ -48,14 +50,16 @@ def _has_communication(export: NsysExport) -> bool:
         if work.kind != KERNEL or work.name_column is None:
             continue
         names = export.connection.execute(
-            f"SELECT DISTINCT {quote(work.name_column)} FROM {quote(work.table.name)}").fetchall()
+            f"SELECT DISTINCT {quote(work.name_column)} FROM {quote(work.table.name)}"
+        ).fetchall()
         if any(is_communication(export.string(name)) for (name,) in names):
             return True
     return False
 
 
-def _kernel_intervals(export: NsysExport, group_of: Callable[[int], str], labels: Labels,
-                      rename: Callable[[str], str] | None) -> dict[tuple[str, str], tuple[list[Interval], list[Interval]]]:
+def _kernel_intervals(
+    export: NsysExport, group_of: Callable[[int], str], labels: Labels, rename: Callable[[str], str] | None
+) -> dict[tuple[str, str], tuple[list[Interval], list[Interval]]]:
     """Each kernel's GPU interval, under every distinct range name open on its launching thread."""
     stacks: dict[int, list[tuple[int, str]]] = {}  # globalTid -> open ranges (end, label)
     kinds: dict[object, bool] = {}  # kernel name id or text -> is communication

@@ -1,13 +1,15 @@
 """The report as one self-contained HTML page: an icicle chart of the range tree beside the table."""
+
 from __future__ import annotations
 
 import html
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from autonvtx.report.figures import Report, Row, TreeNode
-from autonvtx.report.text import label, share
 from autonvtx.report.page_assets import SCRIPT, STYLE
+from autonvtx.report.text import label, share
 
 # Boxes narrower than this share of the whole cannot be seen (under a pixel on a 4K screen):
 # they are folded into their parent's "hidden" count, which bounds the page's size.
@@ -28,8 +30,11 @@ def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], s
         "sizeBy": size_by,
         "notes": report.notes,
         "domain": domain,
-        "totals": {"gpu_ns": report.totals.capture.gpu_ns, "kernels": report.totals.capture.kernels,
-                   "outside_gpu_ns": report.totals.outside.gpu_ns},
+        "totals": {
+            "gpu_ns": report.totals.capture.gpu_ns,
+            "kernels": report.totals.capture.kernels,
+            "outside_gpu_ns": report.totals.outside.gpu_ns,
+        },
         "tree": None,  # written apart: see _tree_json
         "rows": table,
     }
@@ -40,15 +45,15 @@ def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], s
     payload = payload.replace('"tree":null', '"tree":' + _tree_json(nodes), 1).replace("<", "\\u003c")
     title = html.escape(f"autonvtx report: {report.source}")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title}</title>"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>'
         f"<style>{STYLE}</style></head><body>"
-        f"<script type=\"application/json\" id=\"report-data\">{payload}</script>"
-        "<header><h1 id=\"title\"></h1><div id=\"summary\"></div><ul id=\"notes\"></ul></header>"
-        "<main><section id=\"chart-pane\"><div id=\"bar\"><div id=\"crumbs\"></div><div id=\"controls\"></div></div>"
-        "<div id=\"chart\"></div></section>"
-        "<section id=\"table-pane\"><table id=\"table\"><thead></thead><tbody></tbody></table></section></main>"
-        "<div id=\"tip\" hidden></div>"
+        f'<script type="application/json" id="report-data">{payload}</script>'
+        '<header><h1 id="title"></h1><div id="summary"></div><ul id="notes"></ul></header>'
+        '<main><section id="chart-pane"><div id="bar"><div id="crumbs"></div><div id="controls"></div></div>'
+        '<div id="chart"></div></section>'
+        '<section id="table-pane"><table id="table"><thead></thead><tbody></tbody></table></section></main>'
+        '<div id="tip" hidden></div>'
         f"<script>{SCRIPT}</script></body></html>\n"
     )
 
@@ -95,13 +100,23 @@ def _tree(roots: Sequence[TreeNode]) -> list[Any]:
     budget = _MAX_NODES
 
     def visible(node: TreeNode) -> bool:
-        return (node.work.gpu_ns >= totals["gpu"] * _SMALLEST_SHARE or
-                node.cpu_ns >= totals["cpu"] * _SMALLEST_SHARE)
+        return node.work.gpu_ns >= totals["gpu"] * _SMALLEST_SHARE or node.cpu_ns >= totals["cpu"] * _SMALLEST_SHARE
 
     def encoded(node: TreeNode, is_group: bool) -> list[Any]:
         name = node.group if is_group else label(node.domain, node.name)
-        return [name, int(is_group), node.work.gpu_ns, node.cpu_ns, node.work.kernels,
-                node.work.memcpy + node.work.memset, node.instances, node.span_ns, 0, [], node.domain]
+        return [
+            name,
+            int(is_group),
+            node.work.gpu_ns,
+            node.cpu_ns,
+            node.work.kernels,
+            node.work.memcpy + node.work.memset,
+            node.instances,
+            node.span_ns,
+            0,
+            [],
+            node.domain,
+        ]
 
     grouped = len(roots) != 1
     result = [encoded(node, grouped) for node in top if grouped or visible(node)]
@@ -138,5 +153,15 @@ def _tree_json(nodes: list[Any]) -> str:
 
 def _row(report: Report, row: Row) -> list[Any]:
     top = row.top_kernels[0].name if row.top_kernels else ""
-    return [label(row.domain, row.name), row.group, row.work.gpu_ns, round(100 * share(report, row.work.gpu_ns), 2),
-            row.work.kernels, row.work.memcpy + row.work.memset, row.cpu_ns, row.instances, row.span_ns, top]
+    return [
+        label(row.domain, row.name),
+        row.group,
+        row.work.gpu_ns,
+        round(100 * share(report, row.work.gpu_ns), 2),
+        row.work.kernels,
+        row.work.memcpy + row.work.memset,
+        row.cpu_ns,
+        row.instances,
+        row.span_ns,
+        top,
+    ]

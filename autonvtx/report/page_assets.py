@@ -1,4 +1,5 @@
 """The style sheet and script inlined into the --html page (no network, no CDN)."""
+
 from __future__ import annotations
 
 STYLE = """

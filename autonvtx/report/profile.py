@@ -5,21 +5,22 @@ take: an Nsight Systems export (GPU work attributed to ranges by the sweep) or a
 wrote (.json, .json.gz, .pftrace), whose figures are the statistics model's
 (`recorder.stats_python.summarize`, the same rows `summary` prints).
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
-from autonvtx.report.labels import Labels, read_labels
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import RangeStats, ViewOptions
+from autonvtx.report import workers
+from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
+from autonvtx.report.labels import Labels, read_labels
 from autonvtx.report.nsysrep import ensure_export, is_report
 from autonvtx.report.sweep import Sweep, Tally
 from autonvtx.report.views import build_rows, build_tree, range_naming, strip_ids
-from autonvtx.report import workers
 from autonvtx.report.workers import Part, split_threads, sweep_parallel
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -58,7 +59,9 @@ def _head(path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read(64)
     except FileNotFoundError:
-        raise ReportError(f"{path}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) or an autonvtx trace (.json)") from None
+        raise ReportError(
+            f"{path}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) or an autonvtx trace (.json)"
+        ) from None
     except IsADirectoryError:
         raise ReportError(f"{path}: is a directory; expected an Nsight Systems export or an autonvtx trace") from None
     except OSError as exc:
@@ -88,20 +91,38 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         notes.extend(_work_notes(totals, tallies))
         notes.extend(_id_notes(rows, options))
         if options.by == "gpu":
-            notes.append("--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
-                         "ranges that launched nothing are left out")
+            notes.append(
+                "--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
+                "ranges that launched nothing are left out"
+            )
         if options.by == "rank" and not labels.ranks:
-            notes.append("--by rank: no process of this export names its rank (as MPI's 'MPI Rank N' thread names or a "
-                         "'rank N' process name do): each process is shown by its pid")
-        unnamed = sorted({domain for tally in tallies for domain, _ in tally.keys if domain and domain not in labels.domains})
+            notes.append(
+                "--by rank: no process of this export names its rank (as MPI's 'MPI Rank N' thread names or a "
+                "'rank N' process name do): each process is shown by its pid"
+            )
+        unnamed = sorted(
+            {domain for tally in tallies for domain, _ in tally.keys if domain and domain not in labels.domains}
+        )
         if unnamed:
             shown = ", ".join(str(d) for d in unnamed)
-            notes.append(f"NVTX domain{'s' if len(unnamed) > 1 else ''} {shown} {'have' if len(unnamed) > 1 else 'has'} no name "
-                         "in this export (the capture does not hold the domain's creation): shown as 'domain N'")
+            notes.append(
+                f"NVTX domain{'s' if len(unnamed) > 1 else ''} {shown} {'have' if len(unnamed) > 1 else 'has'} no name "
+                "in this export (the capture does not hold the domain's creation): shown as 'domain N'"
+            )
         version = export.version
         description = f"Nsight Systems {version} export" if version else "Nsight Systems export"
-        return Report(os.path.basename(path), "nsys", description, bool(export.work), options.by, rows, tree, totals,
-                      notes, _outside_by_group(tallies))
+        return Report(
+            os.path.basename(path),
+            "nsys",
+            description,
+            bool(export.work),
+            options.by,
+            rows,
+            tree,
+            totals,
+            notes,
+            _outside_by_group(tallies),
+        )
     finally:
         export.close()
 
@@ -112,14 +133,19 @@ def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[
     shares = split_threads(export, workers.available_cpus())
     devices: list[int | None] = list(export.devices()) if options.by == "gpu" else [None]
     if len(shares) > 1:
-        return [sweep_parallel([Part(export.path, options.by, options.strip_ids, device, threads, options.each) for threads in shares])
-                for device in devices]
+        return [
+            sweep_parallel(
+                [Part(export.path, options.by, options.strip_ids, device, threads, options.each) for threads in shares]
+            )
+            for device in devices
+        ]
     if options.by != "gpu":
         return [Sweep(labels.grouping(options.by), rename).run(labels.ranges_of(export), export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
-        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(labels.ranges_of(export),
-                                                                         export.launches(device))
+        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(
+            labels.ranges_of(export), export.launches(device)
+        )
         for device in export.devices()
     ]
 
@@ -137,9 +163,16 @@ def _capture_work(export: NsysExport) -> Work:
 
 
 def _difference(whole: Work, part: Work) -> Work:
-    return Work(whole.kernels - part.kernels, whole.kernel_ns - part.kernel_ns, whole.memcpy - part.memcpy,
-                whole.memcpy_bytes - part.memcpy_bytes, whole.memcpy_ns - part.memcpy_ns, whole.memset - part.memset,
-                whole.memset_bytes - part.memset_bytes, whole.memset_ns - part.memset_ns)
+    return Work(
+        whole.kernels - part.kernels,
+        whole.kernel_ns - part.kernel_ns,
+        whole.memcpy - part.memcpy,
+        whole.memcpy_bytes - part.memcpy_bytes,
+        whole.memcpy_ns - part.memcpy_ns,
+        whole.memset - part.memset,
+        whole.memset_bytes - part.memset_bytes,
+        whole.memset_ns - part.memset_ns,
+    )
 
 
 def _id_notes(rows: list[Row], options: ReportOptions) -> list[str]:
@@ -150,8 +183,10 @@ def _id_notes(rows: list[Row], options: ReportOptions) -> list[str]:
     with_ids = sum(1 for row in sample if strip_ids(row.name) != row.name)
     if with_ids * 2 < len(sample):
         return []
-    return [f"{len(rows):,} range names, most with per-call ids (such as ', op_id = 990760'): "
-            "--strip-ids folds them into one row per operation"]
+    return [
+        f"{len(rows):,} range names, most with per-call ids (such as ', op_id = 990760'): "
+        "--strip-ids folds them into one row per operation"
+    ]
 
 
 def _outside_by_group(tallies: list[Tally]) -> dict[str, Work]:
@@ -165,15 +200,21 @@ def _outside_by_group(tallies: list[Tally]) -> dict[str, Work]:
 def _export_notes(export: NsysExport, labels: Labels) -> list[str]:
     notes = []
     if export.nvtx is None:
-        notes.append("no NVTX events in this capture (no NVTX_EVENTS table): nothing to attribute GPU work to; "
-                     "capture with `autonvtx profile` (or nsys itself with --trace=cuda,nvtx)")
+        notes.append(
+            "no NVTX events in this capture (no NVTX_EVENTS table): nothing to attribute GPU work to; "
+            "capture with `autonvtx profile` (or nsys itself with --trace=cuda,nvtx)"
+        )
     if not export.work:
-        notes.append("no CUDA GPU activity in this capture (no CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET tables): "
-                     "CPU time only; for GPU time, capture on a machine with a CUDA GPU (`autonvtx profile` traces CUDA there; "
-                     "nsys itself needs --trace=cuda,nvtx)")
+        notes.append(
+            "no CUDA GPU activity in this capture (no CUPTI_ACTIVITY_KIND_KERNEL/MEMCPY/MEMSET tables): "
+            "CPU time only; for GPU time, capture on a machine with a CUDA GPU (`autonvtx profile` traces CUDA there; "
+            "nsys itself needs --trace=cuda,nvtx)"
+        )
     elif export.runtime is None:
-        notes.append("no CUDA runtime calls in this capture (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
-                     "GPU work cannot be tied to the ranges that launched it")
+        notes.append(
+            "no CUDA runtime calls in this capture (no CUPTI_ACTIVITY_KIND_RUNTIME table): "
+            "GPU work cannot be tied to the ranges that launched it"
+        )
     open_ranges = export.count_open_ranges()
     if open_ranges:
         notes.append(f"{open_ranges} range(s) never ended in the capture: counted to its last event")
@@ -186,11 +227,15 @@ def _work_notes(totals: Totals, tallies: list[Tally]) -> list[str]:
     if totals.capture.operations and not ranges_seen:
         notes.append("no NVTX ranges in this capture: all GPU work is outside ranges")
     if totals.unmatched.operations:
-        notes.append(f"{totals.unmatched.operations} GPU operation(s) have no CUDA runtime call with their correlationId "
-                     "in the capture (launched before it started, or by a driver call nsys did not trace)")
+        notes.append(
+            f"{totals.unmatched.operations} GPU operation(s) have no CUDA runtime call with their correlationId "
+            "in the capture (launched before it started, or by a driver call nsys did not trace)"
+        )
     misnested = sum(tally.misnested for tally in tallies)
     if misnested:
-        notes.append(f"{misnested} push/pop range(s) outlived the range enclosing them; their GPU work is counted under it")
+        notes.append(
+            f"{misnested} push/pop range(s) outlived the range enclosing them; their GPU work is counted under it"
+        )
     return notes
 
 
@@ -202,9 +247,11 @@ def _from_recording(path: str, options: ReportOptions) -> Report:
     if options.strip_ids:
         recordings = [_renamed(recording, strip_ids) for recording in recordings]
     by = None if options.by == "gpu" else options.by
-    notes = ["an autonvtx recording holds NVTX ranges only (the recorder sees no CUDA activity): CPU time per "
-             "range, no GPU time; for GPU time per range run the program under Nsight Systems (`autonvtx profile "
-             "[rule options] SCRIPT`, on a machine with a CUDA GPU) and report on its export"]
+    notes = [
+        "an autonvtx recording holds NVTX ranges only (the recorder sees no CUDA activity): CPU time per "
+        "range, no GPU time; for GPU time per range run the program under Nsight Systems (`autonvtx profile "
+        "[rule options] SCRIPT`, on a machine with a CUDA GPU) and report on its export"
+    ]
     if options.by == "gpu":
         notes.append("--by gpu: the recording holds no GPU data; ranges shown without grouping")
     notes.extend(summary_notes(recordings))
@@ -212,8 +259,9 @@ def _from_recording(path: str, options: ReportOptions) -> Report:
     rows = [row_of(s) for s in recording_stats(recordings, view)]
     count = len(recordings)
     description = f"autonvtx recording ({count} process{'es' if count != 1 else ''})"
-    return Report(os.path.basename(path), "autonvtx", description, False, by, rows, [], Totals(), notes,
-                  recordings=recordings)
+    return Report(
+        os.path.basename(path), "autonvtx", description, False, by, rows, [], Totals(), notes, recordings=recordings
+    )
 
 
 def recording_stats(recordings: list[ProcessRecording], view: ViewOptions) -> list[RangeStats]:
@@ -237,7 +285,7 @@ def tree_of(stats: list[RangeStats]) -> list[TreeNode]:
         if root is None:
             root = roots[s.group] = TreeNode(s.group, "", s.group)
         node = TreeNode(s.group, s.domain, s.name, s.count, s.total_ns, 0, Work(), stats=s)
-        del stack[s.depth:]
+        del stack[s.depth :]
         (stack[-1] if stack else root).children.append(node)
         stack.append(node)
         if s.depth == 0:
@@ -249,5 +297,6 @@ def tree_of(stats: list[RangeStats]) -> list[TreeNode]:
 def _renamed(recording: ProcessRecording, rename: Callable[[str], str]) -> ProcessRecording:
     import dataclasses
 
-    return dataclasses.replace(recording, ranges=[dataclasses.replace(r, name=rename(r.name))
-                                                  for r in recording.ranges])
+    return dataclasses.replace(
+        recording, ranges=[dataclasses.replace(r, name=rename(r.name)) for r in recording.ranges]
+    )

@@ -3,6 +3,7 @@
 Every command that writes a table (`run --summary`, `summary`, `report`) picks its form here, from
 `--format` or from the output file's extension, and refuses an extension it does not write.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,19 +33,23 @@ def format_of(option: str, path: str) -> str:
     return form
 
 
-def render_stats(stats: Sequence[RangeStats], form: str, *, notes: Sequence[str] = (), color: bool = False,
-                 empty: str | None = None) -> str:
+def render_stats(
+    stats: Sequence[RangeStats], form: str, *, notes: Sequence[str] = (), color: bool = False, empty: str | None = None
+) -> str:
     """The statistics table in `form` ("text", "csv" or "json"); `empty`: why it has no rows
     (in the JSON form, among the notes)."""
     if form == "csv":
         return data.stats_csv(stats)
     if form == "json":
-        return data.stats_json(stats, notes=list(notes) + ([empty] if empty and not stats and empty not in notes else []))
+        return data.stats_json(
+            stats, notes=list(notes) + ([empty] if empty and not stats and empty not in notes else [])
+        )
     return text.stats_text(stats, notes=notes, color=color, empty=empty)
 
 
-def write_summary(stats: Sequence[RangeStats], destination: StrPath, *, notes: Sequence[str] = (),
-                  empty: str | None = None) -> None:
+def write_summary(
+    stats: Sequence[RangeStats], destination: StrPath, *, notes: Sequence[str] = (), empty: str | None = None
+) -> None:
     """Write the table to stderr (``"-"``) or to a file whose extension picks the form (`empty`:
     why it may have no rows, as `render_stats` takes it).
 
@@ -73,12 +78,14 @@ def check_writable(command: str, option: str, path: str | None) -> None:
         raise UsageError(f"{command}: {option} '{path}': no such directory '{directory}'")
     why = cannot_create_in(directory, os.path.basename(path))
     if why is not None:
-        raise UsageError(f"{command}: {option} '{path}': cannot write in '{directory}' ({why});"
-                         " expected a writable directory")
+        raise UsageError(
+            f"{command}: {option} '{path}': cannot write in '{directory}' ({why}); expected a writable directory"
+        )
 
 
 def write_text_file(path: StrPath, content: str) -> None:
     """`content` into `path`, atomically."""
+
     def write(stream: IO[str]) -> None:
         stream.write(content)
 

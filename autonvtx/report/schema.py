@@ -1,4 +1,5 @@
 """What an Nsight Systems SQLite export holds: its tables and columns, found by looking."""
+
 from __future__ import annotations
 
 import re
@@ -7,8 +8,16 @@ from dataclasses import dataclass, field
 
 # Tables whose presence marks a file as an Nsight Systems export (any one is enough); every
 # schema from 2020 to 2026 has StringIds and at least one of the others.
-_NSYS_MARKERS = ("StringIds", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME",
-                 "TARGET_INFO_SESSION_START_TIME", "EXPORT_META_DATA", "META_DATA_EXPORT", "ANALYSIS_DETAILS")
+_NSYS_MARKERS = (
+    "StringIds",
+    "NVTX_EVENTS",
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "TARGET_INFO_SESSION_START_TIME",
+    "EXPORT_META_DATA",
+    "META_DATA_EXPORT",
+    "ANALYSIS_DETAILS",
+)
 
 # Some exports version a table by suffix (CUPTI_ACTIVITY_KIND_KERNEL_V2, ..._V3): the base
 # name finds it, and the highest version wins when several are present.
@@ -84,9 +93,7 @@ def meta_value(connection: sqlite3.Connection, schema: Schema, key: str) -> str 
     for base in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
         table = schema.table(base)
         if table is not None and table.has("name", "value"):
-            row = connection.execute(
-                f"SELECT value FROM {quote(table.name)} WHERE name = ? LIMIT 1", (key,)
-            ).fetchone()
+            row = connection.execute(f"SELECT value FROM {quote(table.name)} WHERE name = ? LIMIT 1", (key,)).fetchone()
             if row is not None:
                 return str(row[0])
     return None

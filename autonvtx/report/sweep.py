@@ -1,9 +1,11 @@
 """Attribute GPU work to NVTX ranges in one time-ordered pass over ranges and launches."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import add
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from autonvtx.report.export import LaunchRow, RangeRow
 
@@ -58,7 +60,9 @@ class Tally:
             slot = (parent, key, other.group[node], other.start_end[node])
             mine = index.get(slot)
             if mine is None:
-                mine = index[slot] = self.add_node(parent, key, other.group[node], other.shadowed[node], other.start_end[node])
+                mine = index[slot] = self.add_node(
+                    parent, key, other.group[node], other.shadowed[node], other.start_end[node]
+                )
             mapped.append(mine)
             self.totals[mine] = [a + b for a, b in zip(self.totals[mine], other.totals[node])]
         for (node, kernel), (count, ns) in other.self_kernels.items():
@@ -98,8 +102,9 @@ class _Thread:
 class Sweep:
     """Walks ranges (by start) and launches (by call start) of every thread together."""
 
-    def __init__(self, group_of: Callable[[int], str], rename: Callable[[str], str] | None = None,
-                 only_with_work: bool = False) -> None:
+    def __init__(
+        self, group_of: Callable[[int], str], rename: Callable[[str], str] | None = None, only_with_work: bool = False
+    ) -> None:
         self.tally = Tally()
         self._group_of = group_of
         self._rename = rename

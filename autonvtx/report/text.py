@@ -3,6 +3,7 @@
 Names are printed through `printable`: a range named with terminal escape sequences shows them
 escaped (``\\x1b[31m``) instead of driving the terminal. CSV and JSON keep names exactly.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,8 +50,9 @@ def format_duration(ns: float) -> str:
 NO_RANGES = "no ranges recorded"
 
 
-def stats_text(stats: Sequence[RangeStats], *, notes: Sequence[str] = (), color: bool = False,
-               empty: str | None = None) -> str:
+def stats_text(
+    stats: Sequence[RangeStats], *, notes: Sequence[str] = (), color: bool = False, empty: str | None = None
+) -> str:
     """Aligned tables (one per --by group, under its title), then one ``Note:`` line per note.
 
     In a tree the Range column is indented by nesting. `color`: ANSI bold headers and the
@@ -123,8 +125,9 @@ def use_color(stream: IO[str]) -> bool:
 WIDTH = 100  # text tables fit a 100-column terminal; longer names are cut with "..."
 
 
-def named_table(headers: Sequence[str], lines: Sequence[tuple[Sequence[str], str]], *, width: int,
-                left_first: bool = False) -> list[str]:
+def named_table(
+    headers: Sequence[str], lines: Sequence[tuple[Sequence[str], str]], *, width: int, left_first: bool = False
+) -> list[str]:
     """Columns of figures (right-aligned; the first left-aligned with `left_first`), then the
     range's name, cut with "..." to fit `width` columns: the header, a rule and one line a row."""
     widths = [max([len(h)] + [len(cells[i]) for cells, _ in lines]) for i, h in enumerate(headers)]
@@ -160,14 +163,20 @@ def share(report: Report, ns: int) -> float:
 
 # Text
 
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
 
 
 def _gpu_cells(report: Report, item: Row | TreeNode) -> list[str]:
     work = item.work
-    return [format_duration(work.gpu_ns), f"{100 * share(report, work.gpu_ns):.1f}%", f"{work.kernels:,}",
-            f"{work.memcpy + work.memset:,}", format_duration(item.span_ns)]
+    return [
+        format_duration(work.gpu_ns),
+        f"{100 * share(report, work.gpu_ns):.1f}%",
+        f"{work.kernels:,}",
+        f"{work.memcpy + work.memset:,}",
+        format_duration(item.span_ns),
+    ]
 
 
 def _columns(report: Report) -> list[str]:
@@ -205,8 +214,12 @@ def _top_line(report: Report, row: Row) -> list[str]:
     return ["top: " + ", ".join(parts)]
 
 
-def report_text(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode] | None = None,
-                stats: Sequence[RangeStats] | None = None) -> str:
+def report_text(
+    report: Report,
+    rows: Sequence[Row],
+    tree: Sequence[TreeNode] | None = None,
+    stats: Sequence[RangeStats] | None = None,
+) -> str:
     """The report: a title, the capture's GPU totals, the table (or tree), then its notes.
 
     With `stats` (a recording's statistics, arranged), the table is the statistics table that
@@ -224,8 +237,12 @@ def report_text(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode] | 
     notes = [note for note in report.notes if note != report.empty]  # the table's own line says that one
     if notes:
         out.append("")
-        out.extend(textwrap.fill(printable(note), WIDTH, initial_indent="Note: ", subsequent_indent="      ",
-                                 break_on_hyphens=False) for note in notes)
+        out.extend(
+            textwrap.fill(
+                printable(note), WIDTH, initial_indent="Note: ", subsequent_indent="      ", break_on_hyphens=False
+            )
+            for note in notes
+        )
     return "\n".join(out) + "\n"
 
 
@@ -266,10 +283,16 @@ def _rows_text(report: Report, rows: Sequence[Row]) -> list[str]:
     for group, members in groups.items():
         if report.by:
             out.append(f"== {printable(group)} ==")
-        out.extend(_gpu_table(report, [(_row_cells(report, r), shown(r.domain, r.name), _top_line(report, r)) for r in members]))
+        out.extend(
+            _gpu_table(
+                report, [(_row_cells(report, r), shown(r.domain, r.name), _top_line(report, r)) for r in members]
+            )
+        )
         outside = report.groups_outside.get(group)
         if report.has_gpu and report.by and outside is not None and outside.operations:
-            out.append(f"(outside every range: {outside.operations:,} GPU operations, {format_duration(outside.gpu_ns)})")
+            out.append(
+                f"(outside every range: {outside.operations:,} GPU operations, {format_duration(outside.gpu_ns)})"
+            )
         out.append("")
     return out[:-1]
 

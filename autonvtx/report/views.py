@@ -1,10 +1,11 @@
 """Turn the sweep's tally into rows per range name and a tree; filter, sort and cut them."""
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Callable
 
 from autonvtx.recorder.stats import name_template
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
@@ -58,7 +59,7 @@ class Shaping:
 
 
 def _work(totals: list[int]) -> Work:
-    return Work(*totals[WORK:WORK + len(WORK_FIELDS)])
+    return Work(*totals[WORK : WORK + len(WORK_FIELDS)])
 
 
 def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Callable[[object], str]) -> list[Row]:
@@ -129,8 +130,16 @@ def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode
             continue
         else:
             domain, name = tally.keys[key]
-            tree = TreeNode(tally.group[node], domain_name(domain), name, totals[INSTANCES], totals[CPU_NS],
-                            totals[SPAN_NS], _work(totals), tally.start_end[node])
+            tree = TreeNode(
+                tally.group[node],
+                domain_name(domain),
+                name,
+                totals[INSTANCES],
+                totals[CPU_NS],
+                totals[SPAN_NS],
+                _work(totals),
+                tally.start_end[node],
+            )
             parent = nodes[tally.parent[node]]
             if parent is not None:
                 parent.children.append(tree)
@@ -185,8 +194,18 @@ def shape_tree(roots: list[TreeNode], shaping: Shaping) -> list[TreeNode]:
     key = _sort_key(shaping.sort)
     shaped = []
     for root in sorted(roots, key=lambda r: group_order(r.group)):
-        top = TreeNode(root.group, root.domain, root.name, root.instances, root.cpu_ns, root.span_ns, root.work,
-                       False, _kept_children(root, shaping), root.stats)
+        top = TreeNode(
+            root.group,
+            root.domain,
+            root.name,
+            root.instances,
+            root.cpu_ns,
+            root.span_ns,
+            root.work,
+            False,
+            _kept_children(root, shaping),
+            root.stats,
+        )
         stack = [top]
         while stack:
             node = stack.pop()
@@ -217,6 +236,17 @@ def _kept_children(root: TreeNode, shaping: Shaping) -> list[TreeNode]:
         children = copies.pop(id(node))
         if matched or children:
             copies[id(parents[id(node)])].append(
-                TreeNode(node.group, node.domain, node.name, node.instances, node.cpu_ns, node.span_ns, node.work,
-                         node.start_end, children, node.stats))
+                TreeNode(
+                    node.group,
+                    node.domain,
+                    node.name,
+                    node.instances,
+                    node.cpu_ns,
+                    node.span_ns,
+                    node.work,
+                    node.start_end,
+                    children,
+                    node.stats,
+                )
+            )
     return copies[id(root)]

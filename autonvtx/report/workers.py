@@ -1,4 +1,5 @@
 """Sweep a large export's threads in several processes and merge what they found."""
+
 from __future__ import annotations
 
 import os
@@ -79,7 +80,9 @@ def sweep_parallel(parts: list[Part]) -> Tally:
             output, errors = child.communicate(timeout=None)
             if child.returncode != 0:
                 detail = errors.decode("utf-8", "replace").strip().splitlines()
-                raise ReportError(f"{parts[0].path}: a report worker failed: {detail[-1] if detail else child.returncode}")
+                raise ReportError(
+                    f"{parts[0].path}: a report worker failed: {detail[-1] if detail else child.returncode}"
+                )
             tally.merge(pickle.loads(output))
     finally:
         for child in children:
@@ -97,8 +100,13 @@ def _start(part: Part) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     home = os.path.dirname(os.path.dirname(os.path.abspath(autonvtx.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
-    child = subprocess.Popen([sys.executable, "-c", "from autonvtx.report.workers import child_main; child_main()"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from autonvtx.report.workers import child_main; child_main()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert child.stdin is not None
     child.stdin.write(pickle.dumps(part))
     child.stdin.close()

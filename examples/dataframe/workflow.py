@@ -5,6 +5,7 @@ timeline shows why one `agg` beats three separate group-bys:
 
     cd examples/dataframe && autonvtx run --trace workflow.json --summary workflow.py
 """
+
 import numpy as np
 import pandas as pd
 
@@ -47,7 +48,9 @@ def main():
     combined = agg_all(first)
     separate = split_agg(first)
     joined = join_means(first, second)
-    print(f"mean square {squares.mean():.4f}; {len(combined)} groups ({len(separate)} tables); {len(joined)} joined rows")
+    print(
+        f"mean square {squares.mean():.4f}; {len(combined)} groups ({len(separate)} tables); {len(joined)} joined rows"
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ for known times (long enough that a busy machine's wake-up delays stay small bes
     autonvtx run --trace base.json -t __main__ examples/diff/train.py        # as it was
     autonvtx run --trace new.json -t __main__ examples/diff/train.py 1.2     # forward 20% slower
 """
+
 import sys
 import time
 

@@ -1,4 +1,5 @@
 """A synthetic regression data set: each sample is made when a DataLoader worker asks for it."""
+
 import torch
 from torch.utils.data import Dataset
 

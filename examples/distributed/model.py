@@ -1,4 +1,5 @@
 """A two-layer network."""
+
 import torch
 
 

@@ -5,17 +5,17 @@
 
 autonvtx.toml (next to this file) says which functions get ranges.
 """
+
 import argparse
 import os
 
 import torch
 import torch.distributed as dist
+from data import RandomRegression
+from model import Net
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
-
-from data import RandomRegression
-from model import Net
 
 
 def train_step(model, optimizer, batch):

@@ -1,7 +1,8 @@
 """Trains minitrain's Encoder for a few epochs; autonvtx.toml beside it annotates the package.
 
-    cd examples/minitrain && autonvtx run --trace train.json --summary train.py --epochs 2
+cd examples/minitrain && autonvtx run --trace train.json --summary train.py --epochs 2
 """
+
 import argparse
 
 from minitrain import BatchLoader, Encoder, Trainer

@@ -6,6 +6,7 @@ the ranges a hand-annotated version would get from @nvtx.annotate come from auto
 Each spawned process re-runs this file as `__mp_main__`; its functions get their ranges there
 too, and the trace shows both "calculate" processes next to the main one.
 """
+
 import multiprocessing
 import time
 
@@ -29,10 +30,7 @@ def big_computation(size):
 def main():
     ctx = multiprocessing.get_context("spawn")
     sizes = [4096, 1024]
-    procs = [
-        ctx.Process(name="calculate", target=big_computation, args=[sizes[i]])
-        for i in range(2)
-    ]
+    procs = [ctx.Process(name="calculate", target=big_computation, args=[sizes[i]]) for i in range(2)]
 
     for proc in procs:
         proc.start()

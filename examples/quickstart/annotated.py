@@ -4,6 +4,7 @@ quickstart.py is the same program with no annotation: its autonvtx.toml gives th
 
     autonvtx run --trace quickstart.json --summary examples/quickstart/annotated.py
 """
+
 import time
 
 import nvtx

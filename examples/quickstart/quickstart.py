@@ -4,6 +4,7 @@ annotated.py is the same program annotated by hand with nvtx.annotate, for compa
 
     cd examples/quickstart && autonvtx run --trace quickstart.json --summary quickstart.py
 """
+
 import time
 
 

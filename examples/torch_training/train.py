@@ -7,6 +7,7 @@ Nothing here knows about NVTX: the preset names every layer by its path in the m
 (`encoder.layers.1.attn (MultiheadAttention)`), the loss, `AdamW.step`, `backward` and each
 DataLoader batch.
 """
+
 from __future__ import annotations
 
 import argparse

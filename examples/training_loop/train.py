@@ -1,5 +1,6 @@
 """A small training loop (pure Python, CPU only, no downloads): a linear model fitted by
 gradient descent on synthetic data, in mini-batches. Nothing in it knows about NVTX."""
+
 from __future__ import annotations
 
 import random
@@ -17,7 +18,7 @@ def make_data(count: int, seed: int = 0) -> list[tuple[list[float], float]]:
 
 def batches(data: list[tuple[list[float], float]], size: int):
     for start in range(0, len(data), size):
-        yield data[start:start + size]
+        yield data[start : start + size]
 
 
 def forward(weights: list[float], batch: list[tuple[list[float], float]]) -> list[float]:

@@ -8,6 +8,7 @@ per-test outcomes must be identical, and the annotation must demonstrably have b
 
 Used by tests/test_thirdparty.py (quick mode in CI) and benchmarks/transparency.py (full).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,9 +26,10 @@ import time
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -187,7 +189,10 @@ def fetch_sdist(suite: Suite, cache: Path) -> Path:
     directory = cache / "sdists"
     directory.mkdir(parents=True, exist_ok=True)
     for candidate in directory.glob(f"*-{suite.version}.tar.gz"):
-        if _normalize(candidate.name.rsplit("-", 1)[0]) == _normalize(suite.name) and _sha256(candidate) == suite.sha256:
+        if (
+            _normalize(candidate.name.rsplit("-", 1)[0]) == _normalize(suite.name)
+            and _sha256(candidate) == suite.sha256
+        ):
             return candidate
     with tempfile.TemporaryDirectory(dir=directory) as scratch:
         requirements = Path(scratch) / "requirements.txt"
@@ -277,7 +282,9 @@ def python_version(python: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def ensure_environment(python: str, pins: Pins, suites: Sequence[Suite], archives: dict[str, Path], cache: Path) -> Environment:
+def ensure_environment(
+    python: str, pins: Pins, suites: Sequence[Suite], archives: dict[str, Path], cache: Path
+) -> Environment:
     """A virtual environment of `python` with autonvtx (editable, this checkout), the suites' test
     dependencies and the pinned packages installed from their sdists.
 
@@ -310,7 +317,16 @@ def ensure_environment(python: str, pins: Pins, suites: Sequence[Suite], archive
 
 # What a copy of the checkout leaves out: version control, environments, build outputs.
 _NOT_SOURCE = shutil.ignore_patterns(
-    ".git", ".venv*", "build", "dist", "site", "*.egg-info", "__pycache__", "*.so", ".pytest_cache", ".mypy_cache",
+    ".git",
+    ".venv*",
+    "build",
+    "dist",
+    "site",
+    "*.egg-info",
+    "__pycache__",
+    "*.so",
+    ".pytest_cache",
+    ".mypy_cache",
 )
 
 
@@ -339,7 +355,9 @@ class Run:
 
 
 def _clean_env() -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV and not key.startswith("AUTONVTX_")}
+    env = {
+        key: value for key, value in os.environ.items() if key not in SCRUBBED_ENV and not key.startswith("AUTONVTX_")
+    }
     return env
 
 
@@ -573,7 +591,9 @@ def _problems(result: SuiteResult, environment: Environment) -> Iterator[str]:
         modules = run.census.get("modules", {})
         if not modules:
             yield f"the {run.mode} run imported none of {', '.join(suite.modules)} (or the plugin did not run)"
-        outside = sorted(name for name, info in modules.items() if info.get("file") and not str(info["file"]).startswith(site))
+        outside = sorted(
+            name for name, info in modules.items() if info.get("file") and not str(info["file"]).startswith(site)
+        )
         if outside:
             yield f"the {run.mode} run imported {', '.join(outside)} from outside the environment, not the installed package"
     if result.plain.census.get("wrapped"):
@@ -660,7 +680,9 @@ def check(
     workdir = workdir or Path(tempfile.mkdtemp(prefix="autonvtx-thirdparty-"))
     results = []
     for suite in suites:
-        result = check_suite(environment, suite, trees[suite.name], workdir / suite.name, tag, quick, trace_too, extra_env)
+        result = check_suite(
+            environment, suite, trees[suite.name], workdir / suite.name, tag, quick, trace_too, extra_env
+        )
         if log is not None:
             log(format_result(result))
         results.append(result)

@@ -3,6 +3,7 @@ PYTHONPATH, so that Python runs it at the start of every child interpreter (site
 `sitecustomize`). It hands over to `autonvtx.autostart.process_startup`, then runs the
 `sitecustomize` this one hides, as OpenTelemetry's and ddtrace's bootstraps do.
 """
+
 from __future__ import annotations
 
 import os

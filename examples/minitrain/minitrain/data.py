@@ -1,4 +1,5 @@
 """Batches of random samples, produced lazily like a data loader."""
+
 import random
 
 

@@ -1,4 +1,5 @@
 """A stack of dense layers written in plain Python."""
+
 import math
 import random
 

@@ -1,4 +1,5 @@
 """Every kind of callable autonvtx wraps or skips, each small enough to reason about."""
+
 import abc
 import asyncio
 import dataclasses

@@ -1,4 +1,5 @@
 """Probe docstring: prints what a program can see of how it was started."""
+
 import os
 import sys
 

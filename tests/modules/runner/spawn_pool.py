@@ -1,4 +1,5 @@
 """Objects defined in __main__ pickle by reference and reach spawned workers."""
+
 import multiprocessing
 import pickle
 

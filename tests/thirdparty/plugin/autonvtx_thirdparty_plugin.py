@@ -8,6 +8,7 @@ It does the same in the plain and the annotated run, so it cannot cause a differ
   the suite was imported from and how many of the functions defined in it are wrapt wrappers
   after the run: evidence of wrapping that does not depend on autonvtx's own reporting.
 """
+
 from __future__ import annotations
 
 import json

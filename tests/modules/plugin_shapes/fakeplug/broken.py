@@ -1,2 +1,3 @@
 """A plugin without activate()."""
+
 TRIGGER = "fakefw"

@@ -1,4 +1,5 @@
 """A plugin for fakefw that uses every wrapping helper of the context."""
+
 TRIGGER = "fakefw"
 
 

@@ -1,4 +1,5 @@
 """A third-party plugin for fakefw: named per layer, options from its config table."""
+
 import os
 
 TRIGGER = "fakefw"
@@ -7,9 +8,7 @@ TRIGGER = "fakefw"
 def activate(framework, context):
     style = context.style(domain=context.options.get("domain", "fake"), color="red")
     prefix = context.options.get("prefix", "")
-    context.wrap_function(
-        framework.Layer, "forward", lambda args, kwargs: f"{prefix}{args[0].name}.forward", style
-    )
+    context.wrap_function(framework.Layer, "forward", lambda args, kwargs: f"{prefix}{args[0].name}.forward", style)
     context.wrap_function(framework.Layer, "make", "Layer.make", style)
     context.wrap_function(framework.Layer, "kind", "Layer.kind", style)
     context.wrap_function(framework, "op", "op", style)
