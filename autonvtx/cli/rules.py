@@ -99,8 +99,16 @@ def export_command(
     if output is None:
         click.echo(text, nl=False)
     else:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        from autonvtx.recorder.trace import write_atomically
+
+        # Written beside, then renamed over: a symbolic link at OUTPUT is replaced, its target
+        # left as it was, as every other writer of autonvtx does.
+        try:
+            write_atomically(output, lambda stream: stream.write(text))
+        except OSError as error:
+            raise click.UsageError(
+                f"-o '{output}': cannot write ({error.strerror or error}); expected a writable file path"
+            ) from None
 
 
 @cli.command("init")
