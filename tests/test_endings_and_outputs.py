@@ -183,3 +183,43 @@ def test_odd_loaders_import_as_under_python(workdir: Path) -> None:
     ]
     done = run_autonvtx("-t", "odd_*", "program.py", cwd=workdir, trace=False)
     assert (done.returncode, done.stdout) == (0, plain.stdout), done.stderr
+
+
+def test_a_plugin_that_calls_sys_exit_is_named_and_the_program_not_started(workdir: Path) -> None:
+    make_file(workdir / "exiting" / "__init__.py", "")
+    make_file(workdir / "exiting" / "plugin.py", "import sys\nsys.exit(5)\n")
+    make_file(workdir / "rules.toml", '[autonvtx]\nplugins = ["exiting.plugin"]\n')
+    make_file(workdir / "program.py", "print('ran')\n")
+    done = run_autonvtx("--config", "rules.toml", "program.py", cwd=workdir, trace=False)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "plugin 'exiting.plugin': importing 'exiting.plugin' called sys.exit(5)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_program_that_empties_sys_meta_path_still_gets_its_trace(workdir: Path) -> None:
+    # Writing the trace imports (a codec): it once failed, status 3 and "unknown encoding: ascii".
+    make_file(workdir / "program.py", "import sys\n\ndef f():\n    return 1\n\nf()\nsys.meta_path.clear()\n")
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    [recording] = read_chrome_trace(done.trace_path)
+    assert [r.name for r in recording.ranges] == ["f"]
+
+
+def test_a_fifo_in_place_of_the_recording_fails_the_write_instead_of_hanging_the_exit(workdir: Path) -> None:
+    # The recorder's open() for writing waited forever for a reader of the FIFO.
+    make_file(
+        workdir / "program.py",
+        """
+        import os
+
+        def f():
+            return 1
+
+        f()
+        os.mkfifo(os.path.join(os.environ["AUTONVTX_RECORD_DIR"], f"{os.getpid()}.anr"))
+        """,
+    )
+    done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir, timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert "could not write this process's events" in done.stderr

@@ -10,6 +10,7 @@ SIGKILL) or that still runs, and the trace and summary say so.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import json
 import os
@@ -17,6 +18,7 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +124,7 @@ class RecordingSession:
         self._finished = True
         interrupted = 0
         try:
-            with shutdown.interruptible():
+            with shutdown.interruptible(), _standard_imports():
                 self._write_outputs(self._directory)
         except (KeyboardInterrupt, shutdown.Interrupted, SystemExit) as stop:
             # Ctrl-C or SIGTERM while writing (or the program's own handler of a signal, ending
@@ -388,6 +390,35 @@ def _record_directory(trace: str | None) -> str | None:
     except OSError:  # taken meanwhile, or not writable: a temporary directory serves
         return None
     return str(directory)
+
+
+@contextlib.contextmanager
+def _standard_imports() -> Iterator[None]:
+    """While the outputs are written: importlib's own finders on sys.meta_path, whatever the
+    program left there. Writing imports (a codec, the exporter's modules); a program that emptied
+    sys.meta_path ends normally under Python, and its trace must be written all the same. The
+    program's list is put back as it was."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    external = sys.modules.get("_frozen_importlib_external")
+    standard = [
+        finder
+        for finder in (
+            getattr(bootstrap, "BuiltinImporter", None),
+            getattr(bootstrap, "FrozenImporter", None),
+            getattr(external, "PathFinder", None),
+        )
+        if finder is not None
+    ]
+    missing = [finder for finder in standard if finder not in sys.meta_path]
+    if not missing:
+        yield
+        return
+    saved = list(sys.meta_path)
+    sys.meta_path.extend(missing)
+    try:
+        yield
+    finally:
+        sys.meta_path[:] = saved
 
 
 def _move_aside(directory: Path, trace: str) -> bool:
