@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import IO
 
 import click
 
@@ -103,8 +104,11 @@ def export_command(
 
         # Written beside, then renamed over: a symbolic link at OUTPUT is replaced, its target
         # left as it was, as every other writer of autonvtx does.
+        def write(stream: IO[str]) -> None:
+            stream.write(text)
+
         try:
-            write_atomically(output, lambda stream: stream.write(text))
+            write_atomically(output, write)
         except OSError as error:
             raise click.UsageError(
                 f"-o '{output}': cannot write ({error.strerror or error}); expected a writable file path"
