@@ -223,3 +223,19 @@ def test_a_fifo_in_place_of_the_recording_fails_the_write_instead_of_hanging_the
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir, timeout=60)
     assert done.returncode == 3, done.stderr
     assert "could not write this process's events" in done.stderr
+
+
+def test_a_region_that_cannot_be_placed_in_many_functions_is_one_warning(workdir: Path) -> None:
+    import pytest
+
+    if sys.version_info < (3, 12):
+        pytest.skip("regions need Python 3.12 (sys.monitoring)")
+    # Most of json's functions hold no loop: a `*:*`-like region once printed a warning for each
+    # (4,951 lines for a 0.09 s program).
+    make_file(workdir / "rules.toml", '[[regions]]\nfunction = "json*:*"\nloop = "first"\n')
+    make_file(workdir / "program.py", "import json\n\nprint(json.dumps([1]))\n")
+    done = run_autonvtx("--config", "rules.toml", "program.py", cwd=workdir, trace=False)
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in done.stderr.splitlines() if "could not be placed" in line or "no loop" in line]
+    assert len(warnings) == 1, done.stderr
+    assert "functions it selects could not be placed" in warnings[0]
