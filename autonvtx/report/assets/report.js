@@ -4,10 +4,10 @@
   "use strict";
   var data = Page.read("page-data");
   var NAME = 0, GROUP = 1, GPU = 2, CPU = 3, KERNELS = 4, MEMOPS = 5, INST = 6, SPAN = 7, HIDDEN = 8, KIDS = 9;
-  // Every row of the chart has room for two lines (a name, then time and share); the root's row
-  // says only the total. The chart is as tall as the tree is deep, and leaves the table at least
-  // TABLE_SHARE of the height below the header, past which the chart scrolls.
-  var ROW = 36, ROOT_ROW = 22, LINE = 15, TABLE_SHARE = 0.36, MIN_TABLE = 150;
+  // Every row of the chart has room for two lines: a name, then time and share. The chart is as
+  // tall as the tree is deep, and leaves the table at least TABLE_SHARE of the height below the
+  // header, past which the chart scrolls.
+  var ROW = 36, ROOT_ROW = ROW, LINE = 15, TABLE_SHARE = 0.36, MIN_TABLE = 150;
   var sizeBy = data.hasGpu ? data.sizeBy : "cpu";
   var chart = document.getElementById("chart");
   var dur = Page.dur, num = Page.num;
