@@ -432,6 +432,7 @@ def test_page_fits_the_window_and_keeps_differing_prefixes(tmp_path: Path) -> No
             # Bare names beside "domain 1:..." (and "nccl:..."): no prefix is shared, none dropped.
             assert "domain 1:ncclGroupEnd" in seen["names"] and "nccl:all_to_all" in seen["names"]
             assert "domain 1:ncclGroupEnd" in seen["labels"] and "in domain" not in seen["summary"]
+            assert seen["cutLabels"] > 0  # narrow boxes' names end in an ellipsis (checked unbroken above)
         # The page follows its window: the tab opened at 1400x900, made larger, redraws to fit.
         first = browser.open(page, *SIZES[0])
         before = browser.evaluate(first, MEASURE)
@@ -527,7 +528,8 @@ DIFF_MEASURE = """(() => {
       .map(th => [th.dataset.column, box(th).left, box(th).right]),
     cutFigures: cells.filter(td => !td.classList.contains("name") && td.scrollWidth > td.clientWidth)
       .map(td => td.textContent),
-    untitledNames: cells.filter(td => td.classList.contains("name") && td.title !== td.textContent).length,
+    untitledNames: cells.filter(td => td.classList.contains("name") && !td.title.endsWith(td.textContent)).length,
+    titles: Array.from(document.querySelectorAll("#table tbody td.range")).map(td => td.title),
     labels: Array.from(document.querySelectorAll("#tree .box .name")).map(n => n.textContent),
     names: Array.from(document.querySelectorAll("#table tbody tr")).map(row => row.dataset.name),
     domain: (document.getElementById("domain") || {textContent: ""}).textContent,
@@ -582,6 +584,8 @@ def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path)
             top, bottom = seen["tree"]
             assert bottom - top > 0.6 * height and bottom <= height  # a long tree scrolls in its pane
             assert seen["domain"] == "" and "domain 1:ncclGroupEnd" in seen["names"]
+            # A name at several places in the tree: each row's title says which place.
+            assert "FlashAttnFunc > flash_attn::_flash_attn_forward" in seen["titles"]
     finally:
         browser.close()
 

@@ -81,7 +81,9 @@
   }
 
   function field(key) { return function (r) { return r[key]; }; }
-  var columns = [{ label: "Range", name: "range", get: field("name") }];
+  // Under --tree a name may sit at several places: its cell's title is its path.
+  var columns = [{ label: "Range", name: "range", get: field("name"),
+                   title: function (r) { return r.path ? r.path.join(" > ") : r.name; } }];
   if (data.rows.some(function (r) { return r.group; })) columns.push({ label: "Group", name: "group", get: field("group") });
   columns.push(
     { label: "Verdict", get: field("verdict") },

@@ -77,7 +77,8 @@ var Page = (function () {
   }
   document.addEventListener("mousemove", function (event) { pointer = [event.clientX, event.clientY]; });
 
-  // columns: [{label, get(row) -> value, show(value) -> text, name: "range"|"group"|... for a name column}]
+  // columns: [{label, get(row) -> value, show(value) -> text, name: "range"|"group"|... for a name
+  // column, title(row) -> its cells' title (the text itself without one)}]
   // Name columns sort A to Z on the first click, figures largest first; order.index -1 keeps the
   // rows in the order given.
   function Table(columns, order, onRow) {
@@ -119,7 +120,7 @@ var Page = (function () {
       self.columns.forEach(function (column) {
         var td = document.createElement("td"), value = column.get(row);
         td.textContent = value === null ? "" : column.show ? column.show(value, row) : value;
-        if (column.name) { td.className = "name " + column.name; td.title = td.textContent; }
+        if (column.name) { td.className = "name " + column.name; td.title = column.title ? column.title(row) : td.textContent; }
         line.appendChild(td);
       });
       self.onRow(line, row);
