@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import fnmatch
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from conftest import make_file, run_autonvtx
 
 from autonvtx.report.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
+from autonvtx.report.shell import asset
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
@@ -91,6 +93,25 @@ def test_page_is_self_contained(tmp_path: Path) -> None:
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)\s*=|@import|url\(|https?://""", text.replace("\\/", "/"))
     assert text.count("<script") == 2  # the data and the script, both inline
+    # The style and script are the package's asset files, inlined whole.
+    for name in ("page.css", "report.css", "page.js", "report.js"):
+        assert asset(name).strip() in text, name
+
+
+def test_every_asset_file_is_package_data() -> None:
+    """The wheel and the sdist carry what [tool.setuptools.package-data] names: every file in
+    report/assets/ must match one of its patterns, or the installed pages would lack it."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    root = Path(__file__).parent.parent
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autonvtx"]
+    assets = sorted(
+        path.relative_to(root / "autonvtx").as_posix() for path in (root / "autonvtx/report/assets").iterdir()
+    )
+    assert {"report/assets/page.js", "report/assets/diff.js", "report/assets/page.css"} <= set(assets)
+    assert [name for name in assets if not any(fnmatch.fnmatch(name, pattern) for pattern in patterns)] == []
 
 
 def test_browser_draws_the_tree_sized_by_gpu_time(tmp_path: Path) -> None:
@@ -726,3 +747,26 @@ def test_names_sort_case_insensitively_in_natural_order(tmp_path: Path, kind: st
         assert browser.evaluate(tab, names) == SORTED[::-1]
     finally:
         browser.close()
+
+
+def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(tmp_path: Path) -> None:
+    page = tmp_path / "by-process.html"
+    produce(ReportRequest(str(TORCH), by="process", strip_ids=True, html=str(page)))
+    rows = """Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 12).map(row =>
+      Array.from(row.children).map(td => td.textContent))"""
+    browser = Browser(tmp_path)
+    try:
+        tab = browser.open(page, *SIZES[0])
+        whole = browser.evaluate(tab, rows.replace(".slice(0, 12)", ""))
+        x, y = box_centre(browser, tab, "python3 (pid 145)", 1)
+        browser.click(tab, x, y)
+        zoomed = browser.evaluate(tab, rows)
+        browser.screenshot(tab, tmp_path / "by-process-zoomed.png")
+    finally:
+        browser.close()
+    # Range, Group, GPU time, GPU %, Kernels, Mem ops, CPU time, Inst, Top kernel: the group's
+    # largest rows, figure for figure as the whole table gives them.
+    assert zoomed and {row[1] for row in zoomed} == {"python3 (pid 145)"}
+    by_key = {(row[0], row[1]): row for row in whole}
+    assert zoomed == [by_key[(row[0], row[1])] for row in zoomed]
+    assert zoomed[0][:3] == ["FlashAttnFunc", "python3 (pid 145)", "128.490 ms"]
