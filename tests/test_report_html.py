@@ -770,3 +770,27 @@ def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(
     by_key = {(row[0], row[1]): row for row in whole}
     assert zoomed == [by_key[(row[0], row[1])] for row in zoomed]
     assert zoomed[0][:3] == ["FlashAttnFunc", "python3 (pid 145)", "128.490 ms"]
+
+
+def test_a_recursion_thousands_deep_draws_scrolls_and_counts_its_nest_once_when_zoomed(tmp_path: Path) -> None:
+    depth = 3000
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": "f", "cat": "d"} for i in range(depth)
+    ]
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    page = tmp_path / "deep.html"
+    produce(ReportRequest(str(trace), html=str(page)))
+    browser = Browser(tmp_path)
+    try:
+        tab = browser.open(page, *SIZES[0])
+        seen = browser.evaluate(tab, MEASURE)
+        check_fits(seen, *SIZES[0])
+        assert seen["chartScrolls"]
+        browser.click(tab, *box_centre(browser, tab, "f", 2))
+        zoomed = browser.evaluate(tab, TABLE)
+    finally:
+        browser.close()
+    # Inside the second f: one row, its time the outermost f's there (5.998 ms), not the sum over
+    # the nest, and every one of the 2,999 instances counted.
+    assert zoomed["rows"] == {"f": ["f", "5.998 ms", "2,999"]}
