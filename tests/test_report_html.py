@@ -761,6 +761,9 @@ def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(
         x, y = box_centre(browser, tab, "python3 (pid 145)", 1)
         browser.click(tab, x, y)
         zoomed = browser.evaluate(tab, rows)
+        label = browser.evaluate(
+            tab, """document.querySelector('.box[data-name="FlashAttnFunc"][data-depth="1"]').textContent"""
+        )
         browser.screenshot(tab, tmp_path / "by-process-zoomed.png")
     finally:
         browser.close()
@@ -770,6 +773,8 @@ def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(
     by_key = {(row[0], row[1]): row for row in whole}
     assert zoomed == [by_key[(row[0], row[1])] for row in zoomed]
     assert zoomed[0][:3] == ["FlashAttnFunc", "python3 (pid 145)", "128.490 ms"]
+    # Its share as its box gives it, rounded once.
+    assert zoomed[0][3] == "23.7%" and label.endswith("128.490 ms \u00b7 23.7%")
 
 
 def test_a_recursion_thousands_deep_draws_scrolls_and_counts_its_nest_once_when_zoomed(tmp_path: Path) -> None:

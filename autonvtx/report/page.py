@@ -148,7 +148,7 @@ def _row(report: Report, row: Row) -> list[Any]:
         label(row.domain, row.name),
         row.group,
         row.work.gpu_ns,
-        round(100 * share(report, row.work.gpu_ns), 2),
+        round(100 * share(report, row.work.gpu_ns), 6),  # rounded once, where shown (as the chart's)
         row.work.kernels,
         row.work.memcpy + row.work.memset,
         row.cpu_ns,

@@ -177,7 +177,7 @@
       for (var k = kids.length - 1; k >= 0; k--) stack.push([kids[k], inner, false]);
     }
     var rows = Array.from(found.values());
-    rows.forEach(function (row) { row[3] = data.totals.gpu_ns ? Math.round(10000 * row[2] / data.totals.gpu_ns) / 100 : 0; });
+    rows.forEach(function (row) { row[3] = data.totals.gpu_ns ? 100 * row[2] / data.totals.gpu_ns : 0; });
     return { rows: rows, hidden: hidden };
   }
 
