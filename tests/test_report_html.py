@@ -597,6 +597,18 @@ def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path)
             seen = browser.evaluate(browser.open(shop, width, height), DIFF_MEASURE)
             check_diff_fits(seen, width, height)
             assert seen["domain"] == "all ranges in domain shop"
+            # Hovering a range of the tree describes it: its path, verdict and both sides.
+            tab = browser.open(shop, width, height)
+            centre = browser.evaluate(
+                tab,
+                """(() => { const r = document.querySelector('#tree .box[data-path="checkout > work"]')
+                  .getBoundingClientRect(); return [r.left + 30, r.top + r.height / 2]; })()""",
+            )
+            browser.mouse(tab, "mouseMoved", *centre)
+            tip = browser.evaluate(
+                tab, "document.getElementById('tip').hidden ? '' : document.getElementById('tip').textContent"
+            )
+            assert tip.split("\n")[:2][0] == "checkout > work" and tip.split("\n")[1].startswith("same (cpu time): ")
             assert set(seen["names"]) == set(seen["labels"]) == {"checkout", "work"}
             tab = browser.open(torch, width, height)
             seen = browser.evaluate(tab, DIFF_MEASURE)
@@ -712,7 +724,9 @@ def test_zoom_filters_the_table_to_the_subtree_and_the_tooltip_follows(tmp_path:
             assert zoomed["rows"]["work"][1] == js_duration(sum(node["cpu_ns"] for node in work_in_serve))
             assert zoomed["rows"]["serve"][1] == js_duration(serve["cpu_ns"])
             assert zoomed["caption"].startswith("Inside main > serve: 5 range name(s)")
-            # Back to the whole tree from the breadcrumbs: the whole table again.
+            # Escape zooms out one level; the breadcrumbs lead back to the whole tree and table.
+            browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Escape"}, tab)
+            assert browser.evaluate(tab, TABLE)["crumbs"] == "all ranges > main"
             browser.evaluate(tab, "document.querySelector('#crumbs span').click()")
             again = browser.evaluate(tab, TABLE)
             assert again["rows"] == whole["rows"] and again["caption"] == ""

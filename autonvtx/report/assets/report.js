@@ -261,6 +261,13 @@
     });
   }
 
+  // Escape zooms out one level, as the breadcrumbs do.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || focus.length < 2) return;
+    focus = focus.slice(0, -1);
+    render();
+  });
+
   header();
   render();
   var pending = false;
