@@ -813,3 +813,13 @@ def test_a_recursion_thousands_deep_draws_scrolls_and_counts_its_nest_once_when_
     # Inside the second f: one row, its time the outermost f's there (5.998 ms), not the sum over
     # the nest, and every one of the 2,999 instances counted.
     assert zoomed["rows"] == {"f": ["f", "5.998 ms", "2,999"]}
+
+
+def test_embedded_json_reads_back_the_same_with_nothing_a_script_element_could_see() -> None:
+    from autonvtx.report.shell import json_text, script_json
+
+    data = {"names": [name for name in HOSTILE if "\ud800" not in name], "<key>": "</script>"}
+    embedded = script_json(json_text(data))
+    assert not re.search("[<>&\u2028\u2029]", embedded)
+    assert json.loads(embedded) == data
+    assert json.loads(script_json(json_text(["a\ud800b"]))) == ["a\ufffdb"]
