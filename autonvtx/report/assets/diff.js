@@ -24,7 +24,7 @@
     part(data.test, "test").id = "test";
     var legend = document.getElementById("legend");
     Object.keys(data.counts).forEach(function (verdict) {
-      part(data.counts[verdict] + " " + verdict, verdict);
+      part(data.counts[verdict] + " " + verdict, "count " + verdict);
     });
     VERDICTS.concat(Object.keys(data.counts).filter(function (v) { return VERDICTS.indexOf(v) < 0; }))
       .forEach(function (verdict) {
