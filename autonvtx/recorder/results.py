@@ -133,10 +133,10 @@ def window_notes(outside: Mapping[int, int]) -> list[str]:
     ]
 
 
-def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
+def damage_notes(damage: Mapping[int, tuple[int, int, int, int]]) -> list[str]:
     """What a damaged recording lost: every event before the damage is in the outputs."""
     notes = []
-    for pid, (records, skipped, entries) in sorted(damage.items()):
+    for pid, (records, skipped, entries, times) in sorted(damage.items()):
         parts = []
         if records:
             parts.append(
@@ -145,6 +145,11 @@ def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
             )
         if entries:
             parts.append(f"{count_text(entries, 'registry entry', 'registry entries')} with an impossible id")
+        if times:
+            parts.append(
+                f"{count_text(times, 'record', 'records')} with an impossible time (before its thread's previous "
+                "one, or after the file's last write) left out"
+            )
         if skipped and not records:
             parts.append("a last section cut short")
         notes.append(

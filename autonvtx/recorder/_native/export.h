@@ -184,7 +184,15 @@ typedef struct exporter {
     /* What a damaged file lost: records where a section stopped being readable (the rest of
        that section is skipped), the bytes skipped, and registry entries rejected. */
     uint64_t corrupt_records, skipped_bytes, bad_entries;
+    /* Records with a time no recorder writes (before the thread's previous one, or past the
+       file's last write by more than TIME_SLACK_NS): left out, each alone. */
+    uint64_t impossible_times;
+    uint64_t latest_write_ns; /* the latest SPILL's time (0: none): no event is later */
 } exporter;
+
+/* How far past the file's last recorded write an event may lie: a process that died before
+   writing its last SPILL section has events after the previous one (seconds apart). */
+#define TIME_SLACK_NS (3600ull * 1000000000ull)
 
 enum { I_RANGES, I_MARKS, I_OPEN, I_UNMATCHED, I_FIRST, I_LAST, I_FLUSH, I_ENDED };
 
@@ -193,7 +201,7 @@ EXPORT void* autonvtx_export_new(const char* json_path, const char* pftrace_path
                                  uint64_t skip_first);
 EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, uint64_t info[8]);
 EXPORT uint64_t autonvtx_export_outside(void* handle);
-EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[3]);
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[4]);
 EXPORT int autonvtx_export_close(void* handle);
 EXPORT void autonvtx_export_free(void* handle);
 EXPORT size_t autonvtx_export_rows(void* handle);
