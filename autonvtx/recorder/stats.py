@@ -44,15 +44,17 @@ class RangeStats:
 
     domain: str
     name: str
-    count: int
+    count: int  # every instance, nested ones included
+    # The time inside the row's instances, an instance nested in another of the same row on its
+    # thread (recursion) counted once: cProfile's cumulative time. Start/end ranges each count.
     total_ns: int
-    self_ns: int  # total minus the time spent in ranges nested directly inside
-    mean_ns: float
+    self_ns: int  # every instance's time minus that of the ranges nested directly inside it
+    mean_ns: float  # mean, median, min, max, stddev: over every instance's own duration
     median_ns: float
     min_ns: int
     max_ns: int
     stddev_ns: float  # sample standard deviation (n - 1), as nsys reports it; 0 for one instance
-    percent: float  # share of the sum of all totals (nsys's Time %: nested ranges count twice)
+    percent: float  # share of the sum of all rows' totals (ranges of other rows nested inside count again)
     open_count: int  # instances still open when the process exited
     wall_percent: float = 0.0  # share of the recorded wall time (first range start to last end)
     group: str = ""  # with --by: the process, rank or thread the row belongs to
