@@ -30,6 +30,7 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     from autonvtx.recorder.stats import arrange_saying, summary_notes, unshaped
     from autonvtx.report.profile import recording_stats
     from autonvtx.report.render import write_summary
+    from autonvtx.report.table import terminal_width
     from autonvtx.report.text import stats_text, use_color
 
     if not os.path.exists(trace):
@@ -42,7 +43,10 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
     notes = summary_notes(recordings) + ([empty] if empty else [])
     if output is None:
-        click.echo(stats_text(stats, notes=notes, color=use_color(sys.stdout), empty=empty), nl=False)
+        shown = stats_text(
+            stats, notes=notes, color=use_color(sys.stdout), empty=empty, width=terminal_width(sys.stdout)
+        )
+        click.echo(shown, nl=False)
     else:
         write_summary(stats, output, notes=notes, empty=empty)
         if empty:

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
 from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
-from autonvtx.report.diffformats import FORMATTERS
+from autonvtx.report.diffformats import FORMATTERS, format_text
 from autonvtx.report.gather import Job, Progress, gather, show_progress
-from autonvtx.report.render import check_writable, format_of, write_text_file
+from autonvtx.report.render import check_output_paths, format_of, write_text_file
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class DiffRequest:
     group: str = "name"
     skip_first: int = 0
     each: bool = False  # compare per recorded name; else by names with numbers as {n}, as report shows them
+    width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
     rows = order_rows(diff.rows, check_diff_sort(request.sort), request.pattern, request.top, request.tree)
     fmt = request.fmt or (format_of("-o", request.output) if request.output else "text")
-    text = FORMATTERS[fmt](diff, rows)
+    text = format_text(diff, rows, request.width) if fmt == "text" else FORMATTERS[fmt](diff, rows)
     if request.html is not None:
         from autonvtx.report.diffpage import render_diff_page
 
@@ -90,8 +91,7 @@ def produce_diff(request: DiffRequest) -> DiffResult:
 
 
 def _check_output_paths(request: DiffRequest) -> None:
-    for option, path in (("-o", request.output), ("--html", request.html)):
-        check_writable("diff", option, path)
+    check_output_paths("diff", [("-o", request.output), ("--html", request.html)], fmt=request.fmt)
 
 
 def _write(path: str, text: str) -> None:

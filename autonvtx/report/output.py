@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from dataclasses import dataclass
 
@@ -12,7 +11,7 @@ from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange
 from autonvtx.report import data, text
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
-from autonvtx.report.render import check_writable, format_of, write_text_file
+from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.views import Shaping, shape_rows, shape_tree
 
 
@@ -35,6 +34,7 @@ class ReportRequest:
     skip_first: int = 0
     terminal: bool = False  # the table goes to a terminal: without --top, the first TERMINAL_TOP rows
     each: bool = False  # a row per recorded name (numbers not folded into {n})
+    width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
 
 
 # A profile can hold tens of thousands of range names (torch's per-call op ids): a terminal
@@ -80,7 +80,11 @@ def produce(request: ReportRequest) -> str | None:
         if report.rows and not rows and request.pattern is not None:
             _say_empty(report, no_match_message(request.pattern, request.each))
         tree = shape_tree(report.tree, shaping) if request.tree else None
-        content = _RENDERERS[fmt](report, rows, tree)
+        content = (
+            text.report_text(report, rows, tree, width=request.width)
+            if fmt == "text"
+            else _RENDERERS[fmt](report, rows, tree)
+        )
         page_tree = None
     if report.empty is not None and (request.output is not None or fmt != "text"):
         print(f"autonvtx: {report.empty}", file=sys.stderr)  # the table's own line says it only in text
@@ -123,7 +127,7 @@ def _recording_outputs(
     rows = [row_of(s) for s in flat]
     tree = tree_of(tree_stats) if tree_stats or request.tree else []
     if fmt == "text":
-        content = text.report_text(report, rows, stats=tree_stats if request.tree else flat)
+        content = text.report_text(report, rows, stats=tree_stats if request.tree else flat, width=request.width)
     else:
         content = _RENDERERS[fmt](report, rows, tree if request.tree else None)
     return content, rows, tree
@@ -139,13 +143,4 @@ _RENDERERS = {"text": text.report_text, "csv": data.report_csv, "json": data.rep
 
 def _check_output_paths(request: ReportRequest) -> None:
     """Fail before the (possibly long) read when an output cannot be written."""
-    for option, path in (("-o", request.output), ("--html", request.html)):
-        check_writable("report", option, path)
-    if (
-        request.html is not None
-        and request.output is not None
-        and os.path.abspath(request.html) == os.path.abspath(request.output)
-    ):
-        raise UsageError(f"report: -o and --html name the same file '{request.output}'; expected two paths")
-    if request.output is not None and request.fmt is None:
-        format_of("report: -o", request.output)
+    check_output_paths("report", [("-o", request.output), ("--html", request.html)], fmt=request.fmt)

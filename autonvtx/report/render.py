@@ -17,6 +17,7 @@ from autonvtx.recorder.outputs import SUMMARY_SUFFIXES
 from autonvtx.recorder.stats import RangeStats
 from autonvtx.recorder.trace import write_atomically
 from autonvtx.report import data, text
+from autonvtx.report.table import terminal_width
 
 StrPath = Union[str, "os.PathLike[str]"]
 FORMATS = ("text", "csv", "json")
@@ -59,11 +60,31 @@ def write_summary(
     """
     target = os.fspath(destination)
     if target == "-":
-        sys.stderr.write(text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr), empty=empty))
+        width = terminal_width(sys.stderr)
+        sys.stderr.write(
+            text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr), empty=empty, width=width)
+        )
         sys.stderr.flush()
         return
     form = FORMAT_OF_SUFFIX.get(os.path.splitext(target)[1].lower(), "text")
     write_text_file(target, render_stats(stats, form, notes=notes, empty=empty))
+
+
+def check_output_paths(command: str, outputs: Sequence[tuple[str, str | None]], *, fmt: str | None = None) -> None:
+    """Every output a command was given, checked before any input is read (reading can take
+    minutes): each writable, no two the same file, and a table file's extension a form it is
+    written in unless --format says which. `outputs`: (option, path or None) pairs, the table's
+    option (-o) first."""
+    named = [(option, path) for option, path in outputs if path is not None]
+    for option, path in named:
+        check_writable(command, option, path)
+    seen: dict[str, str] = {}
+    for option, path in named:
+        other = seen.setdefault(os.path.abspath(path), option)
+        if other != option:
+            raise UsageError(f"{command}: {other} and {option} name the same file '{path}'; expected two paths")
+    if outputs and outputs[0][1] is not None and fmt is None:
+        format_of(f"{command}: {outputs[0][0]}", outputs[0][1])
 
 
 def check_writable(command: str, option: str, path: str | None) -> None:
