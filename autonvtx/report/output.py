@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
@@ -45,6 +48,26 @@ TERMINAL_TOP = 30
 def produce(request: ReportRequest) -> str | None:
     """Write the outputs asked for; return the text for standard output (None when -o took it)."""
     _check_output_paths(request)
+    with without_cycle_collection():
+        return _produce(request)
+
+
+@contextmanager
+def without_cycle_collection() -> Iterator[None]:
+    """The cyclic garbage collector paused while a report is built: a per-name report allocates
+    tens of thousands of rows, cells and strings that form no cycles, and each allocation burst
+    made the collector walk every object again (a third of `report --each`'s CPU time on the
+    two-GPU export). Reference counting still frees everything; the collector resumes after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _produce(request: ReportRequest) -> str | None:
     fmt = request.fmt or (format_of("report: -o", request.output) if request.output else "text")
     report = read_profile(
         request.profile,
@@ -54,6 +77,7 @@ def produce(request: ReportRequest) -> str | None:
             each=request.each,
             group=request.group,
             skip_first=request.skip_first,
+            tree=request.tree or request.html is not None,
         ),
     )
     if report.kind == "nsys" and (request.group != "name" or request.skip_first):

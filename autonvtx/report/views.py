@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -62,7 +62,9 @@ def _work(totals: list[int]) -> Work:
     return Work(*totals[WORK : WORK + len(WORK_FIELDS)])
 
 
-def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Callable[[object], str]) -> list[Row]:
+def build_rows(
+    tally: Tally, domain_name: Callable[[int], str], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
+) -> list[Row]:
     """One row per (group, domain, name); nested instances of a name count once."""
     rows: dict[tuple[str, int], Row] = {}
     for node, key in enumerate(tally.key):
@@ -84,11 +86,13 @@ def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Cal
             repeated = tally.repeated.get(node)
             if repeated is not None:
                 row.work.add(Work(*(-value for value in repeated)))
-    _add_top_kernels(tally, rows, kernel_name)
+    _add_top_kernels(tally, rows, kernel_names)
     return list(rows.values())
 
 
-def _add_top_kernels(tally: Tally, rows: dict[tuple[str, int], Row], kernel_name: Callable[[object], str]) -> None:
+def _add_top_kernels(
+    tally: Tally, rows: dict[tuple[str, int], Row], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
+) -> None:
     """Each kernel counts for every distinct name enclosing the range that launched it."""
     per_row: dict[tuple[str, int], dict[object, list[int]]] = {}
     parent, key, shadowed, group = tally.parent, tally.key, tally.shadowed, tally.group
@@ -104,16 +108,15 @@ def _add_top_kernels(tally: Tally, rows: dict[tuple[str, int], Row], kernel_name
                     seen[0] += count
                     seen[1] += ns
             walk = parent[walk]
-    names: dict[object, str] = {}
+    chosen: list[tuple[Row, list[tuple[object, list[int]]]]] = []
     for slot, kernels in per_row.items():
         row = rows.get(slot)
-        if row is None:
-            continue
-        best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
-        for kernel, (count, ns) in best:
-            if kernel not in names:
-                names[kernel] = kernel_name(kernel)
-            row.top_kernels.append(KernelShare(names[kernel], count, ns))
+        if row is not None:
+            best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+            chosen.append((row, best))
+    names = kernel_names({kernel for _, best in chosen for kernel, _ in best})
+    for row, best in chosen:
+        row.top_kernels.extend(KernelShare(names[kernel], count, ns) for kernel, (count, ns) in best)
 
 
 def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode]:
