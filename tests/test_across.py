@@ -239,3 +239,15 @@ def test_names_are_whole_in_a_file_and_fit_a_terminal() -> None:
     table = fitted.split("\n\n", 1)[1].splitlines()
     assert all(len(line) <= 140 for line in table), [line for line in table if len(line) > 140]
     assert any(line.endswith("op_id = {n}") and "..." in line for line in table)  # the end kept
+
+
+def test_every_sort_key_of_the_ranks_view_is_accepted_and_others_refused_in_one_line() -> None:
+    for sort in ("imbalance", "lost", "max", "median", "min", "kernels", "count", "name"):
+        done = cli("report", TORCH, "--across", "ranks", "--sort", sort, "--top", "3", "--format", "json")
+        assert done.returncode == 0, (sort, done.stderr)
+    lost = json.loads(cli("report", TORCH, "--across", "ranks", "--sort", "lost", "--format", "json").stdout)
+    assert [r["lost_ns"] for r in lost["ranges"]] == sorted((r["lost_ns"] for r in lost["ranges"]), reverse=True)
+    for sort in ("self", "mean", "span", "memcpy"):
+        done = cli("report", "missing-a.sqlite", "missing-b.sqlite", "--across", "ranks", "--sort", sort)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (sort, done.stderr)
+        assert f"--sort: the ranks side by side (--across ranks) has no figures for '{sort}'" in done.stderr

@@ -83,9 +83,10 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
             spans[title] = (min(first, r.start_ns), max(last, r.end_ns))
             groups.setdefault(title, []).append((key, r, self_ns, outermost))
     rows: list[RangeStats] = []
-    grand_total = sum(r.end_ns - r.start_ns for entries in groups.values() for _, r, _, outer in entries if outer)
     for title, entries in groups.items():
         wall = spans[title][1] - spans[title][0]
+        # Time % within the group, as % Wall is: each --by table stands on its own.
+        grand_total = sum(r.end_ns - r.start_ns for _, r, _, outer in entries if outer)
         by_key: dict[_Key, list[tuple[Range, int, bool]]] = {}
         for key, r, self_ns, outermost in entries:
             by_key.setdefault(key, []).append((r, self_ns, outermost))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.across import Spread, SpreadRow
@@ -142,10 +142,3 @@ def format_csv(view: Spread, rows: Sequence[SpreadRow]) -> str:
         found = record(row)
         writer.writerow(["" if found.get(column) is None else found[column] for column in columns])
     return buffer.getvalue()
-
-
-FORMATTERS: dict[str, Callable[[Spread, Sequence[SpreadRow]], str]] = {
-    "text": format_text,
-    "csv": format_csv,
-    "json": format_json,
-}

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.errors import UsageError
+from autonvtx.recorder.stats import SPREAD_SORTS, check_sort
 from autonvtx.report.across import order_spread, spread
-from autonvtx.report.acrossformats import FORMATTERS, format_text
 from autonvtx.report.gather import Job, Progress, gather, show_progress
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.renderers import AcrossDocument, Rendering, render
 from autonvtx.report.table import terminal_width
 
 
@@ -37,9 +38,7 @@ def produce_across(request: AcrossRequest) -> str:
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     view = spread(summaries, request.pattern)
     rows = order_spread(view.rows, request.sort, request.top)
-    if request.fmt == "text":
-        return format_text(view, rows, request.width)
-    return FORMATTERS[request.fmt](view, rows)
+    return render("across", request.fmt, AcrossDocument(view, rows), Rendering(width=request.width))
 
 
 def report_across(
@@ -66,6 +65,8 @@ def report_across(
         if value:
             raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
     check_output_paths("report", [("-o", output)], fmt=fmt)
+    if view.get("sort") is not None:
+        check_sort(view["sort"], SPREAD_SORTS, "the ranks side by side (--across ranks)")
     chosen = fmt or (format_of("-o", output) if output else "text")
     text = produce_across(
         AcrossRequest(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.diff import Diff, DiffRow, Side
@@ -210,10 +210,3 @@ def format_csv(diff: Diff, rows: Sequence[DiffRow]) -> str:
             ]
         )
     return buffer.getvalue()
-
-
-FORMATTERS: dict[str, Callable[[Diff, Sequence[DiffRow]], str]] = {
-    "text": format_text,
-    "csv": format_csv,
-    "json": format_json,
-}

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
 from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange_saying, check_sort, no_match_message
-from autonvtx.report import data, text
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.renderers import Rendering, ReportDocument, render
 from autonvtx.report.views import Shaping, shape_rows, shape_tree
 
 
@@ -80,6 +80,8 @@ def _produce(request: ReportRequest) -> str | None:
             tree=request.tree or request.html is not None,
         ),
     )
+    if report.kind == "autonvtx" and request.by == "gpu":
+        raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
     if report.kind == "nsys" and (request.group != "name" or request.skip_first):
         option = "--group" if request.group != "name" else "--skip-first"
         raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
@@ -104,21 +106,16 @@ def _produce(request: ReportRequest) -> str | None:
         if report.rows and not rows and request.pattern is not None:
             _say_empty(report, no_match_message(request.pattern, request.each))
         tree = shape_tree(report.tree, shaping) if request.tree else None
-        content = (
-            text.report_text(report, rows, tree, width=request.width)
-            if fmt == "text"
-            else _RENDERERS[fmt](report, rows, tree)
-        )
+        content = render("report", fmt, ReportDocument(report, rows, tree), Rendering(width=request.width))
         page_tree = None
     if report.empty is not None and (request.output is not None or fmt != "text"):
         print(f"autonvtx: {report.empty}", file=sys.stderr)  # the table's own line says it only in text
     if request.html is not None:
-        from autonvtx.report.page import render_page
-
         size_by = request.html_by if report.has_gpu else "cpu"
         if page_tree is None:
             page_tree = shape_tree(report.tree, Shaping(sort=size_by, pattern=request.pattern))
-        write_text_file(request.html, render_page(report, rows, page_tree, size_by))
+        page = render("report", "html", ReportDocument(report, rows, page_tree), Rendering(size_by=size_by))
+        write_text_file(request.html, page)
     if request.output is None:
         return head + content
     write_text_file(request.output, content)
@@ -150,19 +147,14 @@ def _recording_outputs(
     )
     rows = [row_of(s) for s in flat]
     tree = tree_of(tree_stats) if tree_stats or request.tree else []
-    if fmt == "text":
-        content = text.report_text(report, rows, stats=tree_stats if request.tree else flat, width=request.width)
-    else:
-        content = _RENDERERS[fmt](report, rows, tree if request.tree else None)
+    document = ReportDocument(report, rows, tree if request.tree else None, tree_stats if request.tree else flat)
+    content = render("report", fmt, document, Rendering(width=request.width))
     return content, rows, tree
 
 
 def _say_empty(report: Report, why: str) -> None:
     report.empty = why
     report.notes.append(why)
-
-
-_RENDERERS = {"text": text.report_text, "csv": data.report_csv, "json": data.report_json}
 
 
 def _check_output_paths(request: ReportRequest) -> None:

@@ -16,7 +16,8 @@ from autonvtx.probe import cannot_create_in
 from autonvtx.recorder.outputs import SUMMARY_SUFFIXES
 from autonvtx.recorder.stats import RangeStats
 from autonvtx.recorder.trace import write_atomically
-from autonvtx.report import data, text
+from autonvtx.report import text
+from autonvtx.report.renderers import Rendering, SummaryDocument, render
 from autonvtx.report.table import terminal_width
 
 StrPath = Union[str, "os.PathLike[str]"]
@@ -39,13 +40,7 @@ def render_stats(
 ) -> str:
     """The statistics table in `form` ("text", "csv" or "json"); `empty`: why it has no rows
     (in the JSON form, among the notes)."""
-    if form == "csv":
-        return data.stats_csv(stats)
-    if form == "json":
-        return data.stats_json(
-            stats, notes=list(notes) + ([empty] if empty and not stats and empty not in notes else [])
-        )
-    return text.stats_text(stats, notes=notes, color=color, empty=empty)
+    return render("summary", form, SummaryDocument(stats, notes, empty), Rendering(color=color))
 
 
 def write_summary(
@@ -60,10 +55,8 @@ def write_summary(
     """
     target = os.fspath(destination)
     if target == "-":
-        width = terminal_width(sys.stderr)
-        sys.stderr.write(
-            text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr), empty=empty, width=width)
-        )
+        shown = Rendering(width=terminal_width(sys.stderr), color=text.use_color(sys.stderr))
+        sys.stderr.write(render("summary", "text", SummaryDocument(stats, notes, empty), shown))
         sys.stderr.flush()
         return
     form = FORMAT_OF_SUFFIX.get(os.path.splitext(target)[1].lower(), "text")
