@@ -174,9 +174,10 @@ def share(report: Report, ns: int) -> float:
 
 def _gpu_cells(report: Report, item: Row | TreeNode) -> list[str]:
     work = item.work
+    gpu_ns = work.kernel_ns + work.memcpy_ns + work.memset_ns
     return [
-        format_duration(work.gpu_ns),
-        f"{100 * share(report, work.gpu_ns):.1f}%",
+        format_duration(gpu_ns),
+        f"{100 * share(report, gpu_ns):.1f}%",
         f"{work.kernels:,}",
         f"{work.memcpy + work.memset:,}",
         format_duration(item.span_ns),
