@@ -74,7 +74,8 @@ def build_table(
     """The header, a rule and a line per row: figure columns aligned right (the first left with
     `left_first`), then the name, cut in its middle to what `width` leaves (None: never cut).
     `paint` may color a figure cell; `header_paint` the header line."""
-    widths = [max([len(h)] + [len(line.cells[i]) for line in lines]) for i, h in enumerate(headers)]
+    columns = list(zip(*(line.cells for line in lines))) or [()] * len(headers)
+    widths = [max(len(h), max(map(len, column), default=0)) for h, column in zip(headers, columns)]
     used = sum(widths) + len(GAP) * len(widths)
     room = None if width is None else max(width - used, MIN_NAME)
 
