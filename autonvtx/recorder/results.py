@@ -21,6 +21,7 @@ from autonvtx.recorder.stats import (
     ViewOptions,
     arrange_saying,
     count_text,
+    dropped_note,
     from_exporter_rows,
     group_title,
     unshaped,
@@ -164,10 +165,7 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
     notes: list[str] = []
     dropped = sum(r.dropped_events for r in recordings)
     if dropped:
-        notes.append(
-            f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory "
-            "bound was hit; the counts are low (raise --buffer-mb)"
-        )
+        notes.append(dropped_note(dropped))
     discarded = sum(r.discarded_events for r in recordings)
     if discarded:
         notes.append(

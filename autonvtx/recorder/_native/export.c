@@ -218,6 +218,7 @@ static void reset_file_state(exporter* x)
         free(x->threads[i].seen_cats);
         u64map_free(&x->threads[i].tops);
         u64map_free(&x->threads[i].instances);
+        u64map_free(&x->threads[i].open_rows);
     }
     free(x->threads);
     u64map_free(&x->thread_at);
