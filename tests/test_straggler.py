@@ -157,3 +157,46 @@ def test_skipped_ranges_are_never_the_function(skip: bool) -> None:
     found = find_straggler(timelines, (lambda name: name.startswith("nccl:")) if skip else (lambda _n: False))
     assert found is not None
     assert found.function == ("step" if skip else "nccl:all_reduce")
+
+
+# One Nsight Systems capture of the whole job: the launcher and both ranks
+
+
+def test_one_capture_of_a_job_labels_ranks_by_rank_and_leaves_the_launcher_out(tmp_path: Path) -> None:
+    from nsys_support import nsys_or_skip, run_profile
+
+    nsys_or_skip()
+    (tmp_path / "pipes").mkdir()
+    launcher = Path(__file__).parent / "straggler_launch.py"
+    profiled = run_profile("-o", "job", "-t", "__main__", str(launcher), str(tmp_path / "pipes"), "data", cwd=tmp_path)
+    assert profiled.returncode == 0, profiled.stdout + profiled.stderr
+    document = across_json(str(tmp_path / "job.sqlite"))
+    assert document["ranks"] == ["rank 0", "rank 1"]  # by rank, not pid; the launcher is no rank
+    assert any(note.startswith("left out, holding no rank: pid ") for note in document["notes"])
+    straggler = document["straggler"]
+    assert (straggler["rank"], straggler["function"], straggler["sync_range"]) == (
+        "rank 1",
+        "autonvtx:load_batch",
+        "autonvtx:backward",
+    )
+    # The launcher's own range (it waits for the ranks the whole run) is in no rank's row.
+    assert "autonvtx:launch" not in {row["name"] for row in document["ranges"]}
+
+
+def test_one_recording_of_a_job_leaves_the_launcher_out(tmp_path: Path) -> None:
+    (tmp_path / "pipes").mkdir()
+    launcher = Path(__file__).parent / "straggler_launch.py"
+    trace = tmp_path / "job.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "run", "--trace", str(trace), "-t", "__main__", str(launcher)]
+        + [str(tmp_path / "pipes"), "data"],
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    document = across_json(str(trace))
+    assert document["ranks"] == ["rank 0", "rank 1"]
+    assert any(note.startswith("left out, holding no rank: process ") for note in document["notes"])
+    assert (document["straggler"]["rank"], document["straggler"]["function"]) == ("rank 1", "autonvtx:load_batch")

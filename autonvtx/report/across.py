@@ -133,19 +133,32 @@ def rank_labels(summaries: Sequence[Summary]) -> list[dict[str, str]]:
     return mapped
 
 
+def _without_rank(mapped: list[dict[str, str]]) -> set[str]:
+    """Labels of processes that hold no rank, where others do: left out of the view (a launcher
+    captured with its ranks is not a rank; its time would make it the slowest)."""
+    labels = {label for labels in mapped for label in labels.values()}
+    if not any(label.startswith("rank ") for label in labels):
+        return set()
+    return {label for label in labels if not label.startswith("rank ")}
+
+
 def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
     has_gpu = any(s.has_gpu for s in summaries)
     per_name: dict[str, dict[str, tuple[Measures, Overlap | None]]] = {}
     ranks: set[str] = set()
     timelines: dict[str, Timeline] = {}
-    for summary, labels in zip(summaries, rank_labels(summaries)):
+    mapped = rank_labels(summaries)
+    left_out = _without_rank(mapped)
+    for summary, labels in zip(summaries, mapped):
         for group, timeline in summary.timelines.items():
-            if group in labels:
+            if group in labels and labels[group] not in left_out:
                 timelines.setdefault(labels[group], Timeline()).merge(timeline)
         for (group, name), measures in summary.ranges.items():
             if pattern is not None and not name_matches(name, pattern):
                 continue
             rank = labels[group]
+            if rank in left_out:
+                continue
             ranks.add(rank)
             per_name.setdefault(name, {})[rank] = (measures, summary.overlap.get((group, name)))
     rows = []
@@ -159,6 +172,12 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
         rows.append(SpreadRow(name, "gpu" if uses_gpu else "cpu", values))
     ordered = sorted(ranks, key=group_order)
     notes = []
+    if left_out:
+        notes.append(
+            f"left out, holding no rank: {', '.join(sorted(left_out, key=group_order))} (a launcher, or a "
+            "process of the job that is not one of its ranks); ranks are the processes whose launcher gave "
+            "them one (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"
+        )
     if len(ordered) < 2:
         notes.append(
             f"only one rank found ({ordered[0] if ordered else 'none'}): nothing to compare across; "
