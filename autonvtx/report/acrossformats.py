@@ -12,7 +12,7 @@ from autonvtx.report.across import Spread, SpreadRow
 from autonvtx.report.gather import describe
 from autonvtx.report.text import format_duration, named_table, printable
 
-SCHEMA = "autonvtx-across-ranks/1"
+SCHEMA = "autonvtx-across-ranks/2"  # 2: the straggler names its function and why
 WIDTH = 110
 
 
