@@ -200,3 +200,31 @@ def test_one_recording_of_a_job_leaves_the_launcher_out(tmp_path: Path) -> None:
     assert document["ranks"] == ["rank 0", "rank 1"]
     assert any(note.startswith("left out, holding no rank: process ") for note in document["notes"])
     assert (document["straggler"]["rank"], document["straggler"]["function"]) == ("rank 1", "autonvtx:load_batch")
+
+
+# A real DistributedDataParallel job (gloo, CPU) under torchrun
+
+
+def test_a_ddp_job_names_the_rank_with_the_slow_data_loader(tmp_path: Path) -> None:
+    """tests/straggler_ddp.py: rank 1 loads its batches 50 ms slower; rank 0 waits in backward's all-reduce."""
+    pytest.importorskip("torch")
+    pytest.importorskip("torch.distributed.run")
+    env = autonvtx_env(OMP_NUM_THREADS="1")
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])  # torchrun finds autonvtx
+    job = Path(__file__).parent / "straggler_ddp.py"
+    launch = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python"]
+        + ["autonvtx", "run", "--trace", "t.{rank}.json", "-t", "__main__", str(job)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert launch.returncode == 0, launch.stderr
+    straggler = across_json(str(tmp_path / "t.0.json"), str(tmp_path / "t.1.json"))["straggler"]
+    assert (straggler["rank"], straggler["function"], straggler["sync_range"]) == (
+        "rank 1",
+        "autonvtx:load_batch",
+        "autonvtx:backward",
+    ), straggler

@@ -212,10 +212,6 @@ def _side(found: list[Measures | None], metric: int) -> Side:
     return Side(runs, len(present), mean(INSTANCES), mean(CPU), mean(GPU), mean(KERNELS), mean(MEMOPS), totals)
 
 
-def _metric_mean(side: Side, metric: str) -> float:
-    return side.gpu_ns if metric == "gpu" else side.cpu_ns
-
-
 def _row(
     key: tuple[str, ...],
     base_found: list[Measures | None],
