@@ -228,3 +228,15 @@ def test_a_ddp_job_names_the_rank_with_the_slow_data_loader(tmp_path: Path) -> N
         "autonvtx:load_batch",
         "autonvtx:backward",
     ), straggler
+
+
+def test_a_range_met_once_is_not_the_function_when_steps_wait_step_after_step() -> None:
+    """`main` holds a one-off wait of its own (a rendezvous at start-up, no range around it): rank 1's
+    main has 200 ms more self time, but its steps are late because of `grad`."""
+    timelines = {
+        "rank 0": _timeline([(1, 0, 400, "main"), *_steps(load=10, compute=20)]),
+        "rank 1": _timeline([(1, -200, 400, "main"), *_steps(load=10, compute=50)]),
+    }
+    found = find_straggler(timelines)
+    assert found is not None
+    assert (found.rank, found.function) == ("rank 1", "grad")

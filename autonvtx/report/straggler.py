@@ -81,7 +81,8 @@ def find_straggler(
     # A rendezvous met once (start-up, a process group's creation) says who started late; where
     # ranges synchronise step after step, those say who the steps wait for.
     repeated = Counter(name for name, _rank, _ns in found)
-    if any(n > 1 for n in repeated.values()):
+    stepwise = any(n > 1 for n in repeated.values())
+    if stepwise:
         found = [entry for entry in found if repeated[entry[0]] > 1]
     synchronising = len(found)
     caused: Counter[str] = Counter()  # rank -> ns the others waited for it
@@ -97,7 +98,10 @@ def find_straggler(
     if caused:
         most = max(caused.values())
         rank = min((r for r, ns in caused.items() if ns == most), key=group_order)
-        function, excess = _busiest(rank, ranks, busy, skip)
+        # Steps that wait step after step are slowed by work done step after step: a range met
+        # once (`main`, start-up) holds one-off waits of its own that no range marks.
+        once = {name for name, listed in timelines[rank].instances.items() if len(listed) < 2}
+        function, excess = _busiest(rank, ranks, busy, (lambda name: skip(name) or name in once) if stepwise else skip)
         sync_range = at[rank].most_common(1)[0][0]
         why = (
             f"reached the ranges that end together (most: `{sync_range}`) last in {last_in[rank]} of "
