@@ -1,7 +1,9 @@
 /*
  * RangedCoroutine: what a wrapped coroutine function's call returns under the wrapper engine
- * (Python 3.10+), the program's own coroutine behind a proxy that pushes the range around
- * each of its resumptions: no driver coroutine, no Python frame of ours.
+ * (Python 3.10+), the program's own coroutine behind a proxy that gives it its range: one
+ * start/end range from its first resumption to its return, exception, close or collection
+ * (`coroutine = "call"`, the default), or a range pushed around each of its resumptions
+ * (`coroutine = "resumptions"`): no driver coroutine, no Python frame of ours.
  *
  * The proxy reads as the coroutine everywhere a program can tell. `__class__` is types.CoroutineType, so isinstance() checks (inspect.iscoroutine,
  * asyncio.iscoroutine and with it asyncio.run, tasks and types.coroutine's own check) accept
@@ -23,8 +25,29 @@ typedef struct {
     PyObject* inner;      /* the program's coroutine */
     RangeObject* range;
     int started;          /* resumed or thrown into at least once */
+    int spanning;         /* the call's one range is open (`span`) */
+    nvtxRangeId_t span;
     PyObject* weakrefs;
 } ProxyObject;
+
+/* The call's one range, opened at the first resumption (a coroutine never awaited runs
+ * nothing and gets no range) and closed once, whichever way the coroutine ends. */
+static inline void proxy_span_begin(ProxyObject* self)
+{
+    if (!self->started) {
+        self->started = 1;
+        self->span = range_start(self->range);
+        self->spanning = 1;
+    }
+}
+
+static inline void proxy_span_end(ProxyObject* self)
+{
+    if (self->spanning) {
+        self->spanning = 0;
+        range_end(self->range, self->span);
+    }
+}
 
 static PyTypeObject ProxyType;
 
@@ -166,6 +189,7 @@ PyObject* coroutine_proxy_new(PyObject* inner, RangeObject* range)
     Py_INCREF(range);
     self->range = range;
     self->started = 0;
+    self->spanning = 0;
     self->weakrefs = NULL;
     PyObject_GC_Track(self);
     return (PyObject*)self;
@@ -176,6 +200,13 @@ static PySendResult Proxy_am_send(ProxyObject* self, PyObject* arg, PyObject** r
     RangeObject* range = self->range;
     PySendResult status;
 
+    if (!range->coroutine_steps) {
+        proxy_span_begin(self);
+        status = PyIter_Send(self->inner, arg, result);
+        if (status != PYGEN_NEXT) /* returned or raised: the call is over */
+            proxy_span_end(self);
+        return status;
+    }
     self->started = 1;
     range_push(range);
     status = PyIter_Send(self->inner, arg, result);
@@ -261,7 +292,16 @@ static PyObject* Proxy_iter(ProxyObject* self)
 
 static PyObject* Proxy_throw(ProxyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
-    return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
+    PyObject* result;
+    if (self->range->coroutine_steps)
+        return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
+    /* A cancellation (asyncio throws CancelledError in) ends the call unless the coroutine
+     * catches it and suspends again. */
+    proxy_span_begin(self);
+    result = steps_throw_into(self->inner, NULL, &self->started, args, nargs);
+    if (result == NULL)
+        proxy_span_end(self);
+    return result;
 }
 
 /* close(): a range only when the coroutine ran (closing one that never did runs nothing). */
@@ -273,6 +313,11 @@ static PyObject* Proxy_close(ProxyObject* self, PyObject* unused)
 
     if (!self->started)
         return PyObject_CallMethodNoArgs(self->inner, str_close);
+    if (!range->coroutine_steps) {
+        result = PyObject_CallMethodNoArgs(self->inner, str_close);
+        proxy_span_end(self);
+        return result;
+    }
     range_push(range);
     result = PyObject_CallMethodNoArgs(self->inner, str_close);
     range_pop(range);
@@ -313,7 +358,11 @@ static int Proxy_traverse(ProxyObject* self, visitproc visit, void* arg)
 
 static int Proxy_clear(ProxyObject* self)
 {
+    /* Dropped while suspended: the coroutine goes with it (its finalizer closes it, running
+     * its `finally` blocks inside the call's range), then the call's range ends. */
     Py_CLEAR(self->inner);
+    if (self->spanning && self->range != NULL)
+        proxy_span_end(self);
     Py_CLEAR(self->range);
     return 0;
 }

@@ -199,15 +199,144 @@ static shadow_stack* thread_shadow(void)
     return stack;
 }
 
-static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size_t nargsf,
-                                 PyObject* kwnames)
+/* ---- a coroutine call's one range (`coroutine = "call"`, the default) ----
+ *
+ * A coroutine's frame runs in pieces, between awaits, and may end on another thread than it
+ * started or never run again: its range is an NVTX start/end range (range_start), kept here by
+ * coroutine object from its PY_START (its first resumption: a coroutine never awaited has no
+ * range) to its PY_RETURN or PY_UNWIND (an exception, a cancellation, a close() that raised
+ * GeneratorExit in it). A coroutine closed without running (3.12's close() of one suspended
+ * outside any `try` completes it with no event) or dropped while suspended ends it when it is
+ * freed, through a weak reference whose callback is the span itself. Each open span counts as
+ * an open range for PY_UNWIND's arming. */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    RangeObject* range;
+    nvtxRangeId_t id;
+    PyObject* key;     /* the coroutine's address, its key in `spans` */
+    PyObject* weakref; /* to the coroutine, this span its callback; NULL once ended */
+} SpanObject;
+
+static PyObject* spans; /* coroutine address -> its open SpanObject */
+
+static void span_end(SpanObject* span)
 {
-    RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
-    (void)callable;
+    PyObject* weakref = span->weakref;
+    if (weakref == NULL)
+        return;
+    span->weakref = NULL;
+    range_end(span->range, span->id);
+    range_closed();
+    Py_INCREF(span); /* the dictionary's reference may be the last */
+    if (PyDict_DelItem(spans, span->key) < 0)
+        PyErr_Clear();
+    Py_DECREF(weakref); /* the cycle weakref -> callback -> span is broken here */
+    Py_DECREF(span);
+}
+
+/* The weak reference's callback: the coroutine is being freed with its range open. */
+static PyObject* span_collected(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
+{
+    (void)args;
+    (void)nargsf;
     (void)kwnames;
+    span_end((SpanObject*)callable);
+    Py_RETURN_NONE;
+}
+
+static void Span_dealloc(SpanObject* self)
+{
+    Py_XDECREF(self->range);
+    Py_XDECREF(self->key);
+    Py_XDECREF(self->weakref);
+    PyObject_Free(self);
+}
+
+static PyTypeObject SpanType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "autonvtx._nvtxclient.CoroutineSpan",
+    .tp_basicsize = sizeof(SpanObject),
+    .tp_dealloc = (destructor)Span_dealloc,
+    .tp_vectorcall_offset = offsetof(SpanObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .tp_doc = PyDoc_STR("A coroutine call's open NVTX start/end range; called, it ends it."),
+};
+
+/* Whether `range` on `code` is a coroutine's one range per call. */
+static inline int spans_call(RangeObject* range, PyObject* code)
+{
+    return !range->coroutine_steps && (((PyCodeObject*)code)->co_flags & CO_COROUTINE);
+}
+
+/* The coroutine whose frame is running (a new reference), else NULL (nothing raised). */
+static PyObject* running_coroutine(void)
+{
+    PyFrameObject* frame = PyEval_GetFrame(); /* borrowed: the callback runs in the frame's */
+    return frame != NULL ? PyFrame_GetGenerator(frame) : NULL;
+}
+
+static void span_open(RangeObject* range)
+{
+    PyObject* coroutine = running_coroutine();
+    SpanObject* span;
+    PyObject* found;
+    if (coroutine == NULL)
+        return;
+    span = PyObject_New(SpanObject, &SpanType);
+    if (span == NULL)
+        goto failed;
+    span->vectorcall = span_collected;
+    span->range = (RangeObject*)Py_NewRef((PyObject*)range);
+    span->weakref = NULL;
+    span->key = PyLong_FromVoidPtr(coroutine);
+    if (span->key == NULL)
+        goto failed;
+    found = PyDict_GetItemWithError(spans, span->key); /* borrowed */
+    if (found != NULL)
+        span_end((SpanObject*)found); /* cannot start twice; ended as a precaution */
+    span->weakref = PyWeakref_NewRef(coroutine, (PyObject*)span);
+    if (span->weakref == NULL || PyDict_SetItem(spans, span->key, (PyObject*)span) < 0) {
+        Py_CLEAR(span->weakref);
+        goto failed;
+    }
+    span->id = range_start(range);
+    range_opened();
+    Py_DECREF(span); /* held by the dictionary (and by its weak reference's callback) */
+    Py_DECREF(coroutine);
+    return;
+failed:
+    PyErr_Clear(); /* no memory: this call has no range */
+    Py_XDECREF(span);
+    Py_DECREF(coroutine);
+}
+
+static void span_close(void)
+{
+    PyObject* coroutine = running_coroutine();
+    PyObject* key;
+    PyObject* found;
+    if (coroutine == NULL)
+        return;
+    key = PyLong_FromVoidPtr(coroutine);
+    found = key != NULL ? PyDict_GetItemWithError(spans, key) : NULL;
+    if (found != NULL)
+        span_end((SpanObject*)found);
+    PyErr_Clear();
+    Py_XDECREF(key);
+    Py_DECREF(coroutine);
+}
+
+/* The Range for the code of a starting or resuming frame: its own, or the one its pending
+ * style makes now; NULL where it has none. */
+static RangeObject* range_to_push(PyObject* const* args, Py_ssize_t nargs)
+{
+    RangeObject* range = extra_of(args, nargs);
     if (range == NULL) {
         /* Its style in its monitoring data, or not ours (PY_THROW is global). */
-        PendingStyleObject* style = PyVectorcall_NARGS(nargsf) >= 1 && PyCode_Check(args[0])
+        PendingStyleObject* style = nargs >= 1 && PyCode_Check(args[0])
                                         ? (PendingStyleObject*)monitoring_pending_in_data((PyCodeObject*)args[0])
                                         : NULL;
         if (style != NULL)
@@ -215,16 +344,47 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     }
     else if (!Py_IS_TYPE(range, &RangeType))
         range = settle(args[0], (PendingStyleObject*)range);
-    if (range != NULL) {
-        shadow_stack* stack = thread_shadow();
-        if (stack != NULL) {
-            if (stack->depth < SHADOW_DEPTH)
-                stack->codes[stack->depth] = args[0];
-            stack->depth++;
-        }
-        range_opened();
-        range_push(range);
+    return range;
+}
+
+static void push_range(RangeObject* range, PyObject* code)
+{
+    shadow_stack* stack = thread_shadow();
+    if (stack != NULL) {
+        if (stack->depth < SHADOW_DEPTH)
+            stack->codes[stack->depth] = code;
+        stack->depth++;
     }
+    range_opened();
+    range_push(range);
+}
+
+/* PY_START: a coroutine's call opens its one range; any other frame pushes its range. */
+static PyObject* monitoring_start(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                  PyObject* kwnames)
+{
+    RangeObject* range = range_to_push(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
+    if (range != NULL) {
+        if (spans_call(range, args[0]))
+            span_open(range);
+        else
+            push_range(range, args[0]);
+    }
+    Py_RETURN_NONE;
+}
+
+/* PY_RESUME, PY_THROW: the frame's range pushed again, except a coroutine's call range,
+ * open since its start. */
+static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames)
+{
+    RangeObject* range = range_to_push(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
+    if (range != NULL && !spans_call(range, args[0]))
+        push_range(range, args[0]);
     Py_RETURN_NONE;
 }
 
@@ -234,8 +394,9 @@ static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_
     RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
-    /* Still pending: this code never pushed (its first push settles it). */
-    if (range != NULL && Py_IS_TYPE(range, &RangeType)) {
+    /* Still pending: this code never pushed (its first push settles it); a coroutine's call
+     * range stays open across its awaits. */
+    if (range != NULL && Py_IS_TYPE(range, &RangeType) && !spans_call(range, args[0])) {
         shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
         if (stack != NULL) {
             Py_ssize_t top = stack->depth - 1;
@@ -255,8 +416,27 @@ static PyObject* monitoring_unwind(PyObject* callable, PyObject* const* args, si
                                    PyObject* kwnames)
 {
     shadow_stack* stack = shadow;
+    if (PyDict_GET_SIZE(spans) > 0) {
+        RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
+        if (range != NULL && Py_IS_TYPE(range, &RangeType) && spans_call(range, args[0])) {
+            span_close(); /* an exception, a cancellation, GeneratorExit: the call is over */
+            Py_RETURN_NONE;
+        }
+    }
     if (stack != NULL && stack->depth == 0)
         Py_RETURN_NONE;
+    return monitoring_pop(callable, args, nargsf, kwnames);
+}
+
+/* PY_RETURN: a coroutine's call ends its range; any other frame pops its range. */
+static PyObject* monitoring_return(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                   PyObject* kwnames)
+{
+    RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
+    if (range != NULL && Py_IS_TYPE(range, &RangeType) && spans_call(range, args[0])) {
+        span_close();
+        Py_RETURN_NONE;
+    }
     return monitoring_pop(callable, args, nargsf, kwnames);
 }
 
@@ -753,7 +933,11 @@ int monitoring_add_to_module(PyObject* module)
         return -1;
     if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
-        add_callback(module, "monitoring_unwind", monitoring_unwind) < 0)
+        add_callback(module, "monitoring_unwind", monitoring_unwind) < 0 ||
+        add_callback(module, "monitoring_start", monitoring_start) < 0 ||
+        add_callback(module, "monitoring_return", monitoring_return) < 0)
+        return -1;
+    if (spans == NULL && (PyType_Ready(&SpanType) < 0 || (spans = PyDict_New()) == NULL))
         return -1;
     return PyModule_AddFunctions(module, monitoring_methods);
 }

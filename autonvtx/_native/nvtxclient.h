@@ -28,6 +28,7 @@ typedef struct RangeObject {
     nvtxDomainHandle_t domain;
     nvtxEventAttributes_t attributes;
     int enabled;        /* a tool is attached: NVTX gave this client a domain handle */
+    int coroutine_steps; /* a coroutine of this range gets a range per resumption, not per call */
     PyObject* domain_name;
     PyObject* message;
     vectorcallfunc vectorcall;
@@ -49,6 +50,27 @@ static inline void range_pop(RangeObject* r)
 {
     if (r->enabled)
         nvtxDomainRangePop(r->domain);
+}
+
+/* A flag beside the category id in the `category` every Range maker takes (NVTX's category is
+ * 32 bits, the makers' argument an unsigned long, 64 bits here): the rule's `coroutine =
+ * "resumptions"`. Carried this way, it reaches the Ranges the native walks make on first use
+ * through their pending styles, unchanged. */
+#define RANGE_COROUTINE_STEPS (1UL << 32)
+
+/* A coroutine call's one range (`coroutine = "call"`): started where it first runs, ended
+ * where it returns, raises or is closed, on any thread: an NVTX start/end range, which a tool
+ * keeps apart from the thread's push/pop stack (nsys draws it on a row of its own), so
+ * coroutines interleaved on one thread never mis-nest. 0 where no tool listens. */
+static inline nvtxRangeId_t range_start(RangeObject* r)
+{
+    return r->enabled ? nvtxDomainRangeStartEx(r->domain, &r->attributes) : 0;
+}
+
+static inline void range_end(RangeObject* r, nvtxRangeId_t id)
+{
+    if (r->enabled)
+        nvtxDomainRangeEnd(r->domain, id);
 }
 
 /* A new initialised Range (range.c). */

@@ -74,7 +74,8 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     /* The same fields nvtx's EventAttributes sets: ARGB color always, category 0 = none. */
     self->attributes.colorType = NVTX_COLOR_ARGB;
     self->attributes.color = (uint32_t)color;
-    self->attributes.category = (uint32_t)category;
+    self->attributes.category = (uint32_t)category; /* without RANGE_COROUTINE_STEPS */
+    self->coroutine_steps = (category & RANGE_COROUTINE_STEPS) != 0;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
     range_register(self, domain, message_utf8);
     Py_INCREF(domain_name);

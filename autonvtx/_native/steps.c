@@ -176,6 +176,8 @@ PyObject* steps_throw_into(PyObject* inner, RangeObject* range, int* started, Py
     for (i = 0; i < nargs; ++i)
         stack[i + 1] = args[i];
     *started = 1;
+    if (range == NULL) /* the coroutine proxy's call range is open around it instead */
+        return PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
     range_push(range);
     result = PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
     range_pop(range);
