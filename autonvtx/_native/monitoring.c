@@ -670,6 +670,7 @@ static PyObject* arm_unwind(PyObject* module, PyObject* arg)
  * too; code of another name is left to where that code is defined. */
 
 static PyObject* str_wrapped;
+static PyObject* frozen_prefix;
 
 static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
 
@@ -790,6 +791,17 @@ static int visit_nested(walk_state* w, PyCodeObject* code)
     return result;
 }
 
+/* codes.generated: compiled from text a library generated (a file name in angle brackets, not
+ * a frozen module's): made for one function (dataclasses' `__init__`), which names it. */
+static int is_generated(PyCodeObject* code)
+{
+    PyObject* name = code->co_filename;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(name);
+    if (length < 2 || PyUnicode_READ_CHAR(name, 0) != '<' || PyUnicode_READ_CHAR(name, length - 1) != '>')
+        return 0;
+    return PyUnicode_Tailmatch(name, frozen_prefix, 0, length, -1) != 1;
+}
+
 /* codes.code_named: the code object that runs as `qualname`, on `func` or along its
  * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
  * name. A new reference; NULL, with no error set, when there is none. */
@@ -823,7 +835,7 @@ static PyObject* code_named(PyObject* func, PyObject* qualname)
         Py_XDECREF(own);
         return NULL;
     }
-    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
+    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname) && !is_generated((PyCodeObject*)own))
         Py_CLEAR(own);
     return own;
 }
@@ -930,6 +942,8 @@ int monitoring_add_to_module(PyObject* module)
         }
     }
     if (str_wrapped == NULL && (str_wrapped = PyUnicode_InternFromString("__wrapped__")) == NULL)
+        return -1;
+    if (frozen_prefix == NULL && (frozen_prefix = PyUnicode_InternFromString("<frozen ")) == NULL)
         return -1;
     if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
