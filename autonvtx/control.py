@@ -130,6 +130,7 @@ class Instrumentation:
         if self.activator is not None:
             self.activator.install(self.hook)
         self.hook.install()
+        self.walker.rebind_reexports()  # the modules imported before: their packages' names too
         _installed.append(self)
 
     def uninstall(self) -> None:
