@@ -358,8 +358,8 @@ class CodeMonitor:
         assert client is not None  # monitoring_available() said so
         # PY_START and PY_RETURN apart: a coroutine's call range opens and closes there only.
         monitoring.register_callback(tool_id, events.PY_START, client.monitoring_start)
-        for event in (events.PY_RESUME, events.PY_THROW):
-            monitoring.register_callback(tool_id, event, client.monitoring_push)
+        monitoring.register_callback(tool_id, events.PY_RESUME, client.monitoring_push)
+        monitoring.register_callback(tool_id, events.PY_THROW, client.monitoring_throw)
         monitoring.register_callback(tool_id, events.PY_RETURN, client.monitoring_return)
         monitoring.register_callback(tool_id, events.PY_YIELD, client.monitoring_pop)
         monitoring.register_callback(tool_id, events.PY_UNWIND, client.monitoring_unwind)

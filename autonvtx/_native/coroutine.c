@@ -27,6 +27,8 @@ typedef struct {
     int started;          /* resumed or thrown into at least once */
     int spanning;         /* the call's one range is open (`span`) */
     nvtxRangeId_t span;
+    unsigned long long begun; /* when it opened, while --budget measures its range; else 0 */
+    unsigned long long span_cost; /* the start's own time then */
     PyObject* weakrefs;
 } ProxyObject;
 
@@ -36,7 +38,15 @@ static inline void proxy_span_begin(ProxyObject* self)
 {
     if (!self->started) {
         self->started = 1;
-        self->span = range_start(self->range);
+        if (self->range->off) /* --budget turned its function off */
+            return;
+        if (self->range->measure_left > 0) {
+            unsigned long long before = budget_now();
+            self->span = range_start(self->range);
+            self->begun = budget_now();
+            self->span_cost = self->begun - before;
+        } else
+            self->span = range_start(self->range);
         self->spanning = 1;
     }
 }
@@ -45,7 +55,14 @@ static inline void proxy_span_end(ProxyObject* self)
 {
     if (self->spanning) {
         self->spanning = 0;
-        range_end(self->range, self->span);
+        if (self->begun != 0) {
+            /* The call's whole time, its awaits included, against its start and end. */
+            unsigned long long end = budget_now();
+            range_end(self->range, self->span);
+            budget_account(self->range, end - self->begun, self->span_cost + (budget_now() - end));
+            self->begun = 0;
+        } else
+            range_end(self->range, self->span);
     }
 }
 
@@ -190,6 +207,7 @@ PyObject* coroutine_proxy_new(PyObject* inner, RangeObject* range)
     self->range = range;
     self->started = 0;
     self->spanning = 0;
+    self->begun = 0;
     self->weakrefs = NULL;
     PyObject_GC_Track(self);
     return (PyObject*)self;
@@ -207,10 +225,13 @@ static PySendResult Proxy_am_send(ProxyObject* self, PyObject* arg, PyObject** r
             proxy_span_end(self);
         return status;
     }
-    self->started = 1;
-    range_push(range);
-    status = PyIter_Send(self->inner, arg, result);
-    range_pop(range);
+    {
+        range_step step;
+        self->started = 1;
+        step = range_enter(range);
+        status = PyIter_Send(self->inner, arg, result);
+        range_leave(range, step);
+    }
     return status;
 }
 
@@ -318,9 +339,11 @@ static PyObject* Proxy_close(ProxyObject* self, PyObject* unused)
         proxy_span_end(self);
         return result;
     }
-    range_push(range);
-    result = PyObject_CallMethodNoArgs(self->inner, str_close);
-    range_pop(range);
+    {
+        range_step step = range_enter(range);
+        result = PyObject_CallMethodNoArgs(self->inner, str_close);
+        range_leave(range, step);
+    }
     return result;
 }
 

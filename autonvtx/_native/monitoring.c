@@ -177,7 +177,15 @@ static inline void* extra_of(PyObject* const* args, Py_ssize_t nargs)
 typedef struct {
     Py_ssize_t depth;
     PyObject* codes[SHADOW_DEPTH]; /* borrowed: compared, never dereferenced */
+    /* --budget: when a measured range's push ended, and what the push cost; 0 otherwise. */
+    unsigned long long starts[SHADOW_DEPTH];
+    unsigned long long costs[SHADOW_DEPTH];
 } shadow_stack;
+
+/* A frame of a code whose range --budget turned off while others of its frames had theirs
+ * open: its entry says so, and its return pops the entry, not their ranges (code objects are
+ * aligned: the low bit is free). */
+#define NOT_PUSHED(code) ((PyObject*)((uintptr_t)(code) | 1u))
 
 /* Only a pointer is thread-local: eight bytes fit in the static TLS a dlopen'ed module may
  * use (TLS descriptors then cost a load), where the stack itself would not. The stack is made
@@ -215,6 +223,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     RangeObject* range;
     nvtxRangeId_t id;
+    unsigned long long begun, cost; /* while --budget measures its range: its start, timed */
     PyObject* key;     /* the coroutine's address, its key in `spans` */
     PyObject* weakref; /* to the coroutine, this span its callback; NULL once ended */
 } SpanObject;
@@ -227,7 +236,13 @@ static void span_end(SpanObject* span)
     if (weakref == NULL)
         return;
     span->weakref = NULL;
-    range_end(span->range, span->id);
+    if (span->begun != 0) {
+        unsigned long long end = budget_now();
+        range_end(span->range, span->id);
+        budget_account(span->range, end - span->begun, span->cost + (budget_now() - end));
+    }
+    else
+        range_end(span->range, span->id);
     range_closed();
     Py_INCREF(span); /* the dictionary's reference may be the last */
     if (PyDict_DelItem(spans, span->key) < 0)
@@ -280,9 +295,12 @@ static PyObject* running_coroutine(void)
 
 static void span_open(RangeObject* range)
 {
-    PyObject* coroutine = running_coroutine();
+    PyObject* coroutine;
     SpanObject* span;
     PyObject* found;
+    if (range->off) /* --budget turned its function off */
+        return;
+    coroutine = running_coroutine();
     if (coroutine == NULL)
         return;
     span = PyObject_New(SpanObject, &SpanType);
@@ -302,7 +320,15 @@ static void span_open(RangeObject* range)
         Py_CLEAR(span->weakref);
         goto failed;
     }
-    span->id = range_start(range);
+    span->begun = 0;
+    if (range->measure_left > 0) {
+        unsigned long long before = budget_now();
+        span->id = range_start(range);
+        span->begun = budget_now();
+        span->cost = span->begun - before;
+    }
+    else
+        span->id = range_start(range);
     range_opened();
     Py_DECREF(span); /* held by the dictionary (and by its weak reference's callback) */
     Py_DECREF(coroutine);
@@ -347,16 +373,96 @@ static RangeObject* range_to_push(PyObject* const* args, Py_ssize_t nargs)
     return range;
 }
 
-static void push_range(RangeObject* range, PyObject* code)
+/* sys.monitoring.DISABLE (a new reference), or None where it cannot be read. */
+static PyObject* disable_value;
+
+static PyObject* disabled(void)
 {
-    shadow_stack* stack = thread_shadow();
+    if (disable_value == NULL) {
+        PyObject* monitoring = PySys_GetObject("monitoring"); /* borrowed */
+        disable_value = monitoring != NULL ? PyObject_GetAttrString(monitoring, "DISABLE") : NULL;
+        if (disable_value == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    return Py_NewRef(disable_value);
+}
+
+/* The frame's range pushed (timed while --budget measures it). Turned off by the budget: no
+ * range; the event is disabled at this place of the code once none of its ranges is open
+ * (`can_disable`: not for PY_THROW), else the frame is marked as one that pushed nothing. */
+static PyObject* push_range(RangeObject* range, PyObject* code, int can_disable)
+{
+    shadow_stack* stack;
+    Py_ssize_t at;
+    if (range->off) {
+        if (range->open == 0)
+            return can_disable ? disabled() : Py_NewRef(Py_None);
+        if ((stack = thread_shadow()) != NULL) {
+            if (stack->depth < SHADOW_DEPTH)
+                stack->codes[stack->depth] = NOT_PUSHED(code);
+            stack->depth++;
+        }
+        Py_RETURN_NONE;
+    }
+    stack = thread_shadow();
+    at = stack != NULL ? stack->depth : SHADOW_DEPTH;
     if (stack != NULL) {
-        if (stack->depth < SHADOW_DEPTH)
-            stack->codes[stack->depth] = code;
+        if (at < SHADOW_DEPTH) {
+            stack->codes[at] = code;
+            stack->starts[at] = 0;
+        }
         stack->depth++;
     }
+    range->open++;
     range_opened();
-    range_push(range);
+    if (range->measure_left > 0 && at < SHADOW_DEPTH) {
+        unsigned long long before = budget_now();
+        range_push(range);
+        stack->starts[at] = budget_now();
+        stack->costs[at] = stack->starts[at] - before;
+    }
+    else
+        range_push(range);
+    Py_RETURN_NONE;
+}
+
+/* The frame's range popped, if it pushed one (a frame already running when its code got
+ * monitored, or one --budget left without a range, did not): the range of a frame below must
+ * not close. A code turned off with none of its ranges open has its event disabled here. */
+static PyObject* pop_range(RangeObject* range, PyObject* code, int can_disable)
+{
+    shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
+    unsigned long long start = 0, cost = 0;
+    if (stack != NULL) {
+        Py_ssize_t top = stack->depth - 1;
+        if (top >= 0 && top < SHADOW_DEPTH && stack->codes[top] == NOT_PUSHED(code)) {
+            stack->depth = top;
+            Py_RETURN_NONE;
+        }
+        if (top < 0 || (top < SHADOW_DEPTH && stack->codes[top] != code)) {
+            if (can_disable && range->off && range->open == 0)
+                return disabled();
+            Py_RETURN_NONE; /* this frame pushed nothing */
+        }
+        if (top < SHADOW_DEPTH) {
+            start = stack->starts[top];
+            cost = stack->costs[top];
+        }
+        stack->depth = top;
+    }
+    if (start != 0) {
+        unsigned long long end = budget_now();
+        range_pop(range);
+        budget_account(range, end - start, cost + (budget_now() - end));
+    }
+    else
+        range_pop(range);
+    if (range->open > 0)
+        range->open--;
+    range_closed();
+    Py_RETURN_NONE;
 }
 
 /* PY_START: a coroutine's call opens its one range; any other frame pushes its range. */
@@ -367,10 +473,9 @@ static PyObject* monitoring_start(PyObject* callable, PyObject* const* args, siz
     (void)callable;
     (void)kwnames;
     if (range != NULL) {
-        if (spans_call(range, args[0]))
-            span_open(range);
-        else
-            push_range(range, args[0]);
+        if (!spans_call(range, args[0]))
+            return push_range(range, args[0], 1);
+        span_open(range);
     }
     Py_RETURN_NONE;
 }
@@ -384,7 +489,19 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     (void)callable;
     (void)kwnames;
     if (range != NULL && !spans_call(range, args[0]))
-        push_range(range, args[0]);
+        return push_range(range, args[0], 1);
+    Py_RETURN_NONE;
+}
+
+/* PY_THROW: as PY_RESUME, but an event sys.monitoring does not let a callback disable. */
+static PyObject* monitoring_throw(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                  PyObject* kwnames)
+{
+    RangeObject* range = range_to_push(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
+    if (range != NULL && !spans_call(range, args[0]))
+        return push_range(range, args[0], 0);
     Py_RETURN_NONE;
 }
 
@@ -396,17 +513,8 @@ static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_
     (void)kwnames;
     /* Still pending: this code never pushed (its first push settles it); a coroutine's call
      * range stays open across its awaits. */
-    if (range != NULL && Py_IS_TYPE(range, &RangeType) && !spans_call(range, args[0])) {
-        shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
-        if (stack != NULL) {
-            Py_ssize_t top = stack->depth - 1;
-            if (top < 0 || (top < SHADOW_DEPTH && stack->codes[top] != args[0]))
-                Py_RETURN_NONE; /* this frame pushed nothing */
-            stack->depth = top;
-        }
-        range_pop(range);
-        range_closed();
-    }
+    if (range != NULL && Py_IS_TYPE(range, &RangeType) && !spans_call(range, args[0]))
+        return pop_range(range, args[0], 1);
     Py_RETURN_NONE;
 }
 
@@ -425,7 +533,12 @@ static PyObject* monitoring_unwind(PyObject* callable, PyObject* const* args, si
     }
     if (stack != NULL && stack->depth == 0)
         Py_RETURN_NONE;
-    return monitoring_pop(callable, args, nargsf, kwnames);
+    {
+        RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
+        if (range != NULL && Py_IS_TYPE(range, &RangeType) && !spans_call(range, args[0]))
+            return pop_range(range, args[0], 0);
+    }
+    Py_RETURN_NONE;
 }
 
 /* PY_RETURN: a coroutine's call ends its range; any other frame pops its range. */
@@ -949,6 +1062,7 @@ int monitoring_add_to_module(PyObject* module)
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
         add_callback(module, "monitoring_unwind", monitoring_unwind) < 0 ||
         add_callback(module, "monitoring_start", monitoring_start) < 0 ||
+        add_callback(module, "monitoring_throw", monitoring_throw) < 0 ||
         add_callback(module, "monitoring_return", monitoring_return) < 0)
         return -1;
     if (spans == NULL && (PyType_Ready(&SpanType) < 0 || (spans = PyDict_New()) == NULL))

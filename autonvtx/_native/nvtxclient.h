@@ -29,6 +29,13 @@ typedef struct RangeObject {
     nvtxEventAttributes_t attributes;
     int enabled;        /* a tool is attached: NVTX gave this client a domain handle */
     int coroutine_steps; /* a coroutine of this range gets a range per resumption, not per call */
+    /* --budget (range.c): its first budget_calls ranges are timed (`measure_left` to go);
+     * `off` once its range costs more than the budget's share of its own time. `open`
+     * counts the code engine's pushed ranges of it not yet popped, on every thread. */
+    int off;
+    int measure_left;
+    unsigned long long own_ns, cost_ns;
+    Py_ssize_t open;
     PyObject* domain_name;
     PyObject* message;
     vectorcallfunc vectorcall;
@@ -71,6 +78,53 @@ static inline void range_end(RangeObject* r, nvtxRangeId_t id)
 {
     if (r->enabled)
         nvtxDomainRangeEnd(r->domain, id);
+}
+
+/* --budget PCT (range.c): the calls a range's cost is measured over; 0 when no budget is set. */
+extern int budget_calls;
+unsigned long long budget_now(void);
+/* One measured range: `own` ns between its push and pop, `cost` ns in the push and pop
+ * themselves (the NVTX tool's time); the last of the measured ones decides. */
+void budget_account(RangeObject* r, unsigned long long own, unsigned long long cost);
+
+/* A range pushed around a step of work, or not (its function turned off by the budget): the
+ * step's push and pop, timed while the range is measured. What range_enter() returns goes to
+ * range_leave(): a pop only where there was a push, whatever the budget decided between. */
+typedef struct {
+    int pushed;
+    unsigned long long start, cost;
+} range_step;
+
+static inline range_step range_enter(RangeObject* r)
+{
+    range_step step = {0, 0, 0};
+    unsigned long long before;
+    if (!r->enabled || r->off)
+        return step;
+    step.pushed = 1;
+    if (r->measure_left <= 0) {
+        nvtxDomainRangePushEx(r->domain, &r->attributes);
+        return step;
+    }
+    before = budget_now();
+    nvtxDomainRangePushEx(r->domain, &r->attributes);
+    step.start = budget_now();
+    step.cost = step.start - before;
+    return step;
+}
+
+static inline void range_leave(RangeObject* r, range_step step)
+{
+    unsigned long long end;
+    if (!step.pushed)
+        return;
+    if (step.start == 0) {
+        nvtxDomainRangePop(r->domain);
+        return;
+    }
+    end = budget_now();
+    nvtxDomainRangePop(r->domain);
+    budget_account(r, end - step.start, step.cost + (budget_now() - end));
 }
 
 /* A new initialised Range (range.c). */
