@@ -67,6 +67,7 @@ def install(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     engine: str | None = None,
+    budget: float | None = None,
 ) -> Installation:
     """Give the functions the rules select NVTX ranges, from now on, in this process.
 
@@ -75,15 +76,26 @@ def install(
     in `./pyproject.toml` is used, as `autonvtx run` does. Modules already imported are
     instrumented at once, later imports as they happen, `__main__` too when a rule targets it.
     `engine` is "code" (sys.monitoring, 3.12+: no function is replaced), "wrap" or "auto"
-    (the default: the config's, else code where it can run). Bad rules raise
+    (the default: the config's, else code where it can run). `budget` (a percentage, as `run
+    --budget`): functions whose range costs more than that share of their own time, measured
+    over their first calls, have their ranges turned off. Bad rules raise
     `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
     """
+    percent = None
+    if budget is not None:
+        from autonvtx.budget import parse_percent
+
+        percent = parse_percent(str(budget), "install: budget")
     resolved = _resolve(config, presets, targets, include, exclude, engine)
     if not (resolved.rules or resolved.plugins or resolved.regions):
         raise UsageError(
             "install: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
         )
+    if percent is not None:
+        from autonvtx.budget import arm
+
+        arm(percent)  # before the walk makes any range
     instrumentation = Instrumentation(resolved, restorable=True)
     instrumentation.print_start_notes()
     instrumentation.install()

@@ -162,6 +162,12 @@ def split_target_arguments(
     help="Under torchrun, Slurm or MPI, instrument and record only these ranks ('0,3', '0-3'); "
     "the others run untouched.",
 )
+@click.option(
+    "--budget",
+    metavar="PCT",
+    help="Turn off the ranges of functions whose range costs more than PCT% of their own time,"
+    " measured over their first 100 calls with the attached tool (e.g. 2); named at exit.",
+)
 def run(
     rules: RuleArgs,
     verbose: int,
@@ -173,6 +179,7 @@ def run(
     no_children: bool,
     captures: tuple[str, ...],
     ranks: str | None,
+    budget: str | None,
     **table: Any,
 ) -> TargetRun:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
@@ -197,5 +204,6 @@ def run(
         no_children=no_children,
         captures=captures,
         ranks=ranks,
+        budget=budget,
         table=table,
     )
