@@ -67,7 +67,7 @@ def install(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     engine: str | None = None,
-    budget: float | None = None,
+    budget: float | str | None = None,
 ) -> Installation:
     """Give the functions the rules select NVTX ranges, from now on, in this process.
 
@@ -199,13 +199,13 @@ def _magic(line: str) -> None:
         if words == ["off"]:
             _magic_off()
             return
-        parsed = parse_magic(words)
+        parsed = parse_magic_budget(words)
     except UsageError as error:
         print(f"autonvtx: {error}\n{MAGIC_USAGE}", file=sys.stderr)
         return
     if parsed is None:
         return  # --help: click printed it
-    rules, verbose = parsed
+    rules, verbose, budget = parsed
     if not (rules.configs or rules.presets or rules.targets or rules.includes or rules.excludes or rules.engine):
         lines = _active.report(detailed=verbose > 1) if _active is not None else ["nothing is installed"]
         for text in lines:
@@ -222,6 +222,7 @@ def _magic(line: str) -> None:
             include=rules.includes,
             exclude=rules.excludes,
             engine=rules.engine,
+            budget=budget,  # checked by install(), as `run --budget` checks it
         )
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
@@ -252,6 +253,12 @@ def _split(line: str) -> list[str]:
 def parse_magic(words: Sequence[str]) -> tuple[RuleArgs, int] | None:
     """`%autonvtx`'s options, parsed by the declarations `autonvtx run` parses its rule options
     with (cli.options): (the rule options, the -v count); None after `--help` (printed)."""
+    parsed = parse_magic_budget(words)
+    return None if parsed is None else parsed[:2]
+
+
+def parse_magic_budget(words: Sequence[str]) -> tuple[RuleArgs, int, str | None] | None:
+    """parse_magic() with `--budget PCT` (as `run --budget`) as well."""
     import click  # only when the magic is used
 
     from autonvtx.cli.options import rule_options
@@ -259,12 +266,13 @@ def parse_magic(words: Sequence[str]) -> tuple[RuleArgs, int] | None:
     @click.command(context_settings={"help_option_names": ["-h", "--help"]})
     @rule_options
     @click.option("-v", "--verbose", count=True, help="What is instrumented (-vv: every decision).")
-    def magic(rules: RuleArgs, verbose: int) -> tuple[RuleArgs, int]:
-        return rules, verbose
+    @click.option("--budget", metavar="PCT", help="As `autonvtx run --budget`.")
+    def magic(rules: RuleArgs, verbose: int, budget: str | None) -> tuple[RuleArgs, int, str | None]:
+        return rules, verbose, budget
 
     try:
         with magic.make_context("%autonvtx", list(words)) as context:
-            result: tuple[RuleArgs, int] = magic.invoke(context)
+            result: tuple[RuleArgs, int, str | None] = magic.invoke(context)
             return result
     except click.exceptions.Exit:
         return None

@@ -104,3 +104,13 @@ def test_run_refuses_a_bad_budget_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip() == "autonvtx: --budget: expected a percentage above 0 and at most 100, got 'lots'"
     assert proc.stdout == ""
+
+
+def test_profile_and_the_magic_pass_the_budget_on() -> None:
+    from autonvtx.api import parse_magic_budget
+    from autonvtx.cli.profile import inner_run_command
+    from autonvtx.cli.ruleargs import RuleArgs
+
+    assert parse_magic_budget(["-t", "mypkg.*", "--budget", "2"]) == (RuleArgs(targets=("mypkg.*",)), 0, "2")
+    command = inner_run_command(RuleArgs(targets=("mypkg.*",)), (), False, 0, ("script", "p.py", ()), "2")
+    assert "--budget=2" in command and command.index("--budget=2") < command.index("p.py")
