@@ -46,6 +46,9 @@ def arm(percent: float, verbose: int = 0) -> bool:
     client = ranges._client if ranges.is_native() else None
     set_budget = getattr(client, "set_budget", None)
     if set_budget is None:
+        if not _armed:
+            print("autonvtx: --budget needs autonvtx's native client; every range is kept", file=sys.stderr)
+            _armed.append(percent)  # said once
         return False
     set_budget(percent, MEASURED_CALLS, verbose > 0)
     if not _armed:
@@ -86,7 +89,7 @@ def exit_line(percent: float, off: list[tuple[str, str, float, float]]) -> str:
     )
 
 
-def _say_what_was_turned_off() -> None:
+def _say_what_was_turned_off() -> None:  # registered by arm() when the budget is armed
     off = turned_off()
     if off and _armed:
         print(exit_line(_armed[0], off), file=sys.stderr)
