@@ -286,10 +286,16 @@ static inline int spans_call(RangeObject* range, PyObject* code)
     return !range->coroutine_steps && (((PyCodeObject*)code)->co_flags & CO_COROUTINE);
 }
 
+int running_generator(PyObject** generator); /* globalevents.c: 0 where not known */
+
 /* The coroutine whose frame is running (a new reference), else NULL (nothing raised). */
 static PyObject* running_coroutine(void)
 {
-    PyFrameObject* frame = PyEval_GetFrame(); /* borrowed: the callback runs in the frame's */
+    PyObject* generator;
+    PyFrameObject* frame;
+    if (running_generator(&generator))
+        return Py_XNewRef(generator);
+    frame = PyEval_GetFrame(); /* borrowed: the callback runs in the frame's */
     return frame != NULL ? PyFrame_GetGenerator(frame) : NULL;
 }
 
