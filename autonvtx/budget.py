@@ -58,6 +58,11 @@ def arm(percent: float, verbose: int = 0) -> bool:
     return True
 
 
+def arm_option(text: str, verbose: int = 0) -> None:
+    """`run --budget TEXT`: checked (UsageError, before anything starts), then armed."""
+    arm(parse_percent(text), verbose)
+
+
 def arm_from_environment() -> None:
     """arm() with AUTONVTX_BUDGET's percentage, when the parent's run set one (AUTONVTX_VERBOSE:
     its -v)."""

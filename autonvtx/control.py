@@ -18,6 +18,7 @@ from autonvtx.environment import BUDGET, is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
 from autonvtx.modulepath import ModulePlans
+from autonvtx.reexports import rebind_reexports
 from autonvtx.walk import Walker
 
 if TYPE_CHECKING:
@@ -134,7 +135,8 @@ class Instrumentation:
         if self.activator is not None:
             self.activator.install(self.hook)
         self.hook.install()
-        self.walker.rebind_reexports()  # the modules imported before: their packages' names too
+        # The modules imported before: their packages' names for what was wrapped, too.
+        rebind_reexports(self.walker.reports, self.walker.built_engine)
         _installed.append(self)
 
     def uninstall(self) -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import _thread
-import sys
 import types
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
@@ -147,33 +146,6 @@ class Walker:
         # The namespace itself: the walks take their own snapshot of it (the native one without
         # a tuple per name: hundreds per module of a package targeted wholesale).
         return self._instrument_items(module, namespace, namespace)
-
-    def rebind_reexports(self) -> int:
-        """After walking modules that were imported before install() (`import mypkg`, then
-        `install(targets=["mypkg.*"])`): the names their parent packages bound to a function
-        before it was wrapped (`from mypkg.work import crunch` in `mypkg/__init__.py`) name its
-        wrapper now, so calls through `mypkg.crunch` are ranged too; how many. A package that
-        is a target itself was walked, and rebound its own names then."""
-        engine = self._engine
-        if engine is None or not engine.changes_namespaces:
-            return 0
-        walked = set(self._reports)
-        parents = set()
-        for name in walked:
-            while "." in name:
-                name = name.rpartition(".")[0]
-                parents.add(name)
-        rebound = 0
-        for parent in sorted(parents - walked):
-            package = sys.modules.get(parent)
-            if not isinstance(package, types.ModuleType):
-                continue
-            namespace = _module_dict(package)
-            for attr, value in list(namespace.items()):
-                if type(value) is types.FunctionType and (wrapper := engine.existing(value)) is not None:
-                    engine.bind(namespace, attr, wrapper)
-                    rebound += 1
-        return rebound
 
     def instrument_main(self, module: types.ModuleType) -> ModuleReport:
         """Incremental instrument() for a script's `__main__`, called after each top-level

@@ -207,158 +207,15 @@ static shadow_stack* thread_shadow(void)
     return stack;
 }
 
-/* ---- a coroutine call's one range (`coroutine = "call"`, the default) ----
- *
- * A coroutine's frame runs in pieces, between awaits, and may end on another thread than it
- * started or never run again: its range is an NVTX start/end range (range_start), kept here by
- * coroutine object from its PY_START (its first resumption: a coroutine never awaited has no
- * range) to its PY_RETURN or PY_UNWIND (an exception, a cancellation, a close() that raised
- * GeneratorExit in it). A coroutine closed without running (3.12's close() of one suspended
- * outside any `try` completes it with no event) or dropped while suspended ends it when it is
- * freed, through a weak reference whose callback is the span itself. Each open span counts as
- * an open range for PY_UNWIND's arming. */
-
-typedef struct {
-    PyObject_HEAD
-    vectorcallfunc vectorcall;
-    RangeObject* range;
-    nvtxRangeId_t id;
-    unsigned long long begun, cost; /* while --budget measures its range: its start, timed */
-    PyObject* key;     /* the coroutine's address, its key in `spans` */
-    PyObject* weakref; /* to the coroutine, this span its callback; NULL once ended */
-} SpanObject;
-
-static PyObject* spans; /* coroutine address -> its open SpanObject */
-
-static void span_end(SpanObject* span)
+/* The open ranges' count, for PY_UNWIND's arming, from spans.c (a coroutine call's range). */
+void monitoring_range_opened(void)
 {
-    PyObject* weakref = span->weakref;
-    if (weakref == NULL)
-        return;
-    span->weakref = NULL;
-    if (span->begun != 0) {
-        unsigned long long end = budget_now();
-        range_end(span->range, span->id);
-        budget_account(span->range, end - span->begun, span->cost + (budget_now() - end));
-    }
-    else
-        range_end(span->range, span->id);
-    range_closed();
-    Py_INCREF(span); /* the dictionary's reference may be the last */
-    if (PyDict_DelItem(spans, span->key) < 0)
-        PyErr_Clear();
-    Py_DECREF(weakref); /* the cycle weakref -> callback -> span is broken here */
-    Py_DECREF(span);
-}
-
-/* The weak reference's callback: the coroutine is being freed with its range open. */
-static PyObject* span_collected(PyObject* callable, PyObject* const* args, size_t nargsf, PyObject* kwnames)
-{
-    (void)args;
-    (void)nargsf;
-    (void)kwnames;
-    span_end((SpanObject*)callable);
-    Py_RETURN_NONE;
-}
-
-static void Span_dealloc(SpanObject* self)
-{
-    Py_XDECREF(self->range);
-    Py_XDECREF(self->key);
-    Py_XDECREF(self->weakref);
-    PyObject_Free(self);
-}
-
-static PyTypeObject SpanType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "autonvtx._nvtxclient.CoroutineSpan",
-    .tp_basicsize = sizeof(SpanObject),
-    .tp_dealloc = (destructor)Span_dealloc,
-    .tp_vectorcall_offset = offsetof(SpanObject, vectorcall),
-    .tp_call = PyVectorcall_Call,
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    .tp_doc = PyDoc_STR("A coroutine call's open NVTX start/end range; called, it ends it."),
-};
-
-/* Whether `range` on `code` is a coroutine's one range per call. */
-static inline int spans_call(RangeObject* range, PyObject* code)
-{
-    return !range->coroutine_steps && (((PyCodeObject*)code)->co_flags & CO_COROUTINE);
-}
-
-int running_generator(PyObject** generator); /* globalevents.c: 0 where not known */
-
-/* The coroutine whose frame is running (a new reference), else NULL (nothing raised). */
-static PyObject* running_coroutine(void)
-{
-    PyObject* generator;
-    PyFrameObject* frame;
-    if (running_generator(&generator))
-        return Py_XNewRef(generator);
-    frame = PyEval_GetFrame(); /* borrowed: the callback runs in the frame's */
-    return frame != NULL ? PyFrame_GetGenerator(frame) : NULL;
-}
-
-static void span_open(RangeObject* range)
-{
-    PyObject* coroutine;
-    SpanObject* span;
-    PyObject* found;
-    if (range->off) /* --budget turned its function off */
-        return;
-    coroutine = running_coroutine();
-    if (coroutine == NULL)
-        return;
-    span = PyObject_New(SpanObject, &SpanType);
-    if (span == NULL)
-        goto failed;
-    span->vectorcall = span_collected;
-    span->range = (RangeObject*)Py_NewRef((PyObject*)range);
-    span->weakref = NULL;
-    span->key = PyLong_FromVoidPtr(coroutine);
-    if (span->key == NULL)
-        goto failed;
-    found = PyDict_GetItemWithError(spans, span->key); /* borrowed */
-    if (found != NULL)
-        span_end((SpanObject*)found); /* cannot start twice; ended as a precaution */
-    span->weakref = PyWeakref_NewRef(coroutine, (PyObject*)span);
-    if (span->weakref == NULL || PyDict_SetItem(spans, span->key, (PyObject*)span) < 0) {
-        Py_CLEAR(span->weakref);
-        goto failed;
-    }
-    span->begun = 0;
-    if (range->measure_left > 0) {
-        unsigned long long before = budget_now();
-        span->id = range_start(range);
-        span->begun = budget_now();
-        span->cost = span->begun - before;
-    }
-    else
-        span->id = range_start(range);
     range_opened();
-    Py_DECREF(span); /* held by the dictionary (and by its weak reference's callback) */
-    Py_DECREF(coroutine);
-    return;
-failed:
-    PyErr_Clear(); /* no memory: this call has no range */
-    Py_XDECREF(span);
-    Py_DECREF(coroutine);
 }
 
-static void span_close(void)
+void monitoring_range_closed(void)
 {
-    PyObject* coroutine = running_coroutine();
-    PyObject* key;
-    PyObject* found;
-    if (coroutine == NULL)
-        return;
-    key = PyLong_FromVoidPtr(coroutine);
-    found = key != NULL ? PyDict_GetItemWithError(spans, key) : NULL;
-    if (found != NULL)
-        span_end((SpanObject*)found);
-    PyErr_Clear();
-    Py_XDECREF(key);
-    Py_DECREF(coroutine);
+    range_closed();
 }
 
 /* The Range for the code of a starting or resuming frame: its own, or the one its pending
@@ -481,7 +338,7 @@ static PyObject* monitoring_start(PyObject* callable, PyObject* const* args, siz
     if (range != NULL) {
         if (!spans_call(range, args[0]))
             return push_range(range, args[0], 1);
-        span_open(range);
+        coroutine_span_open(range);
     }
     Py_RETURN_NONE;
 }
@@ -530,10 +387,10 @@ static PyObject* monitoring_unwind(PyObject* callable, PyObject* const* args, si
                                    PyObject* kwnames)
 {
     shadow_stack* stack = shadow;
-    if (PyDict_GET_SIZE(spans) > 0) {
+    if (coroutine_spans_open()) {
         RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
         if (range != NULL && Py_IS_TYPE(range, &RangeType) && spans_call(range, args[0])) {
-            span_close(); /* an exception, a cancellation, GeneratorExit: the call is over */
+            coroutine_span_close(); /* an exception, a cancellation, GeneratorExit: the call is over */
             Py_RETURN_NONE;
         }
     }
@@ -553,7 +410,7 @@ static PyObject* monitoring_return(PyObject* callable, PyObject* const* args, si
 {
     RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     if (range != NULL && Py_IS_TYPE(range, &RangeType) && spans_call(range, args[0])) {
-        span_close();
+        coroutine_span_close();
         Py_RETURN_NONE;
     }
     return monitoring_pop(callable, args, nargsf, kwnames);
@@ -782,237 +639,7 @@ static PyObject* arm_unwind(PyObject* module, PyObject* arg)
     Py_RETURN_NONE;
 }
 
-/* ---- the code engine's side of the native walk (uniform.c decides; this applies) ----
- *
- * A plain function the walk selects: its code (or the one along __wrapped__ that runs as
- * its name) gets the module's pending style and its local events, the functions nested in it
- * too; code of another name is left to where that code is defined. */
-
-static PyObject* str_wrapped;
-static PyObject* frozen_prefix;
-
-static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
-
-/* Its local events on, and where `remember`, the code remembered for uninstall
- * (CodeMonitor.monitor_new). */
-static int turn_on(walk_state* w, PyObject* code, int remember)
-{
-    if (!monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits) &&
-        call_back(w->set_local_events, (PyObject*[]){w->tool_id, code, w->events}, 3) < 0)
-        return -1;
-    return remember ? PyList_Append(w->codes, code) : 0;
-}
-
-/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: its
- * range attached, local events on. 1: done, the caller remembers the code for uninstall
- * (report_monitored); 0: it had a range already (the first decision about a code object
- * stands); -1: error. */
-static int monitor_code(walk_state* w, PyObject* code)
-{
-    int done;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0;
-    /* The module's PendingRange: the code's own Range is made on its first run. */
-    done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
-    if (done != 0)
-        return done < 0 ? -1 : 1;
-    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0 || turn_on(w, code, 0) < 0)
-        return -1;
-    return 1;
-}
-
-/* A code monitor_code() monitored, known by its own co_qualname: its entry in the report's
- * list of names wrapped (at `at`, its qualname there now) becomes the code itself, read as
- * its co_qualname (decisions.ModuleReport), and that list is one uninstall reads
- * (CodeMonitor: an entry of the uninstall list, once per module): a function costs one
- * entry, not one in each list. */
-static int report_monitored(walk_state* w, Py_ssize_t at, PyObject* code)
-{
-    PyObject* codes = w->codes;
-    Py_ssize_t count = PyList_GET_SIZE(codes);
-    if (at >= PyList_GET_SIZE(w->wrapped) || !same_str(PyList_GET_ITEM(w->wrapped, at),
-                                                       ((PyCodeObject*)code)->co_qualname))
-        return PyList_Append(codes, code); /* the list changed under the walk: kept apart */
-    if ((count == 0 || PyList_GET_ITEM(codes, count - 1) != w->wrapped) && PyList_Append(codes, w->wrapped) < 0)
-        return -1;
-    return PyList_SetItem(w->wrapped, at, Py_NewRef(code));
-}
-
-/* The report's entry for a code that runs as its own co_qualname: the code where the walk
- * monitored it now (`monitored`: monitor_code's result), its name where it had a range. */
-static int report_code(walk_state* w, PyObject* code, int monitored)
-{
-    Py_ssize_t at = PyList_GET_SIZE(w->wrapped);
-    if (PyList_Append(w->wrapped, ((PyCodeObject*)code)->co_qualname) < 0)
-        return -1;
-    return monitored == 1 ? report_monitored(w, at, code) : 0;
-}
-
-static int defines_code(PyCodeObject* code)
-{
-    PyObject* consts = code->co_consts;
-    Py_ssize_t i;
-    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
-        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
-            return 1;
-    return 0;
-}
-
-/* ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
- * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
- * expressions (named "<...>") left alone. */
-static int visit_nested(walk_state* w, PyCodeObject* code)
-{
-    /* The codes still to look inside, each held: a few, in a small array (a list's growth
-     * where deeper). */
-    PyCodeObject* few[16];
-    PyCodeObject** pending = few;
-    Py_ssize_t count = 0, room = 16;
-    int result = 0;
-    pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)code);
-    while (count > 0) {
-        PyCodeObject* current = pending[--count];
-        PyObject* consts = current->co_consts;
-        Py_ssize_t i;
-        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
-            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
-            if (!Py_IS_TYPE(inner, &PyCode_Type))
-                continue;
-            if (count == room) {
-                PyCodeObject** grown = PyMem_Malloc((size_t)(2 * room) * sizeof *grown);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    result = -1;
-                    break;
-                }
-                memcpy(grown, pending, (size_t)count * sizeof *grown);
-                if (pending != few)
-                    PyMem_Free(pending);
-                pending = grown;
-                room *= 2;
-            }
-            pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)inner);
-            if (PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
-                continue;
-            if (is_protocol(w, inner->co_name))
-                result = skip_protocol(w, inner->co_qualname);
-            else if ((result = monitor_code(w, (PyObject*)inner)) >= 0)
-                result = report_code(w, (PyObject*)inner, result);
-        }
-        Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
-        if (result < 0)
-            break;
-    }
-    while (count > 0)
-        Py_DECREF(pending[--count]);
-    if (pending != few)
-        PyMem_Free(pending);
-    return result;
-}
-
-/* codes.generated: compiled from text a library generated (a file name in angle brackets, not
- * a frozen module's): made for one function (dataclasses' `__init__`), which names it. */
-static int is_generated(PyCodeObject* code)
-{
-    PyObject* name = code->co_filename;
-    Py_ssize_t length = PyUnicode_GET_LENGTH(name);
-    if (length < 2 || PyUnicode_READ_CHAR(name, 0) != '<' || PyUnicode_READ_CHAR(name, length - 1) != '>')
-        return 0;
-    return PyUnicode_Tailmatch(name, frozen_prefix, 0, length, -1) != 1;
-}
-
-/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
- * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
- * name. A new reference; NULL, with no error set, when there is none. */
-static PyObject* code_named(PyObject* func, PyObject* qualname)
-{
-    PyObject* own = NULL;
-    PyObject* current = Py_NewRef(func);
-    int i;
-    for (i = 0; i < 100 && current != NULL; ++i) {
-        PyObject* next;
-        if (Py_IS_TYPE(current, &PyFunction_Type)) {
-            PyObject* code = ((PyFunctionObject*)current)->func_code;
-            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-            if (same < 0)
-                break;
-            if (same) {
-                Py_XDECREF(own);
-                Py_DECREF(current);
-                return Py_NewRef(code);
-            }
-            if (own == NULL && PyCode_Check(code))
-                own = Py_NewRef(code);
-        }
-        next = attribute_or(current, str_wrapped, Py_None);
-        Py_SETREF(current, next);
-        if (current == Py_None)
-            break;
-    }
-    Py_XDECREF(current);
-    if (PyErr_Occurred()) {
-        Py_XDECREF(own);
-        return NULL;
-    }
-    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname) && !is_generated((PyCodeObject*)own))
-        Py_CLEAR(own);
-    return own;
-}
-
-/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
- * with that name, attached now. */
-static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
-{
-    RangeObject* range;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0;
-    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
-    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
-        return -1;
-    return turn_on(w, code, 1);
-}
-
-/* The code engine's ModuleWalk._wrap for a plain function known as `qualname`. */
-int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
-{
-    PyObject* code = ((PyFunctionObject*)func)->func_code;
-    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-    int result;
-    Py_ssize_t at;
-
-    if (same < 0)
-        return -1;
-    if (same)
-        Py_INCREF(code);
-    else if ((code = code_named(func, qualname)) == NULL) {
-        /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
-         * its code is defined (ModuleWalk._wrap's skip). */
-        PyObject* runs = ((PyFunctionObject*)func)->func_code;
-        PyObject* reason;
-        if (PyErr_Occurred())
-            return -1;
-        if (!PyCode_Check(runs))
-            return walk_back(w, CB_WRAP, (PyObject*[]){func, qualname}, 2);
-        reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
-                            ((PyCodeObject*)runs)->co_qualname);
-        result = reason == NULL ? -1 : skip(w, qualname, reason);
-        Py_XDECREF(reason);
-        return result;
-    }
-    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
-    at = PyList_GET_SIZE(w->wrapped);
-    if (result == 0)
-        result = PyList_Append(w->wrapped, qualname);
-    if (result == 0 && same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1) {
-        result = monitor_code(w, code);
-        result = result == 1 ? report_monitored(w, at, code) : result;
-    }
-    else if (result == 0)
-        result = monitor_code_as(w, code, qualname);
-    Py_DECREF(code);
-    return result;
-}
-
+int monitoring_walk_ready(void); /* monitoringwalk.c */
 
 static PyMethodDef monitoring_methods[] = {
     {"global_events", (PyCFunction)read_global_events, METH_NOARGS,
@@ -1060,9 +687,7 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
-    if (str_wrapped == NULL && (str_wrapped = PyUnicode_InternFromString("__wrapped__")) == NULL)
-        return -1;
-    if (frozen_prefix == NULL && (frozen_prefix = PyUnicode_InternFromString("<frozen ")) == NULL)
+    if (monitoring_walk_ready() < 0)
         return -1;
     if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
@@ -1071,7 +696,7 @@ int monitoring_add_to_module(PyObject* module)
         add_callback(module, "monitoring_throw", monitoring_throw) < 0 ||
         add_callback(module, "monitoring_return", monitoring_return) < 0)
         return -1;
-    if (spans == NULL && (PyType_Ready(&SpanType) < 0 || (spans = PyDict_New()) == NULL))
+    if (coroutine_spans_ready() < 0)
         return -1;
     return PyModule_AddFunctions(module, monitoring_methods);
 }

@@ -7,7 +7,9 @@
  *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
  *   steps.c       RangedSteps: a range around each resumption of a generator or async generator
  *   coroutine.c   RangedCoroutine: a coroutine's proxy, a range around each of its resumptions
- *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+), and its side of uniform.c's walk
+ *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
+ *   monitoringwalk.c  the code engine's side of uniform.c's walk
+ *   spans.c       a coroutine call's one start/end range under the code engine
  *   globalevents.c  CPython's monitoring structures: the interpreter's global events (monitoring.c
  *                 switches PY_UNWIND) and a code's monitoring data (lazy local events, where a
  *                 pending style is kept)
@@ -169,6 +171,20 @@ int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long even
  * allocating it leaves room, else as its code extra. 1: done; 0: the caller attaches and calls
  * set_local_events itself; -1: an error. */
 int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style);
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* A coroutine call's one range under the code engine (spans.c): whether `range` on `code` is
+ * one, opening it for the running coroutine, closing the running coroutine's, whether any is
+ * open, and the set-up at module initialisation. */
+static inline int spans_call(RangeObject* range, PyObject* code)
+{
+    return !range->coroutine_steps && (((PyCodeObject*)code)->co_flags & CO_COROUTINE);
+}
+void coroutine_span_open(RangeObject* range);
+void coroutine_span_close(void);
+int coroutine_spans_open(void);
+int coroutine_spans_ready(void);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

@@ -57,7 +57,6 @@ def start_run(
     captures: tuple[str, ...],
     ranks: str | None,
     table: dict[str, Any] | None,
-    budget: str | None = None,
 ) -> TargetRun:
     """`autonvtx run` with these options; `table`: the view options that shape --summary (None
     when none was given)."""
@@ -70,11 +69,6 @@ def start_run(
     # A script that is not there is one line and nothing more: no rules, notes or warnings
     # about patterns that never had a chance to match.
     check_script(target)
-    percent = None
-    if budget is not None:
-        from autonvtx.budget import parse_percent  # only a run with --budget loads it
-
-        percent = parse_percent(budget)
     if summary is None and table is not None and not is_default_table(table):
         raise UsageError(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
@@ -115,10 +109,6 @@ def start_run(
         return TargetRun(runner.resolve(runner.Target(kind=kind, value=value, args=target_args)))
 
     session = start_recording(outputs) if outputs is not None and outputs.wanted else None
-    if percent is not None:
-        from autonvtx.budget import arm
-
-        arm(percent, verbose)  # before any range is made; children read AUTONVTX_BUDGET
     on_main_statement = (
         start_instrumentation(config, plugins, verbose) if config.rules or config.plugins or config.regions else None
     )

@@ -192,6 +192,10 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     target = click.get_current_context().meta.get(TARGET_KEY)
+    if budget is not None:
+        from autonvtx.budget import arm_option
+
+        arm_option(budget, verbose)
     return start_run(
         target,
         rules=rules,
@@ -204,6 +208,5 @@ def run(
         no_children=no_children,
         captures=captures,
         ranks=ranks,
-        budget=budget,
         table=table,
     )
