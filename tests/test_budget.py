@@ -114,3 +114,21 @@ def test_profile_and_the_magic_pass_the_budget_on() -> None:
     assert parse_magic_budget(["-t", "mypkg.*", "--budget", "2"]) == (RuleArgs(targets=("mypkg.*",)), 0, "2")
     command = inner_run_command(RuleArgs(targets=("mypkg.*",)), (), False, 0, ("script", "p.py", ()), "2")
     assert "--budget=2" in command and command.index("--budget=2") < command.index("p.py")
+
+
+@needs_native
+def test_a_child_process_keeps_its_parent_s_budget(tmp_path: Path) -> None:
+    from conftest import run_autonvtx
+
+    make_file(tmp_path / "budgetpkg" / "__init__.py", "")
+    make_file(tmp_path / "budgetpkg" / "work.py", WORK)
+    make_file(tmp_path / "child.py", "from budgetpkg import work\nfor i in range(3000):\n    work.helper(i)\n")
+    make_file(
+        tmp_path / "parent.py",
+        "import subprocess, sys\nsubprocess.run([sys.executable, 'child.py'], check=True)\nprint('done')\n",
+    )
+    done = run_autonvtx("--budget", "2", "-t", "budgetpkg.*", "parent.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"
+    assert 100 <= done.range_names().count("helper") <= 101
+    assert "autonvtx: --budget 2%: ranges turned off after 100 calls for 1 function" in done.stderr
