@@ -77,6 +77,9 @@ def test_a_hot_tiny_helper_is_turned_off_and_the_rest_stays_exact(tmp_path: Path
     assert len(recursions) == 102
     outer, inner = recursions[-2:]
     assert outer.start_ns <= inner.start_ns and inner.end_ns <= outer.end_ns
+    # The trace notes each, where and when it happened: an NVTX mark in the range's domain.
+    marks = sorted(m.name for m in rec.marks if m.name.startswith("autonvtx --budget:"))
+    assert [m.split(" turned off")[0] for m in marks] == ["autonvtx --budget: helper", "autonvtx --budget: recurse"]
     # One line at exit names what was turned off, and only that.
     (line,) = [line for line in stderr[0].splitlines() if line.startswith("autonvtx: --budget")]
     assert "2 functions" in line and "helper (" in line and "recurse (" in line

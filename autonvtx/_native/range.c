@@ -179,9 +179,30 @@ unsigned long long budget_now(void)
     return (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec;
 }
 
+/* The trace's note of it, where and when it happened: an NVTX mark in the range's domain
+ * (the recorder and Nsight Systems both keep marks), "autonvtx --budget: NAME turned off ...". */
+static void budget_mark(RangeObject* r, const char* name, double mean_cost, double mean_own)
+{
+    char text[512];
+    nvtxEventAttributes_t attributes;
+    if (!r->enabled)
+        return;
+    snprintf(text, sizeof text, "autonvtx --budget: %s turned off (its range %.0f ns, its call %.0f ns)",
+             name != NULL ? name : "?", mean_cost, mean_own);
+    memset(&attributes, 0, sizeof attributes);
+    attributes.version = NVTX_VERSION;
+    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attributes.colorType = NVTX_COLOR_ARGB;
+    attributes.color = r->attributes.color;
+    attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attributes.message.ascii = text;
+    nvtxDomainMarkEx(r->domain, &attributes);
+}
+
 void budget_account(RangeObject* r, unsigned long long own, unsigned long long cost)
 {
     double mean_own, mean_cost;
+    const char* name;
     if (r->measure_left <= 0)
         return; /* decided while this one was open (recursion, another thread) */
     r->own_ns += own;
@@ -195,11 +216,12 @@ void budget_account(RangeObject* r, unsigned long long own, unsigned long long c
     r->off = 1;
     if (budget_off != NULL && PyList_Append(budget_off, (PyObject*)r) < 0)
         PyErr_Clear();
+    name = r->message != NULL ? PyUnicode_AsUTF8(r->message) : NULL;
+    if (name == NULL)
+        PyErr_Clear();
+    budget_mark(r, name, mean_cost, mean_own);
     if (budget_verbose) {
         /* No Python code runs here (this may be a sys.monitoring callback): C stdio. */
-        const char* name = r->message != NULL ? PyUnicode_AsUTF8(r->message) : NULL;
-        if (name == NULL)
-            PyErr_Clear();
         fprintf(stderr,
                 "autonvtx: --budget: %s turned off: its range costs %.0f ns, %.1f%% of its %.0f ns "
                 "mean over its first %d calls\n",
