@@ -1,6 +1,8 @@
 """A fork while another thread holds one of our locks (the walk's, making the engine while it
 imports the first target module) leaves the child a free lock, not one held for good: the
-child's own imports of targets finish (forklocks.py)."""
+child's own imports of targets finish (forklocks.py). (importlib's per-module locks are
+CPython's: a fork while another thread runs a package's own `__init__` hangs a child that
+imports it under plain Python too.)"""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from conftest import REPO, make_file
 FORKER = """
 import os, sys, threading, time
 import autonvtx
+import pkg                           # the package itself: importlib's own lock of it is not ours
 autonvtx.install(targets=["pkg.*"], engine="wrap")
 threading.Thread(target=lambda: __import__("pkg.a")).start()
 time.sleep(float(sys.argv[1]))       # fork somewhere inside the thread's first target import
