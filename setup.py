@@ -37,6 +37,8 @@ CLIENT_SOURCES = [
         "steps",
         "coroutine",
         "monitoring",
+        "monitoringwalk",
+        "spans",
         "globalevents",
         "regions",
         "uniform",

@@ -18,6 +18,7 @@ from autonvtx.config import Rule
 from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
+from autonvtx.forklocks import renewed_in_fork_child
 from autonvtx.matching import Matcher, Selection, normalize_module
 from autonvtx.moduledicts import module_dict as _module_dict
 from autonvtx.valuekinds import (
@@ -104,7 +105,8 @@ class Walker:
         self._reports: dict[str, ModuleReport] = {}
         # Modules met while the engine itself was being imported, walked right after.
         self._deferred: list[types.ModuleType] | None = None
-        self._engine_lock = _thread.RLock()  # threading.RLock's, without threading (start-up)
+        # threading.RLock's, without threading (start-up); free again in a fork child
+        self._engine_lock = renewed_in_fork_child(_thread.RLock())
         self._uniform_walks: dict[Any, Any] = {}  # per engine, its uniform_walk (None: none)
         self.plans: Any = None  # modulepath.ModulePlans: the native walks, told to the import hook
 

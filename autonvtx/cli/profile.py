@@ -54,6 +54,12 @@ DEFAULT_OUTPUT = "autonvtx-profile"
     " nsys then records only that window. Python 3.12+.",
 )
 @click.option("--no-children", is_flag=True, help="Leave child processes alone (as `run --no-children`).")
+@click.option(
+    "--budget",
+    metavar="PCT",
+    help="As `run --budget`: ranges costing more than PCT% of their function's time, measured under"
+    " nsys, are turned off.",
+)
 @click.option("-v", "--verbose", count=True, help="As `run -v`.")
 @click.option("--tree", is_flag=True, help="Report: show the nesting of ranges.")
 @click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Report: one table per group.")
@@ -66,6 +72,7 @@ def profile(
     rules: RuleArgs,
     captures: tuple[str, ...],
     no_children: bool,
+    budget: str | None,
     verbose: int,
     tree: bool,
     by: str | None,
@@ -90,6 +97,10 @@ def profile(
     if target is None:
         raise UsageError("profile: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx profile --help')")
     config = rules.load(captures=captures)  # bad rules stop us before nsys starts
+    if budget is not None:
+        from autonvtx.budget import parse_percent
+
+        parse_percent(budget)  # a bad one stops us before nsys starts
     check_script(target)
     capture = any(region.capture is not None for region in config.regions)
     nsys = nsight.find_nsys()
@@ -107,7 +118,7 @@ def profile(
             nsight.unlink_links(outputs)
         except OSError as error:
             raise UsageError(f"profile: -o '{output}': cannot replace {error.filename} ({error.strerror})") from None
-    run_command = inner_run_command(rules, captures, no_children, verbose, target)
+    run_command = inner_run_command(rules, captures, no_children, verbose, target, budget)
     plan = nsight.plan_profile(
         nsys,
         output=output,
@@ -137,7 +148,12 @@ def _package_home() -> str:
 
 
 def inner_run_command(
-    rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int, target: tuple[str, str, tuple[str, ...]]
+    rules: RuleArgs,
+    captures: Sequence[str],
+    no_children: bool,
+    verbose: int,
+    target: tuple[str, str, tuple[str, ...]],
+    budget: str | None = None,
 ) -> list[str]:
     """`autonvtx run ...` with this interpreter and this autonvtx (a fresh venv needs no autonvtx
     on PATH). Not `python -m autonvtx`: -m puts the working directory first on sys.path, and
@@ -159,6 +175,8 @@ def inner_run_command(
         command.append(f"--engine={rules.engine}")
     if no_children:
         command.append("--no-children")
+    if budget is not None:
+        command.append(f"--budget={budget}")
     if verbose:
         command.append("-" + "v" * verbose)
     kind, value, args = target

@@ -7,6 +7,7 @@ import os
 import re
 
 from autonvtx.config import (
+    COROUTINE_MODES,
     Region,
     Rule,
     Scalar,
@@ -30,7 +31,7 @@ SETTINGS_KEYS = ("domain", "message", "color", "engine")
 # `autonvtx presets` prints; `presets` names presets the file builds on (as --preset does);
 # `plugins` and the `plugin` table configure framework plugins.
 TABLE_KEYS = SETTINGS_KEYS + ("description", "presets", "plugins", "plugin")
-RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
+RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins", "coroutine")
 
 
 class FileConfig:
@@ -239,6 +240,13 @@ def _rule_fields(path: str, loc: str, table: dict[str, Any], problems: Problems)
         if key in table:
             with problems.collect():
                 fields[key] = _string_key(path, f"{loc}.{key}", key, table[key])
+    if "coroutine" in table:
+        mode = table["coroutine"]
+        if mode in COROUTINE_MODES:
+            fields["coroutine"] = mode
+        else:
+            expected = " or ".join(f'"{m}"' for m in COROUTINE_MODES)
+            problems.add(f"{path}: {loc}.coroutine: expected {expected}, got {describe_value(mode)}")
     if "builtins" in table:
         builtins = table["builtins"]
         if isinstance(builtins, bool):

@@ -30,6 +30,7 @@ from autonvtx.engines.wraptcore import (
     PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK,  # noqa: F401
     lacking_what_functions_lack,
 )
+from autonvtx.forklocks import renewed_in_fork_child
 from autonvtx.moduledicts import module_dict as _module_dict
 
 # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
@@ -170,7 +171,7 @@ class WrapEngine:
         self._pending: dict[Any, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
-        self._lock = _thread.allocate_lock()
+        self._lock = renewed_in_fork_child(_thread.allocate_lock())
         self._coroutines: CoroutineCodes | None = None  # made for the first coroutine function
 
     def wrapped_count(self) -> int:
