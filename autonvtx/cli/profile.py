@@ -91,6 +91,7 @@ def profile(
         raise UsageError("profile: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx profile --help')")
     config = rules.load(captures=captures)  # bad rules stop us before nsys starts
     check_script(target)
+    check_module(target)
     capture = any(region.capture is not None for region in config.regions)
     nsys = nsight.find_nsys()
     outputs = nsight.report_paths(output)
@@ -119,6 +120,47 @@ def profile(
     export = export_of_capture(nsys, outputs, started, status)
     print_report(export, tree=tree, by=by, top=top, html=html)
     raise SystemExit(status)
+
+
+def check_module(target: tuple[str, str, tuple[str, ...]]) -> None:
+    """`-m MODULE` that cannot be found stops us before nsys starts, as a missing script does.
+    Found without running any package's code where the path alone finds it (the rules may
+    select the package); a submodule the path does not show (a package that extends its
+    __path__) is looked for by Python itself, in a process of its own, before refusing."""
+    kind, name, _ = target
+    if kind != "module" or name.startswith("."):
+        return
+    import importlib.machinery
+    import importlib.util
+
+    saved = sys.path[0] if sys.path else None
+    # As `python -m` sees it: the working directory first.
+    sys.path[:1] = [os.getcwd()]
+    try:
+        top, _, rest = name.partition(".")
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return  # the run says why, worded as Python words it
+        for part in rest.split(".") if rest else ():
+            if spec is None or spec.submodule_search_locations is None:
+                break
+            spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    finally:
+        if saved is not None:
+            sys.path[0] = saved
+    if spec is not None or (rest and _found_by_python(name)):
+        return
+    raise UsageError(f"profile: -m {name}: No module named {name}; expected a module Python can import from here")
+
+
+def _found_by_python(name: str) -> bool:
+    # Imports the parent packages, as `python -m` would, in a process of its own.
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
+    try:
+        return subprocess.run([sys.executable, "-c", probe, name], capture_output=True, timeout=300).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # cannot tell: the run will say
 
 
 _START = "import sys; sys.path[0] = {home!r}; from autonvtx.cli import main; main()"
