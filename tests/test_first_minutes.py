@@ -4,6 +4,7 @@ commands that said too little or too much."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -183,3 +184,75 @@ def test_kernel_alone_shows_what_it_offers_not_an_error(tmp_path: Path) -> None:
     assert done.returncode == 0
     assert done.stderr == ""
     assert done.stdout.startswith("Usage: autonvtx kernel [OPTIONS]") and "\nCommands:\n  install " in done.stdout
+
+
+# ---- The rest of the friction list (33.10) ----
+
+
+def test_the_run_pages_command_table_lists_every_command() -> None:
+    # docs/run.md's "Every command" lacked profile and diff.
+    from autonvtx.cli.group import COMMAND_MODULES
+
+    page = (REPO / "docs" / "run.md").read_text(encoding="utf-8")
+    table = page[page.index("## Every command") :]
+    listed = [name for name in sorted(COMMAND_MODULES) if re.search(rf"^\| `autonvtx {name}[ `]", table, re.M)]
+    assert listed == sorted(COMMAND_MODULES)
+
+
+def test_diff_without_against_shows_the_synopsis(tmp_path: Path) -> None:
+    # It said only "Missing option '--against'".
+    done = autonvtx("diff", "a.json", "b.json", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "autonvtx: diff: missing --against NEW...; usage: autonvtx diff BASE... --against NEW... [OPTIONS],"
+        " e.g. autonvtx diff base_*.json --against new_*.json (see 'autonvtx diff --help')\n"
+    )
+
+
+def test_profile_given_runs_recorder_options_says_what_profile_writes(tmp_path: Path) -> None:
+    # It suggested '--force', '--target', '--tree'.
+    done = autonvtx("profile", "--trace", "t.json", "app.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "autonvtx: profile: --trace is `autonvtx run`'s (autonvtx's own recorder); profile records with Nsight"
+        " Systems and writes OUT.nsys-rep and OUT.sqlite (-o OUT, default autonvtx-profile), then prints their table\n"
+    )
+
+
+def test_a_module_not_found_is_the_only_line(tmp_path: Path) -> None:
+    # A warning that the target pattern matched no module followed "No module named nosuch".
+    done = autonvtx("run", "-t", "nosuch.*", "--trace", "t.json", "-m", "nosuch", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == "autonvtx: No module named nosuch\n"
+
+
+def test_the_hand_annotated_example_gets_only_its_own_ranges(tmp_path: Path) -> None:
+    # Its command discovered the quick start's autonvtx.toml beside it: every range twice.
+    example = REPO / "examples" / "annotated" / "annotated.py"
+    command = next(line.split() for line in example.read_text().splitlines() if "autonvtx run" in line)
+    assert command[:4] == ["autonvtx", "run", "--trace", "annotated.json"]
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    done = autonvtx(*command[1:3], str(tmp_path / "annotated.json"), *command[4:], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    events = json.loads((tmp_path / "annotated.json").read_text())["traceEvents"]
+    assert sorted(e["name"] for e in events if e.get("ph") == "X") == ["f()"] + ["loop"] * 5
+
+
+def test_what_the_readmes_tasks_write_is_ignored_by_git() -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the git checkout")
+    written = [
+        "quickstart.json",
+        "run.nsys-rep",
+        "run.sqlite",
+        "run.json",
+        "examples/minitrain/train.json",
+        "base_1.json",
+        "new_5.json",
+        "page.html",
+        "annotated.json",
+    ]
+    done = subprocess.run(["git", "-C", str(REPO), "check-ignore", *written], capture_output=True, text=True)
+    assert sorted(done.stdout.split()) == sorted(written)

@@ -20,10 +20,31 @@ from autonvtx.report.render import check_writable
 
 DEFAULT_OUTPUT = "autonvtx-profile"
 
+# `autonvtx run`'s recorder outputs, which a newcomer gives profile too.
+_RUN_OUTPUTS = ("--trace", "--summary", "--buffer-mb", "--keep", "--keep-last")
+
+
+class ProfileCommand(RunCommand):
+    """`run`'s parsing; `run`'s recorder options are refused with what profile writes instead
+    (click would suggest unrelated options of similar spelling)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            if error.option_name not in _RUN_OUTPUTS:
+                raise
+            raise click.UsageError(
+                f"{error.option_name} is `autonvtx run`'s (autonvtx's own recorder); profile records with"
+                " Nsight Systems and writes OUT.nsys-rep and OUT.sqlite (-o OUT, default"
+                f" {DEFAULT_OUTPUT}), then prints their table",
+                ctx,
+            ) from None
+
 
 @cli.command(
     "profile",
-    cls=RunCommand,
+    cls=ProfileCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
     short_help="Run a program under Nsight Systems with NVTX ranges, then print time per range.",
 )
