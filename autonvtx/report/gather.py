@@ -95,9 +95,9 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
 
 
 def _measures(instances: int, cpu_ns: int, work: object) -> Measures:
-    gpu_ns = work.gpu_ns
-    operations = work.operations
-    kernels = work.kernels
+    gpu_ns = getattr(work, "gpu_ns")  # noqa: B009 - `work` is any object with these fields
+    operations = getattr(work, "operations")  # noqa: B009
+    kernels = getattr(work, "kernels")  # noqa: B009
     return (instances, cpu_ns, gpu_ns, kernels, operations - kernels)
 
 
