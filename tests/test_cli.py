@@ -50,10 +50,16 @@ def test_readme_says_how_to_run_every_test_as_ci_does() -> None:
     readme = (REPO / "README.md").read_text()
     head = readme.split("```bash\n", 1)[1].split("```", 1)[0]
     ci = (REPO / ".ci" / "run").read_text()
-    [frameworks] = [line for line in ci.splitlines() if "pip install" in line and "torch" in line]
+    [frameworks] = [line for line in ci.splitlines() if line.startswith("FRAMEWORKS=")]
     assert ".ci/run" in head
     for name in ("torch", "numba", "jax", "tensorflow"):
         assert name in frameworks and name in head, name
+    # Every Python CI runs the suite on is named there, and the README's claim is what CI tests.
+    versions = re.findall(r"^make_venv (3\.\d+)|^for version in ([\d. ]+); do", ci, re.M)
+    tested = sorted({v for pair in versions for v in " ".join(pair).split()}, key=lambda v: int(v[2:]))
+    assert tested == ["3.10", "3.11", "3.12", "3.13"]
+    assert all(version in head for version in tested)
+    assert "Python 3.10 to 3.13" in readme
 
 
 def test_examples_and_presets_speak_in_the_projects_own_words() -> None:
