@@ -111,3 +111,41 @@ def test_the_build_record_gives_the_reason(tmp_path: Path) -> None:
         "not built in this installation (no build record: installed without building it?)"
     )
     assert nativeparts.missing_reason("autonvtx.errors") is None
+
+
+def test_a_source_file_missing_from_the_tree_is_named_and_recorded_without_compiling(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # An incomplete sdist built the optional client's compile into an error nobody saw: the build
+    # names the missing header first, says so in a framed warning, and records it for --version.
+    import os
+    import runpy
+
+    import setuptools
+    from setuptools import Distribution, Extension
+
+    saved, cwd = setuptools.setup, os.getcwd()
+    setuptools.setup = lambda **_: None  # setup.py's definitions, without running a build
+    try:
+        os.chdir(REPO)
+        build = runpy.run_path(str(REPO / "setup.py"))
+    finally:
+        setuptools.setup = saved
+        os.chdir(cwd)
+    source = make_file(tmp_path / "src" / "client.c", '#include "client.h"\n#include "gone.h"\n')
+    make_file(tmp_path / "src" / "client.h", '#include "also_gone.h"\n')
+    extension = Extension("autonvtx._nvtxclient", [str(source)], optional=True)
+    missing = f"{tmp_path / 'src' / 'also_gone.h'}, {tmp_path / 'src' / 'gone.h'}"
+    assert build["missing_headers"](extension) == missing
+    command = build["BuildPlainLibrary"](Distribution())
+    command.build_lib, command.inplace = str(tmp_path / "lib"), False
+    command.build_extension(extension)
+    record = tmp_path / "lib" / "autonvtx" / nativeparts.BUILD_RECORD
+    reason = f"{missing} not found in this source tree (an incomplete source archive?)"
+    assert record.read_text() == f"autonvtx._nvtxclient: {reason}\n"
+    assert f"WARNING: autonvtx: the optional native part autonvtx._nvtxclient was NOT built: {reason}" in (
+        capfd.readouterr().err
+    )
+    assert nativeparts.build_failures(str(tmp_path / "lib" / "autonvtx")) == {"autonvtx._nvtxclient": reason}
+    with pytest.raises(SystemExit, match="cannot build autonvtx.recorder.libautonvtx_recorder"):
+        command.build_extension(Extension("autonvtx.recorder.libautonvtx_recorder", [str(source)]))
