@@ -178,8 +178,8 @@ def check_installed_wheel(wheel: str, where: str) -> list[str]:
     ran = run([os.path.join(bin_dir, "autonvtx"), "run", "-t", "__main__", "--trace", trace, program], cwd=where)
     if "[0, 0, 1]" not in ran.stdout:
         problems.append(f"wheel install: the program's output changed: {ran.stdout!r}")
-    if range_names(trace).count("autonvtx:crunch") != 3:
-        problems.append(f"wheel install: expected 3 ranges autonvtx:crunch in {trace}, got {range_names(trace)}")
+    if range_names(trace).count("crunch") != 3:
+        problems.append(f"wheel install: expected 3 ranges crunch in {trace}, got {range_names(trace)}")
     return problems
 
 
