@@ -211,21 +211,30 @@ def _magic(line: str) -> None:
         for text in lines:
             print(f"autonvtx: {text}")
         return
-    if _active is not None:
-        _active.uninstall()
-        _active = None
     try:
-        _active = install(
-            list(rules.configs) or None,
-            presets=rules.presets,
-            targets=rules.targets,
-            include=rules.includes,
-            exclude=rules.excludes,
-            engine=rules.engine,
-            budget=budget,  # checked by install(), as `run --budget` checks it
+        # Rules (and the budget) checked before the working installation is touched: a refused
+        # command changes nothing.
+        if budget is not None:
+            from autonvtx.budget import parse_percent
+
+            parse_percent(str(budget), "install: budget")
+        config = _resolve(
+            list(rules.configs) or None, rules.presets, rules.targets, rules.includes, rules.excludes, rules.engine
         )
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
+        return
+    previous = _active
+    if previous is not None:
+        previous.uninstall()
+        _active = None
+    try:
+        _active = install(config, budget=budget)  # checked above, as `run --budget` checks it
+    except AutonvtxError as error:
+        print(f"autonvtx: {error}", file=sys.stderr)
+        if previous is not None:  # what was installed before is installed again
+            _active = install(previous.config)
+            print("autonvtx: the rules installed before are kept", file=sys.stderr)
         return
     summary = _active.report()[-1] if not verbose else "\n".join(_active.report(detailed=verbose > 1))
     print(f"autonvtx: installed: {summary}")

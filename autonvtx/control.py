@@ -231,6 +231,9 @@ class Instrumentation:
             lines.extend(self.activator.notes)
         if self.regions is not None:
             lines.extend(self.regions.report_lines())
+        from autonvtx.nativeparts import missing_lines  # a native part that failed to build, and why
+
+        lines.extend(missing_lines())
         return lines
 
     def process_line(self, label: str) -> str:

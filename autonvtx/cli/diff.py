@@ -41,6 +41,15 @@ class AgainstCommand(click.Command):
     """Every file listed after --against belongs to NEW: `diff a b --against c d` compares a, b with c, d."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = any(arg.partition("=")[0] in ("--against", "-h", "--help") for arg in args)
+        if not given:
+            # click's "Missing option '--against'" alone does not say what the command looks like.
+            missing = "--against NEW..." if args else "BASE... --against NEW..."
+            raise click.UsageError(
+                f"missing {missing}; usage: autonvtx diff BASE... --against NEW... [OPTIONS],"
+                " e.g. autonvtx diff base_*.json --against new_*.json (see 'autonvtx diff --help')",
+                ctx,
+            )
         return super().parse_args(ctx, expand_against(args))
 
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 TRIGGER = "torch"
 
-_OPTIONS: dict[str, type] = {
+OPTIONS: dict[str, type] = {
     "layer_paths": bool,
     "modules": bool,
     "optimizer": bool,
@@ -68,7 +68,7 @@ _WRAPPER_CHILD = {
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     torch = framework
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     is_compiling = _is_compiling_function(torch)
     domain = options.get("domain")
     if options.get("modules", True):
@@ -86,7 +86,7 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
     """What activate() would range, for `autonvtx list`: every module class's forward (all
     reached through Module._call_impl), optimizer methods, autograd, the DataLoader."""
     torch = framework
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     entries: list[tuple[str, str, str]] = []
     if options.get("modules", True):
         naming = "path (Class)" if options.get("layer_paths", True) else "Class"
