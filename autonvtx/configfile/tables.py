@@ -176,7 +176,9 @@ def builtin_plugins() -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
-    return sorted(name[:-3] for name in names if name.endswith(".py") and not name.startswith("_"))
+    modules = [name[:-3] for name in names if name.endswith(".py")]
+    packages = [name for name in names if os.path.isfile(os.path.join(folder, name, "__init__.py"))]
+    return sorted(name for name in modules + packages if not name.startswith("_"))
 
 
 def plugin_name_problem(name: str) -> str | None:
