@@ -115,13 +115,13 @@ class RegionInstaller:
         if region.capture is not None:
             window = CaptureWindow(f"{module}:{code.co_qualname}", start, stop)
         client = ranges.native_client()
-        native = client.Region(
+        native = client.Region(  # type: ignore[union-attr]
             domain,
             text,
             color,
             category,
             placement.enter,
-            placement.lo,  # type: ignore[union-attr]
+            placement.lo,
             placement.hi,
             placement.is_loop,
             pieces,

@@ -94,7 +94,7 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
     return tree_of(recording_stats(report.recordings, view))
 
 
-def _measures(instances: int, cpu_ns: int, work: object) -> Measures:
+def _measures(instances: int, cpu_ns: int, work: Any) -> Measures:
     gpu_ns = work.gpu_ns
     operations = work.operations
     kernels = work.kernels
