@@ -54,6 +54,7 @@ class Rule(Value):
         "builtins",
         "origin",
         "reading_of",
+        "shapes",
     )
     modules: tuple[str, ...]
     include: tuple[str, ...]
@@ -65,6 +66,7 @@ class Rule(Value):
     builtins: bool
     origin: str
     reading_of: str
+    shapes: bool  # the range's message carries the shapes and dtypes of array-like arguments
 
     def __init__(
         self,
@@ -78,8 +80,9 @@ class Rule(Value):
         builtins: bool = False,
         origin: str = "",
         reading_of: str = "",
+        shapes: bool = False,
     ) -> None:
-        self._set(modules, include, exclude, color, domain, category, message, builtins, origin, reading_of)
+        self._set(modules, include, exclude, color, domain, category, message, builtins, origin, reading_of, shapes)
 
     def where(self, key: str) -> str:
         """The location of one of this rule's keys, as messages name it."""

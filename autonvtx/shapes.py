@@ -10,7 +10,11 @@ from __future__ import annotations
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from autonvtx.config import RangeStyle
+    from autonvtx.ranges import Emitter
 
 # Per type: whether its instances are array-like. Types are few; the dict stays small.
 _ARRAY_TYPES: dict[type, bool] = {}
@@ -65,3 +69,25 @@ def _dtype_name(dtype: Any) -> str:
     name = str(dtype)
     # torch spells its dtypes "torch.float32"; NumPy, CuPy and JAX "float32".
     return name[6:] if name.startswith("torch.") else name
+
+
+def chooser(style: RangeStyle, message: str) -> Callable[[tuple[Any, ...], dict[str, Any]], Emitter]:
+    """The per-call emitter of a range named `message` followed by the shapes and dtypes of the
+    call's array-like arguments (`mm [32x128 float64, 128x64 float64]`), for a rule with
+    `shapes = true`: an emitter made once per distinct key, found by a dict look-up after."""
+    from autonvtx import ranges  # loaded with the engine already
+
+    plain = ranges.emitter_with_message(style, message)
+    made: dict[Any, Emitter] = {(): plain}
+
+    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter:
+        try:
+            key = shapes_key(args, kwargs)
+            found = made.get(key)
+        except Exception:  # an odd array-like (an unhashable dtype): the range without shapes
+            return plain
+        if found is None:
+            found = made[key] = ranges.emitter_with_message(style, message + suffix(key))
+        return found
+
+    return emitter_for

@@ -30,7 +30,7 @@ SETTINGS_KEYS = ("domain", "message", "color", "engine")
 # `autonvtx presets` prints; `presets` names presets the file builds on (as --preset does);
 # `plugins` and the `plugin` table configure framework plugins.
 TABLE_KEYS = SETTINGS_KEYS + ("description", "presets", "plugins", "plugin")
-RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
+RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins", "shapes")
 
 
 class FileConfig:
@@ -241,12 +241,13 @@ def _rule_fields(path: str, loc: str, table: dict[str, Any], problems: Problems)
         if key in table:
             with problems.collect():
                 fields[key] = _string_key(path, f"{loc}.{key}", key, table[key])
-    if "builtins" in table:
-        builtins = table["builtins"]
-        if isinstance(builtins, bool):
-            fields["builtins"] = builtins
-        else:
-            problems.add(f"{path}: {loc}.builtins: expected true or false, got {describe_value(builtins)}")
+    for key in ("builtins", "shapes"):
+        if key in table:
+            flag = table[key]
+            if isinstance(flag, bool):
+                fields[key] = flag
+            else:
+                problems.add(f"{path}: {loc}.{key}: expected true or false, got {describe_value(flag)}")
     return fields
 
 
