@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from conftest import autonvtx_env, make_file, run_autonvtx, skip_without
@@ -24,6 +25,7 @@ CONFIG = """
     presets = ["torch"]
     [autonvtx.plugin.torch]
     backward_modules = true
+    shapes = true
 """
 
 # One program, many cases: each case is a range of its own (domain "case") so the test can tell
@@ -133,8 +135,11 @@ def _cases(ranges: list[Range]) -> dict[str, list[Range]]:
     return found
 
 
+Run = tuple[list[Range], str, str, Path]
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Range], str, str]:
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     workdir = tmp_path_factory.mktemp("backward")
     make_file(workdir / "prog.py", PROGRAM)
     make_file(workdir / "autonvtx.toml", CONFIG)
@@ -147,17 +152,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Range], str, str
     assert done.trace_path is not None
     (recording,) = read_chrome_trace(done.trace_path)
     assert recording.unmatched_pops == 0 and not any(r.is_open for r in recording.ranges)
-    return recording.ranges, done.stdout, plain.stdout
+    return recording.ranges, done.stdout, plain.stdout, done.trace_path
 
 
-def test_losses_and_gradients_are_bit_identical_to_plain_python(run: tuple[list[Range], str, str]) -> None:
-    _, out, plain = run
+def test_losses_and_gradients_are_bit_identical_to_plain_python(run: Run) -> None:
+    _, out, plain, _ = run
     assert out == plain
     assert "inplace1" in out and "reentrant1" in out and "compiled" in out
 
 
-def test_each_module_call_gets_one_backward_range_inside_backward(run: tuple[list[Range], str, str]) -> None:
-    ranges, _, _ = run
+def test_each_module_call_gets_one_backward_range_inside_backward(run: Run) -> None:
+    ranges = run[0]
     steps = _cases(ranges)["steps"]
     counts = Counter(r.name for r in steps)
     # Two steps: one backward range per module call.
@@ -197,8 +202,8 @@ def test_each_module_call_gets_one_backward_range_inside_backward(run: tuple[lis
     assert first("blocks.0 (Block)").end_ns <= first("embed (Embedding)").start_ns
 
 
-def test_in_place_outputs_and_checkpointing_keep_their_backward_ranges(run: tuple[list[Range], str, str]) -> None:
-    ranges, _, _ = run
+def test_in_place_outputs_and_checkpointing_keep_their_backward_ranges(run: Run) -> None:
+    ranges = run[0]
     cases = _cases(ranges)
     for case in ("inplace", "nonreentrant"):
         counts = Counter(r.name for r in cases[case])
@@ -214,8 +219,8 @@ def test_in_place_outputs_and_checkpointing_keep_their_backward_ranges(run: tupl
     assert counts["blocks.1 (Block) [backward]"] == 0, counts
 
 
-def test_retained_graph_autograd_grad_and_double_backward(run: tuple[list[Range], str, str]) -> None:
-    ranges, _, _ = run
+def test_retained_graph_autograd_grad_and_double_backward(run: Run) -> None:
+    ranges = run[0]
     cases = _cases(ranges)
     retain = Counter(r.name for r in cases["retain"])
     assert retain["Model [backward]"] == 2 and retain["blocks.0.mlp.0 (Linear) [backward]"] == 2, retain
@@ -230,7 +235,36 @@ def test_retained_graph_autograd_grad_and_double_backward(run: tuple[list[Range]
     assert double["lin (Linear) [backward]"] == 4, double
 
 
-def test_compiled_model_is_one_backward_range(run: tuple[list[Range], str, str]) -> None:
-    ranges, _, _ = run
+def test_compiled_model_is_one_backward_range(run: Run) -> None:
+    ranges = run[0]
     counts = Counter(r.name for r in _cases(ranges)["compiled"])
     assert counts == {"OptimizedModule(Model) [backward]": 1, "CrossEntropyLoss [backward]": 1}, counts
+
+
+def test_forward_ranges_carry_their_arguments_shapes(run: Run) -> None:
+    ranges = run[0]
+    steps = Counter(r.name for r in ranges if r.domain == "torch" and r.kind == "push")
+    assert steps["Model [4x5 int64]"] == 2 * 4 + 1 + 1  # the steps of four cases, retain, grad
+    assert steps["embed (Embedding) [4x5 int64]"] >= 2
+    assert steps["blocks.0.mlp.0 (Linear) [4x5x8 float32]"] >= 2
+    assert steps["CrossEntropyLoss [4x3 float32, 4 int64]"] >= 2
+    # The backward range is named after the module, not after each shape.
+    assert not any(" [backward]" in name and "float32" in name for name in steps)
+
+
+def test_summary_pairs_each_modules_forward_and_backward(run: Run) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "summary", "--pair", "backward", str(run[3])],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["Forward", "Count", "Backward", "Count", "Bwd/Fwd", "Module"]
+    rows = {line.split("  ")[-1].strip(): line.split() for line in lines[2:]}
+    # Forward rows with their shapes grouped ([{shapes}]) pair with the module's backward row.
+    linear = rows["torch:blocks.{n}.mlp.{n} (Linear)"]
+    assert linear[0] != "-" and linear[3] != "-", linear
+    assert "torch:CrossEntropyLoss" in rows and "torch:Model" in rows
+    assert not any("[backward]" in name or "[{shapes}]" in name for name in rows)

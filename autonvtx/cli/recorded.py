@@ -22,8 +22,13 @@ from autonvtx.errors import UsageError
     metavar="PATH",
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
+@click.option(
+    "--pair",
+    type=click.Choice(["backward"]),
+    help="backward: each module's forward and backward ranges side by side (torch backward_modules).",
+)
 @view_options
-def summary_command(trace: str, output: str | None, **view: Any) -> None:
+def summary_command(trace: str, output: str | None, pair: str | None, **view: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
@@ -41,6 +46,16 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     # The same function `report` reads a recording's figures with: one table, one set of numbers.
     stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
     notes = summary_notes(recordings) + ([empty] if empty else [])
+    if pair is not None:
+        from autonvtx.report.pairing import backward_pairs, pairs_text
+        from autonvtx.report.render import write_text_file
+
+        table = pairs_text(backward_pairs(stats))
+        if output is None:
+            click.echo(table, nl=False)
+        else:
+            write_text_file(output, table)
+        return
     if output is None:
         click.echo(stats_text(stats, notes=notes, color=use_color(sys.stdout), empty=empty), nl=False)
     else:
