@@ -71,23 +71,42 @@ def _dtype_name(dtype: Any) -> str:
     return name[6:] if name.startswith("torch.") else name
 
 
-def chooser(style: RangeStyle, message: str) -> Callable[[tuple[Any, ...], dict[str, Any]], Emitter]:
-    """The per-call emitter of a range named `message` followed by the shapes and dtypes of the
-    call's array-like arguments (`mm [32x128 float64, 128x64 float64]`), for a rule with
-    `shapes = true`: an emitter made once per distinct key, found by a dict look-up after."""
+def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """The wrapt wrapper of a rule with `shapes = true`: a range named `message` followed by
+    the shapes and dtypes of the call's array-like arguments (`mm [32x128 float64, 128x64
+    float64]`), its emitter made once per distinct key and found by a dict look-up after. One
+    Python frame per call: the key is built inline (its cost is per call)."""
     from autonvtx import ranges  # loaded with the engine already
 
     plain = ranges.emitter_with_message(style, message)
     made: dict[Any, Emitter] = {(): plain}
+    array_types = _ARRAY_TYPES
 
-    def emitter_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Emitter:
+    def call(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        key: Any = []
         try:
-            key = shapes_key(args, kwargs)
-            found = made.get(key)
+            for value in args:
+                cls = type(value)
+                is_array = array_types.get(cls)
+                if is_array is None:
+                    is_array = _is_array_type(cls)
+                if is_array:
+                    key.append((value.shape, value.dtype))  # hashed as it is: a tuple, torch.Size
+                elif cls is list or cls is tuple:
+                    _add(key, value, 1)
+            if kwargs:
+                for value in kwargs.values():
+                    _add(key, value, 1)
+            key = tuple(key)
+            emitter = made.get(key)
+            if emitter is None:
+                emitter = made[key] = ranges.emitter_with_message(style, message + suffix(key))
         except Exception:  # an odd array-like (an unhashable dtype): the range without shapes
-            return plain
-        if found is None:
-            found = made[key] = ranges.emitter_with_message(style, message + suffix(key))
-        return found
+            emitter = plain
+        emitter.push()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            emitter.pop()
 
-    return emitter_for
+    return call

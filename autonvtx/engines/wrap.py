@@ -206,7 +206,7 @@ class WrapEngine:
         wrapper = None
         if rule.shapes and not resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0)):
             # A range named per call by its arguments' shapes (a dict look-up once seen).
-            wrapper = RangeWrapper.for_function(func, choosing_wrapper(shapes.chooser(style, message)))
+            wrapper = RangeWrapper.for_function(func, shapes.wrapper(style, message))
         elif _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
         # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
