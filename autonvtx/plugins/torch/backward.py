@@ -10,9 +10,11 @@ How a call's backward range is found, without changing the graph the program see
 - end: when autograd is about to run the node of every input that needs a gradient: autograd
   runs ready nodes by decreasing sequence number, so by then the nodes the call made (and the
   gradient accumulation of its parameters, which comes first) are done. A call whose inputs
-  need no gradient (the first layer, the root model) or whose input nodes do not run
-  (`autograd.grad` for an intermediate tensor) ends with the backward pass, from a callback
-  autograd runs when the pass is over.
+  need no gradient (an embedding, a first layer) ends when the few nodes it made have run (a
+  post-hook on each; its parameters' accumulation, which follows at once, is left out). A
+  larger one (the root model), or one whose nodes do not all run (`autograd.grad` for an
+  intermediate tensor), ends with the backward pass, from a callback autograd runs when the
+  pass is over.
 
 Both are actions on one pre-hook per node, kept in the node's `metadata` dict: a node that is
 one call's input and another's output ends the first before it starts the second, whatever
@@ -30,8 +32,12 @@ from typing import Any
 
 # The key of autonvtx's actions in an autograd node's `metadata` dict.
 _KEY = "autonvtx.backward"
+_AFTER_KEY = "autonvtx.backward.after"
 # Outputs are looked for this deep in tuples, lists and dicts (a ModelOutput is a dict).
 _DEPTH = 2
+# A call whose inputs need no gradient ends when the nodes it made have run, if they are this
+# few (an embedding, a first layer); a larger one (the root model) ends with the pass.
+_MADE_LIMIT = 64
 
 
 class _Call:
@@ -70,12 +76,31 @@ class _NodeActions:
         return None
 
 
+class _AfterActions:
+    """The post-hook autonvtx puts on a node made by a call whose inputs need no gradient:
+    counts the node towards that call's end."""
+
+    __slots__ = ("ends", "ranges")
+
+    def __init__(self, ranges: BackwardRanges) -> None:
+        self.ends: list[_Call] = []
+        self.ranges = ranges
+
+    def __call__(self, grad_inputs: Any, grad_outputs: Any) -> None:
+        try:
+            self.ranges.ended(self.ends)
+        except Exception:  # never break the program's backward pass
+            pass
+        return None
+
+
 class BackwardRanges:
     """Attaches backward ranges to module calls (attach()), and keeps the ones a backward pass
     opened until it ends."""
 
     def __init__(self, torch: types.ModuleType) -> None:
         self._Tensor = torch.Tensor
+        self._sequence_nr: Callable[[], int] = torch._C._autograd._get_sequence_nr
         self._task_id: Callable[[], int] = torch._C._current_graph_task_id
         self._queue_callback: Callable[[Callable[[], None]], None] = (
             torch.autograd.Variable._execution_engine.queue_callback
@@ -93,11 +118,14 @@ class BackwardRanges:
             if not outputs:
                 return
             inputs = _input_nodes(args, kwargs, self._Tensor)
-            call = _Call(range_, len(inputs))
+            made = _nodes_between(outputs, first, self._sequence_nr()) if not inputs else None
+            call = _Call(range_, len(inputs) if made is None else len(made))
             for node in outputs:
                 _actions(node, self).starts.append(call)
             for node in inputs:
                 _actions(node, self).ends.append(call)
+            for node in made or ():
+                _after_actions(node, self).ends.append(call)
         except Exception:  # an odd output type, a node refusing hooks: no backward range then
             self.failures += 1
 
@@ -148,6 +176,34 @@ def _actions(node: Any, ranges: BackwardRanges) -> _NodeActions:
         actions = metadata[_KEY] = _NodeActions(ranges)
         node.register_prehook(actions)
     return actions
+
+
+def _after_actions(node: Any, ranges: BackwardRanges) -> _AfterActions:
+    metadata = node.metadata
+    actions: _AfterActions | None = metadata.get(_AFTER_KEY)
+    if actions is None:
+        actions = metadata[_AFTER_KEY] = _AfterActions(ranges)
+        node.register_hook(actions)
+    return actions
+
+
+def _nodes_between(outputs: list[Any], first: int, last: int) -> list[Any] | None:
+    """The nodes a call made (sequence numbers in [first, last)) reachable from its outputs'
+    nodes; None when there are more than _MADE_LIMIT (the call then ends with the pass).
+    Gradient accumulators of parameters are no one's: their sequence number is the largest."""
+    found: dict[int, Any] = {}
+    stack = list(outputs)
+    while stack:
+        node = stack.pop()
+        if id(node) in found:
+            continue
+        found[id(node)] = node
+        if len(found) > _MADE_LIMIT:
+            return None
+        for following, _ in node.next_functions:
+            if following is not None and first <= following._sequence_nr() < last:
+                stack.append(following)
+    return list(found.values())
 
 
 def _tensors(value: Any, Tensor: type, depth: int) -> list[Any]:
