@@ -7,9 +7,11 @@ How a call's backward range is found, without changing the graph the program see
   created and returned (an output's `grad_fn` made during the call: its sequence number is at
   least the one autograd's counter showed when the call began). An output changed in place
   afterwards keeps its original node in the graph, so the start is still seen.
-- end: when autograd is about to run the node of every input that needs a gradient: autograd
-  runs ready nodes by decreasing sequence number, so by then the nodes the call made (and the
-  gradient accumulation of its parameters, which comes first) are done. A call whose inputs
+- end: when autograd is about to run the node of one of its inputs that needs a gradient:
+  autograd runs ready nodes by decreasing sequence number, and the nodes the call made are
+  numbered above its inputs', so by then they are done (and the gradient accumulation of its
+  parameters, which comes first). Not the last input's node: an input shared with another
+  branch (a residual) waits for that branch too, which is no part of the call. A call whose inputs
   need no gradient (an embedding, a first layer) ends when the few nodes it made have run (a
   post-hook on each; its parameters' accumulation, which follows at once, is left out). A
   larger one (the root model), or one whose nodes do not all run (`autograd.grad` for an
@@ -41,8 +43,8 @@ _MADE_LIMIT = 64
 
 
 class _Call:
-    """One module call's backward range: open or not in the current pass, and how many of its
-    input nodes are still to come."""
+    """One module call's backward range: open or not in the current pass, and how many of the
+    nodes that end it are still to come."""
 
     __slots__ = ("range", "id", "left", "inputs")
 
@@ -119,7 +121,9 @@ class BackwardRanges:
                 return
             inputs = _input_nodes(args, kwargs, self._Tensor)
             made = _nodes_between(outputs, first, self._sequence_nr()) if not inputs else None
-            call = _Call(range_, len(inputs) if made is None else len(made))
+            # Ended by the first input node autograd reaches (the others may wait on branches
+            # the call is no part of), or by the last of the nodes it made.
+            call = _Call(range_, 1 if inputs else len(made or ()))
             for node in outputs:
                 _actions(node, self).starts.append(call)
             for node in inputs:
