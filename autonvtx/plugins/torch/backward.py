@@ -11,12 +11,12 @@ How a call's backward range is found, without changing the graph the program see
   autograd runs ready nodes by decreasing sequence number, and the nodes the call made are
   numbered above its inputs', so by then they are done (and the gradient accumulation of its
   parameters, which comes first). Not the last input's node: an input shared with another
-  branch (a residual) waits for that branch too, which is no part of the call. A call whose inputs
-  need no gradient (an embedding, a first layer) ends when the few nodes it made have run (a
-  post-hook on each; its parameters' accumulation, which follows at once, is left out). A
-  larger one (the root model), or one whose nodes do not all run (`autograd.grad` for an
-  intermediate tensor), ends with the backward pass, from a callback autograd runs when the
-  pass is over.
+  branch (a residual) waits for that branch too, which is no part of the call. Sooner, for a
+  call that made few nodes (a layer): when they have all run (a post-hook on each), since an
+  input shared with siblings (query, key and value projections of one tensor) waits for them.
+  A call none of whose ends comes (inputs that need no gradient and many nodes: the root
+  model; `autograd.grad` for an intermediate tensor) ends with the backward pass, from a
+  callback autograd runs when the pass is over.
 
 Both are actions on one pre-hook per node, kept in the node's `metadata` dict: a node that is
 one call's input and another's output ends the first before it starts the second, whatever
@@ -37,22 +37,23 @@ _KEY = "autonvtx.backward"
 _AFTER_KEY = "autonvtx.backward.after"
 # Outputs are looked for this deep in tuples, lists and dicts (a ModelOutput is a dict).
 _DEPTH = 2
-# A call whose inputs need no gradient ends when the nodes it made have run, if they are this
-# few (an embedding, a first layer); a larger one (the root model) ends with the pass.
-_MADE_LIMIT = 64
+# A call that made this few nodes (a layer) also ends when they have all run: sooner than its
+# input's node when that input is shared with siblings (query, key and value of one input).
+# Larger calls are not walked (the walk is per call).
+_MADE_LIMIT = 16
 
 
 class _Call:
     """One module call's backward range: open or not in the current pass, and how many of the
     nodes that end it are still to come."""
 
-    __slots__ = ("range", "id", "left", "inputs")
+    __slots__ = ("range", "id", "left", "made")
 
-    def __init__(self, range_: Any, inputs: int) -> None:
+    def __init__(self, range_: Any, made: int) -> None:
         self.range = range_
         self.id: int | None = None
         self.left = 0
-        self.inputs = inputs
+        self.made = made  # nodes counted towards the end (0: none are)
 
 
 class _NodeActions:
@@ -90,7 +91,7 @@ class _AfterActions:
 
     def __call__(self, grad_inputs: Any, grad_outputs: Any) -> None:
         try:
-            self.ranges.ended(self.ends)
+            self.ranges.counted(self.ends)
         except Exception:  # never break the program's backward pass
             pass
         return None
@@ -120,10 +121,10 @@ class BackwardRanges:
             if not outputs:
                 return
             inputs = _input_nodes(args, kwargs, self._Tensor)
-            made = _nodes_between(outputs, first, self._sequence_nr()) if not inputs else None
+            made = _nodes_between(outputs, first, self._sequence_nr())
             # Ended by the first input node autograd reaches (the others may wait on branches
-            # the call is no part of), or by the last of the nodes it made.
-            call = _Call(range_, 1 if inputs else len(made or ()))
+            # the call is no part of), or once the nodes it made have all run.
+            call = _Call(range_, len(made or ()))
             for node in outputs:
                 _actions(node, self).starts.append(call)
             for node in inputs:
@@ -139,7 +140,7 @@ class BackwardRanges:
                 continue
             task = self._task_id()
             call.id = call.range.start()
-            call.left = call.inputs
+            call.left = call.made
             with self._lock:
                 opened = self._open.get(task)
                 fresh = opened is None
@@ -151,10 +152,15 @@ class BackwardRanges:
 
     def ended(self, calls: list[_Call]) -> None:
         for call in calls:
+            if call.id is not None:
+                self._end(call)
+
+    def counted(self, calls: list[_Call]) -> None:
+        for call in calls:
             if call.id is None:
                 continue
             call.left -= 1
-            if call.left <= 0:
+            if call.left == 0:
                 self._end(call)
 
     def _end(self, call: _Call) -> None:
