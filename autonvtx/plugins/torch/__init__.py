@@ -10,7 +10,9 @@ asynchronous, so a range covers launching the kernels, not running them):
 - `Optimizer.step` and `Optimizer.zero_grad` of every optimizer class, named by the
   optimizer's class: ``AdamW.step``.
 - `torch.autograd.backward` (what `Tensor.backward()` calls): ``backward``; and
-  `torch.autograd.grad`: ``autograd.grad``. Backward work per layer is not split up.
+  `torch.autograd.grad`: ``autograd.grad``. With `backward_modules`, each module call's
+  backward pass is a range of its own too, ``encoder.layers.2.attn (MultiheadAttention)
+  [backward]`` (`backward.py` says how it is placed).
 - fetching a batch from a DataLoader (`_BaseDataLoaderIter.__next__`):
   ``DataLoader.__next__ (TensorDataset)``, named by the dataset's class. With worker
   processes the range is the wait for the next ready batch.
@@ -28,7 +30,9 @@ about 2 us for global forward hooks.
 
 Options (`[autonvtx.plugin.torch]`): `layer_paths` (default true; false names module ranges
 by class only), `modules`, `optimizer`, `backward`, `dataloader` (each default true: turn a
-kind of range off), `domain` (default: the global domain).
+kind of range off), `domain` (default: the global domain), `backward_modules` and `shapes`
+(default false: a range over each module call's backward pass; the call's tensor shapes in
+its range's name, ``head (Linear) [32x128 float32]``).
 """
 
 from __future__ import annotations
@@ -90,7 +94,16 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
     entries: list[tuple[str, str, str]] = []
     if options.get("modules", True):
         naming = "path (Class)" if options.get("layer_paths", True) else "Class"
-        entries.append(("torch.nn.modules.module", "Module._call_impl", f"every module call, named '{naming}'"))
+        shapes = " [<argument shapes>]" if options.get("shapes", False) else ""
+        entries.append(("torch.nn.modules.module", "Module._call_impl", f"every module call, named '{naming}{shapes}'"))
+        if options.get("backward_modules", False):
+            entries.append(
+                (
+                    "torch.nn.modules.module",
+                    "Module._call_impl",
+                    f"each module call's backward pass, '{naming} [backward]'",
+                )
+            )
         for cls in _subclasses(torch.nn.Module):
             if "forward" in vars(cls):
                 kind = "loss forward" if is_loss_class(cls) else "forward"
