@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -42,6 +43,9 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
     if output is not None:
         check_summary_path("summary: -o", output)
     options = make_view_options(view)
+    top = options.top
+    if pair is not None:  # --top counts pairs, not the rows they are made of
+        options = dataclasses.replace(options, top=None)
     recordings = read_trace(trace)
     # The same function `report` reads a recording's figures with: one table, one set of numbers.
     stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
@@ -50,7 +54,7 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
         from autonvtx.report.pairing import backward_pairs, pairs_text
         from autonvtx.report.render import write_text_file
 
-        table = pairs_text(backward_pairs(stats))
+        table = pairs_text(backward_pairs(stats)[:top])
         if output is None:
             click.echo(table, nl=False)
         else:
