@@ -76,18 +76,12 @@ def start_run(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
             "add --summary"
         )
-    left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
+    # left_out: left out by --ranks, this rank runs as `python` would
+    left_out, outputs = False, None
     if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
-        left_out, outputs = recording_outputs(
-            describe_target(kind, value, target_args),
-            ranks=ranks,
-            trace=trace,
-            summary=summary,
-            buffer_mb=buffer_mb,
-            keep=keep,
-            children=not no_children,
-            table=table,
-        )
+        recorded: dict[str, Any] = dict(trace=trace, summary=summary, buffer_mb=buffer_mb, keep=keep)
+        label = describe_target(kind, value, target_args)
+        left_out, outputs = recording_outputs(label, ranks=ranks, table=table, children=not no_children, **recorded)
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None

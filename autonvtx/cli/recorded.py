@@ -36,7 +36,9 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
     from autonvtx.recorder.stats import arrange_saying, summary_notes, unshaped
     from autonvtx.report.profile import recording_stats
     from autonvtx.report.render import write_summary
-    from autonvtx.report.text import stats_text, use_color
+    from autonvtx.report.renderers import Rendering, SummaryDocument, render
+    from autonvtx.report.table import terminal_width
+    from autonvtx.report.text import use_color
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
@@ -61,7 +63,8 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
             write_text_file(output, table)
         return
     if output is None:
-        click.echo(stats_text(stats, notes=notes, color=use_color(sys.stdout), empty=empty), nl=False)
+        rendering = Rendering(width=terminal_width(sys.stdout), color=use_color(sys.stdout))
+        click.echo(render("summary", "text", SummaryDocument(stats, notes, empty), rendering), nl=False)
     else:
         write_summary(stats, output, notes=notes, empty=empty)
         if empty:
