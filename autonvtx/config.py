@@ -62,6 +62,7 @@ class Rule(Value):
         "origin",
         "reading_of",
         "coroutine",
+        "shapes",
     )
     modules: tuple[str, ...]
     include: tuple[str, ...]
@@ -76,6 +77,7 @@ class Rule(Value):
     # A coroutine call's ranges: "call" (one from its first resumption to its end) or
     # "resumptions" (one per resumption); None: the default, "call".
     coroutine: str | None
+    shapes: bool  # the range's message carries the shapes and dtypes of array-like arguments
 
     def __init__(
         self,
@@ -90,8 +92,11 @@ class Rule(Value):
         origin: str = "",
         reading_of: str = "",
         coroutine: str | None = None,
+        shapes: bool = False,
     ) -> None:
-        self._set(modules, include, exclude, color, domain, category, message, builtins, origin, reading_of, coroutine)
+        self._set(
+            modules, include, exclude, color, domain, category, message, builtins, origin, reading_of, coroutine, shapes
+        )
 
     def where(self, key: str) -> str:
         """The location of one of this rule's keys, as messages name it."""

@@ -492,9 +492,11 @@ class ModuleWalk:
         rule, reason = decided
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each.
         self.report.add_wrapped(qualname, reason)
-        if code is not None:
+        if code is not None and not (rule.shapes and type(func) is types.FunctionType):
             self.engine.apply_code(code, self.rule_module, qualname, rule)
             return None
+        # Shapes need the call's arguments, which sys.monitoring's callbacks do not get: a
+        # wrapper serves such rules on the code engine too.
         return self.engine.apply(func, self.rule_module, qualname, rule)
 
     def _decide(self, qualname: str, builtin: bool = False) -> tuple[Rule, str] | None:

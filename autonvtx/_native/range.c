@@ -330,6 +330,27 @@ static PyObject* Range_pop(RangeObject* self, PyObject* unused)
     Py_RETURN_NONE;
 }
 
+/* A start/end range (nvtxDomainRangeStartEx): not tied to a thread's stack, for ranges that
+ * interleave (a module's backward pass, run by autograd's threads). 0 when no tool listens. */
+static PyObject* Range_start(RangeObject* self, PyObject* unused)
+{
+    (void)unused;
+    if (!self->enabled)
+        return PyLong_FromLong(0);
+    return PyLong_FromUnsignedLongLong(
+        (unsigned long long)nvtxDomainRangeStartEx(self->domain, &self->attributes));
+}
+
+static PyObject* Range_end(RangeObject* self, PyObject* id)
+{
+    unsigned long long value = PyLong_AsUnsignedLongLong(id);
+    if (value == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->enabled && value != 0)
+        nvtxDomainRangeEnd(self->domain, (nvtxRangeId_t)value);
+    Py_RETURN_NONE;
+}
+
 /* wrapt's wrapper protocol: range(wrapped, instance, args, kwargs). */
 static PyObject* Range_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
                                   PyObject* kwnames)
@@ -426,6 +447,10 @@ static PyMethodDef Range_methods[] = {
      "function returned; `kind` as suspending_kind() gives) with this range around each of its "
      "resumptions."},
     {"pop", (PyCFunction)Range_pop, METH_NOARGS, "Pop the innermost range of this domain on the calling thread."},
+    {"start", (PyCFunction)Range_start, METH_NOARGS,
+     "start()\n--\n\nStart this range as a start/end range (any thread may end it); its id, 0 "
+     "when no tool is attached."},
+    {"end", (PyCFunction)Range_end, METH_O, "end(id, /)\n--\n\nEnd the start/end range `id` that start() gave."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -23,7 +23,7 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
 
     wrapt = load_wrapt()
 
-from autonvtx import ranges
+from autonvtx import ranges, resumptions, shapes
 from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
 from autonvtx.engines.wraptcore import (
@@ -205,7 +205,10 @@ class WrapEngine:
             self._pending.pop(func, None)  # every reference runs its code: nothing to rebind
             return None
         wrapper = None
-        if _make_ranged is not None and type(func) is types.FunctionType:
+        if rule.shapes and not resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0)):
+            # A range named per call by its arguments' shapes (a dict look-up once seen).
+            wrapper = RangeWrapper.for_function(func, shapes.wrapper(style, message))
+        elif _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
         # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
         # no native client (or one built from older sources, without ranged_wrapper).
@@ -238,8 +241,8 @@ class WrapEngine:
         per rule and color; None for a message other than the name, or no native client."""
         if (walk := self._walk_function) is False:
             walk = self._walk_function = ranges.uniform_walk_function()
-        if walk is None or _RangedFunctionWrapper is None:
-            return None
+        if walk is None or _RangedFunctionWrapper is None or rule.shapes:
+            return None  # shapes: apply() makes each function's wrapper
         ruled = self._rule_styles.get(id(rule))
         if ruled is None:
             setting = self._config.color_setting(rule)
