@@ -43,6 +43,8 @@ def test_frozen_replace_and_as_dict() -> None:
             "builtins": False,
             "origin": "",
             "reading_of": "",
+            "coroutine": None,
+            "shapes": False,
         },
     )
     assert config.as_dict()["settings"] == {

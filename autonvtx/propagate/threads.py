@@ -48,7 +48,7 @@ def install() -> None:
     if threading is None:
         sys.meta_path.insert(0, _finder)
         # The main thread's NVTX name now, as threading will call it (only threading renames it).
-        _name_for_nvtx(_thread.get_native_id(), _main_thread_name("MainThread"))
+        _name_for_nvtx(_thread.get_native_id(), "MainThread", True)
     else:
         _patch(threading)
 
@@ -125,14 +125,14 @@ _finder = ThreadingFinder()
 def name_thread(thread: threading.Thread, tid: int) -> None:
     """Give OS thread `tid` the Python name of `thread`; never raises."""
     name = thread.name
+    main = False
     try:
-        if thread is not sys.modules["threading"].main_thread():  # imported: `thread` is its
+        main = thread is sys.modules["threading"].main_thread()  # imported: `thread` is its
+        if not main:
             set_os_thread_name(tid, name)
-        else:
-            name = _main_thread_name(name)
     except Exception:  # a name is a nicety: never break the program's thread
         pass
-    _name_for_nvtx(tid, name)
+    _name_for_nvtx(tid, name, main)
 
 
 def _main_thread_name(name: str) -> str:
@@ -142,10 +142,13 @@ def _main_thread_name(name: str) -> str:
     return label_thread_with_rank(name, detect_rank())
 
 
-def _name_for_nvtx(tid: int, name: str) -> None:
+def _name_for_nvtx(tid: int, name: str, main: bool = False) -> None:
     try:
         if _names_to_nvtx:  # ranges (the NVTX client) is loaded only then: start-up, issue 6
             from autonvtx.ranges import name_thread as name_nvtx_thread
+
+            if main:  # ranks too: only where the name reaches a tool
+                name = _main_thread_name(name)
 
             name_nvtx_thread(tid, name)
     except Exception:  # a name is a nicety: never break the program's thread

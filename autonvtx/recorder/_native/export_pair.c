@@ -202,6 +202,10 @@ static void on_end(exporter* x, thread_state* t, uint64_t id, uint64_t ts)
     }
     {
         started* s = *p;
+        if (ts < s->range.start) { /* an end before its start: damage; the range stays open */
+            x->impossible_times++;
+            return;
+        }
         *p = s->next;
         start_ended(x, s, t->tid, ts, 0);
         free(s);

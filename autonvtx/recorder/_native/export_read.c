@@ -89,8 +89,10 @@ static void read_thread(exporter* x, const char* p, size_t n)
             return;
         }
         /* A thread's records are in time order, none later than the file's last write: a time
-           outside that is damage (an end before its start once made a 584-year range). */
-        if (o.start < t->last ||
+           outside that is damage (an end before its start once made a 584-year range). The ends
+           of start/end ranges are the exception (a merged trace writes them after every start,
+           in sections of their own): on_end refuses one before its start. */
+        if ((o.start < t->last && (uint8_t)p[pos] != ANR_K_END) ||
             (x->latest_write_ns != 0 && o.start > x->latest_write_ns + TIME_SLACK_NS)) {
             x->impossible_times++;
             pos += size;
