@@ -237,6 +237,24 @@ def test_a_record_with_an_impossible_time_is_left_out_alone(tmp_path: Path, rich
     assert len(kept.ranges) >= len(full.ranges) - 2
 
 
+def test_a_duplicated_section_does_not_double_its_events(tmp_path: Path, rich: Path) -> None:
+    """A thread's section written twice (a copy, a write replayed) once doubled its events: its
+    records, earlier than the thread's last, are left out and said."""
+    from autonvtx.recorder.chrome import read_chrome_trace
+
+    data = bytes(rich.read_bytes())
+    body, _, length = max((s for s in sections(data) if s[1] == 5), key=lambda s: s[2])
+    section = data[body - SECTION.size : body + length]
+    end = body + length
+    doubled = data[:end] + section + data[end:]
+    run = recover(tmp_path, damaged_copy(tmp_path, rich, "twice", doubled), "back.json")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "with an impossible time" in run.stderr
+    recover(tmp_path, rich.parent, "good.json")
+    (kept,), (full,) = read_chrome_trace(tmp_path / "back.json"), read_chrome_trace(tmp_path / "good.json")
+    assert len(kept.ranges) == len(full.ranges)
+
+
 def test_an_impossible_registry_id_is_not_trusted(tmp_path: Path, rich: Path) -> None:
     data = bytearray(rich.read_bytes())
     body, _, _ = next(s for s in sections(data) if s[1] == 3)  # STRINGS: {u32 id, ...}
