@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,60 +16,11 @@ from autonvtx.suggest.choice import Limits, choose
 # A program with a data loader, a heavy function, a hot tiny helper and heavy work done while a
 # module is imported. The loops are sized so that each heavy call lasts milliseconds and the
 # helper's calls a fraction of a microsecond, far on either side of 20x a range's cost.
-PROGRAM = {
-    "shop/__init__.py": "",
-    "shop/data.py": """
-        def load_batch(size):
-            return [(i * 7919) % 1000 for i in range(size)]
-    """,
-    "shop/model.py": """
-        def build_table():
-            return [sum(range(j % 50)) for j in range(60000)]
-
-        TABLE = build_table()
-
-        def heavy(batch):
-            total = 0
-            for _ in range(6):
-                for value in batch:
-                    total = (total + value * value) % 1000003
-            return total
-
-        def tiny(value):
-            return value + 1
-    """,
-    "train.py": """
-        import sys
-
-        from shop.data import load_batch
-        from shop.model import heavy, tiny
-
-
-        def train_step(step):
-            batch = load_batch(40000)
-            total = heavy(batch)
-            for _ in range(4000):
-                total = tiny(total)
-            return total
-
-
-        def main():
-            total = 0
-            for step in range(4):
-                total += train_step(step)
-            print("trained", total)
-            return 3
-
-
-        if __name__ == "__main__":
-            sys.exit(main())
-    """,
-}
+PROGRAM = Path(__file__).resolve().parent / "fixtures" / "suggest"
 
 
 def write_program(directory: Path) -> Path:
-    for name, text in PROGRAM.items():
-        make_file(directory / name, text)
+    shutil.copytree(PROGRAM, directory, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     return directory / "train.py"
 
 
@@ -100,7 +52,7 @@ def suggested(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Comp
     """One suggestion for the program (a measured run is the slow part: made once)."""
     directory = tmp_path_factory.mktemp("suggest")
     write_program(directory)
-    done = autonvtx("suggest", "-o", "rules.toml", "train.py", cwd=directory)
+    done = autonvtx("suggest", "-o", "rules.toml", "train.py", "3", cwd=directory)
     return done, directory, directory / "rules.toml"
 
 
@@ -152,7 +104,7 @@ def test_list_and_dry_run_explain_the_suggested_rules(suggested: tuple) -> None:
 def test_the_suggested_rules_range_what_was_suggested(suggested: tuple) -> None:
     _, directory, config = suggested
     trace = directory / "check.json"
-    done = autonvtx("run", "--config", str(config), "--trace", str(trace), "train.py", cwd=directory)
+    done = autonvtx("run", "--config", str(config), "--trace", str(trace), "train.py", "3", cwd=directory)
     assert done.returncode == 3, done.stderr
     import json
 
@@ -251,3 +203,50 @@ def test_the_cost_budget_and_the_pattern_limit_hold() -> None:
     assert suggestion.cost_share <= 0.01
     tight = choose(measured(rows), Limits(cost_share=0.0001))  # 10 range costs of 100 ns out of 1 s
     assert sum(entry.calls for rule in tight.rules for entry in rule.entries) <= 1000
+
+
+def test_of_two_ranges_that_would_be_the_same_the_public_outer_one_stays() -> None:
+    m = measured(
+        [
+            (("m:main",), 1, 100_000_000),
+            (("m:main", "opt:Adam.step"), 10, 50_000_000),
+            (("m:main", "opt:Adam.step", "opt:adam"), 10, 49_000_000),
+            (("m:main", "opt:Adam.step", "opt:adam", "opt:_single_tensor_adam"), 10, 48_500_000),
+            (("m:main", "ag:_run_backward"), 10, 40_000_000),
+            (("m:main", "ag:_run_backward", "ag:backward"), 10, 39_000_000),
+        ]
+    )
+    suggestion = choose(m)
+    chosen = {member.name for rule in suggestion.rules for entry in rule.entries for member in entry.members}
+    assert chosen == {"m:main", "opt:Adam.step", "ag:backward"}
+    assert suggestion.left_out["twins of a function around or inside them (same calls, same time)"] == 2
+    assert suggestion.left_out["private dispatchers to one ranged call"] == 1  # _run_backward
+
+
+def test_with_gpu_time_functions_are_ranked_by_the_gpu_work_they_launch() -> None:
+    rows = [
+        (("m:main",), 1, 100_000_000, 10_000),
+        (("m:main", "m:cpu_bound"), 1, 60_000_000, 0),
+        (("m:main", "m:launches"), 1, 30_000_000, 9_000),
+    ]
+    m = settle(Measurement(roots=build_tree(rows), range_cost_ns=100.0, run_ns=100_000_000, gpu=True))
+    suggestion = choose(m, Limits(max_patterns=2))
+    assert suggestion.by_gpu
+    chosen = {member.name for rule in suggestion.rules for entry in rule.entries for member in entry.members}
+    assert chosen == {"m:main", "m:launches"}
+    assert suggestion.gpu_coverage == 1.0
+
+
+def test_call_paths_and_their_gpu_time_come_from_a_real_nsys_export() -> None:
+    from autonvtx.suggest.measure import export_rows
+
+    export = Path(__file__).resolve().parent / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
+    rows, has_gpu = export_rows(str(export), "")
+    assert has_gpu
+    by_path = {path: (count, total, gpu) for path, count, total, gpu in rows}
+    # A layer norm and the op inside it that launched the kernel: the GPU time is the inner
+    # op's, charged to both (nsys 2026.2 capture of PyTorch's op ranges).
+    inner = next(path for path in by_path if path[-1] == "aten::native_layer_norm, seq = 45332, op_id = 990738")
+    assert inner[-2] == "aten::layer_norm, seq = 45332, op_id = 990737"
+    assert by_path[inner][2] == by_path[inner[:-1]][2] > 0
+    assert sum(gpu for path, (_, _, gpu) in by_path.items() if len(path) == 1) > 0

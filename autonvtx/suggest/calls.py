@@ -41,7 +41,7 @@ class Function:
     gpu_ns: int = 0
     child_calls: int = 0  # calls of ranged functions made directly inside its calls
     child_ns: float = 0.0  # their time
-    child_names: set[str] = field(default_factory=set)
+    callees: dict[str, list[float]] = field(default_factory=dict)  # per name: [calls, time] of those
     import_calls: int = 0  # its calls made while a module was being imported
 
     @property
@@ -51,6 +51,11 @@ class Function:
     @property
     def qualname(self) -> str:
         return self.name.partition(":")[2]
+
+    @property
+    def is_private(self) -> bool:
+        """A leading underscore on a part of its name (dunders are public: `__init__`, `__call__`)."""
+        return any(part.startswith("_") and not part.endswith("__") for part in self.qualname.split("."))
 
     @property
     def mean_ns(self) -> float:
@@ -67,6 +72,7 @@ class Measurement:
     status: int = 0  # the program's exit status
     gpu: bool = False  # GPU time per range was measured (under Nsight Systems with a device)
     notes: list[str] = field(default_factory=list)
+    inside_median_ns: float | None = None  # the probe's median duration, where the source has it
     # Filled by `settle`.
     inside_ns: float = 0.0  # the part of a range's cost inside it: an empty function's duration
     import_ns: float = 0.0
@@ -83,7 +89,7 @@ def build_tree(rows: list[tuple[tuple[str, ...], int, int, int]]) -> list[PathNo
     """Nodes from rows of (path, count, total ns, GPU ns); a row whose parent path is missing
     becomes a root."""
     nodes = {path: PathNode(path, count, total, gpu) for path, count, total, gpu in rows}
-    roots = []
+    roots: list[PathNode] = []
     for path, node in nodes.items():
         parent = nodes.get(path[:-1]) if len(path) > 1 else None
         (parent.children if parent is not None else roots).append(node)
@@ -97,6 +103,8 @@ def settle(measurement: Measurement) -> Measurement:
     # A range's own duration holds part of its cost (the engine's call path and the recorder's
     # clock between push and pop): an empty ranged function shows how much.
     inside = sum(node.total_ns for node in probes) / probe_calls if probe_calls else 0.0
+    if measurement.inside_median_ns is not None:
+        inside = measurement.inside_median_ns  # the mean holds the calls the machine interrupted
     # What the caller sees a range cost holds that part: a calibration disturbed below it is raised.
     cost = measurement.range_cost_ns = max(measurement.range_cost_ns, inside)
     functions: dict[str, Function] = {}
@@ -140,7 +148,9 @@ def settle(measurement: Measurement) -> Measurement:
                 continue
             function.child_calls += child.count
             function.child_ns += child.net_ns
-            function.child_names.add(child.name)
+            callee = function.callees.setdefault(child.name, [0, 0.0])
+            callee[0] += child.count
+            callee[1] += child.net_ns
     measurement.inside_ns = inside
     measurement.import_ns = import_ns
     measurement.ranged_calls = ranged_calls

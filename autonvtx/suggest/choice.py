@@ -23,8 +23,8 @@ class Limits:
     cost_share: float = 0.01
     # Include patterns at most, over all rules.
     max_patterns: int = 30
-    # A function whose calls are each one ranged call holding this share of its time adds
-    # nothing to the range inside it (a dispatcher: `Module._call_impl` around `forward`).
+    # A function whose calls make one ranged call each at most, holding this share of its time,
+    # adds nothing to the ranges inside it (a dispatcher: `Module._call_impl` around `forward`).
     wrapper_share: float = 0.9
 
 
@@ -34,6 +34,8 @@ class Entry:
 
     pattern: str
     members: list[Function]
+    covered_ns: float = 0.0  # the run's time inside its ranges, nested ones counted once
+    covered_gpu_ns: int = 0  # the GPU time launched inside them, likewise
 
     @property
     def net_ns(self) -> float:
@@ -98,10 +100,14 @@ def choose(measurement: Measurement, limits: Limits = Limits()) -> Suggestion:
             leave(f"calls shorter than {limits.min_mean_factor:g}x a range's cost")
         elif share(function) < limits.min_share:
             leave(f"under {limits.min_share:.1%} of the run")
-        elif _is_wrapper(function, functions, long_enough, limits):
-            leave("only a call of one ranged function holding its time")
+        elif _is_dispatcher(function, functions, long_enough, limits):
+            leave("private dispatchers to one ranged call")
         else:
             candidates.append(function)
+    twins = _twins(candidates, functions, limits)
+    for _ in twins:
+        leave("twins of a function around or inside them (same calls, same time)")
+    candidates = [function for function in candidates if function.name not in twins]
     if by_gpu:
         candidates.sort(key=lambda f: (f.gpu_ns, f.net_ns, f.name), reverse=True)
     else:
@@ -118,7 +124,9 @@ def choose(measurement: Measurement, limits: Limits = Limits()) -> Suggestion:
         spent += cost * function.calls
 
     entries = _group(chosen, functions, long_enough, cost, budget - spent)
-    rank = (lambda e: (e.gpu_ns, e.net_ns)) if by_gpu else (lambda e: (e.net_ns, 0))
+    for entry in entries:
+        entry.covered_ns, entry.covered_gpu_ns = _covered(measurement.roots, {m.name for m in entry.members})
+    rank = (lambda e: (e.covered_gpu_ns, e.covered_ns)) if by_gpu else (lambda e: (e.covered_ns, 0))
     entries.sort(key=rank, reverse=True)
     for _ in entries[limits.max_patterns :]:
         leave(f"past the {limits.max_patterns} patterns")
@@ -144,16 +152,38 @@ def choose(measurement: Measurement, limits: Limits = Limits()) -> Suggestion:
     )
 
 
-def _is_wrapper(function: Function, functions: dict[str, Function], long_enough: object, limits: Limits) -> bool:
-    """Each call of it is one call of ranged functions that are long enough and hold its time."""
+def _is_dispatcher(function: Function, functions: dict[str, Function], long_enough: object, limits: Limits) -> bool:
+    """A private function whose calls make one ranged call each at most, of functions long
+    enough, which hold its time (`Module._call_impl` around each module's `forward`)."""
     assert callable(long_enough)
     outside_imports = function.calls - function.import_calls
     return (
-        function.child_calls == outside_imports
+        function.is_private
+        and 0 < function.child_calls <= outside_imports
         and function.child_ns >= limits.wrapper_share * function.net_ns
-        and function.name not in function.child_names
-        and all(long_enough(functions[name]) for name in function.child_names)
+        and function.name not in function.callees
+        and all(long_enough(functions[name]) for name in function.callees)
     )
+
+
+def _twins(candidates: list[Function], functions: dict[str, Function], limits: Limits) -> set[str]:
+    """Of two functions whose ranges would be the same twice (the inner one called only from
+    the outer, once per call, holding its time: `Adam.step` around `adam`), the one to leave
+    out: the private one, else the inner one."""
+    names = {function.name for function in candidates}
+    twins: set[str] = set()
+    for outer in candidates:
+        calls = outer.calls - outer.import_calls
+        for name, (inner_calls, inner_ns) in outer.callees.items():
+            inner = functions[name]
+            if (
+                name in names
+                and name != outer.name
+                and inner_calls == calls == inner.calls - inner.import_calls
+                and inner_ns >= limits.wrapper_share * outer.net_ns
+            ):
+                twins.add(outer.name if outer.is_private and not inner.is_private else name)
+    return twins
 
 
 def _group(

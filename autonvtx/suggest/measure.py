@@ -11,11 +11,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import AutonvtxError
-from autonvtx.suggest.calls import MARKS_MODULE, Measurement, build_tree, settle
+from autonvtx.suggest.calls import MARKS_MODULE, PROBE_MARK, Measurement, build_tree, settle
 
 if TYPE_CHECKING:
     from autonvtx.cli.ruleargs import RuleArgs
@@ -58,7 +59,7 @@ def broad_modules(target: tuple[str, str, tuple[str, ...]]) -> list[str]:
     entries = [first]
     for entry in sys.path[1:]:
         real = os.path.realpath(entry or ".")
-        if real in stdlib or os.path.dirname(real) in stdlib or real.endswith(".zip"):
+        if real in stdlib or os.path.basename(real) == "lib-dynload" or real.endswith(".zip"):
             continue  # lib/python3.x and lib-dynload: the standard library
         entries.append(entry)
     excluded = set(sys.stdlib_module_names) | set(sys.builtin_module_names) | set(NEVER)
@@ -106,10 +107,11 @@ def measure(request: MeasureRequest, workdir: str | None = None) -> Measurement:
         with open(config_path, "w", encoding="utf-8") as f:
             f.write(measuring_config(request))
         summary = None if request.nsys else os.path.join(scratch, "calls.json")
+        facts_path = os.path.join(scratch, "facts.json")
         spec = {
             "config": config_path,
             "summary": summary,
-            "facts": os.path.join(scratch, "facts.json"),
+            "facts": facts_path,
             "engine": request.rules.engine,
         }
         spec_path = os.path.join(scratch, "spec.json")
@@ -117,18 +119,21 @@ def measure(request: MeasureRequest, workdir: str | None = None) -> Measurement:
             json.dump(spec, f)
         kind, value, args = request.target
         command = [sys.executable, "-c", _START.format(home=_package_home()), spec_path, kind, value, *args]
+        inside = None
         if request.nsys:
             status, rows, gpu = _run_under_nsys(command, os.path.join(scratch, "suggest"))
         else:
             status = _run(command)
             rows, gpu = _summary_rows(summary), False
-        facts = _facts(spec["facts"], status)
+            inside = _probe_median(summary)
+        facts = _facts(facts_path, status)
     measurement = Measurement(
         roots=build_tree(rows),
         range_cost_ns=float(facts["range_cost_ns"]),
         run_ns=int(facts.get("run_ns", 0)),
         status=status,
         gpu=gpu,
+        inside_median_ns=inside,
     )
     if "run_ns" not in facts:
         measurement.notes.append("the program ended without Python's exit (its run time is the ranges' time)")
@@ -176,11 +181,22 @@ def _summary_rows(path: str | None) -> list[tuple[tuple[str, ...], int, int, int
         if row.get("domain") != DOMAIN:
             continue
         labels = row["path"].split(" > ") if row.get("path") else [prefix + row["name"]]
-        path = tuple(label[len(prefix) :] for label in labels if label.startswith(prefix))
-        figures = merged.setdefault(path, [0, 0])
+        names = tuple(label[len(prefix) :] for label in labels if label.startswith(prefix))
+        figures = merged.setdefault(names, [0, 0])
         figures[0] += int(row["count"])
         figures[1] += int(row["total_ns"])
     return [(path, count, total, 0) for path, (count, total) in merged.items()]
+
+
+def _probe_median(path: str | None) -> float | None:
+    """The median duration of the calibration probe's ranges: the part of a range's cost inside
+    it, from the calls the machine's other work did not interrupt."""
+    assert path is not None
+    with open(path, encoding="utf-8") as f:
+        for row in json.load(f).get("ranges", []):
+            if row.get("domain") == DOMAIN and row.get("name") == PROBE_MARK:
+                return float(row["median_ns"])
+    return None
 
 
 def _run_under_nsys(command: list[str], output: str) -> tuple[int, list[tuple[tuple[str, ...], int, int, int]], bool]:
@@ -188,7 +204,6 @@ def _run_under_nsys(command: list[str], output: str) -> tuple[int, list[tuple[tu
     launched inside each, from the export, by the report's attribution."""
     from autonvtx import nsight
     from autonvtx.cli.profile import export_of_capture, run_nsys
-    from autonvtx.report.profile import ReportOptions, read_profile
 
     nsys = nsight.find_nsys()
     plan = nsight.plan_profile(
@@ -200,22 +215,29 @@ def _run_under_nsys(command: list[str], output: str) -> tuple[int, list[tuple[tu
         nsys_args=(),
         run_command=command,
     )
-    import time
-
     started = time.time()
     status = run_nsys(plan.command)
     export = export_of_capture(nsys, nsight.report_paths(output), started, status)
+    rows, gpu = export_rows(export, DOMAIN)
+    return (128 - status if status < 0 else status), rows, gpu
+
+
+def export_rows(export: str, domain: str) -> tuple[list[tuple[tuple[str, ...], int, int, int]], bool]:
+    """Call paths of one domain's ranges in an Nsight Systems export, with the CPU time and the
+    GPU time launched inside each (the report's attribution, `report.sweep`), and whether the
+    export holds GPU work. Other domains' ranges on a path are left out of it, as in a summary."""
+    from autonvtx.report.profile import ReportOptions, read_profile
+
     report = read_profile(export, ReportOptions(each=True))
     merged: dict[tuple[str, ...], list[int]] = {}
-    stack = [(node, ()) for node in report.tree]
+    stack: list[tuple[Any, tuple[str, ...]]] = [(node, ()) for node in report.tree]
     while stack:
         node, above = stack.pop()
-        path: tuple[str, ...] = (*above, node.name) if node.domain == DOMAIN else above
-        if node.domain == DOMAIN:
+        path = (*above, node.name) if node.domain == domain else above
+        if node.domain == domain:
             figures = merged.setdefault(path, [0, 0, 0])
             figures[0] += node.instances
             figures[1] += node.cpu_ns
             figures[2] += node.work.gpu_ns
         stack.extend((child, path) for child in node.children)
-    rows = [(path, count, total, gpu) for path, (count, total, gpu) in merged.items()]
-    return (128 - status if status < 0 else status), rows, report.has_gpu
+    return [(path, count, total, gpu) for path, (count, total, gpu) in merged.items()], report.has_gpu

@@ -57,10 +57,10 @@ def render(suggestion: Suggestion, measurement: Measurement, command: str, condi
 def _describe(entry: Entry, run_ns: float, by_gpu: bool, measurement: Measurement) -> str:
     calls = entry.calls
     mean = entry.net_ns / calls if calls else 0.0
-    text = f"{entry.net_ns / run_ns:.1%} of time, {calls:,} call{'s' if calls != 1 else ''}, mean {_duration(mean)}"
+    text = f"{entry.covered_ns / run_ns:.1%} of time, {calls:,} call{'s' if calls != 1 else ''}, mean {_duration(mean)}"
     if by_gpu:
         gpu_total = sum(node.gpu_ns for node in measurement.roots if not node.under_import) or 1
-        text = f"{entry.gpu_ns / gpu_total:.1%} of GPU time, " + text
+        text = f"{entry.covered_gpu_ns / gpu_total:.1%} of GPU time, " + text
     if len(entry.members) > 1:
         names = ", ".join(member.qualname for member in entry.members[:3])
         more = f" and {len(entry.members) - 3} more" if len(entry.members) > 3 else ""
