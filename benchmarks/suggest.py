@@ -51,21 +51,22 @@ def _clean_env() -> dict[str, str]:
 def coverage(trace_path: str) -> tuple[float, int]:
     """(share of the section inside an autonvtx range on its thread, ranges in the section)."""
     with open(trace_path, encoding="utf-8") as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    section = next(e for e in events if e["name"] == "section" and e.get("cat") == "bench")
-    start, end = section["ts"], section["ts"] + section["dur"]
+        events = json.load(f)["traceEvents"]
+    ends = {(e["pid"], e["tid"], e.get("id")): e["ts"] for e in events if e.get("ph") == "e" and e["name"] == "section"}
+    begin = next(e for e in events if e.get("ph") == "b" and e["name"] == "section" and e.get("cat") == "bench")
+    start, end = begin["ts"], ends[(begin["pid"], begin["tid"], begin.get("id"))]
     spans = sorted(
         (max(e["ts"], start), min(e["ts"] + e["dur"], end))
         for e in events
-        if e.get("cat") != "bench" and e["tid"] == section["tid"] and e["pid"] == section["pid"]
+        if e.get("ph") == "X" and e.get("cat") != "bench" and (e["pid"], e["tid"]) == (begin["pid"], begin["tid"])
         if e["ts"] < end and e["ts"] + e["dur"] > start
     )
     covered, reach = 0.0, start
-    for begin, finish in spans:
-        if finish > reach:
-            covered += finish - max(begin, reach)
-            reach = finish
-    return covered / section["dur"], len(spans)
+    for first, last in spans:
+        if last > reach:
+            covered += last - max(first, reach)
+            reach = last
+    return covered / (end - start), len(spans)
 
 
 def measure(program: str, repeat: int, scratch: str) -> dict[str, Any]:

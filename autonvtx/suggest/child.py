@@ -138,11 +138,12 @@ def _quiet_unmatched_patterns() -> None:
 
 
 def _calibrate(marks: types.ModuleType) -> float:
-    """What a range adds to a call here (engine, recorder or nsys, this machine), in ns: the
-    fastest round of calls to a ranged empty function less the fastest round of an unranged
-    one (the fastest: the rounds least disturbed by anything else running)."""
+    """What a range adds to a call here (engine, recorder or nsys, this machine and its load
+    now), in ns: the median over rounds of a round of calls to a ranged empty function less
+    the round of an unranged one beside it. The median, not the best round: the program's
+    calls pay what a range typically costs, and on a busy machine that is more than at best."""
     probe, bare = marks.probe, marks.bare
-    ranged = unranged = float("inf")
+    differences = []
     for _ in range(CALIBRATION_ROUNDS):
         start = time.perf_counter_ns()
         for _ in range(CALIBRATION_CALLS):
@@ -151,8 +152,9 @@ def _calibrate(marks: types.ModuleType) -> float:
         for _ in range(CALIBRATION_CALLS):
             bare()
         end = time.perf_counter_ns()
-        ranged, unranged = min(ranged, middle - start), min(unranged, end - middle)
-    return max(ranged - unranged, 1) / CALIBRATION_CALLS
+        differences.append((middle - start) - (end - middle))
+    differences.sort()
+    return max(differences[len(differences) // 2], 1) / CALIBRATION_CALLS
 
 
 def _mark_imports(marks: types.ModuleType) -> None:

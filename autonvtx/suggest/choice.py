@@ -104,7 +104,7 @@ def choose(measurement: Measurement, limits: Limits = Limits()) -> Suggestion:
             leave("private dispatchers to one ranged call")
         else:
             candidates.append(function)
-    twins = _twins(candidates, functions, limits)
+    twins = _twins(measurement.roots, candidates, functions, limits.wrapper_share)
     for _ in twins:
         leave("twins of a function around or inside them (same calls, same time)")
     candidates = [function for function in candidates if function.name not in twins]
@@ -166,24 +166,50 @@ def _is_dispatcher(function: Function, functions: dict[str, Function], long_enou
     )
 
 
-def _twins(candidates: list[Function], functions: dict[str, Function], limits: Limits) -> set[str]:
-    """Of two functions whose ranges would be the same twice (the inner one called only from
-    the outer, once per call, holding its time: `Adam.step` around `adam`), the one to leave
-    out: the private one, else the inner one."""
+def _twins(roots: list[PathNode], candidates: list[Function], functions: dict[str, Function], share: float) -> set[str]:
+    """The functions whose ranges would mostly repeat another's: where they hold `share` of
+    their time, they are the one call inside a call of another candidate, once per call,
+    holding its time (`Adam.step` around `adam`, `betweenness_centrality` around networkx's
+    `_call_if_no_backends_installed`), or that call is the one inside them. Of each such pair,
+    the private one is left out, else the inner one."""
     names = {function.name for function in candidates}
-    twins: set[str] = set()
-    for outer in candidates:
-        calls = outer.calls - outer.import_calls
-        for name, (inner_calls, inner_ns) in outer.callees.items():
-            inner = functions[name]
-            if (
-                name in names
-                and name != outer.name
-                and inner_calls == calls == inner.calls - inner.import_calls
-                and inner_ns >= limits.wrapper_share * outer.net_ns
-            ):
-                twins.add(outer.name if outer.is_private and not inner.is_private else name)
-    return twins
+    inside_twin_ns: dict[str, float] = {}  # its time where it is a twin of the call around it
+    around_twin_ns: dict[str, float] = {}  # its time where a twin call is inside it
+    private_around: set[str] = set()  # a private call around it was its twin somewhere
+    public_inside: dict[str, bool] = {}  # its twins inside were all public
+
+    def twins(outer: PathNode, inner: PathNode) -> bool:
+        return (
+            inner.name in names
+            and outer.name in names
+            and inner.name != outer.name
+            and inner.count == outer.count
+            and inner.net_ns >= share * outer.net_ns
+        )
+
+    stack: list[tuple[PathNode, PathNode | None]] = [(root, None) for root in roots]
+    while stack:
+        node, parent = stack.pop()
+        stack.extend((child, node) for child in node.children)
+        if node.under_import or node.name not in names or node.name in node.path[:-1]:
+            continue
+        if parent is not None and twins(parent, node):
+            inside_twin_ns[node.name] = inside_twin_ns.get(node.name, 0.0) + node.net_ns
+            if functions[parent.name].is_private:
+                private_around.add(node.name)
+        twin_child = next((child for child in node.children if twins(node, child)), None)
+        if twin_child is not None:
+            around_twin_ns[node.name] = around_twin_ns.get(node.name, 0.0) + node.net_ns
+            public = not functions[twin_child.name].is_private
+            public_inside[node.name] = public_inside.get(node.name, True) and public
+    left: set[str] = set()
+    for function in candidates:
+        name, mostly = function.name, share * function.net_ns
+        if inside_twin_ns.get(name, 0.0) >= mostly and (function.is_private or name not in private_around):
+            left.add(name)  # the inner one, unless it is public and a call around it is not
+        elif around_twin_ns.get(name, 0.0) >= mostly and function.is_private and public_inside.get(name, False):
+            left.add(name)  # a private one around a public one
+    return left
 
 
 def _group(
