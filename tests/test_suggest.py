@@ -123,6 +123,15 @@ def test_writes_to_standard_output_after_the_programs_own(tmp_path: Path) -> Non
     assert '"work",' in rest
 
 
+def test_rule_options_replace_the_broad_rules_of_the_measured_run(tmp_path: Path) -> None:
+    write_program(tmp_path)
+    done = autonvtx("suggest", "-t", "shop.*", "-o", "narrow.toml", "train.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rules = selected(tmp_path / "narrow.toml")
+    assert set(rules) == {"shop.model", "shop.data"}, (tmp_path / "narrow.toml").read_text()
+    assert "# Suggested by: autonvtx suggest -t 'shop.*' train.py" in (tmp_path / "narrow.toml").read_text()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.launch import check_script, describe_target
+from autonvtx.cli.launch import check_script
 from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.run import TARGET_KEY, RunCommand
 from autonvtx.errors import UsageError
@@ -94,7 +95,7 @@ def suggest(
     measurement: Measurement = measure(request)
     limits = Limits(min_share=min_share / 100, cost_share=cost_pct / 100, max_patterns=max_patterns)
     suggestion = choose(measurement, limits)
-    command = "autonvtx suggest " + describe_target(*target).partition(" ")[2]
+    command = _command_line(target, rules, nsys, max_patterns, min_share, cost_pct)
     text = render(suggestion, measurement, command, _conditions(rules.engine, nsys))
     if output is None:
         sys.stdout.flush()
@@ -120,6 +121,41 @@ def suggest(
             file=sys.stderr,
         )
     raise SystemExit(measurement.status)
+
+
+def _command_line(
+    target: tuple[str, str, tuple[str, ...]],
+    rules: RuleArgs,
+    nsys: bool,
+    max_patterns: int,
+    min_share: float,
+    cost_pct: float,
+) -> str:
+    """The suggest command as it could be typed again (without -o)."""
+    words = ["autonvtx", "suggest"]
+    for flag, values in (
+        ("--config", rules.configs),
+        ("--preset", rules.presets),
+        ("-t", rules.targets),
+        ("--include", rules.includes),
+        ("--exclude", rules.excludes),
+    ):
+        for value in values:
+            words += [flag, value]
+    if rules.engine is not None:
+        words += ["--engine", rules.engine]
+    if nsys:
+        words.append("--nsys")
+    for flag, given, default in (
+        ("--max-patterns", max_patterns, 30),
+        ("--min-share", min_share, 0.5),
+        ("--cost", cost_pct, 1.0),
+    ):
+        if given != default:
+            words += [flag, f"{given:g}"]
+    kind, value, args = target
+    words += {"script": [value], "module": ["-m", value], "code": ["-c", value]}[kind]
+    return shlex.join([*words, *args])
 
 
 def _conditions(engine: str | None, nsys: bool) -> str:
