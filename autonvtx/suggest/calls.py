@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 # (`child.importing`), and of its calibration probe: they are measurements, never suggestions.
 MARKS_MODULE = "autonvtx_suggest_marks"
 IMPORT_MARK = f"{MARKS_MODULE}:importing"
-PROBE_MARK = f"{MARKS_MODULE}:probe"
+PROBE_MARKS = (f"{MARKS_MODULE}:probe", f"{MARKS_MODULE}:Probe.method")
 
 
 @dataclass
@@ -98,7 +98,7 @@ def build_tree(rows: list[tuple[tuple[str, ...], int, int, int]]) -> list[PathNo
 
 def settle(measurement: Measurement) -> Measurement:
     """Net times, per-function sums and the run's import time, from the call paths."""
-    probes = [node for node in walk(measurement.roots) if node.name == PROBE_MARK]
+    probes = [node for node in walk(measurement.roots) if node.name in PROBE_MARKS]
     probe_calls = sum(node.count for node in probes)
     # A range's own duration holds part of its cost (the engine's call path and the recorder's
     # clock between push and pop): an empty ranged function shows how much.
@@ -128,11 +128,11 @@ def settle(measurement: Measurement) -> Measurement:
         below_calls[id(node)], below_imports[id(node)] = calls, imports
         node.net_ns = max(0.0, node.total_ns - inside * node.count - imports - cost * calls)
     for node in order:
-        if node.name != PROBE_MARK:
+        if node.name not in PROBE_MARKS:
             ranged_calls += node.count
         if node.name == IMPORT_MARK and not _has_import_above(node):
             import_ns += node.total_ns
-        if node.name in (IMPORT_MARK, PROBE_MARK):
+        if node.name == IMPORT_MARK or node.name in PROBE_MARKS:
             continue
         function = functions.setdefault(node.name, Function(node.name))
         function.calls += node.count
@@ -144,7 +144,7 @@ def settle(measurement: Measurement) -> Measurement:
         function.net_ns += node.net_ns
         function.gpu_ns += node.gpu_ns
         for child in node.children:
-            if child.name in (IMPORT_MARK, PROBE_MARK):
+            if child.name == IMPORT_MARK or child.name in PROBE_MARKS:
                 continue
             function.child_calls += child.count
             function.child_ns += child.net_ns

@@ -23,6 +23,13 @@ def probe():
 def bare():
     return None
 
+class Probe:
+    def method(self):
+        return None
+
+    def bare(self):
+        return None
+
 def importing(name, import_):
     return find_and_load(name, import_)
 """
@@ -140,17 +147,23 @@ def _quiet_unmatched_patterns() -> None:
 def _calibrate(marks: types.ModuleType) -> float:
     """What a range adds to a call here (engine, recorder or nsys, this machine and its load
     now), in ns: the median over rounds of a round of calls to a ranged empty function less
-    the round of an unranged one beside it. The median, not the best round: the program's
-    calls pay what a range typically costs, and on a busy machine that is more than at best."""
-    probe, bare = marks.probe, marks.bare
+    the round of an unranged one beside it; of a function and of a method looked up on each
+    call (a wrapper binds itself then), the dearer. The median, not the best round: the
+    program's calls pay what a range typically costs, and on a busy machine that is more."""
+    instance = marks.Probe()
+    method_cost = _cost(lambda: instance.method(), lambda: instance.bare())  # the same lambda cost on both sides
+    return max(_cost(marks.probe, marks.bare), method_cost)
+
+
+def _cost(ranged: Any, unranged: Any) -> float:
     differences = []
     for _ in range(CALIBRATION_ROUNDS):
         start = time.perf_counter_ns()
         for _ in range(CALIBRATION_CALLS):
-            probe()
+            ranged()
         middle = time.perf_counter_ns()
         for _ in range(CALIBRATION_CALLS):
-            bare()
+            unranged()
         end = time.perf_counter_ns()
         differences.append((middle - start) - (end - middle))
     differences.sort()

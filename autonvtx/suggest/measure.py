@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import AutonvtxError
-from autonvtx.suggest.calls import MARKS_MODULE, PROBE_MARK, Measurement, build_tree, settle
+from autonvtx.suggest.calls import MARKS_MODULE, PROBE_MARKS, Measurement, build_tree, settle
 
 if TYPE_CHECKING:
     from autonvtx.cli.ruleargs import RuleArgs
@@ -84,7 +84,7 @@ def measuring_config(request: MeasureRequest) -> str:
             raise AutonvtxError("suggest: the rule options select no module; expected -t, --config or --preset rules")
     else:
         rules = [(tuple(f"{name}{tail}" for name in broad_modules(request.target) for tail in ("", ".*")), ("*",), ())]
-    rules.append(((MARKS_MODULE,), ("probe", "importing"), ()))
+    rules.append(((MARKS_MODULE,), ("probe", "Probe.method", "importing"), ()))
     lines = ["[autonvtx]", f"domain = {json.dumps(DOMAIN)}", f"message = {json.dumps(MESSAGE)}"]
     for modules, include, exclude in rules:
         modules = tuple(module for module in modules if module.split(".")[0] not in NEVER or module == "*")
@@ -189,14 +189,17 @@ def _summary_rows(path: str | None) -> list[tuple[tuple[str, ...], int, int, int
 
 
 def _probe_median(path: str | None) -> float | None:
-    """The median duration of the calibration probe's ranges: the part of a range's cost inside
-    it, from the calls the machine's other work did not interrupt."""
+    """The median duration of the calibration probes' ranges (the dearer of function and
+    method): the part of a range's cost inside it, from the calls the machine's other work did
+    not interrupt."""
     assert path is not None
     with open(path, encoding="utf-8") as f:
-        for row in json.load(f).get("ranges", []):
-            if row.get("domain") == DOMAIN and row.get("name") == PROBE_MARK:
-                return float(row["median_ns"])
-    return None
+        medians = [
+            float(row["median_ns"])
+            for row in json.load(f).get("ranges", [])
+            if row.get("domain") == DOMAIN and row.get("name") in PROBE_MARKS
+        ]
+    return max(medians) if medians else None
 
 
 def _run_under_nsys(command: list[str], output: str) -> tuple[int, list[tuple[tuple[str, ...], int, int, int]], bool]:
