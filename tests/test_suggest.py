@@ -119,7 +119,7 @@ def test_writes_to_standard_output_after_the_programs_own(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     first, _, rest = done.stdout.partition("\n")
     assert first == str(sum(range(300000)))
-    assert rest.startswith("# Suggested by: autonvtx suggest work.py")
+    assert rest.startswith("# Suggested by: autonvtx suggest --min-share 0 work.py")
     assert '"work",' in rest
 
 
