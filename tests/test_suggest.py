@@ -228,7 +228,7 @@ def test_of_two_ranges_that_would_be_the_same_the_public_outer_one_stays() -> No
     suggestion = choose(m)
     chosen = {member.name for rule in suggestion.rules for entry in rule.entries for member in entry.members}
     assert chosen == {"m:main", "opt:Adam.step", "ag:backward"}
-    assert suggestion.left_out["twins of a function around or inside them (same calls, same time)"] == 2
+    assert suggestion.left_out["twins of a function around or inside them"] == 2
     assert suggestion.left_out["private dispatchers to one ranged call"] == 1  # _run_backward
 
 

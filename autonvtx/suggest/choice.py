@@ -97,16 +97,16 @@ def choose(measurement: Measurement, limits: Limits = Limits()) -> Suggestion:
         if function.calls == function.import_calls:
             leave("run only while importing")
         elif not long_enough(function):
-            leave(f"calls shorter than {limits.min_mean_factor:g}x a range's cost")
+            leave(f"with calls shorter than {limits.min_mean_factor:g}x a range's cost")
         elif share(function) < limits.min_share:
-            leave(f"under {limits.min_share:.1%} of the run")
+            leave(f"holding under {limits.min_share:.1%} of the run")
         elif _is_dispatcher(function, functions, long_enough, limits):
             leave("private dispatchers to one ranged call")
         else:
             candidates.append(function)
     twins = _twins(measurement.roots, candidates, functions, limits.wrapper_share)
     for _ in twins:
-        leave("twins of a function around or inside them (same calls, same time)")
+        leave("twins of a function around or inside them")
     candidates = [function for function in candidates if function.name not in twins]
     if by_gpu:
         candidates.sort(key=lambda f: (f.gpu_ns, f.net_ns, f.name), reverse=True)

@@ -27,7 +27,8 @@ def render(suggestion: Suggestion, measurement: Measurement, command: str, condi
         f" with {suggestion.patterns} patterns.",
     ]
     if suggestion.left_out:
-        lines.append("# Functions left out: " + "; ".join(f"{n} {why}" for why, n in suggestion.left_out.items()) + ".")
+        reasons = "; ".join(f"{n} {why}" for why, n in suggestion.left_out.items())
+        lines.append(f"# Functions left out: {reasons}.")
     for note in measurement.notes:
         lines.append(f"# Note: {note}")
     lines.append(
