@@ -41,7 +41,7 @@ def test_intervals_merge_and_intersect() -> None:
 
 def test_one_export_with_two_processes() -> None:
     document = across(TORCH, strip_ids=True)
-    assert document["schema"] == "autonvtx-across-ranks/1"
+    assert document["schema"] == "autonvtx-across-ranks/2"
     assert document["ranks"] == ["pid 144", "pid 145"]
     rows = {row["name"]: row for row in document["ranges"]}
     for row in document["ranges"]:
@@ -60,8 +60,13 @@ def test_one_export_with_two_processes() -> None:
     assert 0 <= alltoall["overlapped_ns"] <= min(alltoall["communication_ns"], alltoall["compute_ns"])
     for value in alltoall["per_rank"]:
         assert value["communication_ns"] <= value["ns"]  # NCCL kernel time is part of the range's GPU time
-    # Communication ranges are left out of the straggler: there the fast rank waits.
-    assert document["straggler"]["rank"] == "pid 145"
+    # With NCCL kernels the ranks wait on the GPU, in the communication ranges: pid 144 spends 17 ms
+    # in the all-to-all against pid 145's 8 ms, so it waited there for pid 145.
+    straggler = document["straggler"]
+    assert (straggler["rank"], straggler["method"]) == ("pid 145", "communication")
+    assert straggler["waited_ns"] == rows["nccl:all_to_all"]["max_ns"] - rows["nccl:all_to_all"]["min_ns"]
+    assert straggler["function"] == "aten::split"  # the most beyond pid 144's time, outside communication
+    assert "communication_ns" not in rows[straggler["function"]]
 
 
 def test_nccl_overlap_matches_a_direct_query() -> None:
@@ -219,3 +224,35 @@ def test_no_communication_kernels_no_overlap_figures() -> None:
     assert read_overlap(TORCH, "rank", True)[("pid 144", "AllToAll4D")][0] > 0
     document = across(SAXPY)
     assert all("communication_ns" not in row for row in document["ranges"])
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_file_is_read(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    # The inputs do not exist either: the message names -o, so it was checked first.
+    done = cli(
+        "report", str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"), "--across", "ranks", "-o", f"{missing}/x.txt"
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "-o" in done.stderr and "no such directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_names_are_whole_in_a_file_and_fit_a_terminal() -> None:
+    whole = produce_across(AcrossRequest((TORCH,), top=40, sort="name"))
+    assert "FSDP::post_forward (blocks.{n}._checkpoint_wrapped_module), op_id = {n}" in whole
+    fitted = produce_across(AcrossRequest((TORCH,), top=40, sort="name", width=140))
+    table = fitted.split("\n\n", 1)[1].splitlines()
+    assert all(len(line) <= 140 for line in table), [line for line in table if len(line) > 140]
+    assert any(line.endswith("op_id = {n}") and "..." in line for line in table)  # the end kept
+
+
+def test_every_sort_key_of_the_ranks_view_is_accepted_and_others_refused_in_one_line() -> None:
+    for sort in ("imbalance", "lost", "max", "median", "min", "kernels", "count", "name"):
+        done = cli("report", TORCH, "--across", "ranks", "--sort", sort, "--top", "3", "--format", "json")
+        assert done.returncode == 0, (sort, done.stderr)
+    lost = json.loads(cli("report", TORCH, "--across", "ranks", "--sort", "lost", "--format", "json").stdout)
+    assert [r["lost_ns"] for r in lost["ranges"]] == sorted((r["lost_ns"] for r in lost["ranges"]), reverse=True)
+    for sort in ("self", "mean", "span", "memcpy"):
+        done = cli("report", "missing-a.sqlite", "missing-b.sqlite", "--across", "ranks", "--sort", sort)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (sort, done.stderr)
+        assert f"--sort: the ranks side by side (--across ranks) has no figures for '{sort}'" in done.stderr

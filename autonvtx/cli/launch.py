@@ -76,24 +76,17 @@ def start_run(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
             "add --summary"
         )
-    left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
+    # left_out: left out by --ranks, this rank runs as `python` would
+    left_out, outputs = False, None
     if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
-        left_out, outputs = recording_outputs(
-            describe_target(kind, value, target_args),
-            ranks=ranks,
-            trace=trace,
-            summary=summary,
-            buffer_mb=buffer_mb,
-            keep=keep,
-            children=not no_children,
-            table=table,
-        )
+        recorded: dict[str, Any] = dict(trace=trace, summary=summary, buffer_mb=buffer_mb, keep=keep)
+        label = describe_target(kind, value, target_args)
+        left_out, outputs = recording_outputs(label, ranks=ranks, table=table, children=not no_children, **recorded)
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None
     config = rules.load(captures=captures, near=near)
-    if verbose:
-        say_where_rules_came_from(config, rules, near)
+    say_where_rules_came_from(config, rules, near, verbose=verbose)
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -120,6 +113,12 @@ def start_run(
     except AutonvtxError:
         if session is not None:
             session.cancel()
+        # "No module named X" is the whole story: no warning follows about patterns that never
+        # had a chance to match.
+        from autonvtx.control import installed
+
+        for instrumentation in installed():
+            atexit.unregister(instrumentation.print_report)
         raise
     say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
     if outputs is None:
@@ -127,20 +126,21 @@ def start_run(
     return TargetRun(resolved, on_main_statement)
 
 
-def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None) -> None:
-    """-v: the config files discovery found, or, when rules were given, the ones it left unread
-    (a `-t` run beside an autonvtx.toml silently used other domains and exclusions)."""
+def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None, *, verbose: int) -> None:
+    """When rules were given, the config files discovery left unread, in one line (a `-t` run
+    beside an autonvtx.toml silently used other domains and exclusions); -v: also the ones it found."""
     if not (rules.configs or rules.presets or rules.targets):
-        if config.sources:
+        if config.sources and verbose:
             print(f"autonvtx: rules from {', '.join(config.sources)}", file=sys.stderr)  # found, not given
         return
     from autonvtx.configfile import discover
 
-    unread = [path for _, path in discover(".", near)]
+    given = {os.path.realpath(path) for path in rules.configs}
+    unread = [path for _, path in discover(".", near) if os.path.realpath(path) not in given]
     if unread:
         print(
-            f"autonvtx: rules from the command line only: {', '.join(unread)} not read (a config is"
-            " discovered only without --config, --preset and -t; add --config to use it too)",
+            f"autonvtx: note: {', '.join(unread)} not read: rules were given (a config is discovered only"
+            " without --config, --preset and -t; add --config to use it too)",
             file=sys.stderr,
         )
 

@@ -162,6 +162,12 @@ def split_target_arguments(
     help="Under torchrun, Slurm or MPI, instrument and record only these ranks ('0,3', '0-3'); "
     "the others run untouched.",
 )
+@click.option(
+    "--budget",
+    metavar="PCT",
+    help="Turn off the ranges of functions whose range costs more than PCT% of their own time,"
+    " measured over their first 100 calls with the attached tool (e.g. 2); named at exit.",
+)
 def run(
     rules: RuleArgs,
     verbose: int,
@@ -173,6 +179,7 @@ def run(
     no_children: bool,
     captures: tuple[str, ...],
     ranks: str | None,
+    budget: str | None,
     **table: Any,
 ) -> TargetRun:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
@@ -185,6 +192,10 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     target = click.get_current_context().meta.get(TARGET_KEY)
+    if budget is not None:
+        from autonvtx.budget import arm_option
+
+        arm_option(budget, verbose)
     return start_run(
         target,
         rules=rules,

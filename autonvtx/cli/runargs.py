@@ -43,6 +43,7 @@ OPTIONS = {
     "--no-children": ("no_children", FLAG),
     "--capture": ("captures", MULTIPLE),
     "--ranks": ("ranks", VALUE),
+    "--budget": ("budget", VALUE),
 }
 
 # The parameters click passes for these options (and --summary, left to click) when none is given.
@@ -62,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "no_children": False,
     "captures": (),
     "ranks": None,
+    "budget": None,
 }
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.across import Spread, SpreadRow
 from autonvtx.report.gather import describe
-from autonvtx.report.text import format_duration, named_table, printable
+from autonvtx.report.table import Line, build_table
+from autonvtx.report.text import format_duration, note_lines, printable
 
-SCHEMA = "autonvtx-across-ranks/1"
-WIDTH = 110
+SCHEMA = "autonvtx-across-ranks/2"  # 2: the straggler names its function and why
 
 
 def _overlap_cells(row: SpreadRow) -> list[str]:
@@ -29,7 +29,8 @@ def _imbalance(row: SpreadRow) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
+def format_text(view: Spread, rows: Sequence[SpreadRow], width: int | None = None) -> str:
+    """The ranks side by side; `width`: a terminal's, which names are cut to fit (None: never cut)."""
     shown = ", ".join(view.ranks[:8]) + (f", ... ({len(view.ranks)} ranks)" if len(view.ranks) > 8 else "")
     out = [
         f"Across ranks: {describe(view.files)}",
@@ -39,11 +40,8 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
     ]
     straggler = view.straggler()
     if straggler is not None:
-        out.append(
-            f"straggler: {straggler.rank} ({format_duration(straggler.excess_ns)} beyond the median rank over all ranges; "
-            f"slowest in {straggler.slowest_in} of {straggler.compared} ranges"
-            + (", communication ranges left out)" if view.has_gpu else ")")
-        )
+        function = f", `{printable(straggler.function)}`" if straggler.function else ""
+        out.append(f"straggler: {straggler.rank}{function} ({printable(straggler.why)})")
     headers = ["Min", "Median", "Max", "Lost", "Imbalance", "Slowest"]
     if view.has_gpu:
         headers += ["NCCL", "Overlapped", "Exposed"]
@@ -59,11 +57,10 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
         ]
         if view.has_gpu:
             cells += _overlap_cells(row)
-        lines.append((cells, printable(row.name)))
+        lines.append(Line(cells, printable(row.name)))
     out.append("")
-    out.extend(named_table(headers, lines, width=WIDTH))
-    for note in view.notes:
-        out.append(f"Note: {note}")
+    out.extend(build_table(headers, lines, width=width))
+    out.extend(note_lines(view.notes, width))
     return "\n".join(out) + "\n"
 
 
@@ -108,9 +105,14 @@ def format_json(view: Spread, rows: Sequence[SpreadRow]) -> str:
         if straggler is None
         else {
             "rank": straggler.rank,
-            "excess_ns": straggler.excess_ns,
-            "slowest_in": straggler.slowest_in,
-            "compared": straggler.compared,
+            "function": straggler.function,
+            "why": straggler.why,
+            "method": straggler.method,
+            "waited_ns": straggler.waited_ns,
+            "late_in": straggler.late_in,
+            "synchronising": straggler.synchronising,
+            "sync_range": straggler.sync_range,
+            "function_excess_ns": straggler.function_excess_ns,
         },
         "ranges": [record(row) for row in rows],
         "notes": view.notes,
@@ -142,10 +144,3 @@ def format_csv(view: Spread, rows: Sequence[SpreadRow]) -> str:
         found = record(row)
         writer.writerow(["" if found.get(column) is None else found[column] for column in columns])
     return buffer.getvalue()
-
-
-FORMATTERS: dict[str, Callable[[Spread, Sequence[SpreadRow]], str]] = {
-    "text": format_text,
-    "csv": format_csv,
-    "json": format_json,
-}
