@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "export": "autonvtx.cli.rules",
     "init": "autonvtx.cli.rules",
     "kernel": "autonvtx.cli.kernel",
+    "suggest": "autonvtx.cli.suggest",
 }
 
 
