@@ -57,9 +57,10 @@ def start_run(
     captures: tuple[str, ...],
     ranks: str | None,
     table: dict[str, Any] | None,
+    flight: Any = None,
 ) -> TargetRun:
     """`autonvtx run` with these options; `table`: the view options that shape --summary (None
-    when none was given)."""
+    when none was given); `flight`: a `recorder.flight.Flight` (--flight)."""
     from autonvtx import runner
     from autonvtx.propagate import children
 
@@ -75,7 +76,8 @@ def start_run(
             "add --summary"
         )
     left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
-    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
+    recording = trace is not None or summary is not None or buffer_mb is not None or keep != "all"
+    if ranks is not None or recording or flight is not None:
         left_out, outputs = recording_outputs(
             describe_target(kind, value, target_args),
             ranks=ranks,
@@ -85,6 +87,7 @@ def start_run(
             keep=keep,
             children=not no_children,
             table=table,
+            flight=flight,
         )
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.

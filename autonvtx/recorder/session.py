@@ -71,7 +71,17 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import native, perfetto, recording, results, stats, stats_python, trace, writer  # noqa: F401
+        from autonvtx.recorder import (  # noqa: F401
+            flight,
+            native,
+            perfetto,
+            recording,
+            results,
+            stats,
+            stats_python,
+            trace,
+            writer,
+        )
         from autonvtx.report import render  # noqa: F401
 
         library = native.library_path()
@@ -87,6 +97,13 @@ class RecordingSession:
             settings[environment.RECORD_LIMIT_MB] = str(self.outputs.buffer_mb)
         if self.outputs.keep == "last":
             settings[environment.RECORD_KEEP] = "last"
+        if self.outputs.flight is not None:
+            from autonvtx.recorder.flight import DEFAULT_BUFFER_MB, recorder_settings
+
+            assert self._given.trace is not None  # check_outputs: --flight needs --trace
+            settings.update(recorder_settings(self.outputs.flight, self._given.trace))
+            if self.outputs.buffer_mb is None:
+                settings[environment.RECORD_LIMIT_MB] = str(DEFAULT_BUFFER_MB)
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
@@ -255,8 +272,9 @@ class RecordingSession:
         metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
         if missing:
             metadata["missing_processes"] = missing
+        flight = self.outputs.flight
         request = Request(
-            trace=self.outputs.trace,
+            trace=None if flight is not None else self.outputs.trace,
             summary=self.outputs.summary,
             labels=labels,
             only_pid=None if self.outputs.children else self._pid,
@@ -277,9 +295,11 @@ class RecordingSession:
             self._fail(f"{which}: {error.strerror or error}", keep=True)
             return
         notes = results.notes + [_missing_note(p) for p in missing]
+        if flight is not None:
+            notes += self._write_flight_windows(directory, labels, metadata)
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
             print_notes(notes)
-        if self.outputs.trace is not None:
+        if self.outputs.trace is not None and flight is None:
             print(
                 f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr
             )
@@ -291,6 +311,50 @@ class RecordingSession:
                 return
             if self.outputs.summary != SUMMARY_TO_STDERR:
                 print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
+
+    def _write_flight_windows(self, directory: str, labels: dict[int, str], metadata: dict[str, Any]) -> list[str]:
+        """Each window the recorder wrote (`flight-N/`), as the trace `TRACE.flight-N.EXT`; the
+        notes about them (the whole run's trace is not written under --flight)."""
+        from autonvtx.recorder.flight import flight_path, window_metadata, window_notes, windows
+        from autonvtx.recorder.results import Request, write_results
+
+        assert self.outputs.trace is not None and self._given.trace is not None
+        written = 0
+        notes: list[str] = []
+        for window in windows(directory):
+            shown = flight_path(self._given.trace, window.number)
+            if not window.info.get("written", True):
+                continue  # the recorder said why on stderr when it fired
+            try:
+                write_results(
+                    str(window.directory),
+                    Request(
+                        trace=flight_path(self.outputs.trace, window.number),
+                        labels=labels,
+                        metadata={**metadata, "flight": window_metadata(window.info)},
+                    ),
+                )
+            except OSError as error:
+                self._fail(f"--flight: could not write '{shown}': {error.strerror or error}", keep=True)
+                continue
+            written += 1
+            for note in window_notes(window.info):
+                notes.append(f"{shown}: {note}")
+            print(
+                f"autonvtx: flight window written to {shown} ({window.info.get('name')!s}, instance "
+                f"{window.info.get('instance')} of '{window.info.get('range')}', and the "
+                f"{int(window.info.get('instances_in_window', 1)) - 1} before it)",
+                file=sys.stderr,
+            )
+        flight = self.outputs.flight
+        if not written:
+            notes.append(
+                f"--flight: no instance of '{flight.range}' lasted more than {flight.factor:g}x the median of those "
+                f"before it: no window written, and no trace of the whole run (--flight writes only windows)"
+            )
+        else:
+            notes.append(f"--flight: {written} window(s) written; the whole run's trace is not written under --flight")
+        return notes
 
     def _adjust(self, recordings: list[ProcessRecording]) -> None:
         for recording in recordings:
@@ -326,6 +390,7 @@ def _clean_environment() -> dict[str, str]:
         environment.RECORD_DIR,
         environment.RECORD_LIMIT_MB,
         environment.RECORD_KEEP,
+        *environment.FLIGHT_VARIABLES,
         environment.RULES,
         environment.CONFIG,
     }
@@ -338,8 +403,15 @@ def write_after_death(state: str) -> None:
     from autonvtx.recorder.stats import ViewOptions
 
     values = json.loads(state)
+    from autonvtx.recorder.flight import Flight
+
     view = values["outputs"].pop("summary_options")
-    outputs = Outputs(**values["outputs"], summary_options=ViewOptions(**view) if view is not None else None)
+    flight = values["outputs"].pop("flight")
+    outputs = Outputs(
+        **values["outputs"],
+        summary_options=ViewOptions(**view) if view is not None else None,
+        flight=Flight(**flight) if flight is not None else None,
+    )
     session = RecordingSession(Outputs(**values["given"]))
     session.outputs = outputs
     session._directory, session._pid, session._alive = values["directory"], values["pid"], False

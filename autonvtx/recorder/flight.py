@@ -1,0 +1,158 @@
+"""The flight recorder (`--flight RANGE`): which settings it takes, what the native recorder is told,
+and the windows it wrote turned into traces beside `--trace`.
+
+The watching itself is native (`_native/flight.c`, run by the recorder's own thread): each
+process compares every instance of the range with the median of those before it and, for a slow
+one, writes the window (the instance and the `keep` before it, every thread) as a recording of
+its own, `flight-N/<pid>.anr` in the record directory, with `flight-N/flight.json` saying what
+fired. This module names the trace each becomes (`run.json` -> `run.flight-N.json`) and writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autonvtx import environment
+from autonvtx.errors import UsageError
+
+# The trace suffixes, longest first: `.flight-N` goes before the whole suffix (`run.json.gz` ->
+# `run.flight-1.json.gz`).
+_SUFFIXES = (".perfetto-trace", ".json.gz", ".pftrace", ".json")
+FLIGHT_INFO = "flight.json"
+FLIGHT_SCHEMA = "autonvtx-flight/1"
+# The ring's share of the recorder's memory bound by default: a run of hours stays within it.
+DEFAULT_BUFFER_MB = 128
+MAX_KEEP = 1000  # the native scanner keeps at most this many instances before the slow one
+
+
+@dataclass(frozen=True)
+class Flight:
+    """`--flight RANGE` and its settings."""
+
+    range: str
+    factor: float = 3.0
+    keep: int = 10
+    max_files: int = 20
+    warmup: int = 5
+
+    def check(self) -> None:
+        """Refuse settings that could never do what they say, naming the option."""
+        if not self.range.strip():
+            raise UsageError(
+                "--flight: expected the name of a range (a function's range, or a region such as 'step {i}')"
+            )
+        if not self.factor > 1.0:
+            raise UsageError(
+                f"--flight-factor: expected a number above 1 (how many times the median), got {self.factor}"
+            )
+        if not 1 <= self.keep <= MAX_KEEP:
+            raise UsageError(f"--flight-keep: expected 1 to {MAX_KEEP} instances before the slow one, got {self.keep}")
+        if self.max_files < 1:
+            raise UsageError(f"--flight-max: expected at least 1 file, got {self.max_files}")
+        if self.warmup < 0:
+            raise UsageError(f"--flight-warmup: expected 0 or more instances, got {self.warmup}")
+
+
+def flight_path(trace: str, number: int) -> str:
+    """`trace` with `.flight-N` before its suffix: `fr.json` -> `fr.flight-1.json`."""
+    head, tail = split_suffix(trace)
+    return f"{head}.flight-{number}{tail}"
+
+
+def split_suffix(trace: str) -> tuple[str, str]:
+    for suffix in _SUFFIXES:
+        if trace.endswith(suffix):
+            return trace[: -len(suffix)], suffix
+    head, tail = os.path.splitext(trace)
+    return head, tail
+
+
+def recorder_settings(flight: Flight, shown_trace: str) -> dict[str, str]:
+    """What the native recorder reads at load (every process of the run inherits it)."""
+    head, tail = split_suffix(shown_trace)
+    return {
+        environment.FLIGHT_RANGE: flight.range,
+        environment.FLIGHT_FACTOR: repr(flight.factor),
+        environment.FLIGHT_KEEP: str(flight.keep),
+        environment.FLIGHT_MAX: str(flight.max_files),
+        environment.FLIGHT_WARMUP: str(flight.warmup),
+        environment.FLIGHT_HEAD: head,
+        environment.FLIGHT_TAIL: tail,
+    }
+
+
+@dataclass
+class Window:
+    """One window the recorder wrote: its directory and what fired it."""
+
+    number: int
+    directory: Path
+    info: dict[str, Any]
+
+
+def windows(directory: str) -> list[Window]:
+    """The complete windows in a record directory (flight.json is written last), by number."""
+    found = []
+    for path in Path(directory).glob("flight-*"):
+        number = path.name.partition("-")[2]
+        info_path = path / FLIGHT_INFO
+        if not (number.isdigit() and path.is_dir() and info_path.is_file()):
+            continue
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict) and info.get("schema") == FLIGHT_SCHEMA:
+            found.append(Window(int(number), path, info))
+    return sorted(found, key=lambda w: w.number)
+
+
+def window_metadata(info: dict[str, Any]) -> dict[str, Any]:
+    """What a flight trace says of itself (its `otherData.flight`): the trigger, the window, and
+    the ranges left out whole because they began before it."""
+    keys = (
+        "range",
+        "name",
+        "instance",
+        "duration_ns",
+        "median_ns",
+        "median_of",
+        "factor",
+        "keep",
+        "instances_in_window",
+        "window_start_ns",
+        "window_end_ns",
+        "slow_start_ns",
+        "ring_cut",
+        "still_open",
+        "enclosing_left_out",
+        "enclosing_unnamed",
+        "enclosing",
+        "pid",
+        "tid",
+    )
+    return {key: info[key] for key in keys if key in info}
+
+
+def window_notes(info: dict[str, Any]) -> list[str]:
+    """What a flight trace leaves out or shows open, said in words (also in its metadata)."""
+    notes = []
+    left_out = int(info.get("enclosing_left_out", 0)) + int(info.get("enclosing_unnamed", 0))
+    if left_out:
+        names = sorted({str(e.get("name", "")) for e in info.get("enclosing", [])})
+        named = f" ({', '.join(repr(n) for n in names[:5])}{', ...' if len(names) > 5 else ''})" if names else ""
+        notes.append(
+            f"{left_out} range(s) that began before the window{named} are left out whole (otherData.flight.enclosing)"
+        )
+    if info.get("still_open"):
+        notes.append(f"{info['still_open']} range(s) that began in the window had not ended when it was written")
+    if info.get("ring_cut"):
+        notes.append(
+            f"the recorder's ring held only {info.get('instances_in_window')} of the {int(info.get('keep', 0)) + 1}"
+            " instances: raise --buffer-mb for a longer window"
+        )
+    return notes
