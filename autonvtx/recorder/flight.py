@@ -138,21 +138,27 @@ def window_metadata(info: dict[str, Any]) -> dict[str, Any]:
     return {key: info[key] for key in keys if key in info}
 
 
-def window_notes(info: dict[str, Any]) -> list[str]:
-    """What a flight trace leaves out or shows open, said in words (also in its metadata)."""
+def window_notes(written: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What the windows (shown name, flight.json) leave out or show open, said once for them all
+    (each file's `otherData.flight` has its own figures)."""
     notes = []
-    left_out = int(info.get("enclosing_left_out", 0)) + int(info.get("enclosing_unnamed", 0))
+    names = sorted({str(e.get("name", "")) for _, info in written for e in info.get("enclosing", [])})
+    left_out = [shown for shown, info in written if info.get("enclosing_left_out") or info.get("enclosing_unnamed")]
     if left_out:
-        names = sorted({str(e.get("name", "")) for e in info.get("enclosing", [])})
         named = f" ({', '.join(repr(n) for n in names[:5])}{', ...' if len(names) > 5 else ''})" if names else ""
+        where = left_out[0] if len(left_out) == 1 else f"{len(left_out)} windows"
         notes.append(
-            f"{left_out} range(s) that began before the window{named} are left out whole (otherData.flight.enclosing)"
+            f"{where}: the ranges that began before the window{named} are left out whole"
+            " (named in otherData.flight.enclosing)"
         )
-    if info.get("still_open"):
-        notes.append(f"{info['still_open']} range(s) that began in the window had not ended when it was written")
-    if info.get("ring_cut"):
-        notes.append(
-            f"the recorder's ring held only {info.get('instances_in_window')} of the {int(info.get('keep', 0)) + 1}"
-            " instances: raise --buffer-mb for a longer window"
-        )
+    for shown, info in written:
+        if info.get("still_open"):
+            notes.append(
+                f"{shown}: {info['still_open']} range(s) begun in the window had not ended when it was written"
+            )
+        if info.get("ring_cut"):
+            notes.append(
+                f"{shown}: the recorder's ring held only {info.get('instances_in_window')} of the"
+                f" {int(info.get('keep', 0)) + 1} instances: raise --buffer-mb for a longer window"
+            )
     return notes

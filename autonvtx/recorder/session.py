@@ -319,8 +319,7 @@ class RecordingSession:
         from autonvtx.recorder.results import Request, write_results
 
         assert self.outputs.trace is not None and self._given.trace is not None
-        written = 0
-        notes: list[str] = []
+        written: list[tuple[str, dict[str, Any]]] = []
         for window in windows(directory):
             shown = flight_path(self._given.trace, window.number)
             if not window.info.get("written", True):
@@ -337,9 +336,7 @@ class RecordingSession:
             except OSError as error:
                 self._fail(f"--flight: could not write '{shown}': {error.strerror or error}", keep=True)
                 continue
-            written += 1
-            for note in window_notes(window.info):
-                notes.append(f"{shown}: {note}")
+            written.append((shown, window.info))
             print(
                 f"autonvtx: flight window written to {shown} ({window.info.get('name')!s}, instance "
                 f"{window.info.get('instance')} of '{window.info.get('range')}', and the "
@@ -347,13 +344,16 @@ class RecordingSession:
                 file=sys.stderr,
             )
         flight = self.outputs.flight
+        notes = window_notes(written)
         if not written:
             notes.append(
                 f"--flight: no instance of '{flight.range}' lasted more than {flight.factor:g}x the median of those "
                 f"before it: no window written, and no trace of the whole run (--flight writes only windows)"
             )
         else:
-            notes.append(f"--flight: {written} window(s) written; the whole run's trace is not written under --flight")
+            notes.append(
+                f"--flight: {len(written)} window(s) written; the whole run's trace is not written under --flight"
+            )
         return notes
 
     def _adjust(self, recordings: list[ProcessRecording]) -> None:

@@ -214,11 +214,11 @@ static int record_message(const char* p, const char** text, size_t* len, uint32_
     return 0;
 }
 
-/* Whether `text`, its numbers written "{n}", is the watched range's name. */
-static int name_matches(const char* text, size_t len)
+/* Whether `text`, its numbers written "{n}", is the watched range's name from g_pattern[k] on. */
+static int matches_from(const char* text, size_t len, size_t k)
 {
     const unsigned char* s = (const unsigned char*)text;
-    size_t i = 0, k = 0;
+    size_t i = 0;
     while (i < len) {
         size_t end = number_end(s, len, i);
         if (end > i) {
@@ -236,19 +236,36 @@ static int name_matches(const char* text, size_t len)
     return k == g_pattern_len;
 }
 
+/* The name alone, or "domain:name" as the summary shows it (`autonvtx:train.step`). */
+static int name_matches(uint32_t domain, const char* text, size_t len)
+{
+    domain_entry* d;
+    if (matches_from(text, len, 0))
+        return 1;
+    for (d = g_domains; d; d = d->next) {
+        if (d->id == domain) {
+            size_t n = strlen(d->name);
+            return n < g_pattern_len && memcmp(g_pattern, d->name, n) == 0 && g_pattern[n] == ':'
+                && matches_from(text, len, n + 1);
+        }
+    }
+    return 0;
+}
+
 static int is_watched(const char* p)
 {
     const char* text;
     size_t len;
-    uint32_t id;
+    uint32_t id, domain;
     if (!record_message(p, &text, &len, &id))
         return 0;
+    memcpy(&domain, p + 4, 4);
     if (id && id <= g_by_id_len) {
         if (!g_id_matches[id - 1])
-            g_id_matches[id - 1] = name_matches(text, len) ? 1 : 2;
+            g_id_matches[id - 1] = name_matches(domain, text, len) ? 1 : 2;
         return g_id_matches[id - 1] == 1;
     }
-    return name_matches(text, len);
+    return name_matches(domain, text, len);
 }
 
 static char* record_name(const char* p)
@@ -868,10 +885,11 @@ static void write_window(const trigger* t)
     else
         n = snprintf(line, sizeof(line),
                      "autonvtx: flight: '%s' (instance %llu of '%s') took %s, %.1fx the median %s of the %llu before it;"
-                     " %s.flight-%u%s gets it and the %u before it\n",
+                     " it and the %u before it go to %s.flight-%u%s at exit ('autonvtx recover %s -o FILE' writes"
+                     " them now)\n",
                      t->name, (unsigned long long)t->ordinal, g_shown_range, took,
                      t->median ? (double)(t->end - t->start) / (double)t->median : 0.0, med,
-                     (unsigned long long)t->measured, g_out_head, number, g_out_tail, in_window - 1);
+                     (unsigned long long)t->measured, in_window - 1, g_out_head, number, g_out_tail, dir);
     if (n > 0 && write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
         n = 0;
     free(info.p);

@@ -1,0 +1,299 @@
+"""`run --flight RANGE`: the window around a slow instance, written as TRACE.flight-N, through the
+real native recorder. The machine these run on is shared, so a 1 ms sleep sometimes lasts far
+longer: every window the recorder writes is checked against the program's own clock (the step it
+fired on must have been slow there too), and the slow step planted by the test must be caught."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import make_file, run_autonvtx
+
+needs_312 = pytest.mark.skipif(sys.version_info < (3, 12), reason="the code engine and regions need 3.12+")
+ENGINES = ["wrap", pytest.param("code", marks=needs_312)]
+
+TRAINING = """
+    import json, sys, time
+
+    def work(i, slow):
+        time.sleep(0.03 if i == slow else 0.001)
+
+    def step(i, slow):
+        work(i, slow)
+
+    def train(n, slow):
+        times = []
+        for i in range(n):
+            t = time.perf_counter()
+            step(i, slow)
+            times.append(time.perf_counter() - t)
+        return times
+
+    if __name__ == "__main__":
+        n, slow = int(sys.argv[1]), int(sys.argv[2])
+        with open("times.json", "w") as f:
+            json.dump(train(n, slow), f)
+"""
+
+
+def windows(directory: Path, stem: str = "trace", suffix: str = ".json") -> dict[int, dict[str, Any]]:
+    """flight number -> the trace written for it."""
+    found = {}
+    for path in directory.glob(f"{stem}.flight-*{suffix}"):
+        number = path.name[len(stem) + len(".flight-") : -len(suffix)]
+        found[int(number)] = json.loads(path.read_text())
+    return found
+
+
+def really_slow(directory: Path, instance: int, factor: float) -> bool:
+    """Whether the program's own clock saw that step (1-based) last well over the usual."""
+    times = json.loads((directory / "times.json").read_text())
+    return times[instance - 1] > factor * statistics.median(times) / 2
+
+
+def ranges(trace: dict[str, Any], name: str | None = None) -> list[dict[str, Any]]:
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X" and (name is None or e["name"] == name)]
+
+
+def check_only_slow_steps_fired(workdir: Path, found: dict[int, dict[str, Any]], factor: float, planted: int) -> None:
+    for trace in found.values():
+        flight = trace["otherData"]["flight"]
+        if flight["instance"] != planted:
+            assert really_slow(workdir, flight["instance"], factor), flight
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_slow_step_gives_one_window_with_it_and_the_ten_before(workdir: Path, engine: str) -> None:
+    make_file(workdir / "prog.py", TRAINING)
+    done = run_autonvtx(
+        "--engine",
+        engine,
+        "-t",
+        "__main__",
+        "--flight",
+        "step",
+        "--flight-max",
+        "1000",
+        "--summary",
+        "prog.py",
+        "3000",
+        "1999",
+        cwd=workdir,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (workdir / "trace.json").exists()  # no whole trace under --flight
+    found = windows(workdir)
+    slow = [t for t in found.values() if t["otherData"]["flight"]["instance"] == 2000]
+    assert len(slow) == 1, done.stderr
+    trace = slow[0]
+    flight = trace["otherData"]["flight"]
+    assert flight["name"] == "step" and flight["range"] == "step"
+    assert flight["instances_in_window"] == 11 and not flight["ring_cut"]
+    assert flight["duration_ns"] > 3 * flight["median_ns"]
+    steps = ranges(trace, "step")
+    works = ranges(trace, "work")
+    assert len(steps) == 11 and len(works) == 11
+    assert max(steps, key=lambda e: e["dur"])["ts"] == max(e["ts"] for e in steps)  # the slow one ends it
+    assert not ranges(trace, "train")  # began before the window: left out whole, and named
+    assert [e["name"] for e in flight["enclosing"]] == ["train"]
+    assert "instance 2000 of 'step'" in done.stderr and "the median" in done.stderr
+    assert "the whole run's trace is not written under --flight" in done.stderr
+    assert "3,000" in done.stderr  # --summary still counts every step
+    check_only_slow_steps_fired(workdir, found, 3.0, 2000)
+
+
+def test_a_steady_run_writes_no_window(workdir: Path) -> None:
+    make_file(workdir / "prog.py", TRAINING)
+    done = run_autonvtx(
+        "-t", "__main__", "--flight", "step", "--flight-max", "1000", "prog.py", "1500", "-1", cwd=workdir
+    )
+    assert done.returncode == 0, done.stderr
+    found = windows(workdir)
+    check_only_slow_steps_fired(workdir, found, 3.0, planted=0)
+    if not found:
+        assert "no instance of 'step' lasted more than 3x the median" in done.stderr
+
+
+def test_a_slow_warm_up_step_does_not_fire(workdir: Path) -> None:
+    make_file(workdir / "prog.py", TRAINING)
+    done = run_autonvtx(
+        "-t", "__main__", "--flight", "step", "--flight-max", "1000", "prog.py", "300", "0", cwd=workdir
+    )
+    assert done.returncode == 0, done.stderr
+    found = windows(workdir)
+    assert all(t["otherData"]["flight"]["instance"] > 5 for t in found.values())
+    check_only_slow_steps_fired(workdir, found, 3.0, planted=0)
+
+
+def test_without_warm_up_the_first_slow_step_after_one_instance_fires(workdir: Path) -> None:
+    make_file(workdir / "prog.py", TRAINING)
+    done = run_autonvtx(
+        "-t",
+        "__main__",
+        "--flight",
+        "step",
+        "--flight-warmup",
+        "0",
+        "--flight-keep",
+        "3",
+        "--flight-max",
+        "1000",
+        "prog.py",
+        "40",
+        "1",
+        cwd=workdir,
+    )
+    assert done.returncode == 0, done.stderr
+    fired = {t["otherData"]["flight"]["instance"]: t for t in windows(workdir).values()}
+    assert 2 in fired, done.stderr
+    assert fired[2]["otherData"]["flight"]["instances_in_window"] == 2  # only one came before it
+    assert len(ranges(fired[2], "step")) == 2
+
+
+THREADED = """
+    import json, sys, threading, time
+    import nvtx
+
+    def recurse(depth):
+        with nvtx.annotate(f"level {depth}", domain="app"):
+            if depth:
+                recurse(depth - 1)
+
+    def background(stop):
+        with nvtx.annotate("background", domain="app"):  # open across every window
+            while not stop.is_set():
+                with nvtx.annotate("tick", domain="app"):
+                    time.sleep(0.0015)
+
+    stop = threading.Event()
+    worker = threading.Thread(target=background, args=(stop,))
+    worker.start()
+    times = []
+    with nvtx.annotate("train", domain="app"):
+        for i in range(400):
+            t = time.perf_counter()
+            with nvtx.annotate(f"step {i}", domain="app"):
+                recurse(4)
+                time.sleep(0.03 if i == 300 else 0.001)
+            times.append(time.perf_counter() - t)
+    stop.set()
+    worker.join()
+    with open("times.json", "w") as f:
+        json.dump(times, f)
+"""
+
+
+def nested_or_apart(events: list[dict[str, Any]]) -> bool:
+    """Whether the ranges of one thread nest: each pair is disjoint or one holds the other."""
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events)
+    open_ends: list[float] = []
+    for start, end in spans:
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        if open_ends and end > open_ends[-1] + 1e-3:  # crosses the end of the range around it
+            return False
+        open_ends.append(end)
+    return True
+
+
+def test_threads_and_recursion_keep_nesting_true_in_the_window(workdir: Path) -> None:
+    make_file(workdir / "prog.py", THREADED)
+    done = run_autonvtx("--flight", "step {i}", "--flight-max", "1000", "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    found = windows(workdir)
+    slow = [t for t in found.values() if t["otherData"]["flight"]["name"] == "step 300"]
+    assert len(slow) == 1, done.stderr
+    trace = slow[0]
+    flight = trace["otherData"]["flight"]
+    start_us = flight["window_start_ns"] / 1000
+    events = ranges(trace)
+    assert {e["name"] for e in events} >= {"step 290", "step 300", "level 0", "level 4", "tick"}
+    assert not any(e["name"] in ("train", "background") for e in events)
+    # Open when the window began, so left out whole and named: the loop, the background range, and
+    # the tick under way then, if one was.
+    enclosing = {e["name"]: e["tid"] for e in flight["enclosing"]}
+    assert {"train", "background"} <= set(enclosing) <= {"train", "background", "tick"}
+    assert enclosing["train"] != enclosing["background"]
+    for tid in {e["tid"] for e in events}:
+        mine = [e for e in events if e["tid"] == tid]
+        assert nested_or_apart(mine), tid
+        assert min(e["ts"] for e in mine) >= start_us - 1e-3  # nothing begun before the window
+    for i in range(290, 301):  # every step whole, with its whole recursion
+        assert len([e for e in events if e["name"] == f"step {i}"]) == 1
+    assert len([e for e in events if e["name"].startswith("level ")]) == 11 * 5
+
+
+@needs_312
+def test_a_region_template_names_the_range(workdir: Path) -> None:
+    make_file(workdir / "prog.py", TRAINING)
+    make_file(
+        workdir / "autonvtx.toml",
+        """
+        [[regions]]
+        function = "__main__:train"
+        loop = "first"
+        name = "step {i}"
+        """,
+    )
+    done = run_autonvtx(
+        "--flight", "step {i}", "--flight-keep", "4", "--flight-max", "1000", "prog.py", "300", "250", cwd=workdir
+    )
+    assert done.returncode == 0, done.stderr
+    found = windows(workdir)
+    slow = [t for t in found.values() if t["otherData"]["flight"]["name"] == "step 250"]
+    assert len(slow) == 1, done.stderr
+    names = sorted(e["name"] for e in ranges(slow[0]) if e["name"].startswith("step "))
+    assert names == [f"step {i}" for i in range(246, 251)]
+
+
+MANY_SLOW = """
+    import time
+    import nvtx
+    for i in range(200):
+        with nvtx.annotate(f"step {i}", domain="app"):
+            time.sleep(0.04 if i % 20 == 19 else 0.001)
+"""
+
+
+def test_at_most_flight_max_windows_and_the_suffix_kept(workdir: Path) -> None:
+    make_file(workdir / "prog.py", MANY_SLOW)
+    done = run_autonvtx(
+        "--trace", "fr.pftrace", "--flight", "step {i}", "--flight-max", "2", "prog.py", cwd=workdir, trace=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in workdir.glob("fr*")) == ["fr.flight-1.pftrace", "fr.flight-2.pftrace"]
+    assert "2 files written (--flight-max): later slow instances of 'step {i}' are not written" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--flight", "step"], "--flight: needs --trace PATH"),
+        (
+            ["--trace", "t.json", "--flight", "step", "--flight-factor", "1"],
+            "--flight-factor: expected a number above 1",
+        ),
+        (["--trace", "t.json", "--flight", "step", "--flight-keep", "0"], "--flight-keep: expected 1 to 1000"),
+        (["--trace", "t.json", "--flight", "step", "--flight-max", "0"], "--flight-max: expected at least 1"),
+        (["--trace", "t.json", "--flight", "step", "--flight-warmup", "-1"], "--flight-warmup: expected 0 or more"),
+        (["--trace", "t.json", "--flight-keep", "3"], "--flight-keep sets how --flight watches; add --flight RANGE"),
+        (
+            ["--trace", "t.json", "--flight", "step", "--keep", "last", "--buffer-mb", "8"],
+            "--flight: keeps its own ring",
+        ),
+        (["--trace", "t.json", "--flight", " "], "--flight: expected the name of a range"),
+    ],
+)
+def test_bad_flight_options_are_one_line_and_status_2(workdir: Path, args: list[str], message: str) -> None:
+    make_file(workdir / "prog.py", "print('ran')\n")
+    done = run_autonvtx(*args, "prog.py", cwd=workdir, trace=False)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr and "ran" not in done.stdout
+    assert len(done.stderr.strip().splitlines()) == 1
