@@ -131,7 +131,7 @@ def test_a_slow_warm_up_step_does_not_fire(workdir: Path) -> None:
     check_only_slow_steps_fired(workdir, found, 3.0, planted=0)
 
 
-def test_without_warm_up_the_first_slow_step_after_one_instance_fires(workdir: Path) -> None:
+def test_without_warm_up_an_early_slow_step_fires_with_what_came_before(workdir: Path) -> None:
     make_file(workdir / "prog.py", TRAINING)
     done = run_autonvtx(
         "-t",
@@ -141,19 +141,19 @@ def test_without_warm_up_the_first_slow_step_after_one_instance_fires(workdir: P
         "--flight-warmup",
         "0",
         "--flight-keep",
-        "3",
+        "5",
         "--flight-max",
         "1000",
         "prog.py",
         "40",
-        "1",
+        "3",
         cwd=workdir,
     )
     assert done.returncode == 0, done.stderr
     fired = {t["otherData"]["flight"]["instance"]: t for t in windows(workdir).values()}
-    assert 2 in fired, done.stderr
-    assert fired[2]["otherData"]["flight"]["instances_in_window"] == 2  # only one came before it
-    assert len(ranges(fired[2], "step")) == 2
+    assert 4 in fired, done.stderr
+    assert fired[4]["otherData"]["flight"]["instances_in_window"] == 4  # only three came before it
+    assert len(ranges(fired[4], "step")) == 4
 
 
 THREADED = """

@@ -134,6 +134,8 @@ def window_metadata(info: dict[str, Any]) -> dict[str, Any]:
         "enclosing",
         "pid",
         "tid",
+        "write_ns",
+        "write_cpu_ns",
     )
     return {key: info[key] for key in keys if key in info}
 

@@ -45,6 +45,7 @@ typedef struct open_range {
     uint32_t watched;
     uint64_t ts;
     char* name;             /* a watched instance's name (malloc'ed) */
+    const char* record;     /* the push (valid while the ring holds it: ts >= the thread's oldest) */
 } open_range;
 
 struct flight_thread {
@@ -299,8 +300,9 @@ static uint64_t record_id(const char* p)
     return id;
 }
 
-/* Calls visit(record, size, arg) for each record from (first, from) up to (last, last_used). */
-typedef void (*record_visitor)(const char* p, size_t size, void* arg);
+/* Calls visit(record, size, arg) for each record from (first, from) up to (last, last_used), or
+   until it returns 0. */
+typedef int (*record_visitor)(const char* p, size_t size, void* arg);
 
 static void walk(chunk* first, size_t from, chunk* last, size_t last_used, record_visitor visit, void* arg)
 {
@@ -312,7 +314,8 @@ static void walk(chunk* first, size_t from, chunk* last, size_t last_used, recor
             size_t size = anr_record_size(c->data + at, end - at);
             if (!size)
                 break;
-            visit(c->data + at, size, arg);
+            if (!visit(c->data + at, size, arg))
+                return;
             at += size;
         }
         if (c == last)
@@ -425,7 +428,7 @@ static void scan_push(struct flight_thread* f, uint32_t domain, uint64_t ts, int
         f->stack = grown;
         f->cap = cap;
     }
-    f->stack[f->len++] = (open_range){ domain, (uint32_t)watched, ts, watched ? record_name(p) : NULL };
+    f->stack[f->len++] = (open_range){ domain, (uint32_t)watched, ts, watched ? record_name(p) : NULL, p };
 }
 
 typedef struct scan_state {
@@ -433,7 +436,7 @@ typedef struct scan_state {
     struct flight_thread* f;
 } scan_state;
 
-static void scan_record(const char* p, size_t size, void* arg)
+static int scan_record(const char* p, size_t size, void* arg)
 {
     scan_state* s = arg;
     struct flight_thread* f = s->f;
@@ -475,6 +478,7 @@ static void scan_record(const char* p, size_t size, void* arg)
     default:
         break;
     }
+    return 1;
 }
 
 void flight_scan(thread_buffer* b, chunk* first, size_t from, chunk* last, size_t last_used)
@@ -554,26 +558,32 @@ typedef struct window {
     thread_buffer* b;
     bytes records;
     uint64_t events;
-    open_range* stack;         /* watched: 1 kept (began in the window), 0 left out */
+    uint64_t walk_from;        /* the first timestamp of the thread's walked chunks */
+    uint64_t held;             /* the thread's oldest event in the ring */
+    open_range* stack;         /* watched: 1 kept (began in the window), 0 before it, 2 after it */
+    const char** pushes;       /* each open range's push record (in the ring, under g_lock) */
     uint32_t len, cap;
     int crossed;
 } window;
 
-static void collect_start(const char* p, size_t size, void* arg)
+static int collect_start(const char* p, size_t size, void* arg)
 {
     window* w = arg;
     (void)size;
+    if (record_ts(p) > w->to)
+        return 0;
     if (p[0] == ANR_K_START && record_ts(p) >= w->from && record_ts(p) <= w->to) {
         if (w->nstarts == w->starts_cap) {
             size_t cap = w->starts_cap ? w->starts_cap * 2 : 256;
             uint64_t* grown = realloc(w->starts, cap * sizeof(*grown));
             if (!grown)
-                return;
+                return 1;
             w->starts = grown;
             w->starts_cap = cap;
         }
         w->starts[w->nstarts++] = record_id(p);
     }
+    return 1;
 }
 
 static int kept_start(const window* w, uint64_t id)
@@ -597,29 +607,43 @@ static void emit(window* w, const char* p, size_t size)
     w->events++;
 }
 
-/* The ranges open when the window begins: left out whole, named in flight.json. */
+static void name_enclosing(window* w, uint64_t ts, char* name)
+{
+    w->enclosing++;
+    if (w->enclosing <= MAX_NAMED_ENCLOSING) {
+        uint64_t ns = w->conv.on ? convert_ts(&w->conv, ts) : ts;
+        if (w->info_enclosing.len)
+            bytes_add(&w->info_enclosing, ",", 1);
+        json_printf(&w->info_enclosing, "{\"tid\": %u, \"start_ns\": %llu, \"name\": ", w->b->tid,
+                    (unsigned long long)ns);
+        json_string(&w->info_enclosing, name ? name : "");
+        bytes_add(&w->info_enclosing, "}", 1);
+    }
+    free(name);
+}
+
+/* The ranges open when the window begins: left out whole, named in flight.json. Those pushed
+   before the walk's first chunk are the scanner's (still open when it last looked). */
 static void note_enclosing(window* w)
 {
     uint32_t i;
+    struct flight_thread* f = w->b->flight;
     w->crossed = 1;
+    for (i = 0; f && i < f->len; ++i) {
+        open_range* r = &f->stack[i];
+        if (r->ts >= w->walk_from)
+            break;
+        name_enclosing(w, r->ts, r->name ? strdup(r->name) : r->ts >= w->held ? record_name(r->record) : NULL);
+    }
     for (i = 0; i < w->len; ++i) {
         open_range* r = &w->stack[i];
-        if (r->watched) /* began in the window: cannot be open at its start */
+        if (r->watched) /* began in the window (or after): not open at its start */
             continue;
-        w->enclosing++;
-        if (w->enclosing <= MAX_NAMED_ENCLOSING) {
-            uint64_t ns = w->conv.on ? convert_ts(&w->conv, r->ts) : r->ts;
-            if (w->info_enclosing.len)
-                bytes_add(&w->info_enclosing, ",", 1);
-            json_printf(&w->info_enclosing, "{\"tid\": %u, \"start_ns\": %llu, \"name\": ", w->b->tid,
-                        (unsigned long long)ns);
-            json_string(&w->info_enclosing, r->name ? r->name : "");
-            bytes_add(&w->info_enclosing, "}", 1);
-        }
+        name_enclosing(w, r->ts, record_name(w->pushes[i]));
     }
 }
 
-static void window_record(const char* p, size_t size, void* arg)
+static int window_record(const char* p, size_t size, void* arg)
 {
     window* w = arg;
     anr_record_head h;
@@ -627,21 +651,31 @@ static void window_record(const char* p, size_t size, void* arg)
     memcpy(&h, p, sizeof(h));
     if (!w->crossed && h.ts >= w->from)
         note_enclosing(w);
+    if (h.ts > w->to && !w->nstarts) { /* past the window: only the ends of ranges kept matter */
+        for (i = 0; i < w->len && w->stack[i].watched != 1; ++i)
+            ;
+        if (i == w->len)
+            return 0;
+    }
     switch (h.kind) {
     case ANR_K_PUSH:
         if (w->len == w->cap) {
             uint32_t cap = w->cap ? w->cap * 2 : 64;
             open_range* grown = realloc(w->stack, cap * sizeof(*grown));
-            if (!grown)
-                return;
-            w->stack = grown;
+            const char** records = grown ? realloc(w->pushes, cap * sizeof(*records)) : NULL;
+            if (grown)
+                w->stack = grown;
+            if (!records)
+                return 1;
+            w->pushes = records;
             w->cap = cap;
         }
         {
             int inside = h.ts >= w->from && h.ts <= w->to;
             /* A push after the window is neither kept nor an enclosing range: watched = 2. */
             uint32_t state = inside ? 1u : h.ts > w->to ? 2u : 0u;
-            w->stack[w->len++] = (open_range){ h.domain, state, h.ts, state == 0 ? record_name(p) : NULL };
+            w->stack[w->len] = (open_range){ h.domain, state, h.ts, NULL, p };
+            w->pushes[w->len++] = p; /* named only if it turns out to enclose the window */
             if (inside)
                 emit(w, p, size);
         }
@@ -651,11 +685,11 @@ static void window_record(const char* p, size_t size, void* arg)
             if (w->stack[i].domain == h.domain) {
                 open_range r = w->stack[i];
                 memmove(w->stack + i, w->stack + i + 1, (w->len - i - 1) * sizeof(open_range));
+                memmove(w->pushes + i, w->pushes + i + 1, (w->len - i - 1) * sizeof(const char*));
                 w->len--;
                 if (r.watched == 1)
                     emit(w, p, size);
-                free(r.name);
-                return;
+                return 1;
             }
         }
         if (h.ts >= w->from && h.ts <= w->to) /* its push is older than the ring */
@@ -678,6 +712,7 @@ static void window_record(const char* p, size_t size, void* arg)
     default:
         break;
     }
+    return 1;
 }
 
 static void window_thread(writer* out, window* w, thread_buffer* b)
@@ -696,15 +731,26 @@ static void window_thread(writer* out, window* w, thread_buffer* b)
     w->events = 0;
     w->len = 0;
     w->crossed = 0;
-    if (head)
-        walk(head, 0, last, last_used, window_record, w);
+    w->held = w->walk_from = UINT64_MAX;
+    if (head) {
+        /* From the last chunk that begins before the window: what is older only matters for the
+           ranges open when the window begins, which the scanner's stack holds. */
+        chunk* from = head;
+        chunk* next;
+        w->held = w->walk_from = record_ts(head->data);
+        while ((next = atomic_load_explicit(&from->next, memory_order_acquire)) != NULL
+               && atomic_load_explicit(&next->used, memory_order_acquire) >= sizeof(anr_record_head)
+               && record_ts(next->data) <= w->from) {
+            from = next;
+            w->walk_from = record_ts(next->data);
+        }
+        walk(from, 0, last, last_used, window_record, w);
+    }
     if (!w->crossed)
         note_enclosing(w);
-    for (i = 0; i < w->len; ++i) {
+    for (i = 0; i < w->len; ++i)
         if (w->stack[i].watched == 1)
             w->still_open++;
-        free(w->stack[i].name);
-    }
     if (!w->records.len)
         return;
     section(out, ANR_T_THREAD, ANR_THREAD_HEAD_BYTES + ANR_ALIGN8(name_len) + w->records.len);
@@ -769,10 +815,17 @@ static uint32_t claim_number(char* dir, size_t cap)
     return 0;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void write_window(const trigger* t)
 {
     char dir[4200], path[4300], line[1024], took[32], med[32];
-    uint64_t tsc = 0, now = 0, held;
+    uint64_t tsc = 0, now = 0, held, began = now_ns(), began_cpu = thread_cpu_ns();
     double per_tick = ns_per_tick();
     uint32_t number, in_window = t->in_window;
     window w;
@@ -825,9 +878,15 @@ static void write_window(const trigger* t)
         write_registries(&out, &everything);
     }
     for (b = g_threads; b; b = b->next) {
-        chunk* head = atomic_load_explicit(&b->head, memory_order_acquire);
-        if (head)
-            walk(head, 0, NULL, 0, collect_start, &w);
+        chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
+        chunk* next;
+        /* Starts before the window are not wanted: chunks that end before it are skipped. */
+        while (c && (next = atomic_load_explicit(&c->next, memory_order_acquire)) != NULL
+               && atomic_load_explicit(&next->used, memory_order_acquire) >= sizeof(anr_record_head)
+               && record_ts(next->data) < w.from)
+            c = next;
+        if (c)
+            walk(c, 0, NULL, 0, collect_start, &w);
     }
     for (b = g_threads; b; b = b->next)
         window_thread(&out, &w, b);
@@ -862,7 +921,7 @@ static void write_window(const trigger* t)
                 "\"factor\": %g, \"keep\": %u, \"instances_in_window\": %u, \"window_start_ns\": %llu, "
                 "\"window_end_ns\": %llu, \"slow_start_ns\": %llu, \"ring_cut\": %s, \"still_open\": %llu, "
                 "\"enclosing_left_out\": %llu, \"enclosing_unnamed\": %llu, \"written\": %s, \"error\": %d, "
-                "\"enclosing\": [",
+                "\"write_ns\": %llu, \"write_cpu_ns\": %llu, \"enclosing\": [",
                 (unsigned long long)t->ordinal, (double)(t->end - t->start) * per_tick,
                 (double)t->median * per_tick, (unsigned long long)t->measured, g_factor, g_keep, in_window,
                 (unsigned long long)(w.conv.on ? convert_ts(&w.conv, w.from) : w.from),
@@ -870,7 +929,8 @@ static void write_window(const trigger* t)
                 (unsigned long long)(w.conv.on ? convert_ts(&w.conv, t->start) : t->start),
                 held > t->window_start ? "true" : "false", (unsigned long long)w.still_open,
                 (unsigned long long)w.enclosing, (unsigned long long)w.enclosing_unnamed,
-                out.failed ? "false" : "true", out.failed);
+                out.failed ? "false" : "true", out.failed, (unsigned long long)(now_ns() - began),
+                (unsigned long long)(thread_cpu_ns() - began_cpu));
     if (w.info_enclosing.len)
         bytes_add(&info, w.info_enclosing.p, w.info_enclosing.len);
     bytes_add(&info, "]}\n", 3);
@@ -896,6 +956,7 @@ static void write_window(const trigger* t)
     free(w.info_enclosing.p);
     free(w.records.p);
     free(w.stack);
+    free(w.pushes);
     free(w.starts);
 }
 
