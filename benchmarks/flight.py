@@ -10,7 +10,8 @@ push/pop pair timed in the child with the recorder recording, over the same chil
 recorder attached as a no-op tool (`set_mode`), so each ratio is within one process; the two
 ratios should match, since --flight changes nothing on the program's threads. Memory: the
 child's peak RSS (VmHWM) after N steps, each step a range with one range nested in it (one slow
-step in every 100,000 fires a window). Window: flight.json's `write_ns`.
+step in every 100,000 fires a window). Window: flight.json's `write_ns` (wall) and
+`write_cpu_ns` (the recorder thread's CPU time), the longest of the run.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def run_child(steps: int, pairs: int, flight: bool) -> dict[str, float]:
         written = windows(directory)
         result["windows"] = len(written)
         result["write_ms_max"] = max((w.info["write_ns"] / 1e6 for w in written), default=0.0)
+        result["write_cpu_ms_max"] = max((w.info["write_cpu_ns"] / 1e6 for w in written), default=0.0)
         result["spilled_mib"] = sum(
             os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory) if name.endswith(".anr")
         ) / (1 << 20)
@@ -103,13 +105,16 @@ def main() -> int:
     args = parser.parse_args()
     pairs = 20_000 if args.quick else 300_000
     print(f"{args.steps:,} steps (a range with one nested), Python {sys.version.split()[0]}")
-    print(f"{'':12} {'record/noop':>12} {'record ns':>10} {'peak RSS':>10} {'windows':>8} {'write max':>10}")
+    print(
+        f"{'':12} {'record/noop':>12} {'record ns':>10} {'peak RSS':>10} {'windows':>8} {'write max':>10}"
+        f" {'its CPU':>9}"
+    )
     for flight in (False, True):
         r = run_child(args.steps, pairs, flight)
         print(
             f"{'--flight' if flight else 'spill only':12} {r['record_ns'] / r['noop_ns']:>11.2f}x"
             f" {r['record_ns']:>10.0f} {r['peak_rss_mib']:>7.1f} MiB {int(r['windows']):>8}"
-            f" {r['write_ms_max']:>7.2f} ms"
+            f" {r['write_ms_max']:>7.2f} ms {r['write_cpu_ms_max']:>6.2f} ms"
         )
     return 0
 
