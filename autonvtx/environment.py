@@ -61,7 +61,18 @@ FLIGHT_MAX = "AUTONVTX_FLIGHT_MAX"
 FLIGHT_WARMUP = "AUTONVTX_FLIGHT_WARMUP"
 FLIGHT_HEAD = "AUTONVTX_FLIGHT_HEAD"
 FLIGHT_TAIL = "AUTONVTX_FLIGHT_TAIL"
-FLIGHT_VARIABLES = (FLIGHT_RANGE, FLIGHT_FACTOR, FLIGHT_KEEP, FLIGHT_MAX, FLIGHT_WARMUP, FLIGHT_HEAD, FLIGHT_TAIL)
+# "0": the recording directory gets no events, only the windows (no --summary wants them).
+FLIGHT_SPILL = "AUTONVTX_FLIGHT_SPILL"
+FLIGHT_VARIABLES = (
+    FLIGHT_RANGE,
+    FLIGHT_FACTOR,
+    FLIGHT_KEEP,
+    FLIGHT_MAX,
+    FLIGHT_WARMUP,
+    FLIGHT_HEAD,
+    FLIGHT_TAIL,
+    FLIGHT_SPILL,
+)
 
 
 # The user's cache directory (XDG): parsed config files are kept under it, in autonvtx/configs

@@ -297,3 +297,57 @@ def test_bad_flight_options_are_one_line_and_status_2(workdir: Path, args: list[
     assert message in done.stderr
     assert "Traceback" not in done.stderr and "ran" not in done.stdout
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+LISTS_ITS_RECORDING = """
+    import os, time
+    import nvtx
+    for i in range(300):
+        with nvtx.annotate(f"step {i}", domain="app"):
+            time.sleep(0.03 if i == 200 else 0.001)
+    time.sleep(0.3)  # the recorder's thread has written what came before
+    directory = os.environ["AUTONVTX_RECORD_DIR"]
+    print(sorted(name for name in os.listdir(directory) if name.endswith(".anr")))
+"""
+
+
+@pytest.mark.parametrize("summary", [False, True])
+def test_without_summary_the_recording_directory_keeps_no_events(workdir: Path, summary: bool) -> None:
+    make_file(workdir / "prog.py", LISTS_ITS_RECORDING)
+    extra = ["--summary"] if summary else []
+    done = run_autonvtx("--flight", "step {i}", "--flight-max", "1000", *extra, "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout.strip() != "[]") == summary  # <pid>.anr only when --summary needs the events
+    assert any(t["otherData"]["flight"]["name"] == "step 200" for t in windows(workdir).values()), done.stderr
+    assert ("step {n}" in done.stderr) == summary
+
+
+THREE_MILLION = """
+    import time
+    import nvtx
+
+    domain = nvtx.get_domain("app")
+    names = [domain.get_event_attributes(message=f"step {i}") for i in range(1000)]
+    inner = domain.get_event_attributes(message="inner")
+    push, pop = domain.push_range, domain.pop_range
+    for i in range(3_000_000):
+        push(names[i % 1000])
+        push(inner)
+        if i == 2_000_000:
+            time.sleep(0.5)  # a million times a step of ~0.5 us: far above the host's preemptions
+        pop()
+        pop()
+    with open("/proc/self/status") as status:
+        print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) // 1024)
+"""
+
+
+def test_three_million_steps_stay_within_150_mib(workdir: Path) -> None:
+    make_file(workdir / "prog.py", THREE_MILLION)
+    done = run_autonvtx("--flight", "step {i}", "--flight-factor", "1000000", "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) < 150, done.stdout  # peak RSS of the whole process, in MiB
+    fired = [t["otherData"]["flight"] for t in windows(workdir).values()]
+    assert any(f["instance"] == 2_000_001 for f in fired), done.stderr
+    slow = next(f for f in fired if f["instance"] == 2_000_001)
+    assert slow["instances_in_window"] == 11 and not slow["ring_cut"]

@@ -71,10 +71,12 @@ def split_suffix(trace: str) -> tuple[str, str]:
     return head, tail
 
 
-def recorder_settings(flight: Flight, shown_trace: str) -> dict[str, str]:
-    """What the native recorder reads at load (every process of the run inherits it)."""
+def recorder_settings(flight: Flight, shown_trace: str, *, keep_events: bool = True) -> dict[str, str]:
+    """What the native recorder reads at load (every process of the run inherits it);
+    `keep_events`: every event also goes to the recording directory (for --summary)."""
     head, tail = split_suffix(shown_trace)
     return {
+        environment.FLIGHT_SPILL: "1" if keep_events else "0",
         environment.FLIGHT_RANGE: flight.range,
         environment.FLIGHT_FACTOR: repr(flight.factor),
         environment.FLIGHT_KEEP: str(flight.keep),

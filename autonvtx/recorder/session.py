@@ -101,7 +101,8 @@ class RecordingSession:
             from autonvtx.recorder.flight import DEFAULT_BUFFER_MB, recorder_settings
 
             assert self._given.trace is not None  # check_outputs: --flight needs --trace
-            settings.update(recorder_settings(self.outputs.flight, self._given.trace))
+            keep_events = self.outputs.summary is not None  # else the ring alone: disk stays bounded too
+            settings.update(recorder_settings(self.outputs.flight, self._given.trace, keep_events=keep_events))
             if self.outputs.buffer_mb is None:
                 settings[environment.RECORD_LIMIT_MB] = str(DEFAULT_BUFFER_MB)
         for key, value in settings.items():
@@ -267,12 +268,17 @@ class RecordingSession:
         process_notes = read_process_notes(directory) if self.outputs.children else {}
         labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
         labels[self._pid] = self.outputs.label
+        flight = self.outputs.flight
+        if flight is not None and self.outputs.summary is None:  # no events were kept: only windows
+            print_notes(
+                self._write_flight_windows(directory, labels, {**clock_identity(), **_rank_metadata(detect_rank())})
+            )
+            return
         recorded = {int(p.stem) for p in recording_files(directory) if p.stem.isdigit()}
         missing = _missing_processes(process_notes, recorded)
         metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
         if missing:
             metadata["missing_processes"] = missing
-        flight = self.outputs.flight
         request = Request(
             trace=None if flight is not None else self.outputs.trace,
             summary=self.outputs.summary,

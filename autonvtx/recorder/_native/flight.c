@@ -22,6 +22,7 @@
 #include <stdarg.h>
 
 int g_flight;
+int g_flight_spill = 1;
 
 #define MEDIAN_OF 1000u      /* the median is over the last MEDIAN_OF instances (all, before that many) */
 #define MAX_KEEP 1000u
@@ -150,6 +151,7 @@ void flight_configure(void)
     g_max_files = env_u32("AUTONVTX_FLIGHT_MAX", 20, 1000000);
     g_warmup = env_u32("AUTONVTX_FLIGHT_WARMUP", 5, 1000000);
     g_ring_bytes = g_limit / 2; /* the other half: what the threads fill between two writes */
+    g_flight_spill = env_u32("AUTONVTX_FLIGHT_SPILL", 1, 1) != 0;
     snprintf(g_out_head, sizeof(g_out_head), "%s", head ? head : "trace");
     snprintf(g_out_tail, sizeof(g_out_tail), "%s", tail ? tail : ".json");
     g_flight = 1;

@@ -238,6 +238,7 @@ void finish_spill_file(void);
 
 /* flight.c: the flight recorder (AUTONVTX_FLIGHT_RANGE), run by the spiller under g_lock */
 extern int g_flight;
+extern int g_flight_spill;               /* 0: the live file is not written (no --summary wants it) */
 void flight_configure(void);
 void flight_scan(thread_buffer* b, chunk* first, size_t from, chunk* last, size_t last_used);
 void flight_after_spill(void);

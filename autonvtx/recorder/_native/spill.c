@@ -82,6 +82,10 @@ char g_write_buffer[WRITE_BUFFER]; /* writers run under g_lock, one at a time */
 void drain(writer* w)
 {
     size_t done = 0;
+    if (w->fd < 0) { /* a write that keeps nothing (--flight without --summary) */
+        w->len = 0;
+        return;
+    }
     while (done < w->len && !w->failed) {
         ssize_t k = write(w->fd, w->buf + done, w->len - done);
         if (k < 0 && errno == EINTR)
@@ -475,6 +479,16 @@ static int spill_locked(int final, uint64_t out[3])
        first event is named missing, whatever the timing of its first periodic write). */
     if (!final && (g_spill_pid != g_pid ? !has_unwritten_events() : !has_unwritten(&g_spill_cursor)))
         return 0;
+    if (g_flight && !g_flight_spill) { /* the flight ring only: what is written is scanned, not kept */
+        write_spill(&w, &g_spill_cursor, 1, final, out);
+        release_written(0);
+        flight_after_spill();
+        if (final)
+            spare_drain();
+        if (out)
+            out[2] = 0;
+        return 0;
+    }
     fd = open_live_file(&w, &size);
     if (fd < 0)
         return fd;
