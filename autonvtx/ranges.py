@@ -10,9 +10,7 @@ from types import ModuleType
 
 from autonvtx import environment, resumptions, toolids
 from autonvtx.config import RangeStyle
-from autonvtx.rangetuples import Emitter as Emitter
-from autonvtx.rangetuples import Label as Label
-from autonvtx.rangetuples import label_for as label_for
+from autonvtx.rangetuples import Emitter as Emitter, Label as Label, label_for as label_for
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:

@@ -20,17 +20,19 @@ from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
 from autonvtx.matching import Matcher, Selection, normalize_module
 from autonvtx.moduledicts import module_dict as _module_dict
-from autonvtx.valuekinds import BUILTIN as _BUILTIN
-from autonvtx.valuekinds import CLASS as _CLASS
-from autonvtx.valuekinds import DATA as _DATA
-from autonvtx.valuekinds import FUNCTION as _FUNCTION
-from autonvtx.valuekinds import KINDS as _kinds
-from autonvtx.valuekinds import PROPERTY as _PROPERTY
-from autonvtx.valuekinds import RANGE_WRAPPER as _RANGE_WRAPPER
-from autonvtx.valuekinds import STATIC_OR_CLASS as _STATIC_OR_CLASS
-from autonvtx.valuekinds import is_builtin as _is_builtin
-from autonvtx.valuekinds import is_wrapt_function_wrapper
-from autonvtx.valuekinds import kind_of as _kind
+from autonvtx.valuekinds import (
+    BUILTIN as _BUILTIN,
+    CLASS as _CLASS,
+    DATA as _DATA,
+    FUNCTION as _FUNCTION,
+    KINDS as _kinds,
+    PROPERTY as _PROPERTY,
+    RANGE_WRAPPER as _RANGE_WRAPPER,
+    STATIC_OR_CLASS as _STATIC_OR_CLASS,
+    is_builtin as _is_builtin,
+    is_wrapt_function_wrapper,
+    kind_of as _kind,
+)
 
 # Dunders the interpreter calls only because a program named them in a statement or a call
 # (`Trainer(...)`, `with`, `for`, `obj[i]`, `obj()`): a range there is the program's vocabulary.

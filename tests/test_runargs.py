@@ -15,8 +15,7 @@ import click
 import pytest
 from conftest import autonvtx_env, make_file
 
-from autonvtx.cli.run import TARGET_KEY
-from autonvtx.cli.run import run as run_command
+from autonvtx.cli.run import TARGET_KEY, run as run_command
 from autonvtx.cli.runargs import DEFAULTS, OPTIONS, parse_run
 from autonvtx.cli.views import VIEW_OPTION_DEFAULTS
 from autonvtx.errors import AutonvtxError

@@ -26,8 +26,10 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
 from autonvtx import ranges
 from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
-from autonvtx.engines.wraptcore import PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK  # noqa: F401
-from autonvtx.engines.wraptcore import lacking_what_functions_lack
+from autonvtx.engines.wraptcore import (
+    PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK,  # noqa: F401
+    lacking_what_functions_lack,
+)
 from autonvtx.moduledicts import module_dict as _module_dict
 
 # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions

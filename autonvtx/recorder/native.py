@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 # Re-exported: where callers have always found them.
-from autonvtx.recorder import LIBRARY_NAME as LIBRARY_NAME
-from autonvtx.recorder import library_path as library_path
+from autonvtx.recorder import LIBRARY_NAME as LIBRARY_NAME, library_path as library_path
 
 Mode = Literal["record", "noop"]
 

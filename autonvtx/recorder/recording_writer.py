@@ -17,62 +17,26 @@ from collections.abc import Iterator, Sequence
 from autonvtx.recorder.model import Payload, ProcessRecording, Range
 from autonvtx.recorder.recording import (
     F_CATEGORY as _F_CATEGORY,
-)
-from autonvtx.recorder.recording import (
     F_COLOR as _F_COLOR,
-)
-from autonvtx.recorder.recording import (
     HEADER as _HEADER,
-)
-from autonvtx.recorder.recording import (
     K_END as _END,
-)
-from autonvtx.recorder.recording import (
     K_MARK as _MARK,
-)
-from autonvtx.recorder.recording import (
     K_POP as _POP,
-)
-from autonvtx.recorder.recording import (
     K_PUSH as _PUSH,
-)
-from autonvtx.recorder.recording import (
     K_START as _START,
-)
-from autonvtx.recorder.recording import (
     M_INLINE as _M_INLINE,
-)
-from autonvtx.recorder.recording import (
     MAGIC,
-    SUFFIX,
-    VERSION,
-)
-from autonvtx.recorder.recording import (
     SECTION as _SECTION,
-)
-from autonvtx.recorder.recording import (
     SPILL as _SPILL,
-)
-from autonvtx.recorder.recording import (
+    SUFFIX,
     T_CATEGORIES as _T_CATEGORIES,
-)
-from autonvtx.recorder.recording import (
     T_CMDLINE as _T_CMDLINE,
-)
-from autonvtx.recorder.recording import (
     T_DOMAINS as _T_DOMAINS,
-)
-from autonvtx.recorder.recording import (
     T_SPILL as _T_SPILL,
-)
-from autonvtx.recorder.recording import (
     T_THREAD as _T_THREAD,
-)
-from autonvtx.recorder.recording import (
     T_THREAD_NAMES as _T_THREAD_NAMES,
-)
-from autonvtx.recorder.recording import (
     THREAD as _THREAD,
+    VERSION,
 )
 
 _U64_MAX = (1 << 64) - 1
