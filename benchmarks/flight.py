@@ -5,7 +5,8 @@ recorder's thread takes to write a window.
     python benchmarks/flight.py --steps 300000 --quick
 
 Each row runs a child process with the recorder attached as `autonvtx run --trace` attaches it
-(spilling to a record directory), with and without `--flight`'s settings. Per-range cost: a
+(spilling to a record directory), with and without `--flight`'s settings: `--flight` as with
+`--summary` (every event also goes to the record directory), and `--flight` alone (the ring only). Per-range cost: a
 push/pop pair timed in the child with the recorder recording, over the same child's pair with the
 recorder attached as a no-op tool (`set_mode`), so each ratio is within one process; the two
 ratios should match, since --flight changes nothing on the program's threads. Memory: the
@@ -70,7 +71,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def run_child(steps: int, pairs: int, flight: bool) -> dict[str, float]:
+def run_child(steps: int, pairs: int, flight: bool, keep_events: bool = True) -> dict[str, float]:
     library = native.library_path()
     if library is None:
         raise SystemExit("the native recorder is not built")
@@ -80,7 +81,10 @@ def run_child(steps: int, pairs: int, flight: bool) -> dict[str, float]:
         env[environment.RECORD_DIR] = directory
         env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         if flight:
-            env.update(recorder_settings(Flight(range="step {i}"), os.path.join(directory, "bench.json")))
+            settings = recorder_settings(
+                Flight(range="step {i}"), os.path.join(directory, "bench.json"), keep_events=keep_events
+            )
+            env.update(settings)
             env[environment.RECORD_LIMIT_MB] = str(DEFAULT_BUFFER_MB)
         done = subprocess.run(
             [sys.executable, "-c", CHILD, str(steps), str(pairs)], env=env, capture_output=True, text=True
@@ -106,15 +110,16 @@ def main() -> int:
     pairs = 20_000 if args.quick else 300_000
     print(f"{args.steps:,} steps (a range with one nested), Python {sys.version.split()[0]}")
     print(
-        f"{'':12} {'record/noop':>12} {'record ns':>10} {'peak RSS':>10} {'windows':>8} {'write max':>10}"
-        f" {'its CPU':>9}"
+        f"{'':14} {'record/noop':>10} {'record ns':>10} {'peak RSS':>10} {'windows':>8} {'write max':>10}"
+        f" {'its CPU':>9} {'on disk':>12}"
     )
-    for flight in (False, True):
-        r = run_child(args.steps, pairs, flight)
+    rows = (("spill only", False, True), ("--flight", True, True), ("--flight alone", True, False))
+    for title, flight, keep_events in rows:
+        r = run_child(args.steps, pairs, flight, keep_events)
         print(
-            f"{'--flight' if flight else 'spill only':12} {r['record_ns'] / r['noop_ns']:>11.2f}x"
+            f"{title:14} {r['record_ns'] / r['noop_ns']:>9.2f}x"
             f" {r['record_ns']:>10.0f} {r['peak_rss_mib']:>7.1f} MiB {int(r['windows']):>8}"
-            f" {r['write_ms_max']:>7.2f} ms {r['write_cpu_ms_max']:>6.2f} ms"
+            f" {r['write_ms_max']:>7.2f} ms {r['write_cpu_ms_max']:>6.2f} ms {r['spilled_mib']:>8.1f} MiB"
         )
     return 0
 

@@ -351,3 +351,35 @@ def test_three_million_steps_stay_within_150_mib(workdir: Path) -> None:
     assert any(f["instance"] == 2_000_001 for f in fired), done.stderr
     slow = next(f for f in fired if f["instance"] == 2_000_001)
     assert slow["instances_in_window"] == 11 and not slow["ring_cut"]
+
+
+WAITS_FOR_ITS_WINDOW = """
+    import os, sys, time
+    import nvtx
+    for i in range(300):
+        with nvtx.annotate(f"step {i}", domain="app"):
+            time.sleep(0.03 if i == 200 else 0.001)
+    start = time.monotonic()
+    while not os.path.exists(sys.argv[1]) and time.monotonic() - start < 60:
+        time.sleep(0.05)
+    print("written while running" if os.path.exists(sys.argv[1]) else "not written")
+"""
+
+
+def test_windows_are_written_while_the_program_runs(workdir: Path) -> None:
+    make_file(workdir / "prog.py", WAITS_FOR_ITS_WINDOW)
+    done = run_autonvtx(
+        "--flight",
+        "step {i}",
+        "--flight-max",
+        "1",
+        "--flight-factor",
+        "10",
+        "prog.py",
+        str(workdir / "trace.flight-1.json"),
+        cwd=workdir,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "written while running", done.stderr
+    assert done.stderr.count("flight window written to") == 1  # the exit did not write it again
+    assert "--flight: 1 window(s) written" in done.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,50 @@ def window_notes(written: list[tuple[str, dict[str, Any]]]) -> list[str]:
                 f" {int(info.get('keep', 0)) + 1} instances: raise --buffer-mb for a longer window"
             )
     return notes
+
+
+CLAIMED = "claimed"  # made (mkdir) by whoever writes a window's trace: the watcher's writer, or the exit
+DONE = "done"  # made once the window's trace is written
+
+
+def write_window(window: Window, trace: str, shown: str, labels: dict[int, str], metadata: dict[str, Any]) -> None:
+    """The window's trace at `trace` (named `shown` to the user), then its DONE mark; OSError if
+    it cannot be written."""
+    from autonvtx.recorder.results import Request, write_results
+
+    write_results(
+        str(window.directory),
+        Request(trace=trace, labels=labels, metadata={**metadata, "flight": window_metadata(window.info)}),
+    )
+    try:
+        os.mkdir(window.directory / DONE)
+    except FileExistsError:
+        pass
+    info = window.info
+    print(
+        f"autonvtx: flight window written to {shown} ({info.get('name')!s}, instance {info.get('instance')} of "
+        f"'{info.get('range')}', and the {int(info.get('instances_in_window', 1)) - 1} before it)",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def claim(window: Window) -> bool:
+    """Whether this process is the one to write the window (the first to claim it)."""
+    try:
+        os.mkdir(window.directory / CLAIMED)
+    except FileExistsError:
+        return False
+    return True
+
+
+def wait_until_written(window: Window, seconds: float) -> bool:
+    """Whether the writer that claimed the window wrote it within `seconds`."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not (window.directory / DONE).is_dir():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -88,7 +88,13 @@ class RecordingSession:
         if library is None:
             raise UsageError(f"--trace/--summary: {_unbuilt()}")
         self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
-        self._watch = start_watcher(self._after_death_command(), _clean_environment())
+        watcher_env = _clean_environment()
+        if self.outputs.flight is not None:  # the watcher writes each window's trace as it comes
+            from autonvtx.recorder.watcher import FLIGHT_COMMAND, FLIGHT_DIR
+
+            watcher_env[FLIGHT_DIR] = self._directory
+            watcher_env[FLIGHT_COMMAND] = json.dumps(self._state_command("write_flight_window"))
+        self._watch = start_watcher(self._after_death_command(), watcher_env)
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
             environment.RECORD_DIR: self._directory,
@@ -218,6 +224,11 @@ class RecordingSession:
     def _after_death_command(self) -> list[str]:
         """What the watcher runs if this process dies without its exit: `write_after_death`, in a
         fresh interpreter that imports this same autonvtx."""
+        return self._state_command("write_after_death")
+
+    def _state_command(self, function: str) -> list[str]:
+        """`python -I -c` calling `function` of this module with this session's state (JSON) and
+        the command's further arguments."""
         import dataclasses
 
         given = {"trace": self._given.trace, "summary": self._given.summary}
@@ -230,7 +241,7 @@ class RecordingSession:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         code = (
             f"import sys; sys.path.insert(0, {root!r}); "
-            "from autonvtx.recorder.session import write_after_death; write_after_death(sys.argv[1])"
+            f"from autonvtx.recorder.session import {function}; {function}(*sys.argv[1:])"
         )
         return [sys.executable, "-I", "-c", code, json.dumps(state)]
 
@@ -321,8 +332,7 @@ class RecordingSession:
     def _write_flight_windows(self, directory: str, labels: dict[int, str], metadata: dict[str, Any]) -> list[str]:
         """Each window the recorder wrote (`flight-N/`), as the trace `TRACE.flight-N.EXT`; the
         notes about them (the whole run's trace is not written under --flight)."""
-        from autonvtx.recorder.flight import flight_path, window_metadata, window_notes, windows
-        from autonvtx.recorder.results import Request, write_results
+        from autonvtx.recorder.flight import claim, flight_path, wait_until_written, window_notes, windows, write_window
 
         assert self.outputs.trace is not None and self._given.trace is not None
         written: list[tuple[str, dict[str, Any]]] = []
@@ -330,25 +340,15 @@ class RecordingSession:
             shown = flight_path(self._given.trace, window.number)
             if not window.info.get("written", True):
                 continue  # the recorder said why on stderr when it fired
+            if not claim(window) and wait_until_written(window, WATCHER_WRITE_SECONDS):
+                written.append((shown, window.info))  # the watcher wrote it while the program ran
+                continue
             try:
-                write_results(
-                    str(window.directory),
-                    Request(
-                        trace=flight_path(self.outputs.trace, window.number),
-                        labels=labels,
-                        metadata={**metadata, "flight": window_metadata(window.info)},
-                    ),
-                )
+                write_window(window, flight_path(self.outputs.trace, window.number), shown, labels, metadata)
             except OSError as error:
                 self._fail(f"--flight: could not write '{shown}': {error.strerror or error}", keep=True)
                 continue
             written.append((shown, window.info))
-            print(
-                f"autonvtx: flight window written to {shown} ({window.info.get('name')!s}, instance "
-                f"{window.info.get('instance')} of '{window.info.get('range')}', and the "
-                f"{int(window.info.get('instances_in_window', 1)) - 1} before it)",
-                file=sys.stderr,
-            )
         flight = self.outputs.flight
         notes = window_notes(written)
         if not written:
@@ -373,6 +373,9 @@ class RecordingSession:
 
 
 RECORD_DIRECTORY_SUFFIX = ".recording"
+
+# How long the exit waits for a window the watcher's writer claimed before writing it itself.
+WATCHER_WRITE_SECONDS = 30.0
 
 # The run's status when the program ended well (0) but an output it asked for was not written.
 FAILED_STATUS = 3
@@ -422,6 +425,23 @@ def write_after_death(state: str) -> None:
     session.outputs = outputs
     session._directory, session._pid, session._alive = values["directory"], values["pid"], False
     session.finish_after_death()
+
+
+def write_flight_window(state: str, window_directory: str) -> None:
+    """The watcher's flight writer: one window's trace while the program runs (`--flight`)."""
+    from pathlib import Path
+
+    from autonvtx.recorder.flight import CLAIMED, flight_path, windows, write_window
+
+    values = json.loads(state)
+    trace, shown = values["outputs"]["trace"], values["given"]["trace"]
+    for window in windows(str(Path(window_directory).parent)):
+        if window.directory == Path(window_directory):
+            metadata = {**clock_identity(), **_rank_metadata(detect_rank())}
+            try:
+                write_window(window, flight_path(trace, window.number), flight_path(shown, window.number), {}, metadata)
+            except OSError:  # unclaimed again: the exit writes it, and says why if it cannot either
+                os.rmdir(window.directory / CLAIMED)
 
 
 def _unbuilt() -> str:

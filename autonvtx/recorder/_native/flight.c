@@ -947,11 +947,10 @@ static void write_window(const trigger* t)
     else
         n = snprintf(line, sizeof(line),
                      "autonvtx: flight: '%s' (instance %llu of '%s') took %s, %.1fx the median %s of the %llu before it;"
-                     " it and the %u before it go to %s.flight-%u%s at exit ('autonvtx recover %s -o FILE' writes"
-                     " them now)\n",
+                     " it and the %u before it go to %s.flight-%u%s\n",
                      t->name, (unsigned long long)t->ordinal, g_shown_range, took,
                      t->median ? (double)(t->end - t->start) / (double)t->median : 0.0, med,
-                     (unsigned long long)t->measured, in_window - 1, g_out_head, number, g_out_tail, dir);
+                     (unsigned long long)t->measured, in_window - 1, g_out_head, number, g_out_tail);
     if (n > 0 && write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1) < 0)
         n = 0;
     free(info.p);
