@@ -18,7 +18,7 @@ LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 # The recorder, one unit per job sharing recorder.h (see its header comment).
 RECORDER_SOURCES = [
     f"autonvtx/recorder/_native/{name}.c"
-    for name in ("recorder", "events", "buffers", "registry", "clock", "spill", "flight")
+    for name in ("recorder", "events", "buffers", "registry", "clock", "spill", "flight", "flight_window")
 ]
 # The exporter, one unit per job sharing export.h (reader, pairing, JSON and Perfetto writers,
 # statistics).

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from autonvtx import environment  # noqa: E402
 from autonvtx.recorder import native  # noqa: E402
-from autonvtx.recorder.flight import DEFAULT_BUFFER_MB, Flight, recorder_settings, windows  # noqa: E402
+from autonvtx.recorder.flight import DEFAULT_BUFFER_MB, Flight, flight_settings, windows  # noqa: E402
 
 CHILD = textwrap.dedent(
     """
@@ -81,7 +81,7 @@ def run_child(steps: int, pairs: int, flight: bool, keep_events: bool = True) ->
         env[environment.RECORD_DIR] = directory
         env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         if flight:
-            settings = recorder_settings(
+            settings = flight_settings(
                 Flight(range="step {i}"), os.path.join(directory, "bench.json"), keep_events=keep_events
             )
             env.update(settings)

@@ -57,10 +57,10 @@ def start_run(
     captures: tuple[str, ...],
     ranks: str | None,
     table: dict[str, Any] | None,
-    flight: Any = None,
+    **flight_options: Any,
 ) -> TargetRun:
     """`autonvtx run` with these options; `table`: the view options that shape --summary (None
-    when none was given); `flight`: a `recorder.flight.Flight` (--flight)."""
+    when none was given); `flight_options`: --flight and its settings (`flight_settings`)."""
     from autonvtx import runner
     from autonvtx.propagate import children
 
@@ -76,8 +76,8 @@ def start_run(
             "add --summary"
         )
     left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
-    recording = trace is not None or summary is not None or buffer_mb is not None or keep != "all"
-    if ranks is not None or recording or flight is not None:
+    watch = flight_settings(**flight_options)
+    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all" or watch:
         left_out, outputs = recording_outputs(
             describe_target(kind, value, target_args),
             ranks=ranks,
@@ -87,7 +87,7 @@ def start_run(
             keep=keep,
             children=not no_children,
             table=table,
-            flight=flight,
+            flight=watch,
         )
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
@@ -126,6 +126,28 @@ def start_run(
     if outputs is None:
         say_if_outputs_were_given_to_the_target(target_args)
     return TargetRun(resolved, on_main_statement)
+
+
+def flight_settings(
+    flight: str | None = None,
+    flight_factor: float = 3.0,
+    flight_keep: int = 10,
+    flight_max: int = 20,
+    flight_warmup: int = 5,
+) -> Any:
+    """--flight and its settings as a `recorder.flight.Flight`, or None; a setting without
+    --flight is refused (it would do nothing)."""
+    factor, keep, most, warmup = flight_factor, flight_keep, flight_max, flight_warmup
+    if flight is None:
+        given = (factor != 3.0, keep != 10, most != 20, warmup != 5)
+        names = ("--flight-factor", "--flight-keep", "--flight-max", "--flight-warmup")
+        for name, changed in zip(names, given):
+            if changed:
+                raise UsageError(f"run: {name} sets how --flight watches; add --flight RANGE")
+        return None
+    from autonvtx.recorder.flight import Flight
+
+    return Flight(range=flight, factor=factor, keep=keep, max_files=most, warmup=warmup)
 
 
 def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None) -> None:

@@ -101,6 +101,54 @@ def split_target_arguments(
     return ours, None
 
 
+def flight_options(command: Any) -> Any:
+    """`--flight RANGE` and its settings (recorder.flight; docs/flight.md)."""
+    options = [
+        click.option(
+            "--flight",
+            metavar="RANGE",
+            help="Flight recorder: keep a ring of recent events, and when an instance of RANGE (a function's"
+            " range, or a region such as 'step {i}') lasts more than --flight-factor times the median, write it"
+            " and the --flight-keep instances before it to TRACE.flight-N (needs --trace; the whole trace is not written).",
+        ),
+        click.option(
+            "--flight-factor",
+            type=float,
+            default=3.0,
+            show_default=True,
+            metavar="X",
+            help="--flight: how many times the median an instance must last to be slow.",
+        ),
+        click.option(
+            "--flight-keep",
+            type=int,
+            default=10,
+            show_default=True,
+            metavar="N",
+            help="--flight: instances written before the slow one.",
+        ),
+        click.option(
+            "--flight-max",
+            type=int,
+            default=20,
+            show_default=True,
+            metavar="N",
+            help="--flight: at most N windows written in a run.",
+        ),
+        click.option(
+            "--flight-warmup",
+            type=int,
+            default=5,
+            show_default=True,
+            metavar="N",
+            help="--flight: the first N instances are neither compared nor counted (compilation, caches).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @cli.command(
     cls=RunCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -141,45 +189,7 @@ def split_target_arguments(
     default="all",
     help="last: keep only the most recent events, within --buffer-mb (a ring per thread).",
 )
-@click.option(
-    "--flight",
-    metavar="RANGE",
-    help="Flight recorder: keep a ring of recent events, and when an instance of RANGE (a function's"
-    " range, or a region such as 'step {i}') lasts more than --flight-factor times the median, write it"
-    " and the --flight-keep instances before it to TRACE.flight-N (needs --trace; the whole trace is not written).",
-)
-@click.option(
-    "--flight-factor",
-    type=float,
-    default=3.0,
-    show_default=True,
-    metavar="X",
-    help="--flight: how many times the median an instance must last to be slow.",
-)
-@click.option(
-    "--flight-keep",
-    type=int,
-    default=10,
-    show_default=True,
-    metavar="N",
-    help="--flight: instances written before the slow one.",
-)
-@click.option(
-    "--flight-max",
-    type=int,
-    default=20,
-    show_default=True,
-    metavar="N",
-    help="--flight: at most N windows written in a run.",
-)
-@click.option(
-    "--flight-warmup",
-    type=int,
-    default=5,
-    show_default=True,
-    metavar="N",
-    help="--flight: the first N instances are neither compared nor counted (compilation, caches).",
-)
+@flight_options
 @summary_options
 @click.option(
     "--no-children",
@@ -242,26 +252,9 @@ def run(
         captures=captures,
         ranks=ranks,
         table=table,
-        flight=flight_settings(flight, flight_factor, flight_keep, flight_max, flight_warmup),
+        flight=flight,
+        flight_factor=flight_factor,
+        flight_keep=flight_keep,
+        flight_max=flight_max,
+        flight_warmup=flight_warmup,
     )
-
-
-def flight_settings(flight: str | None, factor: float, keep: int, most: int, warmup: int) -> Any:
-    """--flight and its settings as a `recorder.flight.Flight`, or None; a setting without
-    --flight is refused (it would do nothing)."""
-    defaults = (3.0, 10, 20, 5)
-    if flight is None:
-        given = [
-            name
-            for name, value, default in zip(FLIGHT_SETTINGS, (factor, keep, most, warmup), defaults)
-            if value != default
-        ]
-        if given:
-            raise UsageError(f"run: {given[0]} sets how --flight watches; add --flight RANGE")
-        return None
-    from autonvtx.recorder.flight import Flight
-
-    return Flight(range=flight, factor=factor, keep=keep, max_files=most, warmup=warmup)
-
-
-FLIGHT_SETTINGS = ("--flight-factor", "--flight-keep", "--flight-max", "--flight-warmup")

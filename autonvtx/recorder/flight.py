@@ -72,9 +72,27 @@ def split_suffix(trace: str) -> tuple[str, str]:
     return head, tail
 
 
-def recorder_settings(flight: Flight, shown_trace: str, *, keep_events: bool = True) -> dict[str, str]:
-    """What the native recorder reads at load (every process of the run inherits it);
-    `keep_events`: every event also goes to the recording directory (for --summary)."""
+def recorder_settings(outputs: Any, shown_trace: str | None) -> dict[str, str]:
+    """What the native recorder of a `--flight` run reads at load (every process of the run
+    inherits it). Without --summary, no event goes to the record directory: the ring alone (disk
+    stays bounded too)."""
+    assert outputs.flight is not None and shown_trace is not None  # check_outputs: --flight needs --trace
+    settings = flight_settings(outputs.flight, shown_trace, keep_events=outputs.summary is not None)
+    if outputs.buffer_mb is None:
+        settings[environment.RECORD_LIMIT_MB] = str(DEFAULT_BUFFER_MB)
+    return settings
+
+
+def watcher_settings(directory: str, command: list[str]) -> dict[str, str]:
+    """What makes the watcher write each window's trace as it comes (`recorder.watcher`)."""
+    from autonvtx.recorder.watcher import FLIGHT_COMMAND, FLIGHT_DIR
+
+    return {FLIGHT_DIR: directory, FLIGHT_COMMAND: json.dumps(command)}
+
+
+def flight_settings(flight: Flight, shown_trace: str, *, keep_events: bool = True) -> dict[str, str]:
+    """The recorder's settings for `flight`; `keep_events`: every event also goes to the
+    recording directory (for --summary)."""
     head, tail = split_suffix(shown_trace)
     return {
         environment.FLIGHT_SPILL: "1" if keep_events else "0",
@@ -214,3 +232,54 @@ def wait_until_written(window: Window, seconds: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+# How long the exit waits for a window the watcher's writer claimed before writing it itself.
+WATCHER_WRITE_SECONDS = 15.0
+
+
+def write_windows(
+    directory: str, outputs: Any, given: str | None, labels: dict[int, str], metadata: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    """At the run's exit: each window in the record directory not written yet, as the trace
+    `TRACE.flight-N.EXT` (`given`: the trace's name as the user gave it). Returns (notes about
+    them, what could not be written)."""
+    flight, trace = outputs.flight, outputs.trace
+    assert flight is not None and trace is not None and given is not None
+    written: list[tuple[str, dict[str, Any]]] = []
+    failures = []
+    for window in windows(directory):
+        shown = flight_path(given, window.number)
+        if not window.info.get("written", True):
+            continue  # the recorder said why on stderr when it fired
+        if not claim(window) and wait_until_written(window, WATCHER_WRITE_SECONDS):
+            written.append((shown, window.info))  # the watcher wrote it while the program ran
+            continue
+        try:
+            write_window(window, flight_path(trace, window.number), shown, labels, metadata)
+        except OSError as error:
+            failures.append(f"--flight: could not write '{shown}': {error.strerror or error}")
+            continue
+        written.append((shown, window.info))
+    notes = window_notes(written)
+    if not written:
+        notes.append(
+            f"--flight: no instance of '{flight.range}' lasted more than {flight.factor:g}x the median of those "
+            f"before it: no window written, and no trace of the whole run (--flight writes only windows)"
+        )
+    else:
+        notes.append(f"--flight: {len(written)} window(s) written; the whole run's trace is not written under --flight")
+    return notes, failures
+
+
+def write_from_state(state: str, window_directory: str) -> None:
+    """The watcher's writer (it claimed the window): the window's trace while the program runs;
+    `state`: the session's (`RecordingSession._state_command`)."""
+    values = json.loads(state)
+    trace, given, metadata = values["outputs"]["trace"], values["given"]["trace"], values["metadata"]
+    for window in windows(str(Path(window_directory).parent)):
+        if window.directory == Path(window_directory):
+            try:
+                write_window(window, flight_path(trace, window.number), flight_path(given, window.number), {}, metadata)
+            except OSError:  # unclaimed again: the exit writes it, and says why if it cannot either
+                os.rmdir(window.directory / CLAIMED)

@@ -23,7 +23,7 @@ from typing import Any
 from autonvtx import environment
 from autonvtx.errors import UsageError
 from autonvtx.ranks import RankInfo, detect_rank
-from autonvtx.recorder import shutdown
+from autonvtx.recorder import flight, shutdown
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, Outputs
 from autonvtx.recorder.results import NOTE_SUFFIX, read_process_notes
@@ -71,17 +71,7 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import (  # noqa: F401
-            flight,
-            native,
-            perfetto,
-            recording,
-            results,
-            stats,
-            stats_python,
-            trace,
-            writer,
-        )
+        from autonvtx.recorder import native, perfetto, recording, results, stats, stats_python, trace, writer  # noqa: F401
         from autonvtx.report import render  # noqa: F401
 
         library = native.library_path()
@@ -90,11 +80,9 @@ class RecordingSession:
         self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
         watcher_env = _clean_environment()
         if self.outputs.flight is not None:  # the watcher writes each window's trace as it comes
-            from autonvtx.recorder.watcher import FLIGHT_COMMAND, FLIGHT_DIR
-
-            watcher_env[FLIGHT_DIR] = self._directory
-            watcher_env[FLIGHT_COMMAND] = json.dumps(self._state_command("write_flight_window"))
-        self._watch = start_watcher(self._after_death_command(), watcher_env)
+            watcher_env.update(flight.watcher_settings(self._directory, self._state_command("flight")))
+        # If this process dies without its exit, the watcher runs `write_from_state` below.
+        self._watch = start_watcher(self._state_command("session"), watcher_env)
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
             environment.RECORD_DIR: self._directory,
@@ -104,13 +92,7 @@ class RecordingSession:
         if self.outputs.keep == "last":
             settings[environment.RECORD_KEEP] = "last"
         if self.outputs.flight is not None:
-            from autonvtx.recorder.flight import DEFAULT_BUFFER_MB, recorder_settings
-
-            assert self._given.trace is not None  # check_outputs: --flight needs --trace
-            keep_events = self.outputs.summary is not None  # else the ring alone: disk stays bounded too
-            settings.update(recorder_settings(self.outputs.flight, self._given.trace, keep_events=keep_events))
-            if self.outputs.buffer_mb is None:
-                settings[environment.RECORD_LIMIT_MB] = str(DEFAULT_BUFFER_MB)
+            settings.update(flight.recorder_settings(self.outputs, self._given.trace))
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
@@ -221,14 +203,10 @@ class RecordingSession:
             if not self._keep_directory:
                 shutil.rmtree(directory, ignore_errors=True)
 
-    def _after_death_command(self) -> list[str]:
-        """What the watcher runs if this process dies without its exit: `write_after_death`, in a
-        fresh interpreter that imports this same autonvtx."""
-        return self._state_command("write_after_death")
-
-    def _state_command(self, function: str) -> list[str]:
-        """`python -I -c` calling `function` of this module with this session's state (JSON) and
-        the command's further arguments."""
+    def _state_command(self, module: str) -> list[str]:
+        """`python -I -c` calling `write_from_state` of `autonvtx.recorder.<module>`, in a fresh
+        interpreter that imports this same autonvtx, with this session's state (JSON) and the
+        command's further arguments."""
         import dataclasses
 
         given = {"trace": self._given.trace, "summary": self._given.summary}
@@ -237,11 +215,12 @@ class RecordingSession:
             "given": given,
             "directory": self._directory,
             "pid": self._pid,
+            "metadata": {**clock_identity(), **_rank_metadata(detect_rank())},
         }
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         code = (
             f"import sys; sys.path.insert(0, {root!r}); "
-            f"from autonvtx.recorder.session import {function}; {function}(*sys.argv[1:])"
+            f"from autonvtx.recorder.{module} import write_from_state; write_from_state(*sys.argv[1:])"
         )
         return [sys.executable, "-I", "-c", code, json.dumps(state)]
 
@@ -279,19 +258,17 @@ class RecordingSession:
         process_notes = read_process_notes(directory) if self.outputs.children else {}
         labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
         labels[self._pid] = self.outputs.label
-        flight = self.outputs.flight
-        if flight is not None and self.outputs.summary is None:  # no events were kept: only windows
-            print_notes(
-                self._write_flight_windows(directory, labels, {**clock_identity(), **_rank_metadata(detect_rank())})
-            )
+        watched = self.outputs.flight is not None
+        metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
+        if watched and self.outputs.summary is None:  # no events were kept: only windows
+            print_notes(self._write_flight_windows(directory, labels, metadata))
             return
         recorded = {int(p.stem) for p in recording_files(directory) if p.stem.isdigit()}
         missing = _missing_processes(process_notes, recorded)
-        metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
         if missing:
             metadata["missing_processes"] = missing
         request = Request(
-            trace=None if flight is not None else self.outputs.trace,
+            trace=None if watched else self.outputs.trace,
             summary=self.outputs.summary,
             labels=labels,
             only_pid=None if self.outputs.children else self._pid,
@@ -312,11 +289,11 @@ class RecordingSession:
             self._fail(f"{which}: {error.strerror or error}", keep=True)
             return
         notes = results.notes + [_missing_note(p) for p in missing]
-        if flight is not None:
+        if watched:
             notes += self._write_flight_windows(directory, labels, metadata)
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
             print_notes(notes)
-        if self.outputs.trace is not None and flight is None:
+        if self.outputs.trace is not None and not watched:
             print(
                 f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr
             )
@@ -330,36 +307,10 @@ class RecordingSession:
                 print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
 
     def _write_flight_windows(self, directory: str, labels: dict[int, str], metadata: dict[str, Any]) -> list[str]:
-        """Each window the recorder wrote (`flight-N/`), as the trace `TRACE.flight-N.EXT`; the
-        notes about them (the whole run's trace is not written under --flight)."""
-        from autonvtx.recorder.flight import claim, flight_path, wait_until_written, window_notes, windows, write_window
-
-        assert self.outputs.trace is not None and self._given.trace is not None
-        written: list[tuple[str, dict[str, Any]]] = []
-        for window in windows(directory):
-            shown = flight_path(self._given.trace, window.number)
-            if not window.info.get("written", True):
-                continue  # the recorder said why on stderr when it fired
-            if not claim(window) and wait_until_written(window, WATCHER_WRITE_SECONDS):
-                written.append((shown, window.info))  # the watcher wrote it while the program ran
-                continue
-            try:
-                write_window(window, flight_path(self.outputs.trace, window.number), shown, labels, metadata)
-            except OSError as error:
-                self._fail(f"--flight: could not write '{shown}': {error.strerror or error}", keep=True)
-                continue
-            written.append((shown, window.info))
-        flight = self.outputs.flight
-        notes = window_notes(written)
-        if not written:
-            notes.append(
-                f"--flight: no instance of '{flight.range}' lasted more than {flight.factor:g}x the median of those "
-                f"before it: no window written, and no trace of the whole run (--flight writes only windows)"
-            )
-        else:
-            notes.append(
-                f"--flight: {len(written)} window(s) written; the whole run's trace is not written under --flight"
-            )
+        """Each window the recorder wrote, as `TRACE.flight-N.EXT` (`flight.write_windows`); notes."""
+        notes, failures = flight.write_windows(directory, self.outputs, self._given.trace, labels, metadata)
+        for failure in failures:
+            self._fail(failure, keep=True)
         return notes
 
     def _adjust(self, recordings: list[ProcessRecording]) -> None:
@@ -373,9 +324,6 @@ class RecordingSession:
 
 
 RECORD_DIRECTORY_SUFFIX = ".recording"
-
-# How long the exit waits for a window the watcher's writer claimed before writing it itself.
-WATCHER_WRITE_SECONDS = 30.0
 
 # The run's status when the program ended well (0) but an output it asked for was not written.
 FAILED_STATUS = 3
@@ -406,42 +354,19 @@ def _clean_environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in ours}
 
 
-def write_after_death(state: str) -> None:
+def write_from_state(state: str) -> None:
     """The watcher's writer: the outputs of a run whose first process died without its exit
-    (`RecordingSession._after_death_command` says what to write)."""
+    (`RecordingSession._state_command` says what to write)."""
     from autonvtx.recorder.stats import ViewOptions
 
     values = json.loads(state)
-    from autonvtx.recorder.flight import Flight
-
-    view = values["outputs"].pop("summary_options")
-    flight = values["outputs"].pop("flight")
-    outputs = Outputs(
-        **values["outputs"],
-        summary_options=ViewOptions(**view) if view is not None else None,
-        flight=Flight(**flight) if flight is not None else None,
-    )
+    view, watch = values["outputs"].pop("summary_options"), values["outputs"].pop("flight")
+    watched = flight.Flight(**watch) if watch is not None else None
+    outputs = Outputs(**values["outputs"], summary_options=ViewOptions(**view) if view else None, flight=watched)
     session = RecordingSession(Outputs(**values["given"]))
     session.outputs = outputs
     session._directory, session._pid, session._alive = values["directory"], values["pid"], False
     session.finish_after_death()
-
-
-def write_flight_window(state: str, window_directory: str) -> None:
-    """The watcher's flight writer: one window's trace while the program runs (`--flight`)."""
-    from pathlib import Path
-
-    from autonvtx.recorder.flight import CLAIMED, flight_path, windows, write_window
-
-    values = json.loads(state)
-    trace, shown = values["outputs"]["trace"], values["given"]["trace"]
-    for window in windows(str(Path(window_directory).parent)):
-        if window.directory == Path(window_directory):
-            metadata = {**clock_identity(), **_rank_metadata(detect_rank())}
-            try:
-                write_window(window, flight_path(trace, window.number), flight_path(shown, window.number), {}, metadata)
-            except OSError:  # unclaimed again: the exit writes it, and says why if it cannot either
-                os.rmdir(window.directory / CLAIMED)
 
 
 def _unbuilt() -> str:
