@@ -46,6 +46,7 @@ CLIENT_SOURCES = [
         "chainedfinder",
         "wrapping",
         "arguments",
+        "deadline",
     )
 ]
 
@@ -163,7 +164,7 @@ setup(
             depends=["autonvtx/_native/nvtxclient.h", "autonvtx/_native/uniform.h"],
             # RECORDER_FLAGS: the code engine's per-thread stack of open ranges is thread-local.
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
-            libraries=["dl"],
+            libraries=["dl", "rt"],  # rt: timer_create before glibc 2.34 (deadline.c)
             py_limited_api=False,
             optional=True,
         ),

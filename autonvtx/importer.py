@@ -51,7 +51,7 @@ class InstrumentingLoader:
         self.loader = loader
         self._on_executed = on_executed
         self._on_skipped = on_skipped
-        self.create_module = getattr(loader, "create_module", _default_module)
+        self.create_module = getattr(loader, "create_module", _missing_create_module)
 
     def __getattr__(self, name: str) -> Any:
         # get_source, get_resource_reader, is_package, ... while the module executes
@@ -59,6 +59,13 @@ class InstrumentingLoader:
         return getattr(self.loader, name)
 
     def exec_module(self, module: types.ModuleType) -> None:
+        if not isinstance(module, types.ModuleType):
+            # The real create_module made another kind of object, as importlib allows: it is
+            # executed as under Python, and left without ranges.
+            self.loader.exec_module(module)
+            name = getattr(getattr(module, "__spec__", None), "name", None)
+            self._on_skipped(name if isinstance(name, str) else "?", "its loader made a non-module object")
+            return
         try:
             self.loader.exec_module(module)
         finally:
@@ -118,8 +125,9 @@ InstrumentingLoader.exec_module.__code__ = InstrumentingLoader.exec_module.__cod
 STAND_INS: list[type] = [InstrumentingLoader]
 
 
-def _default_module(spec: ModuleSpec) -> None:
-    return None  # a loader without create_module: importlib makes the module
+def _missing_create_module(spec: ModuleSpec) -> None:
+    # What importlib's module_from_spec says of a loader that defines exec_module() alone.
+    raise ImportError("loaders that define exec_module() must also define create_module()")
 
 
 class InstrumentingFinder:

@@ -235,7 +235,17 @@ def check_output_directory(output: str, env: Mapping[str, str] | None = None) ->
 def existing(paths: Sequence[str]) -> list[str]:
     """Those of `paths` (globs allowed) that exist, newest last."""
     found = {match for path in paths for match in glob.glob(glob.escape(path).replace("[*]", "*"))}
-    return sorted(found, key=os.path.getmtime)
+    # lstat: a symbolic link counts as there, dangling or not (getmtime would follow it).
+    return sorted(found, key=lambda match: os.lstat(match).st_mtime)
+
+
+def unlink_links(paths: Sequence[str]) -> None:
+    """Remove the symbolic links among `paths` (globs allowed), never what they point to: nsys
+    would write through a link at its output into the link's target (truncating an export the
+    link pointed at), where every writer of autonvtx replaces the link."""
+    for match in existing(paths):
+        if os.path.islink(match):
+            os.unlink(match)
 
 
 # nsys draws a progress bar per file it writes ("[1/1] [=====50%    ] run.nsys-rep") by redrawing

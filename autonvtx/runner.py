@@ -137,12 +137,39 @@ def execute(
         error = _run_user_code(resolved, main, on_main_statement)
     tracebacks.flush_std_streams()
     status = 0 if error is None else tracebacks.report_uncaught(error)
+    global _unhandled_keyboard_interrupt
+    _unhandled_keyboard_interrupt = type(error) is KeyboardInterrupt
     del error
     if main is not None and resolved.forgets_file:
         # _PyRun_SimpleFileObject deletes them before atexit handlers run.
         main.__dict__.pop("__file__", None)
         main.__dict__.pop("__cached__", None)
     raise SystemExit(status)
+
+
+_unhandled_keyboard_interrupt = False
+
+
+def end_as_python_would() -> None:
+    """The last exit handler of a run (`start_run` registers it before any other): after an
+    uncaught KeyboardInterrupt, end by SIGINT as CPython does once it has finalized
+    (Modules/main.c, exit_sigint), so a parent sees the process killed by SIGINT (-2, a shell's
+    130), not a plain exit status 130. Where another NVTX tool is attached the exit stays an exit
+    (130): its C exit hooks keep the events a signal would lose."""
+    if not _unhandled_keyboard_interrupt:
+        return
+    from autonvtx.termination import other_tool_attached
+
+    if other_tool_attached():
+        return
+    import signal
+
+    tracebacks.flush_std_streams()
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except (OSError, ValueError):  # not the main thread, or no kill: the exit status says 130
+        pass
 
 
 def _resolve_script(target: Target) -> ResolvedTarget:

@@ -122,6 +122,14 @@ def end_process(status: int) -> None:
     holds), nothing of Python's does. A second SIGTERM cannot cut that short."""
     if _exit is not None and _ignore_sigterm is not None:
         _ignore_sigterm()
+        try:
+            from autonvtx import _nvtxclient
+
+            # A library destructor exit() runs may wait forever for a lock another thread
+            # holds (OpenBLAS joining its threads): _exit(status) ends it after the grace period.
+            _nvtxclient.sigterm_deadline_exiting(status)
+        except Exception:
+            pass
         _exit(status)
     os._exit(status)
 

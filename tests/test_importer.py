@@ -295,7 +295,9 @@ def test_instrumenting_loader_delegates_what_it_does_not_override(loader_type: A
     seen: list[types.ModuleType] = []
     loader = loader_type(Real(), seen.append, lambda name, why: None)
     assert loader.is_package("anything") is True
-    assert loader.create_module(importlib.util.spec_from_loader("m", loader)) is None
+    # Without a create_module of its own, importlib refuses the real loader: so does its stand-in.
+    with pytest.raises(ImportError, match="must also define create_module"):
+        loader.create_module(importlib.util.spec_from_loader("m", loader))
     module = types.ModuleType("m")
     module.__loader__ = loader
     loader.exec_module(module)

@@ -307,7 +307,7 @@ def test_a_program_killed_while_writing_its_outputs_still_gets_them(workdir: Pat
 def test_ctrl_c_keeps_its_status_and_the_watcher_is_silent(workdir: Path) -> None:
     make_file(workdir / "program.py", "def work():\n    return 1\nwork()\nraise KeyboardInterrupt\n")
     done = run_autonvtx("-t", "__main__", "program.py", cwd=workdir)
-    assert done.returncode == 130
+    assert done.returncode == -2  # killed by SIGINT once it finalized, as under Python
     assert "ended without running its exit" not in done.stderr
     assert done.range_names() == ["work"]
 

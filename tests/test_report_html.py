@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import fcntl
+import fnmatch
 import json
 import os
 import re
@@ -21,6 +22,7 @@ from conftest import make_file, run_autonvtx
 
 from autonvtx.report.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
+from autonvtx.report.shell import asset
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
@@ -91,6 +93,25 @@ def test_page_is_self_contained(tmp_path: Path) -> None:
     text = page.read_text(encoding="utf-8")
     assert not re.search(r"""(src|href)\s*=|@import|url\(|https?://""", text.replace("\\/", "/"))
     assert text.count("<script") == 2  # the data and the script, both inline
+    # The style and script are the package's asset files, inlined whole.
+    for name in ("page.css", "report.css", "page.js", "report.js"):
+        assert asset(name).strip() in text, name
+
+
+def test_every_asset_file_is_package_data() -> None:
+    """The wheel and the sdist carry what [tool.setuptools.package-data] names: every file in
+    report/assets/ must match one of its patterns, or the installed pages would lack it."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    root = Path(__file__).parent.parent
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autonvtx"]
+    assets = sorted(
+        path.relative_to(root / "autonvtx").as_posix() for path in (root / "autonvtx/report/assets").iterdir()
+    )
+    assert {"report/assets/page.js", "report/assets/diff.js", "report/assets/page.css"} <= set(assets)
+    assert [name for name in assets if not any(fnmatch.fnmatch(name, pattern) for pattern in patterns)] == []
 
 
 def test_browser_draws_the_tree_sized_by_gpu_time(tmp_path: Path) -> None:
@@ -134,35 +155,71 @@ def test_browser_sizes_by_cpu_time_on_request(tmp_path: Path) -> None:
 
 def page_data(page: Path) -> dict[str, Any]:
     text = page.read_text(encoding="utf-8")
-    match = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text, re.S)
+    match = re.search(r'<script type="application/json" id="page-data">(.*?)</script>', text, re.S)
     assert match
     return json.loads(match.group(1))
 
 
-def test_a_range_named_like_markup_cannot_break_the_page(tmp_path: Path) -> None:
-    # "<!--<script>" inside a script element opens a double-escaped state that swallows the rest
-    # of the page; no "<" at all may reach the embedded JSON.
-    name = "<!--<script>alert(1)</script>"
-    trace = tmp_path / "t.json"
-    trace.write_text(
-        json.dumps(
-            {
-                "traceEvents": [
-                    {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 5, "name": name, "cat": "d"},
-                    {"ph": "X", "pid": 1, "tid": 1, "ts": 10, "dur": 3, "name": "plain", "cat": "d"},
-                ]
-            }
-        )
-    )
-    page = tmp_path / "t.html"
-    produce(ReportRequest(str(trace), html=str(page), each=True))  # the name exactly: its "1" stays
-    data_text = page.read_text(encoding="utf-8").split('id="report-data">', 1)[1].split("</script>", 1)[0]
-    assert "<" not in data_text
-    # Both ranges are in domain d: the page says so once and names them without it.
-    assert {row[0] for row in page_data(page)["rows"]} == {name, "plain"}
-    assert page_data(page)["domain"] == "d"
-    dom = rendered(page, tmp_path)
-    assert sorted(dom.table_rows) == sorted([name, "plain"])
+# Names a page must show as the text they are: markup that would end or swallow the script
+# element, quotes, an ampersand, non-ASCII, a JavaScript line separator and a lone surrogate (which
+# UTF-8 cannot hold: the page shows U+FFFD in its place).
+HOSTILE = [
+    "<!--<script>",
+    "</script><b>bold</b>",
+    '<img src=x onerror="document.body.dataset.pwned=1">',
+    "say \"hi\" & 'bye' &amp;",
+    "caf\u00e9 \u65e5\u672c \u2028 \u2029 end",
+    "lone \ud800 surrogate",
+    "plain",
+]
+SHOWN = [name.replace("\ud800", "\ufffd") for name in HOSTILE]
+
+
+def hostile_trace(path: Path) -> Path:
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 5 + i, "name": name, "cat": "d"}
+        for i, name in enumerate(HOSTILE)
+    ]
+    path.write_text(json.dumps({"traceEvents": events}))  # ASCII: the lone surrogate as \ud800
+    return path
+
+
+@pytest.mark.parametrize("kind", ["report", "diff"])
+def test_names_like_markup_are_shown_as_text_on_both_pages(tmp_path: Path, kind: str) -> None:
+    trace = hostile_trace(tmp_path / "t.json")
+    page = tmp_path / f"{kind}.html"
+    if kind == "report":
+        produce(ReportRequest(str(trace), html=str(page), each=True))  # the names exactly: no {n}
+    else:
+        produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, each=True, html=str(page)))
+    text = page.read_text(encoding="utf-8")
+    data_text = text.split('id="page-data">', 1)[1].split("</script>", 1)[0]
+    assert not re.search("[<>&\u2028\u2029\ud800-\udfff]", data_text)
+    data = page_data(page)
+    assert data["domain"] == "d"  # said once; the names without it
+    names = [row[0] for row in data["rows"]] if kind == "report" else [row["name"] for row in data["rows"]]
+    assert sorted(names) == sorted(SHOWN)
+    browser = Browser(tmp_path)
+    try:
+        for width, height in SIZES:
+            tab = browser.open(page, width, height)
+            seen = browser.evaluate(
+                tab,
+                """(() => ({
+                  rows: Array.from(document.querySelectorAll("#table tbody tr")).map(r => r.dataset.name),
+                  cells: Array.from(document.querySelectorAll("#table tbody td.range")).map(td => td.textContent),
+                  boxes: Array.from(document.querySelectorAll(".box")).map(b => b.dataset.name),
+                  injected: document.querySelectorAll("body b, body img").length,
+                  pwned: document.body.dataset.pwned || "",
+                  scripts: document.scripts.length,
+                }))()""",
+            )
+            browser.screenshot(tab, tmp_path / f"hostile-{kind}-{width}x{height}.png")
+            assert sorted(seen["rows"]) == sorted(seen["cells"]) == sorted(SHOWN)
+            assert set(SHOWN) <= set(seen["boxes"])
+            assert (seen["injected"], seen["pwned"], seen["scripts"]) == (0, "", 2)
+    finally:
+        browser.close()
 
 
 def test_cpu_view_holds_ranges_without_gpu_time_and_the_page_says_what_ran_outside(tmp_path: Path) -> None:
@@ -290,6 +347,19 @@ class Browser:
         assert "exceptionDetails" not in reply, reply
         return reply["result"].get("value")
 
+    def mouse(self, session: str, kind: str, x: float, y: float) -> None:
+        """A real pointer event at (x, y): "mouseMoved", "mousePressed" or "mouseReleased"."""
+        button = "none" if kind == "mouseMoved" else "left"
+        self.send(
+            "Input.dispatchMouseEvent",
+            {"type": kind, "x": x, "y": y, "button": button, "clickCount": 0 if button == "none" else 1},
+            session,
+        )
+
+    def click(self, session: str, x: float, y: float) -> None:
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.mouse(session, kind, x, y)
+
     def screenshot(self, session: str, path: Path) -> None:
         path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", {"format": "png"}, session)["data"]))
 
@@ -298,44 +368,63 @@ class Browser:
 MEASURE = """(() => {
   const box = element => element.getBoundingClientRect();
   const chart = document.getElementById("chart"), pane = document.getElementById("table-pane");
+  const scroll = document.getElementById("table-scroll");
   const boxes = Array.from(chart.querySelectorAll(".box"));
   const cells = Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 60)
     .flatMap(row => Array.from(row.children));
+  const labels = boxes.map(b => b.querySelector(".n")).filter(n => n);
   return {
     width: innerWidth, height: innerHeight,
     page: [document.documentElement.scrollWidth, document.documentElement.scrollHeight],
-    chart: [box(chart).top, box(chart).bottom],
-    drawn: Math.max(...boxes.map(b => box(b).bottom)) - box(chart).top,
-    row: Math.max(...boxes.filter(b => b.dataset.depth !== "0").map(b => box(b).height)),
-    pane: [box(pane).left, box(pane).right, pane.scrollWidth - pane.clientWidth],
+    chart: [box(chart).left, box(chart).right, box(chart).top, box(chart).bottom],
+    chartScrolls: chart.scrollHeight > chart.clientHeight,
+    tableScrolls: scroll.scrollHeight > scroll.clientHeight,
+    main: [box(document.querySelector("main")).top, box(document.querySelector("main")).bottom],
+    drawn: Math.max(...boxes.map(b => b.offsetTop + b.offsetHeight)),
+    chartInner: chart.clientHeight,
+    pane: [box(pane).left, box(pane).right, box(pane).top, box(pane).bottom, scroll.scrollWidth - scroll.clientWidth],
     columns: Array.from(document.querySelectorAll("#table thead th"))
       .map(th => [th.dataset.column, box(th).left, box(th).right]),
     cutFigures: cells.filter(td => !td.classList.contains("name") && td.scrollWidth > td.clientWidth)
       .map(td => td.textContent),
     untitledNames: cells.filter(td => td.classList.contains("name") && td.title !== td.textContent).length,
-    labels: boxes.map(b => b.querySelector(".n")).filter(n => n).map(n => n.textContent),
+    labels: labels.map(n => n.textContent),
+    // A label is one line, cut with an ellipsis where the box is too narrow, never broken.
+    brokenLabels: labels.filter(n => n.getClientRects().length !== 1 || box(n).height > 16
+      || getComputedStyle(n).textOverflow !== "ellipsis" || getComputedStyle(n).whiteSpace !== "nowrap")
+      .map(n => n.textContent),
+    cutLabels: labels.filter(n => n.scrollWidth > n.clientWidth).length,
     names: Array.from(document.querySelectorAll("#table tbody tr")).map(row => row.dataset.name),
     summary: document.getElementById("summary").textContent,
+    notes: Array.from(document.querySelectorAll("#notes li")).map(li => li.textContent),
+    code: Array.from(document.querySelectorAll("#notes code")).map(c => c.textContent),
   };
 })()"""
 
 
 def check_fits(seen: dict[str, Any], width: int, height: int) -> None:
-    """The page is the window: nothing scrolls the page, the chart takes the free height, and
-    every table column is inside the window and its pane, its figures whole."""
+    """The page is the window: nothing scrolls the page; the chart spans its width and is as tall as
+    the tree (no blank band under a shallow one) or scrolls; the table takes the rest below it, every
+    column inside the window and its pane, its figures whole."""
     assert (seen["width"], seen["height"]) == (width, height)
     assert seen["page"][0] <= width and seen["page"][1] <= height, seen["page"]
-    top, bottom = seen["chart"]
-    assert bottom - top > 0.6 * height and bottom <= height, seen["chart"]
-    # The boxes, not only their frame: they fill it, or their rows are as tall as rows get.
-    assert seen["drawn"] >= 0.9 * (bottom - top) or seen["row"] >= 140, (seen["drawn"], seen["row"], bottom - top)
-    left, right, sideways = seen["pane"]
+    left, right, top, bottom = seen["chart"]
+    assert right - left >= 0.95 * (width - 32), seen["chart"]  # all but the body's padding
+    if seen["chartScrolls"]:
+        assert bottom - top >= 0.5 * (seen["main"][1] - seen["main"][0]), (seen["chart"], seen["main"])
+    else:
+        assert abs(seen["chartInner"] - seen["drawn"]) <= 1, (seen["chartInner"], seen["drawn"])
+    pane_left, pane_right, pane_top, pane_bottom, sideways = seen["pane"]
+    assert bottom < pane_top and pane_bottom <= height, (seen["chart"], seen["pane"])
+    # The table is as tall as its rows, or takes the rest of the window and scrolls.
+    assert not seen["tableScrolls"] or pane_bottom - pane_top >= 150, seen["pane"]
     assert sideways <= 0, "the table scrolls sideways"
     for name, start, end in seen["columns"]:
-        assert left - 1 <= start < end <= min(right, width) + 1, (name, start, end, seen["pane"])
+        assert pane_left - 1 <= start < end <= min(pane_right, width) + 1, (name, start, end, seen["pane"])
         assert end - start >= 36, (name, start, end)
     assert not seen["cutFigures"]
     assert seen["untitledNames"] == 0  # a cut name shows whole on hover
+    assert seen["labels"] and not seen["brokenLabels"], seen["brokenLabels"]
 
 
 SIZES = [(1400, 900), (1920, 1080)]
@@ -364,13 +453,14 @@ def test_page_fits_the_window_and_keeps_differing_prefixes(tmp_path: Path) -> No
             # Bare names beside "domain 1:..." (and "nccl:..."): no prefix is shared, none dropped.
             assert "domain 1:ncclGroupEnd" in seen["names"] and "nccl:all_to_all" in seen["names"]
             assert "domain 1:ncclGroupEnd" in seen["labels"] and "in domain" not in seen["summary"]
+            assert seen["cutLabels"] > 0  # narrow boxes' names end in an ellipsis (checked unbroken above)
         # The page follows its window: the tab opened at 1400x900, made larger, redraws to fit.
         first = browser.open(page, *SIZES[0])
         before = browser.evaluate(first, MEASURE)
         browser.resize(first, *SIZES[1])
         after = browser.evaluate(first, MEASURE)
         check_fits(after, *SIZES[1])
-        assert after["chart"][1] - after["chart"][0] > before["chart"][1] - before["chart"][0] + 100
+        assert after["chart"][1] - after["chart"][0] > before["chart"][1] - before["chart"][0] + 500  # width
     finally:
         browser.close()
     for width, height in SIZES:
@@ -419,6 +509,9 @@ def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
             assert set(seen["names"]) == {"main", "serve", "checkout", "basket", "price", "work"}
             assert {"main", "serve", "checkout", "work"} <= set(seen["labels"])
             assert not [label for label in seen["labels"] if label.startswith("shop:")]
+            # The note's Markdown code span is shown as code, its backticks gone.
+            assert seen["code"] == ["autonvtx profile [rule options] SCRIPT"]
+            assert seen["notes"] and not [note for note in seen["notes"] if "`" in note]
     finally:
         browser.close()
 
@@ -443,19 +536,21 @@ def test_diff_page_finds_the_prefix_every_name_shares(names: list[str], prefix: 
 
 DIFF_MEASURE = """(() => {
   const box = element => element.getBoundingClientRect();
-  const tree = document.getElementById("tree-pane"), pane = document.getElementById("table-pane");
+  const tree = document.getElementById("chart-pane"), pane = document.getElementById("table-pane");
+  const scroll = document.getElementById("table-scroll");
   const cells = Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 60)
     .flatMap(row => Array.from(row.children));
   return {
     width: innerWidth, height: innerHeight,
     page: [document.documentElement.scrollWidth, document.documentElement.scrollHeight],
     tree: [box(tree).top, box(tree).bottom],
-    pane: [box(pane).left, box(pane).right, pane.scrollWidth - pane.clientWidth],
+    pane: [box(pane).left, box(pane).right, scroll.scrollWidth - scroll.clientWidth],
     columns: Array.from(document.querySelectorAll("#table thead th"))
       .map(th => [th.dataset.column, box(th).left, box(th).right]),
     cutFigures: cells.filter(td => !td.classList.contains("name") && td.scrollWidth > td.clientWidth)
       .map(td => td.textContent),
-    untitledNames: cells.filter(td => td.classList.contains("name") && td.title !== td.textContent).length,
+    untitledNames: cells.filter(td => td.classList.contains("name") && !td.title.endsWith(td.textContent)).length,
+    titles: Array.from(document.querySelectorAll("#table tbody td.range")).map(td => td.title),
     labels: Array.from(document.querySelectorAll("#tree .box .name")).map(n => n.textContent),
     names: Array.from(document.querySelectorAll("#table tbody tr")).map(row => row.dataset.name),
     domain: (document.getElementById("domain") || {textContent: ""}).textContent,
@@ -502,6 +597,18 @@ def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path)
             seen = browser.evaluate(browser.open(shop, width, height), DIFF_MEASURE)
             check_diff_fits(seen, width, height)
             assert seen["domain"] == "all ranges in domain shop"
+            # Hovering a range of the tree describes it: its path, verdict and both sides.
+            tab = browser.open(shop, width, height)
+            centre = browser.evaluate(
+                tab,
+                """(() => { const r = document.querySelector('#tree .box[data-path="checkout > work"]')
+                  .getBoundingClientRect(); return [r.left + 30, r.top + r.height / 2]; })()""",
+            )
+            browser.mouse(tab, "mouseMoved", *centre)
+            tip = browser.evaluate(
+                tab, "document.getElementById('tip').hidden ? '' : document.getElementById('tip').textContent"
+            )
+            assert tip.split("\n")[:2][0] == "checkout > work" and tip.split("\n")[1].startswith("same (cpu time): ")
             assert set(seen["names"]) == set(seen["labels"]) == {"checkout", "work"}
             tab = browser.open(torch, width, height)
             seen = browser.evaluate(tab, DIFF_MEASURE)
@@ -510,5 +617,209 @@ def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path)
             top, bottom = seen["tree"]
             assert bottom - top > 0.6 * height and bottom <= height  # a long tree scrolls in its pane
             assert seen["domain"] == "" and "domain 1:ncclGroupEnd" in seen["names"]
+            # A name at several places in the tree: each row's title says which place.
+            assert "FlashAttnFunc > flash_attn::_flash_attn_forward" in seen["titles"]
     finally:
         browser.close()
+
+
+def shop_recording(tmp_path: Path) -> Path:
+    make_file(
+        tmp_path / "autonvtx.toml",
+        """
+        [[rules]]
+        modules = ["__main__"]
+        """,
+    )
+    make_file(
+        tmp_path / "shop.py",
+        """
+        def work(n):
+            return sum(i * i for i in range(n))
+        def price(n): return work(n)
+        def basket(n): return [price(n) for _ in range(3)]
+        def checkout(n): return basket(n) + [work(n)]
+        def serve(n): return [checkout(n) for _ in range(4)]
+        def main(): serve(20000); work(50000)
+        main()
+        """,
+    )
+    done = run_autonvtx("shop.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.trace_path is not None
+    return done.trace_path
+
+
+def js_duration(ns: float) -> str:
+    """Page.dur, as the page writes a duration."""
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3f} {unit}"
+    return f"{round(ns)} ns"
+
+
+TABLE = """(() => ({
+  rows: Object.fromEntries(Array.from(document.querySelectorAll("#table tbody tr")).map(row =>
+    [row.dataset.name, Array.from(row.children).map(td => td.textContent)])),
+  caption: document.getElementById("table-caption").textContent,
+  crumbs: document.getElementById("crumbs").textContent,
+  tip: document.getElementById("tip").hidden ? null : document.getElementById("tip").textContent,
+}))()"""
+
+
+def box_centre(browser: Browser, tab: str, name: str, depth: int) -> tuple[float, float]:
+    found = browser.evaluate(
+        tab,
+        f"""(() => {{
+          const b = Array.from(document.querySelectorAll(".box"))
+            .find(b => b.dataset.name === {json.dumps(name)} && b.dataset.depth === "{depth}");
+          const r = b.getBoundingClientRect();
+          return [r.left + Math.min(r.width / 2, 40), r.top + r.height / 2];
+        }})()""",
+    )
+    return found[0], found[1]
+
+
+def test_zoom_filters_the_table_to_the_subtree_and_the_tooltip_follows(tmp_path: Path) -> None:
+    trace = shop_recording(tmp_path)
+    page = tmp_path / "shop.html"
+    produce(ReportRequest(str(trace), html=str(page)))
+    tree = json.loads(produce(ReportRequest(str(trace), tree=True, fmt="json")) or "")
+
+    def under(node: dict[str, Any], name: str) -> list[dict[str, Any]]:
+        found = [node] if node["name"] == name else []
+        return found + [hit for child in node.get("children", []) for hit in under(child, name)]
+
+    serve = under(tree["tree"][0], "serve")[0]
+    # work runs under serve 16 times (4 checkouts x (3 prices + 1)); its time there is those 16's.
+    work_in_serve = under(serve, "work")
+    assert sum(node["instances"] for node in work_in_serve) == 16
+    browser = Browser(tmp_path)
+    try:
+        for width, height in SIZES:
+            tab = browser.open(page, width, height)
+            whole = browser.evaluate(tab, TABLE)
+            assert whole["rows"]["work"][2] == "17" and whole["caption"] == ""
+            # Point at serve (depth 2): the tooltip describes it; click: the chart zooms into it.
+            x, y = box_centre(browser, tab, "serve", 2)
+            browser.mouse(tab, "mouseMoved", x, y)
+            assert browser.evaluate(tab, TABLE)["tip"].split("\n")[0] == "serve"
+            browser.click(tab, x, y)
+            zoomed = browser.evaluate(tab, TABLE)
+            browser.screenshot(tab, tmp_path / f"zoomed-{width}x{height}.png")
+            assert zoomed["crumbs"] == "all ranges > main > serve"
+            # Under the still pointer is now serve's grandchild, at depth 2 of the zoomed chart.
+            under_pointer = browser.evaluate(tab, f"document.elementFromPoint({x}, {y}).closest('.box').dataset.name")
+            assert under_pointer == "basket"
+            assert zoomed["tip"] is not None and zoomed["tip"].split("\n")[0] == "basket"
+            # The table holds serve's subtree, its figures within it.
+            assert set(zoomed["rows"]) == {"serve", "checkout", "basket", "price", "work"}
+            assert {name: cells[2] for name, cells in zoomed["rows"].items()} == {
+                "serve": "1",
+                "checkout": "4",
+                "basket": "4",
+                "price": "12",
+                "work": "16",
+            }
+            assert zoomed["rows"]["work"][1] == js_duration(sum(node["cpu_ns"] for node in work_in_serve))
+            assert zoomed["rows"]["serve"][1] == js_duration(serve["cpu_ns"])
+            assert zoomed["caption"].startswith("Inside main > serve: 5 range name(s)")
+            # Escape zooms out one level; the breadcrumbs lead back to the whole tree and table.
+            browser.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Escape"}, tab)
+            assert browser.evaluate(tab, TABLE)["crumbs"] == "all ranges > main"
+            browser.evaluate(tab, "document.querySelector('#crumbs span').click()")
+            again = browser.evaluate(tab, TABLE)
+            assert again["rows"] == whole["rows"] and again["caption"] == ""
+    finally:
+        browser.close()
+
+
+SORTED = ["_x", "A1", "a2", "a10", "b", "B2"]
+
+
+@pytest.mark.parametrize("kind", ["report", "diff"])
+def test_names_sort_case_insensitively_in_natural_order(tmp_path: Path, kind: str) -> None:
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 3 + i, "name": name, "cat": "d"}
+        for i, name in enumerate(["b", "B2", "a10", "a2", "A1", "_x"])
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    page = tmp_path / f"{kind}.html"
+    if kind == "report":
+        produce(ReportRequest(str(trace), html=str(page), each=True))
+    else:
+        produce_diff(DiffRequest((str(trace),), (str(trace),), each=True, html=str(page)))
+    names = "Array.from(document.querySelectorAll('#table tbody tr')).map(row => row.dataset.name)"
+    by_name = "document.querySelector('#table th[data-column=\"Range\"]').click()"
+    browser = Browser(tmp_path)
+    try:
+        tab = browser.open(page, *SIZES[0])
+        browser.evaluate(tab, by_name)
+        assert browser.evaluate(tab, names) == SORTED
+        browser.evaluate(tab, by_name)
+        assert browser.evaluate(tab, names) == SORTED[::-1]
+    finally:
+        browser.close()
+
+
+def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(tmp_path: Path) -> None:
+    page = tmp_path / "by-process.html"
+    produce(ReportRequest(str(TORCH), by="process", strip_ids=True, html=str(page)))
+    rows = """Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 12).map(row =>
+      Array.from(row.children).map(td => td.textContent))"""
+    browser = Browser(tmp_path)
+    try:
+        tab = browser.open(page, *SIZES[0])
+        whole = browser.evaluate(tab, rows.replace(".slice(0, 12)", ""))
+        x, y = box_centre(browser, tab, "python3 (pid 145)", 1)
+        browser.click(tab, x, y)
+        zoomed = browser.evaluate(tab, rows)
+        label = browser.evaluate(
+            tab, """document.querySelector('.box[data-name="FlashAttnFunc"][data-depth="1"]').textContent"""
+        )
+        browser.screenshot(tab, tmp_path / "by-process-zoomed.png")
+    finally:
+        browser.close()
+    # Range, Group, GPU time, GPU %, Kernels, Mem ops, CPU time, Inst, Top kernel: the group's
+    # largest rows, figure for figure as the whole table gives them.
+    assert zoomed and {row[1] for row in zoomed} == {"python3 (pid 145)"}
+    by_key = {(row[0], row[1]): row for row in whole}
+    assert zoomed == [by_key[(row[0], row[1])] for row in zoomed]
+    assert zoomed[0][:3] == ["FlashAttnFunc", "python3 (pid 145)", "128.490 ms"]
+    # Its share as its box gives it, rounded once.
+    assert zoomed[0][3] == "23.7%" and label.endswith("128.490 ms \u00b7 23.7%")
+
+
+def test_a_recursion_thousands_deep_draws_scrolls_and_counts_its_nest_once_when_zoomed(tmp_path: Path) -> None:
+    depth = 3000
+    events = [
+        {"ph": "X", "pid": 1, "tid": 1, "ts": i, "dur": 2 * (depth - i), "name": "f", "cat": "d"} for i in range(depth)
+    ]
+    trace = tmp_path / "deep.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    page = tmp_path / "deep.html"
+    produce(ReportRequest(str(trace), html=str(page)))
+    browser = Browser(tmp_path)
+    try:
+        tab = browser.open(page, *SIZES[0])
+        seen = browser.evaluate(tab, MEASURE)
+        check_fits(seen, *SIZES[0])
+        assert seen["chartScrolls"]
+        browser.click(tab, *box_centre(browser, tab, "f", 2))
+        zoomed = browser.evaluate(tab, TABLE)
+    finally:
+        browser.close()
+    # Inside the second f: one row, its time the outermost f's there (5.998 ms), not the sum over
+    # the nest, and every one of the 2,999 instances counted.
+    assert zoomed["rows"] == {"f": ["f", "5.998 ms", "2,999"]}
+
+
+def test_embedded_json_reads_back_the_same_with_nothing_a_script_element_could_see() -> None:
+    from autonvtx.report.shell import json_text, script_json
+
+    data = {"names": [name for name in HOSTILE if "\ud800" not in name], "<key>": "</script>"}
+    embedded = script_json(json_text(data))
+    assert not re.search("[<>&\u2028\u2029]", embedded)
+    assert json.loads(embedded) == data
+    assert json.loads(script_json(json_text(["a\ud800b"]))) == ["a\ufffdb"]

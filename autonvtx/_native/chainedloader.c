@@ -38,6 +38,7 @@ static PyObject* str_name;
 static PyObject* str_exec_module;
 static PyObject* str_create_module;
 static PyObject* why_replaced;
+static PyObject* why_not_module;
 
 static PyObject* sys_dict; /* sys.__dict__ */
 static PyObject* str_modules;
@@ -147,6 +148,20 @@ static PyObject* exec_module(ChainedLoaderObject* self, PyObject* module)
     loader = Py_NewRef(self->loader);
     done = PyObject_CallMethodOneArg(loader, str_exec_module, module);
     Py_DECREF(loader);
+    if (done != NULL && !PyModule_Check(module)) {
+        /* The real create_module made another kind of object, as importlib allows: executed as
+         * under Python, left without ranges. */
+        Py_DECREF(done);
+        name = PyUnicode_FromString("?");
+        if (name == NULL)
+            return NULL;
+        result = PyObject_CallFunctionObjArgs(self->on_skipped, name, why_not_module, NULL);
+        Py_DECREF(name);
+        if (result == NULL)
+            return NULL;
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+    }
     if (done == NULL) {
         /* The module raised: the real loader put back all the same, the error kept. */
         PyObject* exc = take_exception();
@@ -190,7 +205,9 @@ static PyObject* default_create_module(PyObject* unused, PyObject* spec)
 {
     (void)unused;
     (void)spec;
-    Py_RETURN_NONE; /* a loader without create_module: importlib makes the module */
+    /* What importlib's module_from_spec says of a loader that defines exec_module() alone. */
+    PyErr_SetString(PyExc_ImportError, "loaders that define exec_module() must also define create_module()");
+    return NULL;
 }
 
 static PyMethodDef default_create_def = {"create_module", default_create_module, METH_O, NULL};
@@ -305,6 +322,7 @@ int chainedloader_add_to_module(PyObject* module)
     str_exec_module = PyUnicode_InternFromString("exec_module");
     str_create_module = PyUnicode_InternFromString("create_module");
     why_replaced = PyUnicode_InternFromString("replaced itself in sys.modules by a non-module object");
+    why_not_module = PyUnicode_InternFromString("its loader made a non-module object");
     str_modules = PyUnicode_InternFromString("modules");
     {
         PyObject* sys = PyImport_ImportModule("sys");
@@ -321,7 +339,7 @@ int chainedloader_add_to_module(PyObject* module)
             return -1;
     }
     if (str_loader == NULL || str_dunder_loader == NULL || str_spec == NULL || str_name == NULL ||
-        str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL || str_modules == NULL ||
+        str_exec_module == NULL || str_create_module == NULL || why_replaced == NULL || why_not_module == NULL || str_modules == NULL ||
         PyType_Ready(&ChainedLoaderType) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "ChainedLoader", (PyObject*)&ChainedLoaderType);

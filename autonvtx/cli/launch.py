@@ -70,6 +70,8 @@ def start_run(
     # A script that is not there is one line and nothing more: no rules, notes or warnings
     # about patterns that never had a chance to match.
     check_script(target)
+    # Registered first, so it runs last: after the recording's and the program's exit handlers.
+    atexit.register(runner.end_as_python_would)
     if summary is None and table is not None and not is_default_table(table):
         raise UsageError(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "

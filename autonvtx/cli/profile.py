@@ -102,6 +102,11 @@ def profile(
             raise UsageError(
                 f"profile: -o '{output}': {taken[-1]} exists; expected --force to overwrite it, or another -o"
             )
+    else:
+        try:
+            nsight.unlink_links(outputs)
+        except OSError as error:
+            raise UsageError(f"profile: -o '{output}': cannot replace {error.filename} ({error.strerror})") from None
     run_command = inner_run_command(rules, captures, no_children, verbose, target)
     plan = nsight.plan_profile(
         nsys,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import IO
 
 import click
 
@@ -99,8 +100,19 @@ def export_command(
     if output is None:
         click.echo(text, nl=False)
     else:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        from autonvtx.recorder.trace import write_atomically
+
+        # Written beside, then renamed over: a symbolic link at OUTPUT is replaced, its target
+        # left as it was, as every other writer of autonvtx does.
+        def write(stream: IO[str]) -> None:
+            stream.write(text)
+
+        try:
+            write_atomically(output, write)
+        except OSError as error:
+            raise click.UsageError(
+                f"-o '{output}': cannot write ({error.strerror or error}); expected a writable file path"
+            ) from None
 
 
 @cli.command("init")

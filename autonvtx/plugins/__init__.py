@@ -151,6 +151,14 @@ def load_plugins(config: Config) -> list[Plugin]:
             module = importlib.import_module(target)
         except ImportError as exc:
             raise ConfigError(f"plugin {name!r}: cannot import {target!r} ({exc})") from None
+        except SystemExit as exc:  # the plugin must not end the run: say which one tried
+            raise ConfigError(
+                f"plugin {name!r}: importing {target!r} called sys.exit({exc.code!r}); the program was not started"
+            ) from None
+        except Exception as exc:
+            raise ConfigError(
+                f"plugin {name!r}: importing {target!r} failed ({type(exc).__name__}: {exc}); the program was not started"
+            ) from None
         trigger = getattr(module, "TRIGGER", None)
         activate = getattr(module, "activate", None)
         if not isinstance(trigger, str) or not trigger:
@@ -409,10 +417,10 @@ class PluginActivator:
         context = PluginContext(plugin.name, plugin.trigger, self.config, self.notes, self.written)
         try:
             plugin.activate(framework, context)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # SystemExit: a plugin never ends the program
+            what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
             print(
-                f"autonvtx: warning: plugin {plugin.name!r}: activation failed"
-                f" ({type(exc).__name__}: {exc}); its ranges are off",
+                f"autonvtx: warning: plugin {plugin.name!r}: activation failed ({what}); its ranges are off",
                 file=sys.stderr,
             )
             return

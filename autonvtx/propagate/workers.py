@@ -259,7 +259,7 @@ def _patch_process_start(process_module: types.ModuleType, spawn: types.ModuleTy
             return data
 
         get_preparation_data.__autonvtx_original__ = preparation  # type: ignore[attr-defined]
-        spawn.get_preparation_data = get_preparation_data
+        spawn.get_preparation_data = get_preparation_data  # type: ignore[attr-defined]
 
 
 def _start_method(process: Any) -> str | None:
@@ -301,7 +301,7 @@ def _patch_prepare(spawn: types.ModuleType) -> None:
         original(data)
 
     prepare.__autonvtx_original__ = original  # type: ignore[attr-defined]
-    spawn.prepare = prepare
+    spawn.prepare = prepare  # type: ignore[attr-defined]
 
 
 def _patch_main_fixups(spawn: types.ModuleType) -> None:

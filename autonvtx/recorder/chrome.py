@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import zlib
 from collections.abc import Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from autonvtx.errors import TraceFormatError
-from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range
+from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range, valid_text
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -20,6 +21,38 @@ StrPath = Union[str, "os.PathLike[str]"]
 DEFAULT_DOMAIN_CATEGORY = "(default)"
 _GZIP_MAGIC = b"\x1f\x8b"
 _EVENT_PHASES = frozenset(("X", "B", "E", "b", "e", "i", "I", "n"))
+# The latest time a recording can hold: nanoseconds in a signed 64-bit integer (292 years of
+# CLOCK_MONOTONIC). An event outside 0..this, or one that ends before it starts, is impossible.
+MAX_NS = (1 << 63) - 1
+
+
+class ReadNotes:
+    """What reading a trace had to drop or repair, said once per file rather than silently."""
+
+    def __init__(self) -> None:
+        self.impossible_times = 0  # events dropped: negative duration, time outside 0..MAX_NS
+        self.repaired_names: set[str] = set()  # texts with a lone surrogate, shown with U+FFFD
+
+    def text(self, value: str) -> str:
+        repaired = valid_text(value)
+        if repaired is not value and repaired != value:
+            self.repaired_names.add(repaired)
+        return repaired
+
+    def lines(self, where: str) -> list[str]:
+        said = []
+        if self.impossible_times:
+            said.append(
+                f"{where}: {self.impossible_times} event(s) dropped: a negative duration, or a time before 0 or "
+                f"after {MAX_NS} ns"
+            )
+        if self.repaired_names:
+            example = sorted(self.repaired_names)[0]
+            said.append(
+                f"{where}: {len(self.repaired_names)} name(s) held a lone surrogate (not valid Unicode), shown with "
+                f"U+FFFD, e.g. {example!r}"
+            )
+        return said
 
 
 def read_chrome_trace(path: StrPath) -> list[ProcessRecording]:
@@ -38,7 +71,11 @@ def read_chrome_trace(path: StrPath) -> list[ProcessRecording]:
         raise TraceFormatError(
             f'{where}: not a Chrome trace; expected a JSON object with a "traceEvents" list, or a list of events'
         )
-    return _TraceReader(where, other).read(events)
+    reader = _TraceReader(where, other)
+    recordings = reader.read(events)
+    for line in reader.notes.lines(where):
+        print(f"autonvtx: {line}", file=sys.stderr)
+    return recordings
 
 
 def _load_json(where: str) -> Any:
@@ -126,6 +163,7 @@ class _TraceReader:
         self.has_info = False
         self.sort_index: dict[int, int] = {}
         self.fields: dict[tuple[object, ...], tuple[str, str, str | None, int | None, bool]] = {}
+        self.notes = ReadNotes()
         infos = other.get("processes")
         if isinstance(infos, list):
             for info in infos:
@@ -158,9 +196,15 @@ class _TraceReader:
                 if type(tid) is not int:
                     tid = ident(tid)
                 ts = _ns(event.get("ts"))
+                if not 0 <= ts <= MAX_NS:
+                    self.notes.impossible_times += 1
+                    continue
                 rec = processes.get(pid) or self._process(pid)
                 if phase == "X":
                     end = ts + _ns(event.get("dur", 0))
+                    if not ts <= end <= MAX_NS:
+                        self.notes.impossible_times += 1
+                        continue
                     rec.ranges.append(make_range(event, pid, tid, ts, end, "push", None))
                 elif phase == "B":
                     stacks.setdefault((pid, tid), []).append((ts, event))
@@ -170,6 +214,9 @@ class _TraceReader:
                         rec.unmatched_pops += 0 if self.has_info else 1
                         continue
                     start, begin = stack.pop()
+                    if ts < start:
+                        self.notes.impossible_times += 1
+                        continue
                     rec.ranges.append(make_range(begin, pid, tid, start, ts, "push", None))
                 elif phase == "b" or phase == "e":
                     key = (pid, event.get("cat"), _hashable(event.get("id", event.get("id2"))), event.get("scope"))
@@ -181,6 +228,9 @@ class _TraceReader:
                             rec.unmatched_pops += 0 if self.has_info else 1
                             continue
                         start, start_tid, begin = opened.pop()
+                        if ts < start:
+                            self.notes.impossible_times += 1
+                            continue
                         end_tid = None if tid == start_tid else tid
                         rec.ranges.append(make_range(begin, pid, start_tid, start, ts, "startend", end_tid))
                 else:
@@ -235,10 +285,10 @@ class _TraceReader:
             info = self.process_info.get(pid)
             if info is not None:
                 rec.ppid = _int(info.get("ppid"))
-                rec.label = str(info.get("label") or "")
+                rec.label = self.notes.text(str(info.get("label") or ""))
                 cmdline = info.get("cmdline")
                 if isinstance(cmdline, list):
-                    rec.cmdline = [str(arg) for arg in cmdline]
+                    rec.cmdline = [self.notes.text(str(arg)) for arg in cmdline]
                 rec.flush_ns = _int(info.get("flush_ns"))
                 rec.realtime_offset_ns = _int(info.get("realtime_offset_ns"))
                 rec.dropped_events = _int(info.get("dropped_events"))
@@ -256,7 +306,7 @@ class _TraceReader:
         if kind == "process_name":
             rec = self._process(pid)
             if pid not in self.process_info and isinstance(args.get("name"), str):
-                rec.label = args["name"]
+                rec.label = self.notes.text(args["name"])
         elif kind == "process_sort_index":
             if isinstance(args.get("sort_index"), int):
                 self.sort_index[pid] = args["sort_index"]
@@ -264,7 +314,7 @@ class _TraceReader:
         elif kind == "thread_name":
             rec = self._process(pid)
             if isinstance(args.get("name"), str) and not args.get("autonvtx_inferred"):
-                rec.thread_names[self._id(event.get("tid", 0))] = args["name"]
+                rec.thread_names[self._id(event.get("tid", 0))] = self.notes.text(args["name"])
 
     def _fields(self, event: Mapping[str, Any]) -> tuple[tuple[str, str, str | None, int | None, bool], Payload]:
         args = event.get("args")
@@ -285,10 +335,15 @@ class _TraceReader:
             # Few distinct (name, domain, ...) combinations recur a million times.
             fields = self.fields.get(raw)
         except TypeError:  # an unhashable value in a foreign trace
-            return _decode_fields(*raw), payload
+            return self._decode(raw), payload
         if fields is None:
-            fields = self.fields[raw] = _decode_fields(*raw)
+            fields = self.fields[raw] = self._decode(raw)
         return fields, payload
+
+    def _decode(self, raw: tuple[object, ...]) -> tuple[str, str, str | None, int | None, bool]:
+        name, domain, category, color, is_open = _decode_fields(*raw)
+        text = self.notes.text
+        return text(name), text(domain), None if category is None else text(category), color, is_open
 
     def _range(
         self,

@@ -10,6 +10,7 @@ SIGKILL) or that still runs, and the trace and summary say so.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import json
 import os
@@ -17,6 +18,7 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +130,7 @@ class RecordingSession:
         self._finished = True
         interrupted = 0
         try:
-            with shutdown.interruptible():
+            with shutdown.interruptible(), _standard_imports():
                 self._write_outputs(self._directory)
         except (KeyboardInterrupt, shutdown.Interrupted, SystemExit) as stop:
             # Ctrl-C or SIGTERM while writing (or the program's own handler of a signal, ending
@@ -388,9 +390,10 @@ def _unbuilt() -> str:
 
 def _record_directory(trace: str | None) -> str | None:
     """`<trace>.recording/` beside the trace: where a run killed before writing it (SIGKILL,
-    os._exit) leaves its events for `autonvtx recover`. One left by an earlier run is replaced;
-    one a live process still writes to (another rank given the same trace name) is left alone,
-    and this run records into a temporary directory instead."""
+    os._exit) leaves its events for `autonvtx recover`. One left by an earlier run that holds
+    events nobody recovered is moved aside (`<trace>.recording.N`, and said), never deleted; one
+    holding no events is replaced; one a live process still writes to (another rank given the
+    same trace name) is left alone, and this run records into a temporary directory instead."""
     if trace is None:
         return None
     directory = Path(trace + RECORD_DIRECTORY_SUFFIX).absolute()  # children may change directory
@@ -400,12 +403,66 @@ def _record_directory(trace: str | None) -> str | None:
             p.stem.isdigit() and _is_running(int(p.stem)) for p in entries
         ):
             return None
-        shutil.rmtree(directory, ignore_errors=True)
+        if any(p.suffix == ".anr" for p in entries):
+            if not _move_aside(directory, trace):
+                return None
+        else:
+            shutil.rmtree(directory, ignore_errors=True)
     try:
         directory.mkdir()
     except OSError:  # taken meanwhile, or not writable: a temporary directory serves
         return None
     return str(directory)
+
+
+@contextlib.contextmanager
+def _standard_imports() -> Iterator[None]:
+    """While the outputs are written: importlib's own finders on sys.meta_path, whatever the
+    program left there. Writing imports (a codec, the exporter's modules); a program that emptied
+    sys.meta_path ends normally under Python, and its trace must be written all the same. The
+    program's list is put back as it was."""
+    bootstrap = sys.modules.get("_frozen_importlib")
+    external = sys.modules.get("_frozen_importlib_external")
+    standard = [
+        finder
+        for finder in (
+            getattr(bootstrap, "BuiltinImporter", None),
+            getattr(bootstrap, "FrozenImporter", None),
+            getattr(external, "PathFinder", None),
+        )
+        if finder is not None
+    ]
+    missing = [finder for finder in standard if finder not in sys.meta_path]
+    if not missing:
+        yield
+        return
+    saved = list(sys.meta_path)
+    sys.meta_path.extend(missing)
+    try:
+        yield
+    finally:
+        sys.meta_path[:] = saved
+
+
+def _move_aside(directory: Path, trace: str) -> bool:
+    """An earlier run's unrecovered events moved to the first free `<directory>.N`, and the move
+    said with the command that recovers them; False where it cannot be moved (this run then
+    records elsewhere and the events stay where they are)."""
+    for number in range(1, 1000):
+        aside = directory.with_name(f"{directory.name}.{number}")
+        if aside.exists() or aside.is_symlink():
+            continue
+        try:
+            directory.rename(aside)
+        except OSError:
+            return False
+        print(
+            f"autonvtx: {directory} held the events of an earlier run that were never recovered; "
+            f"moved them to {aside} ('autonvtx recover {aside} -o {trace}' writes their trace)",
+            file=sys.stderr,
+        )
+        return True
+    return False
 
 
 def _name_live_threads(recording: ProcessRecording) -> None:

@@ -135,7 +135,37 @@ def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
     if watch:
         _watch_wakeups()
     _register_fork_hooks()
+    _install_deadline()
     return True
+
+
+# How long SIGTERM's Python handler has to start before the process ends without it (see
+# _native/deadline.c): the main thread runs it at its next bytecode, within microseconds unless
+# it is blocked in C.
+SIGTERM_GRACE_SECONDS = 1.0
+
+
+def _install_deadline() -> bool:
+    """SIGTERM ends the process within the grace period even where the Python handler cannot
+    run; through C exit where another NVTX tool keeps its events in its exit hooks. False where
+    the native client is missing or cannot set it up (the Python handler alone then acts)."""
+    try:
+        from autonvtx import _nvtxclient
+        from autonvtx.termination import other_tool_attached
+
+        return bool(_nvtxclient.sigterm_deadline(SIGTERM_GRACE_SECONDS, other_tool_attached()))
+    except Exception:
+        return False
+
+
+def disarm_deadline() -> None:
+    """SIGTERM's handler has started acting: it ends the process itself."""
+    try:
+        from autonvtx import _nvtxclient
+
+        _nvtxclient.sigterm_deadline_disarm()
+    except Exception:
+        pass
 
 
 def handles_sigterm() -> bool:
@@ -203,12 +233,14 @@ def die_of(signum: int) -> None:
 
 def _handle_sigterm(signum: int, frame: FrameType | None) -> None:
     if _writing_thread == threading.get_ident():  # the outputs are being written: stop that
+        disarm_deadline()
         raise Interrupted(signum)
     _act_and_die()
 
 
 def _act_and_die() -> None:
     global _acted_pid, _acting_thread
+    disarm_deadline()
     if _acting_thread == threading.get_ident():
         return  # a second SIGTERM, in the middle of the first one's action: it dies after
     with _action_lock:  # the second caller waits until the first has written everything

@@ -17,6 +17,9 @@ from autonvtx.regions.capture import CaptureWindow
 from autonvtx.regions.locate import Placement, place
 from autonvtx.regions.monitor import RegionMonitor, monitoring_problem
 
+# A region that cannot be placed in this many functions is said function by function; past it,
+# in one line.
+_SAID_ONE_BY_ONE = 3
 _DEFAULT_NAMES = {"loop": "{qualname} {i}", "call": "{qualname} {i}"}
 
 
@@ -35,6 +38,8 @@ class RegionInstaller:
         self.regions = config.regions
         self.resolved: list[str] = []
         self.problems: list[str] = []
+        self.skipped: list[str] = []  # every function a region selected but could not be placed in
+        self._unplaced: dict[int, list[str]] = {}  # region index -> those lines, once past a few
         self.note: str | None = None
         self._apply = apply
         self._monitor: RegionMonitor | None = None
@@ -77,8 +82,19 @@ class RegionInstaller:
                     self._place(region, module, code)
 
     def unplaced_lines(self) -> list[str]:
-        """Regions that could not be placed, and those that found no function (so far)."""
+        """Regions that could not be placed, and those that found no function (so far). A region
+        whose glob selected many functions it could not be placed in is one line, not one per
+        function (a `*:*` region once printed thousands)."""
         lines = list(self.problems)
+        for index, unplaced in sorted(self._unplaced.items()):
+            if len(unplaced) <= _SAID_ONE_BY_ONE:
+                continue
+            region = self.regions[index]
+            first = unplaced[0]
+            lines.append(
+                f"{first.partition(': ')[0]}: {region.function!r}: {len(unplaced)} functions it selects could not be "
+                f"placed (the first: {first.partition(': ')[2]}); -v lists them"
+            )
         for index, region in enumerate(self.regions):
             if index not in self._found:
                 lines.append(f"{region.where('function')}: {region.function!r} matched no function")
@@ -88,7 +104,16 @@ class RegionInstaller:
         placement = place(region, code)
         key = "lines" if region.lines is not None else "loop" if region.loop is not None else "function"
         if isinstance(placement, str):
-            self.problems.append(f"{region.where(key)}: {module}:{code.co_qualname}: {placement}")
+            line = f"{region.where(key)}: {module}:{code.co_qualname}: {placement}"
+            index = next(i for i, r in enumerate(self.regions) if r is region)
+            unplaced = self._unplaced.setdefault(index, [])
+            unplaced.append(line)
+            self.skipped.append(line)
+            if len(unplaced) == _SAID_ONE_BY_ONE + 1:  # from now on one line says them all
+                for said in unplaced[:_SAID_ONE_BY_ONE]:
+                    self.problems.remove(said)
+            elif len(unplaced) <= _SAID_ONE_BY_ONE:
+                self.problems.append(line)
             return
         where = f"{os.path.basename(code.co_filename)}:{code.co_firstlineno}"
         self.resolved.append(f"region {module}:{code.co_qualname} ({where}): {placement.description}")
@@ -115,13 +140,13 @@ class RegionInstaller:
         if region.capture is not None:
             window = CaptureWindow(f"{module}:{code.co_qualname}", start, stop)
         client = ranges.native_client()
-        native = client.Region(
+        native = client.Region(  # type: ignore[union-attr]
             domain,
             text,
             color,
             category,
             placement.enter,
-            placement.lo,  # type: ignore[union-attr]
+            placement.lo,
             placement.hi,
             placement.is_loop,
             pieces,
@@ -165,6 +190,8 @@ class RegionInstaller:
     def report_lines(self) -> list[str]:
         """-v: each region placed, the window notes, and why regions are off if they are."""
         lines = list(self.resolved)
+        if any(len(unplaced) > _SAID_ONE_BY_ONE for unplaced in self._unplaced.values()):
+            lines.extend(f"not placed: {line}" for line in self.skipped)
         for window, _ in self._windows:
             lines.extend(window.notes)
         return lines

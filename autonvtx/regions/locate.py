@@ -66,18 +66,35 @@ def _lines_of(node: _Function) -> str:
 
 def _function_node(code: types.CodeType) -> _Function | str:
     """The def of `code` in its file's AST (linecache: the file, or what the runner cached)."""
-    tree = _parsed(code.co_filename)
-    if tree is None:
+    definitions = _definitions(code.co_filename)
+    if definitions is None:
         return f"no source for {code.co_qualname} ({code.co_filename})"
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            if code.co_firstlineno in (first, node.lineno):
-                return node
-    return f"{code.co_qualname} not found in {code.co_filename} (source changed since import?)"
+    node = definitions.get((code.co_name, code.co_firstlineno))
+    if node is None:
+        return f"{code.co_qualname} not found in {code.co_filename} (source changed since import?)"
+    return node
 
 
 _trees: dict[str, ast.Module | None] = {}
+# Per file, (name, line) -> its def, the line being the def's or its first decorator's (either
+# can be a code object's first line): one walk of the file, however many of its functions a
+# region's glob selects (a `*:*` region once walked each file once per function).
+_defs: dict[str, dict[tuple[str, int], _Function] | None] = {}
+
+
+def _definitions(filename: str) -> dict[tuple[str, int], _Function] | None:
+    if filename not in _defs:
+        tree = _parsed(filename)
+        index: dict[tuple[str, int], _Function] | None = None
+        if tree is not None:
+            index = {}
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                    index.setdefault((node.name, first), node)
+                    index.setdefault((node.name, node.lineno), node)
+        _defs[filename] = index
+    return _defs[filename]
 
 
 def _parsed(filename: str) -> ast.Module | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -94,7 +95,7 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
     return tree_of(recording_stats(report.recordings, view))
 
 
-def _measures(instances: int, cpu_ns: int, work: object) -> Measures:
+def _measures(instances: int, cpu_ns: int, work: Any) -> Measures:
     gpu_ns = work.gpu_ns
     operations = work.operations
     kernels = work.kernels
@@ -203,7 +204,10 @@ def _on_dask(jobs: Sequence[Job], address: str) -> Iterator[tuple[int, Summary]]
         raise UsageError(
             "--scheduler: dask.distributed is not installed; expected `pip install 'autonvtx[dask]'`"
         ) from None
+    # The workers run elsewhere (another directory, another host): paths as this process means them.
+    jobs = [dataclasses.replace(job, path=os.path.abspath(job.path)) for job in jobs]
     with _connect(Client, address) as client:
+        _wait_for_workers(client, address)
         futures = client.map(summarize, list(jobs), pure=False)
         index = {future.key: i for i, future in enumerate(futures)}
         for future in as_completed(futures):  # type: ignore[no-untyped-call, unused-ignore]
@@ -219,6 +223,23 @@ def _connect(client: Callable[..., Any], address: str) -> Any:
         raise UsageError(
             f"--scheduler '{address}': cannot reach a Dask scheduler ({exc}); "
             "expected the address of a running one, such as tcp://host:8786"
+        ) from None
+
+
+# How long a scheduler may have no worker before the read is given up: a cluster starting up
+# gets its first worker within seconds; one with none would hold the files' reading forever.
+WORKER_WAIT_SECONDS = 30.0
+
+
+def _wait_for_workers(client: Any, address: str) -> None:
+    from autonvtx.errors import UsageError
+
+    try:
+        client.wait_for_workers(1, timeout=WORKER_WAIT_SECONDS)
+    except (TimeoutError, OSError) as exc:
+        raise UsageError(
+            f"--scheduler '{address}': the scheduler has no worker (waited {WORKER_WAIT_SECONDS:.0f} s: {exc}); "
+            f"expected a cluster with workers (start one with `dask worker {address}`)"
         ) from None
 
 

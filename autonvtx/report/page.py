@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.figures import Report, Row, TreeNode
-from autonvtx.report.page_assets import SCRIPT, STYLE
+from autonvtx.report.shell import json_text, render_shell
 from autonvtx.report.text import label, share
 
 # Boxes narrower than this share of the whole cannot be seen (under a pixel on a 4K screen):
 # they are folded into their parent's "hidden" count, which bounds the page's size.
 _SMALLEST_SHARE = 1 / 20000
 _MAX_NODES = 30000
+
+# The chart above the table; report.js fills them.
+_PANES = (
+    '<main class="stacked"><section id="chart-pane"><div id="bar"><div id="crumbs"></div><div id="controls"></div>'
+    '</div><div id="chart" class="pane"></div></section>'
+    '<section id="table-pane" class="pane"><div id="table-caption"></div><div id="table-scroll"><table id="table">'
+    "<thead></thead><tbody></tbody></table></div></section></main>"
+)
 
 
 def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], size_by: str) -> str:
@@ -38,24 +45,8 @@ def render_page(report: Report, rows: Sequence[Row], tree: Sequence[TreeNode], s
         "tree": None,  # written apart: see _tree_json
         "rows": table,
     }
-    # No "<" may reach the script element: "</script" would end it early, and "<!--" followed by
-    # "<script" opens the HTML parser's double-escaped state, which swallows the rest of the page
-    # (HTML Living Standard, "script data double escaped state"). JSON reads "\u003c" as "<".
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    payload = payload.replace('"tree":null', '"tree":' + _tree_json(nodes), 1).replace("<", "\\u003c")
-    title = html.escape(f"autonvtx report: {report.source}")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>'
-        f"<style>{STYLE}</style></head><body>"
-        f'<script type="application/json" id="report-data">{payload}</script>'
-        '<header><h1 id="title"></h1><div id="summary"></div><ul id="notes"></ul></header>'
-        '<main><section id="chart-pane"><div id="bar"><div id="crumbs"></div><div id="controls"></div></div>'
-        '<div id="chart"></div></section>'
-        '<section id="table-pane"><table id="table"><thead></thead><tbody></tbody></table></section></main>'
-        '<div id="tip" hidden></div>'
-        f"<script>{SCRIPT}</script></body></html>\n"
-    )
+    payload = json_text(data).replace('"tree":null', '"tree":' + _tree_json(nodes), 1)
+    return render_shell("report", f"autonvtx report: {report.source}", payload, _PANES)
 
 
 def _shared_domain(rows: Sequence[Row], nodes: list[Any]) -> str:
@@ -157,7 +148,7 @@ def _row(report: Report, row: Row) -> list[Any]:
         label(row.domain, row.name),
         row.group,
         row.work.gpu_ns,
-        round(100 * share(report, row.work.gpu_ns), 2),
+        round(100 * share(report, row.work.gpu_ns), 6),  # rounded once, where shown (as the chart's)
         row.work.kernels,
         row.work.memcpy + row.work.memset,
         row.cpu_ns,

@@ -444,9 +444,15 @@ static int open_live_file(writer* w, off_t* size)
     int fd;
     if (!spill_path(path, sizeof(path)))
         return -EINVAL;
-    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | (fresh ? O_CREAT | O_TRUNC : 0), 0666);
+    /* O_NONBLOCK: something put in the file's place (a FIFO) must fail the open, not block the
+     * program's exit forever; on a regular file it changes nothing. */
+    fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK | (fresh ? O_CREAT | O_TRUNC : 0), 0666);
     if (fd < 0)
         return -errno;
+    if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -ESTALE; /* not the file this process writes: what it held is gone */
+    }
     if (fstat(fd, &st) != 0 || (!fresh && (st.st_dev != g_spill_dev || st.st_ino != g_spill_ino))) {
         int error = errno && fresh ? errno : ESTALE; /* replaced: what it held is gone */
         close(fd);
@@ -551,7 +557,7 @@ static int copy_live(int fd, uint64_t out[3])
     int rc = spill_locked(0, NULL);
     int in;
     char path[4200];
-    if (rc != 0 || !spill_path(path, sizeof(path)) || (in = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if (rc != 0 || !spill_path(path, sizeof(path)) || (in = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) < 0)
         return rc ? rc : -errno;
     for (;;) {
         ssize_t k = pread(in, g_write_buffer, WRITE_BUFFER, at);
