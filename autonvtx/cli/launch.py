@@ -77,20 +77,17 @@ def start_run(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
             "add --summary"
         )
-    left_out, outputs = False, None  # left out by --ranks: this rank runs as `python` would
-    watch = flight_settings(**flight_options)
-    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all" or watch:
-        left_out, outputs = recording_outputs(
-            describe_target(kind, value, target_args),
-            ranks=ranks,
-            trace=trace,
-            summary=summary,
-            buffer_mb=buffer_mb,
-            keep=keep,
-            children=not no_children,
-            table=table,
-            flight=watch,
-        )
+    left_out, outputs = recording_outputs(  # left out by --ranks: this rank runs as `python` would
+        describe_target(kind, value, target_args),
+        ranks=ranks,
+        trace=trace,
+        summary=summary,
+        buffer_mb=buffer_mb,
+        keep=keep,
+        children=not no_children,
+        table=table,
+        **flight_options,
+    )
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None
@@ -128,6 +125,9 @@ def start_run(
     if outputs is None:
         say_if_outputs_were_given_to_the_target(target_args)
     return TargetRun(resolved, on_main_statement)
+
+
+FLIGHT_OPTIONS = ("flight", "flight_factor", "flight_keep", "flight_max", "flight_warmup")
 
 
 def flight_settings(
@@ -212,7 +212,12 @@ def check_script(target: Target) -> None:
 def recording_outputs(
     label: str, *, ranks: str | None, table: dict[str, Any] | None, **options: Any
 ) -> tuple[bool, Any]:
-    """(whether --ranks leaves this rank out, the recorder's outputs for this rank), checked."""
+    """(whether --ranks leaves this rank out, the recorder's outputs for this rank), checked;
+    (False, None) when no option asks for a recording."""
+    flight = flight_settings(**{key: options.pop(key) for key in FLIGHT_OPTIONS if key in options})
+    asked = [options["trace"], options["summary"], options["buffer_mb"], ranks, flight]
+    if all(value is None for value in asked) and options["keep"] == "all":
+        return False, None
     # Imported only for these options: a plain run loads neither (start-up, issue 6).
     from autonvtx.ranks import detect_rank, label_with_rank, parse_ranks
     from autonvtx.recorder.outputs import Outputs, check_outputs
@@ -224,7 +229,8 @@ def recording_outputs(
         from autonvtx.cli.views import VIEW_OPTION_DEFAULTS, make_view_options
 
         summary_options = make_view_options(table if table is not None else VIEW_OPTION_DEFAULTS)
-    outputs = Outputs(label=label_with_rank(label, rank), summary_options=summary_options, **options).for_rank(rank)
+    outputs = Outputs(label=label_with_rank(label, rank), summary_options=summary_options, flight=flight, **options)
+    outputs = outputs.for_rank(rank)
     check_outputs(outputs)
     return left_out, outputs
 
