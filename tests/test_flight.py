@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import make_file, run_autonvtx
+from tests.conftest import autonvtx_env, make_file, run_autonvtx
 
 needs_312 = pytest.mark.skipif(sys.version_info < (3, 12), reason="the code engine and regions need 3.12+")
 ENGINES = ["wrap", pytest.param("code", marks=needs_312)]
@@ -383,3 +383,25 @@ def test_windows_are_written_while_the_program_runs(workdir: Path) -> None:
     assert done.stdout.strip() == "written while running", done.stderr
     assert done.stderr.count("flight window written to") == 1  # the exit did not write it again
     assert "--flight: 1 window(s) written" in done.stderr
+
+
+def test_a_rank_s_windows_carry_its_rank_and_it_in_their_metadata(workdir: Path) -> None:
+    make_file(workdir / "prog.py", MANY_SLOW)
+    env = autonvtx_env(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1")
+    done = run_autonvtx(
+        "--trace",
+        "run.{rank}.json",
+        "--flight",
+        "step {i}",
+        "--flight-max",
+        "1",
+        "prog.py",
+        cwd=workdir,
+        trace=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in workdir.glob("run*")] == ["run.1.flight-1.json"]
+    trace = json.loads((workdir / "run.1.flight-1.json").read_text())
+    assert trace["otherData"]["rank"] == 1 and trace["otherData"]["flight"]["range"] == "step {i}"
+    assert "run.1.flight-1.json" in done.stderr
