@@ -405,3 +405,15 @@ def test_a_rank_s_windows_carry_its_rank_and_it_in_their_metadata(workdir: Path)
     trace = json.loads((workdir / "run.1.flight-1.json").read_text())
     assert trace["otherData"]["rank"] == 1 and trace["otherData"]["flight"]["range"] == "step {i}"
     assert "run.1.flight-1.json" in done.stderr
+
+
+def test_an_earlier_run_s_windows_are_replaced_not_left_beside(workdir: Path) -> None:
+    make_file(workdir / "prog.py", MANY_SLOW)
+    for stale in (workdir / "trace.flight-7.json", workdir / "trace.flight-12.json"):
+        stale.write_text("{}")
+    (workdir / "trace.flight-notes.json").write_text("{}")  # not a window: left alone
+    done = run_autonvtx("--flight", "step {i}", "--flight-max", "1", "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in workdir.glob("trace.flight-*")) == ["trace.flight-1.json", "trace.flight-notes.json"]
+    assert "2 window(s) of an earlier run removed" in done.stderr
+    assert not list(workdir.glob("*.recording*"))  # the record directory is gone, whatever the watcher did

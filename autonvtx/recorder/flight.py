@@ -83,6 +83,35 @@ def recorder_settings(outputs: Any, shown_trace: str | None) -> dict[str, str]:
     return settings
 
 
+def remove_earlier_windows(trace: str, shown: str) -> None:
+    """An earlier run's windows beside the trace (`TRACE.flight-N.EXT`), removed as the trace
+    itself would be replaced: this run's files are numbered from 1 again, and a stale one with a
+    higher number would pass for this run's."""
+    head, tail = split_suffix(trace)
+    directory, name = os.path.split(head)
+    stale = []
+    for path in Path(directory or ".").glob(f"{glob_escape(name)}.flight-*{glob_escape(tail)}"):
+        number = path.name[len(name) + len(".flight-") : len(path.name) - len(tail)]
+        if number.isdigit() and path.is_file():
+            stale.append(path)
+    for path in stale:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+    if stale:
+        print(
+            f"autonvtx: --flight: {len(stale)} window(s) of an earlier run removed ({flight_path(shown, 1)}, ...)",
+            file=sys.stderr,
+        )
+
+
+def glob_escape(text: str) -> str:
+    import glob
+
+    return glob.escape(text)
+
+
 def watcher_settings(directory: str, command: list[str]) -> dict[str, str]:
     """What makes the watcher write each window's trace as it comes (`recorder.watcher`)."""
     from autonvtx.recorder.watcher import FLIGHT_COMMAND, FLIGHT_DIR
@@ -130,6 +159,11 @@ def windows(directory: str) -> list[Window]:
         if isinstance(info, dict) and info.get("schema") == FLIGHT_SCHEMA:
             found.append(Window(int(number), path, info))
     return sorted(found, key=lambda w: w.number)
+
+
+def is_window(path: Path) -> bool:
+    """Whether `path` in a record directory is a window the recorder made (`flight-N`)."""
+    return path.name.startswith("flight-") and path.name[len("flight-") :].isdigit()
 
 
 def window_metadata(info: dict[str, Any]) -> dict[str, Any]:

@@ -95,6 +95,7 @@ class RecordingSession:
             settings[environment.RECORD_KEEP] = "last"
         if self.outputs.flight is not None:
             settings.update(flight.recorder_settings(self.outputs, self._given.trace))
+            flight.remove_earlier_windows(self.outputs.trace or "", self._given.trace or "")
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
@@ -155,7 +156,7 @@ class RecordingSession:
             self._fail(f"could not write the recording: {error}", keep=True)
         finally:
             if not self._keep_directory:
-                shutil.rmtree(self._directory, ignore_errors=True)
+                _remove_directory(self._directory)
             if self._watch is not None:
                 self._watch.say_done()
         if self._failed and not interrupted:
@@ -399,7 +400,7 @@ def _record_directory(trace: str | None) -> str | None:
     directory = Path(trace + RECORD_DIRECTORY_SUFFIX).absolute()  # children may change directory
     if directory.is_dir():
         entries = list(directory.iterdir())
-        if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or any(
+        if any(p.suffix not in (".anr", ".json", ".tmp") and not flight.is_window(p) for p in entries) or any(
             p.stem.isdigit() and _is_running(int(p.stem)) for p in entries
         ):
             return None
@@ -463,6 +464,21 @@ def _move_aside(directory: Path, trace: str) -> bool:
         )
         return True
     return False
+
+
+def _remove_directory(directory: str) -> None:
+    """Renamed first, so that the watcher's flight writer, which may be looking, makes nothing in
+    it while it is removed."""
+    gone = f"{directory}.{os.getpid()}.removed"
+    shutil.rmtree(gone if _renamed(directory, gone) else directory, ignore_errors=True)
+
+
+def _renamed(source: str, target: str) -> bool:
+    try:
+        os.rename(source, target)
+    except OSError:
+        return False
+    return True
 
 
 def _name_live_threads(recording: ProcessRecording) -> None:
