@@ -317,3 +317,16 @@ def write_from_state(state: str, window_directory: str) -> None:
                 write_window(window, flight_path(trace, window.number), flight_path(given, window.number), {}, metadata)
             except OSError:  # unclaimed again: the exit writes it, and says why if it cannot either
                 os.rmdir(window.directory / CLAIMED)
+
+
+def remove_record_directory(directory: str) -> None:
+    """Renamed first, so that the watcher's flight writer, which may be looking, makes nothing in
+    it while it is removed (a claim made there would keep it from going)."""
+    import shutil
+
+    gone = f"{directory}.{os.getpid()}.removed"
+    try:
+        os.rename(directory, gone)
+    except OSError:
+        gone = directory
+    shutil.rmtree(gone, ignore_errors=True)

@@ -156,7 +156,7 @@ class RecordingSession:
             self._fail(f"could not write the recording: {error}", keep=True)
         finally:
             if not self._keep_directory:
-                _remove_directory(self._directory)
+                flight.remove_record_directory(self._directory)
             if self._watch is not None:
                 self._watch.say_done()
         if self._failed and not interrupted:
@@ -464,21 +464,6 @@ def _move_aside(directory: Path, trace: str) -> bool:
         )
         return True
     return False
-
-
-def _remove_directory(directory: str) -> None:
-    """Renamed first, so that the watcher's flight writer, which may be looking, makes nothing in
-    it while it is removed."""
-    gone = f"{directory}.{os.getpid()}.removed"
-    shutil.rmtree(gone if _renamed(directory, gone) else directory, ignore_errors=True)
-
-
-def _renamed(source: str, target: str) -> bool:
-    try:
-        os.rename(source, target)
-    except OSError:
-        return False
-    return True
 
 
 def _name_live_threads(recording: ProcessRecording) -> None:
