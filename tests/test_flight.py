@@ -417,3 +417,20 @@ def test_an_earlier_run_s_windows_are_replaced_not_left_beside(workdir: Path) ->
     assert sorted(p.name for p in workdir.glob("trace.flight-*")) == ["trace.flight-1.json", "trace.flight-notes.json"]
     assert "2 window(s) of an earlier run removed" in done.stderr
     assert not list(workdir.glob("*.recording*"))  # the record directory is gone, whatever the watcher did
+
+
+def test_the_flight_benchmark_runs() -> None:
+    """benchmarks/flight.py at a tiny size: its code works (no figure is asserted here)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, str(repo / "benchmarks" / "flight.py"), "--steps", "20000", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = done.stdout.splitlines()[2:]
+    assert [row.split("  ")[0] for row in rows] == ["spill only", "--flight", "--flight alone"]
+    assert all("MiB" in row for row in rows)
