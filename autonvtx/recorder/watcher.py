@@ -100,9 +100,18 @@ def _flight_writer() -> Callable[[], None] | None:
     argv = json.loads(command)
     env = {k: v for k, v in os.environ.items() if k not in (FLIGHT_DIR, FLIGHT_COMMAND)}
 
+    writing = [0]  # the writer running, one at a time: many slow steps must not start many processes
+
     def write_new_windows() -> None:
+        if writing[0]:
+            try:
+                if os.waitpid(writing[0], os.WNOHANG)[0] == 0:
+                    return  # still writing
+            except ChildProcessError:
+                pass
+            writing[0] = 0
         try:
-            names = os.listdir(directory)
+            names = sorted(os.listdir(directory), key=lambda name: (len(name), name))
         except OSError:
             return
         for name in names:
@@ -114,14 +123,10 @@ def _flight_writer() -> Callable[[], None] | None:
             except OSError:  # claimed already (or the directory is going away)
                 continue
             try:
-                os.posix_spawn(argv[0], [*argv, window], env)
+                writing[0] = os.posix_spawn(argv[0], [*argv, window], env)
             except OSError:
-                pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # the writers that ended
-                pass
-        except ChildProcessError:
-            pass
+                os.rmdir(os.path.join(window, "claimed"))  # the program's exit writes it
+            return
 
     return write_new_windows
 
