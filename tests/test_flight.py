@@ -78,6 +78,8 @@ def test_a_slow_step_gives_one_window_with_it_and_the_ten_before(workdir: Path, 
         "__main__",
         "--flight",
         "step",
+        "--flight-factor",
+        "10",  # 30x: caught; a shared host's stalls of a few ms are not (each would be a window)
         "--flight-max",
         "1000",
         "--summary",
@@ -105,19 +107,30 @@ def test_a_slow_step_gives_one_window_with_it_and_the_ten_before(workdir: Path, 
     assert "instance 2000 of 'step'" in done.stderr and "the median" in done.stderr
     assert "the whole run's trace is not written under --flight" in done.stderr
     assert "3,000" in done.stderr  # --summary still counts every step
-    check_only_slow_steps_fired(workdir, found, 3.0, 2000)
+    check_only_slow_steps_fired(workdir, found, 10.0, 2000)
 
 
 def test_a_steady_run_writes_no_window(workdir: Path) -> None:
     make_file(workdir / "prog.py", TRAINING)
     done = run_autonvtx(
-        "-t", "__main__", "--flight", "step", "--flight-max", "1000", "prog.py", "1500", "-1", cwd=workdir
+        "-t",
+        "__main__",
+        "--flight",
+        "step",
+        "--flight-factor",
+        "10",
+        "--flight-max",
+        "1000",
+        "prog.py",
+        "1500",
+        "-1",
+        cwd=workdir,
     )
     assert done.returncode == 0, done.stderr
     found = windows(workdir)
-    check_only_slow_steps_fired(workdir, found, 3.0, planted=0)
+    check_only_slow_steps_fired(workdir, found, 10.0, planted=0)
     if not found:
-        assert "no instance of 'step' lasted more than 3x the median" in done.stderr
+        assert "no instance of 'step' lasted more than 10x the median" in done.stderr
 
 
 def test_a_slow_warm_up_step_does_not_fire(workdir: Path) -> None:
