@@ -347,7 +347,7 @@ THREE_MILLION = """
         push(names[i % 1000])
         push(inner)
         if i == 2_000_000:
-            time.sleep(0.5)  # a million times a step of ~0.5 us: far above the host's preemptions
+            time.sleep(1.0)  # some million times a step of ~0.5 us, ten times the factor below
         pop()
         pop()
     with open("/proc/self/status") as status:
@@ -357,7 +357,10 @@ THREE_MILLION = """
 
 def test_three_million_steps_stay_within_150_mib(workdir: Path) -> None:
     make_file(workdir / "prog.py", THREE_MILLION)
-    done = run_autonvtx("--flight", "step {i}", "--flight-factor", "1000000", "prog.py", cwd=workdir)
+    # A shared host's stalls of 50 ms and more would pass the factor too: each is a window.
+    done = run_autonvtx(
+        "--flight", "step {i}", "--flight-factor", "100000", "--flight-max", "1000", "prog.py", cwd=workdir
+    )
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) < 150, done.stdout  # peak RSS of the whole process, in MiB
     fired = [t["otherData"]["flight"] for t in windows(workdir).values()]
