@@ -70,7 +70,7 @@ def follow_tool_exit(*, watch: bool) -> bool:
         _exit, _ignore_sigterm = _libc_functions()
         from autonvtx.recorder.shutdown import on_sigterm
 
-        if on_sigterm(_end_on_sigterm, watch=watch):
+        if on_sigterm(_end_on_sigterm, watch=watch, through_exit=True):
             # Registered now, before the program's own: it runs after them.
             atexit.register(_ignore_late_sigterm)
         _register_fork_hook()

@@ -219,3 +219,35 @@ def test_no_communication_kernels_no_overlap_figures() -> None:
     assert read_overlap(TORCH, "rank", True)[("pid 144", "AllToAll4D")][0] > 0
     document = across(SAXPY)
     assert all("communication_ns" not in row for row in document["ranges"])
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_any_file_is_read(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    # The inputs do not exist either: the message names -o, so it was checked first.
+    done = cli(
+        "report", str(tmp_path / "a.sqlite"), str(tmp_path / "b.sqlite"), "--across", "ranks", "-o", f"{missing}/x.txt"
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "-o" in done.stderr and "no such directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_names_are_whole_in_a_file_and_fit_a_terminal() -> None:
+    whole = produce_across(AcrossRequest((TORCH,), top=40, sort="name"))
+    assert "FSDP::post_forward (blocks.{n}._checkpoint_wrapped_module), op_id = {n}" in whole
+    fitted = produce_across(AcrossRequest((TORCH,), top=40, sort="name", width=140))
+    table = fitted.split("\n\n", 1)[1].splitlines()
+    assert all(len(line) <= 140 for line in table), [line for line in table if len(line) > 140]
+    assert any(line.endswith("op_id = {n}") and "..." in line for line in table)  # the end kept
+
+
+def test_every_sort_key_of_the_ranks_view_is_accepted_and_others_refused_in_one_line() -> None:
+    for sort in ("imbalance", "lost", "max", "median", "min", "kernels", "count", "name"):
+        done = cli("report", TORCH, "--across", "ranks", "--sort", sort, "--top", "3", "--format", "json")
+        assert done.returncode == 0, (sort, done.stderr)
+    lost = json.loads(cli("report", TORCH, "--across", "ranks", "--sort", "lost", "--format", "json").stdout)
+    assert [r["lost_ns"] for r in lost["ranges"]] == sorted((r["lost_ns"] for r in lost["ranges"]), reverse=True)
+    for sort in ("self", "mean", "span", "memcpy"):
+        done = cli("report", "missing-a.sqlite", "missing-b.sqlite", "--across", "ranks", "--sort", sort)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (sort, done.stderr)
+        assert f"--sort: the ranks side by side (--across ranks) has no figures for '{sort}'" in done.stderr

@@ -485,3 +485,16 @@ def test_filter_matches_a_name_with_or_without_its_domain(shown: str, pattern: s
     from autonvtx.report.gather import name_matches
 
     assert name_matches(shown, pattern) is expected
+
+
+@pytest.mark.parametrize("sort", ["self", "mean", "lost", "imbalance"])
+def test_a_sort_key_a_diff_has_no_figures_for_is_refused_before_reading(sort: str, tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "diff", "missing-a.json", "--against", "missing-b.json", "--sort", sort],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=autonvtx_env(),
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert f"--sort: a diff of runs has no figures for '{sort}'" in done.stderr

@@ -386,6 +386,54 @@ LAYERS = """
 """
 
 
+# Recursion (nested instances of one row), a class row nesting in itself, overlapping start/end
+# ranges of one name, and warm-up inside recursion: the Total of each row counts its nested
+# instances once, the same in the exporter and its Python twin.
+NESTING = """
+    import nvtx
+    def f(n):
+        with nvtx.annotate(f"f {n}"):
+            with nvtx.annotate("work"):
+                sum(range(2000))
+            if n:
+                f(n - 1)
+    for _ in range(3):
+        f(3)
+    with nvtx.annotate("model (Sequential)"):
+        with nvtx.annotate("model.0 (Sequential)"):
+            with nvtx.annotate("model.0.0 (Linear)"):
+                pass
+    a = nvtx.start_range("fetch")
+    b = nvtx.start_range("fetch")
+    nvtx.end_range(a)
+    nvtx.end_range(b)
+"""
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(), dict(each=True), dict(skip_first=1), dict(skip_first=2), dict(group="class"), dict(tree=True)],
+)
+def test_nested_instances_of_a_row_count_once_in_the_exporter_as_in_the_python_twin(
+    tmp_path: Path, options: dict[str, Any]
+) -> None:
+    from autonvtx.recorder.stats import ViewOptions
+
+    directory = record(tmp_path, NESTING)
+    chosen = ViewOptions(**options)
+    expected = summarize(read_directory(directory), chosen)
+    got = write_results(str(directory), Request(summary="-", options=chosen)).stats
+    shape = lambda s: (s.path, s.domain, s.name, s.count, s.total_ns, s.self_ns, s.min_ns, s.max_ns)  # noqa: E731
+    assert [shape(s) for s in got] == [shape(s) for s in expected]
+    assert [s.mean_ns for s in got] == pytest.approx([s.mean_ns for s in expected])
+    assert [s.stddev_ns for s in got] == pytest.approx([s.stddev_ns for s in expected], rel=1e-6, abs=1e-3)
+    rows = {s.name: s for s in got}
+    if not options:  # f {n}: 12 calls, each outermost call holding three nested ones
+        assert rows["f {n}"].count == 12 and rows["f {n}"].total_ns < rows["f {n}"].count * rows["f {n}"].mean_ns
+        assert rows["f {n}"].wall_percent <= 100.0
+        assert rows["fetch"].total_ns == rows["fetch"].count * rows["fetch"].mean_ns  # start/end: each counts
+
+
 @pytest.mark.parametrize(
     "options",
     [

@@ -214,6 +214,29 @@ def test_one_corrupt_record_keeps_every_event_around_it_and_says_what_was_skippe
     assert len(full.ranges) // 2 < len(kept.ranges) < len(full.ranges), good.stderr
 
 
+@pytest.mark.parametrize("ts", [0, 1 << 62], ids=["before-the-previous", "after-the-last-write"])
+def test_a_record_with_an_impossible_time_is_left_out_alone(tmp_path: Path, rich: Path, ts: int) -> None:
+    """A pop (or end) given a time before its push once made an end before its start, read as a
+    584-year range (2**64 ns); a time far past the file's last write, a range as long. Such a
+    record is left out, the records around it kept, and the damage said."""
+    from autonvtx.recorder.chrome import read_chrome_trace
+
+    data = bytearray(rich.read_bytes())
+    body, _, length = max((s for s in sections(data) if s[1] == 5), key=lambda s: s[2])
+    offsets = records(data, body, length)
+    middle = offsets[len(offsets) // 2]
+    struct.pack_into("<Q", data, middle + 8, ts)  # after the kind word and the domain
+    run = recover(tmp_path, damaged_copy(tmp_path, rich, "bad", bytes(data)), "back.json")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert "1 record with an impossible time" in run.stderr
+    recover(tmp_path, rich.parent, "good.json")
+    (kept,), (full,) = read_chrome_trace(tmp_path / "back.json"), read_chrome_trace(tmp_path / "good.json")
+    # The range whose end was left out stays open to the last write, as an unended range does:
+    # no range outlasts the recording.
+    assert all(0 <= r.duration_ns and r.end_ns <= full.flush_ns for r in kept.ranges)
+    assert len(kept.ranges) >= len(full.ranges) - 2
+
+
 def test_an_impossible_registry_id_is_not_trusted(tmp_path: Path, rich: Path) -> None:
     data = bytearray(rich.read_bytes())
     body, _, _ = next(s for s in sections(data) if s[1] == 3)  # STRINGS: {u32 id, ...}

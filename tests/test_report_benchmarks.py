@@ -125,3 +125,30 @@ def test_gpu_check_cupti_path_maps_clocks_and_finds_kernels_in_ranges(
     assert lines[0] == "gpu_check: ok fake: autonvtx run --trace recorded 2 range names (expected 'step' among them)"
     assert lines[1].startswith("gpu_check: ok fake: CUPTI saw 4 kernels, 3 launched inside autonvtx ranges")
     assert "most kernels under: " in lines[1] and "step 3" in lines[1] and "run 3" in lines[1]
+
+
+def test_each_benchmark_prints_its_ratios_against_the_hand_query() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "report_each.py"), "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("hand SQL query: ") and "9,494 rows" in lines[0]
+    assert lines[1].startswith("report (grouped): ") and "x the hand query" in lines[1]
+    assert lines[2].startswith("report --each: ") and "18,501 table lines" in lines[2]
+
+
+def test_deep_benchmark_prints_growth_against_depth() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "report_deep.py"), "--depths", "100", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first.startswith("depth 100: ") and second.startswith("depth 200: ")
+    assert "size x2.0" in second  # the document is linear in depth

@@ -138,6 +138,7 @@ def diff_command(
     kernels, instances) to order by the larger side's figure."""
     from autonvtx.report.diff import DiffOptions
     from autonvtx.report.diffrun import DiffRequest, produce_diff
+    from autonvtx.report.table import terminal_width
 
     request = DiffRequest(
         base,
@@ -159,6 +160,7 @@ def diff_command(
         view["group_by"],
         view["skip_first"],
         view["each"],
+        width=terminal_width(sys.stdout) if output is None else None,
     )
     result = produce_diff(request)
     if result.text is not None:

@@ -77,17 +77,10 @@ def start_run(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "
             "add --summary"
         )
-    left_out, outputs = recording_outputs(  # left out by --ranks: this rank runs as `python` would
-        describe_target(kind, value, target_args),
-        ranks=ranks,
-        trace=trace,
-        summary=summary,
-        buffer_mb=buffer_mb,
-        keep=keep,
-        children=not no_children,
-        table=table,
-        **flight_options,
-    )
+    # left_out: left out by --ranks, this rank runs as `python` would
+    recorded: dict[str, Any] = dict(trace=trace, summary=summary, buffer_mb=buffer_mb, keep=keep, **flight_options)
+    label = describe_target(kind, value, target_args)
+    left_out, outputs = recording_outputs(label, ranks=ranks, table=table, children=not no_children, **recorded)
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None

@@ -30,7 +30,9 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     from autonvtx.recorder.stats import arrange_saying, summary_notes, unshaped
     from autonvtx.report.profile import recording_stats
     from autonvtx.report.render import write_summary
-    from autonvtx.report.text import stats_text, use_color
+    from autonvtx.report.renderers import Rendering, SummaryDocument, render
+    from autonvtx.report.table import terminal_width
+    from autonvtx.report.text import use_color
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")
@@ -42,7 +44,8 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
     notes = summary_notes(recordings) + ([empty] if empty else [])
     if output is None:
-        click.echo(stats_text(stats, notes=notes, color=use_color(sys.stdout), empty=empty), nl=False)
+        rendering = Rendering(width=terminal_width(sys.stdout), color=use_color(sys.stdout))
+        click.echo(render("summary", "text", SummaryDocument(stats, notes, empty), rendering), nl=False)
     else:
         write_summary(stats, output, notes=notes, empty=empty)
         if empty:

@@ -55,6 +55,7 @@ def report_command(
     """GPU time per NVTX range from PROFILE: an `nsys export --type sqlite` file, a .nsys-rep, or an
     autonvtx trace (.json, .json.gz, .pftrace: CPU time, the figures `autonvtx summary` prints)."""
     from autonvtx.report.output import ReportRequest, produce
+    from autonvtx.report.table import terminal_width
 
     if across is not None or len(profile) > 1:
         from autonvtx.report.acrossrun import report_across
@@ -77,6 +78,7 @@ def report_command(
         view["skip_first"],
         terminal=output is None and fmt in (None, "text") and sys.stdout.isatty(),
         each=view["each"],
+        width=terminal_width(sys.stdout) if output is None else None,
     )
     text = produce(request)
     if text is not None:

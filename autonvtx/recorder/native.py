@@ -158,12 +158,13 @@ class GroupSpan(ctypes.Structure):
 
 
 class Damage(ctypes.Structure):
-    """What a damaged recording lost (`uint64_t out[3]` of `autonvtx_export_damage`)."""
+    """What a damaged recording lost (`uint64_t out[4]` of `autonvtx_export_damage`)."""
 
     _fields_ = [
         ("corrupt_records", ctypes.c_uint64),
         ("skipped_bytes", ctypes.c_uint64),
         ("bad_entries", ctypes.c_uint64),
+        ("impossible_times", ctypes.c_uint64),
     ]
 
 

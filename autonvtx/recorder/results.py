@@ -21,6 +21,7 @@ from autonvtx.recorder.stats import (
     ViewOptions,
     arrange_saying,
     count_text,
+    dropped_note,
     from_exporter_rows,
     group_title,
     unshaped,
@@ -133,10 +134,10 @@ def window_notes(outside: Mapping[int, int]) -> list[str]:
     ]
 
 
-def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
+def damage_notes(damage: Mapping[int, tuple[int, int, int, int]]) -> list[str]:
     """What a damaged recording lost: every event before the damage is in the outputs."""
     notes = []
-    for pid, (records, skipped, entries) in sorted(damage.items()):
+    for pid, (records, skipped, entries, times) in sorted(damage.items()):
         parts = []
         if records:
             parts.append(
@@ -145,6 +146,11 @@ def damage_notes(damage: Mapping[int, tuple[int, int, int]]) -> list[str]:
             )
         if entries:
             parts.append(f"{count_text(entries, 'registry entry', 'registry entries')} with an impossible id")
+        if times:
+            parts.append(
+                f"{count_text(times, 'record', 'records')} with an impossible time (before its thread's previous "
+                "one, or after the file's last write) left out"
+            )
         if skipped and not records:
             parts.append("a last section cut short")
         notes.append(
@@ -159,10 +165,7 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
     notes: list[str] = []
     dropped = sum(r.dropped_events for r in recordings)
     if dropped:
-        notes.append(
-            f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory "
-            "bound was hit; the counts are low (raise --buffer-mb)"
-        )
+        notes.append(dropped_note(dropped))
     discarded = sum(r.discarded_events for r in recordings)
     if discarded:
         notes.append(

@@ -116,7 +116,7 @@ _fork_hooks_registered = False
 _masks_before_fork: dict[int, set[int | signal.Signals]] = {}  # forking thread -> its mask
 
 
-def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
+def on_sigterm(action: Callable[[], None], *, watch: bool = False, through_exit: bool = False) -> bool:
     """On SIGTERM run `action` (once), then end the process as SIGTERM would; with `watch`, also
     when the main thread cannot run the handler.
 
@@ -135,7 +135,7 @@ def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
     if watch:
         _watch_wakeups()
     _register_fork_hooks()
-    _install_deadline()
+    _install_deadline(through_exit)
     return True
 
 
@@ -145,15 +145,15 @@ def on_sigterm(action: Callable[[], None], *, watch: bool = False) -> bool:
 SIGTERM_GRACE_SECONDS = 1.0
 
 
-def _install_deadline() -> bool:
+def _install_deadline(through_exit: bool) -> bool:
     """SIGTERM ends the process within the grace period even where the Python handler cannot
-    run; through C exit where another NVTX tool keeps its events in its exit hooks. False where
-    the native client is missing or cannot set it up (the Python handler alone then acts)."""
+    run; `through_exit` (another NVTX tool keeps its events in its exit hooks: termination.py)
+    through C exit. False where the native client is missing or cannot set it up (the Python
+    handler alone then acts)."""
     try:
         from autonvtx import _nvtxclient
-        from autonvtx.termination import other_tool_attached
 
-        return bool(_nvtxclient.sigterm_deadline(SIGTERM_GRACE_SECONDS, other_tool_attached()))
+        return bool(_nvtxclient.sigterm_deadline(SIGTERM_GRACE_SECONDS, through_exit))
     except Exception:
         return False
 

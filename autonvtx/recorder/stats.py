@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
+from autonvtx.recorder.view import View, arrange as arrange_view
 
 GROUPINGS = ("name", "class")
 # --by: "gpu" only means something where GPU work was recorded (Nsight Systems exports).
@@ -25,7 +26,9 @@ BY = ("process", "rank", "thread", "gpu")
 # "total" and "count". Keys a source has no figures for are refused by `check_sort`.
 STATS_SORTS = ("total", "self", "count", "mean", "max", "cpu", "instances", "name")
 GPU_SORTS = ("gpu", "cpu", "kernels", "instances", "span", "memcpy", "name", "total", "count")
-SORTS = tuple(dict.fromkeys(STATS_SORTS + GPU_SORTS))
+DIFF_SORTS = ("change", "name", "gpu", "cpu", "total", "kernels", "instances", "count")
+SPREAD_SORTS = ("lost", "imbalance", "max", "median", "min", "instances", "count", "kernels", "name")
+SORTS = tuple(dict.fromkeys(STATS_SORTS + GPU_SORTS + DIFF_SORTS + SPREAD_SORTS))
 SORT_ALIASES = {"cpu": "total", "instances": "count"}
 _CLASS = re.compile(r" \(([^()]+)\)$")
 _RANK = re.compile(r"\brank (\d+)\b")
@@ -44,15 +47,17 @@ class RangeStats:
 
     domain: str
     name: str
-    count: int
+    count: int  # every instance, nested ones included
+    # The time inside the row's instances, an instance nested in another of the same row on its
+    # thread (recursion) counted once: cProfile's cumulative time. Start/end ranges each count.
     total_ns: int
-    self_ns: int  # total minus the time spent in ranges nested directly inside
-    mean_ns: float
+    self_ns: int  # every instance's time minus that of the ranges nested directly inside it
+    mean_ns: float  # mean, median, min, max, stddev: over every instance's own duration
     median_ns: float
     min_ns: int
     max_ns: int
     stddev_ns: float  # sample standard deviation (n - 1), as nsys reports it; 0 for one instance
-    percent: float  # share of the sum of all totals (nsys's Time %: nested ranges count twice)
+    percent: float  # share of the sum of its group's rows' totals (ranges of other rows nested inside count again)
     open_count: int  # instances still open when the process exited
     wall_percent: float = 0.0  # share of the recorded wall time (first range start to last end)
     group: str = ""  # with --by: the process, rank or thread the row belongs to
@@ -63,6 +68,18 @@ class RangeStats:
     def label(self) -> str:
         """How the table names the range: ``domain:name``, or the bare name in the default domain."""
         return f"{self.domain}:{self.name}" if self.domain else self.name
+
+    # The view's row protocol (`recorder.view.ViewRow`).
+    @property
+    def view_key(self) -> str:
+        return self.path or self.label
+
+    @property
+    def view_parent(self) -> str | None:
+        return self.path.rpartition(" > ")[0] if self.depth else None
+
+    def view_matches(self, pattern: str) -> bool:
+        return any(fnmatch.fnmatchcase(text, pattern) for text in (self.name, self.label) if text)
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,8 @@ class ViewOptions:
 
 
 def check_sort(sort: str, available: Sequence[str], source: str) -> None:
-    """Refuse a --sort key the source has no figures for (GPU keys on a recording without GPU data)."""
+    """Refuse a --sort key the source has no figures for (GPU keys on a recording without GPU data,
+    `self` on a diff, `imbalance` on one file): the one refusal of every command, exit status 2."""
     from autonvtx.errors import UsageError
 
     if sort not in available:
@@ -150,28 +168,13 @@ def _sort_value(sort: str) -> Callable[[RangeStats], float]:
 
 
 def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats]:
-    """Rows per group (groups in natural order of their titles: rank 2 before rank 10), each
-    group filtered, sorted and cut; in a tree, children follow their parent, siblings sorted
-    the same way, and a match keeps what encloses it and what it encloses."""
+    """Rows as the view options show them (`recorder.view.arrange`), largest figure first, ties
+    by domain and name."""
     value = _sort_value(options.sort)
-
-    def order(s: RangeStats) -> tuple[float, str, str]:
-        return (-value(s), s.domain, s.name)
-
-    ordered: list[RangeStats] = []
-    groups: dict[str, list[RangeStats]] = {}
-    for row in rows:
-        groups.setdefault(row.group, []).append(row)
-    for _, members in sorted(groups.items(), key=lambda item: natural_order(item[0])):
-        if options.tree:
-            members = [replace(s, path=s.path or s.label) for s in members]
-            ordered.extend(_tree_order(members, order, options.filter, options.top))
-            continue
-        if options.filter is not None:
-            members = [s for s in members if _matches(s, options.filter)]
-        members.sort(key=order)
-        ordered.extend(members[: options.top] if options.top is not None else members)
-    return ordered
+    view = View(tree=options.tree, sort=options.sort, top=options.top, filter=options.filter)
+    if options.tree:  # a tree row names its path, the outermost ones too
+        rows = [s if s.path else replace(s, path=s.label) for s in rows]
+    return arrange_view(rows, view, lambda s: (-value(s), s.domain, s.name))
 
 
 def arrange_saying(rows: Sequence[RangeStats], options: ViewOptions) -> tuple[list[RangeStats], str | None]:
@@ -188,71 +191,16 @@ def unshaped(options: ViewOptions) -> ViewOptions:
     return replace(options, filter=None, top=None)
 
 
-def natural_order(text: str) -> list[tuple[int, int, str]]:
-    """A sort key that puts "rank 2" before "rank 10"."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
-
-
-def _tree_order(
-    rows: list[RangeStats], order: Callable[[RangeStats], Any], pattern: str | None, top: int | None
-) -> list[RangeStats]:
-    """Depth first, siblings in `order`; iterative, so any depth of nesting prints."""
-    children: dict[str, list[RangeStats]] = {}
-    for row in rows:
-        parent = row.path.rpartition(" > ")[0] if row.depth else ""
-        children.setdefault(parent, []).append(row)
-    wanted = None if pattern is None else _kept_by_filter(rows, pattern)
-    return _depth_first(children, order, wanted, top)
-
-
-def _depth_first(
-    children: Mapping[str, list[RangeStats]],
-    order: Callable[[RangeStats], Any],
-    wanted: set[str] | None,
-    top: int | None,
-) -> list[RangeStats]:
-    def kids_of(path: str) -> list[RangeStats]:
-        kids = sorted((row for row in children.get(path, ()) if wanted is None or row.path in wanted), key=order)
-        return kids[:top] if top is not None else kids
-
-    ordered: list[RangeStats] = []
-    placed: set[int] = set()  # a row whose path is its parent's ("" under "") is placed once
-    stack = list(reversed(kids_of("")))
-    while stack:
-        row = stack.pop()
-        if id(row) in placed:
-            continue
-        placed.add(id(row))
-        ordered.append(row)
-        stack.extend(reversed(kids_of(row.path)))
-    return ordered
-
-
-def _kept_by_filter(rows: Sequence[RangeStats], pattern: str) -> set[str]:
-    """The paths a --filter keeps in a tree: each match, what encloses it and what it encloses."""
-    matched = [row.path for row in rows if _matches_name(row, pattern)]
-    kept: set[str] = set()
-    for path in matched:
-        parts = path.split(" > ")
-        kept.update(" > ".join(parts[:i]) for i in range(1, len(parts) + 1))
-    prefixes = tuple(path + " > " for path in matched)
-    kept.update(row.path for row in rows if prefixes and row.path.startswith(prefixes))
-    return kept
-
-
-def _matches_name(stats: RangeStats, pattern: str) -> bool:
-    return any(fnmatch.fnmatchcase(text, pattern) for text in (stats.name, stats.label) if text)
-
-
-def _matches(stats: RangeStats, pattern: str) -> bool:
-    texts = (stats.name, stats.label, stats.path)
-    return any(fnmatch.fnmatchcase(text, pattern) for text in texts if text) or any(
-        fnmatch.fnmatchcase(part, pattern) for part in stats.path.split(" > ") if part
-    )
-
-
 def count_text(number: int, singular: str, plural: str) -> str:
     return f"{number:,} {singular if number == 1 else plural}"
+
+
+def dropped_note(dropped: int) -> str:
+    """The one note for events the recorder's memory bound dropped, and the one advice for it."""
+    return (
+        f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory bound was hit; "
+        "the counts are low (raise --buffer-mb, or AUTONVTX_RECORD_LIMIT_MB where autonvtx run is not the starter)"
+    )
 
 
 def summary_notes(recordings: Iterable[ProcessRecording]) -> list[str]:
@@ -261,10 +209,7 @@ def summary_notes(recordings: Iterable[ProcessRecording]) -> list[str]:
     notes: list[str] = []
     dropped = sum(r.dropped_events for r in recordings)
     if dropped:
-        notes.append(
-            f"{count_text(dropped, 'event was', 'events were')} dropped when the recorder's memory bound was hit; "
-            "the counts are low (raise AUTONVTX_RECORD_LIMIT_MB)"
-        )
+        notes.append(dropped_note(dropped))
     still_open = sum(1 for rec in recordings for r in rec.ranges if r.is_open)
     if still_open:
         notes.append(
@@ -285,7 +230,9 @@ def from_exporter_rows(
     options: ViewOptions = ViewOptions(),
 ) -> list[RangeStats]:
     """The model's rows from the native exporter's (`native.ExportRow`), arranged as `options` say."""
-    grand_total = sum(r.total_ns for r in rows)
+    grand_totals: dict[int, int] = {}  # Time % within the group, as % Wall is
+    for r in rows:
+        grand_totals[r.group] = grand_totals.get(r.group, 0) + r.total_ns
     by_index = dict(enumerate(rows))
     stats = []
     for r in rows:
@@ -314,7 +261,7 @@ def from_exporter_rows(
                 min_ns=r.min_ns,
                 max_ns=r.max_ns,
                 stddev_ns=math.sqrt(r.variance) if r.variance > 0 else 0.0,
-                percent=100.0 * r.total_ns / grand_total if grand_total else 0.0,
+                percent=100.0 * r.total_ns / grand_totals[r.group] if grand_totals[r.group] else 0.0,
                 open_count=r.open_count,
                 wall_percent=100.0 * r.total_ns / wall if wall > 0 else 0.0,
                 group=titles.get(r.group, "") if options.by else "",

@@ -58,8 +58,9 @@ class Exported:
     open_ranges: int = 0
     # pid -> events left out because they began outside the process's capture windows
     outside_windows: dict[int, int] = field(default_factory=dict)
-    # pid -> (corrupt records, bytes skipped, registry entries rejected) of a damaged recording
-    damage: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    # pid -> (corrupt records, bytes skipped, registry entries rejected, records with an
+    # impossible time) of a damaged recording
+    damage: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
 
 
 _OUTPUT_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # a full disk, a file size limit, a quota
@@ -106,7 +107,12 @@ def export(
             if outside:
                 result.outside_windows[recording.pid] = outside
             if lib.autonvtx_export_damage(handle, ctypes.byref(damage)):
-                result.damage[recording.pid] = (damage.corrupt_records, damage.skipped_bytes, damage.bad_entries)
+                result.damage[recording.pid] = (
+                    damage.corrupt_records,
+                    damage.skipped_bytes,
+                    damage.bad_entries,
+                    damage.impossible_times,
+                )
             if progress is not None:
                 progress.update(done + 1, len(files))
         rc = lib.autonvtx_export_close(handle)

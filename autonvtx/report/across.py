@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import median
+from typing import Any
 
+from autonvtx.recorder.view import View, arrange
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
 from autonvtx.report.views import group_order
 
@@ -33,6 +35,17 @@ class SpreadRow:
     name: str
     metric: str  # "gpu" or "cpu"
     ranks: list[RankValue]  # ranks holding the range, in natural order
+
+    # The view's row protocol (`recorder.view.ViewRow`): one row per name, no groups.
+    group = ""
+    view_parent = None
+
+    @property
+    def view_key(self) -> str:
+        return self.name
+
+    def view_matches(self, pattern: str) -> bool:
+        return name_matches(self.name, pattern)
 
     @property
     def minimum(self) -> int:
@@ -178,17 +191,17 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
 
 
 def order_spread(rows: Sequence[SpreadRow], sort: str | None, top: int | None) -> list[SpreadRow]:
-    """Default: by the time the slowest rank lost against the median, then by the longest rank."""
-    if sort == "name":
-        found = sorted(rows, key=lambda r: r.name)
-    elif sort in (None, "lost"):
-        found = sorted(rows, key=lambda r: (-r.lost_ns, -r.maximum, r.name))
-    elif sort == "imbalance":
-        found = sorted(rows, key=lambda r: (-(r.imbalance or 0.0), -r.maximum, r.name))
-    elif sort in ("instances", "count"):
-        found = sorted(rows, key=lambda r: (-max(v.instances for v in r.ranks), r.name))
-    elif sort == "kernels":
-        found = sorted(rows, key=lambda r: (-max(v.kernels for v in r.ranks), r.name))
-    else:
-        found = sorted(rows, key=lambda r: (-r.maximum, r.name))
-    return found[:top] if top is not None else found
+    """Default: by the time the slowest rank lost against the median, then by the longest rank;
+    sorted and cut by the one view (`recorder.view.arrange`)."""
+    keys: dict[str, Callable[[SpreadRow], tuple[Any, ...]]] = {
+        "name": lambda r: (r.name,),
+        "lost": lambda r: (-r.lost_ns, -r.maximum, r.name),
+        "imbalance": lambda r: (-(r.imbalance or 0.0), -r.maximum, r.name),
+        "max": lambda r: (-r.maximum, r.name),
+        "median": lambda r: (-r.median, r.name),
+        "min": lambda r: (-r.minimum, r.name),
+        "instances": lambda r: (-max(v.instances for v in r.ranks), r.name),
+        "kernels": lambda r: (-max(v.kernels for v in r.ranks), r.name),
+    }
+    keys["count"] = keys["instances"]
+    return arrange(rows, View(sort=sort, top=top), keys[sort or "lost"])

@@ -5,15 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.across import Spread, SpreadRow
 from autonvtx.report.gather import describe
-from autonvtx.report.text import format_duration, named_table, printable
+from autonvtx.report.table import Line, build_table
+from autonvtx.report.text import format_duration, note_lines, printable
 
 SCHEMA = "autonvtx-across-ranks/1"
-WIDTH = 110
 
 
 def _overlap_cells(row: SpreadRow) -> list[str]:
@@ -29,7 +29,8 @@ def _imbalance(row: SpreadRow) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
+def format_text(view: Spread, rows: Sequence[SpreadRow], width: int | None = None) -> str:
+    """The ranks side by side; `width`: a terminal's, which names are cut to fit (None: never cut)."""
     shown = ", ".join(view.ranks[:8]) + (f", ... ({len(view.ranks)} ranks)" if len(view.ranks) > 8 else "")
     out = [
         f"Across ranks: {describe(view.files)}",
@@ -59,11 +60,10 @@ def format_text(view: Spread, rows: Sequence[SpreadRow]) -> str:
         ]
         if view.has_gpu:
             cells += _overlap_cells(row)
-        lines.append((cells, printable(row.name)))
+        lines.append(Line(cells, printable(row.name)))
     out.append("")
-    out.extend(named_table(headers, lines, width=WIDTH))
-    for note in view.notes:
-        out.append(f"Note: {note}")
+    out.extend(build_table(headers, lines, width=width))
+    out.extend(note_lines(view.notes, width))
     return "\n".join(out) + "\n"
 
 
@@ -142,10 +142,3 @@ def format_csv(view: Spread, rows: Sequence[SpreadRow]) -> str:
         found = record(row)
         writer.writerow(["" if found.get(column) is None else found[column] for column in columns])
     return buffer.getvalue()
-
-
-FORMATTERS: dict[str, Callable[[Spread, Sequence[SpreadRow]], str]] = {
-    "text": format_text,
-    "csv": format_csv,
-    "json": format_json,
-}

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.errors import UsageError
+from autonvtx.recorder.stats import SPREAD_SORTS, check_sort
 from autonvtx.report.across import order_spread, spread
-from autonvtx.report.acrossformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
-from autonvtx.report.render import format_of, write_text_file
+from autonvtx.report.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.renderers import AcrossDocument, Rendering, render
+from autonvtx.report.table import terminal_width
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class AcrossRequest:
     scheduler: str | None = None
     progress: bool | None = None
     each: bool = False  # a row per recorded name; else numbers are folded into {n}
+    width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
 
 
 def produce_across(request: AcrossRequest) -> str:
@@ -35,7 +38,7 @@ def produce_across(request: AcrossRequest) -> str:
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     view = spread(summaries, request.pattern)
     rows = order_spread(view.rows, request.sort, request.top)
-    return FORMATTERS[request.fmt](view, rows)
+    return render("across", request.fmt, AcrossDocument(view, rows), Rendering(width=request.width))
 
 
 def report_across(
@@ -61,6 +64,9 @@ def report_across(
     for option, value in unsupported:
         if value:
             raise UsageError(f"report: {option} does not go with --across ranks; expected one of them")
+    check_output_paths("report", [("-o", output)], fmt=fmt)
+    if view.get("sort") is not None:
+        check_sort(view["sort"], SPREAD_SORTS, "the ranks side by side (--across ranks)")
     chosen = fmt or (format_of("-o", output) if output else "text")
     text = produce_across(
         AcrossRequest(
@@ -72,6 +78,7 @@ def report_across(
             chosen,
             *scale,
             each=bool(view.get("each")),
+            width=terminal_width(sys.stdout) if output is None else None,
         )
     )
     if output is None:

@@ -91,12 +91,18 @@ def _node_record(report: Report, node: TreeNode) -> dict[str, Any]:
     return record
 
 
+# A tree's nodes are indented by depth up to this many levels, then no further: a recursion
+# thousands of levels deep writes a document linear in its size, not in its depth squared.
+_MAX_INDENT_LEVELS = 32
+
+
 def _tree_json(report: Report, roots: Sequence[TreeNode], indent: int) -> str:
-    """The tree as nested JSON objects, each node's "children" last; written iteratively (json.dumps
-    recurses, and a recursion thousands of calls deep is a tree thousands of levels deep)."""
+    """The tree as nested JSON objects, one line a node with its "children" last; written
+    iteratively (json.dumps recurses, and a recursion thousands of calls deep is a tree
+    thousands of levels deep), in time and size linear in the number of nodes."""
     parts: list[str] = []
     stack: list[tuple[TreeNode, int, bool] | str] = [
-        (root, indent, i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))
+        (root, 0, i == len(roots) - 1) for i, root in reversed(list(enumerate(roots)))
     ]
     while stack:
         item = stack.pop()
@@ -104,17 +110,16 @@ def _tree_json(report: Report, roots: Sequence[TreeNode], indent: int) -> str:
             parts.append(item)
             continue
         node, level, last = item
-        pad, inner = " " * level, " " * (level + 2)
-        body = json.dumps(_node_record(report, node), indent=2, ensure_ascii=False)
-        body = body[:-1].rstrip().replace("\n", "\n" + pad)  # without its closing brace
+        pad = " " * (indent + 2 * min(level, _MAX_INDENT_LEVELS))
+        body = json.dumps(_node_record(report, node), ensure_ascii=False)[:-1]  # without its closing brace
         comma = "" if last else ","
         if not node.children:
-            parts.append(f'{pad}{body},\n{inner}"children": []\n{pad}}}{comma}\n')
+            parts.append(f'{pad}{body}, "children": []}}{comma}\n')
             continue
-        parts.append(f'{pad}{body},\n{inner}"children": [\n')
-        stack.append(f"{inner}]\n{pad}}}{comma}\n")
+        parts.append(f'{pad}{body}, "children": [\n')
+        stack.append(f"{pad}]}}{comma}\n")
         count = len(node.children)
-        stack.extend((child, level + 4, i == count - 1) for i, child in reversed(list(enumerate(node.children))))
+        stack.extend((child, level + 1, i == count - 1) for i, child in reversed(list(enumerate(node.children))))
     return "".join(parts)
 
 

@@ -6,14 +6,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
+from autonvtx.recorder.stats import DIFF_SORTS, check_sort
+from autonvtx.recorder.view import View, arrange
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
 from autonvtx.report.noise import TEST_NAME, welch
-from autonvtx.report.views import group_order
 
 VERDICTS = ("slower", "faster", "same", "new", "gone")
 # --sort (the view option every command shares) as diff reads it: the change by default, the
 # name, or a column, by the larger of the two sides' figures.
-SORT_KEYS = ("change", "name", "gpu", "cpu", "total", "kernels", "instances", "count")
+SORT_KEYS = DIFF_SORTS
 _COLUMNS = {
     "gpu": "gpu_ns",
     "cpu": "cpu_ns",
@@ -73,6 +74,18 @@ class DiffRow:
     @property
     def path(self) -> tuple[str, ...]:
         return self.key[1:]
+
+    # The view's row protocol (`recorder.view.ViewRow`).
+    @property
+    def view_key(self) -> tuple[str, ...]:
+        return self.key
+
+    @property
+    def view_parent(self) -> tuple[str, ...] | None:
+        return self.key[:-1] if len(self.key) > 2 else None
+
+    def view_matches(self, pattern: str) -> bool:
+        return name_matches(self.name, pattern)
 
     @property
     def change_pct(self) -> float | None:
@@ -203,12 +216,9 @@ _RANK = {"slower": 0, "faster": 0, "new": 1, "gone": 1, "same": 2}
 
 
 def check_diff_sort(sort: str | None) -> str:
-    from autonvtx.errors import UsageError
-
     if sort is None:
         return "change"
-    if sort not in SORT_KEYS:
-        raise UsageError(f"diff: --sort {sort}: not a figure diff compares; expected one of {', '.join(SORT_KEYS)}")
+    check_sort(sort, SORT_KEYS, "a diff of runs")
     return sort
 
 
@@ -229,55 +239,9 @@ def order_rows(
     top: int | None = None,
     tree: bool = False,
 ) -> list[DiffRow]:
-    """--filter, then --sort (real changes first, by size), then --top (with --tree: per parent)."""
-    key = _sort_key(sort)
-    if not tree:
-        groups: dict[str, list[DiffRow]] = {}
-        for row in rows:
-            if pattern is None or name_matches(row.name, pattern):
-                groups.setdefault(row.group, []).append(row)
-        ordered: list[DiffRow] = []
-        for group in sorted(groups, key=group_order):  # --top: per group, as report's is
-            kept = sorted(groups[group], key=key)
-            ordered.extend(kept[:top] if top is not None else kept)
-        return ordered
-    shown = _kept_paths(rows, pattern)
-    children: dict[tuple[str, ...], list[DiffRow]] = {}
-    for row in rows:
-        if shown is None or row.key in shown:
-            children.setdefault(row.key[:-1], []).append(row)
-    out: list[DiffRow] = []
-
-    def below(parent: tuple[str, ...]) -> list[DiffRow]:
-        rows_below = sorted(children.get(parent, ()), key=key)
-        return rows_below[:top] if top is not None else rows_below
-
-    for root in sorted({k[:1] for k in children if len(k) == 1}, key=lambda k: group_order(k[0])):
-        pending = list(reversed(below(root)))  # depth first, iteratively: paths can be thousands deep
-        while pending:
-            row = pending.pop()
-            out.append(row)
-            pending.extend(reversed(below(row.key)))
-    return out
-
-
-def _kept_paths(rows: Sequence[DiffRow], pattern: str | None) -> set[tuple[str, ...]] | None:
-    """With --filter: the paths that match, what encloses them and what they enclose (None: all)."""
-    if pattern is None:
-        return None
-    wanted = {row.key for row in rows if name_matches(row.name, pattern)}
-    kept = set(wanted)
-    for key in wanted:
-        parent = key[:-1]
-        while len(parent) > 1 and parent not in kept:
-            kept.add(parent)
-            parent = parent[:-1]
-    inside: set[tuple[str, ...]] = set()
-    for row in sorted(rows, key=lambda r: len(r.key)):  # parents before children
-        parent = row.key[:-1]
-        if parent in wanted or parent in inside:
-            inside.add(row.key)
-    return kept | inside
+    """--filter, then --sort (real changes first, by size), then --top (with --tree: per parent),
+    as every table's view does (`recorder.view.arrange`)."""
+    return arrange(rows, View(tree=tree, sort=sort, top=top, filter=pattern), _sort_key(sort))
 
 
 def over_limit(diff: Diff, pct: float) -> list[DiffRow]:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.diff import Diff, DiffRow, Side
 from autonvtx.report.gather import describe
-from autonvtx.report.text import format_duration, named_table, printable
+from autonvtx.report.table import Line, build_table
+from autonvtx.report.text import format_duration, group_heading, note_lines, printable
 
 SCHEMA = "autonvtx-diff/1"  # named as the report's and the summary's are
-WIDTH = 110
 
 
 def _signed(ns: float) -> str:
@@ -61,7 +61,8 @@ def _name(row: DiffRow, tree: bool) -> str:
     return printable(row.name)
 
 
-def format_text(diff: Diff, rows: Sequence[DiffRow]) -> str:
+def format_text(diff: Diff, rows: Sequence[DiffRow], width: int | None = None) -> str:
+    """The diff's table; `width`: a terminal's, which names are cut to fit (None: never cut)."""
     out = [
         f"autonvtx diff: {describe(diff.base_files)}  ->  {describe(diff.new_files)}",
         f"runs: {len(diff.base_files)} base, {len(diff.new_files)} new; times are means per run "
@@ -79,13 +80,12 @@ def format_text(diff: Diff, rows: Sequence[DiffRow]) -> str:
     for group, members in groups.items():
         out.append("")
         if group:
-            out.append(f"== {group} ==")
-        lines = [(_cells(r, diff.has_gpu), _name(r, diff.tree)) for r in members]
-        out.extend(named_table(headers, lines, width=WIDTH, left_first=True))
+            out.append(group_heading(group))
+        lines = [Line(_cells(r, diff.has_gpu), _name(r, diff.tree)) for r in members]
+        out.extend(build_table(headers, lines, width=width, left_first=True))
     if not rows:
         out.extend(["", "(no ranges)"])
-    for note in diff.notes:
-        out.append(f"Note: {note}")
+    out.extend(note_lines(diff.notes, width))
     return "\n".join(out) + "\n"
 
 
@@ -210,10 +210,3 @@ def format_csv(diff: Diff, rows: Sequence[DiffRow]) -> str:
             ]
         )
     return buffer.getvalue()
-
-
-FORMATTERS: dict[str, Callable[[Diff, Sequence[DiffRow]], str]] = {
-    "text": format_text,
-    "csv": format_csv,
-    "json": format_json,
-}

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
 from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
-from autonvtx.report.diffformats import FORMATTERS
 from autonvtx.report.gather import Job, Progress, gather, show_progress
-from autonvtx.report.render import check_writable, format_of, write_text_file
+from autonvtx.report.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.renderers import DiffDocument, Rendering, render
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class DiffRequest:
     group: str = "name"
     skip_first: int = 0
     each: bool = False  # compare per recorded name; else by names with numbers as {n}, as report shows them
+    width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     if not request.base or not request.new:
         raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
     _check_output_paths(request)
+    sort = check_diff_sort(request.sort)  # refused before any file is read, as the outputs are
     with_paths = request.tree or request.html is not None
     jobs = [
         Job(
@@ -66,17 +68,15 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     split = len(request.base)
     diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
-    rows = order_rows(diff.rows, check_diff_sort(request.sort), request.pattern, request.top, request.tree)
+    rows = order_rows(diff.rows, sort, request.pattern, request.top, request.tree)
     fmt = request.fmt or (format_of("-o", request.output) if request.output else "text")
-    text = FORMATTERS[fmt](diff, rows)
+    text = render("diff", fmt, DiffDocument(diff, rows), Rendering(width=request.width))
     if request.html is not None:
-        from autonvtx.report.diffpage import render_diff_page
-
         whole = (
             diff if request.tree else compare(summaries[:split], summaries[split:], request.options, True, request.by)
         )
         tree_rows = order_rows(whole.rows, "change", request.pattern, None, True)
-        _write(request.html, render_diff_page(diff, rows, tree_rows))
+        _write(request.html, render("diff", "html", DiffDocument(diff, rows, tree_rows)))
     failing = []
     if request.fail_over is not None:
         failing = [
@@ -90,8 +90,7 @@ def produce_diff(request: DiffRequest) -> DiffResult:
 
 
 def _check_output_paths(request: DiffRequest) -> None:
-    for option, path in (("-o", request.output), ("--html", request.html)):
-        check_writable("diff", option, path)
+    check_output_paths("diff", [("-o", request.output), ("--html", request.html)], fmt=request.fmt)
 
 
 def _write(path: str, text: str) -> None:

@@ -8,6 +8,7 @@ count and total, so `report` and `summary` show the same figures for one trace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import RangeStats
@@ -72,6 +73,19 @@ class Row:
     work: Work = field(default_factory=Work)
     top_kernels: list[KernelShare] = field(default_factory=list)
     stats: RangeStats | None = None  # from an autonvtx recording: the statistics model's row
+
+    # The view's row protocol (`recorder.view.ViewRow`): a flat row, keyed by its domain and name.
+    view_parent = None
+
+    @property
+    def view_key(self) -> tuple[str, str]:
+        return (self.domain, self.name)
+
+    def view_matches(self, pattern: str) -> bool:
+        """--filter on the bare name or, as on a recording's rows, on `domain:name`."""
+        if fnmatchcase(self.name, pattern):
+            return True
+        return bool(self.domain) and fnmatchcase(f"{self.domain}:{self.name}", pattern)
 
 
 @dataclass

@@ -57,7 +57,14 @@ def summarize(job: Job) -> Summary:
     """Read one file (in whichever process runs this) and keep only its summary."""
     report = read_profile(
         job.path,
-        ReportOptions(by=job.by, strip_ids=job.strip_ids, group=job.group, skip_first=job.skip_first, each=job.each),
+        ReportOptions(
+            by=job.by,
+            strip_ids=job.strip_ids,
+            group=job.group,
+            skip_first=job.skip_first,
+            each=job.each,
+            tree=job.tree,
+        ),
     )
     summary = Summary(job.path, report.kind, report.description, report.has_gpu, notes=list(report.notes))
     for row in report.rows:

@@ -38,6 +38,7 @@ class ReportOptions:
     each: bool = False  # a row per recorded name; else names differing only in numbers share one
     group: str = "name"  # "class": rows of a recording folded per class (`--group`)
     skip_first: int = 0  # a recording's first N instances of each range per thread left out
+    tree: bool = True  # an export's tree of nested ranges (False: rows only, when nothing shows the tree)
 
 
 def read_profile(path: str, options: ReportOptions = ReportOptions()) -> Report:
@@ -82,8 +83,9 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         launched = Work()
         rows, tree = [], []
         for tally in tallies:
-            rows.extend(build_rows(tally, labels.domain, export.string))
-            tree.extend(build_tree(tally, labels.domain))
+            rows.extend(build_rows(tally, labels.domain, export.names_of))
+            if options.tree:
+                tree.extend(build_tree(tally, labels.domain))
             launched.add(Work(*tally.launched))
             for outside in tally.outside.values():
                 totals.outside.add(Work(*outside))

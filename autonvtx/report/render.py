@@ -16,7 +16,9 @@ from autonvtx.probe import cannot_create_in
 from autonvtx.recorder.outputs import SUMMARY_SUFFIXES
 from autonvtx.recorder.stats import RangeStats
 from autonvtx.recorder.trace import write_atomically
-from autonvtx.report import data, text
+from autonvtx.report import text
+from autonvtx.report.renderers import Rendering, SummaryDocument, render
+from autonvtx.report.table import terminal_width
 
 StrPath = Union[str, "os.PathLike[str]"]
 FORMATS = ("text", "csv", "json")
@@ -38,13 +40,7 @@ def render_stats(
 ) -> str:
     """The statistics table in `form` ("text", "csv" or "json"); `empty`: why it has no rows
     (in the JSON form, among the notes)."""
-    if form == "csv":
-        return data.stats_csv(stats)
-    if form == "json":
-        return data.stats_json(
-            stats, notes=list(notes) + ([empty] if empty and not stats and empty not in notes else [])
-        )
-    return text.stats_text(stats, notes=notes, color=color, empty=empty)
+    return render("summary", form, SummaryDocument(stats, notes, empty), Rendering(color=color))
 
 
 def write_summary(
@@ -59,11 +55,29 @@ def write_summary(
     """
     target = os.fspath(destination)
     if target == "-":
-        sys.stderr.write(text.stats_text(stats, notes=notes, color=text.use_color(sys.stderr), empty=empty))
+        shown = Rendering(width=terminal_width(sys.stderr), color=text.use_color(sys.stderr))
+        sys.stderr.write(render("summary", "text", SummaryDocument(stats, notes, empty), shown))
         sys.stderr.flush()
         return
     form = FORMAT_OF_SUFFIX.get(os.path.splitext(target)[1].lower(), "text")
     write_text_file(target, render_stats(stats, form, notes=notes, empty=empty))
+
+
+def check_output_paths(command: str, outputs: Sequence[tuple[str, str | None]], *, fmt: str | None = None) -> None:
+    """Every output a command was given, checked before any input is read (reading can take
+    minutes): each writable, no two the same file, and a table file's extension a form it is
+    written in unless --format says which. `outputs`: (option, path or None) pairs, the table's
+    option (-o) first."""
+    named = [(option, path) for option, path in outputs if path is not None]
+    for option, path in named:
+        check_writable(command, option, path)
+    seen: dict[str, str] = {}
+    for option, path in named:
+        other = seen.setdefault(os.path.abspath(path), option)
+        if other != option:
+            raise UsageError(f"{command}: {other} and {option} name the same file '{path}'; expected two paths")
+    if outputs and outputs[0][1] is not None and fmt is None:
+        format_of(f"{command}: {outputs[0][0]}", outputs[0][1])
 
 
 def check_writable(command: str, option: str, path: str | None) -> None:

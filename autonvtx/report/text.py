@@ -14,6 +14,7 @@ from typing import IO
 
 from autonvtx.recorder.stats import RangeStats
 from autonvtx.report.figures import Report, Row, TreeNode
+from autonvtx.report.table import Line, build_table
 
 # C0 controls, DEL and C1 controls (U+0080-U+009F: a terminal takes U+009B as CSI).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -51,14 +52,20 @@ NO_RANGES = "no ranges recorded"
 
 
 def stats_text(
-    stats: Sequence[RangeStats], *, notes: Sequence[str] = (), color: bool = False, empty: str | None = None
+    stats: Sequence[RangeStats],
+    *,
+    notes: Sequence[str] = (),
+    color: bool = False,
+    empty: str | None = None,
+    width: int | None = None,
 ) -> str:
     """Aligned tables (one per --by group, under its title), then one ``Note:`` line per note.
 
     In a tree the Range column is indented by nesting. `color`: ANSI bold headers and the
     shares of time in yellow (>= 10%) and red (>= 50%), for a terminal. An empty table says
     why in place of its rows: `empty` (such as `stats.no_match_message`), else that no range was
-    recorded; a note saying the same is not repeated below.
+    recorded; a note saying the same is not repeated below. `width`: a terminal's, which names
+    are cut to fit (`table.build_table`); None, never cut.
     """
     groups: dict[str, list[RangeStats]] = {}
     for s in stats:
@@ -66,47 +73,68 @@ def stats_text(
     out: list[str] = []
     for title, members in groups.items() or [("", [])]:
         if title:
-            out.extend(([""] if out else []) + [_paint(f"== {printable(title)} ==", "1", color)])
-        out.extend(_table(members, color))
+            out.extend(([""] if out else []) + [_paint(group_heading(title), "1", color)])
+        out.extend(_table(members, color, width))
     if not stats:
         out.append(f"({printable(empty or NO_RANGES)})")
         notes = [note for note in notes if note != empty]
-    if notes:
-        out.append("")
-        out.extend(f"Note: {printable(note)}" for note in notes)
+    out.extend(note_lines(notes, width))
     return "\n".join(out) + "\n"
 
 
-def _table(stats: Sequence[RangeStats], color: bool) -> list[str]:
-    rows = [
-        (
-            f"{s.percent:.1f}",
-            f"{s.wall_percent:.1f}",
-            format_duration(s.total_ns),
-            format_duration(s.self_ns),
-            f"{s.count:,}" + (f" ({s.open_count:,} open)" if s.open_count else ""),
-            format_duration(s.mean_ns),
-            format_duration(s.median_ns),
-            format_duration(s.min_ns),
-            format_duration(s.max_ns),
-            format_duration(s.stddev_ns),
+def group_heading(title: str) -> str:
+    """How a --by group is headed in every text table: ``== rank 1 ==``."""
+    return f"== {printable(title)} =="
+
+
+def note_lines(notes: Sequence[str], width: int | None) -> list[str]:
+    """A blank line, then each note as ``Note: ...``, wrapped to `width` (None: 100 columns)."""
+    if not notes:
+        return []
+    return [""] + [
+        textwrap.fill(
+            printable(note),
+            width or NOTE_WIDTH,
+            initial_indent="Note: ",
+            subsequent_indent="      ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        for note in notes
+    ]
+
+
+def _table(stats: Sequence[RangeStats], color: bool, width: int | None) -> list[str]:
+    lines = [
+        Line(
+            (
+                f"{s.percent:.1f}",
+                f"{s.wall_percent:.1f}",
+                format_duration(s.total_ns),
+                format_duration(s.self_ns),
+                f"{s.count:,}" + (f" ({s.open_count:,} open)" if s.open_count else ""),
+                format_duration(s.mean_ns),
+                format_duration(s.median_ns),
+                format_duration(s.min_ns),
+                format_duration(s.max_ns),
+                format_duration(s.stddev_ns),
+            ),
             "  " * s.depth + printable(s.label),
         )
         for s in stats
     ]
-    widths = [max([len(header)] + [len(row[i]) for row in rows]) for i, header in enumerate(_TEXT_COLUMNS)]
-    last = len(_TEXT_COLUMNS) - 1
 
-    def line(cells: Sequence[str], paint: bool = False) -> str:
-        # Numbers right-aligned, the range name left-aligned and unpadded.
-        text = [cell if i == last else cell.rjust(widths[i]) for i, cell in enumerate(cells)]
-        if paint:
-            text[:2] = [_paint(cell, _share_color(float(value)), color) for cell, value in zip(text[:2], cells[:2])]
-        return "  ".join(text).rstrip()
+    def paint(column: int, cell: str, aligned: str) -> str:
+        # The shares of time, colored by size.
+        return _paint(aligned, _share_color(float(cell)), True) if column < 2 else aligned
 
-    out = [_paint(line(_TEXT_COLUMNS), "1", color), line(["-" * w for w in widths])]
-    out.extend(line(row, paint=color) for row in rows)
-    return out
+    return build_table(
+        _TEXT_COLUMNS[:-1],
+        lines,
+        width=width,
+        paint=paint if color else None,
+        header_paint=(lambda text: _paint(text, "1", True)) if color else None,
+    )
 
 
 def _share_color(percent: float) -> str:
@@ -122,27 +150,7 @@ def use_color(stream: IO[str]) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
-WIDTH = 100  # text tables fit a 100-column terminal; longer names are cut with "..."
-
-
-def named_table(
-    headers: Sequence[str], lines: Sequence[tuple[Sequence[str], str]], *, width: int, left_first: bool = False
-) -> list[str]:
-    """Columns of figures (right-aligned; the first left-aligned with `left_first`), then the
-    range's name, cut with "..." to fit `width` columns: the header, a rule and one line a row."""
-    widths = [max([len(h)] + [len(cells[i]) for cells, _ in lines]) for i, h in enumerate(headers)]
-    room = max(width - sum(widths) - 2 * len(widths), 20)
-
-    def line(cells: Sequence[str], name: str) -> str:
-        padded = [c.rjust(w) for c, w in zip(cells, widths)]
-        if left_first and cells:
-            padded[0] = cells[0].ljust(widths[0])
-        shown = name if len(name) <= room else name[: room - 3] + "..."
-        return "  ".join(padded + [shown]).rstrip()
-
-    return [line(headers, "Range"), line(["-" * w for w in widths], "-" * min(room, 40))] + [
-        line(cells, name) for cells, name in lines
-    ]
+NOTE_WIDTH = 100  # notes of a table written to a file or a pipe wrap here
 
 
 def label(domain: str, name: str) -> str:
@@ -164,15 +172,12 @@ def share(report: Report, ns: int) -> float:
 # Text
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
-
-
 def _gpu_cells(report: Report, item: Row | TreeNode) -> list[str]:
     work = item.work
+    gpu_ns = work.kernel_ns + work.memcpy_ns + work.memset_ns
     return [
-        format_duration(work.gpu_ns),
-        f"{100 * share(report, work.gpu_ns):.1f}%",
+        format_duration(gpu_ns),
+        f"{100 * share(report, gpu_ns):.1f}%",
         f"{work.kernels:,}",
         f"{work.memcpy + work.memset:,}",
         format_duration(item.span_ns),
@@ -184,22 +189,9 @@ def _columns(report: Report) -> list[str]:
     return gpu + ["CPU time", "Inst", "Range"]
 
 
-def _gpu_table(report: Report, lines: list[tuple[list[str], str, list[str]]]) -> list[str]:
-    """Aligned rows: right-aligned numbers, then the name cut to what the width leaves."""
-    headers = _columns(report)
-    widths = [max([len(h)] + [len(cells[i]) for cells, _, _ in lines]) for i, h in enumerate(headers[:-1])]
-    room = max(WIDTH - sum(widths) - 2 * len(widths), 20)
-    # The top-kernels line starts under the numbers: kernel names are long.
-    indent = "      "
-
-    def line(cells: Sequence[str], name: str) -> str:
-        return "  ".join([c.rjust(w) for c, w in zip(cells, widths)] + [_cut(name, room)]).rstrip()
-
-    out = [line(headers[:-1], headers[-1]), line(["-" * w for w in widths], "-" * min(room, 40))]
-    for cells, name, extra in lines:
-        out.append(line(cells, name))
-        out.extend(indent + _cut(text, WIDTH - len(indent)) for text in extra)
-    return out
+def _gpu_table(report: Report, lines: Sequence[Line], width: int | None) -> list[str]:
+    """Aligned rows: right-aligned numbers, then the name (cut only to fit a terminal)."""
+    return build_table(_columns(report)[:-1], lines, width=width)
 
 
 def _row_cells(report: Report, item: Row | TreeNode) -> list[str]:
@@ -219,30 +211,24 @@ def report_text(
     rows: Sequence[Row],
     tree: Sequence[TreeNode] | None = None,
     stats: Sequence[RangeStats] | None = None,
+    width: int | None = None,
 ) -> str:
     """The report: a title, the capture's GPU totals, the table (or tree), then its notes.
 
     With `stats` (a recording's statistics, arranged), the table is the statistics table that
     `autonvtx summary` prints for the same trace: the same figures, by the same renderer.
+    `width`: a terminal's, which names are cut to fit; None, never cut.
     """
     what = "GPU" if report.has_gpu else "CPU"
     out = [printable(f"{what} time per NVTX range: {report.source} ({report.description})")]
     out.extend(_totals_lines(report))
     if stats is not None:
-        out.extend(stats_text(stats, empty=report.empty).rstrip("\n").split("\n"))
+        out.extend(stats_text(stats, empty=report.empty, width=width).rstrip("\n").split("\n"))
     elif tree is not None:
-        out.extend(_tree_text(report, tree))
+        out.extend(_tree_text(report, tree, width))
     else:
-        out.extend(_rows_text(report, rows))
-    notes = [note for note in report.notes if note != report.empty]  # the table's own line says that one
-    if notes:
-        out.append("")
-        out.extend(
-            textwrap.fill(
-                printable(note), WIDTH, initial_indent="Note: ", subsequent_indent="      ", break_on_hyphens=False
-            )
-            for note in notes
-        )
+        out.extend(_rows_text(report, rows, width))
+    out.extend(note_lines([note for note in report.notes if note != report.empty], width))
     return "\n".join(out) + "\n"
 
 
@@ -271,7 +257,7 @@ def _bytes(count: int) -> str:
     return f"{value:.1f} GB"
 
 
-def _rows_text(report: Report, rows: Sequence[Row]) -> list[str]:
+def _rows_text(report: Report, rows: Sequence[Row], width: int | None) -> list[str]:
     if not rows:
         if report.empty is not None:
             return [f"({printable(report.empty)})"]
@@ -282,10 +268,12 @@ def _rows_text(report: Report, rows: Sequence[Row]) -> list[str]:
         groups.setdefault(row.group, []).append(row)
     for group, members in groups.items():
         if report.by:
-            out.append(f"== {printable(group)} ==")
+            out.append(group_heading(group))
         out.extend(
             _gpu_table(
-                report, [(_row_cells(report, r), shown(r.domain, r.name), _top_line(report, r)) for r in members]
+                report,
+                [Line(_row_cells(report, r), shown(r.domain, r.name), _top_line(report, r)) for r in members],
+                width,
             )
         )
         outside = report.groups_outside.get(group)
@@ -297,15 +285,16 @@ def _rows_text(report: Report, rows: Sequence[Row]) -> list[str]:
     return out[:-1]
 
 
-def _tree_text(report: Report, roots: Sequence[TreeNode]) -> list[str]:
+def _tree_text(report: Report, roots: Sequence[TreeNode], width: int | None) -> list[str]:
     out: list[str] = []
     for root in roots:
-        lines: list[tuple[list[str], str, list[str]]] = []
-        for depth, node in walk(root.children):
-            lines.append((_row_cells(report, node), "  " * depth + shown(node.domain, node.name), []))
+        lines = [
+            Line(_row_cells(report, node), "  " * depth + shown(node.domain, node.name))
+            for depth, node in walk(root.children)
+        ]
         if report.by:
-            out.append(f"== {printable(root.group)} ==")
-        out.extend(_gpu_table(report, lines) if lines else [f"({printable(report.empty or 'no NVTX ranges')})"])
+            out.append(group_heading(root.group))
+        out.extend(_gpu_table(report, lines, width) if lines else [f"({printable(report.empty or 'no NVTX ranges')})"])
         out.append("")
     return out[:-1] if out else [f"({printable(report.empty or 'no NVTX ranges')})"]
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from autonvtx.recorder.stats import name_template
+from autonvtx.recorder.view import View, arrange, natural_order
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
 from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
 
@@ -62,7 +63,9 @@ def _work(totals: list[int]) -> Work:
     return Work(*totals[WORK : WORK + len(WORK_FIELDS)])
 
 
-def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Callable[[object], str]) -> list[Row]:
+def build_rows(
+    tally: Tally, domain_name: Callable[[int], str], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
+) -> list[Row]:
     """One row per (group, domain, name); nested instances of a name count once."""
     rows: dict[tuple[str, int], Row] = {}
     for node, key in enumerate(tally.key):
@@ -84,11 +87,13 @@ def build_rows(tally: Tally, domain_name: Callable[[int], str], kernel_name: Cal
             repeated = tally.repeated.get(node)
             if repeated is not None:
                 row.work.add(Work(*(-value for value in repeated)))
-    _add_top_kernels(tally, rows, kernel_name)
+    _add_top_kernels(tally, rows, kernel_names)
     return list(rows.values())
 
 
-def _add_top_kernels(tally: Tally, rows: dict[tuple[str, int], Row], kernel_name: Callable[[object], str]) -> None:
+def _add_top_kernels(
+    tally: Tally, rows: dict[tuple[str, int], Row], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
+) -> None:
     """Each kernel counts for every distinct name enclosing the range that launched it."""
     per_row: dict[tuple[str, int], dict[object, list[int]]] = {}
     parent, key, shadowed, group = tally.parent, tally.key, tally.shadowed, tally.group
@@ -104,16 +109,15 @@ def _add_top_kernels(tally: Tally, rows: dict[tuple[str, int], Row], kernel_name
                     seen[0] += count
                     seen[1] += ns
             walk = parent[walk]
-    names: dict[object, str] = {}
+    chosen: list[tuple[Row, list[tuple[object, list[int]]]]] = []
     for slot, kernels in per_row.items():
         row = rows.get(slot)
-        if row is None:
-            continue
-        best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
-        for kernel, (count, ns) in best:
-            if kernel not in names:
-                names[kernel] = kernel_name(kernel)
-            row.top_kernels.append(KernelShare(names[kernel], count, ns))
+        if row is not None:
+            best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+            chosen.append((row, best))
+    names = kernel_names({kernel for _, best in chosen for kernel, _ in best})
+    for row, best in chosen:
+        row.top_kernels.extend(KernelShare(names[kernel], count, ns) for kernel, (count, ns) in best)
 
 
 def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode]:
@@ -170,30 +174,47 @@ def _sort_key(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
     return lambda r: (-value(r), -r.cpu_ns, r.name, r.domain)
 
 
-def group_order(label: str) -> tuple[object, ...]:
+def group_order(label: str) -> list[tuple[int, int, str]]:
     """Groups in natural order: rank 2 before rank 10."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label))
+    return natural_order(label)
 
 
 def shape_rows(rows: list[Row], shaping: Shaping) -> list[Row]:
-    """Filter, then sort within each group (groups in natural order), then keep --top per group."""
-    kept = [row for row in rows if shaping.matches(row.name, row.domain)]
-    by_group: dict[str, list[Row]] = {}
-    for row in kept:
-        by_group.setdefault(row.group, []).append(row)
-    result: list[Row] = []
-    for label in sorted(by_group, key=group_order):
-        group = sorted(by_group[label], key=_sort_key(shaping.sort))
-        result.extend(group[: shaping.top] if shaping.top is not None else group)
-    return result
+    """Filter, then sort within each group (groups in natural order), then keep --top per group:
+    the one view (`recorder.view.arrange`)."""
+    return arrange(rows, View(sort=shaping.sort, top=shaping.top, filter=shaping.pattern), _sort_key(shaping.sort))
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """A tree node as a row of the one view: its place (an index) and its parent's."""
+
+    node: TreeNode
+    view_key: int
+    view_parent: int | None
+
+    @property
+    def group(self) -> str:
+        return self.node.group
+
+    def view_matches(self, pattern: str) -> bool:
+        return Shaping(pattern=pattern).matches(self.node.name, self.node.domain)
 
 
 def shape_tree(roots: list[TreeNode], shaping: Shaping) -> list[TreeNode]:
     """Keep nodes that match --filter, enclose one that does, or sit inside one; sort children;
-    --top per parent. Iterative: a recursion thousands of levels deep is a tree as deep."""
+    --top per parent: the one view over the tree's nodes, then the kept nodes nested again as
+    copies. Iterative: a recursion thousands of levels deep is a tree as deep."""
     key = _sort_key(shaping.sort)
+    view = View(tree=True, sort=shaping.sort, top=shaping.top, filter=shaping.pattern)
     shaped = []
     for root in sorted(roots, key=lambda r: group_order(r.group)):
+        placed: list[_Placed] = []
+        stack: list[tuple[TreeNode, int | None]] = [(child, None) for child in reversed(root.children)]
+        while stack:
+            node, parent = stack.pop()
+            placed.append(_Placed(node, len(placed), parent))
+            stack.extend((child, len(placed) - 1) for child in reversed(node.children))
         top = TreeNode(
             root.group,
             root.domain,
@@ -203,50 +224,24 @@ def shape_tree(roots: list[TreeNode], shaping: Shaping) -> list[TreeNode]:
             root.span_ns,
             root.work,
             False,
-            _kept_children(root, shaping),
+            [],
             root.stats,
         )
-        stack = [top]
-        while stack:
-            node = stack.pop()
-            node.children.sort(key=key)
-            if shaping.top is not None:
-                node.children = node.children[: shaping.top]
-            stack.extend(node.children)
+        copies: dict[int | None, TreeNode] = {None: top}
+        for item in arrange(placed, view, lambda p: key(p.node)):
+            node = item.node
+            copy = copies[item.view_key] = TreeNode(
+                node.group,
+                node.domain,
+                node.name,
+                node.instances,
+                node.cpu_ns,
+                node.span_ns,
+                node.work,
+                node.start_end,
+                [],
+                node.stats,
+            )
+            copies[item.view_parent].children.append(copy)
         shaped.append(top)
     return shaped
-
-
-def _kept_children(root: TreeNode, shaping: Shaping) -> list[TreeNode]:
-    """Copies of what --filter keeps under `root` (children not yet sorted nor cut)."""
-    # Post-order without recursion: each node is seen twice, its copy made on the way back up.
-    copies: dict[int, list[TreeNode]] = {id(root): []}
-    stack: list[tuple[TreeNode, bool, bool]] = [(child, False, False) for child in reversed(root.children)]
-    parents: dict[int, TreeNode] = {id(child): root for child in root.children}
-    while stack:
-        node, inherited, done = stack.pop()
-        matched = inherited or shaping.matches(node.name, node.domain)
-        if not done:
-            copies[id(node)] = []
-            stack.append((node, inherited, True))
-            for child in reversed(node.children):
-                parents[id(child)] = node
-                stack.append((child, matched, False))
-            continue
-        children = copies.pop(id(node))
-        if matched or children:
-            copies[id(parents[id(node)])].append(
-                TreeNode(
-                    node.group,
-                    node.domain,
-                    node.name,
-                    node.instances,
-                    node.cpu_ns,
-                    node.span_ns,
-                    node.work,
-                    node.start_end,
-                    children,
-                    node.stats,
-                )
-            )
-    return copies[id(root)]

@@ -115,5 +115,8 @@ def _start(part: Part) -> subprocess.Popen[bytes]:
 
 
 def child_main() -> None:
+    import gc
+
+    gc.disable()  # a sweep allocates no cycles; the collector only re-walked its lists (as in output.produce)
     part = pickle.loads(sys.stdin.buffer.read())
     sys.stdout.buffer.write(pickle.dumps(sweep_part(part), protocol=pickle.HIGHEST_PROTOCOL))

@@ -218,6 +218,7 @@ static void reset_file_state(exporter* x)
         free(x->threads[i].seen_cats);
         u64map_free(&x->threads[i].tops);
         u64map_free(&x->threads[i].instances);
+        u64map_free(&x->threads[i].open_rows);
     }
     free(x->threads);
     u64map_free(&x->thread_at);
@@ -285,7 +286,8 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->flush_ns = load64(x->data + 24);
     x->ended_normally = 0;
     x->outside = 0;
-    x->corrupt_records = x->skipped_bytes = x->bad_entries = 0;
+    x->corrupt_records = x->skipped_bytes = x->bad_entries = x->impossible_times = 0;
+    x->latest_write_ns = 0;
     find_windows(x);
     read_sections(x);
     x->info[I_FIRST] = UINT64_MAX;
@@ -322,13 +324,14 @@ EXPORT uint64_t autonvtx_export_outside(void* handle)
 
 /* What the last file streamed lost to damage: out = records where a section stopped being
    readable, bytes skipped, registry entries rejected; returns their sum (0: nothing). */
-EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[3])
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[4])
 {
     exporter* x = handle;
     out[0] = x->corrupt_records;
     out[1] = x->skipped_bytes;
     out[2] = x->bad_entries;
-    return out[0] + out[1] + out[2];
+    out[3] = x->impossible_times;
+    return out[0] + out[1] + out[2] + out[3];
 }
 
 EXPORT int autonvtx_export_close(void* handle)

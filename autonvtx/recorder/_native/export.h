@@ -70,7 +70,9 @@ typedef struct row {
     int64_t parent; /* tree mode: the enclosing range's row, else -1 */
     uint32_t name;  /* id in the names interner (its domain is the global domain id) */
     uint32_t depth;
-    uint64_t count, total, self, min, max, open, seen;
+    /* total: the time inside the row's outermost instances, nested instances of the same row
+       counted once (recursion); sum: every instance's duration, for mean and deviation */
+    uint64_t count, total, sum, self, min, max, open, seen;
     long double sumsq;
     uint64_t* durations;
     size_t dcap;
@@ -115,6 +117,7 @@ typedef struct opened {
     uint8_t has_color, payload_type;
     uint8_t outside;    /* begins outside the file's capture windows: not exported */
     uint8_t closed;     /* popped while a range of another domain stayed above it */
+    uint8_t warm;       /* statistics: among its row's first --skip-first instances, not counted */
     uint32_t below;     /* 1 + stack index of the open range of its domain below it, 0: none */
 } opened;
 
@@ -132,6 +135,7 @@ typedef struct thread_state {
     uint8_t* seen_cats;
     size_t seen_cats_cap;
     u64map instances;      /* --skip-first: (parent row, name) -> instances met on this thread */
+    u64map open_rows;      /* statistics: row -> its counted push/pop instances open on this thread */
     int wrapped;
     uint64_t unmatched;
 } thread_state;
@@ -184,7 +188,15 @@ typedef struct exporter {
     /* What a damaged file lost: records where a section stopped being readable (the rest of
        that section is skipped), the bytes skipped, and registry entries rejected. */
     uint64_t corrupt_records, skipped_bytes, bad_entries;
+    /* Records with a time no recorder writes (before the thread's previous one, or past the
+       file's last write by more than TIME_SLACK_NS): left out, each alone. */
+    uint64_t impossible_times;
+    uint64_t latest_write_ns; /* the latest SPILL's time (0: none): no event is later */
 } exporter;
+
+/* How far past the file's last recorded write an event may lie: a process that died before
+   writing its last SPILL section has events after the previous one (seconds apart). */
+#define TIME_SLACK_NS (3600ull * 1000000000ull)
 
 enum { I_RANGES, I_MARKS, I_OPEN, I_UNMATCHED, I_FIRST, I_LAST, I_FLUSH, I_ENDED };
 
@@ -193,7 +205,7 @@ EXPORT void* autonvtx_export_new(const char* json_path, const char* pftrace_path
                                  uint64_t skip_first);
 EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, uint64_t info[8]);
 EXPORT uint64_t autonvtx_export_outside(void* handle);
-EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[3]);
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[4]);
 EXPORT int autonvtx_export_close(void* handle);
 EXPORT void autonvtx_export_free(void* handle);
 EXPORT size_t autonvtx_export_rows(void* handle);
@@ -244,8 +256,9 @@ uint32_t numbered_name(exporter* x, uint32_t id);
 /* Where the number that starts at s[i] ends (i: none); the recorder's flight scanner uses it too. */
 size_t number_end(const unsigned char* s, size_t n, size_t i);
 uint64_t stats_group(const exporter* x, const thread_state* t);
-int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
-                   uint64_t self, int is_open);
+int is_warm_up(exporter* x, thread_state* t, int64_t r, uint32_t name);
+void count_instance(exporter* x, thread_state* t, int64_t r, uint64_t start, uint64_t end,
+                   uint64_t self, int is_open, int outermost);
 void stats_free(stats* s);
 
 #endif

@@ -48,10 +48,12 @@ static void range_ended(exporter* x, thread_state* t, opened* o, uint64_t end, i
         x->outside++;
         return;
     }
-    if (x->stats_mode) {
-        int64_t r = o->row >= 0 ? o->row : stats_row(&x->st, stats_group(x, t), -1, stat_name(x, o->name), 0);
-        count_instance(x, t, r, o->name, o->start, o->start + duration,
-                       duration > o->child ? duration - o->child : 0, is_open);
+    if (x->stats_mode && !o->warm && o->row >= 0) {
+        uint32_t open = u64map_get(&t->open_rows, (uint64_t)o->row);
+        open = open == NONE32 || open == 0 ? 0 : open - 1;
+        u64map_put(&t->open_rows, (uint64_t)o->row, open);
+        count_instance(x, t, o->row, o->start, o->start + duration, duration > o->child ? duration - o->child : 0,
+                       is_open, open == 0);
     }
     if (x->json)
         json_range(x, t->tid, o, end, is_open);
@@ -98,11 +100,23 @@ static void on_push(exporter* x, thread_state* t, opened* o)
     if (t->depth >= NONE32 - 1 || !set_top(t, o->domain, (uint32_t)t->depth + 1))
         return;
     o->row = -1;
+    o->warm = 0;
     o->outside = !in_window(x, o->start);
     o->below = below;
-    if (x->stats_mode & STATS_TREE) {
+    if (x->stats_mode & STATS_TREE) { /* a range outside the windows still holds its children's rows */
         int64_t parent = t->depth ? t->stack[t->depth - 1].row : -1;
         o->row = stats_row(&x->st, stats_group(x, t), parent, stat_name(x, o->name), (uint32_t)t->depth);
+    } else if (x->stats_mode && !o->outside) {
+        o->row = stats_row(&x->st, stats_group(x, t), -1, stat_name(x, o->name), 0);
+    }
+    if (x->stats_mode && !o->outside) {
+        uint32_t open;
+        o->warm = (uint8_t)is_warm_up(x, t, o->row, o->name);
+        /* How many counted instances of its row this one is inside: none, and its time is the row's. */
+        if (o->row >= 0 && !o->warm) {
+            open = u64map_get(&t->open_rows, (uint64_t)o->row);
+            u64map_put(&t->open_rows, (uint64_t)o->row, open == NONE32 ? 1 : open + 1);
+        }
     }
     t->stack[t->depth++] = *o;
     if (x->pftrace && !o->outside)
@@ -148,10 +162,8 @@ static void start_ended(exporter* x, started* s, uint32_t end_tid, uint64_t end,
         x->outside++;
         return;
     }
-    if (x->stats_mode) {
-        int64_t r = stats_row(&x->st, stats_group(x, t), -1, stat_name(x, s->range.name), 0);
-        count_instance(x, t, r, s->range.name, s->range.start, s->range.start + duration, duration, is_open);
-    }
+    if (x->stats_mode && !s->range.warm) /* start/end ranges overlap freely: each counts */
+        count_instance(x, t, s->range.row, s->range.start, s->range.start + duration, duration, is_open, 1);
     if (x->json)
         json_async(x, s->tid, end_tid, &s->range, end, is_open);
     if (x->pftrace)
@@ -169,6 +181,12 @@ static void on_start(exporter* x, thread_state* t, uint64_t id, const opened* o)
     s->tid = t->tid;
     s->index = t->index;
     s->range = *o;
+    s->range.row = -1;
+    s->range.warm = 0;
+    if (x->stats_mode && in_window(x, o->start)) {
+        s->range.row = stats_row(&x->st, stats_group(x, t), -1, stat_name(x, o->name), 0);
+        s->range.warm = (uint8_t)is_warm_up(x, t, s->range.row, o->name);
+    }
     s->next = x->starts[id % START_BUCKETS];
     x->starts[id % START_BUCKETS] = s;
 }

@@ -88,6 +88,14 @@ static void read_thread(exporter* x, const char* p, size_t n)
             x->skipped_bytes += n - pos;
             return;
         }
+        /* A thread's records are in time order, none later than the file's last write: a time
+           outside that is damage (an end before its start once made a 584-year range). */
+        if (o.start < t->last ||
+            (x->latest_write_ns != 0 && o.start > x->latest_write_ns + TIME_SLACK_NS)) {
+            x->impossible_times++;
+            pos += size;
+            continue;
+        }
         pair_event(x, t, (uint8_t)p[pos], &o, id);
         pos += size;
     }
@@ -248,9 +256,12 @@ void find_windows(exporter* x)
     const char* body;
     int registered = 0;
     capture = intern(&x->names, domain, "capture", 7);
-    EACH_SECTION(x, pos, tag, body, len, cut)
+    EACH_SECTION(x, pos, tag, body, len, cut) {
         if (tag == ANR_T_DOMAINS || tag == ANR_T_STRINGS)
             read_registry(x, tag, body, len);
+        else if (tag == ANR_T_SPILL && len >= ANR_SPILL_BYTES && load64(body) > x->latest_write_ns)
+            x->latest_write_ns = load64(body); /* read_thread's bound on a record's time */
+    }
     for (s = 0; s < x->string_map_cap && !registered; ++s)
         registered = x->string_map[s] == capture;
     if (!registered)

@@ -68,7 +68,7 @@ static void stats_add(row* r, uint64_t duration, uint64_t self, int is_open)
         r->dcap = cap;
     }
     r->durations[r->count++] = duration;
-    r->total += duration;
+    r->sum += duration;
     r->self += self;
     r->open += is_open != 0;
     r->sumsq += (long double)duration * (long double)duration;
@@ -193,34 +193,46 @@ uint64_t stats_group(const exporter* x, const thread_state* t)
     return x->stats_mode & STATS_BY_THREAD ? thread_uuid(x->pid, t->tid) : x->group;
 }
 
-/* Counts an instance of row r, the range `name` (as recorded) from start to end: 0 while it is
-   among the thread's first `skip_first` of that range under its parent row (its warm-up: by its
-   name with numbers folded, `step {n}`'s first steps; a class row folds many ranges, each with
-   its own warm-up by its recorded name). The instances counted span the time that % wall
+/* Whether an instance of row r, the range `name` (as recorded), is among the thread's first
+   `skip_first` of that range under its parent row (its warm-up: by its name with numbers folded,
+   `step {n}`'s first steps; a class row folds many ranges, each with its own warm-up by its
+   recorded name). Asked once per instance when it begins, so warm-up goes by start order, as
+   stats_python counts it. */
+int is_warm_up(exporter* x, thread_state* t, int64_t r, uint32_t name)
+{
+    uint32_t warms, seen;
+    uint64_t key;
+    if (!x->skip_first || r < 0)
+        return 0;
+    warms = x->stats_mode & STATS_CLASS ? name : numbered_name(x, name);
+    key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | warms;
+    seen = u64map_get(&t->instances, key);
+    seen = seen == NONE32 ? 0 : seen;
+    if (seen >= x->skip_first)
+        return 0;
+    u64map_put(&t->instances, key, seen + 1);
+    x->st.rows[r].seen++;
+    return 1;
+}
+
+/* Counts an instance of row r from start to end (not a warm-up one). Its duration adds to the
+   row's total only when it is `outermost`: no counted instance of the same row encloses it on
+   its thread, so a recursive range's time counts once (as cProfile's cumulative time and an
+   Nsight Systems export's report count it). The instances counted span the time that % wall
    divides by, so left-out warm-up is not in it either. */
-int count_instance(exporter* x, thread_state* t, int64_t r, uint32_t name, uint64_t start, uint64_t end,
-                   uint64_t self, int is_open)
+void count_instance(exporter* x, thread_state* t, int64_t r, uint64_t start, uint64_t end, uint64_t self,
+                    int is_open, int outermost)
 {
     uint64_t duration = end > start ? end - start : 0;
     if (r < 0)
-        return 0;
-    if (x->skip_first) {
-        uint32_t warms = x->stats_mode & STATS_CLASS ? name : numbered_name(x, name);
-        uint64_t key = (uint64_t)(x->st.rows[r].parent + 1) << 32 | warms;
-        uint32_t seen = u64map_get(&t->instances, key);
-        seen = seen == NONE32 ? 0 : seen;
-        if (seen < x->skip_first) {
-            u64map_put(&t->instances, key, seen + 1);
-            x->st.rows[r].seen++;
-            return 0;
-        }
-    }
+        return;
     stats_add(&x->st.rows[r], duration, self, is_open);
+    if (outermost)
+        x->st.rows[r].total += duration;
     if (start < t->span_first)
         t->span_first = start;
     if (end > t->span_last)
         t->span_last = end;
-    return 1;
 }
 
 static uint64_t select_kth(uint64_t* a, size_t n, size_t k)
@@ -267,8 +279,9 @@ void stats_free(stats* s)
 
 EXPORT size_t autonvtx_export_rows(void* handle) { return ((exporter*)handle)->st.count; }
 
-/* out: group, parent row + 1 (0: none), depth, count, total, self, min, max, open, name id,
-   domain id, seen; fout: mean, median, variance (sample, n - 1: its root is nsys's StdDev). */
+/* out: group, parent row + 1 (0: none), depth, count, total (nested instances of the row once),
+   self, min, max, open, name id, domain id, seen; fout: mean, median, variance (sample, n - 1:
+   its root is nsys's StdDev). */
 EXPORT void autonvtx_export_row(void* handle, size_t i, uint64_t out[12], double fout[3])
 {
     exporter* x = handle;
@@ -286,7 +299,7 @@ EXPORT void autonvtx_export_row(void* handle, size_t i, uint64_t out[12], double
     out[9] = r->name;
     out[10] = x->names.items[r->name].domain;
     out[11] = r->seen;
-    fout[0] = r->count ? (double)r->total / (double)r->count : 0.0;
+    fout[0] = r->count ? (double)r->sum / (double)r->count : 0.0;
     fout[1] = 0.0;
     if (r->count) {
         size_t m = r->count / 2;
@@ -295,7 +308,7 @@ EXPORT void autonvtx_export_row(void* handle, size_t i, uint64_t out[12], double
         if (r->count % 2 == 0)
             fout[1] = ((double)select_kth(r->durations, m, m - 1) + (double)hi) / 2.0;
     }
-    spread = n * r->sumsq - (long double)r->total * (long double)r->total;
+    spread = n * r->sumsq - (long double)r->sum * (long double)r->sum;
     fout[2] = r->count > 1 && spread > 0 ? (double)(spread / (n * (n - 1))) : 0.0;
 }
 

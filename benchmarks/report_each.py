@@ -1,0 +1,106 @@
+"""What `autonvtx report --each` costs against one hand-written SQL query giving the same table.
+
+    python benchmarks/report_each.py            # the 2-GPU PyTorch fixture, best of 3
+    python benchmarks/report_each.py --repeat 5
+
+The hand query is the per-name definition written as SQL (the one tests/test_report.py holds the
+report to): each range name's kernels, kernel time and GPU time, counted once per name however
+many of its instances enclose the launch. It produces the table and nothing else (no CPU time,
+no instance counts, no top kernels), so it is the floor. The report is timed end to end in this
+process: read, sweep, rows, and the whole table written as text to a pipe would get it (every
+row, names never cut), for the grouped default and for --each. Printed: seconds (CPU seconds)
+and each against the hand query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sqlite3
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from autonvtx.report.output import ReportRequest, produce  # noqa: E402
+
+FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
+
+# The launches, each with the thread and time of the runtime call that made it, in a temporary
+# table with an index on (thread, time): the range join below is then an index range scan (without
+# it SQLite compares every range with every launch: minutes).
+LAUNCHES = """
+CREATE TEMP TABLE launched AS
+WITH rt AS (SELECT globalTid, start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass NOT IN (67, 68, 69)),
+work AS (
+  SELECT 'k' AS kind, k.rowid AS id, k."end" - k.start AS ns, k.globalPid AS gpid, k.correlationId AS cid
+  FROM CUPTI_ACTIVITY_KIND_KERNEL k
+  UNION ALL SELECT 'c', m.rowid, m."end" - m.start, m.globalPid, m.correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY m
+  UNION ALL SELECT 's', m.rowid, m."end" - m.start, m.globalPid, m.correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET m)
+SELECT w.kind, w.id, w.ns, rt.globalTid AS tid, rt.start AS t
+FROM work w JOIN rt ON rt.correlationId = w.cid AND rt.globalTid >> 24 = w.gpid >> 24;
+CREATE INDEX temp.launched_at ON launched(tid, t);
+"""
+PER_NAME = """
+WITH r AS (SELECT n.globalTid AS tid, n.start, n."end", n.domainId AS domain, COALESCE(n.text, s.value) AS name
+           FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId WHERE n.eventType IN (59, 60)),
+pairs AS (SELECT DISTINCT r.domain, r.name, l.kind, l.id, l.ns
+          FROM r JOIN launched l ON l.tid = r.tid AND l.t BETWEEN r.start AND r."end")
+SELECT domain, name, SUM(kind = 'k'), SUM(CASE WHEN kind = 'k' THEN ns ELSE 0 END), SUM(ns)
+FROM pairs GROUP BY domain, name
+"""
+
+
+def hand_query(path: Path) -> str:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        db.executescript(LAUNCHES)
+        rows = sorted(db.execute(PER_NAME).fetchall(), key=lambda row: -row[4])
+    finally:
+        db.close()
+    return "".join(
+        f"{gpu}\t{kernels}\t{kernel_ns}\t{domain}:{name}\n" for domain, name, kernels, kernel_ns, gpu in rows
+    )
+
+
+def report(path: Path, each: bool) -> str:
+    text = produce(ReportRequest(str(path), each=each))
+    assert text is not None
+    return text
+
+
+def best(function: Callable[[], str], repeat: int) -> tuple[float, float, str]:
+    """The fastest of `repeat` runs: wall seconds, CPU seconds (this process), and its output."""
+    times = []
+    output = ""
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        output = function()
+        times.append((time.perf_counter() - wall, time.process_time() - cpu))
+    wall, cpu = min(times)
+    return wall, cpu, output
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("export", nargs="?", default=str(FIXTURE))
+    args = parser.parse_args()
+    path = Path(args.export)
+    hand_s, hand_cpu, hand = best(lambda: hand_query(path), args.repeat)
+    lines = hand.count("\n")
+    print(f"hand SQL query: {hand_s:.3f} s ({hand_cpu:.3f} CPU-s), {lines:,} rows")
+    for label, each in (("report (grouped)", False), ("report --each", True)):
+        seconds, cpu, text = best(lambda each=each: report(path, each), args.repeat)
+        rows = len(re.findall(r"^ *\S.* ms|^ *\S.* us|^ *\S.* ns", text, re.M))
+        print(
+            f"{label}: {seconds:.3f} s ({cpu:.3f} CPU-s), {rows:,} table lines; "
+            f"{seconds / hand_s:.2f}x the hand query ({cpu / hand_cpu:.2f}x its CPU time)"
+        )
+
+
+if __name__ == "__main__":
+    main()
