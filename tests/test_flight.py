@@ -450,3 +450,33 @@ def test_the_flight_benchmark_runs() -> None:
     rows = done.stdout.splitlines()[2:]
     assert [row.split("  ")[0] for row in rows] == ["spill only", "--flight", "--flight alone"]
     assert all("MiB" in row for row in rows)
+
+
+PARENT_AND_CHILD = """
+    import subprocess, sys, time
+    import nvtx
+    child = subprocess.Popen([sys.executable, "child.py"])
+    for i in range(200):
+        with nvtx.annotate(f"step {i}", domain="app"):
+            time.sleep(0.06 if i == 100 else 0.002)
+    child.wait()
+"""
+
+CHILD = """
+    import time
+    import nvtx
+    for i in range(200):
+        with nvtx.annotate(f"step {i}", domain="app"):
+            time.sleep(0.06 if i == 150 else 0.002)
+"""
+
+
+def test_each_process_watches_its_own_steps(workdir: Path) -> None:
+    make_file(workdir / "prog.py", PARENT_AND_CHILD)
+    make_file(workdir / "child.py", CHILD)
+    done = run_autonvtx("--flight", "step {i}", "--flight-factor", "10", "--flight-max", "1000", "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    fired = {(t["otherData"]["flight"]["name"], t["otherData"]["flight"]["pid"]) for t in windows(workdir).values()}
+    pids = {pid for name, pid in fired if name in ("step 100", "step 150")}
+    assert {name for name, _ in fired} >= {"step 100", "step 150"}, done.stderr
+    assert len(pids) == 2  # the parent's slow step and the child's, each in its own process's window

@@ -309,12 +309,19 @@ def write_windows(
 def write_from_state(state: str, window_directory: str) -> None:
     """The watcher's writer (it claimed the window): the window's trace while the program runs;
     `state`: the session's (`RecordingSession._state_command`)."""
+    from autonvtx.recorder.results import read_process_notes
+
     values = json.loads(state)
     trace, given, metadata = values["outputs"]["trace"], values["given"]["trace"], values["metadata"]
-    for window in windows(str(Path(window_directory).parent)):
+    directory = str(Path(window_directory).parent)
+    labels = {pid: str(note.get("label") or "") for pid, note in read_process_notes(directory).items()}
+    labels[values["pid"]] = values["outputs"]["label"]  # as the exit names the processes
+    for window in windows(directory):
         if window.directory == Path(window_directory):
             try:
-                write_window(window, flight_path(trace, window.number), flight_path(given, window.number), {}, metadata)
+                write_window(
+                    window, flight_path(trace, window.number), flight_path(given, window.number), labels, metadata
+                )
             except OSError:  # unclaimed again: the exit writes it, and says why if it cannot either
                 os.rmdir(window.directory / CLAIMED)
 
