@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import os
 import platform
+import re
 import sys
 import sysconfig
 
@@ -13,6 +14,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 from setuptools.command.editable_wheel import editable_wheel
+from setuptools.errors import BaseError, CCompilerError, CompileError, LinkError
 
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 # The recorder, one unit per job sharing recorder.h (see its header comment).
@@ -38,6 +40,8 @@ CLIENT_SOURCES = [
         "steps",
         "coroutine",
         "monitoring",
+        "monitoringwalk",
+        "spans",
         "globalevents",
         "regions",
         "uniform",
@@ -49,6 +53,42 @@ CLIENT_SOURCES = [
         "deadline",
     )
 ]
+
+
+# What a build without each optional part loses (the same words as autonvtx/nativeparts.py).
+OPTIONAL_LOSS = {
+    CLIENT: "no regions or capture windows, no code engine, no native walk",
+    SOURCECODE: "scripts compiled by compile(), a little slower at start-up",
+}
+LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def local_headers(directory: str) -> list[str]:
+    """The headers of a native source directory: every one is a dependency of its extension (a
+    changed header rebuilds it) and goes into the source archive with it."""
+    return sorted(glob.glob(os.path.join(directory, "*.h")))
+
+
+def missing_headers(ext: Extension) -> str:
+    """The files `ext` is built from (its sources and the headers they include in quotes) that
+    are not in this source tree, '' when none is missing: checked before compiling, so a missing
+    file is named instead of a compiler error."""
+    missing: list[str] = []
+    pending, seen = list(ext.sources), set()
+    while pending:
+        path = os.path.normpath(pending.pop())
+        if path in seen:
+            continue
+        seen.add(path)
+        if not os.path.isfile(path):
+            missing.append(path)
+            continue
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+        for header in LOCAL_INCLUDE.findall(text):
+            candidates = [os.path.join(d, header) for d in (os.path.dirname(path), *ext.include_dirs)]
+            pending.append(next((c for c in candidates if os.path.isfile(c)), candidates[0]))
+    return ", ".join(sorted(missing))
 
 
 def nvtx_include_dir() -> str:
@@ -91,8 +131,41 @@ class BuildPlainLibrary(build_ext):
         # Not a Python module: there is no PyInit_ symbol to export.
         return ext.export_symbols
 
+    def run(self) -> None:
+        # Where the records go is known only now: setuptools clears `inplace` while it builds.
+        self.records = self.build_records()
+        # A record from an earlier build must not outlive a build that succeeds.
+        for record in self.records:
+            if os.path.exists(record):
+                os.remove(record)
+        super().run()
+
+    def build_records(self) -> list[str]:
+        """autonvtx/native-build-failures.txt where this build puts the package (nativeparts.py
+        reads it): the build directory, and the source tree too when the extensions are copied
+        there (--inplace, `pip install -e`)."""
+        directories = [os.path.join(self.build_lib, "autonvtx")]
+        if self.inplace or getattr(self, "editable_mode", False):
+            directories.append(self.get_finalized_command("build_py").get_package_dir("autonvtx") or "autonvtx")
+        return [os.path.join(directory, "native-build-failures.txt") for directory in directories]
+
     def build_extension(self, ext: Extension) -> None:
+        missing = missing_headers(ext)
+        if missing:
+            reason = f"{missing} not found in this source tree (an incomplete source archive?)"
+            if not ext.optional:
+                raise SystemExit(f"autonvtx: setup.py: cannot build {ext.name}: {reason}")
+            self.record_failure(ext, reason)
+            return
         ext.include_dirs.append(nvtx_include_dir())
+        try:
+            self.build_with_fallback(ext)
+        except (BaseError, CCompilerError, CompileError, LinkError) as error:
+            if not ext.optional:
+                raise
+            self.record_failure(ext, f"the C compiler failed ({error}; its message is above)")
+
+    def build_with_fallback(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception:
@@ -101,6 +174,21 @@ class BuildPlainLibrary(build_ext):
                 raise
             ext.extra_compile_args = [f for f in ext.extra_compile_args if f not in RECORDER_FLAGS]
             super().build_extension(ext)
+
+    def record_failure(self, ext: Extension, reason: str) -> None:
+        """An optional part not built: said loudly here, and kept for `autonvtx --version` and `run -v`."""
+        for record in getattr(self, "records", None) or self.build_records():
+            os.makedirs(os.path.dirname(record), exist_ok=True)
+            with open(record, "a", encoding="utf-8") as file:
+                file.write(f"{ext.name}: {reason}\n")
+        banner = "*" * 78
+        message = (
+            f"WARNING: autonvtx: the optional native part {ext.name} was NOT built: {reason}.\n"
+            f"autonvtx installs and runs without it, with less ({OPTIONAL_LOSS[ext.name]});\n"
+            "`autonvtx --version` names what is missing. Fix the cause and install again to get it."
+        )
+        sys.stderr.write(f"\n{banner}\n{message}\n{banner}\n\n")
+        sys.stderr.flush()
 
     def get_libraries(self, ext: Extension) -> list[str]:
         if ext.name != LIBRARY:
@@ -145,11 +233,7 @@ setup(
         Extension(
             LIBRARY,
             sources=[*RECORDER_SOURCES, *EXPORTER_SOURCES],
-            depends=[
-                "autonvtx/recorder/_native/anr_format.h",
-                "autonvtx/recorder/_native/recorder.h",
-                "autonvtx/recorder/_native/export.h",
-            ],
+            depends=local_headers("autonvtx/recorder/_native"),
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["pthread"],
             py_limited_api=False,
@@ -161,7 +245,7 @@ setup(
         Extension(
             CLIENT,
             sources=CLIENT_SOURCES,
-            depends=["autonvtx/_native/nvtxclient.h", "autonvtx/_native/uniform.h"],
+            depends=local_headers("autonvtx/_native"),
             # RECORDER_FLAGS: the code engine's per-thread stack of open ranges is thread-local.
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11", *RECORDER_FLAGS],
             libraries=["dl", "rt"],  # rt: timer_create before glibc 2.34 (deadline.c)

@@ -67,6 +67,7 @@ def install(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     engine: str | None = None,
+    budget: float | str | None = None,
 ) -> Installation:
     """Give the functions the rules select NVTX ranges, from now on, in this process.
 
@@ -75,15 +76,26 @@ def install(
     in `./pyproject.toml` is used, as `autonvtx run` does. Modules already imported are
     instrumented at once, later imports as they happen, `__main__` too when a rule targets it.
     `engine` is "code" (sys.monitoring, 3.12+: no function is replaced), "wrap" or "auto"
-    (the default: the config's, else code where it can run). Bad rules raise
+    (the default: the config's, else code where it can run). `budget` (a percentage, as `run
+    --budget`): functions whose range costs more than that share of their own time, measured
+    over their first calls, have their ranges turned off. Bad rules raise
     `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
     """
+    percent = None
+    if budget is not None:
+        from autonvtx.budget import parse_percent
+
+        percent = parse_percent(str(budget), "install: budget")
     resolved = _resolve(config, presets, targets, include, exclude, engine)
     if not (resolved.rules or resolved.plugins or resolved.regions):
         raise UsageError(
             "install: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
         )
+    if percent is not None:
+        from autonvtx.budget import arm
+
+        arm(percent)  # before the walk makes any range
     instrumentation = Instrumentation(resolved, restorable=True)
     instrumentation.print_start_notes()
     instrumentation.install()
@@ -187,32 +199,42 @@ def _magic(line: str) -> None:
         if words == ["off"]:
             _magic_off()
             return
-        parsed = parse_magic(words)
+        parsed = parse_magic_budget(words)
     except UsageError as error:
         print(f"autonvtx: {error}\n{MAGIC_USAGE}", file=sys.stderr)
         return
     if parsed is None:
         return  # --help: click printed it
-    rules, verbose = parsed
+    rules, verbose, budget = parsed
     if not (rules.configs or rules.presets or rules.targets or rules.includes or rules.excludes or rules.engine):
         lines = _active.report(detailed=verbose > 1) if _active is not None else ["nothing is installed"]
         for text in lines:
             print(f"autonvtx: {text}")
         return
-    if _active is not None:
-        _active.uninstall()
-        _active = None
     try:
-        _active = install(
-            list(rules.configs) or None,
-            presets=rules.presets,
-            targets=rules.targets,
-            include=rules.includes,
-            exclude=rules.excludes,
-            engine=rules.engine,
+        # Rules (and the budget) checked before the working installation is touched: a refused
+        # command changes nothing.
+        if budget is not None:
+            from autonvtx.budget import parse_percent
+
+            parse_percent(str(budget), "install: budget")
+        config = _resolve(
+            list(rules.configs) or None, rules.presets, rules.targets, rules.includes, rules.excludes, rules.engine
         )
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
+        return
+    previous = _active
+    if previous is not None:
+        previous.uninstall()
+        _active = None
+    try:
+        _active = install(config, budget=budget)  # checked above, as `run --budget` checks it
+    except AutonvtxError as error:
+        print(f"autonvtx: {error}", file=sys.stderr)
+        if previous is not None:  # what was installed before is installed again
+            _active = install(previous.config)
+            print("autonvtx: the rules installed before are kept", file=sys.stderr)
         return
     summary = _active.report()[-1] if not verbose else "\n".join(_active.report(detailed=verbose > 1))
     print(f"autonvtx: installed: {summary}")
@@ -240,6 +262,12 @@ def _split(line: str) -> list[str]:
 def parse_magic(words: Sequence[str]) -> tuple[RuleArgs, int] | None:
     """`%autonvtx`'s options, parsed by the declarations `autonvtx run` parses its rule options
     with (cli.options): (the rule options, the -v count); None after `--help` (printed)."""
+    parsed = parse_magic_budget(words)
+    return None if parsed is None else parsed[:2]
+
+
+def parse_magic_budget(words: Sequence[str]) -> tuple[RuleArgs, int, str | None] | None:
+    """parse_magic() with `--budget PCT` (as `run --budget`) as well."""
     import click  # only when the magic is used
 
     from autonvtx.cli.options import rule_options
@@ -247,12 +275,13 @@ def parse_magic(words: Sequence[str]) -> tuple[RuleArgs, int] | None:
     @click.command(context_settings={"help_option_names": ["-h", "--help"]})
     @rule_options
     @click.option("-v", "--verbose", count=True, help="What is instrumented (-vv: every decision).")
-    def magic(rules: RuleArgs, verbose: int) -> tuple[RuleArgs, int]:
-        return rules, verbose
+    @click.option("--budget", metavar="PCT", help="As `autonvtx run --budget`.")
+    def magic(rules: RuleArgs, verbose: int, budget: str | None) -> tuple[RuleArgs, int, str | None]:
+        return rules, verbose, budget
 
     try:
         with magic.make_context("%autonvtx", list(words)) as context:
-            result: tuple[RuleArgs, int] = magic.invoke(context)
+            result: tuple[RuleArgs, int, str | None] = magic.invoke(context)
             return result
     except click.exceptions.Exit:
         return None

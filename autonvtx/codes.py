@@ -44,8 +44,8 @@ def nested_codes(code: types.CodeType) -> list[types.CodeType]:
 def code_named(func: Any, qualname: str) -> types.CodeType | None:
     """The code object that runs as `qualname`: the one defining that name, on `func` or along
     its `__wrapped__` chain (functools.wraps); else `func`'s own code when it is no closure
-    (code generated with exec, as attrs and dataclasses make `__init__`, is named by what
-    `exec` saw). None for a closure of another name: a factory's function, or a decorator's
+    or is generated (code compiled with exec, as attrs and dataclasses make `__init__`, is
+    named by the function it became). None for a closure of another name: a factory's function, or a decorator's
     wrapper without `__wrapped__`, whose code serves every function it decorates."""
     own: types.CodeType | None = None
     for _ in range(100):
@@ -58,6 +58,15 @@ def code_named(func: Any, qualname: str) -> types.CodeType | None:
         func = getattr(func, "__wrapped__", None)
         if func is None:
             break
-    if own is not None and "<locals>" not in own.co_qualname:
+    if own is not None and ("<locals>" not in own.co_qualname or generated(own)):
         return own
     return None
+
+
+def generated(code: types.CodeType) -> bool:
+    """Whether `code` was compiled from text a library generated (its file name in angle
+    brackets, as `exec` of a string gives): dataclasses' `__init__` is a closure of
+    `__create_fn__`, but each class's is compiled for it alone, so its function names it.
+    Frozen modules' code (`<frozen ...>`) is written code."""
+    filename = code.co_filename
+    return filename.startswith("<") and filename.endswith(">") and not filename.startswith("<frozen ")

@@ -36,6 +36,13 @@ class Settings(Value):
         self._set(domain, message, color, engine)
 
 
+# A rule's `coroutine` values: a coroutine call gets one range over its whole await (the
+# default), or one range per resumption (its CPU time per step).
+COROUTINE_CALL = "call"
+COROUTINE_RESUMPTIONS = "resumptions"
+COROUTINE_MODES = (COROUTINE_CALL, COROUTINE_RESUMPTIONS)
+
+
 class Rule(Value):
     """One `[[rules]]` entry (or the command-line rule); `origin` says where it was written.
 
@@ -54,6 +61,8 @@ class Rule(Value):
         "builtins",
         "origin",
         "reading_of",
+        "coroutine",
+        "shapes",
     )
     modules: tuple[str, ...]
     include: tuple[str, ...]
@@ -65,6 +74,10 @@ class Rule(Value):
     builtins: bool
     origin: str
     reading_of: str
+    # A coroutine call's ranges: "call" (one from its first resumption to its end) or
+    # "resumptions" (one per resumption); None: the default, "call".
+    coroutine: str | None
+    shapes: bool  # the range's message carries the shapes and dtypes of array-like arguments
 
     def __init__(
         self,
@@ -78,8 +91,12 @@ class Rule(Value):
         builtins: bool = False,
         origin: str = "",
         reading_of: str = "",
+        coroutine: str | None = None,
+        shapes: bool = False,
     ) -> None:
-        self._set(modules, include, exclude, color, domain, category, message, builtins, origin, reading_of)
+        self._set(
+            modules, include, exclude, color, domain, category, message, builtins, origin, reading_of, coroutine, shapes
+        )
 
     def where(self, key: str) -> str:
         """The location of one of this rule's keys, as messages name it."""
@@ -137,14 +154,15 @@ class Region(Value):
 class RangeStyle(Value):
     """What a range emitted for a function selected by a rule looks like."""
 
-    __slots__ = ("domain", "message", "color", "category")
+    __slots__ = ("domain", "message", "color", "category", "coroutine")
     domain: str
     message: str
     color: int
     category: str | None
+    coroutine: str  # COROUTINE_CALL or COROUTINE_RESUMPTIONS
 
-    def __init__(self, domain: str, message: str, color: int, category: str | None) -> None:
-        self._set(domain, message, color, category)
+    def __init__(self, domain: str, message: str, color: int, category: str | None, coroutine: str = "call") -> None:
+        self._set(domain, message, color, category, coroutine)
 
 
 Scalar = str | int | float | bool
@@ -215,6 +233,7 @@ class Config(Value):
             message=rule.message if rule.message is not None else self.settings.message,
             color=auto_color(module) if color == "auto" else parse_color(color),
             category=rule.category,
+            coroutine=rule.coroutine if rule.coroutine is not None else COROUTINE_CALL,
         )
 
     def region_style(self, region: Region, module: str) -> RangeStyle:

@@ -14,10 +14,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
-from autonvtx.environment import is_tool_configured
+from autonvtx.environment import BUDGET, is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
 from autonvtx.modulepath import ModulePlans
+from autonvtx.reexports import rebind_reexports
 from autonvtx.walk import Walker
 
 if TYPE_CHECKING:
@@ -67,6 +68,10 @@ class Instrumentation:
         self.config = config
         self.matcher = Matcher(config)
         self.applies = is_tool_configured() or plan
+        if self.applies and not plan and os.environ.get(BUDGET):
+            from autonvtx import budget  # only a run with --budget loads it (start-up)
+
+            budget.arm_from_environment()
         self._restorable = restorable
         # Which engine rules use; `engine_note` says why the one asked for could not be used.
         self.engine, self.engine_note = choose_engine(config.settings.engine)
@@ -130,6 +135,8 @@ class Instrumentation:
         if self.activator is not None:
             self.activator.install(self.hook)
         self.hook.install()
+        # The modules imported before: their packages' names for what was wrapped, too.
+        rebind_reexports(self.walker.reports, self.walker.built_engine)
         _installed.append(self)
 
     def uninstall(self) -> None:
@@ -224,6 +231,9 @@ class Instrumentation:
             lines.extend(self.activator.notes)
         if self.regions is not None:
             lines.extend(self.regions.report_lines())
+        from autonvtx.nativeparts import missing_lines  # a native part that failed to build, and why
+
+        lines.extend(missing_lines())
         return lines
 
     def process_line(self, label: str) -> str:

@@ -22,6 +22,9 @@ RECORDER_MODE = "AUTONVTX_RECORDER_MODE"
 # (autonvtx._nvtxclient) is built: the fallback, for tests and comparison; same events.
 PURE_PYTHON = "AUTONVTX_PURE_PYTHON"
 
+# --budget's percentage, for every process of the run (budget.py).
+BUDGET = "AUTONVTX_BUDGET"
+
 # Python's own search path: `autonvtx run` puts the child bootstrap directory (which holds only
 # `sitecustomize.py`) first on it, so every Python child process runs the bootstrap.
 PYTHONPATH = "PYTHONPATH"

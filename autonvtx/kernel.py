@@ -67,12 +67,35 @@ def kernel_spec(
     run += ["-c", LAUNCH, "-f", "{connection_file}"]
     if nsys is not None:
         argv = [nsys, *NSYS_OPTIONS, "-o", f"{name}-%p", *run]
-        return KernelSpec(name, display_name or "Python (autonvtx, Nsight Systems)", tuple(argv), "message")
-    return KernelSpec(name, display_name or "Python (autonvtx)", tuple(run))
+        return KernelSpec(name, display_name or default_display_name(name, nsys=True), tuple(argv), "message")
+    return KernelSpec(name, display_name or default_display_name(name, nsys=False), tuple(run))
+
+
+# A kernelspec's name as Jupyter accepts it (jupyter_client's kernel name pattern: ASCII
+# letters, digits, '.', '_', '-'), not starting with '.': the name is a directory Jupyter
+# replaces whole, so '.' or '..' would be the kernels directory or its parent.
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def check_name(name: str) -> None:
+    """UsageError unless `name` is a kernelspec name: checked before anything is written or removed."""
+    if not name or name.startswith(".") or not set(name) <= _NAME_CHARACTERS:
+        raise UsageError(
+            f"kernel install: --name {name!r}: expected a kernelspec name: ASCII letters, digits, '.', '_'"
+            " and '-', not starting with '.' (e.g. 'autonvtx-train')"
+        )
+
+
+def default_display_name(name: str, *, nsys: bool) -> str:
+    """What the kernel menu shows when --display-name is not given: the name says which kernel."""
+    what = "autonvtx, Nsight Systems" if nsys else "autonvtx"
+    return f"Python ({what})" if name == DEFAULT_NAME else f"Python ({what}: {name})"
 
 
 def install_spec(spec: KernelSpec, *, user: bool, prefix: str | None) -> str:
-    """Write `spec` where Jupyter finds kernels (the user's, or under `prefix`); its directory."""
+    """Write `spec` where Jupyter finds kernels (the user's, or under `prefix`); its directory.
+    Only that directory is ever replaced, and only when autonvtx wrote it."""
+    check_name(spec.name)
     try:
         from jupyter_client.kernelspec import KernelSpecManager  # only this command needs Jupyter
     except ImportError:
@@ -80,11 +103,43 @@ def install_spec(spec: KernelSpec, *, user: bool, prefix: str | None) -> str:
             f"kernel install: jupyter_client is not installed in {sys.executable}; expected"
             " ipykernel there (pip install ipykernel)"
         ) from None
+    manager = KernelSpecManager()
+    _check_replaceable(manager, spec.name, user=user, prefix=prefix)
     with tempfile.TemporaryDirectory() as source:
+        # TemporaryDirectory is 0700, and Jupyter copies the mode: a kernel under --sys-prefix
+        # must be readable by everyone who uses that environment, as files written there are.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(source, 0o777 & ~umask)
         with open(os.path.join(source, "kernel.json"), "w", encoding="utf-8") as file:
             json.dump(spec.kernel_json(), file, indent=1)
         _copy_logos(source)
-        return str(KernelSpecManager().install_kernel_spec(source, spec.name, user=user, prefix=prefix))
+        return str(manager.install_kernel_spec(source, spec.name, user=user, prefix=prefix))
+
+
+def _check_replaceable(manager: Any, name: str, *, user: bool, prefix: str | None) -> None:
+    # Jupyter removes a kernel's directory before writing it again: a kernel autonvtx did not
+    # write (python3, another tool's) is the user's, never replaced from here.
+    # Where jupyter_client puts it (KernelSpecManager.install_kernel_spec lowercases the name).
+    kernels = (
+        manager.user_kernel_dir
+        if user
+        else os.path.join(os.path.abspath(prefix or sys.prefix), "share", "jupyter", "kernels")
+    )
+    destination = os.path.join(kernels, name.lower())
+    kernel_json = os.path.join(destination, "kernel.json")
+    if not os.path.lexists(destination):
+        return
+    try:
+        with open(kernel_json, encoding="utf-8") as file:
+            created_by = json.load(file)["metadata"]["autonvtx"]["created_by"]
+    except (OSError, ValueError, KeyError, TypeError):
+        created_by = None
+    if os.path.islink(destination) or created_by != "autonvtx kernel install":
+        raise UsageError(
+            f"kernel install: --name {name!r}: {destination} holds a kernel autonvtx did not write;"
+            " expected another --name (nothing was changed)"
+        )
 
 
 def _copy_logos(source: str) -> None:

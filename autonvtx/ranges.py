@@ -9,7 +9,7 @@ from functools import partial
 from types import ModuleType
 
 from autonvtx import environment, resumptions, toolids
-from autonvtx.config import RangeStyle
+from autonvtx.config import COROUTINE_RESUMPTIONS, RangeStyle
 from autonvtx.rangetuples import Emitter as Emitter, Label as Label, label_for as label_for
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
@@ -68,6 +68,11 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
         # No NVTX tool is attached (nsys absent, recorder not injected): nothing would be seen.
         return Emitter(message, style.domain, _nothing, _nothing)
     attributes = domain.get_event_attributes(message=message, color=style.color, category=style.category)
+    span = (
+        None
+        if style.coroutine == COROUTINE_RESUMPTIONS
+        else (partial(domain.start_range, attributes), domain.end_range)
+    )
     # The module-level push_range/pop_range take the C handles directly; Domain.push_range
     # takes **kwargs and costs a dict per call. partial() keeps the call in C.
     return Emitter(
@@ -75,12 +80,14 @@ def emitter_with_message(style: RangeStyle, message: str) -> Emitter:
         style.domain,
         partial(lib.push_range, attributes, domain.handle),
         partial(lib.pop_range, domain.handle),
+        None,
+        span,
     )
 
 
 def _native_emitter(client: ModuleType, style: RangeStyle, message: str) -> Emitter:
-    prepared = client.Range(style.domain, message, style.color, _category_id(style))
-    emitter: Emitter = _new_tuple(Emitter, (message, style.domain, prepared.push, prepared.pop, prepared))
+    prepared = client.Range(style.domain, message, style.color, _category_and_options(style))
+    emitter: Emitter = _new_tuple(Emitter, (message, style.domain, prepared.push, prepared.pop, prepared, None))
     return emitter
 
 
@@ -116,10 +123,20 @@ def _own_category_id(domain: str, category: str) -> int:
     return _own_categories[key]
 
 
+# Beside the category id (32 bits in NVTX) in what the native client's Range makers take:
+# this range's coroutines get a range per resumption (nvtxclient.h, RANGE_COROUTINE_STEPS).
+COROUTINE_STEPS = 1 << 32
+
+
+def _category_and_options(style: RangeStyle) -> int:
+    steps = COROUTINE_STEPS if style.coroutine == COROUTINE_RESUMPTIONS else 0
+    return _category_id(style) | steps
+
+
 def style_arguments(style: RangeStyle) -> tuple[str, int, int]:
-    """(domain, color, category id): what a ranged_wrapper_factory() maker takes of a style,
-    worked out once per style rather than once per function."""
-    return style.domain, style.color, _category_id(style)
+    """(domain, color, category id with the range's options): what a ranged_wrapper_factory()
+    maker takes of a style, worked out once per style rather than once per function."""
+    return style.domain, style.color, _category_and_options(style)
 
 
 def ranged_wrapper_factory(wrapper_type: type | None) -> RangedMaker | None:
@@ -196,14 +213,18 @@ def _domain(name: str) -> Any:
 
 
 def wrapper_for(func: Any, emitter: Emitter) -> Wrapper:
-    """The wrapt wrapper for `func`: one range per call, or per resumption for generators,
-    coroutines and async generators (a range never stays open across a suspension, so ranges
-    of interleaved tasks or generators cannot mis-nest on a thread)."""
+    """The wrapt wrapper for `func`: one range per call, or per resumption for generators and
+    async generators (a pushed range never stays open across a suspension, so ranges of
+    interleaved tasks or generators cannot mis-nest on a thread); a coroutine's call gets one
+    start/end range over its whole await, or a range per resumption where its rule says
+    `coroutine = "resumptions"`."""
     push, pop = emitter.push, emitter.pop
     kind = resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0))
     if kind is not None:
         if emitter.native is not None and _drivers_set:
             return resumptions.native_wrapper(emitter.native.drive, kind)
+        if emitter.span is not None and kind == resumptions.COROUTINE:
+            return resumptions.pure_call_wrapper(*emitter.span)
         return resumptions.pure_wrapper(kind, push, pop)
 
     if emitter.native is not None:
@@ -335,10 +356,12 @@ class CodeMonitor:
             return "no free sys.monitoring tool id"
         events, client = monitoring.events, _native
         assert client is not None  # monitoring_available() said so
-        for event in (events.PY_START, events.PY_RESUME, events.PY_THROW):
-            monitoring.register_callback(tool_id, event, client.monitoring_push)
-        for event in (events.PY_RETURN, events.PY_YIELD):
-            monitoring.register_callback(tool_id, event, client.monitoring_pop)
+        # PY_START and PY_RETURN apart: a coroutine's call range opens and closes there only.
+        monitoring.register_callback(tool_id, events.PY_START, client.monitoring_start)
+        monitoring.register_callback(tool_id, events.PY_RESUME, client.monitoring_push)
+        monitoring.register_callback(tool_id, events.PY_THROW, client.monitoring_throw)
+        monitoring.register_callback(tool_id, events.PY_RETURN, client.monitoring_return)
+        monitoring.register_callback(tool_id, events.PY_YIELD, client.monitoring_pop)
         monitoring.register_callback(tool_id, events.PY_UNWIND, client.monitoring_unwind)
         if not _unwind_while_open(monitoring, tool_id, client):
             monitoring.set_events(tool_id, events.PY_UNWIND | events.PY_THROW)

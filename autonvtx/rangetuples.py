@@ -23,9 +23,10 @@ if TYPE_CHECKING:
         push: Thunk
         pop: Thunk
         native: Any = None
+        span: Any = None
 else:  # the same named tuples, built without typing's machinery
     _LabelFields = namedtuple("Label", "module qualname file line")
-    _EmitterFields = namedtuple("Emitter", "message domain push pop native", defaults=(None,))
+    _EmitterFields = namedtuple("Emitter", "message domain push pop native span", defaults=(None, None))
 
 
 # Label and Emitter are made once per wrapped function, thousands of times when a package is
@@ -68,8 +69,10 @@ def label_for(func: Any, module: str, qualname: str) -> Label:
 
 
 class Emitter(_EmitterFields):
-    """A range ready to emit (message, domain, push, pop, native): `push()` and `pop()` take
-    no arguments and allocate nothing. `native` is the native client's prepared range when it
-    serves this emitter (None by default)."""
+    """A range ready to emit (message, domain, push, pop, native, span): `push()` and `pop()`
+    take no arguments and allocate nothing. `native` is the native client's prepared range when
+    it serves this emitter (None by default); `span`, on the pure-Python path, the (start, end)
+    of a coroutine call's one start/end range (`end(start())`), None where coroutines get a
+    range per resumption (or the native range decides)."""
 
     __slots__ = ()

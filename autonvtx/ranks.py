@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 from autonvtx.errors import UsageError
+from autonvtx.values import Value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # (launcher, rank variable, world-size variable, local-rank variable), most specific first:
 # torchrun sets RANK even when it runs inside a Slurm allocation, and an MPI launcher's own
@@ -20,14 +23,18 @@ LAUNCHERS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class RankInfo:
-    """This process's place in a distributed job; `launcher` is None outside one."""
+class RankInfo(Value):
+    """This process's place in a distributed job; `launcher` is None outside one. A value class,
+    not a dataclass: every instrumented process reads it as it starts (its threads' names)."""
 
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    launcher: str | None = None
+    __slots__ = ("rank", "world_size", "local_rank", "launcher")
+    rank: int
+    world_size: int
+    local_rank: int
+    launcher: str | None
+
+    def __init__(self, rank: int = 0, world_size: int = 1, local_rank: int = 0, launcher: str | None = None) -> None:
+        self._set(rank, world_size, local_rank, launcher)
 
     @property
     def is_distributed(self) -> bool:
@@ -55,6 +62,12 @@ def detect_rank(environ: Mapping[str, str] | None = None) -> RankInfo:
 def label_with_rank(label: str, info: RankInfo) -> str:
     """How a process of a distributed job is named in traces: "rank 1: python train.py"."""
     return f"rank {info.rank}: {label}" if info.is_distributed else label
+
+
+def label_thread_with_rank(name: str, info: RankInfo) -> str:
+    """How the main thread of a rank is named for NVTX tools, "rank 1: MainThread": a capture of a
+    whole job (launcher and ranks under one nsys) then says which process is which rank."""
+    return f"rank {info.rank}: {name}" if info.is_distributed else name
 
 
 def _as_int(text: str | None) -> int | None:

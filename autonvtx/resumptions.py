@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 # What a generator-like function's call returns, numbered as the native client numbers them
 # (nvtxclient.h, enum suspending_kind).
 _GENERATOR, _ITERABLE_COROUTINE, _COROUTINE, _ASYNC_GENERATOR = range(4)
+COROUTINE = _COROUTINE
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
 _CO_ITERABLE_COROUTINE = 0x100
@@ -56,7 +57,13 @@ def pure_wrapper(kind: int, push: Thunk, pop: Thunk) -> Wrapper:
     return _suspending_call(*_PURE_DRIVERS[kind], push, pop)
 
 
-def _suspending_call(kind: type, ranged: Callable[..., Any], push: Thunk, pop: Thunk) -> Wrapper:
+def pure_call_wrapper(start: Callable[[], int], end: Callable[[int], None]) -> Wrapper:
+    """The wrapt wrapper giving a coroutine call one start/end range, from its first resumption
+    to its end, on the pure-Python path."""
+    return _suspending_call(types.CoroutineType, _pure_spanned_coroutine, start, end)
+
+
+def _suspending_call(kind: type, ranged: Callable[..., Any], push: Any, pop: Any) -> Wrapper:
     def call_suspending(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
         inner = wrapped(*args, **kwargs)
         if type(inner) is not kind:
@@ -169,6 +176,21 @@ async def _ranged_coroutine(closer: _CoroutineCloser, push: Thunk, pop: Thunk) -
     # A real coroutine object (inspect.iscoroutine, asyncio.create_task and `await` accept it)
     # that drives the coroutine one step at a time through _ranged_steps.
     return await _ranged_steps(closer.coroutine, push, pop)
+
+
+async def _spanned_coroutine(closer: _CoroutineCloser, start: Callable[[], int], end: Callable[[int], None]) -> Any:
+    # Its body runs at the first resumption (a coroutine never awaited gets no range) and its
+    # `finally` however the awaited one ends: a return, an exception, a cancellation, or a
+    # close() when this one is dropped while suspended.
+    span = start()
+    try:
+        return await closer.coroutine
+    finally:
+        end(span)
+
+
+def _pure_spanned_coroutine(inner: Coroutine[Any, Any, Any], start: Any, end: Any) -> Any:
+    return _spanned_coroutine(_CoroutineCloser(inner), start, end)
 
 
 def _pure_coroutine(inner: Coroutine[Any, Any, Any], push: Thunk, pop: Thunk) -> Any:

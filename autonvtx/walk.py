@@ -18,6 +18,7 @@ from autonvtx.config import Rule
 from autonvtx.decisions import MEMBER, ModuleReport
 from autonvtx.engines import Engine
 from autonvtx.engines.kinds import WRAP
+from autonvtx.forklocks import renewed_in_fork_child
 from autonvtx.matching import Matcher, Selection, normalize_module
 from autonvtx.moduledicts import module_dict as _module_dict
 from autonvtx.valuekinds import (
@@ -104,7 +105,8 @@ class Walker:
         self._reports: dict[str, ModuleReport] = {}
         # Modules met while the engine itself was being imported, walked right after.
         self._deferred: list[types.ModuleType] | None = None
-        self._engine_lock = _thread.RLock()  # threading.RLock's, without threading (start-up)
+        # threading.RLock's, without threading (start-up); free again in a fork child
+        self._engine_lock = renewed_in_fork_child(_thread.RLock())
         self._uniform_walks: dict[Any, Any] = {}  # per engine, its uniform_walk (None: none)
         self.plans: Any = None  # modulepath.ModulePlans: the native walks, told to the import hook
 
@@ -490,9 +492,11 @@ class ModuleWalk:
         rule, reason = decided
         # Reasons repeat (one per rule and glob): the matcher keeps one copy of each.
         self.report.add_wrapped(qualname, reason)
-        if code is not None:
+        if code is not None and not (rule.shapes and type(func) is types.FunctionType):
             self.engine.apply_code(code, self.rule_module, qualname, rule)
             return None
+        # Shapes need the call's arguments, which sys.monitoring's callbacks do not get: a
+        # wrapper serves such rules on the code engine too.
         return self.engine.apply(func, self.rule_module, qualname, rule)
 
     def _decide(self, qualname: str, builtin: bool = False) -> tuple[Rule, str] | None:

@@ -240,7 +240,19 @@ def workloads(scratch: Path) -> list[dict[str, Any]]:
     (scratch / "gpucheck_work_compile.py").write_text(textwrap.dedent(COMPILE_WORK))
     (scratch / "gpucheck_launch.py").write_text(textwrap.dedent(LAUNCHER))
     train = REPO / "examples" / "torch_training" / "train.py"
+    # Backward ranges per module (issue 34): on CUDA autograd runs them on its device thread, as
+    # start/end ranges; the kernels of a layer's backward should fall inside its range.
+    backward = scratch / "gpucheck_backward.toml"
+    backward.write_text('[autonvtx]\npresets = ["torch"]\n[autonvtx.plugin.torch]\nbackward_modules = true\n')
     return [
+        {
+            "name": "torch-backward",
+            "module": "torch",
+            "rules": ["--config", str(backward)],
+            "target": [str(train), "--device", "cuda", "--epochs", "1"],
+            "expect": "Classifier [backward]",
+            "usable": "import torch; assert torch.cuda.is_available(), 'torch.cuda.is_available() is False'",
+        },
         {
             "name": "torch",
             "module": "torch",
@@ -505,7 +517,7 @@ def main() -> int:
     parser.add_argument(
         "--only",
         metavar="NAMES",
-        help="only these workloads (comma-separated: torch, numba, cupy, cupy-preset, jax, compile)",
+        help="only these workloads (comma-separated: torch, torch-backward, numba, cupy, cupy-preset, jax, compile)",
     )
     parser.add_argument("--cpu", action="store_true", help="without a GPU: the torch.compile checks on the CPU")
     args = parser.parse_args()

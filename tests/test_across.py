@@ -41,7 +41,7 @@ def test_intervals_merge_and_intersect() -> None:
 
 def test_one_export_with_two_processes() -> None:
     document = across(TORCH, strip_ids=True)
-    assert document["schema"] == "autonvtx-across-ranks/1"
+    assert document["schema"] == "autonvtx-across-ranks/2"
     assert document["ranks"] == ["pid 144", "pid 145"]
     rows = {row["name"]: row for row in document["ranges"]}
     for row in document["ranges"]:
@@ -60,8 +60,13 @@ def test_one_export_with_two_processes() -> None:
     assert 0 <= alltoall["overlapped_ns"] <= min(alltoall["communication_ns"], alltoall["compute_ns"])
     for value in alltoall["per_rank"]:
         assert value["communication_ns"] <= value["ns"]  # NCCL kernel time is part of the range's GPU time
-    # Communication ranges are left out of the straggler: there the fast rank waits.
-    assert document["straggler"]["rank"] == "pid 145"
+    # With NCCL kernels the ranks wait on the GPU, in the communication ranges: pid 144 spends 17 ms
+    # in the all-to-all against pid 145's 8 ms, so it waited there for pid 145.
+    straggler = document["straggler"]
+    assert (straggler["rank"], straggler["method"]) == ("pid 145", "communication")
+    assert straggler["waited_ns"] == rows["nccl:all_to_all"]["max_ns"] - rows["nccl:all_to_all"]["min_ns"]
+    assert straggler["function"] == "aten::split"  # the most beyond pid 144's time, outside communication
+    assert "communication_ns" not in rows[straggler["function"]]
 
 
 def test_nccl_overlap_matches_a_direct_query() -> None:

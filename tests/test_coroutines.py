@@ -1,6 +1,6 @@
 """The wrapper engine's coroutines (the native client's RangedCoroutine, coroutine.c): the
-program's own coroutine behind a proxy, a range around each resumption, observed through the
-recorder; what the program can tell about it is what it could tell about the coroutine."""
+program's own coroutine behind a proxy, a range around each resumption (`coroutine =
+"resumptions"`), observed through the recorder; what the program can tell about it is what it could tell about the coroutine."""
 
 from __future__ import annotations
 
@@ -22,11 +22,12 @@ from autonvtx.config import RangeStyle
 from autonvtx.engines import wrap
 
 make = ranges.ranged_wrapper_factory(wrap._RangedFunctionWrapper)
-style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None)
+# A range per resumption (`coroutine = "resumptions"`); test_coroutine_calls.py has the default.
+style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None, "resumptions")
 
 def ranged(func, how):
     if how == "ranged":
-        return make(func, "autonvtx", func.__qualname__, 0xFF00FF00, 0)
+        return make(func, "autonvtx", func.__qualname__, 0xFF00FF00, ranges.COROUTINE_STEPS)
     wrapper = ranges.wrapper_for(func, ranges.emitter_with_message(style, func.__qualname__))
     return lambda *args, **kwargs: wrapper(func, None, args, kwargs)
 """

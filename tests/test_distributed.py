@@ -142,7 +142,7 @@ def test_torchrun_two_ranks_on_cpu_merge_into_one_trace(workdir: Path) -> None:
         names = Counter(r.name for r in main.ranges)
         # 64 samples, 2 ranks, batches of 8: 4 steps per rank, one forward each.
         assert (names["train"], names["train_step"], names["Net.forward"]) == (1, 4, 4)
-        assert main.thread_names[main.pid] == "MainThread"
+        assert main.thread_names[main.pid] == f"rank {rank}: MainThread"  # a rank says which it is
         workers = [r for r in recordings if r.label.startswith(f"rank {rank}: Process-")]
         assert len(workers) == 2  # num_workers=2
         made = sum((Counter(r.name for r in w.ranges) for w in workers), Counter())

@@ -33,9 +33,9 @@ from autonvtx.config import RangeStyle
 monitor = ranges.CodeMonitor()
 assert monitor.install() is None
 
-def watch(func_or_code):
+def watch(func_or_code, coroutine="call"):
     code = getattr(func_or_code, "__code__", func_or_code)
-    style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None)
+    style = RangeStyle("autonvtx", "{qualname}", 0xFF00FF00, None, coroutine)
     monitor.monitor(code, ranges.emitter_with_message(style, code.co_qualname))
 """
 
@@ -240,6 +240,7 @@ def test_a_generator_gets_a_range_per_resumption_and_each_exit_pops(tmp_path: Pa
 
 
 def test_interleaved_asyncio_tasks_and_async_generators_never_misnest(tmp_path: Path) -> None:
+    # coroutine = "resumptions": pushed ranges (test_coroutine_calls.py has the default).
     rec, out = record(
         tmp_path,
         """
@@ -266,7 +267,7 @@ def test_interleaved_asyncio_tasks_and_async_generators_never_misnest(tmp_path: 
             closed.close()
 
         for f in (leaf, task, ticks):
-            watch(f)
+            watch(f, "resumptions")
         asyncio.run(main())
         """,
     )

@@ -206,7 +206,7 @@ def test_a_threads_python_name_is_its_nvtx_name(capture: Capture) -> None:
     (loader,) = {(r.pid, r.tid) for r in capture.ranges if r.name == "load_batch"}
     assert names[loader] == "loader"
     (main,) = {(r.pid, r.tid) for r in capture.ranges if r.name == "main"}
-    assert names[main] == "MainThread"
+    assert names[main] == "rank 0: MainThread"  # RANK=0: the main thread says its rank
 
 
 def test_categories_are_named_in_the_export(capture: Capture) -> None:

@@ -418,3 +418,48 @@ def test_uninstall_of_a_restorable_instrumentation_puts_back_what_the_plugin_rep
     assert counts["SGD.step"] == counts["Adam.step"] == counts["SGD.zero_grad"] == 2
     assert counts["backward"] == 4
     assert counts["Sequential"] == counts["DataLoader.__next__ (TensorDataset)"] == 6
+
+
+BREAK_PROGRAM = """
+    import torch
+    from torch import nn
+    from torch._dynamo.utils import counters
+
+    class Inner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            x = self.a(x)
+            torch._dynamo.graph_break()   # the model's one explicit break
+            return self.b(x)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.head = Inner(), nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.head(self.inner(x).relu())
+
+    torch.manual_seed(0)
+    model, x = Model(), torch.randn(4, 8)
+    out = torch.compile(model, backend="eager")(x)
+    print("frames", counters["frames"]["total"], "graphs", counters["stats"]["unique_graphs"])
+    print("breaks", sum(counters["graph_break"].values()))
+    print("result", out.sum().item().hex())
+"""
+
+
+@pytest.mark.parametrize("config", ["", "[autonvtx.plugin.torch]\nbackward_modules = true\nshapes = true\n"])
+def test_preset_adds_no_frame_and_no_graph_break_to_a_model_with_one(workdir: Path, config: str) -> None:
+    # Dynamo runs the frames above a graph break eagerly and would compile autonvtx's module
+    # call wrapper as a frame of its own: one more frame evaluated, one more break logged.
+    make_file(workdir / "prog.py", BREAK_PROGRAM)
+    make_file(workdir / "autonvtx.toml", '[autonvtx]\npresets = ["torch"]\n' + config)
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=workdir, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    assert "breaks 0" not in plain.stdout
+    _, out, _ = record(workdir, "prog.py")
+    assert out == plain.stdout

@@ -1,7 +1,9 @@
 /*
  * RangedCoroutine: what a wrapped coroutine function's call returns under the wrapper engine
- * (Python 3.10+), the program's own coroutine behind a proxy that pushes the range around
- * each of its resumptions: no driver coroutine, no Python frame of ours.
+ * (Python 3.10+), the program's own coroutine behind a proxy that gives it its range: one
+ * start/end range from its first resumption to its return, exception, close or collection
+ * (`coroutine = "call"`, the default), or a range pushed around each of its resumptions
+ * (`coroutine = "resumptions"`): no driver coroutine, no Python frame of ours.
  *
  * The proxy reads as the coroutine everywhere a program can tell. `__class__` is types.CoroutineType, so isinstance() checks (inspect.iscoroutine,
  * asyncio.iscoroutine and with it asyncio.run, tasks and types.coroutine's own check) accept
@@ -23,8 +25,46 @@ typedef struct {
     PyObject* inner;      /* the program's coroutine */
     RangeObject* range;
     int started;          /* resumed or thrown into at least once */
+    int spanning;         /* the call's one range is open (`span`) */
+    nvtxRangeId_t span;
+    unsigned long long begun; /* when it opened, while --budget measures its range; else 0 */
+    unsigned long long span_cost; /* the start's own time then */
     PyObject* weakrefs;
 } ProxyObject;
+
+/* The call's one range, opened at the first resumption (a coroutine never awaited runs
+ * nothing and gets no range) and closed once, whichever way the coroutine ends. */
+static inline void proxy_span_begin(ProxyObject* self)
+{
+    if (!self->started) {
+        self->started = 1;
+        if (self->range->off) /* --budget turned its function off */
+            return;
+        if (self->range->measure_left > 0) {
+            unsigned long long before = budget_now();
+            self->span = range_start(self->range);
+            self->begun = budget_now();
+            self->span_cost = self->begun - before;
+        } else
+            self->span = range_start(self->range);
+        self->spanning = 1;
+    }
+}
+
+static inline void proxy_span_end(ProxyObject* self)
+{
+    if (self->spanning) {
+        self->spanning = 0;
+        if (self->begun != 0) {
+            /* The call's whole time, its awaits included, against its start and end. */
+            unsigned long long end = budget_now();
+            range_end(self->range, self->span);
+            budget_account(self->range, end - self->begun, self->span_cost + (budget_now() - end));
+            self->begun = 0;
+        } else
+            range_end(self->range, self->span);
+    }
+}
 
 static PyTypeObject ProxyType;
 
@@ -166,6 +206,8 @@ PyObject* coroutine_proxy_new(PyObject* inner, RangeObject* range)
     Py_INCREF(range);
     self->range = range;
     self->started = 0;
+    self->spanning = 0;
+    self->begun = 0;
     self->weakrefs = NULL;
     PyObject_GC_Track(self);
     return (PyObject*)self;
@@ -176,10 +218,20 @@ static PySendResult Proxy_am_send(ProxyObject* self, PyObject* arg, PyObject** r
     RangeObject* range = self->range;
     PySendResult status;
 
-    self->started = 1;
-    range_push(range);
-    status = PyIter_Send(self->inner, arg, result);
-    range_pop(range);
+    if (!range->coroutine_steps) {
+        proxy_span_begin(self);
+        status = PyIter_Send(self->inner, arg, result);
+        if (status != PYGEN_NEXT) /* returned or raised: the call is over */
+            proxy_span_end(self);
+        return status;
+    }
+    {
+        range_step step;
+        self->started = 1;
+        step = range_enter(range);
+        status = PyIter_Send(self->inner, arg, result);
+        range_leave(range, step);
+    }
     return status;
 }
 
@@ -261,7 +313,16 @@ static PyObject* Proxy_iter(ProxyObject* self)
 
 static PyObject* Proxy_throw(ProxyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
-    return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
+    PyObject* result;
+    if (self->range->coroutine_steps)
+        return steps_throw_into(self->inner, self->range, &self->started, args, nargs);
+    /* A cancellation (asyncio throws CancelledError in) ends the call unless the coroutine
+     * catches it and suspends again. */
+    proxy_span_begin(self);
+    result = steps_throw_into(self->inner, NULL, &self->started, args, nargs);
+    if (result == NULL)
+        proxy_span_end(self);
+    return result;
 }
 
 /* close(): a range only when the coroutine ran (closing one that never did runs nothing). */
@@ -273,9 +334,16 @@ static PyObject* Proxy_close(ProxyObject* self, PyObject* unused)
 
     if (!self->started)
         return PyObject_CallMethodNoArgs(self->inner, str_close);
-    range_push(range);
-    result = PyObject_CallMethodNoArgs(self->inner, str_close);
-    range_pop(range);
+    if (!range->coroutine_steps) {
+        result = PyObject_CallMethodNoArgs(self->inner, str_close);
+        proxy_span_end(self);
+        return result;
+    }
+    {
+        range_step step = range_enter(range);
+        result = PyObject_CallMethodNoArgs(self->inner, str_close);
+        range_leave(range, step);
+    }
     return result;
 }
 
@@ -313,7 +381,11 @@ static int Proxy_traverse(ProxyObject* self, visitproc visit, void* arg)
 
 static int Proxy_clear(ProxyObject* self)
 {
+    /* Dropped while suspended: the coroutine goes with it (its finalizer closes it, running
+     * its `finally` blocks inside the call's range), then the call's range ends. */
     Py_CLEAR(self->inner);
+    if (self->spanning && self->range != NULL)
+        proxy_span_end(self);
     Py_CLEAR(self->range);
     return 0;
 }

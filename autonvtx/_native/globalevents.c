@@ -35,6 +35,19 @@ Py_ssize_t global_events_offset(void)
     return (Py_ssize_t)offsetof(PyInterpreterState, monitors);
 }
 
+#include <internal/pycore_frame.h>
+
+/* The generator or coroutine whose frame the calling thread runs (borrowed), else NULL; 1 where
+ * this is known: what monitoring.c's coroutine spans are keyed by, read without making the
+ * frame object PyEval_GetFrame() would (two of the inline helpers of pycore_frame.h). */
+int running_generator(PyObject** generator)
+{
+    _PyInterpreterFrame* frame = _PyThreadState_GetFrame(PyThreadState_Get());
+    *generator = frame != NULL && frame->owner == FRAME_OWNED_BY_GENERATOR ? (PyObject*)_PyFrame_GetGenerator(frame)
+                                                                            : NULL;
+    return 1;
+}
+
 #else
 
 #include <Python.h>
@@ -42,6 +55,12 @@ Py_ssize_t global_events_offset(void)
 Py_ssize_t global_events_offset(void)
 {
     return -1;
+}
+
+int running_generator(PyObject** generator)
+{
+    *generator = NULL;
+    return 0;
 }
 
 #endif

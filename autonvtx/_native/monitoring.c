@@ -177,7 +177,15 @@ static inline void* extra_of(PyObject* const* args, Py_ssize_t nargs)
 typedef struct {
     Py_ssize_t depth;
     PyObject* codes[SHADOW_DEPTH]; /* borrowed: compared, never dereferenced */
+    /* --budget: when a measured range's push ended, and what the push cost; 0 otherwise. */
+    unsigned long long starts[SHADOW_DEPTH];
+    unsigned long long costs[SHADOW_DEPTH];
 } shadow_stack;
+
+/* A frame of a code whose range --budget turned off while others of its frames had theirs
+ * open: its entry says so, and its return pops the entry, not their ranges (code objects are
+ * aligned: the low bit is free). */
+#define NOT_PUSHED(code) ((PyObject*)((uintptr_t)(code) | 1u))
 
 /* Only a pointer is thread-local: eight bytes fit in the static TLS a dlopen'ed module may
  * use (TLS descriptors then cost a load), where the stack itself would not. The stack is made
@@ -199,15 +207,25 @@ static shadow_stack* thread_shadow(void)
     return stack;
 }
 
-static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size_t nargsf,
-                                 PyObject* kwnames)
+/* The open ranges' count, for PY_UNWIND's arming, from spans.c (a coroutine call's range). */
+void monitoring_range_opened(void)
 {
-    RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
-    (void)callable;
-    (void)kwnames;
+    range_opened();
+}
+
+void monitoring_range_closed(void)
+{
+    range_closed();
+}
+
+/* The Range for the code of a starting or resuming frame: its own, or the one its pending
+ * style makes now; NULL where it has none. */
+static RangeObject* range_to_push(PyObject* const* args, Py_ssize_t nargs)
+{
+    RangeObject* range = extra_of(args, nargs);
     if (range == NULL) {
         /* Its style in its monitoring data, or not ours (PY_THROW is global). */
-        PendingStyleObject* style = PyVectorcall_NARGS(nargsf) >= 1 && PyCode_Check(args[0])
+        PendingStyleObject* style = nargs >= 1 && PyCode_Check(args[0])
                                         ? (PendingStyleObject*)monitoring_pending_in_data((PyCodeObject*)args[0])
                                         : NULL;
         if (style != NULL)
@@ -215,16 +233,138 @@ static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size
     }
     else if (!Py_IS_TYPE(range, &RangeType))
         range = settle(args[0], (PendingStyleObject*)range);
-    if (range != NULL) {
-        shadow_stack* stack = thread_shadow();
-        if (stack != NULL) {
+    return range;
+}
+
+/* sys.monitoring.DISABLE (a new reference), or None where it cannot be read. */
+static PyObject* disable_value;
+
+static PyObject* disabled(void)
+{
+    if (disable_value == NULL) {
+        PyObject* monitoring = PySys_GetObject("monitoring"); /* borrowed */
+        disable_value = monitoring != NULL ? PyObject_GetAttrString(monitoring, "DISABLE") : NULL;
+        if (disable_value == NULL) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    return Py_NewRef(disable_value);
+}
+
+/* The frame's range pushed (timed while --budget measures it). Turned off by the budget: no
+ * range; the event is disabled at this place of the code once none of its ranges is open
+ * (`can_disable`: not for PY_THROW), else the frame is marked as one that pushed nothing. */
+static PyObject* push_range(RangeObject* range, PyObject* code, int can_disable)
+{
+    shadow_stack* stack;
+    Py_ssize_t at;
+    if (range->off) {
+        if (range->open == 0)
+            return can_disable ? disabled() : Py_NewRef(Py_None);
+        if ((stack = thread_shadow()) != NULL) {
             if (stack->depth < SHADOW_DEPTH)
-                stack->codes[stack->depth] = args[0];
+                stack->codes[stack->depth] = NOT_PUSHED(code);
             stack->depth++;
         }
-        range_opened();
-        range_push(range);
+        Py_RETURN_NONE;
     }
+    stack = thread_shadow();
+    at = stack != NULL ? stack->depth : SHADOW_DEPTH;
+    if (stack != NULL) {
+        if (at < SHADOW_DEPTH) {
+            stack->codes[at] = code;
+            stack->starts[at] = 0;
+        }
+        stack->depth++;
+    }
+    range->open++;
+    range_opened();
+    if (range->measure_left > 0 && at < SHADOW_DEPTH) {
+        unsigned long long before = budget_now();
+        range_push(range);
+        stack->starts[at] = budget_now();
+        stack->costs[at] = stack->starts[at] - before;
+    }
+    else
+        range_push(range);
+    Py_RETURN_NONE;
+}
+
+/* The frame's range popped, if it pushed one (a frame already running when its code got
+ * monitored, or one --budget left without a range, did not): the range of a frame below must
+ * not close. A code turned off with none of its ranges open has its event disabled here. */
+static PyObject* pop_range(RangeObject* range, PyObject* code, int can_disable)
+{
+    shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
+    unsigned long long start = 0, cost = 0;
+    if (stack != NULL) {
+        Py_ssize_t top = stack->depth - 1;
+        if (top >= 0 && top < SHADOW_DEPTH && stack->codes[top] == NOT_PUSHED(code)) {
+            stack->depth = top;
+            Py_RETURN_NONE;
+        }
+        if (top < 0 || (top < SHADOW_DEPTH && stack->codes[top] != code)) {
+            if (can_disable && range->off && range->open == 0)
+                return disabled();
+            Py_RETURN_NONE; /* this frame pushed nothing */
+        }
+        if (top < SHADOW_DEPTH) {
+            start = stack->starts[top];
+            cost = stack->costs[top];
+        }
+        stack->depth = top;
+    }
+    if (start != 0) {
+        unsigned long long end = budget_now();
+        range_pop(range);
+        budget_account(range, end - start, cost + (budget_now() - end));
+    }
+    else
+        range_pop(range);
+    if (range->open > 0)
+        range->open--;
+    range_closed();
+    Py_RETURN_NONE;
+}
+
+/* PY_START: a coroutine's call opens its one range; any other frame pushes its range. */
+static PyObject* monitoring_start(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                  PyObject* kwnames)
+{
+    RangeObject* range = range_to_push(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
+    if (range != NULL) {
+        if (!spans_call(range, args[0]))
+            return push_range(range, args[0], 1);
+        coroutine_span_open(range);
+    }
+    Py_RETURN_NONE;
+}
+
+/* PY_RESUME, PY_THROW: the frame's range pushed again, except a coroutine's call range,
+ * open since its start. */
+static PyObject* monitoring_push(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                 PyObject* kwnames)
+{
+    RangeObject* range = range_to_push(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
+    if (range != NULL && !spans_call(range, args[0]))
+        return push_range(range, args[0], 1);
+    Py_RETURN_NONE;
+}
+
+/* PY_THROW: as PY_RESUME, but an event sys.monitoring does not let a callback disable. */
+static PyObject* monitoring_throw(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                  PyObject* kwnames)
+{
+    RangeObject* range = range_to_push(args, PyVectorcall_NARGS(nargsf));
+    (void)callable;
+    (void)kwnames;
+    if (range != NULL && !spans_call(range, args[0]))
+        return push_range(range, args[0], 0);
     Py_RETURN_NONE;
 }
 
@@ -234,18 +374,10 @@ static PyObject* monitoring_pop(PyObject* callable, PyObject* const* args, size_
     RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
     (void)callable;
     (void)kwnames;
-    /* Still pending: this code never pushed (its first push settles it). */
-    if (range != NULL && Py_IS_TYPE(range, &RangeType)) {
-        shadow_stack* stack = shadow != NULL ? shadow : thread_shadow();
-        if (stack != NULL) {
-            Py_ssize_t top = stack->depth - 1;
-            if (top < 0 || (top < SHADOW_DEPTH && stack->codes[top] != args[0]))
-                Py_RETURN_NONE; /* this frame pushed nothing */
-            stack->depth = top;
-        }
-        range_pop(range);
-        range_closed();
-    }
+    /* Still pending: this code never pushed (its first push settles it); a coroutine's call
+     * range stays open across its awaits. */
+    if (range != NULL && Py_IS_TYPE(range, &RangeType) && !spans_call(range, args[0]))
+        return pop_range(range, args[0], 1);
     Py_RETURN_NONE;
 }
 
@@ -255,8 +387,32 @@ static PyObject* monitoring_unwind(PyObject* callable, PyObject* const* args, si
                                    PyObject* kwnames)
 {
     shadow_stack* stack = shadow;
+    if (coroutine_spans_open()) {
+        RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
+        if (range != NULL && Py_IS_TYPE(range, &RangeType) && spans_call(range, args[0])) {
+            coroutine_span_close(); /* an exception, a cancellation, GeneratorExit: the call is over */
+            Py_RETURN_NONE;
+        }
+    }
     if (stack != NULL && stack->depth == 0)
         Py_RETURN_NONE;
+    {
+        RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
+        if (range != NULL && Py_IS_TYPE(range, &RangeType) && !spans_call(range, args[0]))
+            return pop_range(range, args[0], 0);
+    }
+    Py_RETURN_NONE;
+}
+
+/* PY_RETURN: a coroutine's call ends its range; any other frame pops its range. */
+static PyObject* monitoring_return(PyObject* callable, PyObject* const* args, size_t nargsf,
+                                   PyObject* kwnames)
+{
+    RangeObject* range = extra_of(args, PyVectorcall_NARGS(nargsf));
+    if (range != NULL && Py_IS_TYPE(range, &RangeType) && spans_call(range, args[0])) {
+        coroutine_span_close();
+        Py_RETURN_NONE;
+    }
     return monitoring_pop(callable, args, nargsf, kwnames);
 }
 
@@ -483,225 +639,7 @@ static PyObject* arm_unwind(PyObject* module, PyObject* arg)
     Py_RETURN_NONE;
 }
 
-/* ---- the code engine's side of the native walk (uniform.c decides; this applies) ----
- *
- * A plain function the walk selects: its code (or the one along __wrapped__ that runs as
- * its name) gets the module's pending style and its local events, the functions nested in it
- * too; code of another name is left to where that code is defined. */
-
-static PyObject* str_wrapped;
-
-static PyObject* reasons_other_name; /* qualname -> "code of another name: it runs ..." */
-
-/* Its local events on, and where `remember`, the code remembered for uninstall
- * (CodeMonitor.monitor_new). */
-static int turn_on(walk_state* w, PyObject* code, int remember)
-{
-    if (!monitoring_turn_on_later((PyCodeObject*)code, w->tool, w->event_bits) &&
-        call_back(w->set_local_events, (PyObject*[]){w->tool_id, code, w->events}, 3) < 0)
-        return -1;
-    return remember ? PyList_Append(w->codes, code) : 0;
-}
-
-/* CodeEngine.apply_code with the message "{qualname}" and the code named `qualname`: its
- * range attached, local events on. 1: done, the caller remembers the code for uninstall
- * (report_monitored); 0: it had a range already (the first decision about a code object
- * stands); -1: error. */
-static int monitor_code(walk_state* w, PyObject* code)
-{
-    int done;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0;
-    /* The module's PendingRange: the code's own Range is made on its first run. */
-    done = monitoring_turn_on_pending((PyCodeObject*)code, w->tool, w->event_bits, w->pending_range);
-    if (done != 0)
-        return done < 0 ? -1 : 1;
-    if (monitoring_attach(code, Py_NewRef(w->pending_range)) < 0 || turn_on(w, code, 0) < 0)
-        return -1;
-    return 1;
-}
-
-/* A code monitor_code() monitored, known by its own co_qualname: its entry in the report's
- * list of names wrapped (at `at`, its qualname there now) becomes the code itself, read as
- * its co_qualname (decisions.ModuleReport), and that list is one uninstall reads
- * (CodeMonitor: an entry of the uninstall list, once per module): a function costs one
- * entry, not one in each list. */
-static int report_monitored(walk_state* w, Py_ssize_t at, PyObject* code)
-{
-    PyObject* codes = w->codes;
-    Py_ssize_t count = PyList_GET_SIZE(codes);
-    if (at >= PyList_GET_SIZE(w->wrapped) || !same_str(PyList_GET_ITEM(w->wrapped, at),
-                                                       ((PyCodeObject*)code)->co_qualname))
-        return PyList_Append(codes, code); /* the list changed under the walk: kept apart */
-    if ((count == 0 || PyList_GET_ITEM(codes, count - 1) != w->wrapped) && PyList_Append(codes, w->wrapped) < 0)
-        return -1;
-    return PyList_SetItem(w->wrapped, at, Py_NewRef(code));
-}
-
-/* The report's entry for a code that runs as its own co_qualname: the code where the walk
- * monitored it now (`monitored`: monitor_code's result), its name where it had a range. */
-static int report_code(walk_state* w, PyObject* code, int monitored)
-{
-    Py_ssize_t at = PyList_GET_SIZE(w->wrapped);
-    if (PyList_Append(w->wrapped, ((PyCodeObject*)code)->co_qualname) < 0)
-        return -1;
-    return monitored == 1 ? report_monitored(w, at, code) : 0;
-}
-
-static int defines_code(PyCodeObject* code)
-{
-    PyObject* consts = code->co_consts;
-    Py_ssize_t i;
-    for (i = 0; i < PyTuple_GET_SIZE(consts); ++i)
-        if (Py_IS_TYPE(PyTuple_GET_ITEM(consts, i), &PyCode_Type))
-            return 1;
-    return 0;
-}
-
-/* ModuleWalk._visit_nested: the functions defined inside `code`, at any depth, outermost
- * first (codes.nested_codes' order), decided by their co_qualname; lambdas and generator
- * expressions (named "<...>") left alone. */
-static int visit_nested(walk_state* w, PyCodeObject* code)
-{
-    /* The codes still to look inside, each held: a few, in a small array (a list's growth
-     * where deeper). */
-    PyCodeObject* few[16];
-    PyCodeObject** pending = few;
-    Py_ssize_t count = 0, room = 16;
-    int result = 0;
-    pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)code);
-    while (count > 0) {
-        PyCodeObject* current = pending[--count];
-        PyObject* consts = current->co_consts;
-        Py_ssize_t i;
-        for (i = 0; result == 0 && i < PyTuple_GET_SIZE(consts); ++i) {
-            PyCodeObject* inner = (PyCodeObject*)PyTuple_GET_ITEM(consts, i);
-            if (!Py_IS_TYPE(inner, &PyCode_Type))
-                continue;
-            if (count == room) {
-                PyCodeObject** grown = PyMem_Malloc((size_t)(2 * room) * sizeof *grown);
-                if (grown == NULL) {
-                    PyErr_NoMemory();
-                    result = -1;
-                    break;
-                }
-                memcpy(grown, pending, (size_t)count * sizeof *grown);
-                if (pending != few)
-                    PyMem_Free(pending);
-                pending = grown;
-                room *= 2;
-            }
-            pending[count++] = (PyCodeObject*)Py_NewRef((PyObject*)inner);
-            if (PyUnicode_READ_CHAR(inner->co_name, 0) == '<')
-                continue;
-            if (is_protocol(w, inner->co_name))
-                result = skip_protocol(w, inner->co_qualname);
-            else if ((result = monitor_code(w, (PyObject*)inner)) >= 0)
-                result = report_code(w, (PyObject*)inner, result);
-        }
-        Py_DECREF(current); /* its constants, and so `inner`, held by `current` until here */
-        if (result < 0)
-            break;
-    }
-    while (count > 0)
-        Py_DECREF(pending[--count]);
-    if (pending != few)
-        PyMem_Free(pending);
-    return result;
-}
-
-/* codes.code_named: the code object that runs as `qualname`, on `func` or along its
- * __wrapped__ chain (functools.wraps); else func's own code when it is no closure of another
- * name. A new reference; NULL, with no error set, when there is none. */
-static PyObject* code_named(PyObject* func, PyObject* qualname)
-{
-    PyObject* own = NULL;
-    PyObject* current = Py_NewRef(func);
-    int i;
-    for (i = 0; i < 100 && current != NULL; ++i) {
-        PyObject* next;
-        if (Py_IS_TYPE(current, &PyFunction_Type)) {
-            PyObject* code = ((PyFunctionObject*)current)->func_code;
-            int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-            if (same < 0)
-                break;
-            if (same) {
-                Py_XDECREF(own);
-                Py_DECREF(current);
-                return Py_NewRef(code);
-            }
-            if (own == NULL && PyCode_Check(code))
-                own = Py_NewRef(code);
-        }
-        next = attribute_or(current, str_wrapped, Py_None);
-        Py_SETREF(current, next);
-        if (current == Py_None)
-            break;
-    }
-    Py_XDECREF(current);
-    if (PyErr_Occurred()) {
-        Py_XDECREF(own);
-        return NULL;
-    }
-    if (own != NULL && is_local_name(((PyCodeObject*)own)->co_qualname))
-        Py_CLEAR(own);
-    return own;
-}
-
-/* CodeEngine.apply_code for code run as `qualname` under a name other than its own: a Range
- * with that name, attached now. */
-static int monitor_code_as(walk_state* w, PyObject* code, PyObject* qualname)
-{
-    RangeObject* range;
-    if (monitoring_attached((PyCodeObject*)code))
-        return 0;
-    range = range_new_in_domain(w->domain, w->domain_name, qualname, w->color, w->category);
-    if (range == NULL || monitoring_attach(code, (PyObject*)range) < 0)
-        return -1;
-    return turn_on(w, code, 1);
-}
-
-/* The code engine's ModuleWalk._wrap for a plain function known as `qualname`. */
-int monitoring_walk_function(walk_state* w, PyObject* func, PyObject* qualname)
-{
-    PyObject* code = ((PyFunctionObject*)func)->func_code;
-    int same = PyCode_Check(code) ? same_str(((PyCodeObject*)code)->co_qualname, qualname) : 0;
-    int result;
-    Py_ssize_t at;
-
-    if (same < 0)
-        return -1;
-    if (same)
-        Py_INCREF(code);
-    else if ((code = code_named(func, qualname)) == NULL) {
-        /* A factory's function, or a decorator's wrapper without __wrapped__: decided where
-         * its code is defined (ModuleWalk._wrap's skip). */
-        PyObject* runs = ((PyFunctionObject*)func)->func_code;
-        PyObject* reason;
-        if (PyErr_Occurred())
-            return -1;
-        if (!PyCode_Check(runs))
-            return walk_back(w, CB_WRAP, (PyObject*[]){func, qualname}, 2);
-        reason = reason_for(&reasons_other_name, "code of another name: it runs %S, decided by that name",
-                            ((PyCodeObject*)runs)->co_qualname);
-        result = reason == NULL ? -1 : skip(w, qualname, reason);
-        Py_XDECREF(reason);
-        return result;
-    }
-    result = defines_code((PyCodeObject*)code) ? visit_nested(w, (PyCodeObject*)code) : 0;
-    at = PyList_GET_SIZE(w->wrapped);
-    if (result == 0)
-        result = PyList_Append(w->wrapped, qualname);
-    if (result == 0 && same_str(((PyCodeObject*)code)->co_qualname, qualname) == 1) {
-        result = monitor_code(w, code);
-        result = result == 1 ? report_monitored(w, at, code) : result;
-    }
-    else if (result == 0)
-        result = monitor_code_as(w, code, qualname);
-    Py_DECREF(code);
-    return result;
-}
-
+int monitoring_walk_ready(void); /* monitoringwalk.c */
 
 static PyMethodDef monitoring_methods[] = {
     {"global_events", (PyCFunction)read_global_events, METH_NOARGS,
@@ -749,11 +687,16 @@ int monitoring_add_to_module(PyObject* module)
             return 0;
         }
     }
-    if (str_wrapped == NULL && (str_wrapped = PyUnicode_InternFromString("__wrapped__")) == NULL)
+    if (monitoring_walk_ready() < 0)
         return -1;
     if (PyType_Ready(&CallbackType) < 0 || add_callback(module, "monitoring_push", monitoring_push) < 0 ||
         add_callback(module, "monitoring_pop", monitoring_pop) < 0 ||
-        add_callback(module, "monitoring_unwind", monitoring_unwind) < 0)
+        add_callback(module, "monitoring_unwind", monitoring_unwind) < 0 ||
+        add_callback(module, "monitoring_start", monitoring_start) < 0 ||
+        add_callback(module, "monitoring_throw", monitoring_throw) < 0 ||
+        add_callback(module, "monitoring_return", monitoring_return) < 0)
+        return -1;
+    if (coroutine_spans_ready() < 0)
         return -1;
     return PyModule_AddFunctions(module, monitoring_methods);
 }

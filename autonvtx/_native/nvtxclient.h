@@ -7,7 +7,9 @@
  *   ranged.c      the ranged function wrapper type (the wrapper engine's per-call path)
  *   steps.c       RangedSteps: a range around each resumption of a generator or async generator
  *   coroutine.c   RangedCoroutine: a coroutine's proxy, a range around each of its resumptions
- *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+), and its side of uniform.c's walk
+ *   monitoring.c  the code engine's sys.monitoring callbacks (Python 3.12+)
+ *   monitoringwalk.c  the code engine's side of uniform.c's walk
+ *   spans.c       a coroutine call's one start/end range under the code engine
  *   globalevents.c  CPython's monitoring structures: the interpreter's global events (monitoring.c
  *                 switches PY_UNWIND) and a code's monitoring data (lazy local events, where a
  *                 pending style is kept)
@@ -28,6 +30,14 @@ typedef struct RangeObject {
     nvtxDomainHandle_t domain;
     nvtxEventAttributes_t attributes;
     int enabled;        /* a tool is attached: NVTX gave this client a domain handle */
+    int coroutine_steps; /* a coroutine of this range gets a range per resumption, not per call */
+    /* --budget (range.c): its first budget_calls ranges are timed (`measure_left` to go);
+     * `off` once its range costs more than the budget's share of its own time. `open`
+     * counts the code engine's pushed ranges of it not yet popped, on every thread. */
+    int off;
+    int measure_left;
+    unsigned long long own_ns, cost_ns;
+    Py_ssize_t open;
     PyObject* domain_name;
     PyObject* message;
     vectorcallfunc vectorcall;
@@ -49,6 +59,74 @@ static inline void range_pop(RangeObject* r)
 {
     if (r->enabled)
         nvtxDomainRangePop(r->domain);
+}
+
+/* A flag beside the category id in the `category` every Range maker takes (NVTX's category is
+ * 32 bits, the makers' argument an unsigned long, 64 bits here): the rule's `coroutine =
+ * "resumptions"`. Carried this way, it reaches the Ranges the native walks make on first use
+ * through their pending styles, unchanged. */
+#define RANGE_COROUTINE_STEPS (1UL << 32)
+
+/* A coroutine call's one range (`coroutine = "call"`): started where it first runs, ended
+ * where it returns, raises or is closed, on any thread: an NVTX start/end range, which a tool
+ * keeps apart from the thread's push/pop stack (nsys draws it on a row of its own), so
+ * coroutines interleaved on one thread never mis-nest. 0 where no tool listens. */
+static inline nvtxRangeId_t range_start(RangeObject* r)
+{
+    return r->enabled ? nvtxDomainRangeStartEx(r->domain, &r->attributes) : 0;
+}
+
+static inline void range_end(RangeObject* r, nvtxRangeId_t id)
+{
+    if (r->enabled)
+        nvtxDomainRangeEnd(r->domain, id);
+}
+
+/* --budget PCT (range.c): the calls a range's cost is measured over; 0 when no budget is set. */
+extern int budget_calls;
+unsigned long long budget_now(void);
+/* One measured range: `own` ns between its push and pop, `cost` ns in the push and pop
+ * themselves (the NVTX tool's time); the last of the measured ones decides. */
+void budget_account(RangeObject* r, unsigned long long own, unsigned long long cost);
+
+/* A range pushed around a step of work, or not (its function turned off by the budget): the
+ * step's push and pop, timed while the range is measured. What range_enter() returns goes to
+ * range_leave(): a pop only where there was a push, whatever the budget decided between. */
+typedef struct {
+    int pushed;
+    unsigned long long start, cost;
+} range_step;
+
+static inline range_step range_enter(RangeObject* r)
+{
+    range_step step = {0, 0, 0};
+    unsigned long long before;
+    if (!r->enabled || r->off)
+        return step;
+    step.pushed = 1;
+    if (r->measure_left <= 0) {
+        nvtxDomainRangePushEx(r->domain, &r->attributes);
+        return step;
+    }
+    before = budget_now();
+    nvtxDomainRangePushEx(r->domain, &r->attributes);
+    step.start = budget_now();
+    step.cost = step.start - before;
+    return step;
+}
+
+static inline void range_leave(RangeObject* r, range_step step)
+{
+    unsigned long long end;
+    if (!step.pushed)
+        return;
+    if (step.start == 0) {
+        nvtxDomainRangePop(r->domain);
+        return;
+    }
+    end = budget_now();
+    nvtxDomainRangePop(r->domain);
+    budget_account(r, end - step.start, step.cost + (budget_now() - end));
 }
 
 /* A new initialised Range (range.c). */
@@ -93,6 +171,20 @@ int monitoring_turn_on_later(PyCodeObject* code, int tool_id, unsigned long even
  * allocating it leaves room, else as its code extra. 1: done; 0: the caller attaches and calls
  * set_local_events itself; -1: an error. */
 int monitoring_turn_on_pending(PyCodeObject* code, int tool_id, unsigned long events, PyObject* style);
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+/* A coroutine call's one range under the code engine (spans.c): whether `range` on `code` is
+ * one, opening it for the running coroutine, closing the running coroutine's, whether any is
+ * open, and the set-up at module initialisation. */
+static inline int spans_call(RangeObject* range, PyObject* code)
+{
+    return !range->coroutine_steps && (((PyCodeObject*)code)->co_flags & CO_COROUTINE);
+}
+void coroutine_span_open(RangeObject* range);
+void coroutine_span_close(void);
+int coroutine_spans_open(void);
+int coroutine_spans_ready(void);
 #endif
 
 /* What a generator-like function's call returns, in the order of steps.c's drivers. */

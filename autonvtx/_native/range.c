@@ -6,6 +6,9 @@
  */
 #include "nvtxclient.h"
 
+#include <stdio.h>
+#include <time.h>
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -74,7 +77,12 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     /* The same fields nvtx's EventAttributes sets: ARGB color always, category 0 = none. */
     self->attributes.colorType = NVTX_COLOR_ARGB;
     self->attributes.color = (uint32_t)color;
-    self->attributes.category = (uint32_t)category;
+    self->attributes.category = (uint32_t)category; /* without RANGE_COROUTINE_STEPS */
+    self->coroutine_steps = (category & RANGE_COROUTINE_STEPS) != 0;
+    self->off = 0;
+    self->measure_left = budget_calls;
+    self->own_ns = self->cost_ns = 0;
+    self->open = 0;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
     range_register(self, domain, message_utf8);
     Py_INCREF(domain_name);
@@ -148,7 +156,132 @@ static PyObject* name_category(PyObject* module, PyObject* args)
     Py_RETURN_TRUE;
 }
 
+/* ---- --budget PCT ----
+ *
+ * Every Range made once a budget is set times its first `budget_calls` ranges: the time
+ * between push and pop (its own time, nested ranges included) and the time in the push and
+ * pop themselves (what the attached NVTX tool costs: measured where the ranges are made,
+ * several times more under Nsight Systems than under the recorder). When the mean cost is
+ * more than `budget_percent` of the mean own time, the range is turned off: no new range is
+ * pushed (the wrapper calls the function directly, the code engine's callbacks return
+ * sys.monitoring.DISABLE once none of its ranges is open); ranges already open are popped as
+ * they would have been. */
+
+int budget_calls;
+static double budget_percent;
+static int budget_verbose;
+static PyObject* budget_off; /* the Ranges turned off, in order */
+
+unsigned long long budget_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec;
+}
+
+/* The trace's note of it, where and when it happened: an NVTX mark in the range's domain
+ * (the recorder and Nsight Systems both keep marks), "autonvtx --budget: NAME turned off ...". */
+static void budget_mark(RangeObject* r, const char* name, double mean_cost, double mean_own)
+{
+    char text[512];
+    nvtxEventAttributes_t attributes;
+    if (!r->enabled)
+        return;
+    snprintf(text, sizeof text, "autonvtx --budget: %s turned off (its range %.0f ns, its call %.0f ns)",
+             name != NULL ? name : "?", mean_cost, mean_own);
+    memset(&attributes, 0, sizeof attributes);
+    attributes.version = NVTX_VERSION;
+    attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attributes.colorType = NVTX_COLOR_ARGB;
+    attributes.color = r->attributes.color;
+    attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attributes.message.ascii = text;
+    nvtxDomainMarkEx(r->domain, &attributes);
+}
+
+void budget_account(RangeObject* r, unsigned long long own, unsigned long long cost)
+{
+    double mean_own, mean_cost;
+    const char* name;
+    if (r->measure_left <= 0)
+        return; /* decided while this one was open (recursion, another thread) */
+    r->own_ns += own;
+    r->cost_ns += cost;
+    if (--r->measure_left > 0 || budget_calls <= 0)
+        return;
+    mean_own = (double)r->own_ns / budget_calls;
+    mean_cost = (double)r->cost_ns / budget_calls;
+    if (mean_cost * 100.0 <= budget_percent * mean_own)
+        return;
+    r->off = 1;
+    if (budget_off != NULL && PyList_Append(budget_off, (PyObject*)r) < 0)
+        PyErr_Clear();
+    name = r->message != NULL ? PyUnicode_AsUTF8(r->message) : NULL;
+    if (name == NULL)
+        PyErr_Clear();
+    budget_mark(r, name, mean_cost, mean_own);
+    if (budget_verbose) {
+        /* No Python code runs here (this may be a sys.monitoring callback): C stdio. */
+        fprintf(stderr,
+                "autonvtx: --budget: %s turned off: its range costs %.0f ns, %.1f%% of its %.0f ns "
+                "mean over its first %d calls\n",
+                name != NULL ? name : "?", mean_cost, mean_own > 0 ? 100.0 * mean_cost / mean_own : 100.0,
+                mean_own, budget_calls);
+        fflush(stderr);
+    }
+}
+
+PyDoc_STRVAR(set_budget_doc,
+"set_budget(percent, calls, verbose, /)\n--\n\n"
+"From now on every Range made measures its first `calls` ranges and turns off when its range "
+"costs more than `percent`% of its own time (calls 0: no budget). `verbose`: one line on "
+"stderr as each turns off.");
+
+static PyObject* set_budget(PyObject* module, PyObject* args)
+{
+    double percent;
+    int calls, verbose;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "dip:set_budget", &percent, &calls, &verbose))
+        return NULL;
+    if (budget_off == NULL && (budget_off = PyList_New(0)) == NULL)
+        return NULL;
+    budget_percent = percent;
+    budget_calls = calls > 0 ? calls : 0;
+    budget_verbose = verbose;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(budget_turned_off_doc,
+"budget_turned_off()\n--\n\n"
+"[(domain, message, mean cost ns, mean own ns), ...]: the ranges --budget turned off, in order.");
+
+static PyObject* budget_turned_off(PyObject* module, PyObject* unused)
+{
+    PyObject* result = PyList_New(0);
+    Py_ssize_t i;
+    (void)module;
+    (void)unused;
+    if (result == NULL || budget_off == NULL)
+        return result;
+    for (i = 0; i < PyList_GET_SIZE(budget_off); ++i) {
+        RangeObject* r = (RangeObject*)PyList_GET_ITEM(budget_off, i);
+        int calls = budget_calls > 0 ? budget_calls : 1;
+        PyObject* item = Py_BuildValue("(OOdd)", r->domain_name, r->message, (double)r->cost_ns / calls,
+                                       (double)r->own_ns / calls);
+        if (item == NULL || PyList_Append(result, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return result;
+}
+
 static PyMethodDef range_functions[] = {
+    {"set_budget", set_budget, METH_VARARGS, set_budget_doc},
+    {"budget_turned_off", budget_turned_off, METH_NOARGS, budget_turned_off_doc},
     {"rebind_ranges", rebind_ranges, METH_NOARGS, rebind_ranges_doc},
     {"name_category", name_category, METH_VARARGS, name_category_doc},
     {NULL, NULL, 0, NULL},
@@ -197,6 +330,27 @@ static PyObject* Range_pop(RangeObject* self, PyObject* unused)
     Py_RETURN_NONE;
 }
 
+/* A start/end range (nvtxDomainRangeStartEx): not tied to a thread's stack, for ranges that
+ * interleave (a module's backward pass, run by autograd's threads). 0 when no tool listens. */
+static PyObject* Range_start(RangeObject* self, PyObject* unused)
+{
+    (void)unused;
+    if (!self->enabled)
+        return PyLong_FromLong(0);
+    return PyLong_FromUnsignedLongLong(
+        (unsigned long long)nvtxDomainRangeStartEx(self->domain, &self->attributes));
+}
+
+static PyObject* Range_end(RangeObject* self, PyObject* id)
+{
+    unsigned long long value = PyLong_AsUnsignedLongLong(id);
+    if (value == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    if (self->enabled && value != 0)
+        nvtxDomainRangeEnd(self->domain, (nvtxRangeId_t)value);
+    Py_RETURN_NONE;
+}
+
 /* wrapt's wrapper protocol: range(wrapped, instance, args, kwargs). */
 static PyObject* Range_vectorcall(PyObject* callable, PyObject* const* args, size_t nargsf,
                                   PyObject* kwnames)
@@ -224,9 +378,11 @@ static PyObject* Range_vectorcall(PyObject* callable, PyObject* const* args, siz
     }
     if (call_kwargs == Py_None || PyDict_GET_SIZE(call_kwargs) == 0)
         call_kwargs = NULL;
-    range_push(self);
-    result = PyObject_Call(args[0], call_args, call_kwargs);
-    range_pop(self);
+    {
+        range_step step = range_enter(self);
+        result = PyObject_Call(args[0], call_args, call_kwargs);
+        range_leave(self, step);
+    }
     return result;
 }
 
@@ -291,6 +447,10 @@ static PyMethodDef Range_methods[] = {
      "function returned; `kind` as suspending_kind() gives) with this range around each of its "
      "resumptions."},
     {"pop", (PyCFunction)Range_pop, METH_NOARGS, "Pop the innermost range of this domain on the calling thread."},
+    {"start", (PyCFunction)Range_start, METH_NOARGS,
+     "start()\n--\n\nStart this range as a start/end range (any thread may end it); its id, 0 "
+     "when no tool is attached."},
+    {"end", (PyCFunction)Range_end, METH_O, "end(id, /)\n--\n\nEnd the start/end range `id` that start() gave."},
     {NULL, NULL, 0, NULL},
 };
 

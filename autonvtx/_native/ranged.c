@@ -67,8 +67,14 @@ static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t
         if ((range = (PyObject*)ranged_range(self)) == NULL)
             return NULL;
     }
-    if (!((RangeObject*)range)->enabled)
+    if (!((RangeObject*)range)->enabled || ((RangeObject*)range)->off) /* off: --budget */
         return PyObject_Vectorcall(function, args, nargsf, kwnames);
+    if (((RangeObject*)range)->measure_left > 0) {
+        range_step step = range_enter((RangeObject*)range);
+        result = PyObject_Vectorcall(function, args, nargsf, kwnames);
+        range_leave((RangeObject*)range, step);
+        return result;
+    }
     nvtxDomainRangePushEx(((RangeObject*)range)->domain, &((RangeObject*)range)->attributes);
     result = PyObject_Vectorcall(function, args, nargsf, kwnames);
     nvtxDomainRangePop(((RangeObject*)range)->domain);

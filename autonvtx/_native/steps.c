@@ -79,10 +79,12 @@ static PySendResult steps_send(StepsObject* self, PyObject* arg, PyObject** resu
     RangeObject* range = self->range;
     PySendResult status;
 
+    range_step step;
+
     self->started = 1;
-    range_push(range);
+    step = range_enter(range);
     status = PyIter_Send(self->inner, arg, result);
-    range_pop(range);
+    range_leave(range, step);
     return status;
 }
 
@@ -176,9 +178,13 @@ PyObject* steps_throw_into(PyObject* inner, RangeObject* range, int* started, Py
     for (i = 0; i < nargs; ++i)
         stack[i + 1] = args[i];
     *started = 1;
-    range_push(range);
-    result = PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
-    range_pop(range);
+    if (range == NULL) /* the coroutine proxy's call range is open around it instead */
+        return PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
+    {
+        range_step step = range_enter(range);
+        result = PyObject_VectorcallMethod(str_throw, stack, (size_t)nargs + 1, NULL);
+        range_leave(range, step);
+    }
     return result;
 }
 
@@ -193,10 +199,12 @@ static PyObject* Steps_close(StepsObject* self, PyObject* unused)
     PyObject* result;
     (void)unused;
 
+    range_step step;
+
     self->started = 1;
-    range_push(range);
+    step = range_enter(range);
     result = PyObject_CallMethodNoArgs(self->inner, str_close);
-    range_pop(range);
+    range_leave(range, step);
     return result;
 }
 

@@ -41,6 +41,15 @@ class AgainstCommand(click.Command):
     """Every file listed after --against belongs to NEW: `diff a b --against c d` compares a, b with c, d."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = any(arg.partition("=")[0] in ("--against", "-h", "--help") for arg in args)
+        if not given:
+            # click's "Missing option '--against'" alone does not say what the command looks like.
+            missing = "--against NEW..." if args else "BASE... --against NEW..."
+            raise click.UsageError(
+                f"missing {missing}; usage: autonvtx diff BASE... --against NEW... [OPTIONS],"
+                " e.g. autonvtx diff base_*.json --against new_*.json (see 'autonvtx diff --help')",
+                ctx,
+            )
         return super().parse_args(ctx, expand_against(args))
 
 
@@ -94,16 +103,21 @@ def expand_against(args: list[str]) -> list[str]:
     "--min-change",
     "min_change_pct",
     type=click.FloatRange(min=0),
-    default=0.0,
+    default=5.0,
     show_default=True,
     metavar="PCT",
-    help="Changes beyond noise but smaller than PCT percent count as the same.",
+    help="The smallest change that matters: `same` when the ratio's interval lies within PCT percent of 1.",
 )
 @click.option(
     "--fail-over",
     type=click.FloatRange(min=0),
     metavar="PCT",
     help="Exit with status 1 when a range slowed, beyond noise, by more than PCT percent (for CI).",
+)
+@click.option(
+    "--fail-unclear",
+    is_flag=True,
+    help="With --fail-over: also fail on `unclear` ranges whose interval reaches a slowdown beyond PCT.",
 )
 @click.option(
     "--format",
@@ -124,6 +138,7 @@ def diff_command(
     noise_pct: float,
     min_change_pct: float,
     fail_over: float | None,
+    fail_unclear: bool,
     fmt: str | None,
     output: str | None,
     html: str | None,
@@ -160,13 +175,25 @@ def diff_command(
         view["group_by"],
         view["skip_first"],
         view["each"],
+        fail_unclear=fail_unclear,
         width=terminal_width(sys.stdout) if output is None else None,
     )
+    if fail_unclear and fail_over is None:
+        from autonvtx.errors import UsageError
+
+        raise UsageError("diff: --fail-unclear goes with --fail-over PCT; expected both")
     result = produce_diff(request)
     if result.text is not None:
         click.echo(result.text, nl=False)
     if html is not None:
         print(f"autonvtx: diff: wrote {html}", file=sys.stderr)
+    if result.unsure:
+        shown = "; ".join(result.unsure[:5]) + ("; ..." if len(result.unsure) > 5 else "")
+        print(
+            f"autonvtx: diff: warning: {len(result.unsure)} range(s) may have slowed by more than {fail_over:g}% "
+            f"(too few or too noisy runs to tell; --fail-unclear fails on them): {shown}",
+            file=sys.stderr,
+        )
     if result.failing:
         shown = "; ".join(result.failing[:5]) + ("; ..." if len(result.failing) > 5 else "")
         print(

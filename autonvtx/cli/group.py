@@ -52,7 +52,30 @@ class CommandGroup(click.Group):
         return super().list_commands(ctx)
 
 
+def print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """--version: the version, the Python, and each native part built or missing (and why)."""
+    if not value or ctx.resilient_parsing:
+        return
+    import platform
+    import sys
+
+    from autonvtx import __version__
+    from autonvtx.nativeparts import status_lines
+
+    click.echo(f"autonvtx {__version__} (Python {platform.python_version()}, {sys.executable})")
+    for line in status_lines():
+        click.echo(f"  {line}")
+    ctx.exit()
+
+
 @click.group(cls=CommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="autonvtx", prog_name="autonvtx")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=print_version,
+    help="Show the version and which native parts are built, then exit.",
+)
 def cli() -> None:
     """NVTX ranges on any Python program's own functions, without touching its source."""

@@ -14,9 +14,12 @@ from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.errors import UsageError
 
 
-@cli.group("kernel", context_settings={"help_option_names": ["-h", "--help"]})
-def kernel_group() -> None:
+@cli.group("kernel", invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+def kernel_group(ctx: click.Context) -> None:
     """Jupyter kernels that run under autonvtx."""
+    if ctx.invoked_subcommand is None:  # `autonvtx kernel` alone: what it offers, not an error
+        click.echo(ctx.get_help())
 
 
 @kernel_group.command("install")
@@ -24,7 +27,9 @@ def kernel_group() -> None:
     "--name", default="autonvtx", show_default=True, metavar="N", help="The kernelspec's name (a directory name)."
 )
 @click.option(
-    "--display-name", metavar="TEXT", help="What the notebook's kernel menu shows (default: 'Python (autonvtx)')."
+    "--display-name",
+    metavar="TEXT",
+    help="What the notebook's kernel menu shows (default: 'Python (autonvtx)'; with --name N, 'Python (autonvtx: N)').",
 )
 @rule_options
 @click.option(
@@ -58,8 +63,9 @@ def install_command(
     with these rules: pick it in a notebook and every session is recorded (--trace DIR) or
     profiled by Nsight Systems (--nsys). With no rule options, each session reads the
     autonvtx.toml beside the notebook; `-t __main__` selects the functions cells define."""
-    from autonvtx.kernel import install_spec, kernel_spec
+    from autonvtx.kernel import check_name, install_spec, kernel_spec
 
+    check_name(name)  # before anything is read, made or replaced
     args = rule_args(rules)
     if args:
         rules.load()  # bad rules stop here, not in a kernel that dies where nobody reads its stderr

@@ -85,8 +85,7 @@ def start_run(
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None
     config = rules.load(captures=captures, near=near)
-    if verbose:
-        say_where_rules_came_from(config, rules, near)
+    say_where_rules_came_from(config, rules, near, verbose=verbose)
     plugins: list[Plugin] = []
     if config.plugins:
         # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
@@ -113,6 +112,12 @@ def start_run(
     except AutonvtxError:
         if session is not None:
             session.cancel()
+        # "No module named X" is the whole story: no warning follows about patterns that never
+        # had a chance to match.
+        from autonvtx.control import installed
+
+        for instrumentation in installed():
+            atexit.unregister(instrumentation.print_report)
         raise
     say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
     if outputs is None:
@@ -145,20 +150,21 @@ def flight_settings(
     return Flight(range=flight, factor=factor, keep=keep, max_files=most, warmup=warmup)
 
 
-def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None) -> None:
-    """-v: the config files discovery found, or, when rules were given, the ones it left unread
-    (a `-t` run beside an autonvtx.toml silently used other domains and exclusions)."""
+def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None, *, verbose: int) -> None:
+    """When rules were given, the config files discovery left unread, in one line (a `-t` run
+    beside an autonvtx.toml silently used other domains and exclusions); -v: also the ones it found."""
     if not (rules.configs or rules.presets or rules.targets):
-        if config.sources:
+        if config.sources and verbose:
             print(f"autonvtx: rules from {', '.join(config.sources)}", file=sys.stderr)  # found, not given
         return
     from autonvtx.configfile import discover
 
-    unread = [path for _, path in discover(".", near)]
+    given = {os.path.realpath(path) for path in rules.configs}
+    unread = [path for _, path in discover(".", near) if os.path.realpath(path) not in given]
     if unread:
         print(
-            f"autonvtx: rules from the command line only: {', '.join(unread)} not read (a config is"
-            " discovered only without --config, --preset and -t; add --config to use it too)",
+            f"autonvtx: note: {', '.join(unread)} not read: rules were given (a config is discovered only"
+            " without --config, --preset and -t; add --config to use it too)",
             file=sys.stderr,
         )
 

@@ -20,10 +20,31 @@ from autonvtx.report.render import check_writable
 
 DEFAULT_OUTPUT = "autonvtx-profile"
 
+# `autonvtx run`'s recorder outputs, which a newcomer gives profile too.
+_RUN_OUTPUTS = ("--trace", "--summary", "--buffer-mb", "--keep", "--keep-last")
+
+
+class ProfileCommand(RunCommand):
+    """`run`'s parsing; `run`'s recorder options are refused with what profile writes instead
+    (click would suggest unrelated options of similar spelling)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as error:
+            if error.option_name not in _RUN_OUTPUTS:
+                raise
+            raise click.UsageError(
+                f"{error.option_name} is `autonvtx run`'s (autonvtx's own recorder); profile records with"
+                " Nsight Systems and writes OUT.nsys-rep and OUT.sqlite (-o OUT, default"
+                f" {DEFAULT_OUTPUT}), then prints their table",
+                ctx,
+            ) from None
+
 
 @cli.command(
     "profile",
-    cls=RunCommand,
+    cls=ProfileCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
     short_help="Run a program under Nsight Systems with NVTX ranges, then print time per range.",
 )
@@ -54,6 +75,12 @@ DEFAULT_OUTPUT = "autonvtx-profile"
     " nsys then records only that window. Python 3.12+.",
 )
 @click.option("--no-children", is_flag=True, help="Leave child processes alone (as `run --no-children`).")
+@click.option(
+    "--budget",
+    metavar="PCT",
+    help="As `run --budget`: ranges costing more than PCT% of their function's time, measured under"
+    " nsys, are turned off.",
+)
 @click.option("-v", "--verbose", count=True, help="As `run -v`.")
 @click.option("--tree", is_flag=True, help="Report: show the nesting of ranges.")
 @click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Report: one table per group.")
@@ -66,6 +93,7 @@ def profile(
     rules: RuleArgs,
     captures: tuple[str, ...],
     no_children: bool,
+    budget: str | None,
     verbose: int,
     tree: bool,
     by: str | None,
@@ -90,7 +118,12 @@ def profile(
     if target is None:
         raise UsageError("profile: missing SCRIPT, -m MODULE or -c CODE (see 'autonvtx profile --help')")
     config = rules.load(captures=captures)  # bad rules stop us before nsys starts
+    if budget is not None:
+        from autonvtx.budget import parse_percent
+
+        parse_percent(budget)  # a bad one stops us before nsys starts
     check_script(target)
+    check_module(target)
     capture = any(region.capture is not None for region in config.regions)
     nsys = nsight.find_nsys()
     outputs = nsight.report_paths(output)
@@ -107,7 +140,7 @@ def profile(
             nsight.unlink_links(outputs)
         except OSError as error:
             raise UsageError(f"profile: -o '{output}': cannot replace {error.filename} ({error.strerror})") from None
-    run_command = inner_run_command(rules, captures, no_children, verbose, target)
+    run_command = inner_run_command(rules, captures, no_children, verbose, target, budget)
     plan = nsight.plan_profile(
         nsys,
         output=output,
@@ -126,6 +159,47 @@ def profile(
     raise SystemExit(status)
 
 
+def check_module(target: tuple[str, str, tuple[str, ...]]) -> None:
+    """`-m MODULE` that cannot be found stops us before nsys starts, as a missing script does.
+    Found without running any package's code where the path alone finds it (the rules may
+    select the package); a submodule the path does not show (a package that extends its
+    __path__) is looked for by Python itself, in a process of its own, before refusing."""
+    kind, name, _ = target
+    if kind != "module" or name.startswith("."):
+        return
+    import importlib.machinery
+    import importlib.util
+
+    saved = sys.path[0] if sys.path else None
+    # As `python -m` sees it: the working directory first.
+    sys.path[:1] = [os.getcwd()]
+    try:
+        top, _, rest = name.partition(".")
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return  # the run says why, worded as Python words it
+        for part in rest.split(".") if rest else ():
+            if spec is None or spec.submodule_search_locations is None:
+                break
+            spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    finally:
+        if saved is not None:
+            sys.path[0] = saved
+    if spec is not None or (rest and _found_by_python(name)):
+        return
+    raise UsageError(f"profile: -m {name}: No module named {name}; expected a module Python can import from here")
+
+
+def _found_by_python(name: str) -> bool:
+    # Imports the parent packages, as `python -m` would, in a process of its own.
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
+    try:
+        return subprocess.run([sys.executable, "-c", probe, name], capture_output=True, timeout=300).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # cannot tell: the run will say
+
+
 _START = "import sys; sys.path[0] = {home!r}; from autonvtx.cli import main; main()"
 
 
@@ -137,7 +211,12 @@ def _package_home() -> str:
 
 
 def inner_run_command(
-    rules: RuleArgs, captures: Sequence[str], no_children: bool, verbose: int, target: tuple[str, str, tuple[str, ...]]
+    rules: RuleArgs,
+    captures: Sequence[str],
+    no_children: bool,
+    verbose: int,
+    target: tuple[str, str, tuple[str, ...]],
+    budget: str | None = None,
 ) -> list[str]:
     """`autonvtx run ...` with this interpreter and this autonvtx (a fresh venv needs no autonvtx
     on PATH). Not `python -m autonvtx`: -m puts the working directory first on sys.path, and
@@ -159,6 +238,8 @@ def inner_run_command(
         command.append(f"--engine={rules.engine}")
     if no_children:
         command.append("--no-children")
+    if budget is not None:
+        command.append(f"--budget={budget}")
     if verbose:
         command.append("-" + "v" * verbose)
     kind, value, args = target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -22,8 +23,13 @@ from autonvtx.errors import UsageError
     metavar="PATH",
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
+@click.option(
+    "--pair",
+    type=click.Choice(["backward"]),
+    help="backward: each module's forward and backward ranges side by side (torch backward_modules).",
+)
 @view_options
-def summary_command(trace: str, output: str | None, **view: Any) -> None:
+def summary_command(trace: str, output: str | None, pair: str | None, **view: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
@@ -39,10 +45,23 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     if output is not None:
         check_summary_path("summary: -o", output)
     options = make_view_options(view)
+    top = options.top
+    if pair is not None:  # --top counts pairs, not the rows they are made of
+        options = dataclasses.replace(options, top=None)
     recordings = read_trace(trace)
     # The same function `report` reads a recording's figures with: one table, one set of numbers.
     stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
     notes = summary_notes(recordings) + ([empty] if empty else [])
+    if pair is not None:
+        from autonvtx.report.pairing import backward_pairs, pairs_text
+        from autonvtx.report.render import write_text_file
+
+        table = pairs_text(backward_pairs(stats)[:top])
+        if output is None:
+            click.echo(table, nl=False)
+        else:
+            write_text_file(output, table)
+        return
     if output is None:
         rendering = Rendering(width=terminal_width(sys.stdout), color=use_color(sys.stdout))
         click.echo(render("summary", "text", SummaryDocument(stats, notes, empty), rendering), nl=False)

@@ -211,6 +211,12 @@ def flight_options(command: Any) -> Any:
     help="Under torchrun, Slurm or MPI, instrument and record only these ranks ('0,3', '0-3'); "
     "the others run untouched.",
 )
+@click.option(
+    "--budget",
+    metavar="PCT",
+    help="Turn off the ranges of functions whose range costs more than PCT% of their own time,"
+    " measured over their first 100 calls with the attached tool (e.g. 2); named at exit.",
+)
 def run(
     rules: RuleArgs,
     verbose: int,
@@ -227,6 +233,7 @@ def run(
     flight_keep: int,
     flight_max: int,
     flight_warmup: int,
+    budget: str | None,
     **table: Any,
 ) -> TargetRun:
     """Run SCRIPT (or -m MODULE, or -c CODE) as `python` would, with NVTX ranges.
@@ -239,6 +246,10 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     target = click.get_current_context().meta.get(TARGET_KEY)
+    if budget is not None:
+        from autonvtx.budget import arm_option
+
+        arm_option(budget, verbose)
     return start_run(
         target,
         rules=rules,

@@ -49,6 +49,7 @@ OPTIONS = {
     "--flight-keep": ("flight_keep", INTEGER),
     "--flight-max": ("flight_max", INTEGER),
     "--flight-warmup": ("flight_warmup", INTEGER),
+    "--budget": ("budget", VALUE),
 }
 
 # The parameters click passes for these options (and --summary, left to click) when none is given.
@@ -73,6 +74,7 @@ DEFAULTS: dict[str, Any] = {
     "flight_keep": 10,
     "flight_max": 20,
     "flight_warmup": 5,
+    "budget": None,
 }
 
 

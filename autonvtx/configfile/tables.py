@@ -7,6 +7,7 @@ import os
 import re
 
 from autonvtx.config import (
+    COROUTINE_MODES,
     Region,
     Rule,
     Scalar,
@@ -30,7 +31,18 @@ SETTINGS_KEYS = ("domain", "message", "color", "engine")
 # `autonvtx presets` prints; `presets` names presets the file builds on (as --preset does);
 # `plugins` and the `plugin` table configure framework plugins.
 TABLE_KEYS = SETTINGS_KEYS + ("description", "presets", "plugins", "plugin")
-RULE_KEYS = ("modules", "include", "exclude", "color", "domain", "category", "message", "builtins")
+RULE_KEYS = (
+    "modules",
+    "include",
+    "exclude",
+    "color",
+    "domain",
+    "category",
+    "message",
+    "builtins",
+    "coroutine",
+    "shapes",
+)
 
 
 class FileConfig:
@@ -176,7 +188,9 @@ def builtin_plugins() -> list[str]:
         names = os.listdir(folder)
     except OSError:
         return []
-    return sorted(name[:-3] for name in names if name.endswith(".py") and not name.startswith("_"))
+    modules = [name[:-3] for name in names if name.endswith(".py")]
+    packages = [name for name in names if os.path.isfile(os.path.join(folder, name, "__init__.py"))]
+    return sorted(name for name in modules + packages if not name.startswith("_"))
 
 
 def plugin_name_problem(name: str) -> str | None:
@@ -239,12 +253,20 @@ def _rule_fields(path: str, loc: str, table: dict[str, Any], problems: Problems)
         if key in table:
             with problems.collect():
                 fields[key] = _string_key(path, f"{loc}.{key}", key, table[key])
-    if "builtins" in table:
-        builtins = table["builtins"]
-        if isinstance(builtins, bool):
-            fields["builtins"] = builtins
+    if "coroutine" in table:
+        mode = table["coroutine"]
+        if mode in COROUTINE_MODES:
+            fields["coroutine"] = mode
         else:
-            problems.add(f"{path}: {loc}.builtins: expected true or false, got {describe_value(builtins)}")
+            expected = " or ".join(f'"{m}"' for m in COROUTINE_MODES)
+            problems.add(f"{path}: {loc}.coroutine: expected {expected}, got {describe_value(mode)}")
+    for key in ("builtins", "shapes"):
+        if key in table:
+            flag = table[key]
+            if isinstance(flag, bool):
+                fields[key] = flag
+            else:
+                problems.add(f"{path}: {loc}.{key}: expected true or false, got {describe_value(flag)}")
     return fields
 
 

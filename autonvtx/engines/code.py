@@ -73,7 +73,7 @@ class CodeEngine:
             setting = self._config.color_setting(rule)
             ruled = self._rule_styles[id(rule)] = (self._styled(rule, module), setting == "auto")
         (style, domain, color, category), auto = ruled
-        if style.message != "{qualname}":
+        if style.message != "{qualname}" or rule.shapes:
             return None
         if auto:
             color = auto_color(module)  # what Config.style() gives this module

@@ -19,6 +19,7 @@ import _thread
 import types
 
 from autonvtx import ranges
+from autonvtx.forklocks import renewed_in_fork_child
 
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ class CoroutineCodes:
     def __init__(self) -> None:
         self._monitor: ranges.CodeMonitor | None = None
         self.refused: str | None = None  # why no monitor could be installed (or restore() ran)
-        self._lock = _thread.allocate_lock()  # never held while the program's code runs
+        # Never held while the program's code runs; free again in a fork child.
+        self._lock = renewed_in_fork_child(_thread.allocate_lock())
 
     def give_range(self, func: Any, qualname: str, message: str, domain: str, color: int, category: int) -> bool:
         """Give every run of the code of `func` (a plain coroutine or async generator function,

@@ -23,13 +23,14 @@ else:  # wrapt's wrapper types only: the rest of wrapt 2.x costs start-up (see w
 
     wrapt = load_wrapt()
 
-from autonvtx import ranges
+from autonvtx import ranges, resumptions, shapes
 from autonvtx.config import Config, Rule, auto_color
 from autonvtx.engines import RANGE_MARK, is_marked, key_of
 from autonvtx.engines.wraptcore import (
     PROTOCOLS_FUNCTIONS_LACK as _PROTOCOLS_FUNCTIONS_LACK,  # noqa: F401
     lacking_what_functions_lack,
 )
+from autonvtx.forklocks import renewed_in_fork_child
 from autonvtx.moduledicts import module_dict as _module_dict
 
 # inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR: on 3.12+ the code flags of functions
@@ -170,7 +171,7 @@ class WrapEngine:
         self._pending: dict[Any, list[tuple[weakref.ref[types.ModuleType], str]]] = {}
         # Guards only the dicts above; never held while anything else runs (no imports, no
         # user code), so it cannot take part in an import deadlock.
-        self._lock = _thread.allocate_lock()
+        self._lock = renewed_in_fork_child(_thread.allocate_lock())
         self._coroutines: CoroutineCodes | None = None  # made for the first coroutine function
 
     def wrapped_count(self) -> int:
@@ -204,7 +205,10 @@ class WrapEngine:
             self._pending.pop(func, None)  # every reference runs its code: nothing to rebind
             return None
         wrapper = None
-        if _make_ranged is not None and type(func) is types.FunctionType:
+        if rule.shapes and not resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0)):
+            # A range named per call by its arguments' shapes (a dict look-up once seen).
+            wrapper = RangeWrapper.for_function(func, shapes.wrapper(style, message))
+        elif _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
         # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
         # no native client (or one built from older sources, without ranged_wrapper).
@@ -237,8 +241,8 @@ class WrapEngine:
         per rule and color; None for a message other than the name, or no native client."""
         if (walk := self._walk_function) is False:
             walk = self._walk_function = ranges.uniform_walk_function()
-        if walk is None or _RangedFunctionWrapper is None:
-            return None
+        if walk is None or _RangedFunctionWrapper is None or rule.shapes:
+            return None  # shapes: apply() makes each function's wrapper
         ruled = self._rule_styles.get(id(rule))
         if ruled is None:
             setting = self._config.color_setting(rule)

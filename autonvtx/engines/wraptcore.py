@@ -22,6 +22,8 @@ import os
 import sys
 import types
 
+from autonvtx.forklocks import renewed_in_fork_child
+
 TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
 if TYPE_CHECKING:
     from typing import Any
@@ -32,7 +34,8 @@ _CORE = "wrapt.__wrapt__"
 # `inspect` (about 8 ms of start-up on 3.11, issue 24); the C types are the ones `__wrapt__`
 # hands on, unless WRAPT_DISABLE_EXTENSIONS asks for the Python ones.
 _C_TYPES = "wrapt._wrappers"
-_lock = _thread.RLock()  # threading.RLock's, without importing threading (start-up)
+# threading.RLock's, without importing threading (start-up); free again in a fork child
+_lock = renewed_in_fork_child(_thread.RLock())
 
 
 def load_wrapt() -> types.ModuleType:

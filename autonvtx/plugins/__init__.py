@@ -17,7 +17,8 @@ options table of scalars::
     layer_paths = true                  # read by the plugin as context.options["layer_paths"]
 
 Names are validated like every key: an unknown short name is an error with a "did you
-mean". Plugin modules are imported before the target runs (an import error or a missing
+mean", and so is an option its module's `OPTIONS` (option -> type) does not declare, or a
+value of another type. Plugin modules are imported before the target runs (an import error or a missing
 `TRIGGER`/`activate` stops autonvtx with exit status 2), so a plugin module must be light:
 import the framework in `activate`, never at module level.
 
@@ -26,6 +27,7 @@ Writing a plugin
 A plugin module defines::
 
     TRIGGER: str   # the framework module, e.g. "torch"
+    OPTIONS: dict[str, type]   # optional: its options table's keys and types, checked at start
 
     def activate(framework: types.ModuleType, context: autonvtx.plugins.PluginContext) -> None:
         ...
@@ -111,8 +113,8 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from autonvtx.config import Config, RangeStyle, Rule, Scalar
-from autonvtx.errors import ConfigError
+from autonvtx.config import COMMAND_LINE_ORIGIN, Config, RangeStyle, Rule, Scalar
+from autonvtx.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
     from autonvtx import ranges
@@ -167,9 +169,33 @@ def load_plugins(config: Config) -> list[Plugin]:
             )
         if not callable(activate):
             raise ConfigError(f"plugin {name!r}: {target}.activate: expected a function")
+        check_options(config, name, getattr(module, "OPTIONS", None))
         plan = getattr(module, "plan", None)
         plugins.append(Plugin(name, trigger, activate, plan if callable(plan) else None))
     return plugins
+
+
+def check_options(config: Config, name: str, schema: Mapping[str, type] | None) -> None:
+    """The plugin's `[autonvtx.plugin.<name>]` table against the options its module declares
+    (`OPTIONS`, option -> type): an unknown key or a value of another type is a ConfigError, as
+    everywhere else in a config. A plugin that declares none reads its table itself."""
+    if not isinstance(schema, Mapping):
+        return
+    files = [source for source in config.sources if source != COMMAND_LINE_ORIGIN]
+    where = f"{' or '.join(dict.fromkeys(files))}: " if files else ""
+    for key, value in config.options_for(name).items():
+        expected = schema.get(key)
+        if expected is None:
+            raise ConfigError(
+                f"{where}autonvtx.plugin.{name}.{key}: unknown option; expected one of"
+                f" {', '.join(sorted(schema))}" + did_you_mean(key, sorted(schema))
+            )
+        if type(value) is not expected:
+            raise ConfigError(f"{where}autonvtx.plugin.{name}.{key}: expected {_type_word(expected)}, got {value!r}")
+
+
+def _type_word(kind: type) -> str:
+    return {bool: "true or false", str: "a string", int: "an integer", float: "a number"}.get(kind, kind.__name__)
 
 
 class PluginContext:

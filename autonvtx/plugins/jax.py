@@ -41,12 +41,12 @@ if TYPE_CHECKING:
 
 TRIGGER = "jax"
 
-_OPTIONS: dict[str, type] = {"sync": bool, "domain": str}
+OPTIONS: dict[str, type] = {"sync": bool, "domain": str}
 
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     jax = framework
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     domain = options.get("domain")
     _patch_jit(jax, context, context.style(domain=domain, category="jit", module="jax"))
     if options.get("sync", True):
@@ -55,7 +55,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     entries = [("jax", "jit", "each dispatch of a function it makes, named 'jit(name)'")]
     if options.get("sync", True):
         entries += [

@@ -41,12 +41,12 @@ if TYPE_CHECKING:
 
 TRIGGER = "keras"
 
-_OPTIONS: dict[str, type] = {"layers": bool, "optimizer": bool, "training": bool, "domain": str}
+OPTIONS: dict[str, type] = {"layers": bool, "optimizer": bool, "training": bool, "domain": str}
 
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     keras = framework
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     domain = options.get("domain")
     executing = _executing_function(keras, context)
     layer_module = sys.modules.get("keras.src.layers.layer")
@@ -83,7 +83,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
     keras = framework
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     entries: list[tuple[str, str, str]] = []
     if options.get("layers", True):
         entries.append(("keras.src.layers.layer", "Layer.__call__", "every executed layer call, named 'path (Class)'"))

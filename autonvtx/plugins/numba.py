@@ -41,12 +41,12 @@ if TYPE_CHECKING:
 
 TRIGGER = "numba.cuda"
 
-_OPTIONS: dict[str, type] = {"launch_config": bool, "transfers": bool, "domain": str}
+OPTIONS: dict[str, type] = {"launch_config": bool, "transfers": bool, "domain": str}
 
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
     cuda = framework
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     domain = options.get("domain")
     launches = LaunchNamer(
         context,
@@ -64,7 +64,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     naming = "'kernel[grid, block]'" if options.get("launch_config", False) else "'kernel'"
     if _is_simulator(framework):
         entries = [

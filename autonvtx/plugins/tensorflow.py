@@ -42,11 +42,11 @@ if TYPE_CHECKING:
 
 TRIGGER = "tensorflow"
 
-_OPTIONS: dict[str, type] = {"functions": bool, "gradients": bool, "datasets": bool, "domain": str}
+OPTIONS: dict[str, type] = {"functions": bool, "gradients": bool, "datasets": bool, "domain": str}
 
 
 def activate(framework: types.ModuleType, context: PluginContext) -> None:
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     domain = options.get("domain")
     eager = _executing_eagerly_function()
     if eager is None:
@@ -65,7 +65,7 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
 
 def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str, str, str]]:
     """What activate() would range, for `autonvtx list`."""
-    options = context.read_options(_OPTIONS)
+    options = context.read_options(OPTIONS)
     return [
         (module, f"{cls_name}.{attr}", f"when executing eagerly, named {example}")
         for option, module, cls_name, attr, _, name_of in _TARGETS

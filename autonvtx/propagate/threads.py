@@ -48,7 +48,7 @@ def install() -> None:
     if threading is None:
         sys.meta_path.insert(0, _finder)
         # The main thread's NVTX name now, as threading will call it (only threading renames it).
-        _name_for_nvtx(_thread.get_native_id(), "MainThread")
+        _name_for_nvtx(_thread.get_native_id(), _main_thread_name("MainThread"))
     else:
         _patch(threading)
 
@@ -128,9 +128,18 @@ def name_thread(thread: threading.Thread, tid: int) -> None:
     try:
         if thread is not sys.modules["threading"].main_thread():  # imported: `thread` is its
             set_os_thread_name(tid, name)
+        else:
+            name = _main_thread_name(name)
     except Exception:  # a name is a nicety: never break the program's thread
         pass
     _name_for_nvtx(tid, name)
+
+
+def _main_thread_name(name: str) -> str:
+    """The main thread's NVTX name, with the process's rank in a distributed job ("rank 1: MainThread")."""
+    from autonvtx.ranks import detect_rank, label_thread_with_rank
+
+    return label_thread_with_rank(name, detect_rank())
 
 
 def _name_for_nvtx(tid: int, name: str) -> None:

@@ -39,6 +39,11 @@ _RANK = re.compile(r"\brank (\d+)\b")
 _WORD = "A-Za-z0-9\u0080-\U0010ffff"
 _NUMBER = re.compile(rf"(?<![{_WORD}])(?<![0-9]-)(?:0[xX][0-9A-Fa-f]+|[0-9]+)(?![{_WORD}])(?!-[0-9])")
 NUMBER_PLACEHOLDER = "{n}"
+# The shapes and dtypes a range's name ends with (autonvtx.shapes: `mm [32x128 float64, 128x64
+# float64]`): one row per function unless --each, as numbers are. The exporter's rule is the same.
+_DIMS_DTYPE = r"(?:scalar|[0-9]+(?:x[0-9]+)*) [A-Za-z_][A-Za-z0-9_.]*"
+_SHAPES = re.compile(rf" \[{_DIMS_DTYPE}(?:, {_DIMS_DTYPE})*\]\Z")
+SHAPES_PLACEHOLDER = " [{shapes}]"
 
 
 @dataclass(frozen=True)
@@ -109,8 +114,12 @@ def check_sort(sort: str, available: Sequence[str], source: str) -> None:
 
 
 def name_template(name: str) -> str:
-    """``step 17`` -> ``step {n}``, ``epoch 3 step 17`` -> ``epoch {n} step {n}``: the row a name
-    falls in unless --each; names without a number stay as they are."""
+    """``step 17`` -> ``step {n}``, ``epoch 3 step 17`` -> ``epoch {n} step {n}``, ``mm [32x8
+    float32]`` -> ``mm [{shapes}]``: the row a name falls in unless --each; names without a
+    number or shapes stay as they are."""
+    shaped = _SHAPES.search(name)
+    if shaped is not None:
+        return _NUMBER.sub(NUMBER_PLACEHOLDER, name[: shaped.start()]) + SHAPES_PLACEHOLDER
     return _NUMBER.sub(NUMBER_PLACEHOLDER, name)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from autonvtx.recorder.view import View, arrange
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
+from autonvtx.report.straggler import Straggler, find_straggler, from_communication
+from autonvtx.report.timelines import Timeline
 from autonvtx.report.views import group_order
 
 _NUMBER = re.compile(r"(\d+)")
@@ -102,37 +104,21 @@ class Spread:
     rows: list[SpreadRow]
     notes: list[str] = field(default_factory=list)
 
+    timelines: dict[str, Timeline] = field(default_factory=dict)  # per rank: when it reached and left each range
+
     def straggler(self) -> Straggler | None:
-        """The rank that spent the most time beyond the median rank, summed over the ranges.
-
-        Ranges mostly made of communication kernels are left out: there the fast ranks wait for
-        the slow one, so the longest time marks a rank that waited, not the one it waited for.
-        """
-        excess: Counter[str] = Counter()
-        slowest: Counter[str] = Counter()
-        for row in self.rows:
-            if len(row.ranks) < 2 or row.lost_ns <= 0 or row.is_communication():
-                continue
-            middle = row.median
-            for value in row.ranks:
-                if value.ns > middle:
-                    excess[value.rank] += int(value.ns - middle)
-            slowest[row.slowest.rank] += 1
-        if not excess:
-            return None
-        most = max(excess.values())
-        rank = min((r for r, ns in excess.items() if ns == most), key=group_order)
-        return Straggler(rank, most, slowest[rank], sum(slowest.values()))
-
-
-@dataclass(frozen=True)
-class Straggler:
-    """The rank the others wait for: its time beyond the median rank, and in how many ranges it was slowest."""
-
-    rank: str
-    excess_ns: int
-    slowest_in: int
-    compared: int  # ranges held by several ranks, other than communication
+        """The rank the others wait for, its function and why (see report.straggler). With NCCL
+        kernels the ranks wait on the GPU, inside the communication ranges; else in CPU ranges that
+        end together. A communication range is never the function: there a rank waits, it does not work."""
+        ranks = {row.name: {v.rank: float(v.ns) for v in row.ranks} for row in self.rows}
+        communication = {row.name for row in self.rows if row.is_communication()}
+        if communication:
+            waits = {name: ranks[name] for name in communication}
+            work = {name: found for name, found in ranks.items() if name not in communication}
+            found = from_communication(waits, work, self.ranks)
+            if found is not None:
+                return found
+        return find_straggler(self.timelines, communication.__contains__)
 
 
 def rank_labels(summaries: Sequence[Summary]) -> list[dict[str, str]]:
@@ -160,15 +146,32 @@ def rank_labels(summaries: Sequence[Summary]) -> list[dict[str, str]]:
     return mapped
 
 
+def _without_rank(mapped: list[dict[str, str]]) -> set[str]:
+    """Labels of processes that hold no rank, where others do: left out of the view (a launcher
+    captured with its ranks is not a rank; its time would make it the slowest)."""
+    labels = {label for labels in mapped for label in labels.values()}
+    if not any(label.startswith("rank ") for label in labels):
+        return set()
+    return {label for label in labels if not label.startswith("rank ")}
+
+
 def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
     has_gpu = any(s.has_gpu for s in summaries)
     per_name: dict[str, dict[str, tuple[Measures, Overlap | None]]] = {}
     ranks: set[str] = set()
-    for summary, labels in zip(summaries, rank_labels(summaries)):
+    timelines: dict[str, Timeline] = {}
+    mapped = rank_labels(summaries)
+    left_out = _without_rank(mapped)
+    for summary, labels in zip(summaries, mapped):
+        for group, timeline in summary.timelines.items():
+            if group in labels and labels[group] not in left_out:
+                timelines.setdefault(labels[group], Timeline()).merge(timeline)
         for (group, name), measures in summary.ranges.items():
             if pattern is not None and not name_matches(name, pattern):
                 continue
             rank = labels[group]
+            if rank in left_out:
+                continue
             ranks.add(rank)
             per_name.setdefault(name, {})[rank] = (measures, summary.overlap.get((group, name)))
     rows = []
@@ -182,12 +185,18 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
         rows.append(SpreadRow(name, "gpu" if uses_gpu else "cpu", values))
     ordered = sorted(ranks, key=group_order)
     notes = []
+    if left_out:
+        notes.append(
+            f"left out, holding no rank: {', '.join(sorted(left_out, key=group_order))} (a launcher, or a "
+            "process of the job that is not one of its ranks); ranks are the processes whose launcher gave "
+            "them one (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID)"
+        )
     if len(ordered) < 2:
         notes.append(
             f"only one rank found ({ordered[0] if ordered else 'none'}): nothing to compare across; "
             "give one export holding several processes, several rank files, or a merged trace"
         )
-    return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes)
+    return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes, timelines)
 
 
 def order_spread(rows: Sequence[SpreadRow], sort: str | None, top: int | None) -> list[SpreadRow]:

@@ -13,7 +13,7 @@ from autonvtx.report.gather import describe
 from autonvtx.report.table import Line, build_table
 from autonvtx.report.text import format_duration, note_lines, printable
 
-SCHEMA = "autonvtx-across-ranks/1"
+SCHEMA = "autonvtx-across-ranks/2"  # 2: the straggler names its function and why
 
 
 def _overlap_cells(row: SpreadRow) -> list[str]:
@@ -40,11 +40,8 @@ def format_text(view: Spread, rows: Sequence[SpreadRow], width: int | None = Non
     ]
     straggler = view.straggler()
     if straggler is not None:
-        out.append(
-            f"straggler: {straggler.rank} ({format_duration(straggler.excess_ns)} beyond the median rank over all ranges; "
-            f"slowest in {straggler.slowest_in} of {straggler.compared} ranges"
-            + (", communication ranges left out)" if view.has_gpu else ")")
-        )
+        function = f", `{printable(straggler.function)}`" if straggler.function else ""
+        out.append(f"straggler: {straggler.rank}{function} ({printable(straggler.why)})")
     headers = ["Min", "Median", "Max", "Lost", "Imbalance", "Slowest"]
     if view.has_gpu:
         headers += ["NCCL", "Overlapped", "Exposed"]
@@ -108,9 +105,14 @@ def format_json(view: Spread, rows: Sequence[SpreadRow]) -> str:
         if straggler is None
         else {
             "rank": straggler.rank,
-            "excess_ns": straggler.excess_ns,
-            "slowest_in": straggler.slowest_in,
-            "compared": straggler.compared,
+            "function": straggler.function,
+            "why": straggler.why,
+            "method": straggler.method,
+            "waited_ns": straggler.waited_ns,
+            "late_in": straggler.late_in,
+            "synchronising": straggler.synchronising,
+            "sync_range": straggler.sync_range,
+            "function_excess_ns": straggler.function_excess_ns,
         },
         "ranges": [record(row) for row in rows],
         "notes": view.notes,

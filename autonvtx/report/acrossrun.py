@@ -33,7 +33,9 @@ class AcrossRequest:
 
 
 def produce_across(request: AcrossRequest) -> str:
-    jobs = [Job(path, "rank", request.strip_ids, overlap=True, each=request.each) for path in request.files]
+    jobs = [
+        Job(path, "rank", request.strip_ids, overlap=True, each=request.each, timeline=True) for path in request.files
+    ]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     view = spread(summaries, request.pattern)

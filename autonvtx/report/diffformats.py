@@ -13,7 +13,7 @@ from autonvtx.report.gather import describe
 from autonvtx.report.table import Line, build_table
 from autonvtx.report.text import format_duration, group_heading, note_lines, printable
 
-SCHEMA = "autonvtx-diff/1"  # named as the report's and the summary's are
+SCHEMA = "autonvtx-diff/2"  # named as the report's are; 2: verdict "unclear", ratio_interval for interval_ns
 
 
 def _signed(ns: float) -> str:
@@ -27,6 +27,15 @@ def _count(value: float) -> str:
 
 def _ratio(row: DiffRow) -> str:
     return "-" if row.ratio is None else f"{row.ratio:.3f}x"
+
+
+def _interval(row: DiffRow) -> str:
+    if row.interval is None:
+        return "-"
+    low, high = row.interval
+    if high == float("inf"):
+        return "unbounded"
+    return f"{low:.3f}-{high:.3f}"
 
 
 def _p(row: DiffRow) -> str:
@@ -47,6 +56,7 @@ def _cells(row: DiffRow, has_gpu: bool) -> list[str]:
         format_duration(int(round(_metric(row.new, row.metric)))),
         _signed(row.change_ns),
         _ratio(row),
+        _interval(row),
         _p(row),
         f"{_count(row.base.instances)} -> {_count(row.new.instances)}",
     ]
@@ -68,10 +78,12 @@ def format_text(diff: Diff, rows: Sequence[DiffRow], width: int | None = None) -
         f"runs: {len(diff.base_files)} base, {len(diff.new_files)} new; times are means per run "
         f"({'GPU time where a range launched GPU work, else CPU time' if diff.has_gpu else 'CPU time'})",
         f"test: {diff.test}",
+        f"noise model: {diff.noise_model}",
     ]
     counts = diff.counts()
     out.append(", ".join(f"{counts[v]} {v}" for v in counts))
-    headers = ["Verdict", "Metric", "Base", "New", "Change", "Ratio", "p", "Instances"]
+    interval = f"{100 * diff.options.confidence:g}% CI"
+    headers = ["Verdict", "Metric", "Base", "New", "Change", "Ratio", interval, "p", "Instances"]
     if diff.has_gpu:
         headers.append("Kernels")
     groups: dict[str, list[DiffRow]] = {}
@@ -115,11 +127,16 @@ def record(diff: Diff, row: DiffRow) -> dict[str, Any]:
         change_pct=None if pct is None else round(pct, 4),
         ratio=None if row.ratio is None else round(row.ratio, 6),
         p_value=row.p_value,
-        interval_ns=None if row.interval is None else list(row.interval),
+        ratio_interval=None if row.interval is None else [_finite(end) for end in row.interval],
         base=_side_record(row.base),
         new=_side_record(row.new),
     )
     return found
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no infinity: an unbounded end is null."""
+    return None if value == float("inf") else value
 
 
 def format_json(diff: Diff, rows: Sequence[DiffRow]) -> str:
@@ -132,6 +149,7 @@ def format_json(diff: Diff, rows: Sequence[DiffRow]) -> str:
         "tree": diff.tree,
         "test": {
             "description": diff.test,
+            "noise_model": diff.noise_model,
             "alpha": diff.options.alpha,
             "confidence": diff.options.confidence,
             "noise_pct_single_run": diff.options.noise_pct,
@@ -156,8 +174,8 @@ _CSV_COLUMNS = (
     "change_pct",
     "ratio",
     "p_value",
-    "interval_low_ns",
-    "interval_high_ns",
+    "ratio_low",
+    "ratio_high",
     "base_instances",
     "new_instances",
     "base_cpu_ns",

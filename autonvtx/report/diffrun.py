@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autonvtx.errors import UsageError
-from autonvtx.report.diff import Diff, DiffOptions, check_diff_sort, compare, order_rows, over_limit
+from autonvtx.report.diff import (
+    Diff,
+    DiffOptions,
+    DiffRow,
+    check_diff_sort,
+    compare,
+    order_rows,
+    over_limit,
+    unsure_over,
+)
 from autonvtx.report.gather import Job, Progress, gather, show_progress
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.renderers import DiffDocument, Rendering, render
@@ -35,15 +44,17 @@ class DiffRequest:
     skip_first: int = 0
     each: bool = False  # compare per recorded name; else by names with numbers as {n}, as report shows them
     width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
+    fail_unclear: bool = False  # --fail-over also fails on unclear rows that may have slowed beyond it
 
 
 @dataclass(frozen=True)
 class DiffResult:
-    """What the command prints, and whether --fail-over was crossed."""
+    """What the command prints, whether --fail-over was crossed, and what it could not rule out."""
 
     text: str | None
     diff: Diff
     failing: list[str]
+    unsure: list[str] = field(default_factory=list)  # unclear rows whose interval reaches beyond --fail-over
 
 
 def produce_diff(request: DiffRequest) -> DiffResult:
@@ -77,16 +88,28 @@ def produce_diff(request: DiffRequest) -> DiffResult:
         )
         tree_rows = order_rows(whole.rows, "change", request.pattern, None, True)
         _write(request.html, render("diff", "html", DiffDocument(diff, rows, tree_rows)))
-    failing = []
+    failing: list[str] = []
+    unsure: list[str] = []
     if request.fail_over is not None:
-        failing = [
-            f"{row.name}: {row.change_pct:+.1f}%" if row.change_pct is not None else row.name
-            for row in over_limit(diff, request.fail_over)
-        ]
+        failing = [_named_change(row) for row in over_limit(diff, request.fail_over)]
+        unsure = [_named_interval(row) for row in unsure_over(diff, request.fail_over)]
+        if request.fail_unclear:
+            failing, unsure = failing + unsure, []
     if request.output is not None:
         _write(request.output, text)
-        return DiffResult(None, diff, failing)
-    return DiffResult(text, diff, failing)
+        return DiffResult(None, diff, failing, unsure)
+    return DiffResult(text, diff, failing, unsure)
+
+
+def _named_change(row: DiffRow) -> str:
+    return row.name if row.change_pct is None else f"{row.name}: {row.change_pct:+.1f}%"
+
+
+def _named_interval(row: DiffRow) -> str:
+    if row.interval is None or row.interval[1] == float("inf"):
+        return f"{row.name}: unclear, interval unbounded"
+    low, high = (100.0 * (end - 1.0) for end in row.interval)
+    return f"{row.name}: unclear, {low:+.1f}% to {high:+.1f}%"
 
 
 def _check_output_paths(request: DiffRequest) -> None:

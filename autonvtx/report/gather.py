@@ -9,10 +9,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from autonvtx.report.profile import ReportOptions, read_profile
 from autonvtx.report.text import label  # how every view names a range: domain:name
+
+if TYPE_CHECKING:
+    from autonvtx.report.timelines import Timeline
 
 # Per range (or per path of ranges): instances, CPU ns, GPU ns, kernels, memory operations.
 Measures = tuple[int, int, int, int, int]
@@ -33,6 +36,7 @@ class Job:
     group: str = "name"  # --group class: a recording's rows folded per class
     skip_first: int = 0  # --skip-first: a recording's first N instances per thread left out
     each: bool = False  # --each: a row per recorded name; else numbers are folded into {n}
+    timeline: bool = False  # keep each rank's timeline (report --across ranks: the straggler)
 
 
 @dataclass
@@ -51,6 +55,7 @@ class Summary:
     paths: dict[tuple[str, ...], Measures] = field(default_factory=dict)
     overlap: dict[tuple[str, str], Overlap] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    timelines: dict[str, Timeline] = field(default_factory=dict)  # per group as read with --by rank
 
 
 def summarize(job: Job) -> Summary:
@@ -79,6 +84,10 @@ def summarize(job: Job) -> Summary:
 
         export = ensure_export(job.path) if is_report(job.path) else job.path  # read_profile exported it already
         summary.overlap = read_overlap(export, job.by, job.strip_ids, job.each)
+    if job.timeline:
+        from autonvtx.report.timelines import read_timelines
+
+        summary.timelines = read_timelines(report, job.path, job.strip_ids, job.each)
     return summary
 
 

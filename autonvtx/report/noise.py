@@ -1,106 +1,159 @@
-"""Is a change beyond run-to-run noise? Welch's t-test over per-run totals, standard library only."""
+"""Is a change beyond run-to-run noise? An exact rank test and a distribution-free interval, standard library only.
+
+The noise model is the one a benchmark on a shared machine can defend: runs are independent, and
+a change multiplies a side's run times (a busy machine slows a whole run; a slower function is
+slower by a factor). Nothing is assumed of the noise's shape: an outlier run counts as one rank,
+however far out it is, so it cannot hide a change (as it does in a t-test's variance) or fake one.
+
+- The test is the exact two-sided Wilcoxon-Mann-Whitney rank-sum test (Mann and Whitney 1947):
+  its p-value is the share of the C(m+n, m) ways to split the pooled runs into two sides whose
+  rank sum is at least as far from its mean as the one observed. Tied totals take their mean rank,
+  and the null distribution is counted for those tied ranks, so ties are exact too.
+- The change is the Hodges-Lehmann estimate of the ratio new / base (the median of the m x n
+  ratios of a new run to a base run) with its exact distribution-free confidence interval (order
+  statistics of the same ratios, Lehmann 1963), computed on log times: a shift of the logs is the
+  multiplicative change of the model above.
+"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import fmean, variance
+from functools import lru_cache
 
-TEST_NAME = "Welch's two-sided t-test over per-run totals"
+TEST_NAME = "exact Mann-Whitney rank test over per-run totals"
+NOISE_MODEL = (
+    "runs independent, a change multiplies run times; no assumption on the noise's shape (an outlier run is one rank)"
+)
+EXACT_LIMIT = 60  # pooled runs counted exactly; beyond, the normal approximation with the tie correction
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """A two-sample comparison: the change of the means, its p-value and confidence interval."""
+    """Two sides' per-run totals compared: p-value, the ratio new / base and its confidence interval."""
 
-    difference: float  # mean(new) - mean(base)
     p_value: float
-    low: float  # confidence interval of the difference
-    high: float
-    degrees: float
+    ratio: float | None  # Hodges-Lehmann: median of new/base over every pair of runs; None without positive totals
+    low: float | None  # confidence interval of the ratio; 0 and inf stand for unbounded
+    high: float | None
+    confidence: float  # the interval's achieved confidence (the exact distribution is discrete)
+    smallest_p: float  # the smallest p-value these numbers of runs can give
 
 
-def welch(base: list[float], new: list[float], confidence: float = 0.95) -> Comparison | None:
-    """Welch's t-test of mean(new) - mean(base); None when a side has fewer than two runs.
-
-    Welch (1947) does not assume equal variances: the runs of two builds often scatter
-    differently. Degrees of freedom by the Welch-Satterthwaite equation.
-    """
+def compare_runs(base: list[float], new: list[float], confidence: float = 0.95) -> Comparison | None:
+    """The test and the interval; None when a side has fewer than two runs."""
     if len(base) < 2 or len(new) < 2:
         return None
-    difference = fmean(new) - fmean(base)
-    spread_base = variance(base) / len(base)
-    spread_new = variance(new) / len(new)
-    error_squared = spread_base + spread_new
-    if error_squared == 0.0:
-        # Both sides repeat one value exactly: the difference is what it is, noise is nil.
-        p_value = 1.0 if difference == 0.0 else 0.0
-        return Comparison(difference, p_value, difference, difference, math.inf)
-    degrees = error_squared**2 / (spread_base**2 / (len(base) - 1) + spread_new**2 / (len(new) - 1))
-    error = math.sqrt(error_squared)
-    statistic = difference / error
-    p_value = student_two_sided(statistic, degrees)
-    margin = student_quantile(0.5 + confidence / 2, degrees) * error
-    return Comparison(difference, p_value, difference - margin, difference + margin, degrees)
+    p_value = rank_test(base, new)
+    smallest = smallest_p(len(base), len(new))
+    if any(value <= 0 for value in (*base, *new)):
+        # A run without the range (total 0) has no log: the rank test holds, the ratio does not.
+        return Comparison(p_value, None, None, None, confidence, smallest)
+    ratio, low, high, achieved = ratio_interval(base, new, confidence)
+    return Comparison(p_value, ratio, low, high, achieved, smallest)
 
 
-def student_two_sided(t: float, degrees: float) -> float:
-    """P(|T| >= |t|) for Student's t with `degrees` degrees of freedom."""
-    if math.isinf(t):
-        return 0.0
-    x = degrees / (degrees + t * t)
-    return min(1.0, max(0.0, incomplete_beta(degrees / 2, 0.5, x)))
-
-
-def student_quantile(probability: float, degrees: float) -> float:
-    """The t with P(T <= t) = probability (probability >= 0.5), by bisection on the CDF."""
-    target = 2 * (1 - probability)  # the two-sided tail that leaves `probability` below t
-    low, high = 0.0, 1.0
-    while student_two_sided(high, degrees) > target:
-        high *= 2
-    for _ in range(200):
-        middle = (low + high) / 2
-        if student_two_sided(middle, degrees) > target:
-            low = middle
-        else:
-            high = middle
-        if high - low < 1e-12 * max(1.0, high):
-            break
-    return (low + high) / 2
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b).
-
-    Evaluated by its continued fraction (Abramowitz and Stegun 26.5.8) with the modified Lentz
-    method; the symmetry I_x(a, b) = 1 - I_(1-x)(b, a) keeps x where the fraction converges fast.
-    """
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
+def rank_test(base: list[float], new: list[float]) -> float:
+    """Exact two-sided p-value of the rank-sum test (midranks for ties)."""
+    scores, observed = _doubled_ranks(base, new)
+    total = len(scores)
+    expected = len(new) * (total + 1)  # mean of the doubled rank sum of `new`
+    distance = abs(observed - expected)
+    if distance == 0:
         return 1.0
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(log_front) * _beta_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1.0 - x) / b
+    if total > EXACT_LIMIT:
+        return _normal_p(scores, len(new), distance)
+    counts = _sum_distribution(len(new), tuple(scores))
+    tail = sum(count for value, count in counts.items() if abs(value - expected) >= distance)
+    return min(1.0, tail / math.comb(total, len(new)))
 
 
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c = 1.0
-    d = 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 400):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return result
+def smallest_p(m: int, n: int) -> float:
+    """The p-value of complete separation: no p-value below it is possible with m and n runs."""
+    return min(1.0, 2.0 / math.comb(m + n, m))
+
+
+def ratio_interval(base: list[float], new: list[float], confidence: float) -> tuple[float, float, float, float]:
+    """Hodges-Lehmann ratio new / base, its interval (0 / inf when unbounded) and the achieved confidence."""
+    logs = sorted(math.log(y) - math.log(x) for x in base for y in new)
+    pairs = len(logs)
+    middle = (logs[(pairs - 1) // 2] + logs[pairs // 2]) / 2
+    # The interval is [D(c), D(mn + 1 - c)] for the largest c with P(U <= c - 1) <= (1 - confidence) / 2,
+    # U the Mann-Whitney count without ties (Lehmann 1963); its confidence is 1 - 2 P(U <= c - 1).
+    below = _u_lower_tail(len(base), len(new))
+    c = 0
+    while c < len(below) and below[c] <= (1 - confidence) / 2:
+        c += 1
+    if c == 0:
+        return math.exp(middle), 0.0, math.inf, 0.0
+    return math.exp(middle), math.exp(logs[c - 1]), math.exp(logs[pairs - c]), 1 - 2 * below[c - 1]
+
+
+def _doubled_ranks(base: list[float], new: list[float]) -> tuple[list[int], int]:
+    """Twice the midrank of every pooled value (integers), sorted, and the sum of `new`'s."""
+    pooled = sorted([(value, 0) for value in base] + [(value, 1) for value in new])
+    scores: list[int] = []
+    observed = 0
+    start = 0
+    while start < len(pooled):
+        end = start
+        while end + 1 < len(pooled) and pooled[end + 1][0] == pooled[start][0]:
+            end += 1
+        doubled = start + end + 2  # 2 x the mean of ranks start+1 .. end+1
+        for index in range(start, end + 1):
+            scores.append(doubled)
+            observed += doubled * pooled[index][1]
+        start = end + 1
+    return scores, observed
+
+
+@lru_cache(maxsize=256)
+def _sum_distribution(chosen: int, scores: tuple[int, ...]) -> dict[int, int]:
+    """How many ways `chosen` of the scores add up to each sum: the exact null distribution.
+
+    Each count vector is one Python integer holding a digit per possible sum (a generating
+    polynomial), so adding a score to every subset is one shift and one add of big integers.
+    """
+    width = 8 * ((math.comb(len(scores), chosen).bit_length() + 8) // 8)  # a digit never overflows
+    ways = [0] * (chosen + 1)
+    ways[0] = 1
+    for taken, score in enumerate(scores):
+        for k in range(min(chosen, taken + 1), 0, -1):
+            ways[k] += ways[k - 1] << (score * width)
+    packed = ways[chosen]
+    digits = packed.to_bytes((packed.bit_length() + 7) // 8 or 1, "little")
+    size = width // 8
+    counts: dict[int, int] = {}
+    for value in range(0, len(digits), size):
+        count = int.from_bytes(digits[value : value + size], "little")
+        if count:
+            counts[value // size] = count
+    return counts
+
+
+@lru_cache(maxsize=256)
+def _u_lower_tail(m: int, n: int) -> tuple[float, ...]:
+    """P(U <= u) for u = 0 .. mn // 2 under the null, without ties (the recursion of Mann and Whitney)."""
+    if m + n > EXACT_LIMIT:
+        mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+        return tuple(0.5 * math.erfc(-((u + 0.5 - mean) / sd) / math.sqrt(2)) for u in range(m * n // 2 + 1))
+    counts = _sum_distribution(n, tuple(2 * rank for rank in range(1, m + n + 1)))
+    lowest = n * (n + 1)  # doubled rank sum when `new` holds the n smallest
+    total = math.comb(m + n, n)
+    tail = []
+    running = 0
+    for u in range(m * n // 2 + 1):
+        running += counts.get(lowest + 2 * u, 0)
+        tail.append(running / total)
+    return tuple(tail)
+
+
+def _normal_p(scores: list[int], chosen: int, distance: int) -> float:
+    """Two-sided p by the normal approximation with the tie correction (many runs only)."""
+    total = len(scores)
+    mean = sum(scores) / total
+    variance = chosen * (total - chosen) / (total * (total - 1)) * sum((s - mean) ** 2 for s in scores)
+    if variance == 0:
+        return 1.0
+    z = (distance - 1) / math.sqrt(variance)  # doubled ranks move in steps of 2: continuity correction of 1
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))

@@ -1,6 +1,6 @@
 """The quick start: a program with no annotations at all; autonvtx.toml beside it selects f and loop.
 
-annotated.py is the same program annotated by hand with nvtx.annotate, for comparison.
+../annotated/annotated.py is the same program annotated by hand with nvtx.annotate, for comparison.
 
     cd examples/quickstart && autonvtx run --trace quickstart.json --summary quickstart.py
 """

@@ -123,13 +123,68 @@ size_t number_end(const unsigned char* s, size_t n, size_t i)
     return j;
 }
 
-/* With STATS_NUMBERS, the name with each number written "{n}" (interned; remembered per id);
-   else, or for a name without numbers, the name itself. */
+/* One "DIMS DTYPE" of a shapes suffix from s[i] (DIMS: "scalar" or digits joined by 'x'; DTYPE: a
+   letter or '_', then letters, digits, '_' or '.'): where it ends, or 0 when there is none. */
+static size_t shape_item_end(const unsigned char* s, size_t n, size_t i)
+{
+    if (n - i >= 6 && memcmp(s + i, "scalar", 6) == 0) {
+        i += 6;
+    } else {
+        for (;;) {
+            size_t start = i;
+            while (i < n && is_digit(s[i]))
+                ++i;
+            if (i == start)
+                return 0;
+            if (i < n && s[i] == 'x')
+                ++i;
+            else
+                break;
+        }
+    }
+    if (i >= n || s[i] != ' ')
+        return 0;
+    ++i;
+    if (i >= n || (!((s[i] | 32) >= 'a' && (s[i] | 32) <= 'z') && s[i] != '_'))
+        return 0;
+    while (i < n && (is_digit(s[i]) || ((s[i] | 32) >= 'a' && (s[i] | 32) <= 'z') || s[i] == '_' || s[i] == '.'))
+        ++i;
+    return i;
+}
+
+/* Where the shapes suffix autonvtx.shapes writes (" [32x8 float32, scalar int64]") starts at the
+   end of s, or n when s does not end with one: stats.name_template's _SHAPES, byte by byte. */
+static size_t shapes_start(const unsigned char* s, size_t n)
+{
+    size_t open, i;
+    if (n < 4 || s[n - 1] != ']')
+        return n;
+    for (open = n - 1; open > 0 && s[open] != '['; --open)
+        ;
+    if (s[open] != '[' || open == 0 || s[open - 1] != ' ')
+        return n;
+    for (i = open + 1;;) {
+        i = shape_item_end(s, n - 1, i);
+        if (i == 0)
+            return n;
+        if (i == n - 1)
+            return open - 1;
+        if (n - 1 - i < 2 || s[i] != ',' || s[i + 1] != ' ')
+            return n;
+        i += 2;
+    }
+}
+
+static const char SHAPES_PLACEHOLDER[] = " [{shapes}]";
+
+/* With STATS_NUMBERS, the name with each number written "{n}" and a shapes suffix written
+   " [{shapes}]" (interned; remembered per id); else, or for a name without either, the name
+   itself. */
 uint32_t numbered_name(exporter* x, uint32_t id)
 {
     stats* s = &x->st;
     const unsigned char* text;
-    size_t len, i, end, k = 0;
+    size_t len, i, end, cut, k = 0;
     uint32_t domain, result = id;
     char* out;
     if (!(x->stats_mode & STATS_NUMBERS))
@@ -141,9 +196,11 @@ uint32_t numbered_name(exporter* x, uint32_t id)
     text = (const unsigned char*)x->names.items[id].text;
     len = text ? x->names.items[id].len : 0;
     domain = x->names.items[id].domain;
-    if (len && (out = malloc(3 * len))) { /* "{n}" for a one-digit number: at most 3 bytes a byte */
-        for (i = 0; i < len;) {
-            end = number_end(text, len, i);
+    /* "{n}" for a one-digit number: at most 3 bytes a byte; and the shapes placeholder. */
+    if (len && (out = malloc(3 * len + sizeof SHAPES_PLACEHOLDER))) {
+        cut = shapes_start(text, len);
+        for (i = 0; i < cut;) {
+            end = number_end(text, cut, i);
             if (end > i) {
                 memcpy(out + k, "{n}", 3);
                 k += 3;
@@ -151,6 +208,10 @@ uint32_t numbered_name(exporter* x, uint32_t id)
             } else {
                 out[k++] = (char)text[i++];
             }
+        }
+        if (cut < len) {
+            memcpy(out + k, SHAPES_PLACEHOLDER, sizeof SHAPES_PLACEHOLDER - 1);
+            k += sizeof SHAPES_PLACEHOLDER - 1;
         }
         if (k != len || memcmp(out, text, len) != 0)
             result = intern(&x->names, domain, out, k); /* may move names.items: text is its own block */

@@ -39,6 +39,7 @@
   function colour(r) {
     if (r.verdict === "new") return "rgb(60,110,220)";
     if (r.verdict === "gone") return "rgb(140,80,200)";
+    if (r.verdict === "unclear") return "rgb(215,190,110)";
     if (r.verdict !== "slower" && r.verdict !== "faster") return "rgb(160,160,160)";
     var strength = Math.min(1, Math.abs(r.pct === null ? 100 : r.pct) / 50), c = Math.round(200 - 120 * strength);
     return r.verdict === "slower" ? "rgb(230," + c + "," + c + ")" : "rgb(" + c + ",190," + c + ")";

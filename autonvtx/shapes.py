@@ -1,0 +1,112 @@
+"""The shapes and dtypes of a call's array-like arguments, as a key (cheap) and as text (once).
+
+An argument is array-like when its type has both `shape` and `dtype` (torch, NumPy, CuPy, JAX
+arrays): asked of the type, once per type, so an object whose `__getattr__` answers anything
+is not taken for one. Arguments are looked at directly, and one level inside a list or tuple
+(`np.concatenate([a, b])`); other arguments are left out of the key and the text.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False  # typing is not imported at start-up (issue 24)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from autonvtx.config import RangeStyle
+    from autonvtx.ranges import Emitter
+
+# Per type: whether its instances are array-like. Types are few; the dict stays small.
+_ARRAY_TYPES: dict[type, bool] = {}
+
+
+def _is_array_type(cls: type) -> bool:
+    found = _ARRAY_TYPES.get(cls)
+    if found is None:
+        found = _ARRAY_TYPES[cls] = hasattr(cls, "shape") and hasattr(cls, "dtype")
+    return found
+
+
+def shapes_key(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[Any, ...]:
+    """A hashable key of the shapes and dtypes of the array-like arguments, in order: a
+    (shape, dtype) pair each; () when there are none. Raises what an odd array raises (a
+    shape that is not a sequence): callers range the call without shapes then."""
+    key: list[Any] = []
+    for value in args:
+        _add(key, value, 1)
+    if kwargs:
+        for value in kwargs.values():
+            _add(key, value, 1)
+    return tuple(key)
+
+
+def _add(key: list[Any], value: Any, depth: int) -> None:
+    cls = type(value)
+    if cls in (int, float, str, bool) or value is None:
+        return
+    if _is_array_type(cls):
+        key.append((tuple(value.shape), value.dtype))
+    elif depth and (cls is list or cls is tuple):
+        for item in value:
+            _add(key, item, depth - 1)
+
+
+def describe(key: tuple[Any, ...]) -> str:
+    """`key` as text: ``32x128 float64, 128x64 float64`` (a 0-d array: ``scalar float32``)."""
+    parts = []
+    for shape, dtype in key:
+        dims = "x".join(str(int(d)) for d in shape) if shape else "scalar"
+        parts.append(f"{dims} {_dtype_name(dtype)}")
+    return ", ".join(parts)
+
+
+def suffix(key: tuple[Any, ...]) -> str:
+    """What a range's message gets for `key`: `` [32x128 float64]``, or "" for no arrays."""
+    return f" [{describe(key)}]" if key else ""
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = str(dtype)
+    # torch spells its dtypes "torch.float32"; NumPy, CuPy and JAX "float32".
+    return name[6:] if name.startswith("torch.") else name
+
+
+def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """The wrapt wrapper of a rule with `shapes = true`: a range named `message` followed by
+    the shapes and dtypes of the call's array-like arguments (`mm [32x128 float64, 128x64
+    float64]`), its emitter made once per distinct key and found by a dict look-up after. One
+    Python frame per call: the key is built inline (its cost is per call)."""
+    from autonvtx import ranges  # loaded with the engine already
+
+    plain = ranges.emitter_with_message(style, message)
+    made: dict[Any, Emitter] = {(): plain}
+    array_types = _ARRAY_TYPES
+
+    def call(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        key: Any = []
+        try:
+            for value in args:
+                cls = type(value)
+                is_array = array_types.get(cls)
+                if is_array is None:
+                    is_array = _is_array_type(cls)
+                if is_array:
+                    key.append((value.shape, value.dtype))  # hashed as it is: a tuple, torch.Size
+                elif cls is list or cls is tuple:
+                    _add(key, value, 1)
+            if kwargs:
+                for value in kwargs.values():
+                    _add(key, value, 1)
+            key = tuple(key)
+            emitter = made.get(key)
+            if emitter is None:
+                emitter = made[key] = ranges.emitter_with_message(style, message + suffix(key))
+        except Exception:  # an odd array-like (an unhashable dtype): the range without shapes
+            emitter = plain
+        emitter.push()
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            emitter.pop()
+
+    return call

@@ -1,0 +1,123 @@
+"""Shapes on ranges: the key and text of a call's array-like arguments, a rule's `shapes = true`
+on both engines (through the recorder), and one summary row per function unless --each."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import make_file, run_autonvtx, skip_without
+
+from autonvtx import shapes
+from autonvtx.recorder import native
+from autonvtx.recorder.stats import name_template
+from autonvtx.recorder.trace import read_chrome_trace
+
+np = pytest.importorskip("numpy")
+
+
+class _Anything:
+    """Answers every attribute: not array-like (asked of the type, not the instance)."""
+
+    def __getattr__(self, name: str) -> object:
+        return (1, 2)
+
+
+def test_key_and_text_of_array_arguments() -> None:
+    a, b = np.ones((32, 128)), np.ones((128, 64), dtype=np.float32)
+    key = shapes.shapes_key((a, 3, "x", None, _Anything()), {"other": b})
+    assert shapes.describe(key) == "32x128 float64, 128x64 float32"
+    assert shapes.suffix(key) == " [32x128 float64, 128x64 float32]"
+    # One level inside lists and tuples (np.concatenate([a, b])); a 0-d array is a scalar.
+    assert shapes.describe(shapes.shapes_key(([a, a], np.float32(1.0)), None)) == (
+        "32x128 float64, 32x128 float64, scalar float32"
+    )
+    assert shapes.shapes_key((1, 2.0, [3]), {}) == () and shapes.suffix(()) == ""
+    # Equal shapes give equal keys: the emitter is found by a dict look-up.
+    assert shapes.shapes_key((np.zeros((32, 128)),), None) == shapes.shapes_key((a,), None)
+
+
+@pytest.mark.parametrize(
+    ("name", "row"),
+    [
+        ("mm [32x128 float64, 128x64 float64]", "mm [{shapes}]"),
+        ("blocks.3.mlp.0 (Linear) [4x5x8 float32]", "blocks.{n}.mlp.{n} (Linear) [{shapes}]"),
+        ("loss [scalar float32]", "loss [{shapes}]"),
+        ("f [128 torch.float32]", "f [{shapes}]"),
+        # Not shapes: brackets of other kinds stay, numbers in them fold as anywhere.
+        ("blocks.0 (Block) [backward]", "blocks.{n} (Block) [backward]"),
+        ("f [32x128]", "f [32x128]"),
+        ("f [3 items]x", "f [{n} items]x"),
+        ("f [32 float32,]", "f [{n} float32,]"),
+    ],
+)
+def test_summary_row_of_a_shaped_name(name: str, row: str) -> None:
+    assert name_template(name) == row
+
+
+PROGRAM = """
+    import numpy as np
+    import mathy
+
+    a, b = np.ones((32, 128)), np.ones((128, 64))
+    for _ in range(3):
+        mathy.mm(a, b)
+    mathy.mm(a.astype(np.float32), b.astype(np.float32))
+    print(mathy.mm(np.ones((2, 2)), np.ones((2, 2))).sum(), mathy.cat([a, a]).shape, mathy.scale(a, 2.0).shape)
+"""
+
+MATHY = """
+    import numpy as np
+
+    def mm(x, y):
+        return x @ y
+
+    def cat(arrays):
+        return np.concatenate(arrays)
+
+    def scale(x, factor):
+        return x * factor
+"""
+
+ENGINES = ["wrap"] + (["code"] if sys.version_info >= (3, 12) else [])
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_rule_with_shapes_names_each_call_by_its_arrays(workdir: Path, engine: str) -> None:
+    make_file(workdir / "prog.py", PROGRAM)
+    make_file(workdir / "mathy.py", MATHY)
+    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mathy"]\nshapes = true\n')
+    done = run_autonvtx("--engine", engine, "--summary", "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("8.0 (64, 128) (32, 128)")
+    assert done.trace_path is not None
+    (recording,) = read_chrome_trace(done.trace_path)
+    assert Counter(r.name for r in recording.ranges) == {
+        "mm [32x128 float64, 128x64 float64]": 3,
+        "mm [32x128 float32, 128x64 float32]": 1,
+        "mm [2x2 float64, 2x2 float64]": 1,
+        "cat [32x128 float64, 32x128 float64]": 1,
+        "scale [32x128 float64]": 1,
+    }
+    # The exporter's summary (native) groups a function's shapes in one row, as name_template does.
+    (mm_row,) = [line for line in done.stderr.splitlines() if "mm [" in line]
+    assert mm_row.endswith("autonvtx:mm [{shapes}]") and " 5 " in mm_row, done.stderr
+    # --each splits them again (the Python statistics of the saved trace).
+    each = run_autonvtx("--each", "--summary", "prog.py", cwd=workdir)
+    assert "autonvtx:mm [32x128 float32, 128x64 float32]" in each.stderr
+
+
+def test_shapes_key_must_be_true_or_false(workdir: Path) -> None:
+    make_file(workdir / "prog.py", "print('ran')\n")
+    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mathy"]\nshapes = "yes"\n')
+    done = run_autonvtx("prog.py", cwd=workdir, trace=False)
+    assert done.returncode == 2 and "ran" not in done.stdout
+    assert "rules[0].shapes: expected true or false, got 'yes'" in done.stderr or "shapes: expected true or false" in (
+        done.stderr
+    ), done.stderr
+
+
+skip_without("numpy")
