@@ -26,7 +26,7 @@ _SUFFIXES = (".perfetto-trace", ".json.gz", ".pftrace", ".json")
 FLIGHT_INFO = "flight.json"
 FLIGHT_SCHEMA = "autonvtx-flight/1"
 # The ring's share of the recorder's memory bound by default: a run of hours stays within it.
-DEFAULT_BUFFER_MB = 128
+DEFAULT_BUFFER_MB = 112
 MAX_KEEP = 1000  # the native scanner keeps at most this many instances before the slow one
 
 

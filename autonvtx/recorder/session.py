@@ -264,7 +264,9 @@ class RecordingSession:
         watched = self.outputs.flight is not None
         metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
         if watched and self.outputs.summary is None:  # no events were kept: only windows
-            print_notes(self._write_flight_windows(directory, labels, metadata))
+            dropped = native.control().stats().dropped if self._alive else 0
+            lost = [f"{dropped:,} events were dropped at the memory bound (windows lack them; raise --buffer-mb)"]
+            print_notes(self._write_flight_windows(directory, labels, metadata) + (lost if dropped else []))
             return
         recorded = {int(p.stem) for p in recording_files(directory) if p.stem.isdigit()}
         missing = _missing_processes(process_notes, recorded)

@@ -127,7 +127,9 @@ void flight_configure(void)
     g_keep = env_u32("AUTONVTX_FLIGHT_KEEP", 10, MAX_KEEP);
     g_max_files = env_u32("AUTONVTX_FLIGHT_MAX", 20, 1000000);
     g_warmup = env_u32("AUTONVTX_FLIGHT_WARMUP", 5, 1000000);
-    g_ring_bytes = g_limit / 2; /* the other half: what the threads fill between two writes */
+    /* 3/8 of the bound: the rest is what the threads fill between two writes, and the spare
+       chunks (buffers.c) */
+    g_ring_bytes = g_limit / 8 * 3;
     g_flight_spill = env_u32("AUTONVTX_FLIGHT_SPILL", 1, 1) != 0;
     snprintf(g_out_head, sizeof(g_out_head), "%s", head ? head : "trace");
     snprintf(g_out_tail, sizeof(g_out_tail), "%s", tail ? tail : ".json");
