@@ -19,7 +19,8 @@ from setuptools.errors import BaseError, CCompilerError, CompileError, LinkError
 LIBRARY = "autonvtx.recorder.libautonvtx_recorder"
 # The recorder, one unit per job sharing recorder.h (see its header comment).
 RECORDER_SOURCES = [
-    f"autonvtx/recorder/_native/{name}.c" for name in ("recorder", "events", "buffers", "registry", "clock", "spill")
+    f"autonvtx/recorder/_native/{name}.c"
+    for name in ("recorder", "events", "buffers", "registry", "clock", "spill", "flight", "flight_window")
 ]
 # The exporter, one unit per job sharing export.h (reader, pairing, JSON and Perfetto writers,
 # statistics).

@@ -55,6 +55,28 @@ RULES = "AUTONVTX_RULES"
 # spilled before the end).
 RECORD_KEEP = "AUTONVTX_RECORD_KEEP"
 
+# `--flight RANGE` (recorder.flight): the range whose slow instances the recorder watches, and
+# its settings; HEAD and TAIL are the trace's name around `.flight-N`, for the line it prints.
+FLIGHT_RANGE = "AUTONVTX_FLIGHT_RANGE"
+FLIGHT_FACTOR = "AUTONVTX_FLIGHT_FACTOR"
+FLIGHT_KEEP = "AUTONVTX_FLIGHT_KEEP"
+FLIGHT_MAX = "AUTONVTX_FLIGHT_MAX"
+FLIGHT_WARMUP = "AUTONVTX_FLIGHT_WARMUP"
+FLIGHT_HEAD = "AUTONVTX_FLIGHT_HEAD"
+FLIGHT_TAIL = "AUTONVTX_FLIGHT_TAIL"
+# "0": the recording directory gets no events, only the windows (no --summary wants them).
+FLIGHT_SPILL = "AUTONVTX_FLIGHT_SPILL"
+FLIGHT_VARIABLES = (
+    FLIGHT_RANGE,
+    FLIGHT_FACTOR,
+    FLIGHT_KEEP,
+    FLIGHT_MAX,
+    FLIGHT_WARMUP,
+    FLIGHT_HEAD,
+    FLIGHT_TAIL,
+    FLIGHT_SPILL,
+)
+
 
 # The user's cache directory (XDG): parsed config files are kept under it, in autonvtx/configs
 # (configfile.cache); unset: ~/.cache.

@@ -57,9 +57,10 @@ def start_run(
     captures: tuple[str, ...],
     ranks: str | None,
     table: dict[str, Any] | None,
+    **flight_options: Any,
 ) -> TargetRun:
     """`autonvtx run` with these options; `table`: the view options that shape --summary (None
-    when none was given)."""
+    when none was given); `flight_options`: --flight and its settings (`flight_settings`)."""
     from autonvtx import runner
     from autonvtx.propagate import children
 
@@ -77,11 +78,9 @@ def start_run(
             "add --summary"
         )
     # left_out: left out by --ranks, this rank runs as `python` would
-    left_out, outputs = False, None
-    if ranks is not None or trace is not None or summary is not None or buffer_mb is not None or keep != "all":
-        recorded: dict[str, Any] = dict(trace=trace, summary=summary, buffer_mb=buffer_mb, keep=keep)
-        label = describe_target(kind, value, target_args)
-        left_out, outputs = recording_outputs(label, ranks=ranks, table=table, children=not no_children, **recorded)
+    recorded: dict[str, Any] = dict(trace=trace, summary=summary, buffer_mb=buffer_mb, keep=keep, **flight_options)
+    label = describe_target(kind, value, target_args)
+    left_out, outputs = recording_outputs(label, ranks=ranks, table=table, children=not no_children, **recorded)
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None
@@ -124,6 +123,31 @@ def start_run(
     if outputs is None:
         say_if_outputs_were_given_to_the_target(target_args)
     return TargetRun(resolved, on_main_statement)
+
+
+FLIGHT_OPTIONS = ("flight", "flight_factor", "flight_keep", "flight_max", "flight_warmup")
+
+
+def flight_settings(
+    flight: str | None = None,
+    flight_factor: float = 3.0,
+    flight_keep: int = 10,
+    flight_max: int = 20,
+    flight_warmup: int = 5,
+) -> Any:
+    """--flight and its settings as a `recorder.flight.Flight`, or None; a setting without
+    --flight is refused (it would do nothing)."""
+    factor, keep, most, warmup = flight_factor, flight_keep, flight_max, flight_warmup
+    if flight is None:
+        given = (factor != 3.0, keep != 10, most != 20, warmup != 5)
+        names = ("--flight-factor", "--flight-keep", "--flight-max", "--flight-warmup")
+        for name, changed in zip(names, given):
+            if changed:
+                raise UsageError(f"run: {name} sets how --flight watches; add --flight RANGE")
+        return None
+    from autonvtx.recorder.flight import Flight
+
+    return Flight(range=flight, factor=factor, keep=keep, max_files=most, warmup=warmup)
 
 
 def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None, *, verbose: int) -> None:
@@ -187,7 +211,12 @@ def check_script(target: Target) -> None:
 def recording_outputs(
     label: str, *, ranks: str | None, table: dict[str, Any] | None, **options: Any
 ) -> tuple[bool, Any]:
-    """(whether --ranks leaves this rank out, the recorder's outputs for this rank), checked."""
+    """(whether --ranks leaves this rank out, the recorder's outputs for this rank), checked;
+    (False, None) when no option asks for a recording."""
+    flight = flight_settings(**{key: options.pop(key) for key in FLIGHT_OPTIONS if key in options})
+    asked = [options["trace"], options["summary"], options["buffer_mb"], ranks, flight]
+    if all(value is None for value in asked) and options["keep"] == "all":
+        return False, None
     # Imported only for these options: a plain run loads neither (start-up, issue 6).
     from autonvtx.ranks import detect_rank, label_with_rank, parse_ranks
     from autonvtx.recorder.outputs import Outputs, check_outputs
@@ -199,7 +228,8 @@ def recording_outputs(
         from autonvtx.cli.views import VIEW_OPTION_DEFAULTS, make_view_options
 
         summary_options = make_view_options(table if table is not None else VIEW_OPTION_DEFAULTS)
-    outputs = Outputs(label=label_with_rank(label, rank), summary_options=summary_options, **options).for_rank(rank)
+    outputs = Outputs(label=label_with_rank(label, rank), summary_options=summary_options, flight=flight, **options)
+    outputs = outputs.for_rank(rank)
     check_outputs(outputs)
     return left_out, outputs
 

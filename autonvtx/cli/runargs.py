@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 # How an option is read: a flag, a count (-v), one value (the last given wins), a value each
 # time (a tuple), a non-negative integer, or one of a few choices.
 FLAG, COUNT, VALUE, MULTIPLE, INTEGER, CHOICE = "flag", "count", "value", "multiple", "integer", "choice"
+FLOAT = "float"
 
 # The target options, as `python` has them: the value is the target.
 TARGET_OPTIONS: tuple[tuple[str, TargetKind], ...] = (("-m", "module"), ("-c", "code"))
@@ -43,6 +44,11 @@ OPTIONS = {
     "--no-children": ("no_children", FLAG),
     "--capture": ("captures", MULTIPLE),
     "--ranks": ("ranks", VALUE),
+    "--flight": ("flight", VALUE),
+    "--flight-factor": ("flight_factor", FLOAT),
+    "--flight-keep": ("flight_keep", INTEGER),
+    "--flight-max": ("flight_max", INTEGER),
+    "--flight-warmup": ("flight_warmup", INTEGER),
     "--budget": ("budget", VALUE),
 }
 
@@ -63,6 +69,11 @@ DEFAULTS: dict[str, Any] = {
     "no_children": False,
     "captures": (),
     "ranks": None,
+    "flight": None,
+    "flight_factor": 3.0,
+    "flight_keep": 10,
+    "flight_max": 20,
+    "flight_warmup": 5,
     "budget": None,
 }
 
@@ -141,6 +152,12 @@ def _read(params: dict[str, Any], option: str, value: str | None) -> None:
         if not (value.isascii() and value.isdigit()):
             raise Deferred  # click's conversion (and its message) for anything else
         params[parameter] = int(value)
+    elif how == FLOAT:
+        assert value is not None
+        try:
+            params[parameter] = float(value)  # as click's FLOAT reads it
+        except ValueError:
+            raise Deferred from None  # click's message
     elif how == CHOICE and value not in _choices(parameter):
         raise Deferred  # click names the choices
     else:

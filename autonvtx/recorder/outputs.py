@@ -46,6 +46,7 @@ class Outputs:
     children: bool = True  # child processes' recordings join the trace
     keep: str = "all"  # "last": a ring per thread, the most recent events (with buffer_mb)
     summary_options: Any = None  # summary.SummaryOptions (not imported here: start-up)
+    flight: Any = None  # recorder.flight.Flight: windows around slow instances instead of the whole trace
 
     @property
     def wanted(self) -> bool:
@@ -69,7 +70,9 @@ class Outputs:
         if summary is not None and summary != SUMMARY_TO_STDERR:
             summary = expand_output_name(summary, info)
         trace = expand_output_name(self.trace, info) if self.trace is not None else None
-        return Outputs(trace, summary, self.label, self.buffer_mb, self.children, self.keep, self.summary_options)
+        import dataclasses
+
+        return dataclasses.replace(self, trace=trace, summary=summary)
 
 
 def check_outputs(outputs: Outputs) -> None:
@@ -84,6 +87,12 @@ def check_outputs(outputs: Outputs) -> None:
         raise UsageError(f"--keep: {outputs.keep!r} is not a mode; expected 'all' or 'last'")
     if outputs.keep == "last" and outputs.buffer_mb is None:
         raise UsageError("--keep last: needs --buffer-mb N, the memory the most recent events may take")
+    if outputs.flight is not None:
+        outputs.flight.check()
+        if outputs.trace is None:
+            raise UsageError("--flight: needs --trace PATH: the windows are written beside it, as PATH.flight-N")
+        if outputs.keep == "last":
+            raise UsageError("--flight: keeps its own ring of recent events; leave out --keep last")
 
 
 def check_summary_path(option: str, path: str) -> None:

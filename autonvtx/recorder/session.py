@@ -25,7 +25,7 @@ from typing import Any
 from autonvtx import environment
 from autonvtx.errors import UsageError
 from autonvtx.ranks import RankInfo, detect_rank
-from autonvtx.recorder import shutdown
+from autonvtx.recorder import flight, shutdown
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.outputs import SUMMARY_TO_STDERR, Outputs
 from autonvtx.recorder.results import NOTE_SUFFIX, read_process_notes
@@ -80,7 +80,11 @@ class RecordingSession:
         if library is None:
             raise UsageError(f"--trace/--summary: {_unbuilt()}")
         self._directory = _record_directory(self.outputs.trace) or tempfile.mkdtemp(prefix="autonvtx-")
-        self._watch = start_watcher(self._after_death_command(), _clean_environment())
+        watcher_env = _clean_environment()
+        if self.outputs.flight is not None:  # the watcher writes each window's trace as it comes
+            watcher_env.update(flight.watcher_settings(self._directory, self._state_command("flight")))
+        # If this process dies without its exit, the watcher runs `write_from_state` below.
+        self._watch = start_watcher(self._state_command("session"), watcher_env)
         settings = {
             environment.NVTX_INJECTION64_PATH: library,
             environment.RECORD_DIR: self._directory,
@@ -89,6 +93,9 @@ class RecordingSession:
             settings[environment.RECORD_LIMIT_MB] = str(self.outputs.buffer_mb)
         if self.outputs.keep == "last":
             settings[environment.RECORD_KEEP] = "last"
+        if self.outputs.flight is not None:
+            settings.update(flight.recorder_settings(self.outputs, self._given.trace))
+            flight.remove_earlier_windows(self.outputs.trace or "", self._given.trace or "")
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
@@ -149,7 +156,7 @@ class RecordingSession:
             self._fail(f"could not write the recording: {error}", keep=True)
         finally:
             if not self._keep_directory:
-                shutil.rmtree(self._directory, ignore_errors=True)
+                flight.remove_record_directory(self._directory)
             if self._watch is not None:
                 self._watch.say_done()
         if self._failed and not interrupted:
@@ -199,9 +206,10 @@ class RecordingSession:
             if not self._keep_directory:
                 shutil.rmtree(directory, ignore_errors=True)
 
-    def _after_death_command(self) -> list[str]:
-        """What the watcher runs if this process dies without its exit: `write_after_death`, in a
-        fresh interpreter that imports this same autonvtx."""
+    def _state_command(self, module: str) -> list[str]:
+        """`python -I -c` calling `write_from_state` of `autonvtx.recorder.<module>`, in a fresh
+        interpreter that imports this same autonvtx, with this session's state (JSON) and the
+        command's further arguments."""
         import dataclasses
 
         given = {"trace": self._given.trace, "summary": self._given.summary}
@@ -210,11 +218,12 @@ class RecordingSession:
             "given": given,
             "directory": self._directory,
             "pid": self._pid,
+            "metadata": {**clock_identity(), **_rank_metadata(detect_rank())},
         }
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         code = (
             f"import sys; sys.path.insert(0, {root!r}); "
-            "from autonvtx.recorder.session import write_after_death; write_after_death(sys.argv[1])"
+            f"from autonvtx.recorder.{module} import write_from_state; write_from_state(*sys.argv[1:])"
         )
         return [sys.executable, "-I", "-c", code, json.dumps(state)]
 
@@ -252,13 +261,19 @@ class RecordingSession:
         process_notes = read_process_notes(directory) if self.outputs.children else {}
         labels = {pid: str(note.get("label") or "") for pid, note in process_notes.items()}
         labels[self._pid] = self.outputs.label
+        watched = self.outputs.flight is not None
+        metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
+        if watched and self.outputs.summary is None:  # no events were kept: only windows
+            dropped = native.control().stats().dropped if self._alive else 0
+            lost = [f"{dropped:,} events were dropped at the memory bound (windows lack them; raise --buffer-mb)"]
+            print_notes(self._write_flight_windows(directory, labels, metadata) + (lost if dropped else []))
+            return
         recorded = {int(p.stem) for p in recording_files(directory) if p.stem.isdigit()}
         missing = _missing_processes(process_notes, recorded)
-        metadata: dict[str, Any] = {**clock_identity(), **_rank_metadata(detect_rank())}
         if missing:
             metadata["missing_processes"] = missing
         request = Request(
-            trace=self.outputs.trace,
+            trace=None if watched else self.outputs.trace,
             summary=self.outputs.summary,
             labels=labels,
             only_pid=None if self.outputs.children else self._pid,
@@ -279,9 +294,11 @@ class RecordingSession:
             self._fail(f"{which}: {error.strerror or error}", keep=True)
             return
         notes = results.notes + [_missing_note(p) for p in missing]
+        if watched:
+            notes += self._write_flight_windows(directory, labels, metadata)
         if self.outputs.summary != SUMMARY_TO_STDERR:  # else the table already ends with them
             print_notes(notes)
-        if self.outputs.trace is not None:
+        if self.outputs.trace is not None and not watched:
             print(
                 f"autonvtx: trace written to {self._given.trace} (open it in https://ui.perfetto.dev)", file=sys.stderr
             )
@@ -293,6 +310,13 @@ class RecordingSession:
                 return
             if self.outputs.summary != SUMMARY_TO_STDERR:
                 print(f"autonvtx: summary written to {self._given.summary}", file=sys.stderr)
+
+    def _write_flight_windows(self, directory: str, labels: dict[int, str], metadata: dict[str, Any]) -> list[str]:
+        """Each window the recorder wrote, as `TRACE.flight-N.EXT` (`flight.write_windows`); notes."""
+        notes, failures = flight.write_windows(directory, self.outputs, self._given.trace, labels, metadata)
+        for failure in failures:
+            self._fail(failure, keep=True)
+        return notes
 
     def _adjust(self, recordings: list[ProcessRecording]) -> None:
         for recording in recordings:
@@ -328,20 +352,22 @@ def _clean_environment() -> dict[str, str]:
         environment.RECORD_DIR,
         environment.RECORD_LIMIT_MB,
         environment.RECORD_KEEP,
+        *environment.FLIGHT_VARIABLES,
         environment.RULES,
         environment.CONFIG,
     }
     return {key: value for key, value in os.environ.items() if key not in ours}
 
 
-def write_after_death(state: str) -> None:
+def write_from_state(state: str) -> None:
     """The watcher's writer: the outputs of a run whose first process died without its exit
-    (`RecordingSession._after_death_command` says what to write)."""
+    (`RecordingSession._state_command` says what to write)."""
     from autonvtx.recorder.stats import ViewOptions
 
     values = json.loads(state)
-    view = values["outputs"].pop("summary_options")
-    outputs = Outputs(**values["outputs"], summary_options=ViewOptions(**view) if view is not None else None)
+    view, watch = values["outputs"].pop("summary_options"), values["outputs"].pop("flight")
+    watched = flight.Flight(**watch) if watch is not None else None
+    outputs = Outputs(**values["outputs"], summary_options=ViewOptions(**view) if view else None, flight=watched)
     session = RecordingSession(Outputs(**values["given"]))
     session.outputs = outputs
     session._directory, session._pid, session._alive = values["directory"], values["pid"], False
@@ -376,7 +402,7 @@ def _record_directory(trace: str | None) -> str | None:
     directory = Path(trace + RECORD_DIRECTORY_SUFFIX).absolute()  # children may change directory
     if directory.is_dir():
         entries = list(directory.iterdir())
-        if any(p.suffix not in (".anr", ".json", ".tmp") for p in entries) or any(
+        if any(p.suffix not in (".anr", ".json", ".tmp") and not flight.is_window(p) for p in entries) or any(
             p.stem.isdigit() and _is_running(int(p.stem)) for p in entries
         ):
             return None

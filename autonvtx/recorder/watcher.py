@@ -15,7 +15,17 @@ import os
 import select
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 POLL_SECONDS = 0.2  # how often the program is looked at where no pidfd says when it dies
+# `--flight`: the record directory whose windows (flight-N/flight.json, written last) the watcher
+# has turned into traces while the program runs, by COMMAND + [window directory] in a process of
+# its own; the program's exit writes those it did not claim (flight-N/claimed).
+FLIGHT_DIR = "AUTONVTX_WATCH_FLIGHT_DIR"
+FLIGHT_COMMAND = "AUTONVTX_WATCH_FLIGHT_COMMAND"
+FLIGHT_SECONDS = 0.5
 
 
 def main(argv: list[str]) -> None:
@@ -53,11 +63,17 @@ def _program_ended_normally(pid: int, pidfd: int, done_fd: int) -> bool:
     if pidfd >= 0:
         poller.register(pidfd, select.POLLIN)
     done_open = True
+    flight = _flight_writer()
+    timeout = POLL_SECONDS * 1000 if pidfd < 0 else None
+    if flight is not None:
+        timeout = min(timeout or FLIGHT_SECONDS * 1000, FLIGHT_SECONDS * 1000)
     while True:
         try:
-            events = poller.poll(None if pidfd >= 0 else POLL_SECONDS * 1000)
+            events = poller.poll(timeout)
         except InterruptedError:
             continue
+        if flight is not None:
+            flight()
         for fd, _ in events:
             if fd == done_fd:
                 if _read_byte(done_fd):
@@ -70,6 +86,49 @@ def _program_ended_normally(pid: int, pidfd: int, done_fd: int) -> bool:
                 return done_open and _read_byte(done_fd)
         if pidfd < 0 and not _is_alive(pid):
             return done_open and _read_byte(done_fd)
+
+
+def _flight_writer() -> Callable[[], None] | None:
+    """What writes new flight windows (None without --flight): each complete window not claimed
+    yet is claimed (a directory made: one writer gets it) and written by the command."""
+    import json
+
+    directory = os.environ.get(FLIGHT_DIR)
+    command = os.environ.get(FLIGHT_COMMAND)
+    if not directory or not command:
+        return None
+    argv = json.loads(command)
+    env = {k: v for k, v in os.environ.items() if k not in (FLIGHT_DIR, FLIGHT_COMMAND)}
+
+    writing = [0]  # the writer running, one at a time: many slow steps must not start many processes
+
+    def write_new_windows() -> None:
+        if writing[0]:
+            try:
+                if os.waitpid(writing[0], os.WNOHANG)[0] == 0:
+                    return  # still writing
+            except ChildProcessError:
+                pass
+            writing[0] = 0
+        try:
+            names = sorted(os.listdir(directory), key=lambda name: (len(name), name))
+        except OSError:
+            return
+        for name in names:
+            window = os.path.join(directory, name)
+            if not name.startswith("flight-") or not os.path.isfile(os.path.join(window, "flight.json")):
+                continue
+            try:
+                os.mkdir(os.path.join(window, "claimed"))
+            except OSError:  # claimed already (or the directory is going away)
+                continue
+            try:
+                writing[0] = os.posix_spawn(argv[0], [*argv, window], env)
+            except OSError:
+                os.rmdir(os.path.join(window, "claimed"))  # the program's exit writes it
+            return
+
+    return write_new_windows
 
 
 def _read_byte(fd: int) -> bool:

@@ -106,7 +106,7 @@ static int is_word(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && 
 
 /* The end of the number that starts at s[i], or i when none does: stats.name_template's rule (a
    run of digits or a 0x hex literal that no word byte touches, not one end of a span "A-B"). */
-static size_t number_end(const unsigned char* s, size_t n, size_t i)
+size_t number_end(const unsigned char* s, size_t n, size_t i)
 {
     size_t j;
     if (!is_digit(s[i]) || (i > 0 && is_word(s[i - 1])) || (i > 1 && s[i - 1] == '-' && is_digit(s[i - 2])))

@@ -18,7 +18,8 @@
  * $AUTONVTX_RECORD_DIR/<pid>.anr every 100 ms and unmaps the chunks it wrote, so memory stays
  * small and a process killed hard loses at most its last 100 ms. With AUTONVTX_RECORD_KEEP=last,
  * nothing is spilled: a thread whose chunk is full while the budget is spent reuses its oldest
- * chunk (a ring), and the file is written at exit with the most recent events.
+ * chunk (a ring), and the file is written at exit with the most recent events. With
+ * AUTONVTX_FLIGHT_RANGE, the spiller also watches one range's instances (flight.c).
  *
  * The file format is defined in anr_format.h.
  */
@@ -87,6 +88,7 @@ static void configure(void)
     g_record_dir[0] = '\0';
     if (dir && strlen(dir) < sizeof(g_record_dir) - 32)
         strcpy(g_record_dir, dir);
+    flight_configure();
 }
 
 /* fork(2) under a held g_lock would leave the child's copy locked forever. */
@@ -106,6 +108,7 @@ static void atfork_child(void)
     while (b) {
         thread_buffer* next = b->next;
         free_chunks(b);
+        flight_forget_thread(b);
         if (b != self) {
             free(b->owed);
             free(b);
@@ -120,6 +123,7 @@ static void atfork_child(void)
     atomic_store(&g_flushed, 0);
     g_pid = getpid();
     spill_reset_in_child();
+    flight_reset_in_child();
     if (g_use_tsc)
         read_anchor(&g_anchor_tsc, &g_anchor_ns);
     if (self) {

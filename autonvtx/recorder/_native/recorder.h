@@ -9,6 +9,7 @@
  *   registry.c  domains, registered strings, categories, thread names
  *   clock.c     timestamps (TSC or CLOCK_MONOTONIC) and their conversion
  *   spill.c     the spiller thread and writing the recording files
+ *   flight.c    the flight recorder: slow instances of one range, and the window around each
  */
 #ifndef AUTONVTX_RECORDER_H
 #define AUTONVTX_RECORDER_H
@@ -86,6 +87,7 @@ typedef struct thread_buffer {
     size_t spill_off;    /*   (spill_chunk, spill_off); NULL: nothing spilled yet */
     chunk* written_chunk; /* under g_lock: where the spill being written ends, until it is */
     size_t written_used;  /*   on disk (release_written) */
+    struct flight_thread* flight; /* under g_lock: the flight scanner's view of the thread (flight.c) */
 } thread_buffer;
 
 typedef struct domain_entry { /* what an nvtxDomainHandle_t points to */
@@ -199,11 +201,52 @@ static inline uint32_t domain_id(nvtxDomainHandle_t d)
     return d ? ((const domain_entry*)(const void*)d)->id : 0;
 }
 
-/* spill.c */
+/* spill.c: the recording's writers (they run under g_lock, one at a time) */
+#define WRITE_BUFFER (1u << 20)
+
+typedef struct writer {
+    int fd;
+    char* buf; /* WRITE_BUFFER bytes */
+    size_t len;
+    uint64_t bytes;
+    int failed;  /* the errno of the first failed write (ENOSPC, ...), else 0 */
+} writer;
+
+/* What of the registries a file already holds (the live spill file, or one explicit flush). */
+typedef struct file_cursor {
+    uint32_t domains;           /* domains with an id up to this are written */
+    string_entry* last_string;  /* strings up to this one are written */
+    named_entry* categories;    /* the category list's head when last written */
+    named_entry* thread_names;  /* the thread-name list's head when last written */
+    int last_final;             /* the last SPILL section written was a final one */
+} file_cursor;
+
+extern char g_write_buffer[WRITE_BUFFER];
+void drain(writer* w);
+void put(writer* w, const void* p, size_t n);
+void put_u32(writer* w, uint32_t v);
+void put_u64(writer* w, uint64_t v);
+void pad(writer* w, size_t n);
+void section(writer* w, uint32_t tag, uint64_t length);
+int64_t realtime_offset(void);
+void write_header(writer* w);
+void write_registries(writer* w, file_cursor* cur);
 void ensure_spiller(void);
 void stop_spiller(void);
 void spill_reset_in_child(void);
 void finish_spill_file(void);
+
+/* flight.c: the flight recorder (AUTONVTX_FLIGHT_RANGE), run by the spiller under g_lock */
+extern int g_flight;
+extern int g_flight_spill;               /* 0: the live file is not written (no --summary wants it) */
+void flight_configure(void);
+void flight_scan(thread_buffer* b, chunk* first, size_t from, chunk* last, size_t last_used);
+void flight_after_spill(void);
+void flight_forget_thread(thread_buffer* b);
+void flight_reset_in_child(void);
+
+/* export_stats.c: where the number that starts at s[i] ends (i: none), the rule of numbered names */
+size_t number_end(const unsigned char* s, size_t n, size_t i);
 
 #pragma GCC visibility pop
 

@@ -77,21 +77,15 @@ void stop_spiller(void)
 
 /* ---- writing the recording: spills to the per-process file, explicit flushes ---- */
 
-#define WRITE_BUFFER (1u << 20)
+char g_write_buffer[WRITE_BUFFER]; /* writers run under g_lock, one at a time */
 
-typedef struct writer {
-    int fd;
-    char* buf; /* WRITE_BUFFER bytes */
-    size_t len;
-    uint64_t bytes;
-    int failed;  /* the errno of the first failed write (ENOSPC, ...), else 0 */
-} writer;
-
-static char g_write_buffer[WRITE_BUFFER]; /* writers run under g_lock, one at a time */
-
-static void drain(writer* w)
+void drain(writer* w)
 {
     size_t done = 0;
+    if (w->fd < 0) { /* a write that keeps nothing (--flight without --summary) */
+        w->len = 0;
+        return;
+    }
     while (done < w->len && !w->failed) {
         ssize_t k = write(w->fd, w->buf + done, w->len - done);
         if (k < 0 && errno == EINTR)
@@ -104,7 +98,7 @@ static void drain(writer* w)
     w->len = 0;
 }
 
-static void put(writer* w, const void* p, size_t n)
+void put(writer* w, const void* p, size_t n)
 {
     const char* s = p;
     w->bytes += n;
@@ -119,30 +113,21 @@ static void put(writer* w, const void* p, size_t n)
     }
 }
 
-static void put_u32(writer* w, uint32_t v) { put(w, &v, 4); }
-static void put_u64(writer* w, uint64_t v) { put(w, &v, 8); }
+void put_u32(writer* w, uint32_t v) { put(w, &v, 4); }
+void put_u64(writer* w, uint64_t v) { put(w, &v, 8); }
 
-static void pad(writer* w, size_t n)
+void pad(writer* w, size_t n)
 {
     static const char zeros[8] = { 0 };
     put(w, zeros, ANR_ALIGN8(n) - n);
 }
 
-static void section(writer* w, uint32_t tag, uint64_t length)
+void section(writer* w, uint32_t tag, uint64_t length)
 {
     put_u32(w, tag);
     put_u32(w, 0);
     put_u64(w, length);
 }
-
-/* What of the registries a file already holds (the live spill file, or one explicit flush). */
-typedef struct file_cursor {
-    uint32_t domains;           /* domains with an id up to this are written */
-    string_entry* last_string;  /* strings up to this one are written */
-    named_entry* categories;    /* the category list's head when last written */
-    named_entry* thread_names;  /* the thread-name list's head when last written */
-    int last_final;             /* the last SPILL section written was a final one */
-} file_cursor;
 
 /* The live file $AUTONVTX_RECORD_DIR/<pid>.anr, under g_lock: the process that created it (0:
    none yet), and which file it is. No descriptor is kept between writes (see open_live_file). */
@@ -170,7 +155,7 @@ static size_t read_cmdline(char* buf, size_t cap)
     return n;
 }
 
-static int64_t realtime_offset(void)
+int64_t realtime_offset(void)
 {
     struct timespec mono, real;
     clock_gettime(CLOCK_REALTIME, &real);
@@ -179,7 +164,7 @@ static int64_t realtime_offset(void)
          + ((int64_t)real.tv_nsec - (int64_t)mono.tv_nsec);
 }
 
-static void write_header(writer* w)
+void write_header(writer* w)
 {
     static char cmdline[65536];
     size_t cmd_len = read_cmdline(cmdline, sizeof(cmdline));
@@ -267,7 +252,7 @@ static void write_named(writer* w, uint32_t tag, named_entry* list, named_entry*
     free(all);
 }
 
-static void write_registries(writer* w, file_cursor* cur)
+void write_registries(writer* w, file_cursor* cur)
 {
     write_domains(w, cur);
     write_strings(w, cur);
@@ -343,6 +328,11 @@ static void release_written(int failed)
         chunk* c = atomic_load_explicit(&b->head, memory_order_acquire);
         if (!b->written_chunk)
             continue;
+        if (g_flight && !failed) { /* the flight ring keeps written chunks (flight_trim frees them) */
+            flight_scan(b, b->spill_chunk ? b->spill_chunk : c, b->spill_chunk ? b->spill_off : 0,
+                        b->written_chunk, b->written_used);
+            c = NULL;
+        }
         while (!failed && c && c != b->written_chunk) {
             chunk* next = atomic_load_explicit(&c->next, memory_order_acquire);
             atomic_store_explicit(&b->head, next, memory_order_release);
@@ -495,12 +485,24 @@ static int spill_locked(int final, uint64_t out[3])
        first event is named missing, whatever the timing of its first periodic write). */
     if (!final && (g_spill_pid != g_pid ? !has_unwritten_events() : !has_unwritten(&g_spill_cursor)))
         return 0;
+    if (g_flight && !g_flight_spill) { /* the flight ring only: what is written is scanned, not kept */
+        write_spill(&w, &g_spill_cursor, 1, final, out);
+        release_written(0);
+        flight_after_spill();
+        if (final)
+            spare_drain();
+        if (out)
+            out[2] = 0;
+        return 0;
+    }
     fd = open_live_file(&w, &size);
     if (fd < 0)
         return fd;
     write_spill(&w, &g_spill_cursor, 1, final, out);
     drain(&w);
     release_written(w.failed);
+    if (g_flight)
+        flight_after_spill();
     if (w.failed) {
         g_spill_cursor = before;
         if (ftruncate(fd, size) != 0 || size == 0)
