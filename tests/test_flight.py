@@ -364,9 +364,14 @@ def test_three_million_steps_stay_within_150_mib(workdir: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) < 150, done.stdout  # peak RSS of the whole process, in MiB
     fired = [t["otherData"]["flight"] for t in windows(workdir).values()]
-    assert any(f["instance"] == 2_000_001 for f in fired), done.stderr
-    slow = next(f for f in fired if f["instance"] == 2_000_001)
-    assert slow["instances_in_window"] == 11 and not slow["ring_cut"]
+    # The planted second (a step of ~0.5 us otherwise). Found by its length, not its number: on a
+    # loaded host the recorder thread can fall behind and drop events at the memory bound (said
+    # on stderr), which shifts the instance count.
+    slow = [f for f in fired if f["duration_ns"] >= 900_000_000]
+    assert slow, done.stderr
+    assert slow[0]["instances_in_window"] == 11 and not slow[0]["ring_cut"]
+    if "dropped" not in done.stderr:
+        assert slow[0]["instance"] == 2_000_001
 
 
 WAITS_FOR_ITS_WINDOW = """
