@@ -88,6 +88,21 @@ def test_install_writes_a_kernel_run_by_autonvtx_with_the_rules_and_a_trace_per_
     assert "installed in" in done.stdout
 
 
+def test_install_with_a_budget_runs_each_session_with_it(tmp_path: Path) -> None:
+    done = autonvtx(
+        "kernel", "install", "--prefix", str(tmp_path / "jp"), "-t", "__main__", "--budget", "2", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    argv = kernel_json(tmp_path / "jp")["argv"]
+    assert argv[4:8] == ["-t", "__main__", "--budget", "2.0"]
+    refused = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp2"), "--budget", "200", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        "autonvtx: kernel install: --budget: expected a percentage above 0 and at most 100, got '200'\n"
+    )
+    assert not (tmp_path / "jp2").exists()
+
+
 def test_install_with_nsys_puts_nsys_in_front_and_interrupts_by_message(tmp_path: Path) -> None:
     # A stand-in `nsys` on PATH: only its path is written, nothing runs it.
     fake = make_file(tmp_path / "bin" / "nsys", "#!/bin/sh\nexit 1\n")

@@ -39,6 +39,11 @@ def kernel_group(ctx: click.Context) -> None:
     help="Record with autonvtx's recorder: one trace per kernel session, DIR/NAME-<pid>.json.",
 )
 @click.option(
+    "--budget",
+    metavar="PCT",
+    help="As `autonvtx run --budget`: each session turns off the ranges costing more than PCT% of their function's time.",
+)
+@click.option(
     "--nsys",
     is_flag=True,
     help="Run the kernel under Nsight Systems: one NAME-<pid>.nsys-rep per session, in the notebook's directory.",
@@ -55,6 +60,7 @@ def install_command(
     display_name: str | None,
     rules: RuleArgs,
     trace_dir: str | None,
+    budget: str | None,
     nsys: bool,
     user: bool,
     prefix: str | None,
@@ -69,6 +75,10 @@ def install_command(
     args = rule_args(rules)
     if args:
         rules.load()  # bad rules stop here, not in a kernel that dies where nobody reads its stderr
+    if budget is not None:
+        from autonvtx.budget import parse_percent
+
+        args += ["--budget", repr(parse_percent(budget, "kernel install: --budget"))]
     nsys_path = None
     if nsys:
         nsys_path = shutil.which("nsys")
