@@ -25,8 +25,10 @@ from autonvtx.errors import UsageError
 _SUFFIXES = (".perfetto-trace", ".json.gz", ".pftrace", ".json")
 FLIGHT_INFO = "flight.json"
 FLIGHT_SCHEMA = "autonvtx-flight/1"
-# The ring's share of the recorder's memory bound by default: a run of hours stays within it.
-DEFAULT_BUFFER_MB = 112
+# The recorder's memory bound under --flight by default: a run of hours stays within it. A
+# recorder thread starved of CPU lets the threads' buffers fill to it, so the whole process
+# peaks near the interpreter's own memory plus this (3M steps: under 150 MiB on a loaded host).
+DEFAULT_BUFFER_MB = 96
 MAX_KEEP = 1000  # the native scanner keeps at most this many instances before the slow one
 
 
