@@ -199,6 +199,8 @@ PACKAGES = ("json", "email", "collections", "asyncio", "dataclasses", "enum", "t
             "argparse", "logging", "unittest", "xml.etree.ElementTree", "http.client",
             "concurrent.futures", "importlib.metadata", "tomllib", "functools", "abc",
             "contextlib", "inspect", "textwrap", "string", "fractions")
+if sys.version_info < (3, 11):
+    PACKAGES = tuple(p for p in PACKAGES if p != "tomllib")  # 3.11+
 for name in PACKAGES:
     importlib.import_module(name)
 # Where installed, a package whose functions are mostly decorated (networkx's argmap).
