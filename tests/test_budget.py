@@ -160,3 +160,31 @@ def test_a_child_process_keeps_its_parent_s_budget(tmp_path: Path) -> None:
     assert done.stdout == "done\n"
     assert 100 <= done.range_names().count("helper") <= 101
     assert "autonvtx: --budget 2%: ranges turned off after 100 calls for 1 function" in done.stderr
+
+
+SHAPED = """
+import autonvtx
+
+class Array:                        # array-like: what a shapes rule describes
+    shape, dtype = (32, 128), "float64"
+
+install = autonvtx.install(CONFIG, engine=ENGINE, budget=2)
+from budgetpkg import work
+for _ in range(300):
+    work.helper(Array())
+for _ in range(5):
+    work.heavy(Array())
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_budget_reaches_rules_with_shapes(tmp_path: Path, engine: str) -> None:
+    make_file(tmp_path / "budgetpkg" / "__init__.py", "")
+    make_file(tmp_path / "budgetpkg" / "work.py", WORK.replace("return x + 1", "return x"))
+    config = make_file(tmp_path / "rules.toml", '[[rules]]\nmodules = ["budgetpkg.*"]\nshapes = true\n')
+    source = SHAPED.replace("CONFIG", repr(str(config))).replace("ENGINE", repr(engine))
+    (rec,), _ = run_under_recorder(tmp_path, source)
+    names = [r.name for r in rec.ranges]
+    assert names.count("helper [32x128 float64]") == 100  # measured, then turned off
+    assert names.count("heavy [32x128 float64]") == 5
