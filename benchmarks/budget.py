@@ -64,6 +64,7 @@ def in_process(options: argparse.Namespace) -> None:
     scratch = tempfile.mkdtemp(prefix="autonvtx-budget-bench-")
     command = [sys.executable, "-m", "autonvtx", "run", f"--summary={os.path.join(scratch, 's.json')}"]
     command += [os.path.join(HERE, "budget_blocks.py"), str(options.rounds), str(options.steps), options.budget]
+    command += ["small"] if options.small else []
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=7200)
     if done.returncode != 0:
@@ -74,7 +75,8 @@ def in_process(options: argparse.Namespace) -> None:
         steps[block["arm"]] += block["steps_s"]
     python = ".".join(map(str, sys.version_info[:3]))
     print(
-        f"Python {python}, in one process under the recorder: {options.rounds} rounds of blocks of"
+        f"Python {python}, {'a small BERT' if options.small else 'BERT'}, in one process under the recorder:"
+        f" {options.rounds} rounds of blocks of"
         f" {options.steps} steps per arm; each step's CPU time on the main thread"
     )
     print(f"{'arm':<12} {'median step':>12} {'vs plain (HL)':>14} {'95% interval':>22}")
@@ -98,6 +100,7 @@ def main() -> None:
     parser.add_argument("--budget", default="2")
     parser.add_argument("--engine", choices=["wrap", "code"], default="wrap")
     parser.add_argument("--in-process", action="store_true", help="Blocks taking turns in one process.")
+    parser.add_argument("--small", action="store_true", help="--in-process: a BERT a tenth of the size.")
     options = parser.parse_args()
     if options.in_process:
         in_process(options)

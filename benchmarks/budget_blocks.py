@@ -3,7 +3,11 @@ turns: no ranges, `install(targets=["transformers.*"], budget=PCT)`, and the sam
 budget. benchmarks/budget.py runs it under the recorder (`autonvtx run --summary=...` attaches
 it); it prints one JSON line per block.
 
-    autonvtx run --summary=s.json benchmarks/budget_blocks.py ROUNDS STEPS PCT
+    autonvtx run --summary=s.json benchmarks/budget_blocks.py ROUNDS STEPS PCT [small]
+
+`small`: a BERT a tenth of the size, whose steps make as many calls in a few milliseconds: the
+same ranges weigh ten times more against its step, a harder test of the budget, and many more
+steps fit in the same time (a narrower interval on a noisy host).
 
 Blocks taking turns in one process see the same host: a shared machine's slow minutes fall on
 every arm alike, which runs in separate processes cannot promise. Each block installs (the
@@ -23,12 +27,20 @@ from transformers import BertConfig, BertForSequenceClassification
 import autonvtx
 
 ROUNDS, STEPS, BUDGET = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+SMALL = sys.argv[4:] == ["small"]
 torch.manual_seed(0)
 torch.set_num_threads(1)
-config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+if SMALL:
+    config = BertConfig(
+        vocab_size=1000, hidden_size=64, num_hidden_layers=4, num_attention_heads=2, intermediate_size=128
+    )
+    batch, length = 2, 16
+else:  # as suggest_programs/bert_step.py
+    config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
+    batch, length = 8, 128
 model = BertForSequenceClassification(config)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-ids, labels = torch.randint(0, config.vocab_size, (8, 128)), torch.randint(0, 2, (8,))
+ids, labels = torch.randint(0, config.vocab_size, (batch, length)), torch.randint(0, 2, (batch,))
 
 
 def step() -> float:
