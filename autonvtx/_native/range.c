@@ -83,8 +83,13 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     self->measure_left = budget_calls;
     self->own_ns = self->cost_ns = 0;
     self->open = 0;
+    self->flight = 0;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
     range_register(self, domain, message_utf8);
+    if (flight_is_armed() && flight_matches(PyUnicode_AsUTF8(domain_name), message_utf8)) {
+        self->flight = 1;
+        self->measure_left = FLIGHT_MEASURED;
+    }
     Py_INCREF(domain_name);
     self->domain_name = domain_name;
     Py_INCREF(message);
@@ -124,6 +129,7 @@ static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
     (void)module;
     (void)unused;
     ranges_rebound = 1;
+    flight_forked();
     for (r = newest_range; r != NULL; r = r->older) {
         const char* domain_utf8 = PyUnicode_AsUTF8(r->domain_name);
         const char* message_utf8 = PyUnicode_AsUTF8(r->message);
@@ -203,6 +209,13 @@ void budget_account(RangeObject* r, unsigned long long own, unsigned long long c
 {
     double mean_own, mean_cost;
     const char* name;
+    if (r->flight) { /* --flight's range: timed at every instance, never turned off */
+        name = PyUnicode_AsUTF8(r->message);
+        if (name == NULL)
+            PyErr_Clear();
+        flight_instance(name, own);
+        return;
+    }
     if (r->measure_left <= 0)
         return; /* decided while this one was open (recursion, another thread) */
     r->own_ns += own;
@@ -229,6 +242,25 @@ void budget_account(RangeObject* r, unsigned long long own, unsigned long long c
                 mean_own, budget_calls);
         fflush(stderr);
     }
+}
+
+/* --flight armed: every Range made so far is looked at (those made from now on are, as they are
+ * made). */
+int range_flag_flight(void)
+{
+    RangeObject* r;
+    for (r = newest_range; r != NULL; r = r->older) {
+        const char* domain = PyUnicode_AsUTF8(r->domain_name);
+        const char* message = PyUnicode_AsUTF8(r->message);
+        if (domain == NULL || message == NULL)
+            return -1;
+        if (!r->flight && flight_matches(domain, message)) {
+            r->flight = 1;
+            r->off = 0;
+            r->measure_left = FLIGHT_MEASURED;
+        }
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(set_budget_doc,

@@ -1,0 +1,144 @@
+"""`--flight RANGE` where autonvtx's recorder is not the NVTX tool (under Nsight Systems:
+`autonvtx profile --flight`, `install(flight=...)`, `%autonvtx --flight`): the watched range is
+timed in the process where it begins and ends, and each slow instance opens the capture range
+(`capture@autonvtx`, the one capture windows open) over the next `keep` instances, with a mark
+saying what fired (`_native/flightwatch.c`).
+
+The setting travels to child processes in AUTONVTX_FLIGHT_WATCH; each process watches its own
+instances."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from typing import Any
+
+from autonvtx import environment
+from autonvtx.errors import UsageError
+from autonvtx.recorder.flight import Flight
+
+# The text that begins each trigger's NVTX mark (flightwatch.c writes it; report reads it back).
+MARK_PREFIX = "autonvtx --flight: window "
+
+_armed: list[Flight] = []
+
+
+def _client() -> Any:
+    from autonvtx import ranges
+
+    client = ranges._client if ranges.is_native() else None
+    return client if hasattr(client, "watch_flight") else None
+
+
+def arm(flight: Flight) -> bool:
+    """Watch `flight.range` in this process from now on (ranges made before are looked at too),
+    and in its children; says what it saw at exit. False, said once, where the native client is
+    missing."""
+    flight.check()
+    client = _client()
+    if client is None:
+        if not _armed:
+            print("autonvtx: --flight needs autonvtx's native client; no range is watched", file=sys.stderr)
+            _armed.append(flight)
+        return False
+    client.watch_flight(flight.range, flight.factor, flight.keep, flight.max_files, flight.warmup)
+    if not _armed:
+        atexit.register(_at_exit)
+    _armed[:] = [flight]
+    os.environ[environment.FLIGHT_WATCH] = to_text(flight)  # children watch too
+    return True
+
+
+def disarm() -> None:
+    """Stop watching (uninstall): a window still open ends now; children are no longer told."""
+    client = _client()
+    if client is not None and _armed:
+        client.close_flight()
+    os.environ.pop(environment.FLIGHT_WATCH, None)
+
+
+def to_text(flight: Flight) -> str:
+    return json.dumps(
+        {
+            "range": flight.range,
+            "factor": flight.factor,
+            "keep": flight.keep,
+            "max": flight.max_files,
+            "warmup": flight.warmup,
+        }
+    )
+
+
+def from_text(text: str) -> Flight:
+    """The Flight AUTONVTX_FLIGHT_WATCH holds; UsageError naming the variable otherwise."""
+    try:
+        values = json.loads(text)
+        flight = Flight(
+            range=str(values["range"]),
+            factor=float(values["factor"]),
+            keep=int(values["keep"]),
+            max_files=int(values["max"]),
+            warmup=int(values["warmup"]),
+        )
+    except (ValueError, TypeError, KeyError):
+        raise UsageError(
+            f"{environment.FLIGHT_WATCH}: expected the JSON autonvtx profile sets"
+            ' ({"range": ..., "factor": ..., "keep": ..., "max": ..., "warmup": ...})'
+        ) from None
+    flight.check()
+    return flight
+
+
+def arm_from_environment() -> None:
+    """arm() with what AUTONVTX_FLIGHT_WATCH says, when a parent set it."""
+    text = os.environ.get(environment.FLIGHT_WATCH)
+    if text and not _armed:
+        try:
+            arm(from_text(text))
+        except UsageError as bad:
+            print(f"autonvtx: {bad}; nothing watched", file=sys.stderr)
+
+
+def watched() -> dict[str, int]:
+    """What the watch saw in this process: instances, slow, windows, open, uncaptured."""
+    client = _client()
+    return dict(client.flight_watched()) if client is not None else {}
+
+
+def exit_lines(flight: Flight, seen: dict[str, int], pid: int) -> list[str]:
+    """What a process says of its watch at exit (each line names the process: several may watch)."""
+    where = f"process {pid}"
+    if not seen.get("instances"):
+        return [
+            f"--flight: no instance of '{flight.range}' ran in {where} (it must be a function's range or a"
+            " region autonvtx makes: the program's own NVTX ranges cannot be timed under Nsight Systems);"
+            " no window captured"
+        ]
+    if not seen.get("slow"):
+        return [
+            f"--flight: none of the {seen['instances']} instances of '{flight.range}' in {where} lasted more than"
+            f" {flight.factor:g}x the median of those before it: no window captured"
+        ]
+    lines = [
+        f"--flight: {seen['slow']} slow instance(s) of '{flight.range}' of {seen['instances']} in {where};"
+        f" {seen['windows']} capture window(s) of up to {flight.keep} instances after them"
+    ]
+    if seen.get("uncaptured"):
+        lines.append(
+            f"--flight: {seen['uncaptured']} slow instance(s) in {where} came after --flight-max"
+            f" {flight.max_files} windows and were not captured"
+        )
+    return lines
+
+
+def _at_exit() -> None:
+    if not _armed:
+        return
+    client = _client()
+    if client is None:
+        return
+    client.close_flight()  # a window open when the program ends ends with it
+    for line in exit_lines(_armed[0], watched(), os.getpid()):
+        print(f"autonvtx: {line}", file=sys.stderr)
