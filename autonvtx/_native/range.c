@@ -432,6 +432,12 @@ static PyObject* Range_get_enabled(RangeObject* self, void* closure)
     return PyBool_FromLong(self->enabled);
 }
 
+static PyObject* Range_get_watched(RangeObject* self, void* closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->flight);
+}
+
 static PyObject* Range_get_domain(RangeObject* self, void* closure)
 {
     (void)closure;
@@ -488,6 +494,7 @@ static PyMethodDef Range_methods[] = {
 
 static PyGetSetDef Range_getset[] = {
     {"enabled", (getter)Range_get_enabled, NULL, "Whether an NVTX tool is attached to this client.", NULL},
+    {"watched", (getter)Range_get_watched, NULL, "Whether --flight times each of its ranges (flightwatch.c).", NULL},
     {"domain", (getter)Range_get_domain, NULL, "The NVTX domain's name.", NULL},
     {"message", (getter)Range_get_message, NULL, "The registered message.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

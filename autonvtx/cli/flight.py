@@ -60,16 +60,30 @@ def flight_options(command: Any) -> Any:
     return command
 
 
-def flight_setting(flight: str | None, factor: float, keep: int, most: int, warmup: int) -> Flight | None:
-    """--flight and its settings as a Flight, checked before nsys starts; a setting without
-    --flight is refused (it would do nothing)."""
+def flight_setting(
+    flight: str | None = None,
+    flight_factor: float = 3.0,
+    flight_keep: int = 10,
+    flight_max: int = 20,
+    flight_warmup: int = 5,
+    where: str = "profile",
+) -> Flight | None:
+    """--flight and its settings as a Flight, checked before anything starts; a setting without
+    --flight is refused (it would do nothing). `where`: the command, first in each message."""
     if flight is None:
-        given = {"--flight-factor": factor != 3.0, "--flight-keep": keep != 10, "--flight-max": most != 20}
-        given["--flight-warmup"] = warmup != 5
+        given = {
+            "--flight-factor": flight_factor != 3.0,
+            "--flight-keep": flight_keep != 10,
+            "--flight-max": flight_max != 20,
+            "--flight-warmup": flight_warmup != 5,
+        }
         for name, changed in given.items():
             if changed:
-                raise UsageError(f"profile: {name} sets how --flight watches; add --flight RANGE")
+                raise UsageError(f"{where}: {name} sets how --flight watches; add --flight RANGE")
         return None
-    watch = Flight(range=flight, factor=factor, keep=keep, max_files=most, warmup=warmup)
-    watch.check()
+    watch = Flight(range=flight, factor=flight_factor, keep=flight_keep, max_files=flight_max, warmup=flight_warmup)
+    try:
+        watch.check()
+    except UsageError as error:
+        raise UsageError(f"{where}: {error}") from None
     return watch
