@@ -327,3 +327,18 @@ def test_profile_flight_on_a_steady_run_captures_nothing_and_says_so(workdir: Pa
     assert not list(workdir.glob("fr*.nsys-rep"))
     assert "none of the 60 instances of 'step' in process" in done.stderr
     assert "--flight: no capture window opened, so nsys recorded nothing and wrote no" in done.stderr
+
+
+def test_the_flight_watch_benchmark_runs() -> None:
+    """benchmarks/flight_watch.py in its quick form: its code works (no figure is asserted here)."""
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "flight_watch.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[2:-1]]
+    engines = ["wrap"] + (["code"] if sys.version_info >= (3, 12) else [])
+    assert [row[:2] for row in rows] == [[engine, name] for engine in engines for name in ("other", "step*")]
+    assert all(row[-1].endswith("x") for row in rows)
