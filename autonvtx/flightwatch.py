@@ -22,7 +22,8 @@ from autonvtx.recorder.flight import Flight
 # The text that begins each trigger's NVTX mark (flightwatch.c writes it; report reads it back).
 MARK_PREFIX = "autonvtx --flight: window "
 
-_armed: list[Flight] = []
+_armed: list[Flight] = []  # the watch armed in this process (one at most)
+_said: set[str] = set()  # why a watch could not be armed, said once each
 
 
 def _client() -> Any:
@@ -34,14 +35,23 @@ def _client() -> Any:
 
 def arm(flight: Flight) -> bool:
     """Watch `flight.range` in this process from now on (ranges made before are looked at too),
-    and in its children; says what it saw at exit. False, said once, where the native client is
-    missing."""
+    and in its children; says what it saw at exit. False, said once, where no NVTX tool is
+    attached (no range is made then) or the native client is missing."""
     flight.check()
+    if not environment.is_tool_configured():
+        if "tool" not in _said:
+            _said.add("tool")
+            print(
+                f"autonvtx: --flight: no NVTX tool is attached to process {os.getpid()} (run it under `nsys"
+                " profile`, `autonvtx profile` or `autonvtx run --trace`): its ranges are not made, nothing is watched",
+                file=sys.stderr,
+            )
+        return False
     client = _client()
     if client is None:
-        if not _armed:
+        if "client" not in _said:
+            _said.add("client")
             print("autonvtx: --flight needs autonvtx's native client; no range is watched", file=sys.stderr)
-            _armed.append(flight)
         return False
     client.watch_flight(flight.range, flight.factor, flight.keep, flight.max_files, flight.warmup)
     if not _armed:
@@ -134,10 +144,8 @@ def exit_lines(flight: Flight, seen: dict[str, int], pid: int) -> list[str]:
 
 
 def _at_exit() -> None:
-    if not _armed:
-        return
     client = _client()
-    if client is None:
+    if not _armed or client is None:
         return
     client.close_flight()  # a window open when the program ends ends with it
     for line in exit_lines(_armed[0], watched(), os.getpid()):

@@ -210,6 +210,20 @@ def test_install_takes_flight(workdir: Path) -> None:
     assert "of 120 in process" in done.stderr  # the uninstalled calls are not counted
 
 
+def test_install_without_a_tool_says_nothing_is_watched(workdir: Path) -> None:
+    code = "import autonvtx; autonvtx.install(targets=['json'], flight='step'); print('ran')"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(PYTHONPATH=str(REPO)),
+    )
+    assert done.returncode == 0 and done.stdout == "ran\n", done.stderr
+    assert "autonvtx: --flight: no NVTX tool is attached to process" in done.stderr
+    assert "nothing is watched" in done.stderr
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
