@@ -150,6 +150,42 @@ def test_a_range_that_never_runs_is_said(workdir: Path) -> None:
     assert "--flight: no instance of 'stpe' ran in process" in done.stderr
 
 
+PARENT = """
+    import subprocess, sys, time
+
+    def step(i):
+        time.sleep(0.06 if i == 40 else 0.002)
+
+    child = subprocess.Popen([sys.executable, "child.py"])
+    for i in range(80):
+        step(i)
+    child.wait()
+"""
+
+CHILD_STEPS = """
+    import time
+
+    def step(i):
+        time.sleep(0.06 if i == 60 else 0.002)
+
+    for i in range(80):
+        step(i)
+"""
+
+
+def test_each_process_watches_its_own_instances(workdir: Path) -> None:
+    make_file(workdir / "prog.py", PARENT)
+    make_file(workdir / "child.py", CHILD_STEPS)
+    done = run_autonvtx("-t", "__main__", "prog.py", cwd=workdir, env=autonvtx_env(**{WATCH: watch("step")}))
+    assert done.returncode == 0, done.stderr
+    events = json.loads((workdir / "trace.json").read_text())["traceEvents"]
+    fired = {(e["pid"], int(m[3])) for e in events if e.get("ph") == "i" and (m := MARK.match(e["name"]))}
+    parent = {pid for pid, instance in fired if instance == 41}
+    child = {pid for pid, instance in fired if instance == 61}
+    assert len(parent) == 1 and len(child) == 1 and parent != child, fired
+    assert done.stderr.count("slow instance(s) of 'step' of 80 in process") == 2
+
+
 @pytest.mark.parametrize(
     ("watched", "domain", "message", "expected"),
     [
