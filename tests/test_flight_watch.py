@@ -186,6 +186,31 @@ def test_each_process_watches_its_own_instances(workdir: Path) -> None:
     assert done.stderr.count("slow instance(s) of 'step' of 80 in process") == 2
 
 
+FORKING = """
+    import os, sys, time
+
+    def step(i):
+        time.sleep(0.002)
+
+    for i in range(50):
+        step(i)
+    pid = os.fork()
+    for i in range(30 if pid == 0 else 20):
+        step(i)
+    if pid:
+        os.waitpid(pid, 0)
+"""
+
+
+def test_a_fork_child_counts_its_own_instances(workdir: Path) -> None:
+    make_file(workdir / "prog.py", FORKING)
+    done = run_autonvtx("-t", "__main__", "prog.py", cwd=workdir, env=autonvtx_env(**{WATCH: watch("step", 50.0)}))
+    assert done.returncode == 0, done.stderr
+    # "none of the N instances of 'step' in process P", or "... of 'step' of N in process P" after a stall
+    said = re.findall(r"none of the (\d+) instances of 'step' in process|of 'step' of (\d+) in process", done.stderr)
+    assert sorted(int(a or b) for a, b in said) == [30, 70], done.stderr  # the child's 30 are its own, not 80
+
+
 @pytest.mark.parametrize(
     ("watched", "domain", "message", "expected"),
     [

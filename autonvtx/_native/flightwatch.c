@@ -20,6 +20,7 @@
 #include "nvtxclient.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,8 +263,9 @@ void flight_instance(const char* name, unsigned long long duration)
     }
 }
 
-/* A fork child watches its own instances: a window its parent had open is not its own. */
-void flight_forked(void)
+/* A fork child watches its own instances: a window its parent had open is not its own
+ * (pthread_atfork's child handler). */
+static void flight_forked(void)
 {
     window_open = 0;
     window_left = 0;
@@ -350,6 +352,9 @@ static PyMethodDef flight_functions[] = {
 
 int flightwatch_add_to_module(PyObject* module)
 {
+    static int registered;
+    if (!registered && pthread_atfork(NULL, NULL, flight_forked) == 0)
+        registered = 1;
     return PyModule_AddFunctions(module, flight_functions);
 }
 

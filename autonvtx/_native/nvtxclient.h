@@ -97,12 +97,11 @@ void budget_account(RangeObject* r, unsigned long long own, unsigned long long c
 
 /* --flight under another tool (flightwatch.c): whether a range so named is the watched one; one
  * instance of it (its name, its time between push and pop); every Range made so far flagged
- * when it is (range.c); a fork child's fresh start. */
+ * when it is (range.c). */
 int flight_is_armed(void);
 int flight_matches(const char* domain, const char* message);
 void flight_instance(const char* name, unsigned long long duration);
 int range_flag_flight(void);
-void flight_forked(void);
 /* What a flight Range keeps as `measure_left`: never counted down. */
 #define FLIGHT_MEASURED INT_MAX
 

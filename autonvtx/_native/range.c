@@ -129,7 +129,6 @@ static PyObject* rebind_ranges(PyObject* module, PyObject* unused)
     (void)module;
     (void)unused;
     ranges_rebound = 1;
-    flight_forked();
     for (r = newest_range; r != NULL; r = r->older) {
         const char* domain_utf8 = PyUnicode_AsUTF8(r->domain_name);
         const char* message_utf8 = PyUnicode_AsUTF8(r->message);
