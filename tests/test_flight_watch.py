@@ -385,6 +385,12 @@ def test_profile_flight_captures_the_steps_after_a_slow_one_on_nsys(workdir: Pat
     assert re.search(r"--flight window \d+ of process \d+: opened after 'step' \(instance 60 of 'step'\)", done.stdout)
     if len(exports) > 1:
         assert f"--flight: capture 1 of {len(exports)}" in done.stderr
+    # `autonvtx report` on the window's export alone says it too.
+    report = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", str(export)], capture_output=True, text=True, cwd=workdir
+    )
+    assert report.returncode == 0, report.stderr
+    assert "opened after 'step' (instance 60 of 'step') took" in " ".join(report.stdout.split())
 
 
 def test_profile_flight_on_a_steady_run_captures_nothing_and_says_so(workdir: Path) -> None:
