@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from autonvtx.config import Config
@@ -24,9 +24,9 @@ class Installation:
     """What `install()` returns: `uninstall()` (also on leaving a `with` block) removes the
     import hook and puts back every function and method it replaced."""
 
-    def __init__(self, instrumentation: Instrumentation, watching: bool = False) -> None:
+    def __init__(self, instrumentation: Instrumentation, disarm: Callable[[], None] | None = None) -> None:
         self._instrumentation = instrumentation
-        self._watching = watching  # install(flight=...) armed the watch: uninstall() ends it
+        self._disarm = disarm  # install(budget=): the budget ends with the installation
 
     @property
     def active(self) -> bool:
@@ -49,11 +49,9 @@ class Installation:
 
     def uninstall(self) -> None:
         self._instrumentation.uninstall()
-        if self._watching:
-            from autonvtx.flightwatch import disarm
-
-            disarm()
-            self._watching = False
+        if self._disarm is not None:
+            self._disarm()
+            self._disarm = None
 
     def __enter__(self) -> Installation:
         return self
@@ -109,21 +107,34 @@ def install(
             "install: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
         )
+    disarm = None
     if percent is not None:
         from autonvtx.budget import arm
 
-        arm(percent)  # before the walk makes any range
-    watching = False
+        disarm = arm(percent)  # before the walk makes any range
     if watch is not None:
         from autonvtx.flightwatch import arm as watch_flight
 
-        watching = watch_flight(watch)  # before the walk: each range is looked at as it is made
+        end_watch = watch_flight(watch)  # before the walk: each range is looked at as it is made
+        disarm = _both(disarm, end_watch)
     instrumentation = Instrumentation(resolved, restorable=True)
     instrumentation.print_start_notes()
     instrumentation.install()
-    installation = Installation(instrumentation, watching)
+    installation = Installation(instrumentation, disarm)
     installation.instrument_main()
     return installation
+
+
+def _both(first: Callable[[], None] | None, second: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What ends both (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def disarm() -> None:
+        first()
+        second()
+
+    return disarm
 
 
 def _flight(flight: str | None, factor: float, keep: int, most: int, warmup: int) -> Flight | None:

@@ -13,6 +13,7 @@ import atexit
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from autonvtx import environment
@@ -29,14 +30,15 @@ _said: set[str] = set()  # why a watch could not be armed, said once each
 def _client() -> Any:
     from autonvtx import ranges
 
-    client = ranges._client if ranges.is_native() else None
+    client = ranges.native_client() if ranges.is_native() else None
     return client if hasattr(client, "watch_flight") else None
 
 
-def arm(flight: Flight) -> bool:
+def arm(flight: Flight) -> Callable[[], None] | None:
     """Watch `flight.range` in this process from now on (ranges made before are looked at too),
-    and in its children; says what it saw at exit. False, said once, where no NVTX tool is
-    attached (no range is made then) or the native client is missing."""
+    and in its children; says what it saw at exit. Returns what ends the watch again
+    (install()'s uninstall calls it); None, said once, where no NVTX tool is attached (no range
+    is made then) or the native client is missing."""
     flight.check()
     if not environment.is_tool_configured():
         if "tool" not in _said:
@@ -46,27 +48,30 @@ def arm(flight: Flight) -> bool:
                 " profile`, `autonvtx profile` or `autonvtx run --trace`): its ranges are not made, nothing is watched",
                 file=sys.stderr,
             )
-        return False
+        return None
     client = _client()
     if client is None:
         if "client" not in _said:
             _said.add("client")
             print("autonvtx: --flight needs autonvtx's native client; no range is watched", file=sys.stderr)
-        return False
+        return None
     client.watch_flight(flight.range, flight.factor, flight.keep, flight.max_files, flight.warmup)
     if not _armed:
         atexit.register(_at_exit)
     _armed[:] = [flight]
+    inherited = os.environ.get(environment.FLIGHT_WATCH)
     os.environ[environment.FLIGHT_WATCH] = to_text(flight)  # children watch too
-    return True
 
-
-def disarm() -> None:
-    """Stop watching (uninstall): a window still open ends now; children are no longer told."""
-    client = _client()
-    if client is not None and _armed:
+    def disarm() -> None:
+        """No instance is watched from now on (a window still open ends now), and children get
+        the environment's setting as it was; what was seen is still said at exit."""
         client.close_flight()
-    os.environ.pop(environment.FLIGHT_WATCH, None)
+        if inherited is None:
+            os.environ.pop(environment.FLIGHT_WATCH, None)
+        else:
+            os.environ[environment.FLIGHT_WATCH] = inherited
+
+    return disarm
 
 
 def to_text(flight: Flight) -> str:
