@@ -8,8 +8,9 @@ One child per engine, with an NVTX tool attached that does nothing (the recorder
 mode: under Nsight Systems each push and pop costs more, the same with and without the watch).
 In the child, `other()` and `step()` get ranges from install(); each is called in a timed loop
 without the watch (the baseline) and with `step` watched, in the same process (`other` in
-alternation, five times each): the ratio for `other` is what --flight costs every range but the
-watched one; the ratio for `step` is the watched range's own cost (three clock reads and the
+alternation, five times each, and a second time without the watch: the row `other=` is how far
+two measurements of the same code differ on this host): the ratio for `other` is what --flight
+costs every range but the watched one; the ratio for `step` is the watched range's own cost (three clock reads and the
 median's bookkeeping per instance, which a step of milliseconds does not notice).
 """
 
@@ -58,13 +59,16 @@ CHILD = textwrap.dedent(
     _nvtxclient.watch_flight("step", 1e9, 10, 20, 5)
     after = {"step": best(f_step)}
     # `other` alternately with the watch armed and not (order and drift of the host cancel).
-    unwatched, watched = [], []
+    # Twice without the watch too: how far two measurements of the same code differ here.
+    unwatched, again, watched = [], [], []
     for _ in range(5):
         _nvtxclient.close_flight()
         unwatched.append(per_call(f_other))
+        again.append(per_call(f_other))
         _nvtxclient.watch_flight("step", 1e9, 10, 20, 5)
         watched.append(per_call(f_other))
     before["other"], after["other"] = min(unwatched), min(watched)
+    before["noise"], after["noise"] = min(unwatched), min(again)
     print(json.dumps({"before": before, "after": after}))
     """
 )
@@ -95,11 +99,13 @@ def main() -> int:
     print(f"{'engine':8} {'range':8} {'unwatched ns':>13} {'watched ns':>11} {'ratio':>7}")
     for engine in engines:
         r = run_child(engine, calls)
-        for name in ("other", "step"):
+        for name, label in (("other", "other"), ("noise", "other="), ("step", "step*")):
             before, after = r["before"][name], r["after"][name]
-            label = "other" if name == "other" else "step*"
             print(f"{engine:8} {label:8} {before:>13.1f} {after:>11.1f} {after / before:>6.2f}x")
-    print("step*: the watched range (--flight step); other: every other range")
+    print(
+        "step*: the watched range (--flight step); other: every other range;"
+        " other=: other measured twice without the watch (this host's noise)"
+    )
     return 0
 
 

@@ -421,5 +421,5 @@ def test_the_flight_watch_benchmark_runs() -> None:
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[2:-1]]
     engines = ["wrap"] + (["code"] if sys.version_info >= (3, 12) else [])
-    assert [row[:2] for row in rows] == [[engine, name] for engine in engines for name in ("other", "step*")]
+    assert [row[:2] for row in rows] == [[engine, name] for engine in engines for name in ("other", "other=", "step*")]
     assert all(row[-1].endswith("x") for row in rows)
