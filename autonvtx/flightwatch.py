@@ -24,6 +24,9 @@ from autonvtx.recorder.flight import Flight
 MARK_PREFIX = "autonvtx --flight: window "
 
 _armed: list[Flight] = []  # the watch armed in this process (one at most)
+# Armed from a parent's setting: a child that never runs the range (a data loader's worker)
+# says nothing at exit; the parent says it for the run.
+_from_parent: list[bool] = [False]
 _said: set[str] = set()  # why a watch could not be armed, said once each
 
 
@@ -60,7 +63,7 @@ def arm(flight: Flight) -> Callable[[], None] | None:
         atexit.register(_at_exit)
     _armed[:] = [flight]
     inherited = os.environ.get(environment.FLIGHT_WATCH)
-    os.environ[environment.FLIGHT_WATCH] = to_text(flight)  # children watch too
+    os.environ[environment.FLIGHT_WATCH] = to_text(flight, parent=os.getpid())  # children watch too
 
     def disarm() -> None:
         """No instance is watched from now on (a window still open ends now), and children get
@@ -74,22 +77,26 @@ def arm(flight: Flight) -> Callable[[], None] | None:
     return disarm
 
 
-def to_text(flight: Flight) -> str:
-    return json.dumps(
-        {
-            "range": flight.range,
-            "factor": flight.factor,
-            "keep": flight.keep,
-            "max": flight.max_files,
-            "warmup": flight.warmup,
-        }
-    )
+def to_text(flight: Flight, parent: int | None = None) -> str:
+    """AUTONVTX_FLIGHT_WATCH's value; `parent`: the watching process whose children read it."""
+    values: dict[str, Any] = {
+        "range": flight.range,
+        "factor": flight.factor,
+        "keep": flight.keep,
+        "max": flight.max_files,
+        "warmup": flight.warmup,
+    }
+    if parent is not None:
+        values["parent"] = parent
+    return json.dumps(values)
 
 
-def from_text(text: str) -> Flight:
-    """The Flight AUTONVTX_FLIGHT_WATCH holds; UsageError naming the variable otherwise."""
+def from_text(text: str) -> tuple[Flight, int | None]:
+    """The Flight AUTONVTX_FLIGHT_WATCH holds, and the watching parent that set it (None: set by
+    `autonvtx profile`); UsageError naming the variable otherwise."""
     try:
         values = json.loads(text)
+        parent = values.get("parent")
         flight = Flight(
             range=str(values["range"]),
             factor=float(values["factor"]),
@@ -97,13 +104,13 @@ def from_text(text: str) -> Flight:
             max_files=int(values["max"]),
             warmup=int(values["warmup"]),
         )
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         raise UsageError(
             f"{environment.FLIGHT_WATCH}: expected the JSON autonvtx profile sets"
             ' ({"range": ..., "factor": ..., "keep": ..., "max": ..., "warmup": ...})'
         ) from None
     flight.check()
-    return flight
+    return flight, parent if isinstance(parent, int) else None
 
 
 def arm_from_environment() -> None:
@@ -111,7 +118,9 @@ def arm_from_environment() -> None:
     text = os.environ.get(environment.FLIGHT_WATCH)
     if text and not _armed:
         try:
-            arm(from_text(text))
+            flight, parent = from_text(text)
+            _from_parent[0] = parent is not None
+            arm(flight)
         except UsageError as bad:
             print(f"autonvtx: {bad}; nothing watched", file=sys.stderr)
 
@@ -153,5 +162,8 @@ def _at_exit() -> None:
     if not _armed or client is None:
         return
     client.close_flight()  # a window open when the program ends ends with it
-    for line in exit_lines(_armed[0], watched(), os.getpid()):
+    seen = watched()
+    if _from_parent[0] and not seen.get("instances"):
+        return  # a child that never ran the range: its parent speaks for the run
+    for line in exit_lines(_armed[0], seen, os.getpid()):
         print(f"autonvtx: {line}", file=sys.stderr)

@@ -186,6 +186,23 @@ def test_each_process_watches_its_own_instances(workdir: Path) -> None:
     assert done.stderr.count("slow instance(s) of 'step' of 80 in process") == 2
 
 
+def test_a_child_that_never_runs_the_range_stays_quiet(workdir: Path) -> None:
+    make_file(workdir / "prog.py", PARENT)
+    make_file(workdir / "child.py", "def other():\n    pass\n\nother()\n")
+    done = run_autonvtx("-t", "__main__", "prog.py", cwd=workdir, env=autonvtx_env(**{WATCH: watch("step")}))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("in process") == 1, done.stderr  # the parent's line; the child has no step
+
+
+@pytest.mark.parametrize("text", ["[1]", '{"range": "step"}', "not json"])
+def test_a_damaged_setting_is_said_and_nothing_watched(workdir: Path, text: str) -> None:
+    make_file(workdir / "prog.py", TRAINING)
+    done = run_autonvtx("-t", "__main__", "prog.py", "10", "-1", cwd=workdir, env=autonvtx_env(**{WATCH: text}))
+    assert done.returncode == 0, done.stderr
+    assert "autonvtx: AUTONVTX_FLIGHT_WATCH: expected the JSON autonvtx profile sets" in done.stderr
+    assert "nothing watched" in done.stderr and "Traceback" not in done.stderr
+
+
 FORKING = """
     import os, sys, time
 
