@@ -440,3 +440,21 @@ def test_the_flight_watch_benchmark_runs() -> None:
     engines = ["wrap"] + (["code"] if sys.version_info >= (3, 12) else [])
     assert [row[:2] for row in rows] == [[engine, name] for engine in engines for name in ("other", "other=", "step*")]
     assert all(row[-1].endswith("x") for row in rows)
+
+
+def test_windows_left_as_qdstrm_without_an_importer_are_said(workdir: Path) -> None:
+    import time
+
+    from autonvtx.cli.profile import imported_windows, window_reports
+    from autonvtx.nsight import Nsys, NsysError, report_paths
+
+    outputs = report_paths(str(workdir / "fr"))
+    started = time.time()
+    (workdir / "fr.1.qdstrm").write_bytes(b"")
+    (workdir / "fr.2.nsys-rep").write_bytes(b"")
+    (workdir / "fr.x.nsys-rep").write_bytes(b"")  # not a window's name
+    assert window_reports(outputs, started) == [str(workdir / "fr.2.nsys-rep")]
+    with pytest.raises(
+        NsysError, match=r"nsys left only .*fr\.1\.qdstrm: its importer \(QdstrmImporter\) was not found"
+    ):
+        imported_windows(Nsys(path="/usr/bin/nsys", version="2022.4.2", importer=None), outputs, started)

@@ -189,19 +189,37 @@ def check_outputs(output: str, outputs: Sequence[str], *, force: bool, windows: 
 def window_reports(outputs: Sequence[str], started: float) -> list[str]:
     """The reports nsys wrote since `started` for a run whose capture ranges repeat: one per
     window, `OUT.N.nsys-rep` by N when there were several, `OUT.nsys-rep` when there was one."""
+    import fnmatch
     import glob
     import re
 
-    base = outputs[0][: -len(".nsys-rep")]
-    numbered = re.compile(re.escape(os.path.basename(base)) + r"\.(\d+)\.nsys-rep$")
-    found = []
-    for path in glob.glob(glob.escape(base).replace("[*]", "*") + ".*.nsys-rep") + glob.glob(
-        glob.escape(outputs[0]).replace("[*]", "*")
-    ):
-        match = numbered.match(os.path.basename(path))
-        if os.path.getmtime(path) >= started - 1:
-            found.append((int(match.group(1)) if match else 0, path))
+    base = glob.escape(outputs[0][: -len(".nsys-rep")]).replace("[*]", "*")  # -o's %p is any pid
+    found = [(0, path) for path in glob.glob(base + ".nsys-rep")]
+    for path in glob.glob(base + ".*.nsys-rep"):
+        number = re.search(r"\.(\d+)\.nsys-rep$", path)
+        if number is not None and fnmatch.fnmatchcase(path[: number.start()], base):
+            found.append((int(number.group(1)), path))
+    found = [(number, path) for number, path in found if os.path.getmtime(path) >= started - 1]
     return [path for _, path in sorted(found)]
+
+
+def imported_windows(nsys: Any, outputs: Sequence[str], started: float) -> list[str]:
+    """The windows' reports, imported here from the .qdstrm files nsys left without its importer
+    (as export_of_capture does for one capture); none when there are none."""
+    import glob
+
+    from autonvtx import nsight
+
+    base = outputs[1][: -len(".qdstrm")]
+    pattern = glob.escape(base).replace("[*]", "*")
+    streams = [p for p in glob.glob(pattern + "*.qdstrm") if os.path.getmtime(p) >= started - 1]
+    if streams and nsys.importer is None:
+        raise nsight.NsysError(
+            f"profile: nsys left only {streams[-1]}: its importer (QdstrmImporter) was not found"
+            f" beside {os.path.realpath(nsys.path)}; expected an Nsight Systems installation"
+            " with its host-linux-x64 directory"
+        )
+    return [nsight.import_qdstrm(nsys.importer, stream) for stream in sorted(streams)]
 
 
 def print_windows(
@@ -221,6 +239,8 @@ def print_windows(
     from autonvtx.report.nsysrep import ensure_export
 
     reports = window_reports(outputs, started)
+    if not reports:
+        reports = imported_windows(nsys, outputs, started)
     if not reports:
         # No window opened, so nsys collected nothing and wrote no report: the run said why.
         print(
