@@ -458,3 +458,21 @@ def test_windows_left_as_qdstrm_without_an_importer_are_said(workdir: Path) -> N
         NsysError, match=r"nsys left only .*fr\.1\.qdstrm: its importer \(QdstrmImporter\) was not found"
     ):
         imported_windows(Nsys(path="/usr/bin/nsys", version="2022.4.2", importer=None), outputs, started)
+
+
+def test_an_earlier_run_s_window_reports_need_force_and_go_with_it(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from autonvtx.cli.profile import check_outputs
+    from autonvtx.errors import UsageError
+    from autonvtx.nsight import report_paths
+
+    output = str(workdir / "fr")
+    outputs = report_paths(output)
+    for name in ("fr.7.nsys-rep", "fr.7.sqlite", "fr.notes.txt"):
+        (workdir / name).write_text("earlier")
+    with pytest.raises(UsageError, match=r"fr\.7\.nsys-rep exists; expected --force to overwrite it"):
+        check_outputs(output, outputs, force=False, windows=True)
+    check_outputs(output, outputs, force=True, windows=True)
+    assert sorted(p.name for p in workdir.iterdir()) == ["fr.notes.txt"]
+    assert "--force: 1 report(s) of an earlier run's windows removed" in capsys.readouterr().err

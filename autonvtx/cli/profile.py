@@ -182,8 +182,18 @@ def check_outputs(output: str, outputs: Sequence[str], *, force: bool, windows: 
         return
     try:
         nsight.unlink_links(outputs)
+        stale = window_reports(outputs, 0.0) if windows else []
+        for report in stale:  # an earlier run's windows would pass for this run's
+            for path in (report, report[: -len(".nsys-rep")] + ".sqlite"):
+                if os.path.lexists(path):
+                    os.unlink(path)
     except OSError as error:
         raise UsageError(f"profile: -o '{output}': cannot replace {error.filename} ({error.strerror})") from None
+    if stale:
+        print(
+            f"autonvtx: profile: --force: {len(stale)} report(s) of an earlier run's windows removed ({stale[0]}, ...)",
+            file=sys.stderr,
+        )
 
 
 def window_reports(outputs: Sequence[str], started: float) -> list[str]:
