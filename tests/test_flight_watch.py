@@ -154,7 +154,7 @@ PARENT = """
     import subprocess, sys, time
 
     def step(i):
-        time.sleep(0.06 if i == 40 else 0.002)
+        time.sleep(0.15 if i == 40 else 0.002)  # far past 10x, even of a median the child's start slowed
 
     child = subprocess.Popen([sys.executable, "child.py"])
     for i in range(80):
@@ -166,7 +166,7 @@ CHILD_STEPS = """
     import time
 
     def step(i):
-        time.sleep(0.06 if i == 60 else 0.002)
+        time.sleep(0.15 if i == 60 else 0.002)
 
     for i in range(80):
         step(i)
@@ -176,7 +176,8 @@ CHILD_STEPS = """
 def test_each_process_watches_its_own_instances(workdir: Path) -> None:
     make_file(workdir / "prog.py", PARENT)
     make_file(workdir / "child.py", CHILD_STEPS)
-    done = run_autonvtx("-t", "__main__", "prog.py", cwd=workdir, env=autonvtx_env(**{WATCH: watch("step")}))
+    env = autonvtx_env(**{WATCH: watch("step", keep=1)})
+    done = run_autonvtx("-t", "__main__", "prog.py", cwd=workdir, env=env)
     assert done.returncode == 0, done.stderr
     events = json.loads((workdir / "trace.json").read_text())["traceEvents"]
     fired = {(e["pid"], int(m[3])) for e in events if e.get("ph") == "i" and (m := MARK.match(e["name"]))}
