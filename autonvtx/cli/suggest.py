@@ -134,18 +134,7 @@ def _command_line(
     cost_pct: float,
 ) -> str:
     """The suggest command as it could be typed again (without -o)."""
-    words = ["autonvtx", "suggest"]
-    for flag, values in (
-        ("--config", rules.configs),
-        ("--preset", rules.presets),
-        ("-t", rules.targets),
-        ("--include", rules.includes),
-        ("--exclude", rules.excludes),
-    ):
-        for value in values:
-            words += [flag, value]
-    if rules.engine is not None:
-        words += ["--engine", rules.engine]
+    words = ["autonvtx", "suggest", *rules.as_args(for_people=True)]
     if nsys:
         words.append("--nsys")
     for flag, given, default in (
