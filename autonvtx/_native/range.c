@@ -88,8 +88,13 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     self->costs = NULL;
     self->measured = 0;
     self->open = 0;
+    self->flight = 0;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
     range_register(self, domain, message_utf8);
+    if (flight_is_armed() && flight_matches(PyUnicode_AsUTF8(domain_name), message_utf8)) {
+        self->flight = 1;
+        self->measure_left = FLIGHT_MEASURED;
+    }
     Py_INCREF(domain_name);
     self->domain_name = domain_name;
     Py_INCREF(message);
@@ -214,6 +219,13 @@ void budget_account(RangeObject* r, unsigned long long own, unsigned long long c
 {
     double mean_own, range_cost;
     const char* name;
+    if (r->flight) { /* --flight's range: timed at every instance, never turned off */
+        name = PyUnicode_AsUTF8(r->message);
+        if (name == NULL)
+            PyErr_Clear();
+        flight_instance(name, own);
+        return;
+    }
     if (r->measure_left <= 0)
         return; /* decided while this one was open (recursion, another thread) */
     if (r->costs == NULL && r->measured == 0) /* room for every measured range: measured + left */
@@ -252,6 +264,25 @@ void budget_account(RangeObject* r, unsigned long long own, unsigned long long c
                 mean_own, r->measured);
         fflush(stderr);
     }
+}
+
+/* --flight armed: every Range made so far is looked at (those made from now on are, as they are
+ * made). */
+int range_flag_flight(void)
+{
+    RangeObject* r;
+    for (r = newest_range; r != NULL; r = r->older) {
+        const char* domain = PyUnicode_AsUTF8(r->domain_name);
+        const char* message = PyUnicode_AsUTF8(r->message);
+        if (domain == NULL || message == NULL)
+            return -1;
+        if (!r->flight && flight_matches(domain, message)) {
+            r->flight = 1;
+            r->off = 0;
+            r->measure_left = FLIGHT_MEASURED;
+        }
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(set_budget_doc,
@@ -424,6 +455,12 @@ static PyObject* Range_get_enabled(RangeObject* self, void* closure)
     return PyBool_FromLong(self->enabled);
 }
 
+static PyObject* Range_get_watched(RangeObject* self, void* closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->flight);
+}
+
 static PyObject* Range_get_domain(RangeObject* self, void* closure)
 {
     (void)closure;
@@ -480,6 +517,7 @@ static PyMethodDef Range_methods[] = {
 
 static PyGetSetDef Range_getset[] = {
     {"enabled", (getter)Range_get_enabled, NULL, "Whether an NVTX tool is attached to this client.", NULL},
+    {"watched", (getter)Range_get_watched, NULL, "Whether --flight times each of its ranges (flightwatch.c).", NULL},
     {"domain", (getter)Range_get_domain, NULL, "The NVTX domain's name.", NULL},
     {"message", (getter)Range_get_message, NULL, "The registered message.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
