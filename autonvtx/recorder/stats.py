@@ -160,7 +160,9 @@ def group_title(by: str | None, rec: ProcessRecording, tid: int = 0) -> str:
         return f"rank {match.group(1)}" if match else f"process {rec.pid} (no rank)"
     if by == "thread":
         return f"thread {tid} ({rec.thread_names.get(tid, '?')}) of process {rec.pid}"
-    return f"process {rec.pid} ({rec.display_name})" if by == "process" else ""
+    if by != "process":
+        return ""
+    return f"process {rec.pid} ({rec.display_name})" + ("" if rec.status == "ended" else f", {rec.status}")
 
 
 def _sort_value(sort: str) -> Callable[[RangeStats], float]:
