@@ -19,13 +19,15 @@ from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import (
     RangeStats,
     ViewOptions,
-    arrange_saying,
     count_text,
     dropped_note,
+    filtered_out,
     from_exporter_rows,
     group_title,
+    row_order,
     unshaped,
 )
+from autonvtx.recorder.view import arrange
 
 
 @dataclass
@@ -124,7 +126,8 @@ def write_results(directory: str, request: Request) -> Results:
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
     every = stats_from_rows(exported.rows, exported.spans, recordings, unshaped(request.options)) if stats_mode else []
-    stats, empty = arrange_saying(every, request.options)
+    stats = arrange(every, request.options.view, row_order(request.options.sort))
+    empty = filtered_out(every, stats, request.options)
     return Results(recordings, stats, notes + ([empty] if empty else []), empty)
 
 

@@ -4,7 +4,7 @@ Two producers fill it with the same figures: the native exporter (`_native/expor
 end of a run and in `recover`, read through `from_exporter_rows`; and its Python oracle twin
 `stats_python.summarize`, which `summary`, `report` and `diff` use on saved traces (tests hold
 the two equal). Every renderer (`autonvtx.report.render`) reads these rows, and every view
-option means the same in every command: `arrange` applies them.
+option means the same in every command: `recorder.view.arrange` applies them, with `row_order`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.view import View, arrange as arrange_view
+from autonvtx.recorder.view import View, arrange
 
 GROUPINGS = ("name", "class")
 # --by: "gpu" only means something where GPU work was recorded (Nsight Systems exports).
@@ -103,6 +103,11 @@ class ViewOptions:
     filter: str | None = None  # glob over names; with --tree, what encloses a match stays
     each: bool = False  # one row per recorded name; else names differing only in numbers share one
 
+    @property
+    def view(self) -> View:
+        """What `recorder.view.arrange` applies: --tree, --sort, --top, --filter."""
+        return View(tree=self.tree, sort=self.sort, top=self.top, filter=self.filter)
+
 
 def check_sort(sort: str, available: Sequence[str], source: str) -> None:
     """Refuse a --sort key the source has no figures for (GPU keys on a recording without GPU data,
@@ -178,27 +183,23 @@ def _sort_value(sort: str) -> Callable[[RangeStats], float]:
     }[sort]
 
 
-def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats]:
-    """Rows as the view options show them (`recorder.view.arrange`), largest figure first, ties
-    by domain and name."""
-    value = _sort_value(options.sort)
-    view = View(tree=options.tree, sort=options.sort, top=options.top, filter=options.filter)
-    if options.tree:  # a tree row names its path, the outermost ones too
-        rows = [s if s.path else replace(s, path=s.label) for s in rows]
-    return arrange_view(rows, view, lambda s: (-value(s), s.domain, s.name))
+def row_order(sort: str) -> Callable[[RangeStats], tuple[float, str, str]]:
+    """The view's sort key for the model's rows (`recorder.view.arrange`): largest figure first,
+    ties by domain and name."""
+    value = _sort_value(sort)
+    return lambda s: (-value(s), s.domain, s.name)
 
 
-def arrange_saying(rows: Sequence[RangeStats], options: ViewOptions) -> tuple[list[RangeStats], str | None]:
-    """`arrange`, and why its result is empty where --filter emptied it (`no_match_message`);
-    `rows` are every row of the view, none left out by --filter or --top yet."""
-    arranged = arrange(rows, options)
-    if arranged or not rows or options.filter is None:
-        return arranged, None
-    return arranged, no_match_message(options.filter, options.each)
+def filtered_out(every: Sequence[RangeStats], shown: Sequence[RangeStats], options: ViewOptions) -> str | None:
+    """Why `shown` is empty where --filter emptied it (`no_match_message`); `every` is each row of
+    the view before --filter and --top."""
+    if shown or not every or options.filter is None:
+        return None
+    return no_match_message(options.filter, options.each)
 
 
 def unshaped(options: ViewOptions) -> ViewOptions:
-    """The view without --filter and --top: every row, for `arrange_saying`."""
+    """The view without --filter and --top: every row, for `filtered_out`."""
     return replace(options, filter=None, top=None)
 
 
@@ -280,4 +281,4 @@ def from_exporter_rows(
                 path=path,
             )
         )
-    return arrange(stats, options)
+    return arrange(stats, options.view, row_order(options.sort))
