@@ -22,7 +22,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 def printable(text: str) -> str:
     """`text` with every control character written as a ``\\xNN`` escape."""
-    if not _CONTROL.search(text):
+    if text.isprintable() or not _CONTROL.search(text):  # the first: one C pass, no control there
         return text
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
@@ -38,6 +38,8 @@ def format_duration(ns: float) -> str:
     or buries the long ones in digits. Exact nanoseconds are in the CSV and JSON forms.
     ASCII "us", so that no terminal or log encoding mangles it.
     """
+    if ns == 0:  # most ranges of a per-name report launch no GPU work
+        return "0 ns"
     magnitude = abs(ns)
     if magnitude >= 1e9:
         return f"{ns / 1e9:,.3f} s"
@@ -175,9 +177,10 @@ def share(report: Report, ns: int) -> float:
 def _gpu_cells(report: Report, item: Row | TreeNode) -> list[str]:
     work = item.work
     gpu_ns = work.kernel_ns + work.memcpy_ns + work.memset_ns
+    total = report.totals.capture.gpu_ns
     return [
         format_duration(gpu_ns),
-        f"{100 * share(report, gpu_ns):.1f}%",
+        f"{100 * gpu_ns / total if total else 0.0:.1f}%",
         f"{work.kernels:,}",
         f"{work.memcpy + work.memset:,}",
         format_duration(item.span_ns),
