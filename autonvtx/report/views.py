@@ -55,23 +55,35 @@ def build_rows(
 ) -> list[Row]:
     """One row per (group, domain, name); nested instances of a name count once."""
     rows: dict[tuple[str, int], Row] = {}
+    groups, shadowed, repeats, keys = tally.group, tally.shadowed, tally.repeated, tally.keys
+    domains: dict[int, str] = {}
     for node, key in enumerate(tally.key):
         if key < 0:
             continue
         totals = tally.totals[node]
         if totals[INSTANCES] == 0:
             continue
-        slot = (tally.group[node], key)
+        slot = (groups[node], key)
         row = rows.get(slot)
-        if row is None:
-            domain, name = tally.keys[key]
-            row = rows[slot] = Row(tally.group[node], domain_name(domain), name)
-        row.instances += totals[INSTANCES]
-        if not tally.shadowed[node]:
-            row.cpu_ns += totals[CPU_NS]
-            row.span_ns += totals[SPAN_NS]
-            row.work.add(_work(totals))
-            repeated = tally.repeated.get(node)
+        counted = not shadowed[node]
+        if row is None:  # most names of a per-name report: one node, its row made whole at once
+            domain, name = keys[key]
+            shown = domains.get(domain)
+            if shown is None:
+                shown = domains[domain] = domain_name(domain)
+            row = rows[slot] = (
+                Row(groups[node], shown, name, totals[INSTANCES], totals[CPU_NS], totals[SPAN_NS], _work(totals))
+                if counted
+                else Row(groups[node], shown, name, totals[INSTANCES])
+            )
+        else:
+            row.instances += totals[INSTANCES]
+            if counted:
+                row.cpu_ns += totals[CPU_NS]
+                row.span_ns += totals[SPAN_NS]
+                row.work.add(_work(totals))
+        if counted:
+            repeated = repeats.get(node)
             if repeated is not None:
                 row.work.add(Work(*(-value for value in repeated)))
     _add_top_kernels(tally, rows, kernel_names)
