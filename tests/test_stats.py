@@ -373,6 +373,20 @@ def test_filter_keeps_matching_names() -> None:
     assert [s.name for s in rows(ViewOptions(filter="enc.*"))] == ["enc.layers.{n}.attn (Attention)"]
 
 
+def test_filter_reads_an_unnamed_range_as_every_table_does() -> None:
+    """`--filter '*'` keeps every row, an unnamed range's too: the statistics rows, an export's
+    rows and its tree nodes match by the one glob (`recorder.view.glob_matches`)."""
+    from autonvtx.report.figures import Row, TreeNode
+    from autonvtx.report.views import PlacedNode
+
+    unnamed = ProcessRecording(pid=1, ranges=[Range(1, 1, "", "", 0, 10), Range(1, 1, "", "work", 20, 30)])
+    assert sorted(s.name for s in summarize([unnamed], ViewOptions(filter="*"))) == ["", "work"]
+    assert Row("", "", "").view_matches("*") and PlacedNode(TreeNode("", "", ""), 0, None).view_matches("*")
+    both = [("lib", "step"), ("", "lib:step")]  # a domain's range, and a name holding the colon
+    assert all(Row("", d, n).view_matches("lib:step") for d, n in both)
+    assert [Row("", d, n).view_matches("step") for d, n in both] == [True, False]
+
+
 # Names that differ only in their numbers share a row unless --each (issue 23)
 
 

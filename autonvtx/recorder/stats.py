@@ -9,7 +9,6 @@ option means the same in every command: `recorder.view.arrange` applies them, wi
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.view import View, arrange
+from autonvtx.recorder.view import View, arrange, glob_matches
 
 GROUPINGS = ("name", "class")
 # --by: "gpu" only means something where GPU work was recorded (Nsight Systems exports).
@@ -84,7 +83,7 @@ class RangeStats:
         return self.path.rpartition(" > ")[0] if self.depth else None
 
     def view_matches(self, pattern: str) -> bool:
-        return any(fnmatch.fnmatchcase(text, pattern) for text in (self.name, self.label) if text)
+        return glob_matches(self.domain, self.name, pattern)
 
 
 @dataclass(frozen=True)

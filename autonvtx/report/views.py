@@ -7,10 +7,9 @@ import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from autonvtx.recorder.stats import name_template
-from autonvtx.recorder.view import natural_order
+from autonvtx.recorder.view import glob_matches, natural_order
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
 from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
 
@@ -192,9 +191,7 @@ class PlacedNode:
         return self.node.group
 
     def view_matches(self, pattern: str) -> bool:
-        """--filter on the bare name or on `domain:name`, as on the flat rows."""
-        name, domain = self.node.name, self.node.domain
-        return fnmatchcase(name, pattern) or (bool(domain) and fnmatchcase(f"{domain}:{name}", pattern))
+        return glob_matches(self.node.domain, self.node.name, pattern)
 
 
 def placed(roots: list[TreeNode]) -> list[PlacedNode]:
