@@ -114,7 +114,7 @@ def _produce(request: ReportRequest) -> str | None:
         rows = arrange(report.rows, view, export_order(sort))
         if report.rows and not rows and request.pattern is not None:
             _say_empty(report, no_match_message(request.pattern, request.each))
-        tree = _export_tree(report, dataclasses.replace(view, tree=True)) if request.tree else None
+        tree = _export_tree(report, sort, request.top, request.pattern) if request.tree else None
         content = render("report", fmt, ReportDocument(report, rows, tree), Rendering(width=request.width))
         page_tree = None
     if report.empty is not None and (request.output is not None or fmt != "text"):
@@ -122,7 +122,7 @@ def _produce(request: ReportRequest) -> str | None:
     if request.html is not None:
         size_by = request.html_by if report.has_gpu else "cpu"
         if page_tree is None:
-            page_tree = _export_tree(report, View(tree=True, sort=size_by, filter=request.pattern))
+            page_tree = _export_tree(report, size_by, None, request.pattern)
         page = render("report", "html", ReportDocument(report, rows, page_tree), Rendering(size_by=size_by))
         write_text_file(request.html, page)
     if request.output is None:
@@ -163,10 +163,10 @@ def _recording_outputs(
     return content, rows, tree
 
 
-def _export_tree(report: Report, view: View) -> list[TreeNode]:
-    """An export's tree as `view` shows it: its nodes arranged by the one view, nested again."""
-    assert view.sort is not None
-    return nested(report.tree, arrange(placed(report.tree), view, placed_order(view.sort)))
+def _export_tree(report: Report, sort: str, top: int | None, pattern: str | None) -> list[TreeNode]:
+    """An export's tree as the view options show it: its nodes arranged by the one view, nested again."""
+    view = View(tree=True, sort=sort, top=top, filter=pattern)
+    return nested(report.tree, arrange(placed(report.tree), view, placed_order(sort)))
 
 
 def _say_empty(report: Report, why: str) -> None:
