@@ -37,6 +37,10 @@ typedef struct RangeObject {
     int off;
     int measure_left;
     unsigned long long own_ns, cost_ns;
+    /* Each measured range's cost, while measuring: the decision takes their median (one range
+     * caught by a page fault or a preemption moves a mean by microseconds). Freed once decided. */
+    unsigned int* costs;
+    int measured;
     Py_ssize_t open;
     PyObject* domain_name;
     PyObject* message;
