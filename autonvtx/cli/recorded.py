@@ -33,7 +33,8 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.stats import arrange_saying, summary_notes, unshaped
+    from autonvtx.recorder.stats import filtered_out, row_order, summary_notes, unshaped
+    from autonvtx.recorder.view import arrange
     from autonvtx.report.profile import recording_stats
     from autonvtx.report.render import write_summary
     from autonvtx.report.renderers import Rendering, SummaryDocument, render
@@ -50,7 +51,9 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
         options = dataclasses.replace(options, top=None)
     recordings = read_trace(trace)
     # The same function `report` reads a recording's figures with: one table, one set of numbers.
-    stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
+    every = recording_stats(recordings, unshaped(options))
+    stats = arrange(every, options.view, row_order(options.sort))
+    empty = filtered_out(every, stats, options)
     notes = summary_notes(recordings) + ([empty] if empty else [])
     if pair is not None:
         from autonvtx.report.pairing import backward_pairs, pairs_text

@@ -1,5 +1,5 @@
 """The view options, declared once: `run --summary`, `summary` and `report` take the same flags
-with the same meaning (`recorder.stats.ViewOptions`, applied by `recorder.stats.arrange`)."""
+with the same meaning (`recorder.stats.ViewOptions`, applied by `recorder.view.arrange`)."""
 
 from __future__ import annotations
 

@@ -323,9 +323,8 @@ class RecordingSession:
             if recording.pid == self._pid:
                 if self._alive:
                     _name_live_threads(recording)
-            elif not recording.ended_normally and _is_running(recording.pid):
-                recording.label = recording.label.replace("(ended abnormally)", "(still running)")
-                recording.ended_normally = True  # not dead: its events so far are all there is
+            elif recording.status == "ended abnormally" and _is_running(recording.pid):
+                recording.status = "still running"  # not dead: its events so far are all there is
 
 
 RECORD_DIRECTORY_SUFFIX = ".recording"
