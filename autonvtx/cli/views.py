@@ -61,6 +61,21 @@ def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def side_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command with --pair and --memory: tables that take the statistics table's
+    place (`report.sideviews`), for `summary`, `run --summary` and `report`."""
+    command = click.option(
+        "--memory",
+        is_flag=True,
+        help="CUDA memory per range: allocated at start and end, the peak between (torch plugin's memory option).",
+    )(command)
+    return click.option(
+        "--pair",
+        type=click.Choice(["backward"]),
+        help="backward: each module's forward and backward ranges side by side (torch backward_modules).",
+    )(command)
+
+
 VIEW_OPTION_DEFAULTS = {
     "tree": False,
     "group_by": "name",
@@ -70,6 +85,8 @@ VIEW_OPTION_DEFAULTS = {
     "sort": None,
     "top": None,
     "name_filter": None,
+    "pair": None,
+    "memory": False,
 }
 
 
@@ -93,4 +110,6 @@ def make_view_options(values: dict[str, Any]) -> Any:
         top=values["top"],
         filter=values["name_filter"],
         each=values["each"],
+        pair=values.get("pair"),
+        memory=bool(values.get("memory")),
     )
