@@ -137,7 +137,7 @@ def _side_table(report: Report, request: ReportRequest, fmt: str) -> str | None:
             rows: list[Any] = [row.stats for row in report.rows if row.stats is not None]
         else:
             rows = list(report.rows)
-        content = pairs_table(rows, request, fmt, report.notes)
+        content = pairs_table(rows, request, fmt, report.notes, report.has_gpu)
     elif report.kind == "autonvtx":
         content = recording_memory(report.recordings, request, fmt)
     else:

@@ -65,26 +65,27 @@ class BackwardPair:
         return sum(side.time(gpu) for side in (self.forward, self.backward) if side is not None)
 
 
-def _side(row: Any) -> Side:
+def _side(row: Any, gpu: bool) -> Side:
     """A statistics row (count, total_ns) or a report row (instances, cpu_ns, work)."""
     if hasattr(row, "total_ns"):
         return Side(row.count, row.total_ns)
-    return Side(row.instances, row.cpu_ns, row.work.gpu_ns)
+    return Side(row.instances, row.cpu_ns, row.work.gpu_ns if gpu else None)
 
 
-def backward_pairs(rows: Sequence[Any]) -> list[BackwardPair]:
+def backward_pairs(rows: Sequence[Any], gpu: bool = False) -> list[BackwardPair]:
     """Pair each `X [backward]` row with its forward row `X` (or `X [{shapes}]`, shapes grouped),
-    per group; rows of names with no backward range are left out. In the rows' order."""
+    per group; rows of names with no backward range are left out. In the rows' order. `gpu`:
+    report rows of an export with GPU work, whose GPU time each side then carries."""
     forward: dict[tuple[str, str, str], Side] = {}
     backward: dict[tuple[str, str, str], Side] = {}
     for row in rows:
         if getattr(row, "depth", 0):
             continue  # --tree rows: one flat table is paired
         if row.name.endswith(BACKWARD_SUFFIX):
-            backward[row.group, row.domain, row.name[: -len(BACKWARD_SUFFIX)]] = _side(row)
+            backward[row.group, row.domain, row.name[: -len(BACKWARD_SUFFIX)]] = _side(row, gpu)
         else:
             name = row.name[: -len(SHAPES_PLACEHOLDER)] if row.name.endswith(SHAPES_PLACEHOLDER) else row.name
-            forward.setdefault((row.group, row.domain, name), _side(row))
+            forward.setdefault((row.group, row.domain, name), _side(row, gpu))
     return [BackwardPair(g, d, n, forward.get((g, d, n)), side) for (g, d, n), side in backward.items()]
 
 

@@ -49,9 +49,10 @@ def unarranged(options: Any) -> Any:
     return dataclasses.replace(options, top=None, filter=None, tree=False)
 
 
-def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[str] = ()) -> str:
-    """`--pair backward` over statistics rows or report rows, arranged and rendered in `form`."""
-    pairs = pairing.backward_pairs(rows)
+def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[str] = (), gpu: bool = False) -> str:
+    """`--pair backward` over statistics rows or report rows (`gpu`: an export's, with GPU
+    work), arranged and rendered in `form`."""
+    pairs = pairing.backward_pairs(rows, gpu)
     view = _view(options)
     arranged = arrange(pairs, view, pairing.order(pairing.has_gpu(pairs)))
     extra = [pairing.NO_PAIRS] if not pairs and form != "text" else []
