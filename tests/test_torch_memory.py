@@ -30,7 +30,8 @@ CONFIG = """
 
 # The CUDA allocator's counters, stood in for before autonvtx is installed: modules allocate
 # and free by hand, so every figure is known. Outer raises the allocation by 5,000 bytes itself
-# before its children run; `large` raises it by 50,000 (Outer's peak then), `small` keeps 100.
+# before its children run; `large` raises it by 50,000 (Outer's peak), then `small`, whose start
+# resets the counter, raises it by 1,000 and keeps 100.
 FAKE_CUDA = """
     import torch
     from torch import nn
@@ -84,7 +85,7 @@ FAKE_CUDA = """
         def forward(self, x):
             fake.alloc(5_000)
             fake.free(5_000)
-            return self.large(self.small(x))
+            return self.small(self.large(x))
 
 
     import autonvtx
@@ -99,9 +100,9 @@ FAKE_CUDA = """
 # Per call, (allocated at start, peak, allocated at end); the second call starts 100 higher
 # (what `small` kept in the first).
 EXPECTED = {
-    "Outer": [(10_000, 60_100, 10_100), (10_100, 60_200, 10_200)],
+    "Outer": [(10_000, 60_000, 10_100), (10_100, 60_100, 10_200)],
+    "large (Scratch)": [(10_000, 60_000, 10_000), (10_100, 60_100, 10_100)],
     "small (Scratch)": [(10_000, 11_000, 10_100), (10_100, 11_100, 10_200)],
-    "large (Scratch)": [(10_100, 60_100, 10_100), (10_200, 60_200, 10_200)],
 }
 
 
@@ -239,7 +240,7 @@ def test_summary_report_and_run_summary_show_the_figures(fake_cuda: Path) -> Non
     lines = text.stdout.splitlines()
     assert lines[0].split() == ["Calls", "Max", "rise", "Mean", "rise", "Mean", "kept", "Peak", "Range"]
     assert lines[2].split()[-1] == "torch:Outer" and len(lines) == 3  # the largest rise, --top 1
-    assert lines[2].split()[:3] == ["2", "48.9", "KiB"]  # 50,100 bytes
+    assert lines[2].split()[:3] == ["2", "48.8", "KiB"]  # 50,000 bytes
 
 
 def test_nsys_keeps_the_figures(fake_cuda: Path, tmp_path: Path) -> None:

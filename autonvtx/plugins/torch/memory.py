@@ -98,10 +98,9 @@ class MemoryMarks:
                 pass  # a range whose end was missed (an exception between begin and end)
             device = entry[2]
             allocated, peak = self._allocator.read(device)
-            own = max(entry[1], peak)
-            if entries and entries[-1][2] == device:
-                entries[-1][1] = max(entries[-1][1], own)
-            self._mark(PEAK, own)
+            # The counter keeps this peak for the enclosing range: its next child's begin() or its
+            # own end() reads it.
+            self._mark(PEAK, max(entry[1], peak))
             self._mark(AT_END, allocated)
         except Exception:
             self.failures += 1
