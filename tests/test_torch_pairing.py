@@ -107,6 +107,12 @@ def test_pairs_refuse_what_they_cannot_show(workdir: Path) -> None:
         done = autonvtx(args[0], "--pair", "backward", *args[1:], "trace.json", cwd=workdir)
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [f"autonvtx: {says}"], done.stderr
+    # run --summary refuses before the program starts, not when its table is written.
+    run = autonvtx("run", "--summary", "--pair", "backward", "--sort", "count", "prog.py", cwd=workdir)
+    assert run.returncode == 2 and run.stdout == "", run.stdout
+    assert run.stderr.strip().splitlines() == [
+        "autonvtx: --sort count: --pair sorts its pairs by forward plus backward time, largest first; expected no --sort"
+    ]
 
 
 def test_pairs_from_the_nsys_export_match_the_recording(workdir: Path) -> None:

@@ -101,7 +101,7 @@ def make_view_options(values: dict[str, Any]) -> Any:
         from autonvtx.errors import UsageError
 
         raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
-    return ViewOptions(
+    options = ViewOptions(
         tree=values["tree"],
         group=values["group_by"],
         skip_first=values["skip_first"],
@@ -113,3 +113,8 @@ def make_view_options(values: dict[str, Any]) -> Any:
         pair=values.get("pair"),
         memory=bool(values.get("memory")),
     )
+    if options.pair is not None or options.memory:
+        from autonvtx.report.sideviews import check
+
+        check(options)  # before a run starts: its table is written when the program has ended
+    return options

@@ -41,6 +41,31 @@ def _view(options: Any) -> View:
     return View(top=getattr(options, "top", None), filter=pattern)
 
 
+def check(options: Any) -> None:
+    """Refuse, before anything runs, what a side table cannot show (`run --summary` checks its
+    view options before the program starts)."""
+    side = asked(options)
+    if side == "pairs":
+        _sort(options, (), "--pair", PAIRS_SORT)
+    elif side == "memory":
+        _sort(options, MEMORY_SORTS, "--memory", MEMORY_SORT)
+
+
+PAIRS_SORT = "sorts its pairs by forward plus backward time, largest first; expected no --sort"
+MEMORY_SORTS = ("count", "instances", "name")
+MEMORY_SORT = "sorts by the largest rise, or by count or name"
+
+
+def _sort(options: Any, allowed: tuple[str, ...], option: str, says: str) -> str | None:
+    """The --sort a side table was given (None or "total": its own order); refuses the others."""
+    sort = getattr(options, "sort", None)
+    if sort in (None, "total"):
+        return None
+    if sort not in allowed:
+        raise UsageError(f"--sort {sort}: {option} {says}")
+    return "count" if sort == "instances" else str(sort)
+
+
 def unarranged(options: Any) -> Any:
     """The statistics view a side table is built from: every row (its own --top and --filter
     apply to pairs, not to the rows they are made of)."""
@@ -52,6 +77,7 @@ def unarranged(options: Any) -> Any:
 def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[str] = (), gpu: bool = False) -> str:
     """`--pair backward` over statistics rows or report rows (`gpu`: an export's, with GPU
     work), arranged and rendered in `form`."""
+    _sort(options, (), "--pair", PAIRS_SORT)
     pairs = pairing.backward_pairs(rows, gpu)
     view = _view(options)
     arranged = arrange(pairs, view, pairing.order(pairing.has_gpu(pairs)))
@@ -64,7 +90,8 @@ def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[st
 def memory_table(rows: list[memory.MemoryRow], options: Any, form: str, notes: Sequence[str] = ()) -> str:
     """`--memory`: the memory rows arranged and rendered in `form`; says so when there are none."""
     view = _view(options)
-    arranged = arrange(rows, view, memory.order(getattr(options, "sort", None)))
+    sort = _sort(options, MEMORY_SORTS, "--memory", MEMORY_SORT)
+    arranged = arrange(rows, view, memory.order(sort))
     extra = [memory.NO_FIGURES] if not rows else []
     if rows and not arranged and view.filter is not None:
         extra.append(f"--filter {view.filter!r} matches no range with memory figures")
