@@ -25,6 +25,7 @@ from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import group_title, row_naming
+from autonvtx.report.text import format_duration
 
 # The plugin's (autonvtx.plugins.torch.memory): the observation half does not import the
 # instrumentation half; tests/test_torch_memory.py holds the two equal.
@@ -49,6 +50,7 @@ class MemoryRow:
     domain: str
     name: str
     calls: int = 0
+    total_ns: int = 0  # the time of the calls with figures (their ranges' durations)
     rise_max: int = 0
     rise_total: int = 0
     kept_total: int = 0
@@ -74,24 +76,25 @@ class MemoryRow:
     def kept_mean(self) -> float:
         return self.kept_total / self.calls if self.calls else 0.0
 
-    def add(self, start: int, peak: int, end: int) -> None:
+    def add(self, duration_ns: int, start: int, peak: int, end: int) -> None:
         self.calls += 1
+        self.total_ns += duration_ns
         self.rise_max = max(self.rise_max, peak - start)
         self.rise_total += peak - start
         self.kept_total += end - start
         self.peak_max = max(self.peak_max, peak)
 
 
-Sample = tuple[str, str, str, int, int, int]  # group, domain, name, start, peak, end
+Sample = tuple[str, str, str, int, int, int, int]  # group, domain, name, duration, start, peak, end
 
 
 def rows_of(samples: Iterable[Sample]) -> list[MemoryRow]:
     rows: dict[tuple[str, str, str], MemoryRow] = {}
-    for group, domain, name, start, peak, end in samples:
+    for group, domain, name, duration, start, peak, end in samples:
         row = rows.get((group, domain, name))
         if row is None:
             row = rows[group, domain, name] = MemoryRow(group, domain, name)
-        row.add(start, peak, end)
+        row.add(duration, start, peak, end)
     return list(rows.values())
 
 
@@ -113,24 +116,29 @@ def order(sort: str | None) -> Callable[[MemoryRow], Any]:
 _Event = tuple[int, int, int, str, str, int]
 
 
-def _join(events: list[_Event]) -> Iterator[tuple[str, str, int, int, int]]:
-    """(domain, name, start, peak, end) per range that got all three marks: each mark goes to
-    the innermost range open at its time (a range starting at a mark's time comes first)."""
+def _join(events: list[_Event]) -> Iterator[tuple[str, str, int, int, int, int]]:
+    """(domain, name, duration, start, peak, end) per range that got all three marks: each mark
+    goes to the innermost range open at its time (a range starting at a mark's time comes first)."""
     events.sort(key=lambda e: (e[0], e[1], -e[2]))
-    stack: list[tuple[int, str, str, list[int | None]]] = []  # (end, domain, name, figures)
+    # Open ranges: (end, domain, name, duration, figures).
+    stack: list[tuple[int, str, str, int, list[int | None]]] = []
     for time, kind, end, domain, text, payload in events:
         while stack and stack[-1][0] < time:
-            _, d, n, figures = stack.pop()
-            if None not in figures:
-                yield d, n, figures[0], figures[1], figures[2]  # type: ignore[misc]
+            yield from _complete(stack.pop())
         if kind == 0:
-            stack.append((end, domain, text, [None, None, None]))
+            stack.append((end, domain, text, end - time, [None, None, None]))
         elif stack and text in _SLOT:
-            stack[-1][3][_SLOT[text]] = payload
+            stack[-1][4][_SLOT[text]] = payload
     while stack:
-        _, d, n, figures = stack.pop()
-        if None not in figures:
-            yield d, n, figures[0], figures[1], figures[2]  # type: ignore[misc]
+        yield from _complete(stack.pop())
+
+
+def _complete(
+    entry: tuple[int, str, str, int, list[int | None]],
+) -> Iterator[tuple[str, str, int, int, int, int]]:
+    _, domain, name, duration, (start, peak, end) = entry
+    if start is not None and peak is not None and end is not None:
+        yield domain, name, duration, start, peak, end
 
 
 def from_recordings(recordings: Sequence[ProcessRecording], by: str | None, each: bool) -> list[MemoryRow]:
@@ -149,8 +157,8 @@ def from_recordings(recordings: Sequence[ProcessRecording], by: str | None, each
                 marks[r.tid].append((r.start_ns, 0, r.end_ns, r.domain, r.name, 0))
         for tid, events in marks.items():
             group = group_title(by, rec, tid)
-            for domain, name, start, peak, end in _join(events):
-                samples.append((group, domain, rename(name), start, peak, end))
+            for domain, name, *figures in _join(events):
+                samples.append((group, domain, rename(name), *figures))  # type: ignore[arg-type]
     return rows_of(samples)
 
 
@@ -195,8 +203,8 @@ def from_export(path: str, by: str | None, rename: Callable[[str], str] | None) 
         samples: list[Sample] = []
         for tid, events in marks.items():
             group = group_of(tid)
-            for d, n, start, peak, end in _join(events):
-                samples.append((group, d, rename(n) if rename else n, start, peak, end))
+            for d, n, *figures in _join(events):
+                samples.append((group, d, rename(n) if rename else n, *figures))  # type: ignore[arg-type]
         return rows_of(samples)
     finally:
         export.close()
@@ -215,13 +223,15 @@ def format_bytes(count: float) -> str:
     return f"{sign}{value:.0f} {unit}" if unit == "B" else f"{sign}{value:.1f} {unit}"
 
 
-HEADER = ("Calls", "Max rise", "Mean rise", "Mean kept", "Peak", "Range")
+HEADER = ("Calls", "Time", "Max rise", "Mean rise", "Mean kept", "Peak", "Range")
+_LAST = len(HEADER) - 1
 
 
 def _cells(row: MemoryRow) -> tuple[str, ...]:
     label = f"{row.domain}:{row.name}" if row.domain else row.name
     return (
         str(row.calls),
+        format_duration(row.total_ns),
         format_bytes(row.rise_max),
         format_bytes(row.rise_mean),
         format_bytes(row.kept_mean),
@@ -239,9 +249,9 @@ def memory_text(rows: Sequence[MemoryRow], notes: Sequence[str] = ()) -> str:
     for group, lines in groups.items():
         if group:
             out.append(f"== {group} ==")
-        widths = [max(len(line[i]) for line in [HEADER, *lines]) for i in range(5)]
+        widths = [max(len(line[i]) for line in [HEADER, *lines]) for i in range(_LAST)]
         for line in [HEADER, tuple("-" * w for w in widths) + ("-" * 5,), *lines]:
-            out.append("  ".join(cell.rjust(widths[i]) for i, cell in enumerate(line[:5])) + "  " + line[5])
+            out.append("  ".join(cell.rjust(widths[i]) for i, cell in enumerate(line[:_LAST])) + "  " + line[_LAST])
     out.extend(f"note: {note}" for note in notes)
     return "\n".join(out) + "\n" if out else ""
 
@@ -252,6 +262,7 @@ def _record(row: MemoryRow) -> dict[str, Any]:
         "domain": row.domain,
         "name": row.name,
         "calls": row.calls,
+        "total_ns": row.total_ns,
         "rise_max_bytes": row.rise_max,
         "rise_mean_bytes": row.rise_mean,
         "kept_mean_bytes": row.kept_mean,
@@ -265,7 +276,17 @@ def memory_json(rows: Sequence[MemoryRow], notes: Sequence[str] = ()) -> str:
 
 def memory_csv(rows: Sequence[MemoryRow]) -> str:
     out = io.StringIO()
-    fields = ["group", "domain", "name", "calls", "rise_max_bytes", "rise_mean_bytes", "kept_mean_bytes", "peak_bytes"]
+    fields = [
+        "group",
+        "domain",
+        "name",
+        "calls",
+        "total_ns",
+        "rise_max_bytes",
+        "rise_mean_bytes",
+        "kept_mean_bytes",
+        "peak_bytes",
+    ]
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for row in rows:
