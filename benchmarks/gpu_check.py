@@ -445,6 +445,20 @@ def check_memory(scratch: Path, nsys: str | None) -> list[bool]:
             return [False]
         sources.append(("nsys", ["report", "--memory", "--each", "--format", "json", str(rep) + ".nsys-rep"]))
     results = []
+    cost = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "torch_modules.py"), "--device", "cuda", "--rounds", "3"],
+        env=environment(scratch),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if cost.returncode == 0:
+        figures = json.loads(cost.stdout.splitlines()[-1])
+        say(
+            f"torch-memory: cost per module call on CUDA (us over module ranges alone): {figures['extra_us_over_ranges']}"
+        )
+    else:
+        say(f"torch-memory: the cost benchmark failed ({cost.stderr.strip()[-300:]})")
     for source, command in sources:
         shown = subprocess.run(
             [sys.executable, "-m", "autonvtx", *command],
