@@ -222,7 +222,9 @@ def test_marks_reach_the_recorder_inside_each_module_range(fake_cuda: Path, tmp_
                 ("peak allocated", peak),
                 ("allocated at end", end),
             ], name
-    rows = {row.name: row for row in report_memory.from_recordings([recording], None, False)}
+    found, unjoined = report_memory.from_recordings([recording], None, False)
+    assert unjoined == 0
+    rows = {row.name: row for row in found}
     assert {name: (row.calls, row.rise_max, row.peak_max) for name, row in rows.items()} == {
         name: (v["calls"], v["rise_max_bytes"], v["peak_bytes"]) for name, v in expected_rows().items()
     }
@@ -294,3 +296,31 @@ def test_memory_refuses_what_it_cannot_show(fake_cuda: Path) -> None:
         )
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [f"autonvtx: {says}"], done.stderr
+
+
+def test_marks_without_a_whole_range_are_counted_not_dropped(tmp_path: Path) -> None:
+    from autonvtx.recorder.view import View
+    from autonvtx.report.sideviews import memory_table
+
+    (recording,), _ = run_under_recorder(
+        tmp_path,
+        """
+        import nvtx
+        from autonvtx.plugins.torch.memory import NvtxMarks
+
+        marks = NvtxMarks()
+        marks.mark("peak allocated", 5)  # no range around it
+        nvtx.push_range("half")
+        marks.mark("allocated at start", 1)  # its range never gets the other two
+        nvtx.pop_range()
+        """,
+    )
+    assert [m.payload for m in recording.marks] == [5, 1]
+    found = report_memory.from_recordings([recording], None, False)
+    assert found == ([], 2)
+    text = memory_table(found, View(), "text")
+    assert text.splitlines() == [
+        "note: " + report_memory.NO_FIGURES,
+        "note: 2 memory mark(s) had no range around them with all three figures (events dropped or outside "
+        "the capture): left out of the table",
+    ]

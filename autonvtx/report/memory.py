@@ -116,35 +116,53 @@ def order(sort: str | None) -> Callable[[MemoryRow], Any]:
 _Event = tuple[int, int, int, str, str, int]
 
 
-def _join(events: list[_Event]) -> Iterator[tuple[str, str, int, int, int, int]]:
+def _join(events: list[_Event], unjoined: list[int]) -> Iterator[tuple[str, str, int, int, int, int]]:
     """(domain, name, duration, start, peak, end) per range that got all three marks: each mark
-    goes to the innermost range open at its time (a range starting at a mark's time comes first)."""
+    goes to the innermost range open at its time (a range starting at a mark's time comes first).
+    Marks with no range around them, or whose range lacks one of the three (events dropped at
+    the recorder's bound, a capture that began mid-call), are counted in `unjoined[0]`."""
     events.sort(key=lambda e: (e[0], e[1], -e[2]))
     # Open ranges: (end, domain, name, duration, figures).
     stack: list[tuple[int, str, str, int, list[int | None]]] = []
     for time, kind, end, domain, text, payload in events:
         while stack and stack[-1][0] < time:
-            yield from _complete(stack.pop())
+            yield from _complete(stack.pop(), unjoined)
         if kind == 0:
             stack.append((end, domain, text, end - time, [None, None, None]))
         elif stack and text in _SLOT:
             stack[-1][4][_SLOT[text]] = payload
+        else:
+            unjoined[0] += 1
     while stack:
-        yield from _complete(stack.pop())
+        yield from _complete(stack.pop(), unjoined)
 
 
 def _complete(
-    entry: tuple[int, str, str, int, list[int | None]],
+    entry: tuple[int, str, str, int, list[int | None]], unjoined: list[int]
 ) -> Iterator[tuple[str, str, int, int, int, int]]:
     _, domain, name, duration, (start, peak, end) = entry
     if start is not None and peak is not None and end is not None:
         yield domain, name, duration, start, peak, end
+    else:
+        unjoined[0] += sum(figure is not None for figure in (start, peak, end))
 
 
-def from_recordings(recordings: Sequence[ProcessRecording], by: str | None, each: bool) -> list[MemoryRow]:
-    """The memory rows of an autonvtx recording (names as its statistics rows show them)."""
+def unjoined_note(count: int) -> list[str]:
+    """What --memory says of marks it could not give a range (none is left out silently)."""
+    if not count:
+        return []
+    return [
+        f"{count:,} memory mark(s) had no range around them with all three figures (events dropped or "
+        "outside the capture): left out of the table"
+    ]
+
+
+def from_recordings(recordings: Sequence[ProcessRecording], by: str | None, each: bool) -> tuple[list[MemoryRow], int]:
+    """The memory rows of an autonvtx recording (names as its statistics rows show them), and
+    how many marks could not be joined to a range."""
     rename = row_naming(each)
     samples: list[Sample] = []
+    unjoined = [0]
     for rec in recordings:
         marks: dict[int, list[_Event]] = {}
         for m in rec.marks:
@@ -157,13 +175,13 @@ def from_recordings(recordings: Sequence[ProcessRecording], by: str | None, each
                 marks[r.tid].append((r.start_ns, 0, r.end_ns, r.domain, r.name, 0))
         for tid, events in marks.items():
             group = group_title(by, rec, tid)
-            for domain, name, *figures in _join(events):
+            for domain, name, *figures in _join(events, unjoined):
                 samples.append((group, domain, rename(name), *figures))  # type: ignore[arg-type]
-    return rows_of(samples)
+    return rows_of(samples), unjoined[0]
 
 
-def from_export(path: str, by: str | None, rename: Callable[[str], str] | None) -> list[MemoryRow]:
-    """The memory rows of an Nsight Systems export."""
+def from_export(path: str, by: str | None, rename: Callable[[str], str] | None) -> tuple[list[MemoryRow], int]:
+    """The memory rows of an Nsight Systems export, and how many marks could not be joined."""
     from autonvtx.report.export import NsysExport
     from autonvtx.report.labels import process_key, read_labels
     from autonvtx.report.schema import quote
@@ -172,13 +190,13 @@ def from_export(path: str, by: str | None, rename: Callable[[str], str] | None) 
     try:
         t = export.nvtx
         if t is None:
-            return []
+            return [], 0
         labels = read_labels(export)
         keys = labels.renumbered
         values = [t.column(c) for c in ("int64Value", "uint64Value", "int32Value", "uint32Value")]
         payload = ", ".join(f"n.{quote(c)}" for c in values if c is not None)
         if not payload:
-            return []
+            return [], 0
         text = t.column("text")
         text_id = t.column("textId")
         name = export.lazy_text_sql(f"n.{quote(text)}" if text else None, f"n.{quote(text_id)}" if text_id else None)
@@ -195,17 +213,18 @@ def from_export(path: str, by: str | None, rename: Callable[[str], str] | None) 
             if labels.domain(key) == MEMORY_DOMAIN:
                 marks.setdefault(tid, []).append((start, 1, -1, MEMORY_DOMAIN, message or "", int(value)))
         if not marks:
-            return []
+            return [], 0
         for tid, start, end, start_end, domain_key, range_name in labels.ranges_of(export, (True, tuple(marks))):
             if not start_end:
                 marks[tid].append((start, 0, end, labels.domain(domain_key), range_name or "", 0))
         group_of = labels.grouping(by if by != "gpu" else None)
         samples: list[Sample] = []
+        unjoined = [0]
         for tid, events in marks.items():
             group = group_of(tid)
-            for d, n, *figures in _join(events):
+            for d, n, *figures in _join(events, unjoined):
                 samples.append((group, d, rename(n) if rename else n, *figures))  # type: ignore[arg-type]
-        return rows_of(samples)
+        return rows_of(samples), unjoined[0]
     finally:
         export.close()
 

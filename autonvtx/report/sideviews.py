@@ -87,12 +87,14 @@ def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[st
     return render("pairs", form, RowsDocument(arranged, [*notes, *extra]))
 
 
-def memory_table(rows: list[memory.MemoryRow], options: Any, form: str, notes: Sequence[str] = ()) -> str:
-    """`--memory`: the memory rows arranged and rendered in `form`; says so when there are none."""
+def memory_table(found: tuple[list[memory.MemoryRow], int], options: Any, form: str, notes: Sequence[str] = ()) -> str:
+    """`--memory`: the memory rows (and the count of marks not joined to a range) arranged and
+    rendered in `form`; says so when there are none."""
+    rows, unjoined = found
     view = _view(options)
     sort = _sort(options, MEMORY_SORTS, "--memory", MEMORY_SORT)
     arranged = arrange(rows, view, memory.order(sort))
-    extra = [memory.NO_FIGURES] if not rows else []
+    extra = ([memory.NO_FIGURES] if not rows else []) + memory.unjoined_note(unjoined)
     if rows and not arranged and view.filter is not None:
         extra.append(f"--filter {view.filter!r} matches no range with memory figures")
     return render("memory", form, RowsDocument(arranged, [*notes, *extra]))
