@@ -324,3 +324,40 @@ def test_marks_without_a_whole_range_are_counted_not_dropped(tmp_path: Path) -> 
         "note: 2 memory mark(s) had no range around them with all three figures (events dropped or outside "
         "the capture): left out of the table",
     ]
+
+
+def test_failing_counters_are_said_once_and_leave_the_program_alone(tmp_path: Path) -> None:
+    make_file(tmp_path / "memory.toml", CONFIG)
+    stderr: list[str] = []
+    (recording,), out = run_under_recorder(
+        tmp_path,
+        """
+        import torch
+
+        def broken(device):
+            raise RuntimeError("no counters today")
+
+        torch.cuda.is_available = lambda: True
+        torch.cuda.is_initialized = lambda: True
+        torch._C._cuda_getDevice = lambda: 0
+        torch._C._cuda_memoryStats = broken
+        torch._C._cuda_resetPeakMemoryStats = broken
+
+        import autonvtx
+
+        autonvtx.install("memory.toml")
+        model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+        for _ in range(3):
+            model(torch.ones(1, 2))
+        print("done")
+        """,
+        stderr=stderr,
+    )
+    assert out == "done\n"
+    said = [line for line in stderr[0].splitlines() if "memory" in line]
+    assert said == [
+        "autonvtx: warning: plugin 'torch': memory: the CUDA allocator's counters failed "
+        "(RuntimeError: no counters today); calls lack figures"
+    ]
+    assert [r.name for r in recording.ranges].count("Sequential") == 3
+    assert not recording.marks

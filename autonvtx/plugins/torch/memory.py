@@ -64,11 +64,19 @@ class _Allocator:
 class MemoryMarks:
     """begin() right after a module's range is pushed, end() right before it is popped."""
 
-    def __init__(self, allocator: Any, mark: Callable[[str, int], None]) -> None:
+    def __init__(self, allocator: Any, mark: Callable[[str, int], None], warn: Callable[[str], None]) -> None:
         self._allocator = allocator
         self._mark = mark
+        self._warn = warn
         self._stack = _Stack()
         self.failures = 0
+
+    def _failed(self, exc: Exception) -> None:
+        self.failures += 1
+        if self.failures == 1:  # said once: a failing counter fails on every call
+            self._warn(
+                f"memory: the CUDA allocator's counters failed ({type(exc).__name__}: {exc}); calls lack figures"
+            )
 
     def begin(self) -> list[int] | None:
         """The open range's entry, or None when CUDA is not in use (yet) or the counters fail."""
@@ -85,8 +93,8 @@ class MemoryMarks:
             allocator.reset_peak(device)
             entry = [allocated, allocated, device]
             self._mark(AT_START, allocated)
-        except Exception:  # counters must never break the program's forward
-            self.failures += 1
+        except Exception as exc:  # counters must never break the program's forward
+            self._failed(exc)
             return None
         entries.append(entry)
         return entry
@@ -102,8 +110,8 @@ class MemoryMarks:
             # own end() reads it.
             self._mark(PEAK, max(entry[1], peak))
             self._mark(AT_END, allocated)
-        except Exception:
-            self.failures += 1
+        except Exception as exc:
+            self._failed(exc)
 
 
 def memory_marks(torch: types.ModuleType, warn: Callable[[str], None]) -> MemoryMarks | None:
@@ -124,7 +132,7 @@ def memory_marks(torch: types.ModuleType, warn: Callable[[str], None]) -> Memory
     except AttributeError as exc:
         warn(f"memory: this torch has no CUDA allocator counters ({exc}); no memory figures")
         return None
-    return MemoryMarks(allocator, NvtxMarks().mark)
+    return MemoryMarks(allocator, NvtxMarks().mark, warn)
 
 
 class _Attributes(threading.local):
