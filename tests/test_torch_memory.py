@@ -232,7 +232,9 @@ def test_marks_reach_the_recorder_inside_each_module_range(fake_cuda: Path, tmp_
 
 def test_summary_report_and_run_summary_show_the_figures(fake_cuda: Path) -> None:
     expected = expected_rows()
-    run_rows = json.loads((fake_cuda / "run.json").read_text())["memory"]
+    run_document = json.loads((fake_cuda / "run.json").read_text())
+    assert run_document["schema"] == "autonvtx-memory/1"
+    run_rows = run_document["memory"]
     assert {row["name"]: figures(row) for row in run_rows} == expected
     assert memory_json("summary", "trace.json", cwd=fake_cuda) == expected
     assert memory_json("report", "trace.json", cwd=fake_cuda) == expected

@@ -72,6 +72,7 @@ def test_run_summary_summary_and_report_pair_alike(workdir: Path) -> None:
     # One set of numbers: the same pairs, times included, from the run's native statistics and
     # from the trace read back.
     assert from_summary["pairs"] == from_report["pairs"] == run["pairs"]
+    assert run["schema"] == "autonvtx-pairs/1"
     for pair in run["pairs"]:
         assert pair["ratio"] == pair["backward"]["cpu_ns"] / pair["forward"]["cpu_ns"]
 

@@ -290,7 +290,8 @@ def _record(row: MemoryRow) -> dict[str, Any]:
 
 
 def memory_json(rows: Sequence[MemoryRow], notes: Sequence[str] = ()) -> str:
-    return json.dumps({"memory": [_record(row) for row in rows], "notes": list(notes)}, indent=2) + "\n"
+    document = {"schema": "autonvtx-memory/1", "memory": [_record(row) for row in rows], "notes": list(notes)}
+    return json.dumps(document, indent=2) + "\n"
 
 
 def memory_csv(rows: Sequence[MemoryRow]) -> str:

@@ -155,7 +155,8 @@ def _record(pair: BackwardPair) -> dict[str, Any]:
 
 
 def pairs_json(pairs: Sequence[BackwardPair], notes: Sequence[str] = ()) -> str:
-    return json.dumps({"pairs": [_record(p) for p in pairs], "notes": list(notes)}, indent=2) + "\n"
+    document = {"schema": "autonvtx-pairs/1", "pairs": [_record(p) for p in pairs], "notes": list(notes)}
+    return json.dumps(document, indent=2) + "\n"
 
 
 def pairs_csv(pairs: Sequence[BackwardPair]) -> str:
