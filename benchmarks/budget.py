@@ -3,6 +3,7 @@
 `*.forward`).
 
     python benchmarks/budget.py [--rounds N] [--steps N] [--budget PCT] [--engine wrap|code]
+    python benchmarks/budget.py --in-process [--rounds N] [--steps N] [--budget PCT]
 
 The program is `suggest_programs/bert_step.py` (transformers BERT on the CPU, random weights, one
 torch thread), which prints each step's CPU time. Three commands run alternated, N rounds, the
@@ -18,6 +19,11 @@ process). The ratio against plain is the Hodges-Lehmann estimate over the runs w
 interval (`autonvtx.report.noise`, what `autonvtx diff` uses); the bar is met when the interval's
 upper end is within it. Every `*.forward` row of the budgeted run must keep the count of the run
 without a budget.
+
+`--in-process` runs `budget_blocks.py` instead: the three arms take turns in blocks of STEPS
+steps inside one process under the recorder (install() and uninstall() between blocks), each
+step timed on the main thread's CPU clock. A shared host's slow minutes then fall on every arm
+alike; the figure is the Hodges-Lehmann ratio of the arms' step times with its 95% interval.
 """
 
 from __future__ import annotations
@@ -54,13 +60,48 @@ def forward_counts(summary: str) -> dict[str, int]:
     return {row["name"]: row["count"] for row in rows if row["name"].endswith(".forward")}
 
 
+def in_process(options: argparse.Namespace) -> None:
+    scratch = tempfile.mkdtemp(prefix="autonvtx-budget-bench-")
+    command = [sys.executable, "-m", "autonvtx", "run", f"--summary={os.path.join(scratch, 's.json')}"]
+    command += [os.path.join(HERE, "budget_blocks.py"), str(options.rounds), str(options.steps), options.budget]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=7200)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    steps: dict[str, list[float]] = {"plain": [], "budget": [], "unbudgeted": []}
+    for line in done.stdout.splitlines():
+        block = json.loads(line)
+        steps[block["arm"]] += block["steps_s"]
+    python = ".".join(map(str, sys.version_info[:3]))
+    print(
+        f"Python {python}, in one process under the recorder: {options.rounds} rounds of blocks of"
+        f" {options.steps} steps per arm; each step's CPU time on the main thread"
+    )
+    print(f"{'arm':<12} {'median step':>12} {'vs plain (HL)':>14} {'95% interval':>22}")
+    print(f"{'plain':<12} {statistics.median(steps['plain']) * 1e3:>10.2f}ms")
+    for name in ("budget", "unbudgeted"):
+        ratio, low, high, _ = ratio_interval(steps["plain"], steps[name], 0.95)
+        print(
+            f"{name:<12} {statistics.median(steps[name]) * 1e3:>10.2f}ms {ratio - 1:>+13.2%}"
+            f"   [{low - 1:+.2%}, {high - 1:+.2%}]"
+        )
+    _, _, high, _ = ratio_interval(steps["plain"], steps["budget"], 0.95)
+    met = high - 1 <= float(options.budget) / 100
+    print(f"bar (--budget {options.budget} costs at most {options.budget}%): {'met' if met else 'NOT met'}")
+    print("budget's exit line:", next((x for x in done.stderr.splitlines() if "--budget" in x), "none"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--budget", default="2")
     parser.add_argument("--engine", choices=["wrap", "code"], default="wrap")
+    parser.add_argument("--in-process", action="store_true", help="Blocks taking turns in one process.")
     options = parser.parse_args()
+    if options.in_process:
+        in_process(options)
+        return
     scratch = tempfile.mkdtemp(prefix="autonvtx-budget-bench-")
     summaries = {name: os.path.join(scratch, f"{name}.json") for name in ("budget", "unbudgeted")}
     rules = ["-t", "transformers.*", "--engine", options.engine]
