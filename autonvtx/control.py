@@ -4,6 +4,7 @@ API all go through `Instrumentation`; nothing else builds this machinery."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import types
@@ -264,6 +265,13 @@ _installed: list[Instrumentation] = []
 def installed() -> list[Instrumentation]:
     """The instrumentations installed in this process now (install() and not uninstall())."""
     return list(_installed)
+
+
+def silence_exit_reports() -> None:
+    """No installed instrumentation prints its report at exit (warnings about patterns that
+    never matched): where they could not mean anything (no program ran, or broad rules)."""
+    for instrumentation in _installed:
+        atexit.unregister(instrumentation.print_report)
 
 
 def _count(number: int, noun: str) -> str:

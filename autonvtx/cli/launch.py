@@ -120,10 +120,9 @@ def start_run(
             session.cancel()
         # "No module named X" is the whole story: no warning follows about patterns that never
         # had a chance to match.
-        from autonvtx.control import installed
+        from autonvtx.control import silence_exit_reports
 
-        for instrumentation in installed():
-            atexit.unregister(instrumentation.print_report)
+        silence_exit_reports()
         raise
     say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
     if outputs is None:
