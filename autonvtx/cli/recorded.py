@@ -32,7 +32,8 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     from autonvtx.report.profile import recording_stats
     from autonvtx.report.render import format_of, write_summary, write_text_file
     from autonvtx.report.renderers import Rendering, SummaryDocument, render
-    from autonvtx.report.sideviews import asked, pairs_table, recording_memory, unarranged
+    from autonvtx.report.sidechecks import asked
+    from autonvtx.report.sideviews import pairs_table, recording_memory, unarranged
     from autonvtx.report.table import terminal_width
     from autonvtx.report.text import use_color
 

@@ -114,7 +114,7 @@ def make_view_options(values: dict[str, Any]) -> Any:
         memory=bool(values.get("memory")),
     )
     if options.pair is not None or options.memory:
-        from autonvtx.report.sideviews import check
+        from autonvtx.report.sidechecks import check
 
         check(options)  # before a run starts: its table is written when the program has ended
     return options

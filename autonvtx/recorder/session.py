@@ -244,7 +244,7 @@ class RecordingSession:
         from autonvtx.recorder import native
         from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
         from autonvtx.report.render import write_summary
-        from autonvtx.report.sideviews import write_side_table
+        from autonvtx.report.sideviews import statistics_view, write_side_table
 
         try:
             if self._alive:
@@ -282,14 +282,8 @@ class RecordingSession:
             metadata=metadata,
             adjust=self._adjust,
         )
-        side = None
         if self.outputs.summary_options is not None:
-            request.options = self.outputs.summary_options
-            from autonvtx.report.sideviews import asked, unarranged
-
-            side = asked(request.options)  # --pair, --memory: that table from every row
-            if side is not None:
-                request.options = unarranged(request.options)
+            request.options = statistics_view(self.outputs.summary_options)  # --pair, --memory: every row
         try:
             results = write_results(directory, request)
         except OSError as error:
@@ -311,9 +305,7 @@ class RecordingSession:
             )
         if self.outputs.summary is not None:
             try:
-                if side is not None:
-                    write_side_table(side, results.stats, directory, self.outputs, notes)
-                else:
+                if not write_side_table(results.stats, directory, self.outputs, notes):
                     write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
             except OSError as error:
                 self._fail(f"--summary: could not write '{self._given.summary}': {error.strerror or error}", keep=True)

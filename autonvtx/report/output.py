@@ -16,7 +16,8 @@ from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.renderers import Rendering, ReportDocument, render
-from autonvtx.report.sideviews import asked, export_memory, pairs_table, recording_memory
+from autonvtx.report.sidechecks import asked
+from autonvtx.report.sideviews import export_memory, pairs_table, recording_memory
 from autonvtx.report.views import Shaping, shape_rows, shape_tree
 
 

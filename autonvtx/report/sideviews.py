@@ -11,59 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from autonvtx.errors import UsageError
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.view import View, arrange
 from autonvtx.report import memory, pairing
 from autonvtx.report.renderers import RowsDocument, render
-
-
-def asked(options: Any) -> str | None:
-    """Which side table the view options ask for ("pairs", "memory"), None for the usual one;
-    refuses what cannot be shown together."""
-    pair = getattr(options, "pair", None)
-    wants_memory = bool(getattr(options, "memory", False))
-    if pair is None and not wants_memory:
-        return None
-    if pair is not None and wants_memory:
-        raise UsageError("--pair and --memory: each is a table of its own; expected one of them")
-    option = "--pair" if pair is not None else "--memory"
-    if getattr(options, "tree", False):
-        raise UsageError(f"{option}: a flat table, one row per name; --tree does not apply")
-    if getattr(options, "group", "name") != "name":
-        raise UsageError(f"{option}: rows are range names; --group {options.group} does not apply")
-    return "pairs" if pair is not None else "memory"
+from autonvtx.report.sidechecks import MEMORY_SORT, MEMORY_SORTS, PAIRS_SORT, asked, sort_of
 
 
 def _view(options: Any) -> View:
     """--top and --filter (`pattern` in a report request), as the view takes them."""
     pattern = getattr(options, "filter", None) or getattr(options, "pattern", None)
     return View(top=getattr(options, "top", None), filter=pattern)
-
-
-def check(options: Any) -> None:
-    """Refuse, before anything runs, what a side table cannot show (`run --summary` checks its
-    view options before the program starts)."""
-    side = asked(options)
-    if side == "pairs":
-        _sort(options, (), "--pair", PAIRS_SORT)
-    elif side == "memory":
-        _sort(options, MEMORY_SORTS, "--memory", MEMORY_SORT)
-
-
-PAIRS_SORT = "sorts its pairs by forward plus backward time, largest first; expected no --sort"
-MEMORY_SORTS = ("count", "instances", "name")
-MEMORY_SORT = "sorts by the largest rise, or by count or name"
-
-
-def _sort(options: Any, allowed: tuple[str, ...], option: str, says: str) -> str | None:
-    """The --sort a side table was given (None or "total": its own order); refuses the others."""
-    sort = getattr(options, "sort", None)
-    if sort in (None, "total"):
-        return None
-    if sort not in allowed:
-        raise UsageError(f"--sort {sort}: {option} {says}")
-    return "count" if sort == "instances" else str(sort)
 
 
 def unarranged(options: Any) -> Any:
@@ -77,7 +35,7 @@ def unarranged(options: Any) -> Any:
 def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[str] = (), gpu: bool = False) -> str:
     """`--pair backward` over statistics rows or report rows (`gpu`: an export's, with GPU
     work), arranged and rendered in `form`."""
-    _sort(options, (), "--pair", PAIRS_SORT)
+    sort_of(options, (), "--pair", PAIRS_SORT)
     pairs = pairing.backward_pairs(rows, gpu)
     view = _view(options)
     arranged = arrange(pairs, view, pairing.order(pairing.has_gpu(pairs)))
@@ -92,7 +50,7 @@ def memory_table(found: tuple[list[memory.MemoryRow], int], options: Any, form: 
     rendered in `form`; says so when there are none."""
     rows, unjoined = found
     view = _view(options)
-    sort = _sort(options, MEMORY_SORTS, "--memory", MEMORY_SORT)
+    sort = sort_of(options, MEMORY_SORTS, "--memory", MEMORY_SORT)
     arranged = arrange(rows, view, memory.order(sort))
     extra = ([memory.NO_FIGURES] if not rows else []) + memory.unjoined_note(unjoined)
     if rows and not arranged and view.filter is not None:
@@ -121,24 +79,36 @@ def export_memory(path: str, options: Any, form: str, notes: Sequence[str] = ())
     return memory_table(memory.from_export(path, by, rename), options, form, notes)
 
 
-def write_side_table(side: str, stats: Sequence[Any], directory: str, outputs: Any, notes: Sequence[str]) -> None:
+def statistics_view(options: Any) -> Any:
+    """The view `run --summary`'s statistics rows are made with: every row when a side table
+    is asked for, else `options` as they are."""
+    return unarranged(options) if asked(options) is not None else options
+
+
+def write_side_table(stats: Sequence[Any], directory: str, outputs: Any, notes: Sequence[str]) -> bool:
     """`run --summary --pair/--memory`: the table to stderr ("-") or to the --summary file (its
-    extension picks the form), from the run's statistics rows or its .anr files."""
+    extension picks the form), from the run's statistics rows or its .anr files; False when no
+    side table was asked for."""
     import os
     import sys
 
     from autonvtx.recorder.outputs import SUMMARY_TO_STDERR
     from autonvtx.report.render import FORMAT_OF_SUFFIX, write_text_file
 
+    options = outputs.summary_options
+    side = asked(options) if options is not None else None
+    if side is None:
+        return False
     target = os.fspath(outputs.summary)
     form = "text" if target == SUMMARY_TO_STDERR else FORMAT_OF_SUFFIX.get(os.path.splitext(target)[1].lower(), "text")
-    options = outputs.summary_options
+    shown_notes = notes if target == SUMMARY_TO_STDERR else ()
     if side == "pairs":
-        table = pairs_table(stats, options, form, notes if target == SUMMARY_TO_STDERR else ())
+        table = pairs_table(stats, options, form, shown_notes)
     else:
-        table = directory_memory(directory, options, form, notes if target == SUMMARY_TO_STDERR else ())
+        table = directory_memory(directory, options, form, shown_notes)
     if target == SUMMARY_TO_STDERR:
         sys.stderr.write(table)
         sys.stderr.flush()
     else:
         write_text_file(target, table)
+    return True
