@@ -51,6 +51,7 @@ CLIENT_SOURCES = [
         "wrapping",
         "arguments",
         "deadline",
+        "flightwatch",
     )
 ]
 
