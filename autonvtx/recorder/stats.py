@@ -101,6 +101,8 @@ class ViewOptions:
     top: int | None = None  # per group; with --tree, children per range (and roots per group)
     filter: str | None = None  # glob over names; with --tree, what encloses a match stays
     each: bool = False  # one row per recorded name; else names differing only in numbers share one
+    pair: str | None = None  # "backward": a module's forward and backward side by side (report.sideviews)
+    memory: bool = False  # the torch plugin's memory figures per range instead (report.sideviews)
 
     @property
     def view(self) -> View:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from autonvtx.errors import UsageError
 from autonvtx.recorder.stats import (
@@ -24,6 +25,8 @@ from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.renderers import Rendering, ReportDocument, render
+from autonvtx.report.sidechecks import asked
+from autonvtx.report.sideviews import export_memory, pairs_table, recording_memory
 from autonvtx.report.views import export_order, nested, placed, placed_order
 
 
@@ -47,6 +50,8 @@ class ReportRequest:
     terminal: bool = False  # the table goes to a terminal: without --top, the first TERMINAL_TOP rows
     each: bool = False  # a row per recorded name (numbers not folded into {n})
     width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
+    pair: str | None = None  # --pair backward: forward and backward side by side (report.sideviews)
+    memory: bool = False  # --memory: the torch plugin's memory figures per range (report.sideviews)
 
 
 # A profile can hold tens of thousands of range names (torch's per-call op ids): a terminal
@@ -91,6 +96,8 @@ def _produce(request: ReportRequest) -> str | None:
     )
     if report.kind == "autonvtx" and request.by == "gpu":
         raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
+    if asked(request) is not None:
+        return _side_table(report, request, fmt)
     if report.kind == "nsys" and (request.group != "name" or request.skip_first):
         option = "--group" if request.group != "name" else "--skip-first"
         raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
@@ -129,6 +136,32 @@ def _produce(request: ReportRequest) -> str | None:
         return head + content
     write_text_file(request.output, content)
     return None
+
+
+def _side_table(report: Report, request: ReportRequest, fmt: str) -> str | None:
+    """--pair or --memory: that table instead of the report's (`report.sideviews`)."""
+    if request.html is not None:
+        raise UsageError("report: --html: the page draws the report's tree; --pair and --memory are tables")
+    if asked(request) == "pairs":
+        if report.kind == "autonvtx":
+            rows: list[Any] = [row.stats for row in report.rows if row.stats is not None]
+        else:
+            rows = list(report.rows)
+        content = pairs_table(rows, request, fmt, report.notes, report.has_gpu)
+    elif report.kind == "autonvtx":
+        content = recording_memory(report.recordings, request, fmt)
+    else:
+        content = export_memory(_export_path(request.profile), request, fmt)
+    if request.output is None:
+        return content
+    write_text_file(request.output, content)
+    return None
+
+
+def _export_path(profile: str) -> str:
+    from autonvtx.report.nsysrep import ensure_export, is_report
+
+    return ensure_export(profile) if is_report(profile) else profile
 
 
 def _recording_outputs(
