@@ -445,6 +445,15 @@ def test_an_earlier_run_s_windows_are_replaced_not_left_beside(workdir: Path) ->
     assert not list(workdir.glob("*.recording*"))  # the record directory is gone, whatever the watcher did
 
 
+def test_a_run_that_fails_keeps_an_earlier_run_s_windows(workdir: Path) -> None:
+    # They were removed as the run started: a run that crashed (or fired nothing) lost them.
+    make_file(workdir / "prog.py", "import os\nos._exit(3)\n")
+    (workdir / "trace.flight-1.json").write_text("{}")
+    done = run_autonvtx("--flight", "step {i}", "prog.py", cwd=workdir)
+    assert done.returncode == 3, done.stderr
+    assert (workdir / "trace.flight-1.json").read_text() == "{}"
+
+
 def test_the_flight_benchmark_runs() -> None:
     """benchmarks/flight.py at a tiny size: its code works (no figure is asserted here)."""
     import subprocess

@@ -10,6 +10,8 @@ fired. This module names the trace each becomes (`run.json` -> `run.flight-N.jso
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import json
 import os
 import sys
@@ -85,33 +87,27 @@ def recorder_settings(outputs: Any, shown_trace: str | None) -> dict[str, str]:
     return settings
 
 
-def remove_earlier_windows(trace: str, shown: str) -> None:
-    """An earlier run's windows beside the trace (`TRACE.flight-N.EXT`), removed as the trace
-    itself would be replaced: this run's files are numbered from 1 again, and a stale one with a
-    higher number would pass for this run's."""
+def remove_earlier_windows(trace: str, shown: str, above: int | None) -> list[str]:
+    """An earlier run's windows beside the trace (`TRACE.flight-N.EXT`) numbered above `above`,
+    the last this run wrote (those up to it it replaced), removed at this run's exit: a stale
+    one with a higher number would pass for this run's. None: this run wrote no window, and
+    they are left as they were (said), as they are by a run that crashes before its exit. The
+    note saying what was done, if anything."""
     head, tail = split_suffix(trace)
     directory, name = os.path.split(head)
     stale = []
-    for path in Path(directory or ".").glob(f"{glob_escape(name)}.flight-*{glob_escape(tail)}"):
+    for path in Path(directory or ".").glob(f"{glob.escape(name)}.flight-*{glob.escape(tail)}"):
         number = path.name[len(name) + len(".flight-") : len(path.name) - len(tail)]
-        if number.isdigit() and path.is_file():
+        if number.isdigit() and int(number) > (above or 0) and path.is_file():
             stale.append(path)
+    if not stale:
+        return []
+    if above is None:
+        return [f"--flight: {len(stale)} window(s) of an earlier run left as they were ({flight_path(shown, 1)}, ...)"]
     for path in stale:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink()
-        except OSError:
-            pass
-    if stale:
-        print(
-            f"autonvtx: --flight: {len(stale)} window(s) of an earlier run removed ({flight_path(shown, 1)}, ...)",
-            file=sys.stderr,
-        )
-
-
-def glob_escape(text: str) -> str:
-    import glob
-
-    return glob.escape(text)
+    return [f"--flight: {len(stale)} window(s) of an earlier run removed ({flight_path(shown, above + 1)}, ...)"]
 
 
 def watcher_settings(directory: str, command: list[str]) -> dict[str, str]:
@@ -264,8 +260,8 @@ def wait_until_written(window: Window, seconds: float) -> bool:
 
     deadline = time.monotonic() + seconds
     while not (window.directory / DONE).is_dir():
-        if time.monotonic() > deadline:
-            return False
+        if time.monotonic() > deadline or not (window.directory / CLAIMED).is_dir():
+            return (window.directory / DONE).is_dir()  # unclaimed: the writer gave it back
         time.sleep(0.05)
     return True
 
@@ -298,6 +294,8 @@ def write_windows(
             continue
         written.append((shown, window.info))
     notes = window_notes(written)
+    last = max((window.number for window in windows(directory)), default=None) if written else None
+    notes += remove_earlier_windows(trace, given, last)
     if not written:
         notes.append(
             f"--flight: no instance of '{flight.range}' lasted more than {flight.factor:g}x the median of those "
@@ -325,7 +323,8 @@ def write_from_state(state: str, window_directory: str) -> None:
                     window, flight_path(trace, window.number), flight_path(given, window.number), labels, metadata
                 )
             except OSError:  # unclaimed again: the exit writes it, and says why if it cannot either
-                os.rmdir(window.directory / CLAIMED)
+                with contextlib.suppress(OSError):  # the exit may have removed the directory already
+                    os.rmdir(window.directory / CLAIMED)
 
 
 def remove_record_directory(directory: str) -> None:

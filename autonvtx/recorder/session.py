@@ -95,7 +95,6 @@ class RecordingSession:
             settings[environment.RECORD_KEEP] = "last"
         if self.outputs.flight is not None:
             settings.update(flight.recorder_settings(self.outputs, self._given.trace))
-            flight.remove_earlier_windows(self.outputs.trace or "", self._given.trace or "")
         for key, value in settings.items():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value

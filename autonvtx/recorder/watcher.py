@@ -73,7 +73,10 @@ def _program_ended_normally(pid: int, pidfd: int, done_fd: int) -> bool:
         except InterruptedError:
             continue
         if flight is not None:
-            flight()
+            try:
+                flight()
+            except Exception:  # noqa: BLE001 - a window it fails on is written at exit; the watcher must live on
+                pass
         for fd, _ in events:
             if fd == done_fd:
                 if _read_byte(done_fd):
