@@ -88,7 +88,7 @@ def _definitions(filename: str) -> dict[tuple[str, int], _Function] | None:
         index: dict[tuple[str, int], _Function] | None = None
         if tree is not None:
             index = {}
-            for node in ast.walk(tree):
+            for node in _statements(tree.body, into_definitions=True):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
                     index.setdefault((node.name, first), node)
@@ -107,18 +107,33 @@ def _parsed(filename: str) -> ast.Module | None:
     return _trees[filename]
 
 
-def _loops(node: ast.AST) -> Iterator[_Loop]:
+def _loops(node: _Function) -> Iterator[_Loop]:
     """The function's own loops in source order (not those of functions defined inside it)."""
-    found: list[_Loop] = []
-    pending = list(ast.iter_child_nodes(node))
-    while pending:
-        child = pending.pop()
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
-            found.append(child)
-        pending.extend(ast.iter_child_nodes(child))
+    found = [child for child in _statements(node.body, into_definitions=False) if isinstance(child, _LOOPS)]
     return iter(sorted(found, key=lambda loop: (loop.lineno, loop.col_offset)))
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(body: list[ast.stmt], *, into_definitions: bool) -> Iterator[ast.stmt]:
+    """Every statement in `body` and in the blocks nested in it (if, loops, with, try, match;
+    with `into_definitions`, function and class bodies too). Loops and definitions are
+    statements only: expressions, the bulk of a tree, are not visited (ast.walk visited them,
+    seconds over a program's modules for a `*:*` region)."""
+    pending: list[ast.AST] = list(body)
+    while pending:
+        stmt = pending.pop()
+        if not isinstance(stmt, ast.stmt):  # an except handler or a match case: its body
+            pending.extend(getattr(stmt, "body", ()))
+            continue
+        yield stmt
+        if not into_definitions and isinstance(stmt, _DEFINITIONS):
+            continue
+        for field in _BLOCKS:
+            pending.extend(getattr(stmt, field, ()))
 
 
 def _first_line_run(code: types.CodeType, lo: int, hi: int) -> int | None:
