@@ -285,29 +285,24 @@ static inline PyObject* pending_of(PyObject* code)
 
 /* A pending code object's first call (PY_START), or the first resumption of a generator or
    coroutine begun before it was pending (PY_RESUME): its placer (Python: the source's loops,
-   then attach_regions and the code's local events) runs once, now. A code the placer itself
-   calls waits for a later call (sys.monitoring calls no callback inside one anyway). */
-static _Thread_local int placing;
-
+   then attach_regions and the code's local events) runs now. sys.monitoring calls no
+   callback for what the placer itself runs. */
 static PyObject* place_now(PyObject* code)
 {
     PyObject* placer = pending_of(code);
     PyObject* done;
-    if (placer == NULL || placing)
+    if (placer == NULL)
         return NULL;
+    /* Left pending while it runs: another thread's first call meanwhile calls it too, and
+       waits there (the placer's lock) until the regions are on, so no call runs half placed. */
     Py_INCREF(placer);
-    if (PyUnstable_Code_SetExtra(code, pending_index, NULL) < 0) {
-        Py_DECREF(placer);
-        PyErr_WriteUnraisable(code);
-        return NULL;
-    }
-    placing++;
     done = PyObject_CallOneArg(placer, code);
-    placing--;
-    Py_DECREF(placer);
     if (done == NULL)
         PyErr_WriteUnraisable(code); /* the program's call goes on, whatever the placer did */
     Py_XDECREF(done);
+    if (pending_of(code) == placer && PyUnstable_Code_SetExtra(code, pending_index, NULL) < 0)
+        PyErr_WriteUnraisable(code);
+    Py_DECREF(placer);
     return regions_of(code);
 }
 

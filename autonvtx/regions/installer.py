@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 import types
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
@@ -14,6 +15,7 @@ from typing import Any
 from autonvtx import ranges
 from autonvtx.codes import code_of, nested_codes
 from autonvtx.config import Config, Region
+from autonvtx.forklocks import renewed_in_fork_child
 from autonvtx.regions.capture import CaptureWindow
 from autonvtx.regions.locate import Placement, place
 from autonvtx.regions.monitor import RegionMonitor, monitoring_problem
@@ -54,6 +56,7 @@ class RegionInstaller:
         self._keep: list[Any] = []  # every native Region stays alive: open ranges point at them
         # Functions selected and not yet run: placed at their first call (regions.c's PY_START)
         self._pending: dict[int, list[tuple[Region, str]]] = {}  # by id(code)
+        self._placing = renewed_in_fork_child(threading.RLock())
 
     def should_consider_module(self, name: str) -> bool:
         return any(fnmatchcase(name, region.module_glob) for region in self.regions)
@@ -96,13 +99,18 @@ class RegionInstaller:
     def _place_pending(self, code: types.CodeType) -> None:
         """regions.c at `code`'s first call: the regions waiting for it are placed. Never
         raises into the program's call: a failure is a problem said at exit."""
-        for region, module in self._pending.pop(id(code), []):
-            try:
-                self._place(region, module, code)
-            except Exception as error:  # a placement bug must not break the user's program
-                self.problems.append(f"{region.where('function')}: {module}:{code.co_qualname}: not placed: {error}")
-        if id(code) not in self._attached and self._monitor is not None:
-            self._monitor.forget(code)
+        with self._placing:  # threads calling it first at once: one places, the others wait
+            entries = self._pending.pop(id(code), None)
+            if entries is None:
+                return
+            for region, module in entries:
+                try:
+                    self._place(region, module, code)
+                except Exception as error:  # a placement bug must not break the user's program
+                    where = f"{region.where('function')}: {module}:{code.co_qualname}"
+                    self.problems.append(f"{where}: not placed: {error}")
+            if id(code) not in self._attached and self._monitor is not None:
+                self._monitor.forget(code)
 
     def place_source(self, module: str, source: str, filename: str) -> None:
         """Place the regions in the functions a script's source defines, without running it

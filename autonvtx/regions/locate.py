@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import opcode
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,14 @@ def place(region: Region, code: types.CodeType) -> Placement | str:
     """Where `region` sits in `code`, or why it cannot (the problem, as a message's tail)."""
     if region.loop is None and region.lines is None:
         return _call_placement()
+    if region.lines is None and region.loop in ("first", "auto"):
+        lines = _lines_without_loops(code)
+        if lines is not None:  # most functions a broad glob selects: no source is parsed for them
+            if region.loop == "auto":
+                return _call_placement()
+            return (
+                f"no loop in {code.co_qualname} (lines {lines[0]}-{lines[1]}); expected a for, async for or while loop"
+            )
     node = _function_node(code)
     if isinstance(node, str):
         return node
@@ -54,6 +63,26 @@ def place(region: Region, code: types.CodeType) -> Placement | str:
             return _loop(code, loop, "")
     starts = ", ".join(str(loop.lineno) for loop in loops) or "none"
     return f"no loop starts on line {region.loop} of {code.co_qualname}; expected one of its loops' lines ({starts})"
+
+
+# Instructions every loop of a function compiles to: a for loop's FOR_ITER, an async for's
+# GET_ANEXT, the jump back at the end of a loop body (a while loop's; a comprehension's too).
+_LOOP_OPCODES = frozenset(
+    opcode.opmap[name] for name in ("FOR_ITER", "JUMP_BACKWARD", "GET_ANEXT", "END_ASYNC_FOR") if name in opcode.opmap
+)
+
+
+def _lines_without_loops(code: types.CodeType) -> tuple[int, int] | None:
+    """(first, last line) of `code` when it certainly holds no loop, else None (its source's
+    AST decides). A while loop whose body never jumps back (it always returns or breaks) has
+    none of those instructions: a `while` in the function's text sends it to the AST."""
+    if not _LOOP_OPCODES.isdisjoint(code.co_code[::2]):  # (opcode, argument) pairs
+        return None
+    first = code.co_firstlineno
+    last = max((line for _, _, line in code.co_lines() if line is not None), default=first)
+    if any("while" in text for text in linecache.getlines(code.co_filename)[first - 1 : last]):
+        return None
+    return first, last
 
 
 def _call_placement() -> Placement:
