@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from autonvtx.config import Config
@@ -23,8 +23,9 @@ class Installation:
     """What `install()` returns: `uninstall()` (also on leaving a `with` block) removes the
     import hook and puts back every function and method it replaced."""
 
-    def __init__(self, instrumentation: Instrumentation) -> None:
+    def __init__(self, instrumentation: Instrumentation, disarm: Callable[[], None] | None = None) -> None:
         self._instrumentation = instrumentation
+        self._disarm = disarm  # install(budget=): the budget ends with the installation
 
     @property
     def active(self) -> bool:
@@ -47,6 +48,9 @@ class Installation:
 
     def uninstall(self) -> None:
         self._instrumentation.uninstall()
+        if self._disarm is not None:
+            self._disarm()
+            self._disarm = None
 
     def __enter__(self) -> Installation:
         return self
@@ -92,14 +96,15 @@ def install(
             "install: no rules found: looked for AUTONVTX_RULES, ./autonvtx.toml and [tool.autonvtx] in"
             " ./pyproject.toml; expected config=FILE, presets=[...] or targets=['MODULE_GLOB']"
         )
+    disarm = None
     if percent is not None:
         from autonvtx.budget import arm
 
-        arm(percent)  # before the walk makes any range
+        disarm = arm(percent)  # before the walk makes any range
     instrumentation = Instrumentation(resolved, restorable=True)
     instrumentation.print_start_notes()
     instrumentation.install()
-    installation = Installation(instrumentation)
+    installation = Installation(instrumentation, disarm)
     installation.instrument_main()
     return installation
 

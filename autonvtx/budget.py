@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+from collections.abc import Callable
 
 from autonvtx import environment
 from autonvtx.errors import UsageError
@@ -37,25 +38,37 @@ def parse_percent(text: str, where: str = "--budget") -> float:
     return percent
 
 
-def arm(percent: float, verbose: int = 0) -> bool:
+def arm(percent: float, verbose: int = 0) -> Callable[[], None] | None:
     """Measure and turn off ranges in this process from now on (ranges made before keep theirs
-    unmeasured); `verbose`: a line on stderr as each function is turned off. False where the
-    native client is missing (the pure-Python path has no budget)."""
+    unmeasured); `verbose`: a line on stderr as each function is turned off. Returns what ends
+    the budget again (install()'s uninstall calls it); None where the native client is missing
+    (the pure-Python path has no budget)."""
     from autonvtx import ranges
 
-    client = ranges._client if ranges.is_native() else None
+    client = ranges.native_client() if ranges.is_native() else None
     set_budget = getattr(client, "set_budget", None)
     if set_budget is None:
         if not _armed:
             print("autonvtx: --budget needs autonvtx's native client; every range is kept", file=sys.stderr)
             _armed.append(percent)  # said once
-        return False
+        return None
     set_budget(percent, MEASURED_CALLS, verbose > 0)
     if not _armed:
         atexit.register(_say_what_was_turned_off)
     _armed[:] = [percent]
+    inherited = os.environ.get(environment.BUDGET)
     os.environ[environment.BUDGET] = repr(percent)  # children: the same budget
-    return True
+
+    def disarm() -> None:
+        """No range is measured or turned off from now on, and children get the environment's
+        budget as it was; what was turned off is still named at exit."""
+        set_budget(0.0, 0, False)
+        if inherited is None:
+            os.environ.pop(environment.BUDGET, None)
+        else:
+            os.environ[environment.BUDGET] = inherited
+
+    return disarm
 
 
 def arm_option(text: str, verbose: int = 0) -> None:
@@ -79,7 +92,7 @@ def turned_off() -> list[tuple[str, str, float, float]]:
     """(domain, message, mean range cost ns, mean own ns) of each function turned off so far."""
     from autonvtx import ranges
 
-    read = getattr(ranges._client, "budget_turned_off", None)
+    read = getattr(ranges.native_client(), "budget_turned_off", None)
     return list(read()) if read is not None else []
 
 
@@ -98,31 +111,3 @@ def _say_what_was_turned_off() -> None:  # registered by arm() when the budget i
     off = turned_off()
     if off and _armed:
         print(exit_line(_armed[0], off), file=sys.stderr)
-
-
-def measure_range_cost_ns(samples: int = 2000) -> float | None:
-    """What one range (a push and a pop) costs in this process with the NVTX tool attached, in
-    ns: `samples` ranges named "range cost" in the domain "autonvtx.rangecost" are made (a tool
-    records them), the fastest of five rounds kept. None without the native client or a tool."""
-    from autonvtx import ranges
-
-    client = ranges._client if ranges.is_native() else None
-    if client is None or not hasattr(client, "push_pop_loop"):
-        return None
-    probe = client.Range("autonvtx.rangecost", "range cost", 0, 0)
-    if not probe.enabled:
-        return None
-    rounds = max(1, samples // 5)
-    best = None
-    for _ in range(5):
-        start = _now()
-        client.push_pop_loop(probe, rounds)
-        took = (_now() - start) / rounds
-        best = took if best is None else min(best, took)
-    return best
-
-
-def _now() -> int:
-    import time
-
-    return time.perf_counter_ns()

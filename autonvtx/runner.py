@@ -151,25 +151,24 @@ _unhandled_keyboard_interrupt = False
 
 
 def end_as_python_would() -> None:
-    """The last exit handler of a run (`start_run` registers it before any other): after an
-    uncaught KeyboardInterrupt, end by SIGINT as CPython does once it has finalized
-    (Modules/main.c, exit_sigint), so a parent sees the process killed by SIGINT (-2, a shell's
-    130), not a plain exit status 130. Where another NVTX tool is attached the exit stays an exit
-    (130): its C exit hooks keep the events a signal would lose."""
+    """An exit handler of a run (`start_run` registers it before any other): after an uncaught
+    KeyboardInterrupt, have the process end by SIGINT once the interpreter has finalized, as
+    CPython does (Modules/main.c, exit_sigint), so a parent sees it killed by SIGINT (-2, a
+    shell's 130), not a plain exit status 130. The kill waits for finalization (a C exit hook in
+    the native client) because the program's unclosed files are flushed there. Where another
+    NVTX tool is attached, or the native client is missing, the exit stays an exit (130): the
+    tool's C exit hooks keep the events a signal would lose."""
     if not _unhandled_keyboard_interrupt:
         return
     from autonvtx.termination import other_tool_attached
 
     if other_tool_attached():
         return
-    import signal
-
-    tracebacks.flush_std_streams()
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    except (OSError, ValueError):  # not the main thread, or no kill: the exit status says 130
-        pass
+        from autonvtx import _nvtxclient
+    except ImportError:
+        return
+    _nvtxclient.end_by_sigint_after_finalizing()
 
 
 def _resolve_script(target: Target) -> ResolvedTarget:

@@ -103,6 +103,9 @@ def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, .
                 emitter = made[key] = ranges.emitter_with_message(style, message + suffix(key))
         except Exception:  # an odd array-like (an unhashable dtype): the range without shapes
             emitter = plain
+        native = emitter.native
+        if native is not None:  # the native Range's call: --budget measures it, as any range
+            return native(wrapped, instance, args, kwargs)
         emitter.push()
         try:
             return wrapped(*args, **kwargs)

@@ -86,6 +86,31 @@ def test_a_hot_tiny_helper_is_turned_off_and_the_rest_stays_exact(tmp_path: Path
     assert "heavy" not in line and "load" not in line
 
 
+UNINSTALLED = """
+import os
+import autonvtx
+from budgetpkg import work
+with autonvtx.install(targets=["budgetpkg.*"], engine=ENGINE, budget=2):
+    for i in range(150):
+        work.helper(i)
+print(os.environ.get("AUTONVTX_BUDGET"))
+with autonvtx.install(targets=["budgetpkg.*"], engine=ENGINE):  # no budget asked for
+    for i in range(300):
+        work.helper(i)
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("engine", ENGINES)
+def test_uninstall_ends_the_budget(tmp_path: Path, engine: str) -> None:
+    make_file(tmp_path / "budgetpkg" / "__init__.py", "")
+    make_file(tmp_path / "budgetpkg" / "work.py", WORK)
+    (rec,), out = run_under_recorder(tmp_path, UNINSTALLED.replace("ENGINE", repr(engine)))
+    assert out == "None\n"  # children started later get no budget
+    # 100 measured ranges under the first installation, then all 300 of the second.
+    assert [r.name for r in rec.ranges].count("helper") == 400
+
+
 def test_a_budget_must_be_a_percentage() -> None:
     assert budget.parse_percent("2") == 2.0
     assert budget.parse_percent("0.5") == 0.5
@@ -135,3 +160,31 @@ def test_a_child_process_keeps_its_parent_s_budget(tmp_path: Path) -> None:
     assert done.stdout == "done\n"
     assert 100 <= done.range_names().count("helper") <= 101
     assert "autonvtx: --budget 2%: ranges turned off after 100 calls for 1 function" in done.stderr
+
+
+SHAPED = """
+import autonvtx
+
+class Array:                        # array-like: what a shapes rule describes
+    shape, dtype = (32, 128), "float64"
+
+install = autonvtx.install(CONFIG, engine=ENGINE, budget=2)
+from budgetpkg import work
+for _ in range(300):
+    work.helper(Array())
+for _ in range(5):
+    work.heavy(Array())
+"""
+
+
+@needs_native
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_budget_reaches_rules_with_shapes(tmp_path: Path, engine: str) -> None:
+    make_file(tmp_path / "budgetpkg" / "__init__.py", "")
+    make_file(tmp_path / "budgetpkg" / "work.py", WORK.replace("return x + 1", "return x"))
+    config = make_file(tmp_path / "rules.toml", '[[rules]]\nmodules = ["budgetpkg.*"]\nshapes = true\n')
+    source = SHAPED.replace("CONFIG", repr(str(config))).replace("ENGINE", repr(engine))
+    (rec,), _ = run_under_recorder(tmp_path, source)
+    names = [r.name for r in rec.ranges]
+    assert names.count("helper [32x128 float64]") == 100  # measured, then turned off
+    assert names.count("heavy [32x128 float64]") == 5

@@ -219,6 +219,8 @@ def test_files_after_against_belong_to_new() -> None:
         "e",
     ]
     assert expand_against(["a", "--against", "c", "--", "-x"]) == ["a", "--against", "c", "--", "-x"]
+    # Spelled with "=", the files after it are NEW too (they were taken for BASE, without a word).
+    assert expand_against(["a", "b", "--against=c", "d"]) == ["a", "b", "--against", "c", "--against", "d"]
 
 
 def test_parallel_reading_matches_one_process(tmp_path: Path) -> None:

@@ -93,14 +93,25 @@ def test_plugin_options_reach_the_plugin(tmp_path: Path) -> None:
     assert "op" in names(recordings, "elsewhere")
 
 
-def test_activation_error_is_one_warning_and_the_program_runs(tmp_path: Path) -> None:
-    proc, _ = autonvtx_run(tmp_path, PLUGIN_CONFIG, PROGRAM, FAKEPLUG_FAIL="1")
+UNWRAPPED = """
+    import fakefw
+
+    a, b = fakefw.Layer("encoder"), fakefw.Layer.make("decoder")
+    print(a.forward(1), b.forward(2), fakefw.Layer.kind(), fakefw.op(3), list(fakefw.gen(2)))
+    print(hasattr(fakefw.op, "__wrapped__"), hasattr(fakefw.Layer.forward, "__wrapped__"))
+"""
+
+
+def test_activation_error_is_one_warning_and_puts_back_what_the_plugin_replaced(tmp_path: Path) -> None:
+    proc, recordings = autonvtx_run(tmp_path, PLUGIN_CONFIG, UNWRAPPED, FAKEPLUG_FAIL="1")
     assert proc.returncode == 0, proc.stderr
     warnings = [line for line in proc.stderr.splitlines() if "activation failed" in line]
     assert warnings == [
         "autonvtx: warning: plugin 'fakeplug.plugin': activation failed (RuntimeError: boom); its ranges are off"
     ]
-    assert proc.stdout.splitlines()[0] == "2 3 Layer 6 [0, 1]"
+    # The plugin wrapped five functions before it raised: all five are the originals again.
+    assert proc.stdout.splitlines() == ["2 3 Layer 6 [0, 1]", "False False"]
+    assert names(recordings, "fake") == []
 
 
 def test_plugin_whose_trigger_is_already_imported_activates_at_install(tmp_path: Path) -> None:

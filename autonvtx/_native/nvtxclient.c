@@ -13,7 +13,32 @@
  */
 #include "nvtxclient.h"
 
+#include <signal.h>
 #include <stdint.h>
+#include <unistd.h>
+
+PyDoc_STRVAR(end_by_sigint_doc,
+"end_by_sigint_after_finalizing()\n--\n\n"
+"After an uncaught KeyboardInterrupt: once the interpreter has finalized (the program's files\n"
+"flushed, every exit handler run), end the process by SIGINT, as CPython's own main does\n"
+"(Modules/main.c, exit_sigint), so a parent sees it killed by SIGINT. False when Py_AtExit\n"
+"refused the hook (the exit status, 130, stays).");
+
+static void sigint_after_finalizing(void)
+{
+    signal(SIGINT, SIG_DFL);
+    kill(getpid(), SIGINT);
+}
+
+static PyObject* end_by_sigint_after_finalizing(PyObject* module, PyObject* unused)
+{
+    static int registered;
+    (void)module;
+    (void)unused;
+    if (!registered && Py_AtExit(sigint_after_finalizing) == 0)
+        registered = 1;
+    return PyBool_FromLong(registered);
+}
 
 PyDoc_STRVAR(name_os_thread_doc,
 "name_os_thread(tid, name, /)\n--\n\n"
@@ -80,6 +105,7 @@ static PyObject* push_pop_loop(PyObject* module, PyObject* const* args, Py_ssize
 }
 
 static PyMethodDef module_methods[] = {
+    {"end_by_sigint_after_finalizing", end_by_sigint_after_finalizing, METH_NOARGS, end_by_sigint_doc},
     {"push_pop_loop", (PyCFunction)(void (*)(void))push_pop_loop, METH_FASTCALL, push_pop_loop_doc},
     {"name_os_thread", (PyCFunction)(void (*)(void))name_os_thread, METH_FASTCALL, name_os_thread_doc},
     {NULL, NULL, 0, NULL},

@@ -52,11 +52,6 @@ def _start_run(args: list[str]) -> Any:
     rules = RuleArgs(
         *(params.pop(name) for name in ("configs", "presets", "targets", "includes", "excludes", "engine"))
     )
-    budget = params.pop("budget")
-    if budget is not None:
-        from autonvtx.budget import arm_option
-
-        arm_option(budget, params["verbose"])
     return start_run(target, rules=rules, table=None, **params)
 
 

@@ -63,6 +63,10 @@ def expand_against(args: list[str]) -> list[str]:
         if arg == "--against":
             taking = True
             continue
+        if arg.startswith("--against="):  # the same, spelled with "=": what follows is NEW too
+            out.extend(("--against", arg.partition("=")[2]))
+            taking = True
+            continue
         if taking and not arg.startswith("-"):
             out.extend(("--against", arg))
             continue

@@ -57,10 +57,12 @@ def start_run(
     captures: tuple[str, ...],
     ranks: str | None,
     table: dict[str, Any] | None,
+    budget: str | None = None,
     **flight_options: Any,
 ) -> TargetRun:
     """`autonvtx run` with these options; `table`: the view options that shape --summary (None
-    when none was given); `flight_options`: --flight and its settings (`flight_settings`)."""
+    when none was given); `budget`: --budget's percentage, as given; `flight_options`: --flight
+    and its settings (`flight_settings`)."""
     from autonvtx import runner
     from autonvtx.propagate import children
 
@@ -72,6 +74,10 @@ def start_run(
     check_script(target)
     # Registered first, so it runs last: after the recording's and the program's exit handlers.
     atexit.register(runner.end_as_python_would)
+    if budget is not None:
+        from autonvtx.budget import arm_option
+
+        arm_option(budget, verbose)  # a bad percentage stops us before anything starts
     if summary is None and table is not None and not is_default_table(table):
         raise UsageError(
             "run: --tree, --group, --each, --skip-first, --by, --sort, --top and --filter shape --summary; "

@@ -246,10 +246,6 @@ def run(
     Everything after the target belongs to it: `autonvtx run s.py --help` passes --help to s.py.
     """
     target = click.get_current_context().meta.get(TARGET_KEY)
-    if budget is not None:
-        from autonvtx.budget import arm_option
-
-        arm_option(budget, verbose)
     return start_run(
         target,
         rules=rules,
@@ -263,6 +259,7 @@ def run(
         captures=captures,
         ranks=ranks,
         table=table,
+        budget=budget,
         flight=flight,
         flight_factor=flight_factor,
         flight_keep=flight_keep,

@@ -414,7 +414,10 @@ class PluginActivator:
         self.plugins = plugins
         self.notes: list[str] = []
         self.activated: list[str] = []
-        self.written: list[tuple[Any, str, Any, Any]] = []  # what plugins replaced
+        # What plugins replaced: each activated plugin's own list (a failed activation puts back
+        # its own and nothing else), and `written` for contexts made outside activate().
+        self.written: list[tuple[Any, str, Any, Any]] = []
+        self._writes: list[list[tuple[Any, str, Any, Any]]] = []
         self._lock = threading.Lock()
         self._done: set[str] = set()
 
@@ -440,10 +443,17 @@ class PluginActivator:
             if plugin.name in self._done:
                 return
             self._done.add(plugin.name)
-        context = PluginContext(plugin.name, plugin.trigger, self.config, self.notes, self.written)
+            own: list[tuple[Any, str, Any, Any]] = []
+            self._writes.append(own)
+        context = PluginContext(plugin.name, plugin.trigger, self.config, self.notes, own)
         try:
             plugin.activate(framework, context)
         except (Exception, SystemExit) as exc:  # SystemExit: a plugin never ends the program
+            # Not left half-done: what it replaced before failing is put back.
+            from autonvtx.engines.wrap import restore_writes
+
+            restore_writes(own)
+            own.clear()
             what = f"sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"{type(exc).__name__}: {exc}"
             print(
                 f"autonvtx: warning: plugin {plugin.name!r}: activation failed ({what}); its ranges are off",
@@ -455,11 +465,15 @@ class PluginActivator:
 
     def restore(self) -> int:
         """Put back what the plugins replaced through the context (see restore_writes)."""
-        if not self.written:
+        lists = [self.written, *self._writes]
+        if not any(lists):
             return 0
         from autonvtx.engines.wrap import restore_writes
 
-        # Emptied in place: the contexts of activated plugins append to this very list.
-        written = list(self.written)
-        self.written.clear()
-        return restore_writes(written)
+        restored = 0
+        for written in reversed(lists):  # the newest plugin's first
+            # Emptied in place: the contexts of activated plugins append to these very lists.
+            taken = list(written)
+            written.clear()
+            restored += restore_writes(taken)
+        return restored
