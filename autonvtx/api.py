@@ -15,6 +15,7 @@ from autonvtx.errors import UsageError
 
 if TYPE_CHECKING:
     from autonvtx.cli.options import RuleArgs
+    from autonvtx.recorder.flight import Flight
 
 ConfigSource = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], Config, None]
 
@@ -72,6 +73,11 @@ def install(
     exclude: Sequence[str] = (),
     engine: str | None = None,
     budget: float | str | None = None,
+    flight: str | None = None,
+    flight_factor: float = 3.0,
+    flight_keep: int = 10,
+    flight_max: int = 20,
+    flight_warmup: int = 5,
 ) -> Installation:
     """Give the functions the rules select NVTX ranges, from now on, in this process.
 
@@ -82,14 +88,19 @@ def install(
     `engine` is "code" (sys.monitoring, 3.12+: no function is replaced), "wrap" or "auto"
     (the default: the config's, else code where it can run). `budget` (a percentage, as `run
     --budget`): functions whose range costs more than that share of their own time, measured
-    over their first calls, have their ranges turned off. Bad rules raise
-    `autonvtx.ConfigError` (an `AutonvtxError`) with the CLI's messages.
+    over their first calls, have their ranges turned off. `flight` (a range's name, as `profile
+    --flight`, with `flight_factor`, `flight_keep`, `flight_max`, `flight_warmup`): each instance
+    of that range lasting more than `flight_factor` times the median of those before it opens
+    Nsight Systems' capture range (`capture@autonvtx`) over the next `flight_keep` instances,
+    with a mark saying what fired. Bad rules raise `autonvtx.ConfigError` (an `AutonvtxError`)
+    with the CLI's messages; bad settings `autonvtx.UsageError`.
     """
     percent = None
     if budget is not None:
         from autonvtx.budget import parse_percent
 
         percent = parse_percent(str(budget), "install: budget")
+    watch = _flight(flight, flight_factor, flight_keep, flight_max, flight_warmup)
     resolved = _resolve(config, presets, targets, include, exclude, engine)
     if not (resolved.rules or resolved.plugins or resolved.regions):
         raise UsageError(
@@ -101,12 +112,66 @@ def install(
         from autonvtx.budget import arm
 
         disarm = arm(percent)  # before the walk makes any range
+    if watch is not None:
+        from autonvtx.flightwatch import arm as watch_flight
+
+        end_watch = watch_flight(watch)  # before the walk: each range is looked at as it is made
+        disarm = _both(disarm, end_watch)
     instrumentation = Instrumentation(resolved, restorable=True)
     instrumentation.print_start_notes()
     instrumentation.install()
     installation = Installation(instrumentation, disarm)
     installation.instrument_main()
     return installation
+
+
+def _both(first: Callable[[], None] | None, second: Callable[[], None] | None) -> Callable[[], None] | None:
+    """What ends both (either may be None)."""
+    if first is None or second is None:
+        return first or second
+
+    def disarm() -> None:
+        first()
+        second()
+
+    return disarm
+
+
+def _flight(flight: str | None, factor: float, keep: int, most: int, warmup: int) -> Flight | None:
+    """install()'s flight settings as a checked Flight (UsageError naming the argument), or None."""
+    from autonvtx.recorder.flight import Flight
+
+    if flight is None:
+        return None
+    if not isinstance(flight, str):
+        raise UsageError(f"install: flight: expected the name of a range, got {flight!r}")
+    try:
+        watch = Flight(range=flight, factor=float(factor), keep=int(keep), max_files=int(most), warmup=int(warmup))
+    except (TypeError, ValueError):
+        raise UsageError(
+            "install: flight_factor, flight_keep, flight_max, flight_warmup: expected numbers, got"
+            f" {factor!r}, {keep!r}, {most!r}, {warmup!r}"
+        ) from None
+    try:
+        watch.check()
+    except UsageError as error:  # named as the argument, not the option
+        text = str(error).replace("--flight-factor", "flight_factor").replace("--flight-keep", "flight_keep")
+        text = text.replace("--flight-max", "flight_max").replace("--flight-warmup", "flight_warmup")
+        raise UsageError("install: " + text.replace("--flight", "flight")) from None
+    return watch
+
+
+def _flight_arguments(watch: Flight | None) -> dict[str, Any]:
+    """install()'s flight arguments for `watch`."""
+    if watch is None:
+        return {}
+    return {
+        "flight": watch.range,
+        "flight_factor": watch.factor,
+        "flight_keep": watch.keep,
+        "flight_max": watch.max_files,
+        "flight_warmup": watch.warmup,
+    }
 
 
 def _resolve(
@@ -157,7 +222,7 @@ _active: Installation | None = None
 
 MAGIC_USAGE = (
     "usage: %autonvtx [--config FILE] [--preset NAME] [-t GLOB [--include GLOB] [--exclude GLOB]]"
-    " [--engine auto|code|wrap] [-v] | %autonvtx off | %autonvtx (show what is instrumented)"
+    " [--engine auto|code|wrap] [--budget PCT] [--flight RANGE ...] [-v] | %autonvtx off | %autonvtx (show what is instrumented)"
 )
 
 
@@ -204,13 +269,13 @@ def _magic(line: str) -> None:
         if words == ["off"]:
             _magic_off()
             return
-        parsed = parse_magic_budget(words)
+        parsed = parse_magic_options(words)
     except UsageError as error:
         print(f"autonvtx: {error}\n{MAGIC_USAGE}", file=sys.stderr)
         return
     if parsed is None:
         return  # --help: click printed it
-    rules, verbose, budget = parsed
+    rules, verbose, budget, flight = parsed
     if not (rules.configs or rules.presets or rules.targets or rules.includes or rules.excludes or rules.engine):
         lines = _active.report(detailed=verbose > 1) if _active is not None else ["nothing is installed"]
         for text in lines:
@@ -223,6 +288,9 @@ def _magic(line: str) -> None:
             from autonvtx.budget import parse_percent
 
             parse_percent(str(budget), "install: budget")
+        from autonvtx.cli.flight import flight_setting
+
+        watch = flight_setting(**flight, where="%autonvtx")
         config = _resolve(
             list(rules.configs) or None, rules.presets, rules.targets, rules.includes, rules.excludes, rules.engine
         )
@@ -234,7 +302,8 @@ def _magic(line: str) -> None:
         previous.uninstall()
         _active = None
     try:
-        _active = install(config, budget=budget)  # checked above, as `run --budget` checks it
+        # Checked above, as `run --budget` and `profile --flight` check them.
+        _active = install(config, budget=budget, **_flight_arguments(watch))
     except AutonvtxError as error:
         print(f"autonvtx: {error}", file=sys.stderr)
         if previous is not None:  # what was installed before is installed again
@@ -273,20 +342,31 @@ def parse_magic(words: Sequence[str]) -> tuple[RuleArgs, int] | None:
 
 def parse_magic_budget(words: Sequence[str]) -> tuple[RuleArgs, int, str | None] | None:
     """parse_magic() with `--budget PCT` (as `run --budget`) as well."""
+    parsed = parse_magic_options(words)
+    return None if parsed is None else parsed[:3]
+
+
+def parse_magic_options(words: Sequence[str]) -> tuple[RuleArgs, int, str | None, dict[str, Any]] | None:
+    """parse_magic() with `--budget PCT` (as `run --budget`) and `--flight RANGE` and its settings
+    (as `profile --flight`, in flight_setting()'s arguments) as well."""
     import click  # only when the magic is used
 
+    from autonvtx.cli.flight import flight_options
     from autonvtx.cli.options import rule_options
 
     @click.command(context_settings={"help_option_names": ["-h", "--help"]})
     @rule_options
     @click.option("-v", "--verbose", count=True, help="What is instrumented (-vv: every decision).")
     @click.option("--budget", metavar="PCT", help="As `autonvtx run --budget`.")
-    def magic(rules: RuleArgs, verbose: int, budget: str | None) -> tuple[RuleArgs, int, str | None]:
-        return rules, verbose, budget
+    @flight_options
+    def magic(
+        rules: RuleArgs, verbose: int, budget: str | None, **flight: Any
+    ) -> tuple[RuleArgs, int, str | None, dict[str, Any]]:
+        return rules, verbose, budget, flight
 
     try:
         with magic.make_context("%autonvtx", list(words)) as context:
-            result: tuple[RuleArgs, int, str | None] = magic.invoke(context)
+            result: tuple[RuleArgs, int, str | None, dict[str, Any]] = magic.invoke(context)
             return result
     except click.exceptions.Exit:
         return None

@@ -4,6 +4,7 @@ API all go through `Instrumentation`; nothing else builds this machinery."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import types
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from autonvtx.engines.kinds import WRAP, EngineUnavailableError, choose_engine
-from autonvtx.environment import BUDGET, is_tool_configured
+from autonvtx.environment import BUDGET, FLIGHT_WATCH, is_tool_configured
 from autonvtx.importer import ImportHook
 from autonvtx.matching import Matcher
 from autonvtx.modulepath import ModulePlans
@@ -72,6 +73,10 @@ class Instrumentation:
             from autonvtx import budget  # only a run with --budget loads it (start-up)
 
             budget.arm_from_environment()
+        if self.applies and not plan and os.environ.get(FLIGHT_WATCH):
+            from autonvtx import flightwatch  # only a run with profile --flight loads it (start-up)
+
+            flightwatch.arm_from_environment()
         self._restorable = restorable
         # Which engine rules use; `engine_note` says why the one asked for could not be used.
         self.engine, self.engine_note = choose_engine(config.settings.engine)
@@ -264,6 +269,13 @@ _installed: list[Instrumentation] = []
 def installed() -> list[Instrumentation]:
     """The instrumentations installed in this process now (install() and not uninstall())."""
     return list(_installed)
+
+
+def silence_exit_reports() -> None:
+    """No installed instrumentation prints its report at exit (warnings about patterns that
+    never matched): where they could not mean anything (no program ran, or broad rules)."""
+    for instrumentation in _installed:
+        atexit.unregister(instrumentation.print_report)
 
 
 def _count(number: int, noun: str) -> str:

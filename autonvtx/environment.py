@@ -25,6 +25,10 @@ PURE_PYTHON = "AUTONVTX_PURE_PYTHON"
 # --budget's percentage, for every process of the run (budget.py).
 BUDGET = "AUTONVTX_BUDGET"
 
+# `profile --flight RANGE` (and install(flight=...)): the watched range and its settings as JSON,
+# for every process of the run; each times its own instances of it (flightwatch.py).
+FLIGHT_WATCH = "AUTONVTX_FLIGHT_WATCH"
+
 # Python's own search path: `autonvtx run` puts the child bootstrap directory (which holds only
 # `sitecustomize.py`) first on it, so every Python child process runs the bootstrap.
 PYTHONPATH = "PYTHONPATH"

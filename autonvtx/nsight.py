@@ -153,9 +153,11 @@ def plan_profile(
     cuda: bool,
     nsys_args: Sequence[str],
     run_command: Sequence[str],
+    repeat: bool = False,
 ) -> ProfilePlan:
     """`nsys profile` over `run_command` with autonvtx's defaults; an option the user passes in
-    `nsys_args` replaces the default of the same name."""
+    `nsys_args` replaces the default of the same name. `repeat`: every capture range is a
+    collection of its own (--flight's windows), not only the first."""
     given = {_option_name(arg) for arg in nsys_args}
     notes: list[str] = []
     defaults: list[tuple[str, str]] = []
@@ -168,8 +170,11 @@ def plan_profile(
     defaults += [("--sample", "none"), ("--cpuctxsw", "none")]
     # multiprocessing's fork children never exec: without this nsys sees nothing of them.
     defaults.append(("--trace-fork-before-exec", "true"))
-    if capture:
-        defaults += [("--capture-range", "nvtx"), ("--nvtx-capture", CAPTURE_RANGE), ("--capture-range-end", "stop")]
+    if capture or repeat:
+        # nsys 2022.4: `repeat` stops the collection at each capture range's end and starts
+        # another at the next one (later releases keep the option).
+        end = "repeat" if repeat else "stop"
+        defaults += [("--capture-range", "nvtx"), ("--nvtx-capture", CAPTURE_RANGE), ("--capture-range-end", end)]
     defaults.append(("--export", "sqlite"))
     arguments = [f"{name}={value}" for name, value in defaults if name not in given]
     arguments += [f"--output={output}", f"--force-overwrite={'true' if force else 'false'}"]

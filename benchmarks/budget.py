@@ -3,7 +3,7 @@
 `*.forward`).
 
     python benchmarks/budget.py [--rounds N] [--steps N] [--budget PCT] [--engine wrap|code]
-    python benchmarks/budget.py --in-process [--rounds N] [--steps N] [--budget PCT]
+    python benchmarks/budget.py --in-process [--small] [--rounds N] [--repeats N] [--steps N] [--budget PCT]
 
 The program is `suggest_programs/bert_step.py` (transformers BERT on the CPU, random weights, one
 torch thread), which prints each step's CPU time. Three commands run alternated, N rounds, the
@@ -20,10 +20,11 @@ interval (`autonvtx.report.noise`, what `autonvtx diff` uses); the bar is met wh
 upper end is within it. Every `*.forward` row of the budgeted run must keep the count of the run
 without a budget.
 
-`--in-process` runs `budget_blocks.py` instead: the three arms take turns in blocks of STEPS
-steps inside one process under the recorder (install() and uninstall() between blocks), each
-step timed on the main thread's CPU clock. A shared host's slow minutes then fall on every arm
-alike; the figure is the Hodges-Lehmann ratio of the arms' step times with its 95% interval.
+`--in-process` has the three arms take turns inside one process under the recorder
+(`blocks.py`: install() and uninstall() between blocks, the program's section run REPEATS times
+a block), so that a shared host's slow minutes fall on every arm alike; the figure is the
+Hodges-Lehmann ratio of the arms' section CPU times with its 95% interval. `--small` uses a
+BERT a tenth of the size whose steps make as many calls: the ranges weigh ten times more.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Any
+
+from turns import against_plain, table, take_turns
 
 from autonvtx.report.noise import ratio_interval
 
@@ -61,34 +65,21 @@ def forward_counts(summary: str) -> dict[str, int]:
 
 
 def in_process(options: argparse.Namespace) -> None:
-    scratch = tempfile.mkdtemp(prefix="autonvtx-budget-bench-")
-    command = [sys.executable, "-m", "autonvtx", "run", f"--summary={os.path.join(scratch, 's.json')}"]
-    command += [os.path.join(HERE, "budget_blocks.py"), str(options.rounds), str(options.steps), options.budget]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=7200)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    steps: dict[str, list[float]] = {"plain": [], "budget": [], "unbudgeted": []}
-    for line in done.stdout.splitlines():
-        block = json.loads(line)
-        steps[block["arm"]] += block["steps_s"]
+    rules: dict[str, Any] = {"targets": ["transformers.*"], "engine": options.engine}
+    arms = {"plain": None, "budget": {**rules, "budget": float(options.budget)}, "unbudgeted": rules}
+    args = [str(options.steps), *(["small"] if options.small else [])]
+    times, stderr = take_turns(options.rounds, options.repeats, arms, PROGRAM, *args)
     python = ".".join(map(str, sys.version_info[:3]))
     print(
-        f"Python {python}, in one process under the recorder: {options.rounds} rounds of blocks of"
-        f" {options.steps} steps per arm; each step's CPU time on the main thread"
+        f"Python {python}, engine {options.engine}, {'a small BERT' if options.small else 'BERT'}: arms taking"
+        f" turns in one process under the recorder, {options.rounds} rounds of {options.repeats} timed runs of"
+        f" {options.steps} steps each; a run's figure is its section's CPU time"
     )
-    print(f"{'arm':<12} {'median step':>12} {'vs plain (HL)':>14} {'95% interval':>22}")
-    print(f"{'plain':<12} {statistics.median(steps['plain']) * 1e3:>10.2f}ms")
-    for name in ("budget", "unbudgeted"):
-        ratio, low, high, _ = ratio_interval(steps["plain"], steps[name], 0.95)
-        print(
-            f"{name:<12} {statistics.median(steps[name]) * 1e3:>10.2f}ms {ratio - 1:>+13.2%}"
-            f"   [{low - 1:+.2%}, {high - 1:+.2%}]"
-        )
-    _, _, high, _ = ratio_interval(steps["plain"], steps["budget"], 0.95)
-    met = high - 1 <= float(options.budget) / 100
+    print(table(times))
+    _, _, high = against_plain(times, "budget")
+    met = high <= float(options.budget) / 100
     print(f"bar (--budget {options.budget} costs at most {options.budget}%): {'met' if met else 'NOT met'}")
-    print("budget's exit line:", next((x for x in done.stderr.splitlines() if "--budget" in x), "none"))
+    print("the budget's exit line:", next((x for x in stderr.splitlines() if "--budget" in x), "none"))
 
 
 def main() -> None:
@@ -98,6 +89,8 @@ def main() -> None:
     parser.add_argument("--budget", default="2")
     parser.add_argument("--engine", choices=["wrap", "code"], default="wrap")
     parser.add_argument("--in-process", action="store_true", help="Blocks taking turns in one process.")
+    parser.add_argument("--small", action="store_true", help="--in-process: a BERT a tenth of the size.")
+    parser.add_argument("--repeats", type=int, default=3, help="--in-process: timed runs per block.")
     options = parser.parse_args()
     if options.in_process:
         in_process(options)

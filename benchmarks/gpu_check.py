@@ -13,12 +13,15 @@ none for them) it
      CUPTI inside the run, and checks that the calls launching kernels fall inside ranges the
      recorder wrote on the same thread (CUPTI's clock mapped to CLOCK_MONOTONIC, the
      recorder's, from timestamp pairs taken before and after the run).
-  4. runs a `torch.compile`d model plainly and under each engine (`--engine code` where
+  4. for the torch plugin's `memory` option: runs a module that allocates a known scratch
+     buffer and keeps a known output, under the recorder (and nsys where it is on PATH), and
+     checks `--memory`'s figures (rise at least the scratch buffer, exactly the output kept);
+  5. runs a `torch.compile`d model plainly and under each engine (`--engine code` where
      sys.monitoring exists, `--engine wrap`), and checks that the compiled results equal the
      plain run's, that autonvtx adds no graph break and no recompiled graph, and that the
      functions around the compiled model got their ranges.
 Prints one line per thing checked. Without a GPU it prints why and exits 0; a failed check exits 1.
-`--cpu` runs the checks that need no GPU (1 and 4) on the CPU, to try this script anywhere.
+`--cpu` runs the checks that need no GPU (1 and 5) on the CPU, to try this script anywhere.
 """
 
 from __future__ import annotations
@@ -147,6 +150,41 @@ def run():
     return sum(results)
 """
 
+# Memory per module call (the torch plugin's `memory` option): a 4 MiB scratch buffer freed
+# before the call returns, and a 64 KiB output kept; the CUDA caching allocator rounds to 512
+# bytes, which both sizes are multiples of.
+MEMORY_WORK = """
+import torch
+from torch import nn
+
+SCRATCH = 1 << 22
+KEPT = (1 << 14) * 4
+
+
+class Temporary(nn.Module):
+    def forward(self, x):
+        scratch = torch.empty(SCRATCH, dtype=torch.uint8, device=x.device)
+        scratch.fill_(1)
+        return x + 1
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.temporary = Temporary()
+
+    def forward(self, x):
+        return self.temporary(x)
+
+
+def run():
+    x = torch.zeros(1 << 14, device="cuda")
+    model = Model()
+    outputs = [model(x) for _ in range(3)]
+    torch.cuda.synchronize()
+    return float(sum(float(o.sum()) for o in outputs))
+"""
+
 # The target autonvtx runs: it starts CUPTI when asked, then runs a script (as __main__) or a
 # work module's run(), so that the same command serves the recorder, nsys and CUPTI checks.
 LAUNCHER = """
@@ -238,6 +276,7 @@ def workloads(scratch: Path) -> list[dict[str, Any]]:
     (scratch / "gpucheck_work_jax.py").write_text(textwrap.dedent(JAX_WORK))
     (scratch / "gpucheck_work_cupy_preset.py").write_text(textwrap.dedent(CUPY_PRESET_WORK))
     (scratch / "gpucheck_work_compile.py").write_text(textwrap.dedent(COMPILE_WORK))
+    (scratch / "gpucheck_work_memory.py").write_text(textwrap.dedent(MEMORY_WORK))
     (scratch / "gpucheck_launch.py").write_text(textwrap.dedent(LAUNCHER))
     train = REPO / "examples" / "torch_training" / "train.py"
     # Backward ranges per module (issue 34): on CUDA autograd runs them on its device thread, as
@@ -366,6 +405,87 @@ def check_compile(scratch: Path) -> list[bool]:
         say(
             f"{'ok' if ok else 'FAIL'} torch.compile, {engine} engine: {got['graph_breaks']} graph breaks, "
             f"{got['unique_graphs']} graphs, results {'equal' if same else 'DIFFER'}; ranges: {shown}"
+        )
+        results.append(ok)
+    return results
+
+
+def check_memory(scratch: Path, nsys: str | None) -> list[bool]:
+    """The torch plugin's `memory` option on the real CUDA allocator: `--memory` figures from the
+    recorder's trace and, with nsys, from its export."""
+    config = scratch / "gpucheck_memory.toml"
+    config.write_text('[autonvtx]\npresets = ["torch"]\n[autonvtx.plugin.torch]\nmemory = true\n')
+    work = {"name": "torch-memory", "rules": ["--config", str(config)], "target": ["gpucheck_work_memory"]}
+    trace = scratch / "torch-memory.json"
+    done = subprocess.run(
+        autonvtx_command(work, scratch, "--trace", str(trace)),
+        cwd=scratch,
+        env=environment(scratch),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        say(f"FAIL torch-memory: autonvtx run --trace exited {done.returncode}: {done.stderr.strip()[-300:]}")
+        return [False]
+    sources = [("recorder", ["report", "--memory", "--each", "--format", "json", str(trace)])]
+    if nsys:
+        rep = scratch / "torch-memory-nsys"
+        profile = [nsys, "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw", "none", "--force-overwrite", "true"]
+        captured = subprocess.run(
+            [*profile, "-o", str(rep), *autonvtx_command(work, scratch)],
+            cwd=scratch,
+            env=environment(scratch),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        if captured.returncode != 0:
+            say(f"FAIL torch-memory: nsys profile exited {captured.returncode}: {captured.stderr.strip()[-300:]}")
+            return [False]
+        sources.append(("nsys", ["report", "--memory", "--each", "--format", "json", str(rep) + ".nsys-rep"]))
+    results = []
+    cost = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "torch_modules.py"), "--device", "cuda", "--rounds", "3"],
+        env=environment(scratch),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if cost.returncode == 0:
+        figures = json.loads(cost.stdout.splitlines()[-1])
+        say(
+            f"torch-memory: cost per module call on CUDA (us over module ranges alone): {figures['extra_us_over_ranges']}"
+        )
+    else:
+        say(f"torch-memory: the cost benchmark failed ({cost.stderr.strip()[-300:]})")
+    for source, command in sources:
+        shown = subprocess.run(
+            [sys.executable, "-m", "autonvtx", *command],
+            cwd=scratch,
+            env=environment(scratch),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        rows = (
+            {r["name"]: r for r in json.loads(shown.stdout or "{}").get("memory", [])} if shown.returncode == 0 else {}
+        )
+        row = rows.get("temporary (Temporary)")
+        ok = (
+            row is not None
+            and row["calls"] == 3
+            and row["rise_max_bytes"] >= (1 << 22)
+            and row["kept_mean_bytes"] == (1 << 14) * 4
+        )
+        say(
+            f"{'ok' if ok else 'FAIL'} torch-memory ({source}): "
+            + (
+                f"temporary (Temporary) x{row['calls']}: rise {row['rise_max_bytes']:,} B (scratch 4,194,304 B), "
+                f"kept {row['kept_mean_bytes']:,.0f} B (output 65,536 B), peak {row['peak_bytes']:,} B"
+                if row is not None
+                else f"no memory row for the module ({shown.stderr.strip()[-300:] or sorted(rows)})"
+            )
         )
         results.append(ok)
     return results
@@ -517,7 +637,8 @@ def main() -> int:
     parser.add_argument(
         "--only",
         metavar="NAMES",
-        help="only these workloads (comma-separated: torch, torch-backward, numba, cupy, cupy-preset, jax, compile)",
+        help="only these workloads (comma-separated: torch, torch-backward, torch-memory, numba, cupy, cupy-preset, jax, "
+        "compile)",
     )
     parser.add_argument("--cpu", action="store_true", help="without a GPU: the torch.compile checks on the CPU")
     args = parser.parse_args()
@@ -553,6 +674,11 @@ def main() -> int:
                 results.append(check_nsys(work, scratch, nsys))
             elif has_cupti:
                 results.append(check_cupti(work, scratch))
+        if present and (only is None or "torch-memory" in only):
+            if importlib.util.find_spec("torch") is None:
+                say("skipped torch-memory: torch is not installed")
+            else:
+                results.extend(check_memory(scratch, nsys))
         if only is None or "compile" in only:
             if importlib.util.find_spec("torch") is None:
                 say("skipped torch.compile: torch is not installed")

@@ -25,9 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from autonvtx.recorder.view import View, arrange  # noqa: E402
 from autonvtx.report.profile import ReportOptions, read_profile  # noqa: E402
 from autonvtx.report.text import report_text as format_text  # noqa: E402
-from autonvtx.report.views import Shaping, shape_rows  # noqa: E402
+from autonvtx.report.views import export_order  # noqa: E402
 from autonvtx.report.workers import available_cpus  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
@@ -93,7 +94,7 @@ def timed_report(path: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one report, as `autonvtx report PATH --top 20` makes it."""
     began, cpu = time.perf_counter(), cpu_seconds()
     report = read_profile(str(path), ReportOptions())
-    format_text(report, shape_rows(report.rows, Shaping(top=20)))
+    format_text(report, arrange(report.rows, View(sort="gpu", top=20), export_order("gpu")))
     return time.perf_counter() - began, cpu_seconds() - cpu
 
 

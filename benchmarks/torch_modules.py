@@ -1,7 +1,8 @@
 """Cost per module call of the torch plugin's options (issue 34): module ranges alone, with
-`backward_modules`, with `shapes`, against the same model without autonvtx, in one process.
+`backward_modules`, with `shapes`, and on CUDA with `memory`, against the same model without
+autonvtx, in one process.
 
-    python benchmarks/torch_modules.py [--layers 64] [--steps 30] [--rounds 7]
+    python benchmarks/torch_modules.py [--layers 64] [--steps 30] [--rounds 7] [--device cuda]
 
 A model of N small Linear layers (batch 4, width 8: the layers' own work is small, so the
 overhead shows) runs forward and backward steps; each variant installs autonvtx through the API
@@ -39,6 +40,7 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=64)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (adds the memory option's variant)")
     args = parser.parse_args()
     library = native.library_path()
     if library is None:
@@ -55,8 +57,10 @@ def main() -> int:
     import autonvtx
 
     torch.manual_seed(0)
-    model = nn.Sequential(*(nn.Linear(8, 8) for _ in range(args.layers)))
-    x = torch.randn(4, 8)
+    model = nn.Sequential(*(nn.Linear(8, 8) for _ in range(args.layers))).to(args.device)
+    x = torch.randn(4, 8, device=args.device)
+    # The memory option reads the CUDA allocator's counters: on CPU tensors it does not apply.
+    variants = dict(VARIANTS, memory="memory = true\n") if args.device.startswith("cuda") else VARIANTS
     calls = args.layers + 1  # the Sequential's own call too
 
     def steps() -> float:
@@ -64,11 +68,13 @@ def main() -> int:
         for _ in range(args.steps):
             model.zero_grad()
             model(x).sum().backward()
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()  # the queued kernels do not spill into the next variant's time
         return (time.thread_time() - start) / (args.steps * calls) * 1e6
 
     folder = tempfile.mkdtemp(prefix="torch_modules.")
     configs = {}
-    for name, options in VARIANTS.items():
+    for name, options in variants.items():
         path = os.path.join(folder, f"{name}.toml")
         with open(path, "w") as f:
             f.write(f'[autonvtx]\npresets = ["torch"]\n[autonvtx.plugin.torch]\n{options}')
@@ -89,6 +95,7 @@ def main() -> int:
         "python": sys.version.split()[0],
         "torch": torch.__version__,
         "layers": args.layers,
+        "device": args.device,
         "us_per_module_call": {k: round(v, 3) for k, v in best.items()},
         "extra_us_over_plain": {k: round(v - best["plain"], 3) for k, v in best.items() if k != "plain"},
         "extra_us_over_ranges": {

@@ -270,7 +270,8 @@ def test_sigkilled_child_keeps_its_spilled_events_in_the_parents_trace(tmp_path:
     recordings = read_chrome_trace(tmp_path / "t.json")
     (killed,) = [r for r in recordings if any(x.name == "child.step" for x in r.ranges)]
     assert sum(x.name == "child.step" for x in killed.ranges) == 1000
-    assert not killed.ended_normally and killed.label.endswith("(ended abnormally)")
+    assert not killed.ended_normally and killed.status == "ended abnormally"
+    assert killed.track_name == f"{killed.label} (ended abnormally)" and "abnormally" not in killed.label
     (open_range,) = [x for x in killed.ranges if x.name == "killed while open"]
     assert open_range.is_open
     assert "ended abnormally" in run.stderr

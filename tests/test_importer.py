@@ -432,3 +432,21 @@ def test_the_real_loaders_create_module_makes_the_module(loader_type: Any) -> No
     loader.exec_module(module)
     assert seen == [module] and module.x == 1 and isinstance(module.__loader__, Real)
     assert spec.loader.__class__ is Real
+
+
+def test_a_non_module_made_by_the_real_loader_is_named_by_its_spec(loader_type: Any) -> None:
+    class Real:
+        def create_module(self, spec: Any) -> Any:
+            return types.SimpleNamespace(__spec__=spec)  # importlib allows any object
+
+        def exec_module(self, module: Any) -> None:
+            module.x = 1
+
+    skipped: list[tuple[str, str]] = []
+    loader = loader_type(Real(), lambda module: None, lambda name, why: skipped.append((name, why)))
+    spec = importlib.util.spec_from_loader("inst_not_a_module", loader)
+    assert spec is not None
+    made = importlib.util.module_from_spec(spec)
+    loader.exec_module(made)
+    # Both twins (native and Python) name it; the native one said "?".
+    assert made.x == 1 and [name for name, _ in skipped] == ["inst_not_a_module"]

@@ -81,8 +81,8 @@ def test_install_writes_a_kernel_run_by_autonvtx_with_the_rules_and_a_trace_per_
     assert spec["display_name"] == "Python (autonvtx)" and spec["language"] == "python"
     assert spec["argv"][:4] == [sys.executable, "-m", "autonvtx", "run"]
     # Paths are absolute: the kernel runs in its notebook's directory.
-    assert spec["argv"][4:8] == ["--config", str(tmp_path / "rules.toml"), "-t", "__main__"]
-    assert spec["argv"][8:10] == ["--trace", str(tmp_path / "traces" / "autonvtx-{pid}.json")]
+    assert spec["argv"][4:6] == [f"--config={tmp_path / 'rules.toml'}", "--target=__main__"]
+    assert spec["argv"][6:8] == ["--trace", str(tmp_path / "traces" / "autonvtx-{pid}.json")]
     assert spec["argv"][-4:] == ["-c", "from autonvtx.kernel import launch; launch()", "-f", "{connection_file}"]
     assert (tmp_path / "traces").is_dir()
     assert "installed in" in done.stdout
@@ -94,7 +94,7 @@ def test_install_with_a_budget_runs_each_session_with_it(tmp_path: Path) -> None
     )
     assert done.returncode == 0, done.stderr
     argv = kernel_json(tmp_path / "jp")["argv"]
-    assert argv[4:8] == ["-t", "__main__", "--budget", "2.0"]
+    assert argv[4:7] == ["--target=__main__", "--budget", "2.0"]
     refused = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp2"), "--budget", "200", cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr == (
@@ -126,7 +126,7 @@ def test_install_with_nsys_puts_nsys_in_front_and_interrupts_by_message(tmp_path
     argv = spec["argv"]
     assert argv[0] == str(fake) and argv[1] == "profile" and "cuda,nvtx" in argv
     assert argv[argv.index("-o") + 1] == "nv-%p"
-    assert argv[argv.index(sys.executable) :][:6] == [sys.executable, "-m", "autonvtx", "run", "-t", "mypkg.*"]
+    assert argv[argv.index(sys.executable) :][:5] == [sys.executable, "-m", "autonvtx", "run", "--target=mypkg.*"]
     assert spec["interrupt_mode"] == "message"  # a SIGINT to nsys would end the capture
 
 

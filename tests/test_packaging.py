@@ -4,6 +4,7 @@ written once, and a native part that is missing is named with its reason by `--v
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -149,3 +150,15 @@ def test_a_source_file_missing_from_the_tree_is_named_and_recorded_without_compi
     assert nativeparts.build_failures(str(tmp_path / "lib" / "autonvtx")) == {"autonvtx._nvtxclient": reason}
     with pytest.raises(SystemExit, match="cannot build autonvtx.recorder.libautonvtx_recorder"):
         command.build_extension(Extension("autonvtx.recorder.libautonvtx_recorder", [str(source)]))
+
+
+def test_setup_py_says_what_a_missing_part_loses_in_nativeparts_words() -> None:
+    tree = ast.parse((REPO / "setup.py").read_text())
+    [table] = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["OPTIONAL_LOSS"]
+    ]
+    assert isinstance(table, ast.Dict)
+    losses = sorted(ast.literal_eval(value) for value in table.values)
+    assert losses == sorted(loss for _, _, loss in nativeparts.OPTIONAL_PARTS)

@@ -15,9 +15,10 @@ import pytest
 from conftest import REPO, make_file
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats import RangeStats, ViewOptions, arrange_saying, name_template, summary_notes
+from autonvtx.recorder.stats import RangeStats, ViewOptions, filtered_out, name_template, row_order, summary_notes
 from autonvtx.recorder.stats_python import summarize
 from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
+from autonvtx.recorder.view import arrange
 from autonvtx.report.data import stats_csv, stats_json
 from autonvtx.report.render import write_summary
 from autonvtx.report.text import format_duration, stats_text
@@ -372,6 +373,20 @@ def test_filter_keeps_matching_names() -> None:
     assert [s.name for s in rows(ViewOptions(filter="enc.*"))] == ["enc.layers.{n}.attn (Attention)"]
 
 
+def test_filter_reads_an_unnamed_range_as_every_table_does() -> None:
+    """`--filter '*'` keeps every row, an unnamed range's too: the statistics rows, an export's
+    rows and its tree nodes match by the one glob (`recorder.view.glob_matches`)."""
+    from autonvtx.report.figures import Row, TreeNode
+    from autonvtx.report.views import PlacedNode
+
+    unnamed = ProcessRecording(pid=1, ranges=[Range(1, 1, "", "", 0, 10), Range(1, 1, "", "work", 20, 30)])
+    assert sorted(s.name for s in summarize([unnamed], ViewOptions(filter="*"))) == ["", "work"]
+    assert Row("", "", "").view_matches("*") and PlacedNode(TreeNode("", "", ""), 0, None).view_matches("*")
+    both = [("lib", "step"), ("", "lib:step")]  # a domain's range, and a name holding the colon
+    assert all(Row("", d, n).view_matches("lib:step") for d, n in both)
+    assert [Row("", d, n).view_matches("step") for d, n in both] == [True, False]
+
+
 # Names that differ only in their numbers share a row unless --each (issue 23)
 
 
@@ -484,18 +499,24 @@ def test_skip_first_leaves_out_the_first_instances_of_the_grouped_name() -> None
     assert (by_class["Attention"], grouped["enc.layers.{n}.attn (Attention)"]) == (2, 3)
 
 
+def shown(every: list[RangeStats], options: ViewOptions) -> tuple[list[RangeStats], str | None]:
+    """The table `options` show of `every` row, and why it is empty where --filter emptied it."""
+    table = arrange(every, options.view, row_order(options.sort))
+    return table, filtered_out(every, table, options)
+
+
 def test_an_empty_filter_result_names_the_pattern() -> None:
     every = rows(ViewOptions())
-    table, why = arrange_saying(every, ViewOptions(filter="nothing*"))
+    table, why = shown(every, ViewOptions(filter="nothing*"))
     assert table == [] and why == "no range matches --filter 'nothing*'"
     text = stats_text(table, notes=[why], empty=why)
     assert "(no range matches --filter 'nothing*')" in text and "Note:" not in text and "recorded" not in text
-    assert arrange_saying([], ViewOptions(filter="x")) == ([], None)  # nothing recorded: the table says that
+    assert shown([], ViewOptions(filter="x")) == ([], None)  # nothing recorded: the table says that
     assert "(no ranges recorded)" in stats_text([])
-    _, why = arrange_saying(every, ViewOptions(filter="enc.layers.0*"))
+    _, why = shown(every, ViewOptions(filter="enc.layers.0*"))
     assert why is not None and "'step {n}'; --each for a row per name" in why
     each = ViewOptions(filter="enc.layers.0*", each=True)
-    assert [s.name for s in arrange_saying(rows(each), each)[0]] == ["enc.layers.0.attn (Attention)"]
+    assert [s.name for s in shown(rows(each), each)[0]] == ["enc.layers.0.attn (Attention)"]
 
 
 def test_summary_says_which_filter_matched_nothing(tmp_path: Path) -> None:

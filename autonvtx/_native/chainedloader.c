@@ -138,6 +138,23 @@ static PyObject* final_module(PyObject* module, PyObject** name_out)
     return Py_NewRef(found != NULL ? found : module);
 }
 
+/* The name in `object.__spec__`, or "?" where it has none (or looking it up raised, as an odd
+ * object's attributes may): a new reference, NULL only when "?" cannot be made. */
+static PyObject* spec_name_of(PyObject* object)
+{
+    PyObject *spec, *name = NULL;
+    spec = PyObject_GetAttrString(object, "__spec__");
+    if (spec != NULL) {
+        name = PyObject_GetAttrString(spec, "name");
+        Py_DECREF(spec);
+    }
+    PyErr_Clear();
+    if (name != NULL && PyUnicode_Check(name))
+        return name;
+    Py_XDECREF(name);
+    return PyUnicode_FromString("?");
+}
+
 static PyObject* exec_module(ChainedLoaderObject* self, PyObject* module)
 {
     PyObject *done, *final, *name, *result, *loader;
@@ -152,7 +169,7 @@ static PyObject* exec_module(ChainedLoaderObject* self, PyObject* module)
         /* The real create_module made another kind of object, as importlib allows: executed as
          * under Python, left without ranges. */
         Py_DECREF(done);
-        name = PyUnicode_FromString("?");
+        name = spec_name_of(module); /* as importer.py's twin names it */
         if (name == NULL)
             return NULL;
         result = PyObject_CallFunctionObjArgs(self->on_skipped, name, why_not_module, NULL);

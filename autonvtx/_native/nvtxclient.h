@@ -16,6 +16,7 @@
  *   regions.c     regions inside functions: loop iterations, line spans, capture windows (3.12+)
  *   uniform.c     the walk of a module one rule selects as a whole, for both engines
  *   wrapping.c    the wrap engine's side of that walk: its table of wrappers, its writes
+ *   flightwatch.c --flight under another tool: the watched range timed, capture ranges after slow instances
  */
 #ifndef AUTONVTX_NVTXCLIENT_H
 #define AUTONVTX_NVTXCLIENT_H
@@ -24,6 +25,8 @@
 #include <Python.h>
 
 #include <nvtx3/nvToolsExt.h>
+
+#include <limits.h>
 
 typedef struct RangeObject {
     PyObject_HEAD
@@ -37,7 +40,14 @@ typedef struct RangeObject {
     int off;
     int measure_left;
     unsigned long long own_ns, cost_ns;
+    /* Each measured range's cost, while measuring: the decision takes their median (one range
+     * caught by a page fault or a preemption moves a mean by microseconds). Freed once decided. */
+    unsigned int* costs;
+    int measured;
     Py_ssize_t open;
+    /* The range --flight watches under another tool (flightwatch.c): `measure_left` stays up, so
+     * each of its ranges is timed, and budget_account() hands it to flight_instance(). */
+    int flight;
     PyObject* domain_name;
     PyObject* message;
     vectorcallfunc vectorcall;
@@ -88,6 +98,16 @@ unsigned long long budget_now(void);
 /* One measured range: `own` ns between its push and pop, `cost` ns in the push and pop
  * themselves (the NVTX tool's time); the last of the measured ones decides. */
 void budget_account(RangeObject* r, unsigned long long own, unsigned long long cost);
+
+/* --flight under another tool (flightwatch.c): whether a range so named is the watched one; one
+ * instance of it (its name, its time between push and pop); every Range made so far flagged
+ * when it is (range.c). */
+int flight_is_armed(void);
+int flight_matches(const char* domain, const char* message);
+void flight_instance(const char* name, unsigned long long duration);
+int range_flag_flight(void);
+/* What a flight Range keeps as `measure_left`: never counted down. */
+#define FLIGHT_MEASURED INT_MAX
 
 /* A range pushed around a step of work, or not (its function turned off by the budget): the
  * step's push and pop, timed while the range is measured. What range_enter() returns goes to
@@ -246,6 +266,7 @@ int modulepath_add_to_module(PyObject* module);
 int chainedloader_add_to_module(PyObject* module);
 int chainedfinder_add_to_module(PyObject* module);
 int deadline_add_to_module(PyObject* module);
+int flightwatch_add_to_module(PyObject* module);
 
 /* sys.<name> as PySys_GetObject gives it (borrowed), without making a str of the name each
  * time; NULL with an error set where it is missing (chainedloader.c). */

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <time.h>
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Every prepared Range, newest first (the GIL guards the list). */
@@ -82,9 +84,17 @@ static int range_prepare_in(RangeObject* self, nvtxDomainHandle_t domain, PyObje
     self->off = 0;
     self->measure_left = budget_calls;
     self->own_ns = self->cost_ns = 0;
+    PyMem_RawFree(self->costs); /* a second __init__ starts measuring again */
+    self->costs = NULL;
+    self->measured = 0;
     self->open = 0;
+    self->flight = 0;
     self->attributes.payloadType = NVTX_PAYLOAD_UNKNOWN;
     range_register(self, domain, message_utf8);
+    if (flight_is_armed() && flight_matches(PyUnicode_AsUTF8(domain_name), message_utf8)) {
+        self->flight = 1;
+        self->measure_left = FLIGHT_MEASURED;
+    }
     Py_INCREF(domain_name);
     self->domain_name = domain_name;
     Py_INCREF(message);
@@ -161,7 +171,7 @@ static PyObject* name_category(PyObject* module, PyObject* args)
  * Every Range made once a budget is set times its first `budget_calls` ranges: the time
  * between push and pop (its own time, nested ranges included) and the time in the push and
  * pop themselves (what the attached NVTX tool costs: measured where the ranges are made,
- * several times more under Nsight Systems than under the recorder). When the mean cost is
+ * several times more under Nsight Systems than under the recorder). When the median cost is
  * more than `budget_percent` of the mean own time, the range is turned off: no new range is
  * pushed (the wrapper calls the function directly, the code engine's callbacks return
  * sys.monitoring.DISABLE once none of its ranges is open); ranges already open are popped as
@@ -199,36 +209,80 @@ static void budget_mark(RangeObject* r, const char* name, double mean_cost, doub
     nvtxDomainMarkEx(r->domain, &attributes);
 }
 
+static int compare_costs(const void* a, const void* b)
+{
+    unsigned int x = *(const unsigned int*)a, y = *(const unsigned int*)b;
+    return (x > y) - (x < y);
+}
+
 void budget_account(RangeObject* r, unsigned long long own, unsigned long long cost)
 {
-    double mean_own, mean_cost;
+    double mean_own, range_cost;
     const char* name;
+    if (r->flight) { /* --flight's range: timed at every instance, never turned off */
+        name = PyUnicode_AsUTF8(r->message);
+        if (name == NULL)
+            PyErr_Clear();
+        flight_instance(name, own);
+        return;
+    }
     if (r->measure_left <= 0)
         return; /* decided while this one was open (recursion, another thread) */
+    if (r->costs == NULL && r->measured == 0) /* room for every measured range: measured + left */
+        r->costs = PyMem_RawMalloc((size_t)r->measure_left * sizeof *r->costs);
+    if (r->costs != NULL)
+        r->costs[r->measured] = cost < UINT_MAX ? (unsigned int)cost : UINT_MAX;
+    r->measured += 1;
     r->own_ns += own;
     r->cost_ns += cost;
-    if (--r->measure_left > 0 || budget_calls <= 0)
+    if (--r->measure_left > 0)
         return;
-    mean_own = (double)r->own_ns / budget_calls;
-    mean_cost = (double)r->cost_ns / budget_calls;
-    if (mean_cost * 100.0 <= budget_percent * mean_own)
-        return;
+    mean_own = (double)r->own_ns / r->measured;
+    range_cost = (double)r->cost_ns / r->measured; /* the mean, where there was no room */
+    if (r->costs != NULL) {
+        qsort(r->costs, (size_t)r->measured, sizeof *r->costs, compare_costs);
+        range_cost = r->costs[r->measured / 2];
+        PyMem_RawFree(r->costs);
+        r->costs = NULL;
+    }
+    r->cost_ns = (unsigned long long)(range_cost * r->measured); /* what budget_turned_off() reports */
+    if (budget_calls <= 0 || range_cost * 100.0 <= budget_percent * mean_own)
+        return; /* kept (or the budget ended while it was measured) */
     r->off = 1;
     if (budget_off != NULL && PyList_Append(budget_off, (PyObject*)r) < 0)
         PyErr_Clear();
     name = r->message != NULL ? PyUnicode_AsUTF8(r->message) : NULL;
     if (name == NULL)
         PyErr_Clear();
-    budget_mark(r, name, mean_cost, mean_own);
+    budget_mark(r, name, range_cost, mean_own);
     if (budget_verbose) {
         /* No Python code runs here (this may be a sys.monitoring callback): C stdio. */
         fprintf(stderr,
-                "autonvtx: --budget: %s turned off: its range costs %.0f ns, %.1f%% of its %.0f ns "
+                "autonvtx: --budget: %s turned off: its range costs %.0f ns (median), %.1f%% of its %.0f ns "
                 "mean over its first %d calls\n",
-                name != NULL ? name : "?", mean_cost, mean_own > 0 ? 100.0 * mean_cost / mean_own : 100.0,
-                mean_own, budget_calls);
+                name != NULL ? name : "?", range_cost, mean_own > 0 ? 100.0 * range_cost / mean_own : 100.0,
+                mean_own, r->measured);
         fflush(stderr);
     }
+}
+
+/* --flight armed: every Range made so far is looked at (those made from now on are, as they are
+ * made). */
+int range_flag_flight(void)
+{
+    RangeObject* r;
+    for (r = newest_range; r != NULL; r = r->older) {
+        const char* domain = PyUnicode_AsUTF8(r->domain_name);
+        const char* message = PyUnicode_AsUTF8(r->message);
+        if (domain == NULL || message == NULL)
+            return -1;
+        if (!r->flight && flight_matches(domain, message)) {
+            r->flight = 1;
+            r->off = 0;
+            r->measure_left = FLIGHT_MEASURED;
+        }
+    }
+    return 0;
 }
 
 PyDoc_STRVAR(set_budget_doc,
@@ -266,7 +320,7 @@ static PyObject* budget_turned_off(PyObject* module, PyObject* unused)
         return result;
     for (i = 0; i < PyList_GET_SIZE(budget_off); ++i) {
         RangeObject* r = (RangeObject*)PyList_GET_ITEM(budget_off, i);
-        int calls = budget_calls > 0 ? budget_calls : 1;
+        int calls = r->measured > 0 ? r->measured : 1;
         PyObject* item = Py_BuildValue("(OOdd)", r->domain_name, r->message, (double)r->cost_ns / calls,
                                        (double)r->own_ns / calls);
         if (item == NULL || PyList_Append(result, item) < 0) {
@@ -313,6 +367,7 @@ static void Range_dealloc(RangeObject* self)
         range_unlink(self);
     Py_XDECREF(self->domain_name);
     Py_XDECREF(self->message);
+    PyMem_RawFree(self->costs);
     Py_TYPE(self)->tp_free((PyObject*)self);
 }
 
@@ -400,6 +455,12 @@ static PyObject* Range_get_enabled(RangeObject* self, void* closure)
     return PyBool_FromLong(self->enabled);
 }
 
+static PyObject* Range_get_watched(RangeObject* self, void* closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->flight);
+}
+
 static PyObject* Range_get_domain(RangeObject* self, void* closure)
 {
     (void)closure;
@@ -456,6 +517,7 @@ static PyMethodDef Range_methods[] = {
 
 static PyGetSetDef Range_getset[] = {
     {"enabled", (getter)Range_get_enabled, NULL, "Whether an NVTX tool is attached to this client.", NULL},
+    {"watched", (getter)Range_get_watched, NULL, "Whether --flight times each of its ranges (flightwatch.c).", NULL},
     {"domain", (getter)Range_get_domain, NULL, "The NVTX domain's name.", NULL},
     {"message", (getter)Range_get_message, NULL, "The registered message.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

@@ -52,6 +52,7 @@ typedef struct RegionObject_ {
     nvtxEventAttributes_t capture_attributes;
     PyObject* on_capture; /* callable(opening: bool, index: int): cudaProfiler*, bookkeeping */
     PyObject* names;      /* (domain, message) as bytes: the handles are asked for again after a fork */
+    int flight;           /* the range --flight watches under another tool: each iteration timed */
     struct RegionObject_* older; /* every live Region, newest first (regions_rebind) */
     struct RegionObject_* newer;
 } RegionObject;
@@ -68,6 +69,7 @@ typedef struct {
     PyObject* frame;      /* borrowed: compared, never dereferenced */
     long long index;
     int armed; /* a loop's header line ran since this iteration began: its enter line begins the next */
+    unsigned long long started; /* a --flight iteration's start (budget_now), 0 when not timed */
 } open_entry;
 
 #define STACK_DEPTH 128
@@ -95,11 +97,32 @@ static open_stack* thread_stack(void)
     return stack;
 }
 
+/* The name of iteration `index` of a region whose name holds {i}, in `message`. */
+static void region_message(RegionObject* r, long long index, char* message, Py_ssize_t size)
+{
+    Py_ssize_t n, i, used = 0;
+    n = PyTuple_GET_SIZE(r->pieces);
+    for (i = 0; i < n; i++) {
+        PyObject* piece = PyTuple_GET_ITEM(r->pieces, i);
+        Py_ssize_t len = PyBytes_GET_SIZE(piece);
+        if (used + len >= size)
+            len = size - 1 - used;
+        memcpy(message + used, PyBytes_AS_STRING(piece), (size_t)len);
+        used += len;
+        if (i + 1 < n && used < size - 1)
+            used += snprintf(message + used, (size_t)(size - used), "%lld", index);
+        if (used >= size - 1) {
+            used = size - 1;
+            break;
+        }
+    }
+    message[used] = '\0';
+}
+
 static void push_range(RegionObject* r, long long index)
 {
     nvtxEventAttributes_t attributes;
     char message[256];
-    Py_ssize_t n, i, used = 0;
 
     if (r->domain == NULL)
         return;
@@ -107,22 +130,7 @@ static void push_range(RegionObject* r, long long index)
     attributes.payloadType = NVTX_PAYLOAD_TYPE_INT64;
     attributes.payload.llValue = index;
     if (r->pieces != NULL) {
-        n = PyTuple_GET_SIZE(r->pieces);
-        for (i = 0; i < n; i++) {
-            PyObject* piece = PyTuple_GET_ITEM(r->pieces, i);
-            Py_ssize_t len = PyBytes_GET_SIZE(piece);
-            if (used + len >= (Py_ssize_t)sizeof message)
-                len = (Py_ssize_t)sizeof message - 1 - used;
-            memcpy(message + used, PyBytes_AS_STRING(piece), (size_t)len);
-            used += len;
-            if (i + 1 < n && used < (Py_ssize_t)sizeof message - 1)
-                used += snprintf(message + used, sizeof message - (size_t)used, "%lld", index);
-            if (used >= (Py_ssize_t)sizeof message - 1) {
-                used = (Py_ssize_t)sizeof message - 1;
-                break;
-            }
-        }
-        message[used] = '\0';
+        region_message(r, index, message, (Py_ssize_t)sizeof message);
         attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
         attributes.message.ascii = message;
     }
@@ -175,6 +183,7 @@ static void open_region(open_stack* stack, RegionObject* r, PyObject* frame, lon
     top->frame = frame;
     top->index = index;
     top->armed = 0;
+    top->started = 0;
     stack->depth++;
 }
 
@@ -184,13 +193,24 @@ static void begin(open_stack* stack, RegionObject* r, PyObject* frame)
     if (r->capture_from >= 0)
         pass_window(r, index);
     open_region(stack, r, frame, index);
+    if (r->flight && stack->depth > 0 && stack->entries[stack->depth - 1].region == r)
+        stack->entries[stack->depth - 1].started = budget_now();
 }
 
 /* Close the top entry (the stack is known to be non-empty). */
 static void close_top(open_stack* stack)
 {
-    stack->depth--;
-    pop_range(stack->entries[stack->depth].region);
+    open_entry* top = &stack->entries[--stack->depth];
+    unsigned long long end = top->started != 0 ? budget_now() : 0;
+    pop_range(top->region);
+    if (end != 0) { /* --flight's region: one instance (a suspended one restarts untimed) */
+        char message[256];
+        if (top->region->pieces != NULL)
+            region_message(top->region, top->index, message, (Py_ssize_t)sizeof message);
+        else
+            snprintf(message, sizeof message, "%s", PyBytes_AS_STRING(PyTuple_GET_ITEM(top->region->names, 1)));
+        flight_instance(message, end - top->started);
+    }
 }
 
 static inline int top_is_frame(open_stack* stack, PyObject* frame)
@@ -459,6 +479,7 @@ static int Region_init(RegionObject* self, PyObject* args, PyObject* kwds)
     self->capture_attributes.version = NVTX_VERSION;
     self->capture_attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
     region_register(self);
+    self->flight = flight_matches(domain, message);
     if (self->older == NULL && self->newer == NULL && newest_region != self) {
         self->older = newest_region;
         if (newest_region != NULL)

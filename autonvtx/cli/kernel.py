@@ -72,7 +72,7 @@ def install_command(
     from autonvtx.kernel import check_name, install_spec, kernel_spec
 
     check_name(name)  # before anything is read, made or replaced
-    args = rule_args(rules)
+    args = rules.as_args(absolute_configs=True)  # a kernel runs in its notebook's directory
     if args:
         rules.load()  # bad rules stop here, not in a kernel that dies where nobody reads its stderr
     if budget is not None:
@@ -84,12 +84,12 @@ def install_command(
         nsys_path = shutil.which("nsys")
         if nsys_path is None:
             raise UsageError("kernel install: --nsys: no 'nsys' on PATH; expected Nsight Systems installed")
-    if trace_dir is not None:
-        os.makedirs(trace_dir, exist_ok=True)
     spec = kernel_spec(args, name=name, display_name=display_name, trace_dir=trace_dir, nsys=nsys_path)
     if prefix is None and not user:
         prefix = sys.prefix
     where = install_spec(spec, user=prefix is None, prefix=prefix)
+    if trace_dir is not None:
+        os.makedirs(trace_dir, exist_ok=True)  # once installed: a refused install makes nothing
     click.echo(f"autonvtx: kernel {spec.display_name!r} installed in {where}")
     if trace_dir is None and not nsys:
         click.echo(
@@ -102,22 +102,3 @@ def install_command(
             f"autonvtx: each session writes {os.path.join(os.path.abspath(trace_dir), name + '-<pid>.json')}"
             " when the kernel shuts down or restarts"
         )
-
-
-def rule_args(rules: RuleArgs) -> list[str]:
-    """The rule options as `autonvtx run` takes them, config paths made absolute (a kernel runs
-    in its notebook's directory)."""
-    args: list[str] = []
-    for path in rules.configs:
-        args += ["--config", os.path.abspath(path)]
-    for option, values in (
-        ("--preset", rules.presets),
-        ("-t", rules.targets),
-        ("--include", rules.includes),
-        ("--exclude", rules.excludes),
-    ):
-        for value in values:
-            args += [option, value]
-    if rules.engine is not None:
-        args += ["--engine", rules.engine]
-    return args

@@ -90,14 +90,7 @@ def start_run(
     # A script's own directory is where its autonvtx.toml usually sits: discovery looks there
     # after the working directory.
     near = (os.path.dirname(value) or ".") if kind == "script" else None
-    config = rules.load(captures=captures, near=near)
-    say_where_rules_came_from(config, rules, near, verbose=verbose)
-    plugins: list[Plugin] = []
-    if config.plugins:
-        # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
-        from autonvtx.plugins import load_plugins
-
-        plugins = load_plugins(config)  # a missing or malformed plugin stops us before anything starts
+    config, plugins = _rules_and_plugins(rules, captures, near, verbose)
     if dry_run:
         resolved = runner.resolve(runner.Target(kind=kind, value=value, args=target_args))
         say_if_no_rules(config, "run")
@@ -120,15 +113,29 @@ def start_run(
             session.cancel()
         # "No module named X" is the whole story: no warning follows about patterns that never
         # had a chance to match.
-        from autonvtx.control import installed
+        from autonvtx.control import silence_exit_reports
 
-        for instrumentation in installed():
-            atexit.unregister(instrumentation.print_report)
+        silence_exit_reports()
         raise
     say_if_no_rules(config, "run")  # once the target is found: about to run without ranges
     if outputs is None:
         say_if_outputs_were_given_to_the_target(target_args)
     return TargetRun(resolved, on_main_statement)
+
+
+def _rules_and_plugins(
+    rules: RuleArgs, captures: tuple[str, ...], near: str | None, verbose: int
+) -> tuple[Config, list[Plugin]]:
+    """The run's config, said where it came from, and its plugins loaded: a missing or malformed
+    plugin stops us before anything starts."""
+    config = rules.load(captures=captures, near=near)
+    say_where_rules_came_from(config, rules, near, verbose=verbose)
+    if not config.plugins:
+        return config, []
+    # Imported only then: a run without plugins does not pay for it (start-up, issue 6).
+    from autonvtx.plugins import load_plugins
+
+    return config, load_plugins(config)
 
 
 FLIGHT_OPTIONS = ("flight", "flight_factor", "flight_keep", "flight_max", "flight_warmup")

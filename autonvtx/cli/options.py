@@ -90,6 +90,6 @@ def rule_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def summary_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options that shape a summary table: the view options every table command shares."""
-    from autonvtx.cli.views import view_options
+    from autonvtx.cli.views import side_table_options, view_options
 
-    return view_options(command)
+    return view_options(side_table_options(command))

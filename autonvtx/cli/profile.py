@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from autonvtx.cli.flight import flight_options, flight_setting
 from autonvtx.cli.group import cli
 from autonvtx.cli.launch import check_script
 from autonvtx.cli.options import RuleArgs, rule_options
@@ -81,6 +82,7 @@ class ProfileCommand(RunCommand):
     help="As `run --budget`: ranges costing more than PCT% of their function's time, measured under"
     " nsys, are turned off.",
 )
+@flight_options
 @click.option("-v", "--verbose", count=True, help="As `run -v`.")
 @click.option("--tree", is_flag=True, help="Report: show the nesting of ranges.")
 @click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Report: one table per group.")
@@ -94,6 +96,11 @@ def profile(
     captures: tuple[str, ...],
     no_children: bool,
     budget: str | None,
+    flight: str | None,
+    flight_factor: float,
+    flight_keep: int,
+    flight_max: int,
+    flight_warmup: int,
     verbose: int,
     tree: bool,
     by: str | None,
@@ -110,7 +117,8 @@ def profile(
 
     Defaults given to nsys: --trace=cuda,nvtx,osrt (nvtx,osrt without a CUDA device),
     --sample=none --cpuctxsw=none, --trace-fork-before-exec=true, --export=sqlite, and with a
-    capture window --capture-range=nvtx --nvtx-capture=capture@autonvtx --capture-range-end=stop.
+    capture window --capture-range=nvtx --nvtx-capture=capture@autonvtx --capture-range-end=stop
+    (=repeat with --flight: each window after a slow instance is captured).
     """
     from autonvtx import nsight
 
@@ -122,6 +130,7 @@ def profile(
         from autonvtx.budget import parse_percent
 
         parse_percent(budget)  # a bad one stops us before nsys starts
+    watch = flight_setting(flight, flight_factor, flight_keep, flight_max, flight_warmup)
     check_script(target)
     check_module(target)
     capture = any(region.capture is not None for region in config.regions)
@@ -129,17 +138,7 @@ def profile(
     outputs = nsight.report_paths(output)
     nsight.check_output_directory(output)
     check_writable("profile", "--html", html)  # before the capture, not after it
-    if not force:
-        taken = nsight.existing(outputs)
-        if taken:
-            raise UsageError(
-                f"profile: -o '{output}': {taken[-1]} exists; expected --force to overwrite it, or another -o"
-            )
-    else:
-        try:
-            nsight.unlink_links(outputs)
-        except OSError as error:
-            raise UsageError(f"profile: -o '{output}': cannot replace {error.filename} ({error.strerror})") from None
+    check_outputs(output, outputs, force=force, windows=watch is not None)
     run_command = inner_run_command(rules, captures, no_children, verbose, target, budget)
     plan = nsight.plan_profile(
         nsys,
@@ -149,14 +148,122 @@ def profile(
         cuda=nsight.is_cuda_traceable(),
         nsys_args=nsys_args,
         run_command=run_command,
+        repeat=watch is not None,
     )
     for note in plan.notes:
         print(f"autonvtx: profile: {note}", file=sys.stderr)
+    if watch is not None:
+        from autonvtx import environment
+        from autonvtx.flightwatch import to_text
+
+        # The run under nsys (and its children) watch from their start (control reads it).
+        os.environ[environment.FLIGHT_WATCH] = to_text(watch)
     started = time.time()
     status = run_nsys(plan.command)
+    if watch is not None:
+        print_windows(nsys, outputs, started, watch.range, tree=tree, by=by, top=top, html=html)
+        raise SystemExit(status)
     export = export_of_capture(nsys, outputs, started, status)
     print_report(export, tree=tree, by=by, top=top, html=html)
     raise SystemExit(status)
+
+
+def check_outputs(output: str, outputs: Sequence[str], *, force: bool, windows: bool) -> None:
+    """Refuse to overwrite an earlier report without --force (with --flight, its windows' too);
+    with --force, links at the outputs go, never what they point to."""
+    from autonvtx import nsight
+
+    if not force:
+        taken = nsight.existing(outputs) + (window_reports(outputs, 0.0) if windows else [])
+        if taken:
+            raise UsageError(
+                f"profile: -o '{output}': {taken[-1]} exists; expected --force to overwrite it, or another -o"
+            )
+        return
+    try:
+        nsight.unlink_links(outputs)
+        stale = window_reports(outputs, 0.0) if windows else []
+        for report in stale:  # an earlier run's windows would pass for this run's
+            for path in (report, report[: -len(".nsys-rep")] + ".sqlite"):
+                if os.path.lexists(path):
+                    os.unlink(path)
+    except OSError as error:
+        raise UsageError(f"profile: -o '{output}': cannot replace {error.filename} ({error.strerror})") from None
+    if stale:
+        print(
+            f"autonvtx: profile: --force: {len(stale)} report(s) of an earlier run's windows removed ({stale[0]}, ...)",
+            file=sys.stderr,
+        )
+
+
+def window_reports(outputs: Sequence[str], started: float) -> list[str]:
+    """The reports nsys wrote since `started` for a run whose capture ranges repeat: one per
+    window, `OUT.N.nsys-rep` by N when there were several, `OUT.nsys-rep` when there was one."""
+    import fnmatch
+    import glob
+    import re
+
+    base = glob.escape(outputs[0][: -len(".nsys-rep")]).replace("[*]", "*")  # -o's %p is any pid
+    found = [(0, path) for path in glob.glob(base + ".nsys-rep")]
+    for path in glob.glob(base + ".*.nsys-rep"):
+        number = re.search(r"\.(\d+)\.nsys-rep$", path)
+        if number is not None and fnmatch.fnmatchcase(path[: number.start()], base):
+            found.append((int(number.group(1)), path))
+    found = [(number, path) for number, path in found if os.path.getmtime(path) >= started - 1]
+    return [path for _, path in sorted(found)]
+
+
+def imported_windows(nsys: Any, outputs: Sequence[str], started: float) -> list[str]:
+    """The windows' reports, imported here from the .qdstrm files nsys left without its importer
+    (as export_of_capture does for one capture); none when there are none."""
+    import glob
+
+    from autonvtx import nsight
+
+    base = outputs[1][: -len(".qdstrm")]
+    pattern = glob.escape(base).replace("[*]", "*")
+    streams = [p for p in glob.glob(pattern + "*.qdstrm") if os.path.getmtime(p) >= started - 1]
+    if streams and nsys.importer is None:
+        raise nsight.NsysError(
+            f"profile: nsys left only {streams[-1]}: its importer (QdstrmImporter) was not found"
+            f" beside {os.path.realpath(nsys.path)}; expected an Nsight Systems installation"
+            " with its host-linux-x64 directory"
+        )
+    return [nsight.import_qdstrm(nsys.importer, stream) for stream in sorted(streams)]
+
+
+def print_windows(
+    nsys: Any,
+    outputs: Sequence[str],
+    started: float,
+    watched: str,
+    *,
+    tree: bool,
+    by: str | None,
+    top: int | None,
+    html: str | None,
+) -> None:
+    """profile --flight: the report of each window nsys captured (each opens with the mark saying
+    which slow instance it followed), or why there is none."""
+    from autonvtx.recorder.flight import flight_path
+    from autonvtx.report.nsysrep import ensure_export
+
+    reports = window_reports(outputs, started)
+    if not reports:
+        reports = imported_windows(nsys, outputs, started)
+    if not reports:
+        # No window opened, so nsys collected nothing and wrote no report: the run said why.
+        print(
+            f"autonvtx: profile: --flight: no capture window opened, so nsys recorded nothing and wrote no"
+            f" {outputs[0]} (the lines above say what each process saw of '{watched}')",
+            file=sys.stderr,
+        )
+        return
+    for number, report in enumerate(reports, 1):
+        page = html if html is None or len(reports) == 1 else flight_path(html, number)
+        if len(reports) > 1:
+            print(f"autonvtx: profile: --flight: capture {number} of {len(reports)}", file=sys.stderr)
+        print_report(ensure_export(report), tree=tree, by=by, top=top, html=page)
 
 
 def check_module(target: tuple[str, str, tuple[str, ...]]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from typing import Any
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import make_view_options, view_options
+from autonvtx.cli.views import make_view_options, side_table_options, view_options
 from autonvtx.errors import UsageError
 
 
@@ -23,20 +22,19 @@ from autonvtx.errors import UsageError
     metavar="PATH",
     help="Write the table to PATH (.txt, .csv, .json) instead of standard output.",
 )
-@click.option(
-    "--pair",
-    type=click.Choice(["backward"]),
-    help="backward: each module's forward and backward ranges side by side (torch backward_modules).",
-)
 @view_options
-def summary_command(trace: str, output: str | None, pair: str | None, **view: Any) -> None:
+@side_table_options
+def summary_command(trace: str, output: str | None, **view: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.stats import arrange_saying, summary_notes, unshaped
+    from autonvtx.recorder.stats import filtered_out, row_order, summary_notes, unshaped
+    from autonvtx.recorder.view import arrange
     from autonvtx.report.profile import recording_stats
-    from autonvtx.report.render import write_summary
+    from autonvtx.report.render import format_of, write_summary, write_text_file
     from autonvtx.report.renderers import Rendering, SummaryDocument, render
+    from autonvtx.report.sidechecks import asked
+    from autonvtx.report.sideviews import pairs_table, recording_memory, unarranged
     from autonvtx.report.table import terminal_width
     from autonvtx.report.text import use_color
 
@@ -45,23 +43,25 @@ def summary_command(trace: str, output: str | None, pair: str | None, **view: An
     if output is not None:
         check_summary_path("summary: -o", output)
     options = make_view_options(view)
-    top = options.top
-    if pair is not None:  # --top counts pairs, not the rows they are made of
-        options = dataclasses.replace(options, top=None)
     recordings = read_trace(trace)
-    # The same function `report` reads a recording's figures with: one table, one set of numbers.
-    stats, empty = arrange_saying(recording_stats(recordings, unshaped(options)), options)
-    notes = summary_notes(recordings) + ([empty] if empty else [])
-    if pair is not None:
-        from autonvtx.report.pairing import backward_pairs, pairs_text
-        from autonvtx.report.render import write_text_file
-
-        table = pairs_text(backward_pairs(stats)[:top])
+    side = asked(options)
+    if side is not None:
+        form = format_of("summary: -o", output) if output is not None else "text"
+        if side == "pairs":
+            rows = recording_stats(recordings, unshaped(unarranged(options)))
+            table = pairs_table(rows, options, form, summary_notes(recordings))
+        else:
+            table = recording_memory(recordings, options, form, summary_notes(recordings))
         if output is None:
             click.echo(table, nl=False)
         else:
             write_text_file(output, table)
         return
+    # The same function `report` reads a recording's figures with: one table, one set of numbers.
+    every = recording_stats(recordings, unshaped(options))
+    stats = arrange(every, options.view, row_order(options.sort))
+    empty = filtered_out(every, stats, options)
+    notes = summary_notes(recordings) + ([empty] if empty else [])
     if output is None:
         rendering = Rendering(width=terminal_width(sys.stdout), color=use_color(sys.stdout))
         click.echo(render("summary", "text", SummaryDocument(stats, notes, empty), rendering), nl=False)

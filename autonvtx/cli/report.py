@@ -9,12 +9,13 @@ import click
 
 from autonvtx.cli.diff import scale_options
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import view_options
+from autonvtx.cli.views import side_table_options, view_options
 
 
 @cli.command("report")
 @click.argument("profile", nargs=-1, required=True)
 @view_options
+@side_table_options
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
 @click.option(
     "--format",
@@ -57,6 +58,11 @@ def report_command(
     from autonvtx.report.output import ReportRequest, produce
     from autonvtx.report.table import terminal_width
 
+    if (across is not None or len(profile) > 1) and (view["pair"] or view["memory"]):
+        from autonvtx.errors import UsageError
+
+        option = "--pair" if view["pair"] else "--memory"
+        raise UsageError(f"report: {option}: one profile at a time; expected one PROFILE without --across")
     if across is not None or len(profile) > 1:
         from autonvtx.report.acrossrun import report_across
 
@@ -79,6 +85,8 @@ def report_command(
         terminal=output is None and fmt in (None, "text") and sys.stdout.isatty(),
         each=view["each"],
         width=terminal_width(sys.stdout) if output is None else None,
+        pair=view["pair"],
+        memory=view["memory"],
     )
     text = produce(request)
     if text is not None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
+from typing import IO
 
 import click
 
@@ -102,10 +102,12 @@ def suggest(
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        temporary = f"{output}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
+        from autonvtx.recorder.trace import write_atomically
+
+        def write(f: IO[str]) -> None:
             f.write(text)
-        os.replace(temporary, output)
+
+        write_atomically(output, write)
     where = f"; wrote {output}" if output is not None else ""
     print(
         f"autonvtx: suggest: {suggestion.patterns} pattern{'s' if suggestion.patterns != 1 else ''} in"
@@ -132,18 +134,7 @@ def _command_line(
     cost_pct: float,
 ) -> str:
     """The suggest command as it could be typed again (without -o)."""
-    words = ["autonvtx", "suggest"]
-    for flag, values in (
-        ("--config", rules.configs),
-        ("--preset", rules.presets),
-        ("-t", rules.targets),
-        ("--include", rules.includes),
-        ("--exclude", rules.excludes),
-    ):
-        for value in values:
-            words += [flag, value]
-    if rules.engine is not None:
-        words += ["--engine", rules.engine]
+    words = ["autonvtx", "suggest", *rules.as_args(for_people=True)]
     if nsys:
         words.append("--nsys")
     for flag, given, default in (

@@ -1,5 +1,5 @@
 """The view options, declared once: `run --summary`, `summary` and `report` take the same flags
-with the same meaning (`recorder.stats.ViewOptions`, applied by `recorder.stats.arrange`)."""
+with the same meaning (`recorder.stats.ViewOptions`, applied by `recorder.view.arrange`)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,21 @@ def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+def side_table_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate a command with --pair and --memory: tables that take the statistics table's
+    place (`report.sideviews`), for `summary`, `run --summary` and `report`."""
+    command = click.option(
+        "--memory",
+        is_flag=True,
+        help="CUDA memory per range: allocated at start and end, the peak between (torch plugin's memory option).",
+    )(command)
+    return click.option(
+        "--pair",
+        type=click.Choice(["backward"]),
+        help="backward: each module's forward and backward ranges side by side (torch backward_modules).",
+    )(command)
+
+
 VIEW_OPTION_DEFAULTS = {
     "tree": False,
     "group_by": "name",
@@ -70,6 +85,8 @@ VIEW_OPTION_DEFAULTS = {
     "sort": None,
     "top": None,
     "name_filter": None,
+    "pair": None,
+    "memory": False,
 }
 
 
@@ -84,7 +101,7 @@ def make_view_options(values: dict[str, Any]) -> Any:
         from autonvtx.errors import UsageError
 
         raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
-    return ViewOptions(
+    options = ViewOptions(
         tree=values["tree"],
         group=values["group_by"],
         skip_first=values["skip_first"],
@@ -93,4 +110,11 @@ def make_view_options(values: dict[str, Any]) -> Any:
         top=values["top"],
         filter=values["name_filter"],
         each=values["each"],
+        pair=values.get("pair"),
+        memory=bool(values.get("memory")),
     )
+    if options.pair is not None or options.memory:
+        from autonvtx.report.sidechecks import check
+
+        check(options)  # before a run starts: its table is written when the program has ended
+    return options

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from autonvtx.errors import TraceFormatError
-from autonvtx.recorder.model import Mark, Payload, ProcessRecording, Range, valid_text
+from autonvtx.recorder.model import PROCESS_STATUSES, Mark, Payload, ProcessRecording, Range, valid_text
 
 StrPath = Union[str, "os.PathLike[str]"]
 
@@ -294,6 +294,10 @@ class _TraceReader:
                 rec.dropped_events = _int(info.get("dropped_events"))
                 rec.unmatched_pops = _int(info.get("unmatched_pops"))
                 rec.ended_normally = info.get("ended_normally") is not False
+                # A trace written before the status had its own field kept it in the label: as
+                # "ended" the label shows it once, as that trace's track did.
+                status = info.get("status")
+                rec.status = next((known for known in PROCESS_STATUSES if known == status), "ended")
                 rec.discarded_events = _int(info.get("discarded_events"))
         return rec
 

@@ -206,6 +206,7 @@ def _moved(recording: ProcessRecording, pid: int, shift: int) -> ProcessRecordin
         realtime_offset_ns=recording.realtime_offset_ns - shift if recording.realtime_offset_ns else 0,
         label=label,
         ended_normally=recording.ended_normally,
+        status=recording.status,
         discarded_events=recording.discarded_events,
     )
 

@@ -8,6 +8,12 @@ from typing import Literal
 
 Payload = int | float | None
 RangeKind = Literal["push", "startend"]
+# How a process's recording ended, shown beside its name (a trace's track, a --by group), never
+# kept inside it: "ended abnormally" (its last write was not the final one: a crash, os._exit, a
+# kill), "still running" (alive when the outputs were written), "recording missing" (a child
+# that announced itself and wrote nothing).
+ProcessStatus = Literal["ended", "ended abnormally", "still running", "recording missing"]
+PROCESS_STATUSES: tuple[ProcessStatus, ...] = ("ended", "ended abnormally", "still running", "recording missing")
 
 # A byte that was not UTF-8 in a command line (os.fsdecode keeps it as a lone surrogate):
 # no trace format can hold one, so labels show U+FFFD there, as a "replace" decoding would.
@@ -72,6 +78,7 @@ class ProcessRecording:
     label: str = ""  # how the process is named in a trace ("python train.py", "rank 1", ...)
     ended_normally: bool = True  # False: the process died (SIGKILL, os._exit) after its last spill
     discarded_events: int = 0  # older events a keep-last recording let go (by design, not lost)
+    status: ProcessStatus = "ended"  # as the outputs show it; `ended_normally` is what the file says
 
     @property
     def display_name(self) -> str:
@@ -80,3 +87,8 @@ class ProcessRecording:
         if self.cmdline:
             return valid_text(" ".join(self.cmdline))
         return f"pid {self.pid}"
+
+    @property
+    def track_name(self) -> str:
+        """How a trace names its track: the name, with the status where it did not simply end."""
+        return self.display_name if self.status == "ended" else f"{self.display_name} ({self.status})"

@@ -52,7 +52,8 @@ def head_packets(recordings: Sequence[ProcessRecording]) -> bytes:
     )
     packets = [_field(6, clocks)]
     for rec in recordings:
-        process = _field(1, rec.pid) + _field(6, rec.display_name)
+        # Perfetto has no field for the status: the track's name shows it, and reads back as the name.
+        process = _field(1, rec.pid) + _field(6, rec.track_name)
         packets.append(_field(60, _field(1, thread_uuid(rec.pid, 0)) + _field(3, process)))
         names = dict(rec.thread_names)
         names.setdefault(rec.pid, "MainThread")

@@ -19,13 +19,15 @@ from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import (
     RangeStats,
     ViewOptions,
-    arrange_saying,
     count_text,
     dropped_note,
+    filtered_out,
     from_exporter_rows,
     group_title,
+    row_order,
     unshaped,
 )
+from autonvtx.recorder.view import arrange
 
 if TYPE_CHECKING:
     from autonvtx.recorder.writer import FileDamage
@@ -94,13 +96,15 @@ def write_results(directory: str, request: Request) -> Results:
             continue
         recording.label = request.labels.get(recording.pid, "") or recording.label
         if not recording.ended_normally:
-            recording.label = f"{recording.display_name} (ended abnormally)"
+            recording.status = "ended abnormally"
         files.append((str(path), _group_key(request.options.by, recording), recording))
     files.sort(key=lambda f: f[2].pid)
     recordings = [f[2] for f in files]
     for process in request.missing:
         recordings.append(
-            ProcessRecording(pid=process["pid"], ppid=process["ppid"], label=f"{process['label']} (recording missing)")
+            ProcessRecording(
+                pid=process["pid"], ppid=process["ppid"], label=process["label"], status="recording missing"
+            )
         )
     if request.adjust is not None:
         request.adjust(recordings)
@@ -125,7 +129,8 @@ def write_results(directory: str, request: Request) -> Results:
     if exported.ranges == 0 and exported.marks == 0:
         notes.append("no NVTX ranges or marks were recorded")
     every = stats_from_rows(exported.rows, exported.spans, recordings, unshaped(request.options)) if stats_mode else []
-    stats, empty = arrange_saying(every, request.options)
+    stats = arrange(every, request.options.view, row_order(request.options.sort))
+    empty = filtered_out(every, stats, request.options)
     return Results(recordings, stats, notes + ([empty] if empty else []), empty)
 
 
@@ -184,15 +189,14 @@ def run_notes(recordings: Sequence[ProcessRecording], open_ranges: int) -> list[
             "--keep last: the trace holds the most recent ones"
         )
     for rec in recordings:
-        if rec.label.endswith("(still running)"):
+        if rec.status == "still running":
             notes.append(
                 f"process {rec.pid} ({rec.display_name}) was still running when the recording was "
                 "written: its events up to its last write are in"
             )
-        if not rec.ended_normally and not rec.label.endswith("(recording missing)"):
-            name = rec.display_name.removesuffix(" (ended abnormally)")  # the track's label says it too
+        elif rec.status == "ended abnormally":
             notes.append(
-                f"process {rec.pid} ({name}) ended abnormally (a crash, os._exit or a "
+                f"process {rec.pid} ({rec.display_name}) ended abnormally (a crash, os._exit or a "
                 "kill): its events up to its last write (at most ~100 ms before) are kept, and the "
                 "ranges it left open end there"
             )

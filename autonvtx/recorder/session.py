@@ -244,6 +244,7 @@ class RecordingSession:
         from autonvtx.recorder import native
         from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
         from autonvtx.report.render import write_summary
+        from autonvtx.report.sideviews import statistics_view, write_side_table
 
         try:
             if self._alive:
@@ -282,7 +283,7 @@ class RecordingSession:
             adjust=self._adjust,
         )
         if self.outputs.summary_options is not None:
-            request.options = self.outputs.summary_options
+            request.options = statistics_view(self.outputs.summary_options)  # --pair, --memory: every row
         try:
             results = write_results(directory, request)
         except OSError as error:
@@ -304,7 +305,8 @@ class RecordingSession:
             )
         if self.outputs.summary is not None:
             try:
-                write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
+                if not write_side_table(results.stats, directory, self.outputs, notes):
+                    write_summary(results.stats, self.outputs.summary, notes=notes, empty=results.empty)
             except OSError as error:
                 self._fail(f"--summary: could not write '{self._given.summary}': {error.strerror or error}", keep=True)
                 return
@@ -323,9 +325,8 @@ class RecordingSession:
             if recording.pid == self._pid:
                 if self._alive:
                     _name_live_threads(recording)
-            elif not recording.ended_normally and _is_running(recording.pid):
-                recording.label = recording.label.replace("(ended abnormally)", "(still running)")
-                recording.ended_normally = True  # not dead: its events so far are all there is
+            elif recording.status == "ended abnormally" and _is_running(recording.pid):
+                recording.status = "still running"  # not dead: its events so far are all there is
 
 
 RECORD_DIRECTORY_SUFFIX = ".recording"

@@ -4,12 +4,11 @@ Two producers fill it with the same figures: the native exporter (`_native/expor
 end of a run and in `recover`, read through `from_exporter_rows`; and its Python oracle twin
 `stats_python.summarize`, which `summary`, `report` and `diff` use on saved traces (tests hold
 the two equal). Every renderer (`autonvtx.report.render`) reads these rows, and every view
-option means the same in every command: `arrange` applies them.
+option means the same in every command: `recorder.view.arrange` applies them, with `row_order`.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.view import View, arrange as arrange_view
+from autonvtx.recorder.view import View, arrange, glob_matches
 
 GROUPINGS = ("name", "class")
 # --by: "gpu" only means something where GPU work was recorded (Nsight Systems exports).
@@ -84,7 +83,7 @@ class RangeStats:
         return self.path.rpartition(" > ")[0] if self.depth else None
 
     def view_matches(self, pattern: str) -> bool:
-        return any(fnmatch.fnmatchcase(text, pattern) for text in (self.name, self.label) if text)
+        return glob_matches(self.domain, self.name, pattern)
 
 
 @dataclass(frozen=True)
@@ -102,6 +101,13 @@ class ViewOptions:
     top: int | None = None  # per group; with --tree, children per range (and roots per group)
     filter: str | None = None  # glob over names; with --tree, what encloses a match stays
     each: bool = False  # one row per recorded name; else names differing only in numbers share one
+    pair: str | None = None  # "backward": a module's forward and backward side by side (report.sideviews)
+    memory: bool = False  # the torch plugin's memory figures per range instead (report.sideviews)
+
+    @property
+    def view(self) -> View:
+        """What `recorder.view.arrange` applies: --tree, --sort, --top, --filter."""
+        return View(tree=self.tree, sort=self.sort, top=self.top, filter=self.filter)
 
 
 def check_sort(sort: str, available: Sequence[str], source: str) -> None:
@@ -160,7 +166,9 @@ def group_title(by: str | None, rec: ProcessRecording, tid: int = 0) -> str:
         return f"rank {match.group(1)}" if match else f"process {rec.pid} (no rank)"
     if by == "thread":
         return f"thread {tid} ({rec.thread_names.get(tid, '?')}) of process {rec.pid}"
-    return f"process {rec.pid} ({rec.display_name})" if by == "process" else ""
+    if by != "process":
+        return ""
+    return f"process {rec.pid} ({rec.display_name})" + ("" if rec.status == "ended" else f", {rec.status}")
 
 
 def _sort_value(sort: str) -> Callable[[RangeStats], float]:
@@ -176,27 +184,23 @@ def _sort_value(sort: str) -> Callable[[RangeStats], float]:
     }[sort]
 
 
-def arrange(rows: Sequence[RangeStats], options: ViewOptions) -> list[RangeStats]:
-    """Rows as the view options show them (`recorder.view.arrange`), largest figure first, ties
-    by domain and name."""
-    value = _sort_value(options.sort)
-    view = View(tree=options.tree, sort=options.sort, top=options.top, filter=options.filter)
-    if options.tree:  # a tree row names its path, the outermost ones too
-        rows = [s if s.path else replace(s, path=s.label) for s in rows]
-    return arrange_view(rows, view, lambda s: (-value(s), s.domain, s.name))
+def row_order(sort: str) -> Callable[[RangeStats], tuple[float, str, str]]:
+    """The view's sort key for the model's rows (`recorder.view.arrange`): largest figure first,
+    ties by domain and name."""
+    value = _sort_value(sort)
+    return lambda s: (-value(s), s.domain, s.name)
 
 
-def arrange_saying(rows: Sequence[RangeStats], options: ViewOptions) -> tuple[list[RangeStats], str | None]:
-    """`arrange`, and why its result is empty where --filter emptied it (`no_match_message`);
-    `rows` are every row of the view, none left out by --filter or --top yet."""
-    arranged = arrange(rows, options)
-    if arranged or not rows or options.filter is None:
-        return arranged, None
-    return arranged, no_match_message(options.filter, options.each)
+def filtered_out(every: Sequence[RangeStats], shown: Sequence[RangeStats], options: ViewOptions) -> str | None:
+    """Why `shown` is empty where --filter emptied it (`no_match_message`); `every` is each row of
+    the view before --filter and --top."""
+    if shown or not every or options.filter is None:
+        return None
+    return no_match_message(options.filter, options.each)
 
 
 def unshaped(options: ViewOptions) -> ViewOptions:
-    """The view without --filter and --top: every row, for `arrange_saying`."""
+    """The view without --filter and --top: every row, for `filtered_out`."""
     return replace(options, filter=None, top=None)
 
 
@@ -278,4 +282,4 @@ def from_exporter_rows(
                 path=path,
             )
         )
-    return arrange(stats, options)
+    return arrange(stats, options.view, row_order(options.sort))

@@ -4,7 +4,7 @@
 memory, for saved traces (`summary`, `report`, `diff`); the exporter computes them while it
 streams a run's files. Tests hold the two equal, row for row (pyinstrument keeps its C
 modules and their Python twins side by side the same way). Arrangement (sort, filter, cut)
-is the model's own, `stats.arrange`, shared by both.
+is the model's own (`recorder.view.arrange` with `stats.row_order`), shared by both.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats import RangeStats, ViewOptions, arrange, class_name, group_title, row_naming
+from autonvtx.recorder.stats import RangeStats, ViewOptions, class_name, group_title, row_naming, row_order
+from autonvtx.recorder.view import arrange
 
 _Key = int  # a row's id in `_Rows`: its (parent row, domain, name)
 
@@ -92,7 +93,7 @@ def summarize(recordings: Iterable[ProcessRecording], options: ViewOptions = Vie
             by_key.setdefault(key, []).append((r, self_ns, outermost))
         for key, instances in by_key.items():
             rows.append(_stats(key, table, instances, grand_total, wall, title, options.tree))
-    return arrange(rows, options)
+    return arrange(rows, options.view, row_order(options.sort))
 
 
 def _outermost(instances: Sequence[tuple[Range, int, _Key]]) -> list[bool]:
@@ -217,5 +218,5 @@ def _stats(
         wall_percent=100.0 * total / wall if wall > 0 else 0.0,
         group=group,
         depth=table.depth(key) if tree else 0,
-        path=table.path(key) if tree and table.parent(key) >= 0 else "",
+        path=table.path(key) if tree else "",  # an outermost row names itself, as the exporter's do
     )

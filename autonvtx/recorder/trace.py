@@ -113,6 +113,7 @@ def other_data(recordings: Sequence[ProcessRecording], metadata: Mapping[str, ob
             "dropped_events": r.dropped_events,
             "unmatched_pops": r.unmatched_pops,
             "ended_normally": r.ended_normally,
+            "status": r.status,  # the label never holds it: the track's name adds it (`track_name`)
             "discarded_events": r.discarded_events,
         }
         for r in recordings
@@ -228,7 +229,7 @@ def metadata_events(recordings: Sequence[ProcessRecording]) -> Iterator[str]:
 
 def _metadata_events(rec: ProcessRecording, index: int, strings: _Strings) -> Iterator[str]:
     pid = rec.pid
-    yield f'{{"ph":"M","pid":{pid},"tid":0,"name":"process_name","args":{{"name":{json.dumps(rec.display_name)}}}}}'
+    yield f'{{"ph":"M","pid":{pid},"tid":0,"name":"process_name","args":{{"name":{json.dumps(rec.track_name)}}}}}'
     yield f'{{"ph":"M","pid":{pid},"tid":0,"name":"process_sort_index","args":{{"sort_index":{index}}}}}'
     for tid, thread_name in sorted(rec.thread_names.items()):
         yield f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name","args":{{"name":{strings.name(thread_name)}}}}}'

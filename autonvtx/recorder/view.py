@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any, Protocol, TypeVar
 
 
@@ -46,6 +47,11 @@ class View:
     sort: str | None = None  # None: the table's default order
     top: int | None = None  # per group; in a tree, children per row (and outermost rows per group)
     filter: str | None = None
+
+
+def glob_matches(domain: str, name: str, pattern: str) -> bool:
+    """--filter as every table reads it: a glob over the range's name, or over `domain:name`."""
+    return fnmatchcase(name, pattern) or (bool(domain) and fnmatchcase(f"{domain}:{name}", pattern))
 
 
 def natural_order(text: str) -> list[tuple[int, int, str]]:

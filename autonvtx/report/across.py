@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from autonvtx.recorder.view import View, arrange
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
 from autonvtx.report.straggler import Straggler, find_straggler, from_communication
 from autonvtx.report.timelines import Timeline
@@ -199,9 +198,9 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
     return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes, timelines)
 
 
-def order_spread(rows: Sequence[SpreadRow], sort: str | None, top: int | None) -> list[SpreadRow]:
-    """Default: by the time the slowest rank lost against the median, then by the longest rank;
-    sorted and cut by the one view (`recorder.view.arrange`)."""
+def spread_order(sort: str | None) -> Callable[[SpreadRow], tuple[Any, ...]]:
+    """The view's sort key for ranks side by side (`recorder.view.arrange`); by default the time
+    the slowest rank lost against the median, then the longest rank."""
     keys: dict[str, Callable[[SpreadRow], tuple[Any, ...]]] = {
         "name": lambda r: (r.name,),
         "lost": lambda r: (-r.lost_ns, -r.maximum, r.name),
@@ -213,4 +212,4 @@ def order_spread(rows: Sequence[SpreadRow], sort: str | None, top: int | None) -
         "kernels": lambda r: (-max(v.kernels for v in r.ranks), r.name),
     }
     keys["count"] = keys["instances"]
-    return arrange(rows, View(sort=sort, top=top), keys[sort or "lost"])
+    return keys[sort or "lost"]

@@ -8,7 +8,8 @@ from typing import Any
 
 from autonvtx.errors import UsageError
 from autonvtx.recorder.stats import SPREAD_SORTS, check_sort
-from autonvtx.report.across import order_spread, spread
+from autonvtx.recorder.view import View, arrange
+from autonvtx.report.across import spread, spread_order
 from autonvtx.report.gather import Job, Progress, gather, show_progress
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.renderers import AcrossDocument, Rendering, render
@@ -39,7 +40,7 @@ def produce_across(request: AcrossRequest) -> str:
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     view = spread(summaries, request.pattern)
-    rows = order_spread(view.rows, request.sort, request.top)
+    rows = arrange(view.rows, View(sort=request.sort, top=request.top), spread_order(request.sort))
     return render("across", request.fmt, AcrossDocument(view, rows), Rendering(width=request.width))
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from autonvtx.recorder.stats import DIFF_SORTS, check_sort
-from autonvtx.recorder.view import View, arrange
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
 from autonvtx.report.noise import NOISE_MODEL, TEST_NAME, compare_runs, smallest_p
 
@@ -145,7 +144,8 @@ def compare(
     tree: bool = False,
     by: str | None = None,
 ) -> Diff:
-    """Rows for every range on either side, in no particular order (see order_rows)."""
+    """Rows for every range on either side, in no particular order (`recorder.view.arrange` with
+    `diff_order` orders them)."""
     base, repeated_base = distinct_runs(base)
     new, repeated_new = distinct_runs(new)
     has_gpu = all(s.has_gpu for s in base) and all(s.has_gpu for s in new)
@@ -284,26 +284,15 @@ def check_diff_sort(sort: str | None) -> str:
     return sort
 
 
-def _sort_key(sort: str) -> Callable[[DiffRow], tuple[object, ...]]:
+def diff_order(sort: str) -> Callable[[DiffRow], tuple[object, ...]]:
+    """The view's sort key for a diff's rows (`recorder.view.arrange`): by default real changes
+    first, largest first; then ranges that appeared or vanished; then the rest."""
     if sort == "name":
         return lambda r: r.key
     column = _COLUMNS.get(sort)
     if column is not None:
         return lambda r: (-max(getattr(r.base, column), getattr(r.new, column)), r.key)
-    # Real changes first, largest first; then ranges that appeared or vanished; then the rest.
     return lambda r: (_RANK[r.verdict], -abs(r.change_ns), r.key)
-
-
-def order_rows(
-    rows: Sequence[DiffRow],
-    sort: str = "change",
-    pattern: str | None = None,
-    top: int | None = None,
-    tree: bool = False,
-) -> list[DiffRow]:
-    """--filter, then --sort (real changes first, by size), then --top (with --tree: per parent),
-    as every table's view does (`recorder.view.arrange`)."""
-    return arrange(rows, View(tree=tree, sort=sort, top=top, filter=pattern), _sort_key(sort))
 
 
 def over_limit(diff: Diff, pct: float) -> list[DiffRow]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autonvtx.errors import UsageError
+from autonvtx.recorder.view import View, arrange
 from autonvtx.report.diff import (
     Diff,
     DiffOptions,
     DiffRow,
     check_diff_sort,
     compare,
-    order_rows,
+    diff_order,
     over_limit,
     unsure_over,
 )
@@ -79,14 +80,16 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     split = len(request.base)
     diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
-    rows = order_rows(diff.rows, sort, request.pattern, request.top, request.tree)
+    rows = arrange(
+        diff.rows, View(tree=request.tree, sort=sort, top=request.top, filter=request.pattern), diff_order(sort)
+    )
     fmt = request.fmt or (format_of("-o", request.output) if request.output else "text")
     text = render("diff", fmt, DiffDocument(diff, rows), Rendering(width=request.width))
     if request.html is not None:
         whole = (
             diff if request.tree else compare(summaries[:split], summaries[split:], request.options, True, request.by)
         )
-        tree_rows = order_rows(whole.rows, "change", request.pattern, None, True)
+        tree_rows = arrange(whole.rows, View(tree=True, sort="change", filter=request.pattern), diff_order("change"))
         _write(request.html, render("diff", "html", DiffDocument(diff, rows, tree_rows)))
     failing: list[str] = []
     unsure: list[str] = []

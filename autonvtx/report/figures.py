@@ -8,10 +8,10 @@ count and total, so `report` and `summary` show the same figures for one trace.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import RangeStats
+from autonvtx.recorder.view import glob_matches
 
 
 @dataclass
@@ -82,10 +82,7 @@ class Row:
         return (self.domain, self.name)
 
     def view_matches(self, pattern: str) -> bool:
-        """--filter on the bare name or, as on a recording's rows, on `domain:name`."""
-        if fnmatchcase(self.name, pattern):
-            return True
-        return bool(self.domain) and fnmatchcase(f"{self.domain}:{self.name}", pattern)
+        return glob_matches(self.domain, self.name, pattern)
 
 
 @dataclass

@@ -8,14 +8,26 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.stats import GPU_SORTS, STATS_SORTS, ViewOptions, arrange_saying, check_sort, no_match_message
+from autonvtx.recorder.stats import (
+    GPU_SORTS,
+    STATS_SORTS,
+    ViewOptions,
+    check_sort,
+    filtered_out,
+    no_match_message,
+    row_order,
+)
+from autonvtx.recorder.view import View, arrange
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.renderers import Rendering, ReportDocument, render
-from autonvtx.report.views import Shaping, shape_rows, shape_tree
+from autonvtx.report.sidechecks import asked
+from autonvtx.report.sideviews import export_memory, pairs_table, recording_memory
+from autonvtx.report.views import export_order, nested, placed, placed_order
 
 
 @dataclass(frozen=True)
@@ -38,6 +50,8 @@ class ReportRequest:
     terminal: bool = False  # the table goes to a terminal: without --top, the first TERMINAL_TOP rows
     each: bool = False  # a row per recorded name (numbers not folded into {n})
     width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
+    pair: str | None = None  # --pair backward: forward and backward side by side (report.sideviews)
+    memory: bool = False  # --memory: the torch plugin's memory figures per range (report.sideviews)
 
 
 # A profile can hold tens of thousands of range names (torch's per-call op ids): a terminal
@@ -82,6 +96,8 @@ def _produce(request: ReportRequest) -> str | None:
     )
     if report.kind == "autonvtx" and request.by == "gpu":
         raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
+    if asked(request) is not None:
+        return _side_table(report, request, fmt)
     if report.kind == "nsys" and (request.group != "name" or request.skip_first):
         option = "--group" if request.group != "name" else "--skip-first"
         raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
@@ -101,11 +117,11 @@ def _produce(request: ReportRequest) -> str | None:
     if report.kind == "autonvtx":
         content, rows, page_tree = _recording_outputs(report, request, sort, fmt)
     else:
-        shaping = Shaping(sort=sort, top=request.top, pattern=request.pattern)
-        rows = shape_rows(report.rows, shaping)
+        view = View(sort=sort, top=request.top, filter=request.pattern)
+        rows = arrange(report.rows, view, export_order(sort))
         if report.rows and not rows and request.pattern is not None:
             _say_empty(report, no_match_message(request.pattern, request.each))
-        tree = shape_tree(report.tree, shaping) if request.tree else None
+        tree = _export_tree(report, sort, request.top, request.pattern) if request.tree else None
         content = render("report", fmt, ReportDocument(report, rows, tree), Rendering(width=request.width))
         page_tree = None
     if report.empty is not None and (request.output is not None or fmt != "text"):
@@ -113,13 +129,39 @@ def _produce(request: ReportRequest) -> str | None:
     if request.html is not None:
         size_by = request.html_by if report.has_gpu else "cpu"
         if page_tree is None:
-            page_tree = shape_tree(report.tree, Shaping(sort=size_by, pattern=request.pattern))
+            page_tree = _export_tree(report, size_by, None, request.pattern)
         page = render("report", "html", ReportDocument(report, rows, page_tree), Rendering(size_by=size_by))
         write_text_file(request.html, page)
     if request.output is None:
         return head + content
     write_text_file(request.output, content)
     return None
+
+
+def _side_table(report: Report, request: ReportRequest, fmt: str) -> str | None:
+    """--pair or --memory: that table instead of the report's (`report.sideviews`)."""
+    if request.html is not None:
+        raise UsageError("report: --html: the page draws the report's tree; --pair and --memory are tables")
+    if asked(request) == "pairs":
+        if report.kind == "autonvtx":
+            rows: list[Any] = [row.stats for row in report.rows if row.stats is not None]
+        else:
+            rows = list(report.rows)
+        content = pairs_table(rows, request, fmt, report.notes, report.has_gpu)
+    elif report.kind == "autonvtx":
+        content = recording_memory(report.recordings, request, fmt)
+    else:
+        content = export_memory(_export_path(request.profile), request, fmt)
+    if request.output is None:
+        return content
+    write_text_file(request.output, content)
+    return None
+
+
+def _export_path(profile: str) -> str:
+    from autonvtx.report.nsysrep import ensure_export, is_report
+
+    return ensure_export(profile) if is_report(profile) else profile
 
 
 def _recording_outputs(
@@ -137,7 +179,9 @@ def _recording_outputs(
         each=request.each,
     )
     # read_profile computed the flat rows with these groups already: only their arrangement is new.
-    flat, empty = arrange_saying([row.stats for row in report.rows if row.stats is not None], view)
+    every = [row.stats for row in report.rows if row.stats is not None]
+    flat = arrange(every, view.view, row_order(sort))
+    empty = filtered_out(every, flat, view)
     if empty is not None:
         _say_empty(report, empty)
     tree_stats = (
@@ -150,6 +194,12 @@ def _recording_outputs(
     document = ReportDocument(report, rows, tree if request.tree else None, tree_stats if request.tree else flat)
     content = render("report", fmt, document, Rendering(width=request.width))
     return content, rows, tree
+
+
+def _export_tree(report: Report, sort: str, top: int | None, pattern: str | None) -> list[TreeNode]:
+    """An export's tree as the view options show it: its nodes arranged by the one view, nested again."""
+    view = View(tree=True, sort=sort, top=top, filter=pattern)
+    return nested(report.tree, arrange(placed(report.tree), view, placed_order(sort)))
 
 
 def _say_empty(report: Report, why: str) -> None:

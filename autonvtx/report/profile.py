@@ -17,6 +17,7 @@ from autonvtx.recorder.stats import RangeStats, ViewOptions
 from autonvtx.report import workers
 from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
+from autonvtx.report.flightmarks import flight_notes
 from autonvtx.report.labels import Labels, read_labels
 from autonvtx.report.nsysrep import ensure_export, is_report
 from autonvtx.report.sweep import Sweep, Tally
@@ -78,6 +79,7 @@ def _from_export(path: str, options: ReportOptions) -> Report:
     try:
         labels = read_labels(export)
         notes = _export_notes(export, labels)
+        notes.extend(flight_notes(export))  # which slow instance each --flight window followed
         tallies = _sweeps(export, labels, options)
         totals = Totals(capture=_capture_work(export))
         launched = Work()

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from autonvtx.recorder.stats import RangeStats
 from autonvtx.report.figures import Report, Row, TreeNode
 
-TABLES = ("summary", "report", "diff", "across")
+TABLES = ("summary", "report", "diff", "across", "pairs", "memory")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,14 @@ class AcrossDocument:
 
     spread: Any  # report.across.Spread
     rows: Sequence[Any]
+
+
+@dataclass
+class RowsDocument:
+    """A side table (`report.sideviews`: `--pair backward`, `--memory`): its arranged rows and notes."""
+
+    rows: Sequence[Any]
+    notes: Sequence[str] = ()
 
 
 D = TypeVar("D")
@@ -201,3 +209,45 @@ def _across_json(document: AcrossDocument, rendering: Rendering) -> str:
     from autonvtx.report.acrossformats import format_json
 
     return format_json(document.spread, document.rows)
+
+
+@register("pairs", "text")
+def _pairs_text(document: RowsDocument, rendering: Rendering) -> str:
+    from autonvtx.report.pairing import pairs_text
+
+    return pairs_text(document.rows, document.notes)
+
+
+@register("pairs", "csv")
+def _pairs_csv(document: RowsDocument, rendering: Rendering) -> str:
+    from autonvtx.report.pairing import pairs_csv
+
+    return pairs_csv(document.rows)
+
+
+@register("pairs", "json")
+def _pairs_json(document: RowsDocument, rendering: Rendering) -> str:
+    from autonvtx.report.pairing import pairs_json
+
+    return pairs_json(document.rows, document.notes)
+
+
+@register("memory", "text")
+def _memory_text(document: RowsDocument, rendering: Rendering) -> str:
+    from autonvtx.report.memory import memory_text
+
+    return memory_text(document.rows, document.notes)
+
+
+@register("memory", "csv")
+def _memory_csv(document: RowsDocument, rendering: Rendering) -> str:
+    from autonvtx.report.memory import memory_csv
+
+    return memory_csv(document.rows)
+
+
+@register("memory", "json")
+def _memory_json(document: RowsDocument, rendering: Rendering) -> str:
+    from autonvtx.report.memory import memory_json
+
+    return memory_json(document.rows, document.notes)

@@ -1,14 +1,15 @@
-"""Turn the sweep's tally into rows per range name and a tree; filter, sort and cut them."""
+"""Turn the sweep's tally into rows per range name and a tree, and give both to the one view
+(`recorder.view.arrange`): their sort keys, and the tree's nodes as rows and back."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from autonvtx.recorder.stats import name_template
-from autonvtx.recorder.view import View, arrange, natural_order
+from autonvtx.recorder.view import glob_matches, natural_order
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
 from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
 
@@ -44,21 +45,6 @@ def range_naming(strip: bool, each: bool) -> Callable[[str], str] | None:
     return rename
 
 
-@dataclass(frozen=True)
-class Shaping:
-    """What the user asked to see: --sort, --top, --filter."""
-
-    sort: str = "gpu"
-    top: int | None = None
-    pattern: str | None = None
-
-    def matches(self, name: str, domain: str = "") -> bool:
-        """--filter on the bare name or, as on a recording's rows, on `domain:name`."""
-        if self.pattern is None or fnmatchcase(name, self.pattern):
-            return True
-        return bool(domain) and fnmatchcase(f"{domain}:{name}", self.pattern)
-
-
 def _work(totals: list[int]) -> Work:
     return Work(*totals[WORK : WORK + len(WORK_FIELDS)])
 
@@ -68,23 +54,35 @@ def build_rows(
 ) -> list[Row]:
     """One row per (group, domain, name); nested instances of a name count once."""
     rows: dict[tuple[str, int], Row] = {}
+    groups, shadowed, repeats, keys = tally.group, tally.shadowed, tally.repeated, tally.keys
+    domains: dict[int, str] = {}
     for node, key in enumerate(tally.key):
         if key < 0:
             continue
         totals = tally.totals[node]
         if totals[INSTANCES] == 0:
             continue
-        slot = (tally.group[node], key)
+        slot = (groups[node], key)
         row = rows.get(slot)
-        if row is None:
-            domain, name = tally.keys[key]
-            row = rows[slot] = Row(tally.group[node], domain_name(domain), name)
-        row.instances += totals[INSTANCES]
-        if not tally.shadowed[node]:
-            row.cpu_ns += totals[CPU_NS]
-            row.span_ns += totals[SPAN_NS]
-            row.work.add(_work(totals))
-            repeated = tally.repeated.get(node)
+        counted = not shadowed[node]
+        if row is None:  # most names of a per-name report: one node, its row made whole at once
+            domain, name = keys[key]
+            shown = domains.get(domain)
+            if shown is None:
+                shown = domains[domain] = domain_name(domain)
+            row = rows[slot] = (
+                Row(groups[node], shown, name, totals[INSTANCES], totals[CPU_NS], totals[SPAN_NS], _work(totals))
+                if counted
+                else Row(groups[node], shown, name, totals[INSTANCES])
+            )
+        else:
+            row.instances += totals[INSTANCES]
+            if counted:
+                row.cpu_ns += totals[CPU_NS]
+                row.span_ns += totals[SPAN_NS]
+                row.work.add(_work(totals))
+        if counted:
+            repeated = repeats.get(node)
             if repeated is not None:
                 row.work.add(Work(*(-value for value in repeated)))
     _add_top_kernels(tally, rows, kernel_names)
@@ -156,7 +154,8 @@ def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode
     return roots
 
 
-def _sort_key(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
+def export_order(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
+    """The view's sort key for an export's rows and tree nodes (`recorder.view.arrange`)."""
     if sort == "name":
         return lambda r: (r.name, r.domain)
     field_of: dict[str, Callable[[Row | TreeNode], int]] = {
@@ -179,15 +178,9 @@ def group_order(label: str) -> list[tuple[int, int, str]]:
     return natural_order(label)
 
 
-def shape_rows(rows: list[Row], shaping: Shaping) -> list[Row]:
-    """Filter, then sort within each group (groups in natural order), then keep --top per group:
-    the one view (`recorder.view.arrange`)."""
-    return arrange(rows, View(sort=shaping.sort, top=shaping.top, filter=shaping.pattern), _sort_key(shaping.sort))
-
-
 @dataclass(frozen=True)
-class _Placed:
-    """A tree node as a row of the one view: its place (an index) and its parent's."""
+class PlacedNode:
+    """A tree node as a row of the one view (`recorder.view.ViewRow`): its place and its parent's."""
 
     node: TreeNode
     view_key: int
@@ -198,50 +191,36 @@ class _Placed:
         return self.node.group
 
     def view_matches(self, pattern: str) -> bool:
-        return Shaping(pattern=pattern).matches(self.node.name, self.node.domain)
+        return glob_matches(self.node.domain, self.node.name, pattern)
 
 
-def shape_tree(roots: list[TreeNode], shaping: Shaping) -> list[TreeNode]:
-    """Keep nodes that match --filter, enclose one that does, or sit inside one; sort children;
-    --top per parent: the one view over the tree's nodes, then the kept nodes nested again as
-    copies. Iterative: a recursion thousands of levels deep is a tree as deep."""
-    key = _sort_key(shaping.sort)
-    view = View(tree=True, sort=shaping.sort, top=shaping.top, filter=shaping.pattern)
-    shaped = []
-    for root in sorted(roots, key=lambda r: group_order(r.group)):
-        placed: list[_Placed] = []
+def placed(roots: list[TreeNode]) -> list[PlacedNode]:
+    """Every node under the group roots, depth first, as rows `recorder.view.arrange` can
+    arrange with `View(tree=True)` (and `placed_order`); `nested` turns them back into trees.
+    Iterative: a recursion thousands of levels deep is a tree as deep."""
+    rows: list[PlacedNode] = []
+    for root in roots:
         stack: list[tuple[TreeNode, int | None]] = [(child, None) for child in reversed(root.children)]
         while stack:
             node, parent = stack.pop()
-            placed.append(_Placed(node, len(placed), parent))
-            stack.extend((child, len(placed) - 1) for child in reversed(node.children))
-        top = TreeNode(
-            root.group,
-            root.domain,
-            root.name,
-            root.instances,
-            root.cpu_ns,
-            root.span_ns,
-            root.work,
-            False,
-            [],
-            root.stats,
-        )
-        copies: dict[int | None, TreeNode] = {None: top}
-        for item in arrange(placed, view, lambda p: key(p.node)):
-            node = item.node
-            copy = copies[item.view_key] = TreeNode(
-                node.group,
-                node.domain,
-                node.name,
-                node.instances,
-                node.cpu_ns,
-                node.span_ns,
-                node.work,
-                node.start_end,
-                [],
-                node.stats,
-            )
-            copies[item.view_parent].children.append(copy)
-        shaped.append(top)
-    return shaped
+            rows.append(PlacedNode(node, len(rows), parent))
+            stack.extend((child, len(rows) - 1) for child in reversed(node.children))
+    return rows
+
+
+def placed_order(sort: str) -> Callable[[PlacedNode], tuple[object, ...]]:
+    key = export_order(sort)
+    return lambda item: key(item.node)
+
+
+def nested(roots: list[TreeNode], arranged: list[PlacedNode]) -> list[TreeNode]:
+    """The group roots (in natural order) holding copies of the arranged nodes, nested again."""
+    tops: dict[str, TreeNode] = {}
+    for root in sorted(roots, key=lambda r: group_order(r.group)):
+        tops[root.group] = dataclasses.replace(root, start_end=False, children=[])
+    copies: dict[int, TreeNode] = {}
+    for item in arranged:
+        copy = copies[item.view_key] = dataclasses.replace(item.node, children=[])
+        parent = tops[item.group] if item.view_parent is None else copies[item.view_parent]
+        parent.children.append(copy)
+    return list(tops.values())

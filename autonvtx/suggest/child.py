@@ -138,10 +138,9 @@ def _marks_module() -> types.ModuleType:
 def _quiet_unmatched_patterns() -> None:
     """The broad rules name every package on sys.path; those the program never imports are not
     typos, so `run`'s warning about unmatched patterns is not said."""
-    from autonvtx.control import installed
+    from autonvtx.control import silence_exit_reports
 
-    for instrumentation in installed():
-        atexit.unregister(instrumentation.print_report)
+    silence_exit_reports()
 
 
 def _calibrate(marks: types.ModuleType) -> float:

@@ -32,7 +32,9 @@ Options (`[autonvtx.plugin.torch]`): `layer_paths` (default true; false names mo
 by class only), `modules`, `optimizer`, `backward`, `dataloader` (each default true: turn a
 kind of range off), `domain` (default: the global domain), `backward_modules` and `shapes`
 (default false: a range over each module call's backward pass; the call's tensor shapes in
-its range's name, ``head (Linear) [32x128 float32]``).
+its range's name, ``head (Linear) [32x128 float32]``), `memory` (default false: on CUDA, the
+caching allocator's bytes at each module call's start and end and its peak, as marks
+inside the call's range: `memory.py`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autonvtx.plugins.torch.backward import BackwardRanges
+from autonvtx.plugins.torch.memory import memory_marks
 from autonvtx.plugins.torch.modulecalls import CallOptions, patch_module_call
 from autonvtx.plugins.torch.naming import ModuleNamer, is_loss_class
 
@@ -64,6 +67,7 @@ OPTIONS: dict[str, type] = {
     "domain": str,
     "backward_modules": bool,
     "shapes": bool,
+    "memory": bool,
 }
 
 
@@ -75,6 +79,8 @@ def activate(framework: types.ModuleType, context: PluginContext) -> None:
     if options.get("modules", True):
         namer = ModuleNamer(context, domain, bool(options.get("layer_paths", True)))
         calls = CallOptions(shapes=bool(options.get("shapes", False)))
+        if options.get("memory", False):
+            calls.memory = memory_marks(torch, context.warn)
         if options.get("backward_modules", False):
             calls.backward = BackwardRanges(torch)
         patch_module_call(torch, namer, is_compiling, context, calls)
@@ -102,6 +108,14 @@ def plan(framework: types.ModuleType, context: PluginContext) -> list[tuple[str,
                     "torch.nn.modules.module",
                     "Module._call_impl",
                     f"each module call's backward pass, '{naming} [backward]'",
+                )
+            )
+        if options.get("memory", False):
+            entries.append(
+                (
+                    "torch.nn.modules.module",
+                    "Module._call_impl",
+                    "CUDA allocated bytes at each module call's start and end, and its peak (marks)",
                 )
             )
         for cls in _subclasses(torch.nn.Module):

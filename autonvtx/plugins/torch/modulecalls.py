@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from autonvtx import shapes as shapes_of
 from autonvtx.plugins.torch.backward import BackwardRanges
+from autonvtx.plugins.torch.memory import MemoryMarks
 from autonvtx.plugins.torch.naming import ModuleNamer, Table
 
 if TYPE_CHECKING:
@@ -26,14 +27,17 @@ class _CallState(threading.local):
 class CallOptions:
     """What a module call's range carries beyond its name (each off unless asked for)."""
 
-    __slots__ = ("backward", "shapes")
+    __slots__ = ("backward", "shapes", "memory")
 
-    def __init__(self, backward: BackwardRanges | None = None, shapes: bool = False) -> None:
+    def __init__(
+        self, backward: BackwardRanges | None = None, shapes: bool = False, memory: MemoryMarks | None = None
+    ) -> None:
         self.backward = backward
         self.shapes = shapes
+        self.memory = memory
 
     def any(self) -> bool:
-        return self.backward is not None or self.shapes
+        return self.backward is not None or self.shapes or self.memory is not None
 
 
 def patch_module_call(
@@ -135,11 +139,12 @@ def _extended_maker(
     options: CallOptions,
     skip: Callable[[Callable[..., Any]], None],
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """_plain_maker's call with a backward range, or shapes in the name."""
+    """_plain_maker's call with a backward range, shapes in the name, or memory marks."""
     enter = namer.enter
     variant = namer.variant
     backward = options.backward
     with_shapes = options.shapes
+    memory = options.memory
     grad_enabled: Callable[[], bool] = torch.is_grad_enabled
     sequence_nr: Callable[[], int] = torch._C._autograd._get_sequence_nr
     shapes_key = shapes_of.shapes_key
@@ -162,9 +167,13 @@ def _extended_maker(
                     emitter = variant(table, module, base, key, shapes_suffix, None)
             first = sequence_nr() if backward is not None and grad_enabled() else -1
             emitter.push()
+            # Memory marks go inside the range: the first after its push, the last before its pop.
+            entry = memory.begin() if memory is not None else None
             try:
                 result = original(module, *args, **kwargs)
             finally:
+                if entry is not None:
+                    memory.end(entry)  # type: ignore[union-attr]
                 emitter.pop()
             if first >= 0:
                 back = variant(table, module, base, "backward", _BACKWARD_SUFFIX, "backward")
