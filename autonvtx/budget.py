@@ -97,7 +97,12 @@ def turned_off() -> list[tuple[str, str, float, float]]:
 
 
 def exit_line(percent: float, off: list[tuple[str, str, float, float]]) -> str:
-    """The one line a process prints at exit about what its budget turned off."""
+    """The one line a process prints at exit about what its budget turned off: each function
+    once (installed again, a function is measured and turned off again)."""
+    firsts: dict[tuple[str, str], tuple[str, str, float, float]] = {}
+    for entry in off:
+        firsts.setdefault(entry[:2], entry)
+    off = list(firsts.values())
     shown = ", ".join(f"{name} ({cost:.0f} ns a range, {own:.0f} ns a call)" for _, name, cost, own in off[:10])
     more = f" and {len(off) - 10} more" if len(off) > 10 else ""
     return (

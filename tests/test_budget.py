@@ -188,3 +188,9 @@ def test_the_budget_reaches_rules_with_shapes(tmp_path: Path, engine: str) -> No
     names = [r.name for r in rec.ranges]
     assert names.count("helper [32x128 float64]") == 100  # measured, then turned off
     assert names.count("heavy [32x128 float64]") == 5
+
+
+def test_the_exit_line_names_a_function_turned_off_twice_once() -> None:
+    off = [("d", "helper", 300.0, 100.0), ("d", "other", 200.0, 50.0), ("d", "helper", 310.0, 90.0)]
+    line = budget.exit_line(2, off)
+    assert "for 2 functions" in line and line.count("helper (") == 1

@@ -823,3 +823,13 @@ def test_embedded_json_reads_back_the_same_with_nothing_a_script_element_could_s
     assert not re.search("[<>&\u2028\u2029]", embedded)
     assert json.loads(embedded) == data
     assert json.loads(script_json(json_text(["a\ud800b"]))) == ["a\ufffdb"]
+
+
+def test_a_terminal_s_cut_to_the_first_rows_leaves_the_page_whole(tmp_path: Path) -> None:
+    # The table on a terminal shows the first 30 rows; the page written beside it held only
+    # those 30 too, where through a pipe it held every row.
+    on_terminal, piped = tmp_path / "terminal.html", tmp_path / "piped.html"
+    head = produce(ReportRequest(str(TORCH), each=True, terminal=True, html=str(on_terminal))) or ""
+    produce(ReportRequest(str(TORCH), each=True, html=str(piped)))
+    assert head.startswith("showing the first 30 of")
+    assert page_data(on_terminal) == page_data(piped)

@@ -240,3 +240,40 @@ def test_a_range_met_once_is_not_the_function_when_steps_wait_step_after_step() 
     found = find_straggler(timelines)
     assert found is not None
     assert (found.rank, found.function) == ("rank 1", "grad")
+
+
+def test_filter_shapes_the_table_not_the_straggler(tmp_path: Path) -> None:
+    """--filter decides the rows shown; the straggler is found from every range of the job (a
+    filter hiding the communication ranges once switched the method)."""
+    files = record_job(tmp_path, "compute")
+    whole = across_json(*files)["straggler"]
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", *files, "--across", "ranks", "--format", "json"]
+        + ["--filter", "*backward*"],
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert {row["name"] for row in document["ranges"]} == {"autonvtx:backward"}
+    assert document["straggler"] == whole
+
+
+def test_filter_hiding_the_communication_ranges_keeps_the_straggler() -> None:
+    """The two-GPU torch export: its straggler comes from the c10d ranges' NCCL waits; a filter
+    that shows only forward rows hid them and switched the method."""
+    export = str(Path(__file__).parent / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite")
+    whole = across_json(export)["straggler"]
+    done = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", export, "--across", "ranks", "--format", "json"]
+        + ["--filter", "*forward*"],
+        capture_output=True,
+        text=True,
+        env=autonvtx_env(),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert whole["method"] == "communication"
+    assert json.loads(done.stdout)["straggler"] == whole

@@ -104,17 +104,22 @@ class Spread:
     notes: list[str] = field(default_factory=list)
 
     timelines: dict[str, Timeline] = field(default_factory=dict)  # per rank: when it reached and left each range
+    # Every range and rank, --filter or not: the straggler is found from the whole job (a filter
+    # that hid the communication ranges once changed the method and named a wait the function).
+    every_row: list[SpreadRow] = field(default_factory=list)
+    every_rank: list[str] = field(default_factory=list)
 
     def straggler(self) -> Straggler | None:
         """The rank the others wait for, its function and why (see report.straggler). With NCCL
         kernels the ranks wait on the GPU, inside the communication ranges; else in CPU ranges that
         end together. A communication range is never the function: there a rank waits, it does not work."""
-        ranks = {row.name: {v.rank: float(v.ns) for v in row.ranks} for row in self.rows}
-        communication = {row.name for row in self.rows if row.is_communication()}
+        every_row = self.every_row or self.rows
+        ranks = {row.name: {v.rank: float(v.ns) for v in row.ranks} for row in every_row}
+        communication = {row.name for row in every_row if row.is_communication()}
         if communication:
             waits = {name: ranks[name] for name in communication}
             work = {name: found for name, found in ranks.items() if name not in communication}
-            found = from_communication(waits, work, self.ranks)
+            found = from_communication(waits, work, self.every_rank or self.ranks)
             if found is not None:
                 return found
         return find_straggler(self.timelines, communication.__contains__)
@@ -157,7 +162,6 @@ def _without_rank(mapped: list[dict[str, str]]) -> set[str]:
 def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
     has_gpu = any(s.has_gpu for s in summaries)
     per_name: dict[str, dict[str, tuple[Measures, Overlap | None]]] = {}
-    ranks: set[str] = set()
     timelines: dict[str, Timeline] = {}
     mapped = rank_labels(summaries)
     left_out = _without_rank(mapped)
@@ -166,14 +170,11 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
             if group in labels and labels[group] not in left_out:
                 timelines.setdefault(labels[group], Timeline()).merge(timeline)
         for (group, name), measures in summary.ranges.items():
-            if pattern is not None and not name_matches(name, pattern):
-                continue
             rank = labels[group]
             if rank in left_out:
                 continue
-            ranks.add(rank)
             per_name.setdefault(name, {})[rank] = (measures, summary.overlap.get((group, name)))
-    rows = []
+    every_row = []
     for name, by_rank in per_name.items():
         uses_gpu = has_gpu and any(m[GPU] for m, _ in by_rank.values())
         index = GPU if uses_gpu else CPU
@@ -181,7 +182,10 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
             RankValue(rank, m[index], m[INSTANCES], m[KERNELS], o)
             for rank, (m, o) in sorted(by_rank.items(), key=lambda item: group_order(item[0]))
         ]
-        rows.append(SpreadRow(name, "gpu" if uses_gpu else "cpu", values))
+        every_row.append(SpreadRow(name, "gpu" if uses_gpu else "cpu", values))
+    # --filter decides the rows shown and the ranks listed (those holding a row shown).
+    rows = [row for row in every_row if pattern is None or name_matches(row.name, pattern)]
+    ranks = {value.rank for row in rows for value in row.ranks}
     ordered = sorted(ranks, key=group_order)
     notes = []
     if left_out:
@@ -195,7 +199,8 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
             f"only one rank found ({ordered[0] if ordered else 'none'}): nothing to compare across; "
             "give one export holding several processes, several rank files, or a merged trace"
         )
-    return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes, timelines)
+    every_rank = sorted({value.rank for row in every_row for value in row.ranks}, key=group_order)
+    return Spread([s.path for s in summaries], ordered, has_gpu, rows, notes, timelines, every_row, every_rank)
 
 
 def spread_order(sort: str | None) -> Callable[[SpreadRow], tuple[Any, ...]]:

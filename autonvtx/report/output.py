@@ -103,6 +103,7 @@ def _produce(request: ReportRequest) -> str | None:
         raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
     sort = request.sort or ("gpu" if report.has_gpu else "cpu")
     head = ""
+    asked_for = request  # the terminal's cut below is the table's only: --html keeps every row
     if request.terminal and request.top is None and not request.tree and len(report.rows) > TERMINAL_TOP:
         head = (
             f"showing the first {TERMINAL_TOP} of {len(report.rows):,} ranges by {sort}: --top N for more,"
@@ -128,6 +129,8 @@ def _produce(request: ReportRequest) -> str | None:
         print(f"autonvtx: {report.empty}", file=sys.stderr)  # the table's own line says it only in text
     if request.html is not None:
         size_by = request.html_by if report.has_gpu else "cpu"
+        if asked_for is not request:
+            rows, page_tree = _page_rows(report, asked_for, sort, fmt)
         if page_tree is None:
             page_tree = _export_tree(report, size_by, None, request.pattern)
         page = render("report", "html", ReportDocument(report, rows, page_tree), Rendering(size_by=size_by))
@@ -136,6 +139,14 @@ def _produce(request: ReportRequest) -> str | None:
         return head + content
     write_text_file(request.output, content)
     return None
+
+
+def _page_rows(report: Report, request: ReportRequest, sort: str, fmt: str) -> tuple[list[Row], list[TreeNode] | None]:
+    """The rows (and, for a recording, the tree) the page draws, as `request` asks for them."""
+    if report.kind == "autonvtx":
+        _, rows, tree = _recording_outputs(report, request, sort, fmt)
+        return rows, tree
+    return arrange(report.rows, View(sort=sort, top=request.top, filter=request.pattern), export_order(sort)), None
 
 
 def _side_table(report: Report, request: ReportRequest, fmt: str) -> str | None:
