@@ -59,6 +59,7 @@ typedef struct RegionObject_ {
 
 static PyTypeObject RegionType;
 static Py_ssize_t regions_index = -1;
+static Py_ssize_t pending_index = -1; /* a code extra: the placer of a code not placed yet */
 static RegionObject* newest_region; /* every live Region, through `older` */
 
 static void region_register(RegionObject* self);
@@ -291,6 +292,40 @@ static PyObject* on_line(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     return Py_NewRef(disable);
 }
 
+/* The placer of a code object a region selected and not yet placed (a code extra of its own
+   index; NULL when none). */
+static inline PyObject* pending_of(PyObject* code)
+{
+    void* extra = NULL;
+    if (pending_index < 0 || !PyCode_Check(code))
+        return NULL;
+    (void)PyUnstable_Code_GetExtra(code, pending_index, &extra);
+    return (PyObject*)extra;
+}
+
+/* A pending code object's first call (PY_START), or the first resumption of a generator or
+   coroutine begun before it was pending (PY_RESUME): its placer (Python: the source's loops,
+   then attach_regions and the code's local events) runs now. sys.monitoring calls no
+   callback for what the placer itself runs. */
+static PyObject* place_now(PyObject* code)
+{
+    PyObject* placer = pending_of(code);
+    PyObject* done;
+    if (placer == NULL)
+        return NULL;
+    /* Left pending while it runs: another thread's first call meanwhile calls it too, and
+       waits there (the placer's lock) until the regions are on, so no call runs half placed. */
+    Py_INCREF(placer);
+    done = PyObject_CallOneArg(placer, code);
+    if (done == NULL)
+        PyErr_WriteUnraisable(code); /* the program's call goes on, whatever the placer did */
+    Py_XDECREF(done);
+    if (pending_of(code) == placer && PyUnstable_Code_SetExtra(code, pending_index, NULL) < 0)
+        PyErr_WriteUnraisable(code);
+    Py_DECREF(placer);
+    return regions_of(code);
+}
+
 static PyObject* on_frame_start(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
 {
     PyObject* regions;
@@ -299,7 +334,7 @@ static PyObject* on_frame_start(PyObject* self, PyObject* const* args, Py_ssize_
     Py_ssize_t i, n;
     (void)self;
 
-    if (nargs < 1 || (regions = regions_of(args[0])) == NULL)
+    if (nargs < 1 || ((regions = regions_of(args[0])) == NULL && (regions = place_now(args[0])) == NULL))
         Py_RETURN_NONE;
     stack = thread_stack();
     frame = (PyObject*)PyEval_GetFrame();
@@ -377,7 +412,7 @@ static PyObject* on_frame_resume(PyObject* self, PyObject* const* args, Py_ssize
     Py_ssize_t i, n;
     (void)self;
 
-    if (nargs < 1 || regions_of(args[0]) == NULL || PyDict_GET_SIZE(suspended) == 0)
+    if (nargs < 1 || (regions_of(args[0]) == NULL && place_now(args[0]) == NULL) || PyDict_GET_SIZE(suspended) == 0)
         Py_RETURN_NONE;
     stack = thread_stack();
     frame = (PyObject*)PyEval_GetFrame();
@@ -584,7 +619,31 @@ static PyObject* detach_regions(PyObject* module, PyObject* code)
     Py_RETURN_NONE;
 }
 
+static PyObject* defer_regions(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyCode_Check(args[0]) || (args[1] != Py_None && !PyCallable_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "defer_regions(code, placer_or_None)");
+        return NULL;
+    }
+    if (pending_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "defer_regions: no code extra index left");
+        return NULL;
+    }
+    if (args[1] != Py_None)
+        Py_INCREF(args[1]);
+    if (PyUnstable_Code_SetExtra(args[0], pending_index, args[1] == Py_None ? NULL : args[1]) < 0) {
+        if (args[1] != Py_None)
+            Py_DECREF(args[1]);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef regions_methods[] = {
+    {"defer_regions", (PyCFunction)(void (*)(void))defer_regions, METH_FASTCALL,
+     "defer_regions(code, placer, /)\n--\n\nAt `code`'s next PY_START or PY_RESUME (local events the caller "
+     "sets), call placer(code) once; None: nothing pending."},
     {"attach_regions", (PyCFunction)(void (*)(void))attach_regions, METH_FASTCALL,
      "attach_regions(code, regions, /)\n--\n\nGive `code` these Regions (outermost first)."},
     {"detach_regions", (PyCFunction)detach_regions, METH_O,
@@ -619,6 +678,9 @@ int regions_add_to_module(PyObject* module)
             PyErr_Clear(); /* no index left: regions report themselves unavailable */
             return 0;
         }
+        pending_index = PyUnstable_Eval_RequestCodeExtraIndex(release_regions);
+        if (pending_index < 0)
+            PyErr_Clear(); /* regions are then placed as their modules run (defer_regions raises) */
         suspended = PyDict_New();
         if (suspended == NULL)
             return -1;

@@ -158,13 +158,16 @@ class GroupSpan(ctypes.Structure):
 
 
 class Damage(ctypes.Structure):
-    """What a damaged recording lost (`uint64_t out[4]` of `autonvtx_export_damage`)."""
+    """What a damaged recording lost (`uint64_t out[6]` of `autonvtx_export_damage`): damage,
+    then what a last write cut short by the process's end kept and lost."""
 
     _fields_ = [
         ("corrupt_records", ctypes.c_uint64),
         ("skipped_bytes", ctypes.c_uint64),
         ("bad_entries", ctypes.c_uint64),
         ("impossible_times", ctypes.c_uint64),
+        ("cut_kept_events", ctypes.c_uint64),
+        ("cut_lost_bytes", ctypes.c_uint64),
     ]
 
 

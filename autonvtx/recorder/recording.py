@@ -64,6 +64,7 @@ _U32X2 = struct.Struct("<II")
 _U32X4 = struct.Struct("<IIII")
 _HEAD = struct.Struct("<IIQ")  # kind/flags/payload type/message kind as one word, domain, ts
 _U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
 
 _T_END, _T_CMDLINE, _T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD, _T_THREAD_NAMES, _T_SPILL = range(8)
 _PUSH, _POP, _START, _END, _MARK = K_PUSH, K_POP, K_START, K_END, K_MARK
@@ -87,6 +88,25 @@ _EVENT_REGISTRIES = (_T_DOMAINS, _T_STRINGS, _T_CATEGORIES)
 
 def _pad8(n: int) -> int:
     return (n + 7) & ~7
+
+
+def record_size(data: bytes | mmap.mmap, pos: int, end: int) -> int:
+    """Bytes of the event record at `pos` (anr_format.h's anr_record_size), 0 if it runs past
+    `end`: a record the process's end cut through."""
+    if end - pos < 16:
+        return 0
+    word = _U32X2.unpack_from(data, pos)[0]
+    kind, flags, payload_type, message_kind = word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF, word >> 24
+    n = 16 + (8 if kind in (_START, _END) else 0) + (8 if payload_type else 0)
+    n += (4 if flags & _F_COLOR else 0) + (4 if flags & _F_CATEGORY else 0)
+    if message_kind == _M_REGISTERED:
+        n += 4
+    elif message_kind == _M_INLINE:
+        if pos + n + 4 > end:
+            return 0
+        n += 4 + _U32.unpack_from(data, pos + n)[0]
+    n = _pad8(n)
+    return n if pos + n <= end else 0
 
 
 class _DomainNames(dict[int, str]):
@@ -159,16 +179,23 @@ class _Reader:
         while pos + _SECTION.size <= len(data):
             tag, _, length = _SECTION.unpack_from(data, pos)
             start, end = pos + _SECTION.size, pos + _SECTION.size + length
-            if tag == _T_END or end > len(data):
-                break  # a write cut short by the process's end: what precedes it is whole
+            if tag == _T_END:
+                break
+            last = end > len(data)
+            if last:  # a write cut short by the process's end: its whole entries are kept
+                end = self.whole_entries(tag, start, len(data))
+                if end <= start:
+                    break
             if not events and tag in _EVENT_REGISTRIES:
                 pos = end  # read by the native exporter (a million strings cost seconds here)
-                continue
-            try:
-                self.section(recording, tables, threads, tag, start, end)
-            except struct.error as error:
-                raise self.fail(f"section {tag} at byte {pos} is truncated ({error})") from None
-            pos = end
+            else:
+                try:
+                    self.section(recording, tables, threads, tag, start, end)
+                except struct.error as error:
+                    raise self.fail(f"section {tag} at byte {pos} is truncated ({error})") from None
+                pos = end
+            if last:
+                break
         for tid, name in tables.renames:
             recording.thread_names[tid] = name
         if events:
@@ -208,6 +235,34 @@ class _Reader:
             recording.dropped_events = dropped
             recording.discarded_events = discarded
             recording.ended_normally = recording.ended_normally or bool(final)
+
+    def whole_entries(self, tag: int, start: int, end: int) -> int:
+        """Where the whole entries of a section cut at `end` stop (`start`: none; a section
+        holding no entries of its own, such as SPILL, keeps none)."""
+        data = self.data
+        if tag == _T_THREAD:
+            if end - start < _THREAD.size:
+                return start
+            name_len = _THREAD.unpack_from(data, start)[4]
+            pos = start + _THREAD.size + _pad8(name_len)
+            if pos > end:
+                return start
+            while pos < end:
+                size = record_size(data, pos, end)
+                if size == 0:
+                    break
+                pos += size
+            return pos
+        if tag not in (_T_DOMAINS, _T_STRINGS, _T_CATEGORIES, _T_THREAD_NAMES):
+            return start
+        head = 8 if tag in (_T_DOMAINS, _T_THREAD_NAMES) else 16
+        pos = start
+        while pos + head <= end:
+            length = _U32X2.unpack_from(data, pos + (0 if head == 8 else 8))[1 if head == 8 else 0]
+            if pos + head + length > end:
+                break
+            pos += head + _pad8(length)
+        return min(pos, end)
 
     def named(self, pos: int, end: int, head: struct.Struct, store: Callable[..., object]) -> None:
         """Reads entries of `head` ending in (len[, 0]) followed by a padded UTF-8 string."""

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
@@ -28,6 +28,9 @@ from autonvtx.recorder.stats import (
     unshaped,
 )
 from autonvtx.recorder.view import arrange
+
+if TYPE_CHECKING:
+    from autonvtx.recorder.writer import FileDamage
 
 
 @dataclass
@@ -139,11 +142,18 @@ def window_notes(outside: Mapping[int, int]) -> list[str]:
     ]
 
 
-def damage_notes(damage: Mapping[int, tuple[int, int, int, int]]) -> list[str]:
+def damage_notes(damage: Mapping[int, FileDamage]) -> list[str]:
     """What a damaged recording lost: every event before the damage is in the outputs."""
     notes = []
-    for pid, (records, skipped, entries, times) in sorted(damage.items()):
+    for pid, lost in sorted(damage.items()):
+        if lost.cut_kept_events or lost.cut_lost_bytes:
+            notes.append(
+                f"process {pid}: its last write was cut short when it ended: the "
+                f"{count_text(lost.cut_kept_events, 'event', 'events')} written before the cut are kept, "
+                f"{count_text(lost.cut_lost_bytes, 'byte', 'bytes')} of events after it are lost"
+            )
         parts = []
+        records, skipped, entries, times = lost[:4]
         if records:
             parts.append(
                 f"{count_text(records, 'corrupt record', 'corrupt records')} (the rest of "
@@ -158,10 +168,11 @@ def damage_notes(damage: Mapping[int, tuple[int, int, int, int]]) -> list[str]:
             )
         if skipped and not records:
             parts.append("a last section cut short")
-        notes.append(
-            f"process {pid}: its recording is damaged: {', '.join(parts)}; {count_text(skipped, 'byte', 'bytes')}"
-            " left out, every event readable around them kept"
-        )
+        if parts:
+            notes.append(
+                f"process {pid}: its recording is damaged: {', '.join(parts)}; "
+                f"{count_text(skipped, 'byte', 'bytes')} left out, every event readable around them kept"
+            )
     return notes
 
 

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from autonvtx.recorder import native, perfetto
 from autonvtx.recorder.model import ProcessRecording
@@ -47,6 +48,20 @@ class RawRow:
     variance: float
 
 
+class FileDamage(NamedTuple):
+    """What one recording lost: to damage (records where a section stopped being readable,
+    bytes skipped, registry entries with an impossible id, records with an impossible time),
+    and to a last write cut short by the process's end (its whole events kept, the bytes of it
+    the write did not reach lost)."""
+
+    corrupt_records: int
+    skipped_bytes: int
+    bad_entries: int
+    impossible_times: int
+    cut_kept_events: int = 0
+    cut_lost_bytes: int = 0
+
+
 @dataclass
 class Exported:
     """What streaming the files found."""
@@ -58,9 +73,8 @@ class Exported:
     open_ranges: int = 0
     # pid -> events left out because they began outside the process's capture windows
     outside_windows: dict[int, int] = field(default_factory=dict)
-    # pid -> (corrupt records, bytes skipped, registry entries rejected, records with an
-    # impossible time) of a damaged recording
-    damage: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    # pid -> what its recording lost to damage, or to a last write its end cut short
+    damage: dict[int, FileDamage] = field(default_factory=dict)
 
 
 _OUTPUT_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # a full disk, a file size limit, a quota
@@ -107,11 +121,13 @@ def export(
             if outside:
                 result.outside_windows[recording.pid] = outside
             if lib.autonvtx_export_damage(handle, ctypes.byref(damage)):
-                result.damage[recording.pid] = (
+                result.damage[recording.pid] = FileDamage(
                     damage.corrupt_records,
                     damage.skipped_bytes,
                     damage.bad_entries,
                     damage.impossible_times,
+                    damage.cut_kept_events,
+                    damage.cut_lost_bytes,
                 )
             if progress is not None:
                 progress.update(done + 1, len(files))

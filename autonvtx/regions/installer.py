@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
+import threading
 import types
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
@@ -13,6 +15,7 @@ from typing import Any
 from autonvtx import ranges
 from autonvtx.codes import code_of, nested_codes
 from autonvtx.config import Config, Region
+from autonvtx.forklocks import renewed_in_fork_child
 from autonvtx.regions.capture import CaptureWindow
 from autonvtx.regions.locate import Placement, place
 from autonvtx.regions.monitor import RegionMonitor, monitoring_problem
@@ -21,6 +24,9 @@ from autonvtx.regions.monitor import RegionMonitor, monitoring_problem
 # in one line.
 _SAID_ONE_BY_ONE = 3
 _DEFAULT_NAMES = {"loop": "{qualname} {i}", "call": "{qualname} {i}"}
+# What a glob never places regions in: the code that emits the ranges (walk.REFUSED_PACKAGES,
+# the same packages the rules never instrument).
+_MACHINERY = ("autonvtx", "wrapt", "nvtx")
 
 
 def regions_available() -> str | None:
@@ -45,9 +51,12 @@ class RegionInstaller:
         self._monitor: RegionMonitor | None = None
         self._done: set[tuple[int, int]] = set()  # (region index, id(code)) placed
         self._found: set[int] = set()  # regions that found a function
-        self._attached: dict[types.CodeType, list[tuple[Placement, Any]]] = {}
+        self._attached: dict[int, list[tuple[Placement, Any]]] = {}  # by id(code): see monitor
         self._windows: list[tuple[CaptureWindow, Any]] = []
         self._keep: list[Any] = []  # every native Region stays alive: open ranges point at them
+        # Functions selected and not yet run: placed at their first call (regions.c's PY_START)
+        self._pending: dict[int, list[tuple[Region, str]]] = {}  # by id(code)
+        self._placing = renewed_in_fork_child(threading.RLock())
 
     def should_consider_module(self, name: str) -> bool:
         return any(fnmatchcase(name, region.module_glob) for region in self.regions)
@@ -56,6 +65,9 @@ class RegionInstaller:
         """Place the regions whose functions `module` defines (again after each statement of
         `__main__`: only code not placed before is looked at)."""
         name = getattr(module, "__name__", "")
+        if name.partition(".")[0] in _MACHINERY:
+            return
+        running: set[int] | None = None
         for index, region in enumerate(self.regions):
             if not fnmatchcase(name, region.module_glob):
                 continue
@@ -63,7 +75,42 @@ class RegionInstaller:
                 if (index, id(code)) not in self._done:
                     self._done.add((index, id(code)))
                     self._found.add(index)
-                    self._place(region, name, code)
+                    if running is None:
+                        running = _running_codes() if self._apply else set()
+                    if id(code) in running or not self._defer(region, name, code):
+                        self._place(region, name, code)
+
+    def _defer(self, region: Region, module: str, code: types.CodeType) -> bool:
+        """Place `region` in `code` at the function's next call (or a generator's resumption): a
+        glob that selects thousands of functions (`*:*`) costs what the program runs, not a
+        parse of every module's source. False when it cannot wait: a dry run places at once,
+        and so does a function running now (install() from inside it), which no call announces."""
+        if not self._apply:
+            return False
+        pending = self._pending.get(id(code))
+        if pending is None:
+            monitor = self._installed_monitor()
+            if monitor is None or id(code) in self._attached or not monitor.defer(code, self._place_pending):
+                return False
+            pending = self._pending[id(code)] = []
+        pending.append((region, module))
+        return True
+
+    def _place_pending(self, code: types.CodeType) -> None:
+        """regions.c at `code`'s first call: the regions waiting for it are placed. Never
+        raises into the program's call: a failure is a problem said at exit."""
+        with self._placing:  # threads calling it first at once: one places, the others wait
+            entries = self._pending.pop(id(code), None)
+            if entries is None:
+                return
+            for region, module in entries:
+                try:
+                    self._place(region, module, code)
+                except Exception as error:  # a placement bug must not break the user's program
+                    where = f"{region.where('function')}: {module}:{code.co_qualname}"
+                    self.problems.append(f"{where}: not placed: {error}")
+            if id(code) not in self._attached and self._monitor is not None:
+                self._monitor.forget(code)
 
     def place_source(self, module: str, source: str, filename: str) -> None:
         """Place the regions in the functions a script's source defines, without running it
@@ -120,16 +167,23 @@ class RegionInstaller:
         if self._apply:
             self._attach(region, module, code, placement)
 
-    def _attach(self, region: Region, module: str, code: types.CodeType, placement: Placement) -> None:
-        if self._monitor is None:
+    def _installed_monitor(self) -> RegionMonitor | None:
+        """The monitor, installed at the first need; None (and regions off, said) if it cannot be."""
+        if self._monitor is None and self._apply:
             problem = monitoring_problem()
             monitor = RegionMonitor()
             problem = problem or monitor.install()
             if problem is not None:
                 self.note = f"regions are off: {problem}"
                 self._apply = False
-                return
+                return None
             self._monitor = monitor
+        return self._monitor
+
+    def _attach(self, region: Region, module: str, code: types.CodeType, placement: Placement) -> None:
+        if self._installed_monitor() is None:
+            return
+        assert self._monitor is not None
         style = self.config.region_style(region, module)
         domain, color, category = ranges.style_arguments(style)
         text, pieces = _name(
@@ -159,7 +213,7 @@ class RegionInstaller:
             if not self._windows:
                 atexit.register(self.close_windows)
             self._windows.append((window, native))
-        held = self._attached.setdefault(code, [])
+        held = self._attached.setdefault(id(code), [])
         held.append((placement, native))
         # Outermost first: regions.c closes and opens in this order.
         held.sort(key=lambda item: (item[0].lo, -item[0].hi))
@@ -197,6 +251,7 @@ class RegionInstaller:
         return lines
 
     def uninstall(self) -> None:
+        self._pending.clear()
         if self._monitor is not None:
             self._monitor.uninstall()
             self._monitor = None
@@ -219,6 +274,17 @@ def _name(template: str, module: str, code: types.CodeType, placement: Placement
     if "\0" not in text:
         return text, None
     return text.replace("\0", "{i}"), tuple(piece.encode() for piece in text.split("\0"))
+
+
+def _running_codes() -> set[int]:
+    """The ids of the code objects on every thread's stack now."""
+    found: set[int] = set()
+    for frame in sys._current_frames().values():
+        at: types.FrameType | None = frame
+        while at is not None:
+            found.add(id(at.f_code))
+            at = at.f_back
+    return found
 
 
 def _codes(namespace: dict[str, Any], module: str, glob: str) -> Iterator[types.CodeType]:

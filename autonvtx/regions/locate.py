@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import opcode
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +38,14 @@ def place(region: Region, code: types.CodeType) -> Placement | str:
     """Where `region` sits in `code`, or why it cannot (the problem, as a message's tail)."""
     if region.loop is None and region.lines is None:
         return _call_placement()
+    if region.lines is None and region.loop in ("first", "auto"):
+        lines = _lines_without_loops(code)
+        if lines is not None:  # most functions a broad glob selects: no source is parsed for them
+            if region.loop == "auto":
+                return _call_placement()
+            return (
+                f"no loop in {code.co_qualname} (lines {lines[0]}-{lines[1]}); expected a for, async for or while loop"
+            )
     node = _function_node(code)
     if isinstance(node, str):
         return node
@@ -54,6 +63,26 @@ def place(region: Region, code: types.CodeType) -> Placement | str:
             return _loop(code, loop, "")
     starts = ", ".join(str(loop.lineno) for loop in loops) or "none"
     return f"no loop starts on line {region.loop} of {code.co_qualname}; expected one of its loops' lines ({starts})"
+
+
+# Instructions every loop of a function compiles to: a for loop's FOR_ITER, an async for's
+# GET_ANEXT, the jump back at the end of a loop body (a while loop's; a comprehension's too).
+_LOOP_OPCODES = frozenset(
+    opcode.opmap[name] for name in ("FOR_ITER", "JUMP_BACKWARD", "GET_ANEXT", "END_ASYNC_FOR") if name in opcode.opmap
+)
+
+
+def _lines_without_loops(code: types.CodeType) -> tuple[int, int] | None:
+    """(first, last line) of `code` when it certainly holds no loop, else None (its source's
+    AST decides). A while loop whose body never jumps back (it always returns or breaks) has
+    none of those instructions: a `while` in the function's text sends it to the AST."""
+    if not _LOOP_OPCODES.isdisjoint(code.co_code[::2]):  # (opcode, argument) pairs
+        return None
+    first = code.co_firstlineno
+    last = max((line for _, _, line in code.co_lines() if line is not None), default=first)
+    if any("while" in text for text in linecache.getlines(code.co_filename)[first - 1 : last]):
+        return None
+    return first, last
 
 
 def _call_placement() -> Placement:
@@ -88,7 +117,7 @@ def _definitions(filename: str) -> dict[tuple[str, int], _Function] | None:
         index: dict[tuple[str, int], _Function] | None = None
         if tree is not None:
             index = {}
-            for node in ast.walk(tree):
+            for node in _statements(tree.body, into_definitions=True):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
                     index.setdefault((node.name, first), node)
@@ -107,18 +136,33 @@ def _parsed(filename: str) -> ast.Module | None:
     return _trees[filename]
 
 
-def _loops(node: ast.AST) -> Iterator[_Loop]:
+def _loops(node: _Function) -> Iterator[_Loop]:
     """The function's own loops in source order (not those of functions defined inside it)."""
-    found: list[_Loop] = []
-    pending = list(ast.iter_child_nodes(node))
-    while pending:
-        child = pending.pop()
-        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(child, (ast.For, ast.AsyncFor, ast.While)):
-            found.append(child)
-        pending.extend(ast.iter_child_nodes(child))
+    found = [child for child in _statements(node.body, into_definitions=False) if isinstance(child, _LOOPS)]
     return iter(sorted(found, key=lambda loop: (loop.lineno, loop.col_offset)))
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _statements(body: list[ast.stmt], *, into_definitions: bool) -> Iterator[ast.stmt]:
+    """Every statement in `body` and in the blocks nested in it (if, loops, with, try, match;
+    with `into_definitions`, function and class bodies too). Loops and definitions are
+    statements only: expressions, the bulk of a tree, are not visited (ast.walk visited them,
+    seconds over a program's modules for a `*:*` region)."""
+    pending: list[ast.AST] = list(body)
+    while pending:
+        stmt = pending.pop()
+        if not isinstance(stmt, ast.stmt):  # an except handler or a match case: its body
+            pending.extend(getattr(stmt, "body", ()))
+            continue
+        yield stmt
+        if not into_definitions and isinstance(stmt, _DEFINITIONS):
+            continue
+        for field in _BLOCKS:
+            pending.extend(getattr(stmt, field, ()))
 
 
 def _first_line_run(code: types.CodeType, lo: int, hi: int) -> int | None:

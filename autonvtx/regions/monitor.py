@@ -1,6 +1,8 @@
 """A sys.monitoring tool id of regions' own, with regions.c's callbacks, on the code objects
 that hold regions only: local LINE events (and the frame events), DISABLE where no region
-needs a line, so functions without regions pay nothing."""
+needs a line, so functions without regions pay nothing. A function a region selects is placed
+at its first call (`defer`: local PY_START and PY_RESUME events until then), so that a glob
+selecting thousands of functions costs what the program runs."""
 
 from __future__ import annotations
 
@@ -37,7 +39,10 @@ class RegionMonitor:
 
     def __init__(self) -> None:
         self.tool_id: int | None = None
-        self._codes: list[types.CodeType] = []
+        # Codes given events (regions, or a placer), by identity: equal code objects of two
+        # files (same name, line and body) are two functions.
+        self._codes: dict[int, types.CodeType] = {}
+        self._deferred: list[types.CodeType] = []  # codes given a placer
         self._client: Any = None
 
     def install(self) -> str | None:
@@ -65,6 +70,29 @@ class RegionMonitor:
         self.tool_id, self._client = tool_id, client
         return None
 
+    def defer(self, code: types.CodeType, placer: Any) -> bool:
+        """Have `placer(code)` called at `code`'s next call or resumption (natively, once), so
+        that only functions the program runs are placed; False when this client cannot."""
+        if self.tool_id is None:
+            raise RuntimeError("RegionMonitor is not installed")
+        if not hasattr(self._client, "defer_regions"):
+            return False
+        try:
+            self._client.defer_regions(code, placer)
+        except RuntimeError:  # no code extra index left: placed as its module runs
+            return False
+        events = _monitoring().events
+        _monitoring().set_local_events(self.tool_id, code, events.PY_START | events.PY_RESUME)
+        self._deferred.append(code)
+        self._codes[id(code)] = code
+        return True
+
+    def forget(self, code: types.CodeType) -> None:
+        """`code` was deferred and holds no region after all: no event of regions' on it."""
+        if self.tool_id is not None:
+            self._client.defer_regions(code, None)
+            _monitoring().set_local_events(self.tool_id, code, 0)
+
     def attach(self, code: types.CodeType, natives: tuple[Any, ...], calls: bool) -> None:
         """Give `code` these native Regions (outermost first); `calls`: one opens per call."""
         if self.tool_id is None:
@@ -75,18 +103,20 @@ class RegionMonitor:
             flags |= events.PY_START
         self._client.attach_regions(code, natives)
         _monitoring().set_local_events(self.tool_id, code, flags)
-        if code not in self._codes:
-            self._codes.append(code)
+        self._codes[id(code)] = code
 
     def uninstall(self) -> None:
         """No event, callback or tool id of regions' is left; open ranges stay open."""
         if self.tool_id is None:
             return
         monitoring = _monitoring()
-        for code in self._codes:
+        for code in self._codes.values():
             monitoring.set_local_events(self.tool_id, code, 0)
             self._client.detach_regions(code)
         self._codes.clear()
+        for code in self._deferred:  # a placer not yet called holds the installer
+            self._client.defer_regions(code, None)
+        self._deferred.clear()
         monitoring.set_events(self.tool_id, 0)
         for event in (
             monitoring.events.LINE,

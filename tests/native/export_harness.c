@@ -13,7 +13,7 @@
 
 void* autonvtx_export_new(const char* json_path, const char* pftrace_path, int stats_mode, uint64_t skip_first);
 int autonvtx_export_file(void* handle, const char* path, uint64_t group, uint64_t info[8]);
-uint64_t autonvtx_export_damage(void* handle, uint64_t out[4]);
+uint64_t autonvtx_export_damage(void* handle, uint64_t out[6]);
 size_t autonvtx_export_rows(void* handle);
 void autonvtx_export_row(void* handle, size_t i, uint64_t out[12], double fout[3]);
 const char* autonvtx_export_text(void* handle, uint32_t id, int which);
@@ -50,7 +50,7 @@ int __wrap_munmap(void* addr, size_t length)
 
 static void one(const char* path, int mode, uint64_t skip_first)
 {
-    uint64_t info[8], out[12], span[3], damage[4];
+    uint64_t info[8], out[12], span[3], damage[6];
     double fout[3];
     size_t i, rows;
     void* x = autonvtx_export_new("/dev/null", NULL, mode, skip_first);

@@ -5,8 +5,9 @@
  *
  * Version 2; little-endian, as written natively on x86-64/aarch64; every item starts 8-byte
  * aligned; "str" means bytes without terminator, padded with zeros to 8. A file is a header,
- * then sections appended write after write; readers read to the end and leave out a last
- * section cut short.
+ * then sections appended write after write; readers read to the end. Of a last section cut
+ * short (the process killed mid-write), they keep the whole entries before the cut when it is
+ * a THREAD section (its head whole) or a registry, and leave out any other.
  *
  *   header (ANR_HEADER_SIZE = 64 bytes):
  *     char  magic[8] = "ANVTXREC"

@@ -203,6 +203,8 @@ __attribute__((noinline)) char* reserve_slow(thread_buffer* b, size_t n, int clo
     b->tail_used = 0;
     b->tail_events_base = events;
     b->limit = tail_limit(b);
+    if (g_record_dir[0] && !g_keep_last && !g_flight) /* --flight's scans keep their own pace */
+        spill_nudge(c->cap);
     return c->data;
 }
 

@@ -288,6 +288,8 @@ EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, 
     x->outside = 0;
     x->corrupt_records = x->skipped_bytes = x->bad_entries = x->impossible_times = 0;
     x->latest_write_ns = 0;
+    x->cut_write = 0;
+    x->cut_kept_events = x->cut_lost_bytes = 0;
     find_windows(x);
     read_sections(x);
     x->info[I_FIRST] = UINT64_MAX;
@@ -323,15 +325,19 @@ EXPORT uint64_t autonvtx_export_outside(void* handle)
 }
 
 /* What the last file streamed lost to damage: out = records where a section stopped being
-   readable, bytes skipped, registry entries rejected; returns their sum (0: nothing). */
-EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[4])
+   readable, bytes skipped, registry entries rejected, records with impossible times; then of
+   a last write the process's end cut short: the events of it kept, the bytes of it lost.
+   Returns nonzero when any of it happened. */
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[6])
 {
     exporter* x = handle;
     out[0] = x->corrupt_records;
     out[1] = x->skipped_bytes;
     out[2] = x->bad_entries;
     out[3] = x->impossible_times;
-    return out[0] + out[1] + out[2] + out[3];
+    out[4] = x->cut_kept_events;
+    out[5] = x->cut_lost_bytes;
+    return out[0] + out[1] + out[2] + out[3] + (uint64_t)x->cut_write;
 }
 
 EXPORT int autonvtx_export_close(void* handle)

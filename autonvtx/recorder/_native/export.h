@@ -192,6 +192,10 @@ typedef struct exporter {
        file's last write by more than TIME_SLACK_NS): left out, each alone. */
     uint64_t impossible_times;
     uint64_t latest_write_ns; /* the latest SPILL's time (0: none): no event is later */
+    /* A last write the process's end cut short: its whole records are read (and counted here),
+       the bytes it did not reach, and the record or entry the cut went through, are lost. */
+    int cut_write;
+    uint64_t cut_kept_events, cut_lost_bytes;
 } exporter;
 
 /* How far past the file's last recorded write an event may lie: a process that died before
@@ -205,7 +209,7 @@ EXPORT void* autonvtx_export_new(const char* json_path, const char* pftrace_path
                                  uint64_t skip_first);
 EXPORT int autonvtx_export_file(void* handle, const char* path, uint64_t group, uint64_t info[8]);
 EXPORT uint64_t autonvtx_export_outside(void* handle);
-EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[4]);
+EXPORT uint64_t autonvtx_export_damage(void* handle, uint64_t out[6]);
 EXPORT int autonvtx_export_close(void* handle);
 EXPORT void autonvtx_export_free(void* handle);
 EXPORT size_t autonvtx_export_rows(void* handle);

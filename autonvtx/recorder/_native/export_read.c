@@ -71,8 +71,10 @@ static size_t decode(exporter* x, const char* p, size_t avail, opened* o, uint64
 }
 
 /* The events of one THREAD section (at least its head). A record that cannot be
-   decoded ends the section: the bytes from it on are counted as skipped. */
-static void read_thread(exporter* x, const char* p, size_t n)
+   decoded ends the section: the bytes from it on are counted as skipped. In a section the
+   process's end cut short (`cut`), the record the cut went through is no damage: its bytes
+   join the write's lost part, and every whole record before it is kept. */
+static void read_thread(exporter* x, const char* p, size_t n, int cut)
 {
     uint32_t tid = load32(p), index = load32(p + 4), name_len = load32(p + 24), flags = load32(p + 28);
     size_t pos = ANR_THREAD_HEAD_BYTES + ANR_ALIGN8((size_t)name_len);
@@ -84,6 +86,10 @@ static void read_thread(exporter* x, const char* p, size_t n)
         uint64_t id = 0;
         size_t size = decode(x, p + pos, n - pos, &o, &id);
         if (size == 0) {
+            if (cut && anr_record_size(p + pos, n - pos) == 0) {
+                x->cut_lost_bytes += n - pos;
+                return;
+            }
             x->corrupt_records++;
             x->skipped_bytes += n - pos;
             return;
@@ -99,6 +105,7 @@ static void read_thread(exporter* x, const char* p, size_t n)
             continue;
         }
         pair_event(x, t, (uint8_t)p[pos], &o, id);
+        x->cut_kept_events += cut != 0;
         pos += size;
     }
 }
@@ -125,7 +132,7 @@ static void read_named(exporter* x, uint32_t tag, uint32_t a, uint32_t b, const 
 
 /* Registries: domains, strings and categories, mapped to global ids. An entry running past the
    section ends it (counted as skipped). */
-static void read_registry(exporter* x, uint32_t tag, const char* p, size_t n)
+static void read_registry(exporter* x, uint32_t tag, const char* p, size_t n, int cut)
 {
     size_t pos = 0;
     while (pos + 8 <= n) {
@@ -143,18 +150,33 @@ static void read_registry(exporter* x, uint32_t tag, const char* p, size_t n)
         read_named(x, tag, a, b, p + pos + 16, len);
         pos += 16 + ANR_ALIGN8((size_t)len);
     }
-    if (pos < n) {
+    if (pos < n && cut) {
+        x->cut_lost_bytes += n - pos; /* the entry the process's end cut through */
+    } else if (pos < n) {
         x->corrupt_records++;
         x->skipped_bytes += n - pos;
     }
 }
 
-/* The section at `pos`: 1 with its tag, body and length; 0 at the end (an END tag, the file's
-   end, or a section cut short: `cut` gets its bytes). */
-static int section_at(const exporter* x, size_t pos, uint32_t* tag, const char** body, uint64_t* len,
-                      size_t* cut)
+/* Sections a write cut short still yields entries of, whole ones before the cut: a thread's
+   events (once its head is whole) and the registries. */
+static int readable_when_cut(uint32_t tag, size_t avail)
 {
-    *cut = 0;
+    if (tag == ANR_T_THREAD)
+        return avail >= ANR_THREAD_HEAD_BYTES;
+    return tag == ANR_T_DOMAINS || tag == ANR_T_STRINGS || tag == ANR_T_CATEGORIES;
+}
+
+/* The section at `pos`: 1 with its tag, body and length; 0 at the end (an END tag, the file's
+   end, or a section cut short that holds nothing readable: `skipped` gets its bytes). A last
+   section cut short (the process ended while writing it) that holds whole entries is returned
+   with the bytes it has as its length, and `missing` gets the bytes the write did not reach. */
+static int section_at(const exporter* x, size_t pos, uint32_t* tag, const char** body, uint64_t* len,
+                      uint64_t* missing, size_t* skipped)
+{
+    size_t avail;
+    *missing = 0;
+    *skipped = 0;
     if (pos + ANR_SECTION_HEAD_BYTES > x->size)
         return 0;
     *tag = load32(x->data + pos);
@@ -162,36 +184,46 @@ static int section_at(const exporter* x, size_t pos, uint32_t* tag, const char**
     *body = x->data + pos + ANR_SECTION_HEAD_BYTES;
     if (*tag == ANR_T_END)
         return 0;
-    if (*len > x->size - pos - ANR_SECTION_HEAD_BYTES) {
-        *cut = x->size - pos;
-        return 0;
+    avail = x->size - pos - ANR_SECTION_HEAD_BYTES;
+    if (*len > avail) {
+        if (!readable_when_cut(*tag, avail)) {
+            *skipped = x->size - pos;
+            return 0;
+        }
+        *missing = *len - avail;
+        *len = avail;
     }
     return 1;
 }
 
-#define EACH_SECTION(x, pos, tag, body, len, cut) \
-    for (pos = load32((x)->data + 12); section_at(x, pos, &tag, &body, &len, &cut); \
+#define EACH_SECTION(x, pos, tag, body, len, missing, skipped) \
+    for (pos = load32((x)->data + 12); section_at(x, pos, &tag, &body, &len, &missing, &skipped); \
          pos += ANR_SECTION_HEAD_BYTES + len)
 
-/* Walks the sections to the file's end; a last one cut short is left out (and counted). */
+/* Walks the sections to the file's end. A last one cut short is read for its whole entries
+   (what the write did not reach is counted); one with none is left out (and counted). */
 void read_sections(exporter* x)
 {
-    size_t pos, cut;
+    size_t pos, skipped;
     uint32_t tag;
-    uint64_t len;
+    uint64_t len, missing;
     const char* body;
-    EACH_SECTION(x, pos, tag, body, len, cut) {
+    EACH_SECTION(x, pos, tag, body, len, missing, skipped) {
+        if (missing) {
+            x->cut_write = 1;
+            x->cut_lost_bytes += missing;
+        }
         if (tag == ANR_T_THREAD && len >= ANR_THREAD_HEAD_BYTES)
-            read_thread(x, body, len);
+            read_thread(x, body, len, missing != 0);
         else if (tag == ANR_T_CATEGORIES) /* domains and strings: read by find_windows, first */
-            read_registry(x, tag, body, len);
+            read_registry(x, tag, body, len, missing != 0);
         else if (tag == ANR_T_SPILL && len >= ANR_SPILL_BYTES) {
             if (load64(body) > x->flush_ns)
                 x->flush_ns = load64(body);
             x->ended_normally |= load32(body + 40) != 0;
         }
     }
-    x->skipped_bytes += cut;
+    x->skipped_bytes += skipped;
 }
 
 /* ---- capture windows ---- */
@@ -252,15 +284,15 @@ static void scan_thread_windows(exporter* x, const char* p, size_t n, uint32_t c
    file's end lasts to its end. */
 void find_windows(exporter* x)
 {
-    size_t pos, cut, i, nopen = 0;
+    size_t pos, skipped, i, nopen = 0;
     uint32_t domain = intern(&x->domains, 0, "autonvtx", 8), capture, s, tag;
-    uint64_t (*open)[2] = NULL, len;
+    uint64_t (*open)[2] = NULL, len, missing;
     const char* body;
     int registered = 0;
     capture = intern(&x->names, domain, "capture", 7);
-    EACH_SECTION(x, pos, tag, body, len, cut) {
+    EACH_SECTION(x, pos, tag, body, len, missing, skipped) {
         if (tag == ANR_T_DOMAINS || tag == ANR_T_STRINGS)
-            read_registry(x, tag, body, len);
+            read_registry(x, tag, body, len, missing != 0);
         else if (tag == ANR_T_SPILL && len >= ANR_SPILL_BYTES && load64(body) > x->latest_write_ns)
             x->latest_write_ns = load64(body); /* read_thread's bound on a record's time */
     }
@@ -268,7 +300,7 @@ void find_windows(exporter* x)
         registered = x->string_map[s] == capture;
     if (!registered)
         return;
-    EACH_SECTION(x, pos, tag, body, len, cut)
+    EACH_SECTION(x, pos, tag, body, len, missing, skipped)
         if (tag == ANR_T_THREAD && len >= ANR_THREAD_HEAD_BYTES)
             scan_thread_windows(x, body, len, capture, &open, &nopen);
     for (i = 0; i < nopen; ++i)

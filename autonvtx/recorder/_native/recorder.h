@@ -232,6 +232,7 @@ int64_t realtime_offset(void);
 void write_header(writer* w);
 void write_registries(writer* w, file_cursor* cur);
 void ensure_spiller(void);
+void spill_nudge(size_t bytes);
 void stop_spiller(void);
 void spill_reset_in_child(void);
 void finish_spill_file(void);
