@@ -9,10 +9,11 @@ Each program marks its timed section with an NVTX range `section` (domain `bench
 1. `autonvtx suggest -o RULES PROGRAM` writes the rules (its own estimate is printed too);
 2. `autonvtx run --config RULES --trace T PROGRAM`: coverage is the union of the suggested ranges
    on the section's thread inside the section, over the section's duration;
-3. cost: the section's time (CPU time of the process by default, --clock wall) under
-   `autonvtx run --config RULES --summary` (the recorder attached, as a profiler attaches
-   itself) against plain `python`, runs alternated, medians over --repeat. Without an NVTX tool
-   attached `autonvtx run` wraps nothing (docs/costs.md), so that case costs nothing.
+3. cost: the section's CPU time with no ranges and under `install(config=RULES)`, the two
+   taking turns in one process under the recorder (`turns.py`, `blocks.py`: --repeat rounds of
+   two runs each), as the pooled runs' and the paired rounds' Hodges-Lehmann ratio with 95%
+   intervals. Without an NVTX tool attached `autonvtx run` wraps nothing (docs/costs.md), so
+   that case costs nothing.
 
 One JSON line per program, then a table.
 """
@@ -30,22 +31,14 @@ import sys
 import tempfile
 from typing import Any
 
+from turns import against_plain, paired, take_turns
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = sys.executable
 AUTONVTX = [PYTHON, "-m", "autonvtx"]
 
 
-CLOCK = "section_cpu_s"  # --clock: the process's CPU time (a busy host moves wall time by tens of %)
-
-
-def section_seconds(command: list[str], cwd: str) -> float:
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=_clean_env(), timeout=1800)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    match = re.search(rf"\b{CLOCK}=([0-9.]+)", done.stdout)
-    if match is None:
-        raise SystemExit(f"{' '.join(command)} printed no {CLOCK}:\n{done.stdout[-2000:]}")
-    return float(match.group(1))
+CLOCK = "section_cpu_s"  # the section's CPU time, as the programs print it (a busy host moves wall time by tens of %)
 
 
 def _clean_env() -> dict[str, str]:
@@ -95,12 +88,11 @@ def measure(program: str, repeat: int, scratch: str) -> dict[str, Any]:
     covered, ranges = coverage(trace)
     cost = re.search(r"one range cost ([0-9.]+) (ns|us)", text)
     range_ns = float(cost.group(1)) * (1000 if cost.group(2) == "us" else 1) if cost else 0.0
-    plain, recorded = [], []
-    summary = os.path.join(scratch, "summary.json")
-    for _ in range(repeat):
-        plain.append(section_seconds([PYTHON, program], cwd))
-        recorded.append(section_seconds([*AUTONVTX, "run", "--config", rules, f"--summary={summary}", program], cwd))
-    base = statistics.median(plain)
+    # The cost: the program's section with no ranges and under the suggested rules, taking turns
+    # in one process under the recorder (turns.py), so a busy host's slow minutes fall on both.
+    times, _ = take_turns(repeat, 2, {"plain": None, "rules": {"config": rules}}, program)
+    pooled, paired_change = against_plain(times, "rules"), paired(times, "rules")
+    base = statistics.median(value for block in times["plain"] for value in block)
     measured = re.search(rf"\b{CLOCK}=([0-9.]+)", suggested.stdout)
     return {
         "program": os.path.basename(program),
@@ -109,9 +101,8 @@ def measure(program: str, repeat: int, scratch: str) -> dict[str, Any]:
         "coverage": round(covered, 4),
         "ranges_in_section": ranges,
         "section_s": round(base, 4),
-        "plain_s": sorted(plain),
-        "recorded_s": sorted(recorded),
-        "cost_recorded": round(statistics.median(recorded) / base - 1, 4),
+        "cost_pooled": [round(x, 4) for x in pooled],  # HL estimate, 95% interval
+        "cost_paired": [round(x, 4) for x in paired_change],
         # The ranges in the section times what one cost at the measured run's start-up: the cost
         # that timing noise on a busy host hides.
         "cost_estimated": round(ranges * range_ns / 1e9 / base, 5),
@@ -127,10 +118,7 @@ def main() -> None:
     parser.add_argument("programs", nargs="*")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", metavar="DIR", help="Keep the suggested rules in DIR.")
-    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu", help="The section's CPU or wall time.")
     options = parser.parse_args()
-    global CLOCK
-    CLOCK = "section_cpu_s" if options.clock == "cpu" else "section_s"
     programs = options.programs or sorted(glob.glob(os.path.join(HERE, "suggest_programs", "*.py")))
     scratch = options.keep or tempfile.mkdtemp(prefix="autonvtx-suggest-bench-")
     os.makedirs(scratch, exist_ok=True)
@@ -139,14 +127,12 @@ def main() -> None:
         row = measure(os.path.abspath(program), options.repeat, scratch)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    print(
-        f"{'program':<20} {'patterns':>8} {'coverage':>9} {'cost (recorded)':>16} {'section':>9} {'measured run':>13}"
-    )
+    print(f"{'program':<20} {'patterns':>8} {'coverage':>9} {'estimated':>10} {'timed (paired rounds, 95%)':>32}")
     for row in rows:
-        slowdown = row["measured_run_slowdown"]
+        change, low, high = row["cost_paired"]
+        timed = f"{change:+.2%} [{low:+.2%}, {high:+.2%}]"
         print(
-            f"{row['program']:<20} {row['patterns']:>8} {row['coverage']:>9.1%} {row['cost_estimated']:>17.2%}"
-            f" {row['cost_recorded']:>16.1%} {row['section_s']:>8.2f}s {slowdown if slowdown else '-':>12}x"
+            f"{row['program']:<20} {row['patterns']:>8} {row['coverage']:>9.1%} {row['cost_estimated']:>10.2%} {timed:>32}"
         )
 
 
