@@ -351,14 +351,14 @@ def parse_magic_options(words: Sequence[str]) -> tuple[RuleArgs, int, str | None
     (as `profile --flight`, in flight_setting()'s arguments) as well."""
     import click  # only when the magic is used
 
-    from autonvtx.cli.flight import flight_options
+    from autonvtx.cli.flight import NSYS, flight_options
     from autonvtx.cli.options import rule_options
 
     @click.command(context_settings={"help_option_names": ["-h", "--help"]})
     @rule_options
     @click.option("-v", "--verbose", count=True, help="What is instrumented (-vv: every decision).")
     @click.option("--budget", metavar="PCT", help="As `autonvtx run --budget`.")
-    @flight_options
+    @flight_options(NSYS)
     def magic(
         rules: RuleArgs, verbose: int, budget: str | None, **flight: Any
     ) -> tuple[RuleArgs, int, str | None, dict[str, Any]]:

@@ -88,6 +88,23 @@ def test_install_writes_a_kernel_run_by_autonvtx_with_the_rules_and_a_trace_per_
     assert "installed in" in done.stdout
 
 
+def test_install_with_flight_runs_each_session_with_the_flight_recorder(tmp_path: Path) -> None:
+    traces = tmp_path / "traces"
+    done = autonvtx(
+        "kernel", "install", "--prefix", str(tmp_path / "jp"), "-t", "__main__", "--trace", str(traces),
+        "--flight", "step {i}", "--flight-factor", "5", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    argv = kernel_json(tmp_path / "jp")["argv"]
+    assert argv[5:10] == [
+        "--flight=step {i}", "--flight-factor=5.0", "--flight-keep=10", "--flight-max=20", "--flight-warmup=5"
+    ]  # fmt: skip
+    refused = autonvtx("kernel", "install", "--prefix", str(tmp_path / "jp2"), "--flight", "step", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "kernel install: --flight: needs --trace DIR" in refused.stderr
+    assert not (tmp_path / "jp2").exists()
+
+
 def test_install_with_a_budget_runs_each_session_with_it(tmp_path: Path) -> None:
     done = autonvtx(
         "kernel", "install", "--prefix", str(tmp_path / "jp"), "-t", "__main__", "--budget", "2", cwd=tmp_path

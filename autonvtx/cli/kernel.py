@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from typing import Any
 
 import click
 
+from autonvtx.cli.flight import RECORDER, flight_options, flight_setting
 from autonvtx.cli.group import cli
 from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.errors import UsageError
@@ -43,6 +45,7 @@ def kernel_group(ctx: click.Context) -> None:
     metavar="PCT",
     help="As `autonvtx run --budget`: each session turns off the ranges costing more than PCT% of their function's time.",
 )
+@flight_options(RECORDER)
 @click.option(
     "--nsys",
     is_flag=True,
@@ -64,6 +67,7 @@ def install_command(
     nsys: bool,
     user: bool,
     prefix: str | None,
+    **flight: Any,
 ) -> None:
     """Write a Jupyter kernel ("Python (autonvtx)") whose sessions run under `autonvtx run`
     with these rules: pick it in a notebook and every session is recorded (--trace DIR) or
@@ -79,6 +83,14 @@ def install_command(
         from autonvtx.budget import parse_percent
 
         args += ["--budget", repr(parse_percent(budget, "kernel install: --budget"))]
+    watch = flight_setting(**flight, where="kernel install")
+    if watch is not None:
+        if trace_dir is None:
+            raise UsageError(
+                "kernel install: --flight: needs --trace DIR (each session's windows are written beside its trace)"
+            )
+        args += [f"--flight={watch.range}", f"--flight-factor={watch.factor!r}", f"--flight-keep={watch.keep}"]
+        args += [f"--flight-max={watch.max_files}", f"--flight-warmup={watch.warmup}"]
     nsys_path = None
     if nsys:
         nsys_path = shutil.which("nsys")

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from autonvtx.cli.flight import flight_options, flight_setting
+from autonvtx.cli.flight import NSYS, flight_options, flight_setting
 from autonvtx.cli.group import cli
 from autonvtx.cli.launch import check_script
 from autonvtx.cli.options import RuleArgs, rule_options
@@ -82,7 +82,7 @@ class ProfileCommand(RunCommand):
     help="As `run --budget`: ranges costing more than PCT% of their function's time, measured under"
     " nsys, are turned off.",
 )
-@flight_options
+@flight_options(NSYS)
 @click.option("-v", "--verbose", count=True, help="As `run -v`.")
 @click.option("--tree", is_flag=True, help="Report: show the nesting of ranges.")
 @click.option("--by", type=click.Choice(["process", "rank", "thread", "gpu"]), help="Report: one table per group.")

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from autonvtx.cli.flight import RECORDER, flight_options
 from autonvtx.cli.group import cli
 from autonvtx.cli.launch import TargetRun, describe_target, say_if_no_rules, start_run
 from autonvtx.cli.options import RuleArgs, rule_options, summary_options
@@ -101,54 +102,6 @@ def split_target_arguments(
     return ours, None
 
 
-def flight_options(command: Any) -> Any:
-    """`--flight RANGE` and its settings (recorder.flight; docs/flight.md)."""
-    options = [
-        click.option(
-            "--flight",
-            metavar="RANGE",
-            help="Flight recorder: keep a ring of recent events, and when an instance of RANGE (a function's"
-            " range, or a region such as 'step {i}') lasts more than --flight-factor times the median, write it"
-            " and the --flight-keep instances before it to TRACE.flight-N (needs --trace; the whole trace is not written).",
-        ),
-        click.option(
-            "--flight-factor",
-            type=float,
-            default=3.0,
-            show_default=True,
-            metavar="X",
-            help="--flight: how many times the median an instance must last to be slow.",
-        ),
-        click.option(
-            "--flight-keep",
-            type=int,
-            default=10,
-            show_default=True,
-            metavar="N",
-            help="--flight: instances written before the slow one.",
-        ),
-        click.option(
-            "--flight-max",
-            type=int,
-            default=20,
-            show_default=True,
-            metavar="N",
-            help="--flight: at most N windows written in a run.",
-        ),
-        click.option(
-            "--flight-warmup",
-            type=int,
-            default=5,
-            show_default=True,
-            metavar="N",
-            help="--flight: the first N instances are neither compared nor counted (compilation, caches).",
-        ),
-    ]
-    for option in reversed(options):
-        command = option(command)
-    return command
-
-
 @cli.command(
     cls=RunCommand,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -189,7 +142,7 @@ def flight_options(command: Any) -> Any:
     default="all",
     help="last: keep only the most recent events, within --buffer-mb (a ring per thread).",
 )
-@flight_options
+@flight_options(RECORDER)
 @summary_options
 @click.option(
     "--no-children",
