@@ -52,6 +52,7 @@ CLIENT_SOURCES = [
         "arguments",
         "deadline",
         "flightwatch",
+        "shapes",
     )
 ]
 

@@ -66,3 +66,21 @@ class RangedSteps:
     def send(self, value: Any, /) -> Any: ...
     def throw(self, *args: Any) -> Any: ...
     def close(self) -> None: ...
+
+@final
+class ShapedRanges:
+    """A rule's `shapes = true` wrapper in C (autonvtx/shapes.py)."""
+
+    def __init__(
+        self,
+        plain: Range,
+        make: Callable[[tuple[Any, ...]], Range],
+        array_types: dict[type, bool],
+        is_array_type: Callable[[type], bool],
+        /,
+    ) -> None: ...
+    @property
+    def seen(self) -> int: ...
+    def __call__(
+        self, wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None, /
+    ) -> Any: ...

@@ -79,6 +79,13 @@ def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, .
     from autonvtx import ranges  # loaded with the engine already
 
     plain = ranges.emitter_with_message(style, message)
+    client = ranges.native_client()
+    if plain.native is not None and client is not None and hasattr(client, "ShapedRanges"):
+        # The same, in C (_native/shapes.c): the key built without a Python frame.
+        def make(key: tuple[Any, ...]) -> Any:
+            return ranges.emitter_with_message(style, message + suffix(key)).native
+
+        return client.ShapedRanges(plain.native, make, _ARRAY_TYPES, _is_array_type)  # type: ignore[no-any-return]
     made: dict[Any, Emitter] = {(): plain}
     array_types = _ARRAY_TYPES
 

@@ -121,3 +121,66 @@ def test_shapes_key_must_be_true_or_false(workdir: Path) -> None:
 
 
 skip_without("numpy")
+
+
+ODD = """
+    class Unhashable:                  # array-like, but its dtype cannot be in a key
+        shape, dtype = (2, 3), ["float32"]
+
+    class Unreadable:                  # array-like by its type, but reading its shape raises
+        dtype = "float32"
+
+        @property
+        def shape(self):
+            raise RuntimeError("no shape")
+
+    class Fine:
+        shape, dtype = (4,), "int8"
+
+    def f(*args, **kwargs):
+        return len(args) + len(kwargs)
+"""
+
+ODD_PROGRAM = """
+    import odd
+    print(odd.f(odd.Unhashable()), odd.f(odd.Unreadable(), k=1), odd.f([odd.Fine(), odd.Fine()], scale=odd.Fine()))
+    print(odd.f(1, 2.0, "s", None, True, (odd.Fine(),)))
+"""
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_odd_array_likes_give_the_range_without_shapes(workdir: Path, engine: str) -> None:
+    make_file(workdir / "prog.py", ODD_PROGRAM)
+    make_file(workdir / "odd.py", ODD)
+    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["odd"]\nshapes = true\n')
+    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "1 2 2\n6\n"  # every call made once, with its own arguments
+    assert done.trace_path is not None
+    (recording,) = read_chrome_trace(done.trace_path)
+    # Inside a list one level down, keyword arguments after positional ones; scalars left out.
+    assert Counter(r.name for r in recording.ranges) == {"f": 2, "f [4 int8, 4 int8, 4 int8]": 1, "f [4 int8]": 1}
+
+
+def test_the_native_wrapper_builds_the_keys_the_python_one_does() -> None:
+    from autonvtx import ranges, shapes
+
+    client = ranges.native_client()
+    if client is None or not hasattr(client, "ShapedRanges"):
+        pytest.skip("the native client is not built in this checkout")
+
+    class Fine:
+        shape, dtype = (4,), "int8"
+
+    seen: list[tuple[object, ...]] = []
+    plain = client.Range("d", "f")
+
+    def make(key: tuple[object, ...]) -> object:
+        seen.append(key)
+        return client.Range("d", "f" + shapes.suffix(key))
+
+    wrapper = client.ShapedRanges(plain, make, {}, shapes._is_array_type)
+    assert wrapper(lambda *a, **k: (a, k), None, (Fine(), [Fine()], 3), {"x": Fine()}) is not None
+    wrapper(lambda *a, **k: None, None, (Fine(), [Fine()], 3), {"x": Fine()})  # seen: no second make
+    assert seen == [(((4,), "int8"), ((4,), "int8"), ((4,), "int8"))] and wrapper.seen == 1

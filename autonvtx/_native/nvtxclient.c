@@ -129,7 +129,8 @@ PyMODINIT_FUNC PyInit__nvtxclient(void)
         regions_add_to_module(module) < 0 || uniform_add_to_module(module) < 0 ||
         modulepath_add_to_module(module) < 0 || chainedloader_add_to_module(module) < 0 ||
         chainedfinder_add_to_module(module) < 0 || deadline_add_to_module(module) < 0 ||
-        flightwatch_add_to_module(module) < 0) {
+        flightwatch_add_to_module(module) < 0 ||
+        shapes_add_to_module(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

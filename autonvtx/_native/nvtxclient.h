@@ -267,6 +267,7 @@ int chainedloader_add_to_module(PyObject* module);
 int chainedfinder_add_to_module(PyObject* module);
 int deadline_add_to_module(PyObject* module);
 int flightwatch_add_to_module(PyObject* module);
+int shapes_add_to_module(PyObject* module);
 
 /* sys.<name> as PySys_GetObject gives it (borrowed), without making a str of the name each
  * time; NULL with an error set where it is missing (chainedloader.c). */
