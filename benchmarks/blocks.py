@@ -13,10 +13,18 @@ each function's first calls there; the first block of all also imports everythin
 REPEATS times timed, and ends the installation. The arms' order rotates every round, so that a
 shared host's slow minutes fall on every arm alike, which runs in separate processes cannot
 promise. One JSON line per block: {"round", "arm", "cpu_s": [...]}.
+
+Under Valgrind's callgrind (turns.count_instructions sets AUTONVTX_BENCH_CALLGRIND), the
+program's `section_edge()` (given in its globals; the programs call it where their section
+starts and ends) has callgrind dump its counters (`callgrind_control -d`, which zeroes them):
+the dump at a section's end holds that section's instructions alone, and the block's line lists
+those dumps' numbers ("dumps").
 """
 
 import json
+import os
 import runpy
+import subprocess
 import sys
 
 import autonvtx
@@ -27,9 +35,23 @@ with open(sys.argv[3], encoding="utf-8") as f:
 PROGRAM, ARGS = sys.argv[4], sys.argv[5:]
 
 
+CALLGRIND = bool(os.environ.get("AUTONVTX_BENCH_CALLGRIND"))
+dumps = 0
+ends: list[int] = []  # the dumps at the ends of the timed sections
+
+
+def section_edge() -> None:
+    """Where the program's section starts or ends: under callgrind, a dump there."""
+    global dumps
+    if CALLGRIND:
+        subprocess.run(["callgrind_control", "-d", str(os.getpid())], capture_output=True, check=True)
+        dumps += 1
+        ends.append(dumps)
+
+
 def section() -> float:
     sys.argv = [PROGRAM, *ARGS]
-    return float(runpy.run_path(PROGRAM, run_name="__main__")["cpu"])
+    return float(runpy.run_path(PROGRAM, {"section_edge": section_edge}, run_name="__main__")["cpu"])
 
 
 names = list(ARMS)
@@ -37,7 +59,9 @@ for round_ in range(ROUNDS):
     for arm in names[round_ % len(names) :] + names[: round_ % len(names)]:
         installation = autonvtx.install(**ARMS[arm]) if ARMS[arm] is not None else None
         section()
+        ends.clear()
         times = [section() for _ in range(REPEATS)]
+        block = {"round": round_, "arm": arm, "cpu_s": times, "dumps": ends[1::2]}
         if installation is not None:
             installation.uninstall()
-        print(json.dumps({"round": round_, "arm": arm, "cpu_s": times}), flush=True)
+        print(json.dumps(block), flush=True)

@@ -12,8 +12,9 @@ Each program marks its timed section with an NVTX range `section` (domain `bench
 3. cost: the section's CPU time with no ranges and under `install(config=RULES)`, the two
    taking turns in one process under the recorder (`turns.py`, `blocks.py`: --repeat rounds of
    two runs each), as the pooled runs' and the paired rounds' Hodges-Lehmann ratio with 95%
-   intervals. Without an NVTX tool attached `autonvtx run` wraps nothing (docs/costs.md), so
-   that case costs nothing.
+   intervals; with --instructions, also each section's instructions counted under Valgrind's
+   callgrind (two rounds), which a busy host does not move. Without an NVTX tool attached
+   `autonvtx run` wraps nothing (docs/costs.md), so that case costs nothing.
 
 One JSON line per program, then a table.
 """
@@ -31,7 +32,7 @@ import sys
 import tempfile
 from typing import Any
 
-from turns import against_plain, paired, take_turns
+from turns import against_plain, count_instructions, paired, take_turns
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON = sys.executable
@@ -66,7 +67,7 @@ def coverage(trace_path: str) -> tuple[float, int]:
     return covered / (end - start), len(spans)
 
 
-def measure(program: str, repeat: int, scratch: str) -> dict[str, Any]:
+def measure(program: str, repeat: int, scratch: str, instructions: bool) -> dict[str, Any]:
     cwd = os.path.dirname(program)
     rules = os.path.join(scratch, os.path.basename(program) + ".toml")
     suggested = subprocess.run(
@@ -90,8 +91,13 @@ def measure(program: str, repeat: int, scratch: str) -> dict[str, Any]:
     range_ns = float(cost.group(1)) * (1000 if cost.group(2) == "us" else 1) if cost else 0.0
     # The cost: the program's section with no ranges and under the suggested rules, taking turns
     # in one process under the recorder (turns.py), so a busy host's slow minutes fall on both.
-    times, _ = take_turns(repeat, 2, {"plain": None, "rules": {"config": rules}}, program)
+    arms = {"plain": None, "rules": {"config": rules}}
+    times, _ = take_turns(repeat, 2, arms, program)
     pooled, paired_change = against_plain(times, "rules"), paired(times, "rules")
+    counted = None
+    if instructions:  # the same sections counted in instructions, which the host's load does not move
+        counts, _ = count_instructions(2, 1, arms, program)
+        counted = statistics.median(counts["rules"]) / statistics.median(counts["plain"]) - 1
     base = statistics.median(value for block in times["plain"] for value in block)
     measured = re.search(rf"\b{CLOCK}=([0-9.]+)", suggested.stdout)
     return {
@@ -103,6 +109,7 @@ def measure(program: str, repeat: int, scratch: str) -> dict[str, Any]:
         "section_s": round(base, 4),
         "cost_pooled": [round(x, 4) for x in pooled],  # HL estimate, 95% interval
         "cost_paired": [round(x, 4) for x in paired_change],
+        "cost_instructions": round(counted, 5) if counted is not None else None,
         # The ranges in the section times what one cost at the measured run's start-up: the cost
         # that timing noise on a busy host hides.
         "cost_estimated": round(ranges * range_ns / 1e9 / base, 5),
@@ -117,6 +124,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("programs", nargs="*")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--instructions", action="store_true", help="Also count the cost in instructions under callgrind (slow)."
+    )
     parser.add_argument("--keep", metavar="DIR", help="Keep the suggested rules in DIR.")
     options = parser.parse_args()
     programs = options.programs or sorted(glob.glob(os.path.join(HERE, "suggest_programs", "*.py")))
@@ -124,7 +134,7 @@ def main() -> None:
     os.makedirs(scratch, exist_ok=True)
     rows = []
     for program in programs:
-        row = measure(os.path.abspath(program), options.repeat, scratch)
+        row = measure(os.path.abspath(program), options.repeat, scratch, options.instructions)
         print(json.dumps(row), flush=True)
         rows.append(row)
     print(f"{'program':<20} {'patterns':>8} {'coverage':>9} {'estimated':>10} {'timed (paired rounds, 95%)':>32}")

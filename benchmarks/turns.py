@@ -1,5 +1,7 @@
 """Running blocks.py (arms taking turns in one process, under the recorder) and reading what it
-prints: shared by benchmarks/budget.py and benchmarks/suggest.py."""
+prints: shared by benchmarks/budget.py and benchmarks/suggest.py. Timed (take_turns), or
+counted in instructions under Valgrind's callgrind (count_instructions), which a busy host does
+not move: this project's shared machines move CPU times by 3-6% from run to run."""
 
 from __future__ import annotations
 
@@ -37,6 +39,50 @@ def take_turns(
             block = json.loads(line)
             times[block["arm"]].append(block["cpu_s"])
     return times, done.stderr
+
+
+def count_instructions(
+    rounds: int, repeats: int, arms: dict[str, Any], program: str, *args: str
+) -> tuple[dict[str, list[float]], str]:
+    """Each arm's instructions per section (every section of a round's block, in order), counted
+    by callgrind around the section alone, and the run's stderr."""
+    import glob
+    import re
+
+    scratch = tempfile.mkdtemp(prefix="autonvtx-instructions-")
+    arms_file = os.path.join(scratch, "arms.json")
+    with open(arms_file, "w", encoding="utf-8") as f:
+        json.dump(arms, f)
+    out = os.path.join(scratch, "cg.out")
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}.%p", "--dump-line=no"]
+    command += [sys.executable, "-m", "autonvtx", "run", f"--summary={os.path.join(scratch, 's.json')}"]
+    command += [os.path.join(HERE, "blocks.py"), str(rounds), str(repeats), arms_file, program, *args]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AUTONVTX_", "NVTX_"))}
+    env.update(AUTONVTX_BENCH_CALLGRIND="1", PYTHONHASHSEED="0")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=7200, cwd=os.path.dirname(program))
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    counts: dict[str, list[float]] = {name: [] for name in arms}
+    for line in done.stdout.splitlines():
+        if line.startswith('{"round"'):
+            block = json.loads(line)
+            for number in block["dumps"]:
+                [path] = glob.glob(f"{out}.*.{number}")
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    total = next(int(m.group(1)) for m in map(re.compile(r"(?:summary|totals): (\d+)").match, f) if m)
+                counts[block["arm"]].append(total)
+    return counts, done.stderr
+
+
+def counted_table(counts: dict[str, list[float]]) -> str:
+    """Each arm's instructions per section: median, spread over the sections, against plain."""
+    base = statistics.median(counts["plain"])
+    lines = [f"{'arm':<12} {'sections':>8} {'median':>16} {'spread':>8} {'vs plain':>9}"]
+    for arm, values in counts.items():
+        middle = statistics.median(values)
+        spread = (max(values) - min(values)) / middle
+        lines.append(f"{arm:<12} {len(values):>8} {middle:>16,.0f} {spread:>8.2%} {middle / base - 1:>+9.2%}")
+    return "\n".join(lines)
 
 
 def against_plain(times: dict[str, list[list[float]]], arm: str) -> tuple[float, float, float]:

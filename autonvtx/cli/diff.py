@@ -3,38 +3,12 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import view_options
-
-
-def scale_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """--jobs, --scheduler and --progress: how many files are read, and where (diff, report --across)."""
-    for option in reversed(
-        [
-            click.option(
-                "--jobs",
-                "-j",
-                type=click.IntRange(min=1),
-                metavar="N",
-                help="Worker processes reading files (default: one per CPU).",
-            ),
-            click.option(
-                "--scheduler", metavar="ADDRESS", help="Read the files on a Dask cluster (needs autonvtx[dask])."
-            ),
-            click.option(
-                "--progress/--no-progress",
-                default=None,
-                help="A progress bar on stderr (default: when stderr is a terminal).",
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
+from autonvtx.cli.views import scale_options, view_options
 
 
 class AgainstCommand(click.Command):

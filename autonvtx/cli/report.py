@@ -7,9 +7,8 @@ from typing import Any
 
 import click
 
-from autonvtx.cli.diff import scale_options
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import side_table_options, view_options
+from autonvtx.cli.views import scale_options, side_table_options, view_options
 
 
 @cli.command("report")

@@ -118,3 +118,28 @@ def make_view_options(values: dict[str, Any]) -> Any:
 
         check(options)  # before a run starts: its table is written when the program has ended
     return options
+
+
+def scale_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--jobs, --scheduler and --progress: how many files are read, and where (diff, report --across)."""
+    for option in reversed(
+        [
+            click.option(
+                "--jobs",
+                "-j",
+                type=click.IntRange(min=1),
+                metavar="N",
+                help="Worker processes reading files (default: one per CPU).",
+            ),
+            click.option(
+                "--scheduler", metavar="ADDRESS", help="Read the files on a Dask cluster (needs autonvtx[dask])."
+            ),
+            click.option(
+                "--progress/--no-progress",
+                default=None,
+                help="A progress bar on stderr (default: when stderr is a terminal).",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command

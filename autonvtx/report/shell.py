@@ -8,6 +8,8 @@ import re
 from importlib import resources
 from typing import Any
 
+from autonvtx.recorder.model import valid_text
+
 # A page is read where it was written, offline: its style and script are inlined from the
 # package's assets/ (page.* for both pages, then the page's own).
 _ASSETS = "assets"
@@ -19,19 +21,11 @@ _ASSETS = "assets"
 # breaks in JavaScript before ES2019: escaped too.
 _SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _SCRIPT_UNSAFE_PATTERN = re.compile("[<>&\u2028\u2029]")
-# A lone surrogate (a name decoded from broken UTF-16, or with surrogateescape) cannot be
-# written as UTF-8: it becomes U+FFFD, the replacement character.
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def readable(text: str) -> str:
-    """`text` with every lone surrogate replaced by U+FFFD, so that it can be written as UTF-8."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 def script_json(payload: str) -> str:
     """A JSON text made safe to sit inside a <script> element; JSON.parse reads the same value."""
-    return _SCRIPT_UNSAFE_PATTERN.sub(lambda match: _SCRIPT_UNSAFE[match.group(0)], readable(payload))
+    return _SCRIPT_UNSAFE_PATTERN.sub(lambda match: _SCRIPT_UNSAFE[match.group(0)], valid_text(payload))
 
 
 def json_text(data: Any) -> str:
@@ -50,7 +44,7 @@ def render_shell(page: str, title: str, payload: str, panes: str) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>{html.escape(readable(title))}</title>"
+        f"<title>{html.escape(valid_text(title))}</title>"
         f"<style>\n{style}</style></head><body>"
         f'<script type="application/json" id="page-data">{script_json(payload)}</script>'
         '<header><h1 id="title"></h1><div id="summary"></div><div id="legend"></div><ul id="notes"></ul></header>'
