@@ -82,7 +82,7 @@ def in_process(options: argparse.Namespace) -> None:
     # Met when both intervals' upper ends are within the budget: the pooled runs and the rounds paired.
     met = max(against_plain(times, "budget")[2], paired(times, "budget")[2]) <= float(options.budget) / 100
     print(f"bar (--budget {options.budget} costs at most {options.budget}%): {'met' if met else 'NOT met'}")
-    print("the budget's exit line:", next((x for x in stderr.splitlines() if "--budget" in x), "none"))
+    print("the budget's exit line:", next((x for x in stderr.splitlines() if "autonvtx: --budget" in x), "none"))
 
 
 def counted(options: argparse.Namespace) -> None:
@@ -100,7 +100,7 @@ def counted(options: argparse.Namespace) -> None:
     change = statistics.median(counts["budget"]) / statistics.median(counts["plain"]) - 1
     met = change <= float(options.budget) / 100
     print(f"bar (--budget {options.budget} costs at most {options.budget}%): {'met' if met else 'NOT met'}")
-    print("the budget's exit line:", next((x for x in stderr.splitlines() if "--budget" in x), "none"))
+    print("the budget's exit line:", next((x for x in stderr.splitlines() if "autonvtx: --budget" in x), "none"))
 
 
 def main() -> None:

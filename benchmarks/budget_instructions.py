@@ -134,7 +134,7 @@ def main() -> None:
     budget_change = statistics.median(per_step["budget"]) / base - 1
     met = budget_change <= options.budget / 100
     print(f"bar (--budget {options.budget:g} costs at most {options.budget:g}%): {'met' if met else 'NOT met'}")
-    print("the budget's exit line:", next((x for x in done.stderr.splitlines() if "--budget" in x), "none"))
+    print("the budget's exit line:", next((x for x in done.stderr.splitlines() if "autonvtx: --budget" in x), "none"))
 
 
 if __name__ == "__main__":
