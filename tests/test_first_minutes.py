@@ -59,7 +59,7 @@ def test_profile_finds_a_module_of_the_working_directory_and_a_submodule(tmp_pat
         (
             "layer_pathz = true",
             "autonvtx.plugin.torch.layer_pathz: unknown option; expected one of backward, backward_modules,"
-            " dataloader, domain, layer_paths, modules, optimizer, shapes; did you mean 'layer_paths'?",
+            " dataloader, domain, layer_paths, memory, modules, optimizer, shapes; did you mean 'layer_paths'?",
         ),
         ("layer_paths = 1", "autonvtx.plugin.torch.layer_paths: expected true or false, got 1"),
     ],
