@@ -18,6 +18,7 @@
  * Everything here runs with the GIL held (the callers are wrappers and sys.monitoring callbacks).
  */
 #include "nvtxclient.h"
+#include "../recorder/_native/numbers.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -42,29 +43,6 @@ static nvtxRangeId_t window_id;
 static int window_open;
 
 /* ---- names ---- */
-
-static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static int is_hex(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'f'); }
-static int is_word(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'z') || c >= 0x80; }
-
-/* The end of the number that starts at s[i], or i when none does: the rule of stats.name_template
- * (a run of digits or a 0x hex literal no word byte touches, not one end of a span "A-B"), so a
- * name is one range here exactly when it is one row of the summary. */
-static size_t number_end(const unsigned char* s, size_t n, size_t i)
-{
-    size_t j;
-    if (!is_digit(s[i]) || (i > 0 && is_word(s[i - 1])) || (i > 1 && s[i - 1] == '-' && is_digit(s[i - 2])))
-        return i;
-    if (s[i] == '0' && i + 2 < n && (s[i + 1] | 32) == 'x' && is_hex(s[i + 2]))
-        for (j = i + 2; j < n && is_hex(s[j]); ++j)
-            ;
-    else
-        for (j = i; j < n && is_digit(s[j]); ++j)
-            ;
-    if ((j < n && is_word(s[j])) || (j + 1 < n && s[j] == '-' && is_digit(s[j + 1])))
-        return i;
-    return j;
-}
 
 /* `text` with its numbers and its {placeholders} (a region's template) written "{n}"; NULL when
  * out of memory. */

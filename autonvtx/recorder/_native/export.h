@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "anr_format.h"
+#include "numbers.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define NONE32 0xFFFFFFFFu
@@ -257,8 +258,6 @@ int64_t stats_row(stats* s, uint64_t group, int64_t parent, uint32_t name, uint3
 void stats_span(stats* s, uint64_t group, uint64_t first, uint64_t last);
 uint32_t stat_name(exporter* x, uint32_t id);
 uint32_t numbered_name(exporter* x, uint32_t id);
-/* Where the number that starts at s[i] ends (i: none); the recorder's flight scanner uses it too. */
-size_t number_end(const unsigned char* s, size_t n, size_t i);
 uint64_t stats_group(const exporter* x, const thread_state* t);
 int is_warm_up(exporter* x, thread_state* t, int64_t r, uint32_t name);
 void count_instance(exporter* x, thread_state* t, int64_t r, uint64_t start, uint64_t end,

@@ -99,30 +99,6 @@ void stats_span(stats* s, uint64_t group, uint64_t first, uint64_t last)
     }
 }
 
-static int is_digit(unsigned char c) { return c >= '0' && c <= '9'; }
-static int is_hex(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'f'); }
-/* A letter, a digit, or a byte of a non-ASCII character: what a number must not touch. */
-static int is_word(unsigned char c) { return is_digit(c) || ((c | 32) >= 'a' && (c | 32) <= 'z') || c >= 0x80; }
-
-/* The end of the number that starts at s[i], or i when none does: stats.name_template's rule (a
-   run of digits or a 0x hex literal that no word byte touches, not one end of a span "A-B"). */
-size_t number_end(const unsigned char* s, size_t n, size_t i)
-{
-    size_t j;
-    if (!is_digit(s[i]) || (i > 0 && is_word(s[i - 1])) || (i > 1 && s[i - 1] == '-' && is_digit(s[i - 2])))
-        return i;
-    if (s[i] == '0' && i + 2 < n && (s[i + 1] | 32) == 'x' && is_hex(s[i + 2]))
-        for (j = i + 2; j < n && is_hex(s[j]); ++j)
-            ;
-    else
-        for (j = i; j < n && is_digit(s[j]); ++j)
-            ;
-    /* A hex literal that a word byte ends is no number, and neither is its "0" (an 'x' follows). */
-    if ((j < n && is_word(s[j])) || (j + 1 < n && s[j] == '-' && is_digit(s[j + 1])))
-        return i;
-    return j;
-}
-
 /* One "DIMS DTYPE" of a shapes suffix from s[i] (DIMS: "scalar" or digits joined by 'x'; DTYPE: a
    letter or '_', then letters, digits, '_' or '.'): where it ends, or 0 when there is none. */
 static size_t shape_item_end(const unsigned char* s, size_t n, size_t i)

@@ -17,6 +17,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "anr_format.h"
+#include "numbers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -246,8 +247,6 @@ void flight_after_spill(void);
 void flight_forget_thread(thread_buffer* b);
 void flight_reset_in_child(void);
 
-/* export_stats.c: where the number that starts at s[i] ends (i: none), the rule of numbered names */
-size_t number_end(const unsigned char* s, size_t n, size_t i);
 
 #pragma GCC visibility pop
 
