@@ -85,7 +85,7 @@ def choose(measurement: Measurement, limits: Limits = Limits()) -> Suggestion:
         return max(cpu, function.gpu_ns / gpu_total) if by_gpu else cpu
 
     def long_enough(function: Function) -> bool:
-        return function.calls > function.import_calls and function.mean_ns >= min_mean
+        return function.calls > function.import_calls and function.typical_ns >= min_mean
 
     left_out: dict[str, int] = {}
 

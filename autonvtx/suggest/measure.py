@@ -120,12 +120,14 @@ def measure(request: MeasureRequest, workdir: str | None = None) -> Measurement:
         kind, value, args = request.target
         command = [sys.executable, "-c", _START.format(home=_package_home()), spec_path, kind, value, *args]
         inside = None
+        medians: dict[str, float] = {}
         if request.nsys:
             status, rows, gpu = _run_under_nsys(command, os.path.join(scratch, "suggest"))
         else:
             status = _run(command)
             rows, gpu = _summary_rows(summary), False
             inside = _probe_median(summary)
+            medians = _call_medians(summary)
         facts = _facts(facts_path, status)
     measurement = Measurement(
         roots=build_tree(rows),
@@ -134,6 +136,7 @@ def measure(request: MeasureRequest, workdir: str | None = None) -> Measurement:
         status=status,
         gpu=gpu,
         inside_median_ns=inside,
+        median_ns=medians,
     )
     if "run_ns" not in facts:
         measurement.notes.append("the program ended without Python's exit (its run time is the ranges' time)")
@@ -186,6 +189,21 @@ def _summary_rows(path: str | None) -> list[tuple[tuple[str, ...], int, int, int
         figures[0] += int(row["count"])
         figures[1] += int(row["total_ns"])
     return [(path, count, total, 0) for path, (count, total) in merged.items()]
+
+
+def _call_medians(path: str | None) -> dict[str, float]:
+    """Per function, its calls' median duration: the median of each call path's calls of it,
+    weighted by their counts (the tree summary has a median per path, not per function)."""
+    assert path is not None
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f).get("ranges", [])
+    sums: dict[str, list[float]] = {}
+    for row in rows:
+        if row.get("domain") == DOMAIN and row.get("median_ns") is not None and row.get("count"):
+            figures = sums.setdefault(row["name"], [0.0, 0.0])
+            figures[0] += float(row["median_ns"]) * int(row["count"])
+            figures[1] += int(row["count"])
+    return {name: total / count for name, (total, count) in sums.items() if count}
 
 
 def _probe_median(path: str | None) -> float | None:
