@@ -20,11 +20,11 @@ import io
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import group_title, row_naming
+from autonvtx.recorder.view import glob_matches
 from autonvtx.report.text import format_duration
 
 # The plugin's (autonvtx.plugins.torch.memory): the observation half does not import the
@@ -64,9 +64,7 @@ class MemoryRow:
         return (self.group, self.domain, self.name)
 
     def view_matches(self, pattern: str) -> bool:
-        if fnmatchcase(self.name, pattern):
-            return True
-        return bool(self.domain) and fnmatchcase(f"{self.domain}:{self.name}", pattern)
+        return glob_matches(self.domain, self.name, pattern)
 
     @property
     def rise_mean(self) -> float:

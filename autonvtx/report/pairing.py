@@ -10,10 +10,10 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any
 
 from autonvtx.recorder.stats import SHAPES_PLACEHOLDER
+from autonvtx.recorder.view import glob_matches
 from autonvtx.report.text import format_duration
 
 BACKWARD_SUFFIX = " [backward]"
@@ -51,9 +51,7 @@ class BackwardPair:
         return (self.group, self.domain, self.name)
 
     def view_matches(self, pattern: str) -> bool:
-        if fnmatchcase(self.name, pattern):
-            return True
-        return bool(self.domain) and fnmatchcase(f"{self.domain}:{self.name}", pattern)
+        return glob_matches(self.domain, self.name, pattern)
 
     def ratio(self, gpu: bool = False) -> float | None:
         """Backward time over forward time, when both were recorded."""
