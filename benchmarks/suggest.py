@@ -137,12 +137,15 @@ def main() -> None:
         row = measure(os.path.abspath(program), options.repeat, scratch, options.instructions)
         print(json.dumps(row), flush=True)
         rows.append(row)
-    print(f"{'program':<20} {'patterns':>8} {'coverage':>9} {'estimated':>10} {'timed (paired rounds, 95%)':>32}")
+    head = f"{'program':<20} {'patterns':>8} {'coverage':>9} {'estimated':>10} {'instructions':>13}"
+    print(head + f" {'timed (paired rounds, 95%)':>32}")
     for row in rows:
         change, low, high = row["cost_paired"]
         timed = f"{change:+.2%} [{low:+.2%}, {high:+.2%}]"
+        counted = f"{row['cost_instructions']:+.2%}" if row["cost_instructions"] is not None else "-"
         print(
-            f"{row['program']:<20} {row['patterns']:>8} {row['coverage']:>9.1%} {row['cost_estimated']:>10.2%} {timed:>32}"
+            f"{row['program']:<20} {row['patterns']:>8} {row['coverage']:>9.1%} {row['cost_estimated']:>10.2%}"
+            f" {counted:>13} {timed:>32}"
         )
 
 
