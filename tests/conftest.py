@@ -107,6 +107,35 @@ def autonvtx_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def autonvtx_cli(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m autonvtx ARGS...` in `cwd`, as a user's shell runs it, its output read as UTF-8
+    (a lone surrogate in a hostile name comes back as U+FFFD rather than failing the test)."""
+    return subprocess.run(
+        [sys.executable, "-m", "autonvtx", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        env=autonvtx_env(PYTHONIOENCODING="utf-8"),
+        timeout=timeout,
+    )
+
+
+def another_nvtx_tool(directory: Path) -> dict[str, str]:
+    """The environment of a program run under an NVTX tool that is not autonvtx's recorder: a
+    copy of the recorder's library under another path, which autonvtx takes for a foreign tool."""
+    import shutil
+
+    from autonvtx.recorder import native
+
+    library = native.library_path()
+    assert library is not None
+    copy = directory / "tool" / "libothertool.so"
+    copy.parent.mkdir()
+    shutil.copyfile(library, copy)
+    return autonvtx_env(NVTX_INJECTION64_PATH=str(copy))
+
+
 def run_autonvtx(
     *args: str,
     cwd: Path,

@@ -16,14 +16,13 @@ not autonvtx's, so autonvtx ends the process through C exit(143), as under nsys 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, autonvtx_env, make_file, run_autonvtx
+from conftest import REPO, another_nvtx_tool, make_file, run_autonvtx
 
 from autonvtx.recorder import native
 from autonvtx.recorder.model import ProcessRecording
@@ -130,16 +129,6 @@ def only(recordings: list[ProcessRecording], label: str) -> ProcessRecording:
     return recording
 
 
-def another_tool(directory: Path) -> dict[str, str]:
-    """The environment of a program run under an NVTX tool that is not autonvtx's recorder."""
-    library = native.library_path()
-    assert library is not None
-    copy = directory / "tool" / "libothertool.so"
-    copy.parent.mkdir()
-    shutil.copyfile(library, copy)
-    return autonvtx_env(NVTX_INJECTION64_PATH=str(copy))
-
-
 @pytest.mark.parametrize("wait", WAITS)
 @pytest.mark.parametrize("method", METHODS)
 def test_a_recorded_child_ends_on_a_sigterm_only_a_native_thread_can_take(
@@ -167,7 +156,15 @@ def test_a_child_under_another_nvtx_tool_ends_on_a_sigterm_only_a_native_thread_
 ) -> None:
     make_file(workdir / "program.py", STUCK)
     done = run_autonvtx(
-        "-t", "__main__", "program.py", method, wait, cwd=workdir, trace=False, env=another_tool(workdir), timeout=180
+        "-t",
+        "__main__",
+        "program.py",
+        method,
+        wait,
+        cwd=workdir,
+        trace=False,
+        env=another_nvtx_tool(workdir),
+        timeout=180,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["143"]  # through C exit(), where the tool writes what it holds
@@ -187,7 +184,7 @@ def test_a_childs_own_sigterm_handler_is_the_one_that_runs(workdir: Path, method
 def test_a_childs_own_sigterm_handler_runs_under_another_nvtx_tool(workdir: Path, method: str) -> None:
     make_file(workdir / "program.py", OWN_HANDLER)
     done = run_autonvtx(
-        "-t", "__main__", "program.py", method, cwd=workdir, trace=False, env=another_tool(workdir), timeout=180
+        "-t", "__main__", "program.py", method, cwd=workdir, trace=False, env=another_nvtx_tool(workdir), timeout=180
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["own handler", "7"]
@@ -200,7 +197,7 @@ def test_a_spawn_child_of_a_plain_python_under_another_nvtx_tool_ends_on_sigterm
         pytest.skip("autonvtx is not installed in this Python (the .pth comes with the install)")
     make_file(workdir / "program.py", STUCK)
     make_file(workdir / "rules.toml", '[[rules]]\nmodules = ["__main__"]\n')
-    env = another_tool(workdir)
+    env = another_nvtx_tool(workdir)
     env.update(AUTONVTX_RULES="rules.toml", PYTHONPATH=str(REPO))
     done = subprocess.run(
         [sys.executable, "program.py", "spawn", "lock"],

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import autonvtx_env
+from conftest import autonvtx_cli
 
 
 def event(name: str, ts: float, dur: float, pid: int = 1, tid: int = 1) -> dict[str, Any]:
@@ -23,17 +22,6 @@ def write_trace(path: Path, events: list[dict[str, Any]]) -> Path:
     # json.dumps writes a lone surrogate as the escape \ud800, as a foreign tool's trace holds it.
     path.write_text(json.dumps({"traceEvents": events}), encoding="utf-8")
     return path
-
-
-def autonvtx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autonvtx", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env=autonvtx_env(PYTHONIOENCODING="utf-8"),
-        timeout=120,
-    )
 
 
 HOSTILE = [
@@ -59,7 +47,7 @@ def assert_clean(done: subprocess.CompletedProcess[str]) -> None:
 
 def test_summary_drops_impossible_events_and_says_so(hostile: Path) -> None:
     table = hostile.parent / "table.json"
-    done = autonvtx("summary", str(hostile), "-o", str(table), cwd=hostile.parent)
+    done = autonvtx_cli("summary", str(hostile), "-o", str(table), cwd=hostile.parent)
     assert_clean(done)
     assert "4 event(s) dropped" in done.stderr
     assert "lone surrogate" in done.stderr and "U+FFFD" in done.stderr
@@ -71,16 +59,16 @@ def test_summary_drops_impossible_events_and_says_so(hostile: Path) -> None:
 
 def test_diff_of_hostile_traces_gives_no_impossible_change(hostile: Path, tmp_path: Path) -> None:
     other = write_trace(tmp_path / "other.json", HOSTILE)
-    done = autonvtx("diff", str(hostile), "--against", str(other), cwd=tmp_path)
+    done = autonvtx_cli("diff", str(hostile), "--against", str(other), cwd=tmp_path)
     assert_clean(done)
     assert "negative" not in done.stdout and "huge duration" not in done.stdout
 
 
 def test_across_ranks_and_merge_read_hostile_traces(hostile: Path, tmp_path: Path) -> None:
     other = write_trace(tmp_path / "rank1.json", [{**e, "pid": 2} for e in HOSTILE])
-    assert_clean(autonvtx("report", str(hostile), str(other), "--across", "ranks", cwd=tmp_path))
+    assert_clean(autonvtx_cli("report", str(hostile), str(other), "--across", "ranks", cwd=tmp_path))
     merged = tmp_path / "merged.json"
-    done = autonvtx("merge", str(hostile), str(other), "-o", str(merged), cwd=tmp_path)
+    done = autonvtx_cli("merge", str(hostile), str(other), "-o", str(merged), cwd=tmp_path)
     assert_clean(done)
     document = json.loads(merged.read_text(encoding="utf-8"))
     names = {e.get("name") for e in document["traceEvents"] if e.get("ph") == "X"}
@@ -98,7 +86,7 @@ def test_an_end_before_its_begin_is_dropped(tmp_path: Path) -> None:
         ],
     )
     table = tmp_path / "table.json"
-    done = autonvtx("summary", str(trace), "-o", str(table), cwd=tmp_path)
+    done = autonvtx_cli("summary", str(trace), "-o", str(table), cwd=tmp_path)
     assert_clean(done)
     assert "1 event(s) dropped" in done.stderr
     text = table.read_text(encoding="utf-8")

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import autonvtx_env, make_file
+from conftest import another_nvtx_tool, autonvtx_env, make_file
 
 from autonvtx.recorder import native
 from autonvtx.recorder.trace import read_chrome_trace
@@ -70,15 +70,6 @@ EXIT_HANGS = """
     while True:  # bytecode: the Python handler runs at once and ends through C exit()
         time.sleep(0.01)
 """
-
-
-def another_tool(directory: Path) -> dict[str, str]:
-    library = native.library_path()
-    assert library is not None
-    copy = directory / "tool" / "libothertool.so"
-    copy.parent.mkdir()
-    shutil.copyfile(library, copy)
-    return autonvtx_env(NVTX_INJECTION64_PATH=str(copy))
 
 
 def terminate_when_ready(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, float, str]:
@@ -135,7 +126,7 @@ def test_a_recorded_program_blocked_in_c_dies_by_sigterm_and_its_trace_is_writte
 def test_under_another_nvtx_tool_a_program_blocked_in_c_ends_through_exit(tmp_path: Path) -> None:
     make_file(tmp_path / "program.py", STUCK_IN_C)
     command = [sys.executable, "-m", "autonvtx", "run", "-t", "__main__", "program.py"]
-    status, _, stderr = terminate_when_ready(command, tmp_path, another_tool(tmp_path))
+    status, _, stderr = terminate_when_ready(command, tmp_path, another_nvtx_tool(tmp_path))
     assert status == 128 + signal.SIGTERM, stderr  # C exit(143): the tool's exit hooks ran
 
 
@@ -148,5 +139,5 @@ def test_under_another_nvtx_tool_an_exit_that_hangs_in_a_destructor_still_ends(t
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source), "-lpthread"], check=True)
     make_file(tmp_path / "program.py", EXIT_HANGS)
     command = [sys.executable, "-m", "autonvtx", "run", "-t", "__main__", "program.py", str(library)]
-    status, _, stderr = terminate_when_ready(command, tmp_path, another_tool(tmp_path))
+    status, _, stderr = terminate_when_ready(command, tmp_path, another_nvtx_tool(tmp_path))
     assert status == 128 + signal.SIGTERM, stderr

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import make_file, run_autonvtx, skip_without
+from conftest import autonvtx_cli, make_file, run_autonvtx, skip_without
 
 skip_without("torch")
 
@@ -54,18 +52,16 @@ def counts(document: dict[str, Any]) -> dict[str, tuple[int, int]]:
     return {p["name"]: (p["forward"]["count"], p["backward"]["count"]) for p in document["pairs"]}
 
 
-def autonvtx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autonvtx", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-
-
 def test_run_summary_summary_and_report_pair_alike(workdir: Path) -> None:
     run = json.loads((workdir / "run.json").read_text())
     assert counts(run) == COUNTS
-    summary = autonvtx("summary", "--pair", "backward", "--each", "-o", "summary.json", "trace.json", cwd=workdir)
+    summary = autonvtx_cli(
+        "summary", "--pair", "backward", "--each", "-o", "summary.json", "trace.json", cwd=workdir, timeout=300
+    )
     assert summary.returncode == 0, summary.stderr
-    report = autonvtx("report", "--pair", "backward", "--each", "--format", "json", "trace.json", cwd=workdir)
+    report = autonvtx_cli(
+        "report", "--pair", "backward", "--each", "--format", "json", "trace.json", cwd=workdir, timeout=300
+    )
     assert report.returncode == 0, report.stderr
     from_summary = json.loads((workdir / "summary.json").read_text())
     from_report = json.loads(report.stdout)
@@ -78,7 +74,9 @@ def test_run_summary_summary_and_report_pair_alike(workdir: Path) -> None:
 
 
 def test_the_view_options_arrange_pairs(workdir: Path) -> None:
-    done = autonvtx("report", "--pair", "backward", "--filter", "*Linear*", "--top", "1", "trace.json", cwd=workdir)
+    done = autonvtx_cli(
+        "report", "--pair", "backward", "--filter", "*Linear*", "--top", "1", "trace.json", cwd=workdir, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split() == ["Forward", "Count", "Backward", "Count", "Bwd/Fwd", "Module"]
@@ -86,7 +84,9 @@ def test_the_view_options_arrange_pairs(workdir: Path) -> None:
     cells = re.split(r" {2,}", lines[2].strip())
     assert cells[1] == "6" and cells[3] == "6" and cells[5] == "torch:{n} (Linear)", cells
     assert [line for line in lines[3:] if not line.startswith("note: ")] == []  # --top 1
-    csv_rows = autonvtx("summary", "--pair", "backward", "--each", "-o", "pairs.csv", "trace.json", cwd=workdir)
+    csv_rows = autonvtx_cli(
+        "summary", "--pair", "backward", "--each", "-o", "pairs.csv", "trace.json", cwd=workdir, timeout=300
+    )
     assert csv_rows.returncode == 0, csv_rows.stderr
     table = (workdir / "pairs.csv").read_text().splitlines()
     assert table[0].startswith("group,domain,name,forward_count,forward_cpu_ns")
@@ -105,11 +105,11 @@ def test_pairs_refuse_what_they_cannot_show(workdir: Path) -> None:
             "report: --pair: one profile at a time; expected one PROFILE without --across",
         ),
     ):
-        done = autonvtx(args[0], "--pair", "backward", *args[1:], "trace.json", cwd=workdir)
+        done = autonvtx_cli(args[0], "--pair", "backward", *args[1:], "trace.json", cwd=workdir, timeout=300)
         assert done.returncode == 2, done.stderr
         assert done.stderr.strip().splitlines() == [f"autonvtx: {says}"], done.stderr
     # run --summary refuses before the program starts, not when its table is written.
-    run = autonvtx("run", "--summary", "--pair", "backward", "--sort", "count", "prog.py", cwd=workdir)
+    run = autonvtx_cli("run", "--summary", "--pair", "backward", "--sort", "count", "prog.py", cwd=workdir, timeout=300)
     assert run.returncode == 2 and run.stdout == "", run.stdout
     assert run.stderr.strip().splitlines() == [
         "autonvtx: --sort count: --pair sorts its pairs by forward plus backward time, largest first; expected no --sort"
@@ -122,11 +122,13 @@ def test_pairs_from_the_nsys_export_match_the_recording(workdir: Path) -> None:
     nsys_or_skip()
     profiled = run_profile("-o", "cap", "prog.py", cwd=workdir)
     assert profiled.returncode == 0, profiled.stderr
-    done = autonvtx("report", "--pair", "backward", "--each", "--format", "json", "cap.sqlite", cwd=workdir)
+    done = autonvtx_cli(
+        "report", "--pair", "backward", "--each", "--format", "json", "cap.sqlite", cwd=workdir, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     exported = json.loads(done.stdout)
     assert counts(exported) == COUNTS
     # No GPU work in a CPU capture: each side carries CPU time only, and the text table says CPU.
     assert all("gpu_ns" not in p["forward"] for p in exported["pairs"])
-    text = autonvtx("report", "--pair", "backward", "cap.sqlite", cwd=workdir)
+    text = autonvtx_cli("report", "--pair", "backward", "cap.sqlite", cwd=workdir, timeout=300)
     assert text.stdout.splitlines()[0].split()[0] == "Forward"

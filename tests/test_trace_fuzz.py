@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import autonvtx_env
+from conftest import autonvtx_cli
 
 CASES = 24  # per command; each case is one process (a second or so)
 NAMES = ["step", "load\ud800batch", "\udfff", "fwd \u2028 pass", "<!--<script>", "", "x" * 300]
@@ -47,18 +46,6 @@ def hostile_trace(path: Path, seed: int) -> Path:
     return path
 
 
-def autonvtx(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "autonvtx", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        errors="replace",
-        env=autonvtx_env(PYTHONIOENCODING="utf-8"),
-        timeout=120,
-    )
-
-
 def assert_no_traceback(done: subprocess.CompletedProcess[str], case: str) -> None:
     assert "Traceback" not in done.stderr, f"{case}:\n{done.stderr}"
     assert done.returncode in (0, 2), f"{case}: status {done.returncode}\n{done.stderr}"
@@ -73,11 +60,11 @@ def test_hostile_traces_never_raise_a_traceback(tmp_path: Path, command: str) ->
         a = hostile_trace(tmp_path / f"a{seed}.json", seed)
         b = hostile_trace(tmp_path / f"b{seed}.json", seed + 10_000)
         if command == "summary":
-            done = autonvtx("summary", str(a), "-o", str(tmp_path / f"s{seed}.json"), cwd=tmp_path)
+            done = autonvtx_cli("summary", str(a), "-o", str(tmp_path / f"s{seed}.json"), cwd=tmp_path)
         elif command == "diff":
-            done = autonvtx("diff", str(a), "--against", str(b), cwd=tmp_path)
+            done = autonvtx_cli("diff", str(a), "--against", str(b), cwd=tmp_path)
         elif command == "across":
-            done = autonvtx("report", str(a), str(b), "--across", "ranks", cwd=tmp_path)
+            done = autonvtx_cli("report", str(a), str(b), "--across", "ranks", cwd=tmp_path)
         else:
-            done = autonvtx("merge", str(a), str(b), "-o", str(tmp_path / f"m{seed}.json"), cwd=tmp_path)
+            done = autonvtx_cli("merge", str(a), str(b), "-o", str(tmp_path / f"m{seed}.json"), cwd=tmp_path)
         assert_no_traceback(done, f"{command} seed {seed}")
