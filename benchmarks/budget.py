@@ -4,7 +4,6 @@
 
     python benchmarks/budget.py [--rounds N] [--steps N] [--budget PCT] [--engine wrap|code]
     python benchmarks/budget.py --in-process [--small] [--rounds N] [--repeats N] [--steps N] [--budget PCT]
-    python benchmarks/budget.py --instructions [--small] [--rounds N] [--repeats N] [--steps N] [--budget PCT]
 
 The program is `suggest_programs/bert_step.py` (transformers BERT on the CPU, random weights, one
 torch thread), which prints each step's CPU time. Three commands run alternated, N rounds, the
@@ -26,8 +25,8 @@ without a budget.
 a block), so that a shared host's slow minutes fall on every arm alike; the figure is the
 Hodges-Lehmann ratio of the arms' section CPU times with its 95% interval. `--small` uses a
 BERT a tenth of the size whose steps make as many calls: the ranges weigh ten times more.
-`--instructions` counts each section's instructions under Valgrind's callgrind instead of timing
-it (turns.count_instructions): a busy host moves CPU times by 3-6% here, not instruction counts.
+The same counted in instructions, which a busy host does not move (CPU times move by 3-6% here):
+benchmarks/budget_instructions.py.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ import sys
 import tempfile
 from typing import Any
 
-from turns import against_plain, count_instructions, counted_table, paired, table, take_turns
+from turns import against_plain, paired, table, take_turns
 
 from autonvtx.report.noise import ratio_interval
 
@@ -85,24 +84,6 @@ def in_process(options: argparse.Namespace) -> None:
     print("the budget's exit line:", next((x for x in stderr.splitlines() if "autonvtx: --budget" in x), "none"))
 
 
-def counted(options: argparse.Namespace) -> None:
-    rules: dict[str, Any] = {"targets": ["transformers.*"], "engine": options.engine}
-    arms = {"plain": None, "budget": {**rules, "budget": float(options.budget)}, "unbudgeted": rules}
-    args = [str(options.steps), *(["small"] if options.small else [])]
-    counts, stderr = count_instructions(options.rounds, options.repeats, arms, PROGRAM, *args)
-    python = ".".join(map(str, sys.version_info[:3]))
-    print(
-        f"Python {python}, engine {options.engine}, {'a small BERT' if options.small else 'BERT'}: arms taking"
-        f" turns in one process under the recorder and callgrind, {options.rounds} rounds of {options.repeats}"
-        f" sections of {options.steps} steps; instructions per section"
-    )
-    print(counted_table(counts))
-    change = statistics.median(counts["budget"]) / statistics.median(counts["plain"]) - 1
-    met = change <= float(options.budget) / 100
-    print(f"bar (--budget {options.budget} costs at most {options.budget}%): {'met' if met else 'NOT met'}")
-    print("the budget's exit line:", next((x for x in stderr.splitlines() if "autonvtx: --budget" in x), "none"))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
@@ -110,17 +91,11 @@ def main() -> None:
     parser.add_argument("--budget", default="2")
     parser.add_argument("--engine", choices=["wrap", "code"], default="wrap")
     parser.add_argument("--in-process", action="store_true", help="Blocks taking turns in one process.")
-    parser.add_argument(
-        "--instructions", action="store_true", help="As --in-process, counted in instructions under callgrind."
-    )
     parser.add_argument("--small", action="store_true", help="--in-process: a BERT a tenth of the size.")
     parser.add_argument("--repeats", type=int, default=3, help="--in-process: timed runs per block.")
     options = parser.parse_args()
     if options.in_process:
         in_process(options)
-        return
-    if options.instructions:
-        counted(options)
         return
     scratch = tempfile.mkdtemp(prefix="autonvtx-budget-bench-")
     summaries = {name: os.path.join(scratch, f"{name}.json") for name in ("budget", "unbudgeted")}

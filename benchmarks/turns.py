@@ -74,17 +74,6 @@ def count_instructions(
     return counts, done.stderr
 
 
-def counted_table(counts: dict[str, list[float]]) -> str:
-    """Each arm's instructions per section: median, spread over the sections, against plain."""
-    base = statistics.median(counts["plain"])
-    lines = [f"{'arm':<12} {'sections':>8} {'median':>16} {'spread':>8} {'vs plain':>9}"]
-    for arm, values in counts.items():
-        middle = statistics.median(values)
-        spread = (max(values) - min(values)) / middle
-        lines.append(f"{arm:<12} {len(values):>8} {middle:>16,.0f} {spread:>8.2%} {middle / base - 1:>+9.2%}")
-    return "\n".join(lines)
-
-
 def against_plain(times: dict[str, list[list[float]]], arm: str) -> tuple[float, float, float]:
     """The Hodges-Lehmann ratio of `arm`'s times to the plain arm's, less 1, and its 95% interval
     (every run of each arm pooled)."""
