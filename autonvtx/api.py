@@ -74,10 +74,10 @@ def install(
     engine: str | None = None,
     budget: float | str | None = None,
     flight: str | None = None,
-    flight_factor: float = 3.0,
-    flight_keep: int = 10,
-    flight_max: int = 20,
-    flight_warmup: int = 5,
+    flight_factor: float | None = None,
+    flight_keep: int | None = None,
+    flight_max: int | None = None,
+    flight_warmup: int | None = None,
 ) -> Installation:
     """Give the functions the rules select NVTX ranges, from now on, in this process.
 
@@ -89,7 +89,8 @@ def install(
     (the default: the config's, else code where it can run). `budget` (a percentage, as `run
     --budget`): functions whose range costs more than that share of their own time, measured
     over their first calls, have their ranges turned off. `flight` (a range's name, as `profile
-    --flight`, with `flight_factor`, `flight_keep`, `flight_max`, `flight_warmup`): each instance
+    --flight`, with `flight_factor`, `flight_keep`, `flight_max`, `flight_warmup`, whose defaults
+    are the command's: 3.0, 10, 20, 5): each instance
     of that range lasting more than `flight_factor` times the median of those before it opens
     Nsight Systems' capture range (`capture@autonvtx`) over the next `flight_keep` instances,
     with a mark saying what fired. Bad rules raise `autonvtx.ConfigError` (an `AutonvtxError`)
@@ -137,21 +138,26 @@ def _both(first: Callable[[], None] | None, second: Callable[[], None] | None) -
     return disarm
 
 
-def _flight(flight: str | None, factor: float, keep: int, most: int, warmup: int) -> Flight | None:
-    """install()'s flight settings as a checked Flight (UsageError naming the argument), or None."""
+def _flight(
+    flight: str | None, factor: float | None, keep: int | None, most: int | None, warmup: int | None
+) -> Flight | None:
+    """install()'s flight settings as a checked Flight (UsageError naming the argument), or None;
+    a setting not given keeps Flight's default."""
     from autonvtx.recorder.flight import Flight
 
     if flight is None:
         return None
     if not isinstance(flight, str):
         raise UsageError(f"install: flight: expected the name of a range, got {flight!r}")
+    given = {"factor": (factor, float), "keep": (keep, int), "max_files": (most, int), "warmup": (warmup, int)}
     try:
-        watch = Flight(range=flight, factor=float(factor), keep=int(keep), max_files=int(most), warmup=int(warmup))
+        settings = {name: kind(value) for name, (value, kind) in given.items() if value is not None}
     except (TypeError, ValueError):
         raise UsageError(
             "install: flight_factor, flight_keep, flight_max, flight_warmup: expected numbers, got"
             f" {factor!r}, {keep!r}, {most!r}, {warmup!r}"
         ) from None
+    watch = Flight(range=flight, **settings)
     try:
         watch.check()
     except UsageError as error:  # named as the argument, not the option

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.flight import Flight
+from autonvtx.recorder.flight import DEFAULTS, Flight, from_options
 
 # What each command's --flight does, and its settings' words where they differ: `run` (and the
 # kernel) write windows from the recorder's ring; `profile` has nsys capture the steps after.
@@ -27,7 +27,6 @@ NSYS = (
     "instances captured after the slow one.",
     "at most N capture windows per process.",
 )
-_DEFAULT = Flight(range="-")
 
 
 def flight_options(meaning: tuple[str, str, str]) -> Callable[[Any], Any]:
@@ -41,7 +40,7 @@ def flight_options(meaning: tuple[str, str, str]) -> Callable[[Any], Any]:
             click.option(
                 "--flight-factor",
                 type=float,
-                default=_DEFAULT.factor,
+                default=DEFAULTS.factor,
                 show_default=True,
                 metavar="X",
                 help="--flight: how many times the median an instance must last to be slow.",
@@ -49,7 +48,7 @@ def flight_options(meaning: tuple[str, str, str]) -> Callable[[Any], Any]:
             click.option(
                 "--flight-keep",
                 type=int,
-                default=_DEFAULT.keep,
+                default=DEFAULTS.keep,
                 show_default=True,
                 metavar="N",
                 help=f"--flight: {keep_help}",
@@ -57,7 +56,7 @@ def flight_options(meaning: tuple[str, str, str]) -> Callable[[Any], Any]:
             click.option(
                 "--flight-max",
                 type=int,
-                default=_DEFAULT.max_files,
+                default=DEFAULTS.max_files,
                 show_default=True,
                 metavar="N",
                 help=f"--flight: {max_help}",
@@ -65,7 +64,7 @@ def flight_options(meaning: tuple[str, str, str]) -> Callable[[Any], Any]:
             click.option(
                 "--flight-warmup",
                 type=int,
-                default=_DEFAULT.warmup,
+                default=DEFAULTS.warmup,
                 show_default=True,
                 metavar="N",
                 help="--flight: the first N instances are neither compared nor counted (compilation, caches).",
@@ -80,26 +79,17 @@ def flight_options(meaning: tuple[str, str, str]) -> Callable[[Any], Any]:
 
 def flight_setting(
     flight: str | None = None,
-    flight_factor: float = _DEFAULT.factor,
-    flight_keep: int = _DEFAULT.keep,
-    flight_max: int = _DEFAULT.max_files,
-    flight_warmup: int = _DEFAULT.warmup,
+    flight_factor: float = DEFAULTS.factor,
+    flight_keep: int = DEFAULTS.keep,
+    flight_max: int = DEFAULTS.max_files,
+    flight_warmup: int = DEFAULTS.warmup,
     where: str = "profile",
 ) -> Flight | None:
     """--flight and its settings as a Flight, checked before anything starts; a setting without
     --flight is refused (it would do nothing). `where`: the command, first in each message."""
-    if flight is None:
-        given = {
-            "--flight-factor": flight_factor != _DEFAULT.factor,
-            "--flight-keep": flight_keep != _DEFAULT.keep,
-            "--flight-max": flight_max != _DEFAULT.max_files,
-            "--flight-warmup": flight_warmup != _DEFAULT.warmup,
-        }
-        for name, changed in given.items():
-            if changed:
-                raise UsageError(f"{where}: {name} sets how --flight watches; add --flight RANGE")
+    watch = from_options(flight, flight_factor, flight_keep, flight_max, flight_warmup, where)
+    if watch is None:
         return None
-    watch = Flight(range=flight, factor=flight_factor, keep=flight_keep, max_files=flight_max, warmup=flight_warmup)
     try:
         watch.check()
     except UsageError as error:

@@ -62,6 +62,34 @@ class Flight:
             raise UsageError(f"--flight-warmup: expected 0 or more instances, got {self.warmup}")
 
 
+DEFAULTS = Flight(range="-")  # the settings a command gives when not told: Flight's own
+
+
+def from_options(
+    flight: str | None = None,
+    flight_factor: float = DEFAULTS.factor,
+    flight_keep: int = DEFAULTS.keep,
+    flight_max: int = DEFAULTS.max_files,
+    flight_warmup: int = DEFAULTS.warmup,
+    where: str = "run",
+) -> Flight | None:
+    """--flight and its settings (as the commands' options give them) as a Flight, not checked
+    yet, or None; a setting without --flight is refused, after `where` (the command): it would
+    do nothing."""
+    if flight is None:
+        given = {
+            "--flight-factor": flight_factor != DEFAULTS.factor,
+            "--flight-keep": flight_keep != DEFAULTS.keep,
+            "--flight-max": flight_max != DEFAULTS.max_files,
+            "--flight-warmup": flight_warmup != DEFAULTS.warmup,
+        }
+        for name, changed in given.items():
+            if changed:
+                raise UsageError(f"{where}: {name} sets how --flight watches; add --flight RANGE")
+        return None
+    return Flight(range=flight, factor=flight_factor, keep=flight_keep, max_files=flight_max, warmup=flight_warmup)
+
+
 def flight_path(trace: str, number: int) -> str:
     """`trace` with `.flight-N` before its suffix: `fr.json` -> `fr.flight-1.json`."""
     head, tail = split_suffix(trace)
