@@ -158,17 +158,10 @@ def end_as_python_would() -> None:
     the native client) because the program's unclosed files are flushed there. Where another
     NVTX tool is attached, or the native client is missing, the exit stays an exit (130): the
     tool's C exit hooks keep the events a signal would lose."""
-    if not _unhandled_keyboard_interrupt:
-        return
-    from autonvtx.termination import other_tool_attached
+    if _unhandled_keyboard_interrupt:
+        from autonvtx.termination import end_by_sigint_after_finalizing
 
-    if other_tool_attached():
-        return
-    try:
-        from autonvtx import _nvtxclient
-    except ImportError:
-        return
-    _nvtxclient.end_by_sigint_after_finalizing()
+        end_by_sigint_after_finalizing()
 
 
 def _resolve_script(target: Target) -> ResolvedTarget:

@@ -117,6 +117,19 @@ def _ignore_late_sigterm() -> None:
         pass
 
 
+def end_by_sigint_after_finalizing() -> None:
+    """After an uncaught KeyboardInterrupt: the process ends by SIGINT once the interpreter has
+    finalized (the native client's C exit hook), unless another NVTX tool is attached or the
+    client is missing, where it ends by its exit status (130)."""
+    if other_tool_attached():
+        return
+    try:
+        from autonvtx import _nvtxclient
+    except ImportError:
+        return
+    _nvtxclient.end_by_sigint_after_finalizing()
+
+
 def end_process(status: int) -> None:
     """End the process through C exit(status): the C exit hooks run (the NVTX tool writes what it
     holds), nothing of Python's does. A second SIGTERM cannot cut that short."""
