@@ -141,6 +141,30 @@ def _rules_and_plugins(
 FLIGHT_OPTIONS = ("flight", "flight_factor", "flight_keep", "flight_max", "flight_warmup")
 
 
+def flight_settings(
+    flight: str | None = None,
+    flight_factor: float = 3.0,
+    flight_keep: int = 10,
+    flight_max: int = 20,
+    flight_warmup: int = 5,
+) -> Any:
+    """--flight and its settings as a `recorder.flight.Flight`, or None; a setting without
+    --flight is refused (it would do nothing). Its own copy of Flight's defaults, not
+    `recorder.flight.from_options`: importing that module (json, pathlib) on every run would add
+    to start-up and import json before the program's rules are in place."""
+    factor, keep, most, warmup = flight_factor, flight_keep, flight_max, flight_warmup
+    if flight is None:
+        given = (factor != 3.0, keep != 10, most != 20, warmup != 5)
+        names = ("--flight-factor", "--flight-keep", "--flight-max", "--flight-warmup")
+        for name, changed in zip(names, given):
+            if changed:
+                raise UsageError(f"run: {name} sets how --flight watches; add --flight RANGE")
+        return None
+    from autonvtx.recorder.flight import Flight
+
+    return Flight(range=flight, factor=factor, keep=keep, max_files=most, warmup=warmup)
+
+
 def say_where_rules_came_from(config: Config, rules: RuleArgs, near: str | None, *, verbose: int) -> None:
     """When rules were given, the config files discovery left unread, in one line (a `-t` run
     beside an autonvtx.toml silently used other domains and exclusions); -v: also the ones it found."""
@@ -204,9 +228,7 @@ def recording_outputs(
 ) -> tuple[bool, Any]:
     """(whether --ranks leaves this rank out, the recorder's outputs for this rank), checked;
     (False, None) when no option asks for a recording."""
-    from autonvtx.recorder.flight import from_options
-
-    flight = from_options(**{key: options.pop(key) for key in FLIGHT_OPTIONS if key in options})
+    flight = flight_settings(**{key: options.pop(key) for key in FLIGHT_OPTIONS if key in options})
     asked = [options["trace"], options["summary"], options["buffer_mb"], ranks, flight]
     if all(value is None for value in asked) and options["keep"] == "all":
         return False, None
