@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,18 @@ def test_writes_to_standard_output_after_the_programs_own(tmp_path: Path) -> Non
     assert first == str(sum(range(300000)))
     assert rest.startswith("# Suggested by: autonvtx suggest --min-share 0 work.py")
     assert '"work",' in rest
+
+
+def test_imports_after_the_program_are_not_taken_from_its_time(tmp_path: Path) -> None:
+    # The recorder imports what writes its summary after the program's last line: counted as the
+    # program's imports, they left a short run a time near or below zero, its one function
+    # holding 300-600% of it (or, on a loaded machine, over the cost budget and left out).
+    make_file(tmp_path / "work.py", "def work():\n    return sum(range(300000))\n\nwork()\n")
+    done = autonvtx("suggest", "--min-share", "0", "work.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    share = re.search(r'"work",  # ([0-9.]+)% of time', done.stdout)
+    assert share is not None, done.stdout
+    assert float(share.group(1)) <= 100.0
 
 
 def test_rule_options_replace_the_broad_rules_of_the_measured_run(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import json
 import sys
 import time
 import types
+from collections.abc import Callable
 from typing import Any
 
 from autonvtx.suggest.calls import MARKS_MODULE
@@ -55,13 +56,16 @@ def main() -> None:
         raise SystemExit(2) from None
     _quiet_unmatched_patterns()
     facts: dict[str, Any] = {"range_cost_ns": _calibrate(marks)}
-    _mark_imports(marks)
+    unmark_imports = _mark_imports(marks)
     started = time.perf_counter_ns()
 
     _write(spec["facts"], facts)  # the cost, even if the program never reaches Python's exit
 
     def write_facts() -> None:
         facts["run_ns"] = time.perf_counter_ns() - started
+        # Imports after this (the recorder's, writing its summary) are outside the run's time:
+        # marked, they would be taken from it, and a short run's time would go below zero.
+        unmark_imports()
         _write(spec["facts"], facts)
         if spec["summary"] is not None:
             # The summary is ours to read, in a directory about to go: its "written to" line is not
@@ -169,10 +173,17 @@ def _cost(ranged: Any, unranged: Any) -> float:
     return max(differences[len(differences) // 2], 1) / CALIBRATION_CALLS
 
 
-def _mark_imports(marks: types.ModuleType) -> None:
+def _mark_imports(marks: types.ModuleType) -> Callable[[], None]:
     """Every import that loads a module goes through `importlib._bootstrap._find_and_load`
     (the `import` statement's C path looks it up on the module each time, and
-    `importlib.import_module` calls it by name): the ranged `importing` takes its place."""
+    `importlib.import_module` calls it by name): the ranged `importing` takes its place.
+    Returns what puts the original back."""
     import importlib._bootstrap as bootstrap
 
+    original = bootstrap._find_and_load  # type: ignore[attr-defined]
     bootstrap._find_and_load = marks.importing  # type: ignore[attr-defined]
+
+    def unmark() -> None:
+        bootstrap._find_and_load = original  # type: ignore[attr-defined]
+
+    return unmark
