@@ -16,15 +16,27 @@ if TYPE_CHECKING:
     from autonvtx.config import RangeStyle
     from autonvtx.ranges import Emitter
 
-# Per type: whether its instances are array-like. Types are few; the dict stays small.
-_ARRAY_TYPES: dict[type, bool] = {}
+# Per type: what its instances are (0: not array-like, 1: array-like, 2: a NumPy array whose
+# `shape` and `dtype` are ndarray's own, which the native wrapper reads from its struct). Types
+# are few; the dict stays small.
+_ARRAY_TYPES: dict[type, int] = {}
+NOT_ARRAY, ARRAY_LIKE, NUMPY_LAYOUT = 0, 1, 2
 
 
-def _is_array_type(cls: type) -> bool:
+def _is_array_type(cls: type) -> int:
     found = _ARRAY_TYPES.get(cls)
     if found is None:
-        found = _ARRAY_TYPES[cls] = hasattr(cls, "shape") and hasattr(cls, "dtype")
+        found = _ARRAY_TYPES[cls] = _array_kind(cls)
     return found
+
+
+def _array_kind(cls: type) -> int:
+    if not (hasattr(cls, "shape") and hasattr(cls, "dtype")):
+        return NOT_ARRAY
+    ndarray = next((base for base in cls.__mro__ if base.__module__ == "numpy" and base.__name__ == "ndarray"), None)
+    if ndarray is not None and cls.shape is ndarray.shape and cls.dtype is ndarray.dtype:  # type: ignore[attr-defined]
+        return NUMPY_LAYOUT
+    return ARRAY_LIKE
 
 
 def shapes_key(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[Any, ...]:
@@ -120,3 +132,9 @@ def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, .
             emitter.pop()
 
     return call
+
+
+def is_native(wrapper: Any) -> bool:
+    """Whether `wrapper` (from wrapper()) is the native ShapedRanges, which a ranged function
+    wrapper (ranged.c) calls directly."""
+    return type(wrapper).__name__ == "ShapedRanges" and type(wrapper).__module__ == "autonvtx._nvtxclient"

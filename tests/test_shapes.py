@@ -184,3 +184,70 @@ def test_the_native_wrapper_builds_the_keys_the_python_one_does() -> None:
     assert wrapper(lambda *a, **k: (a, k), None, (Fine(), [Fine()], 3), {"x": Fine()}) is not None
     wrapper(lambda *a, **k: None, None, (Fine(), [Fine()], 3), {"x": Fine()})  # seen: no second make
     assert seen == [(((4,), "int8"), ((4,), "int8"), ((4,), "int8"))] and wrapper.seen == 1
+
+
+MIXED = """
+    import numpy as np
+
+    class Shaped(np.ndarray):          # a subclass whose shape is its own: read through .shape
+        @property
+        def shape(self):
+            return (7,)
+
+    class FreshDtype:                  # a new dtype object at each call: never found by address
+        shape = (3,)
+
+        @property
+        def dtype(self):
+            return "".join(["int", "16"])
+
+    def f(*args, **kwargs):
+        return len(args) + len(kwargs)
+"""
+
+MIXED_PROGRAM = """
+    import numpy as np
+    import mixed
+
+    a, b = np.ones((2, 3)), np.ones((3,), dtype=np.float32)
+    big = np.ones((4,), dtype=">f8")   # not the native byte order
+    sub = np.ones((5,)).view(mixed.Shaped)
+    for _ in range(3):                 # alternating shapes, each found again
+        mixed.f(a, b)
+        mixed.f(b, a)
+        mixed.f(a, y=b)
+    for _ in range(2):
+        mixed.f(big)
+        mixed.f(np.ones((4,), dtype=">f8"))
+        mixed.f(sub)
+        mixed.f(mixed.FreshDtype())
+        mixed.f([a] * 20)              # more arrays than the native key holds
+        mixed.f(np.ones(()))
+    for n in range(1, 5001):           # more shapes than the native wrapper keeps found by address
+        mixed.f(np.ones((n,), dtype=np.int8))
+    mixed.f(a, b)
+"""
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_call_is_named_by_its_own_arrays(workdir: Path, engine: str) -> None:
+    make_file(workdir / "prog.py", MIXED_PROGRAM)
+    make_file(workdir / "mixed.py", MIXED)
+    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mixed"]\nshapes = true\n')
+    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.trace_path is not None
+    (recording,) = read_chrome_trace(done.trace_path)
+    names = Counter(r.name for r in recording.ranges)
+    assert {name: count for name, count in names.items() if not name.endswith(" int8]")} == {
+        "f [2x3 float64, 3 float32]": 7,  # f(a, b) and f(a, y=b): keyword arguments after the others
+        "f [3 float32, 2x3 float64]": 3,
+        "f [4 >f8]": 4,
+        "f [7 float64]": 2,
+        "f [3 int16]": 2,
+        "f [" + ", ".join(["2x3 float64"] * 20) + "]": 2,
+        "f [scalar float64]": 2,
+    }
+    assert all(names[f"f [{n} int8]"] == 1 for n in range(1, 5001))
+    assert sum(names.values()) == 9 + 12 + 5000 + 1

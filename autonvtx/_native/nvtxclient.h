@@ -149,6 +149,27 @@ static inline void range_leave(RangeObject* r, range_step step)
     budget_account(r, end - step.start, step.cost + (budget_now() - end));
 }
 
+/* `function` called inside `range` (a Range) with the caller's arguments untouched: pushed and
+ * popped, timed while --budget measures it, or not pushed once the budget turned it off. */
+static inline PyObject* ranged_call_in(RangeObject* range, PyObject* function, PyObject* const* args,
+                                       size_t nargsf, PyObject* kwnames)
+{
+    PyObject* result;
+
+    if (!range->enabled || range->off) /* off: --budget */
+        return PyObject_Vectorcall(function, args, nargsf, kwnames);
+    if (range->measure_left > 0) {
+        range_step step = range_enter(range);
+        result = PyObject_Vectorcall(function, args, nargsf, kwnames);
+        range_leave(range, step);
+        return result;
+    }
+    nvtxDomainRangePushEx(range->domain, &range->attributes);
+    result = PyObject_Vectorcall(function, args, nargsf, kwnames);
+    nvtxDomainRangePop(range->domain);
+    return result;
+}
+
 /* A new initialised Range (range.c). */
 RangeObject* range_new_prepared(PyObject* domain_name, PyObject* message, unsigned long color,
                                 unsigned long category);
@@ -268,6 +289,12 @@ int chainedfinder_add_to_module(PyObject* module);
 int deadline_add_to_module(PyObject* module);
 int flightwatch_add_to_module(PyObject* module);
 int shapes_add_to_module(PyObject* module);
+
+/* A rule with `shapes = true` (shapes.c): a ranged function wrapper (ranged.c) whose range field
+ * holds a ShapedRanges calls shapes_call(), which picks the call's Range by its arguments. */
+extern PyTypeObject ShapedType;
+PyObject* shapes_call(PyObject* shaped, PyObject* function, PyObject* const* args, size_t nargsf,
+                      PyObject* kwnames);
 
 /* sys.<name> as PySys_GetObject gives it (borrowed), without making a str of the name each
  * time; NULL with an error set where it is missing (chainedloader.c). */

@@ -61,24 +61,14 @@ static PyObject* ranged_vectorcall(PyObject* self, PyObject* const* args, size_t
     ranged_fields* fields = RANGED_FIELDS(self);
     PyObject* function = fields->function;
     PyObject* range = fields->range;
-    PyObject* result;
 
     if (function == NULL || range == NULL || !Py_IS_TYPE(range, &RangeType)) {
+        if (function != NULL && range != NULL && Py_IS_TYPE(range, &ShapedType))
+            return shapes_call(range, function, args, nargsf, kwnames); /* a Range per shapes */
         if ((range = (PyObject*)ranged_range(self)) == NULL)
             return NULL;
     }
-    if (!((RangeObject*)range)->enabled || ((RangeObject*)range)->off) /* off: --budget */
-        return PyObject_Vectorcall(function, args, nargsf, kwnames);
-    if (((RangeObject*)range)->measure_left > 0) {
-        range_step step = range_enter((RangeObject*)range);
-        result = PyObject_Vectorcall(function, args, nargsf, kwnames);
-        range_leave((RangeObject*)range, step);
-        return result;
-    }
-    nvtxDomainRangePushEx(((RangeObject*)range)->domain, &((RangeObject*)range)->attributes);
-    result = PyObject_Vectorcall(function, args, nargsf, kwnames);
-    nvtxDomainRangePop(((RangeObject*)range)->domain);
-    return result;
+    return ranged_call_in((RangeObject*)range, function, args, nargsf, kwnames);
 }
 
 /* A generator, coroutine or async generator function: what the call returns is driven, a
@@ -221,7 +211,7 @@ static int ranged_init(PyObject* self, PyObject* args, PyObject* kwds)
         return -1;
     }
     if (!(Py_IS_TYPE(range, &RangeType) && ((RangeObject*)range)->domain_name != NULL) &&
-        !Py_IS_TYPE(range, &PendingStyleType)) {
+        !Py_IS_TYPE(range, &PendingStyleType) && !Py_IS_TYPE(range, &ShapedType)) {
         PyErr_SetString(PyExc_TypeError, "ranged function wrapper needs an initialized Range");
         return -1;
     }

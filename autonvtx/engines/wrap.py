@@ -207,7 +207,11 @@ class WrapEngine:
         wrapper = None
         if rule.shapes and not resumptions.suspending_kind(getattr(getattr(func, "__code__", None), "co_flags", 0)):
             # A range named per call by its arguments' shapes (a dict look-up once seen).
-            wrapper = RangeWrapper.for_function(func, shapes.wrapper(style, message))
+            shaped = shapes.wrapper(style, message)
+            if _RangedFunctionWrapper is not None and type(func) is types.FunctionType and shapes.is_native(shaped):
+                wrapper = _RangedFunctionWrapper(func, shaped)  # the call's key read in C, no wrapt
+            else:
+                wrapper = RangeWrapper.for_function(func, shaped)
         elif _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
         # Else: generators and coroutines (a range per resumption), wrapt decorators' wrappers,
