@@ -1,9 +1,10 @@
 """Cost per call of `shapes = true` on a rule (issue 34): the same NumPy function ranged with and
 without shapes, and not ranged, in one process, on the engine asked for.
 
-    python benchmarks/shapes.py [--engine wrap|code] [--calls 20000] [--rounds 21]
+    python benchmarks/shapes.py [--engine wrap|code] [--arrays numpy|torch] [--calls 20000] [--rounds 21]
 
-The function takes two small arrays (the call's own work is small, so the overhead shows); each
+The function takes two small arrays (NumPy's, whose dims the native wrapper reads from the
+array's struct, or torch's CPU tensors, read through `.shape` and `.dtype`) (the call's own work is small, so the overhead shows); each
 variant installs autonvtx through the API, runs its loop and uninstalls, round after round,
 interleaved, keeping the fastest round of each, timed in the thread's CPU time. The native
 recorder is attached in its no-op mode. One JSON object: nanoseconds per call of each variant,
@@ -31,6 +32,7 @@ MODULE = "autonvtx_bench_shapes"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--engine", default="wrap", choices=("wrap", "code"))
+    parser.add_argument("--arrays", default="numpy", choices=("numpy", "torch"))
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=21)
     args = parser.parse_args()
@@ -57,6 +59,10 @@ def main() -> int:
             f.write(f'[[rules]]\nmodules = ["{MODULE}"]\n{extra}')
         configs[name] = path
     a, b = np.ones((32, 128)), np.ones((128, 64))
+    if args.arrays == "torch":
+        import torch
+
+        a, b = torch.ones((32, 128)), torch.ones((128, 64))
 
     def loop() -> float:
         import autonvtx_bench_shapes as m  # the current binding: wrapped or not
@@ -82,6 +88,7 @@ def main() -> int:
             {
                 "python": sys.version.split()[0],
                 "engine": args.engine,
+                "arrays": args.arrays,
                 "ns_per_call": {k: round(v) for k, v in best.items()},
                 "shapes_extra_ns": round(best["range+shapes"] - best["range"]),
             }

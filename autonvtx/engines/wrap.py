@@ -209,8 +209,11 @@ class WrapEngine:
             # A range named per call by its arguments' shapes (a dict look-up once seen).
             shaped = shapes.wrapper(style, message)
             if _RangedFunctionWrapper is not None and type(func) is types.FunctionType and shapes.is_native(shaped):
-                wrapper = _RangedFunctionWrapper(func, shaped)  # the call's key read in C, no wrapt
-            else:
+                try:
+                    wrapper = _RangedFunctionWrapper(func, shaped)  # the call's key read in C, no wrapt
+                except TypeError:  # an extension built from older sources (an editable install)
+                    wrapper = None
+            if wrapper is None:
                 wrapper = RangeWrapper.for_function(func, shaped)
         elif _make_ranged is not None and type(func) is types.FunctionType:
             wrapper = _make_ranged(func, domain, message, color, category)
