@@ -463,3 +463,45 @@ def test_a_sort_key_a_diff_has_no_figures_for_is_refused_before_reading(sort: st
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert f"--sort: a diff of runs has no figures for '{sort}'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "data, args, message",
+    [
+        ("recording", ["--by", "gpu"], "--by gpu: {path} is an autonvtx recording, which holds no GPU data"),
+        ("export", ["--group", "class"], "--group: applies to autonvtx recordings; {path} is an Nsight Systems export"),
+        ("export", ["--skip-first", "1"], "--skip-first: applies to autonvtx recordings; {path} is an Nsight Systems"),
+    ],
+)
+def test_view_options_the_files_cannot_answer_are_refused_as_report_refuses_them(
+    tmp_path: Path, data: str, args: list[str], message: str
+) -> None:
+    # diff printed an empty table for a recording --by gpu, and ignored --group and --skip-first
+    # on exports, where report refuses them: the same check, the same line, in both.
+    if data == "recording":
+        path = str(tmp_path / "t.json")
+        Path(path).write_text(
+            json.dumps({"traceEvents": [{"ph": "X", "name": "f", "ts": 0, "dur": 5, "pid": 1, "tid": 1}]})
+        )
+    else:
+        path = SAXPY
+    done = cli("diff", path, "--against", path, *args)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.startswith("autonvtx: ") and message.format(path=path) in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    report = subprocess.run(
+        [sys.executable, "-m", "autonvtx", "report", path, *args], capture_output=True, text=True, env=autonvtx_env()
+    )
+    assert report.returncode == 2 and message.format(path=path) in report.stderr, report.stderr
+
+
+def test_each_command_lists_the_sort_keys_it_has() -> None:
+    helps = {
+        command: subprocess.run(
+            [sys.executable, "-m", "autonvtx", command, "--help"], capture_output=True, text=True, env=autonvtx_env()
+        ).stdout
+        for command in ("summary", "report", "diff")
+    }
+    assert "--sort [total|self|count|mean|max|cpu|instances|name]\n" in helps["summary"]
+    assert "--sort [change|name|gpu|cpu|total|kernels|instances|count]" in helps["diff"]
+    assert "|imbalance|" in helps["report"] and "change" not in helps["report"].split("--sort", 1)[1].split("\n")[0]

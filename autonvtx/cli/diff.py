@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import scale_options, view_options
+from autonvtx.cli.views import DIFF_SORT_HELP, scale_options, view_options_for
+from autonvtx.recorder.stats import DIFF_SORTS
 
 
 class AgainstCommand(click.Command):
@@ -59,7 +60,7 @@ def expand_against(args: list[str]) -> list[str]:
     metavar="NEW",
     help="The run(s) to compare with BASE (repeat, or list several after one --against).",
 )
-@view_options
+@view_options_for(DIFF_SORTS, DIFF_SORT_HELP)
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
 @click.option(
     "--alpha",

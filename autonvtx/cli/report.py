@@ -8,12 +8,12 @@ from typing import Any
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import scale_options, side_table_options, view_options
+from autonvtx.cli.views import REPORT_SORT_HELP, REPORT_SORTS, scale_options, side_table_options, view_options_for
 
 
 @cli.command("report")
 @click.argument("profile", nargs=-1, required=True)
-@view_options
+@view_options_for(REPORT_SORTS, REPORT_SORT_HELP)
 @side_table_options
 @click.option("--strip-ids", is_flag=True, help="Fold per-call suffixes such as ', op_id = 990760' into one name.")
 @click.option(

@@ -8,11 +8,35 @@ from typing import Any
 
 import click
 
-from autonvtx.recorder.stats import BY, GROUPINGS, SORTS
+from autonvtx.recorder.stats import BY, DIFF_SORTS, GPU_SORTS, GROUPINGS, SORTS, SPREAD_SORTS, STATS_SORTS
+
+# Keys only a comparison of runs has.
+DIFF_ONLY_SORTS = tuple(key for key in DIFF_SORTS if key not in STATS_SORTS + GPU_SORTS + SPREAD_SORTS)
+
+
+# The --sort keys each command's help lists (every key is parsed everywhere, so that one the
+# data cannot answer is refused saying why: `summary --sort gpu`, a recording has no GPU data).
+RECORDING_SORT_HELP = "The column rows are sorted by, largest first (default: total; cpu = total, instances = count)."
+REPORT_SORTS = tuple(key for key in SORTS if key not in DIFF_ONLY_SORTS)
+REPORT_SORT_HELP = (
+    "The column rows are sorted by, largest first (default: total, or gpu for an export with GPU work; "
+    "cpu = total, instances = count; lost and imbalance with --across ranks)."
+)
+DIFF_SORT_HELP = "The column rows are sorted by (default: the change, real changes first)."
 
 
 def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a command with --tree, --group, --each, --skip-first, --by, --sort, --top, --filter."""
+    """--tree, --group, --each, --skip-first, --by, --sort, --top, --filter, for a recording's
+    statistics (`run --summary`, `summary`)."""
+    return view_options_for(STATS_SORTS, RECORDING_SORT_HELP)(command)
+
+
+def view_options_for(sorts: tuple[str, ...], sort_help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The view options, with --sort's help listing `sorts`."""
+    return lambda command: _view_options(command, sorts, sort_help)
+
+
+def _view_options(command: Callable[..., Any], sorts: tuple[str, ...], sort_help: str) -> Callable[..., Any]:
     options = [
         click.option("--tree", is_flag=True, help="One row per call path, indented by nesting."),
         click.option(
@@ -40,8 +64,8 @@ def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
             "--sort",
             type=click.Choice(SORTS),
             default=None,
-            help="The column rows are sorted by, largest first (default: total, or gpu for an "
-            "export with GPU work; cpu = total, instances = count).",
+            metavar="[" + "|".join(sorts) + "]",
+            help=sort_help,
         ),
         click.option(
             "--top",
@@ -98,9 +122,9 @@ def make_view_options(values: dict[str, Any]) -> Any:
     check_sort(sort, STATS_SORTS, "an autonvtx recording (no GPU data)")
     by = values["by"]
     if by == "gpu":
-        from autonvtx.errors import UsageError
+        from autonvtx.report.viewchecks import no_gpu_data
 
-        raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
+        raise no_gpu_data(None)
     options = ViewOptions(
         tree=values["tree"],
         group=values["group_by"],

@@ -19,6 +19,7 @@ from autonvtx.report.diff import (
 from autonvtx.report.gather import Job, Progress, gather, show_progress
 from autonvtx.report.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.renderers import DiffDocument, Rendering, render
+from autonvtx.report.viewchecks import check_view_applies
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,10 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     ]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
+    for summary in summaries:
+        check_view_applies(
+            summary.kind, summary.path, by=request.by, group=request.group, skip_first=request.skip_first
+        )
     split = len(request.base)
     diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
     rows = arrange(

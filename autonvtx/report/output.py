@@ -27,6 +27,7 @@ from autonvtx.report.render import check_output_paths, format_of, write_text_fil
 from autonvtx.report.renderers import Rendering, ReportDocument, render
 from autonvtx.report.sidechecks import asked
 from autonvtx.report.sideviews import export_memory, pairs_table, recording_memory
+from autonvtx.report.viewchecks import check_view_applies
 from autonvtx.report.views import export_order, nested, placed, placed_order
 
 
@@ -94,13 +95,9 @@ def _produce(request: ReportRequest) -> str | None:
             tree=request.tree or request.html is not None,
         ),
     )
-    if report.kind == "autonvtx" and request.by == "gpu":
-        raise UsageError("--by gpu: an autonvtx recording holds no GPU data; expected process, rank or thread")
+    check_view_applies(report.kind, request.profile, by=request.by, group=request.group, skip_first=request.skip_first)
     if asked(request) is not None:
         return _side_table(report, request, fmt)
-    if report.kind == "nsys" and (request.group != "name" or request.skip_first):
-        option = "--group" if request.group != "name" else "--skip-first"
-        raise UsageError(f"report: {option}: applies to autonvtx recordings; an export's ranges are swept as recorded")
     sort = request.sort or ("gpu" if report.has_gpu else "cpu")
     head = ""
     asked_for = request  # the terminal's cut below is the table's only: --html keeps every row
