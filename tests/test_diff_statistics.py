@@ -15,10 +15,10 @@ import pytest
 from conftest import autonvtx_env
 from synthetic_runs import FUNCTIONS, Noise, Program, write_run, write_runs
 
-from autonvtx.report.diff import DiffOptions, compare
+from autonvtx.report.diff import Diff, DiffOptions, compare
 from autonvtx.report.diffrun import DiffRequest, produce_diff
 from autonvtx.report.gather import Job, gather
-from autonvtx.report.noise import compare_runs, rank_test, ratio_interval, smallest_p
+from autonvtx.report.noise import achieved_confidence, compare_runs, rank_test, ratio_interval, smallest_p
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 SAXPY = str(FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite")
@@ -244,3 +244,16 @@ def test_copies_within_a_side_count_once(tmp_path: Path) -> None:
     assert f"BASE: {base} repeats the measurements of {base} (a copy?): counted once" in diff.notes
     same_file = produce_diff(DiffRequest((SAXPY, SAXPY), (SAXPY, SAXPY), strip_ids=True)).diff
     assert {row.verdict for row in same_file.rows} == {"same"}
+
+
+def test_the_test_line_says_the_confidence_the_exact_interval_holds() -> None:
+    # The exact interval's confidence is discrete: asked 95% at 5 and 5 runs, it holds 96.8%
+    # (1 - 2 P(U <= 2) = 1 - 2 x 4/252), which the output says rather than a bare "95%".
+    assert achieved_confidence(5, 5, 0.95) == pytest.approx(1 - 2 * 4 / 252)
+    assert achieved_confidence(2, 2, 0.95) == 0.0  # no bounded interval: too few runs
+    assert ratio_interval([1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 3.0, 4.0, 5.0, 6.0], 0.95)[3] == achieved_confidence(
+        5, 5, 0.95
+    )
+    files = [f"run{i}.json" for i in range(5)]
+    line = Diff(files, files, DiffOptions(), False, False, None, []).test
+    assert "ratio's 95% interval (exact: 96.8% with 5 and 5 runs) lies within 5% of 1" in line

@@ -8,7 +8,7 @@ from statistics import fmean
 
 from autonvtx.recorder.stats import DIFF_SORTS, check_sort
 from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
-from autonvtx.report.noise import NOISE_MODEL, TEST_NAME, compare_runs, smallest_p
+from autonvtx.report.noise import NOISE_MODEL, TEST_NAME, achieved_confidence, compare_runs, smallest_p
 
 # unclear: no real change, and the interval cannot rule out one larger than --min-change.
 VERDICTS = ("slower", "faster", "unclear", "same", "new", "gone")
@@ -114,9 +114,12 @@ class Diff:
     def test(self) -> str:
         if self.tested:
             options = self.options
+            runs = (len(self.base_files), len(self.new_files))
+            achieved = achieved_confidence(*runs, options.confidence)
+            exact = f" (exact: {100 * achieved:.3g}% with {runs[0]} and {runs[1]} runs)" if achieved else ""
             return (
                 f"{TEST_NAME}; slower/faster when p < {options.alpha:g}; same when the ratio's "
-                f"{100 * options.confidence:g}% interval lies within {options.min_change_pct:g}% of 1; "
+                f"{100 * options.confidence:g}% interval{exact} lies within {options.min_change_pct:g}% of 1; "
                 "unclear otherwise"
             )
         return (
