@@ -277,3 +277,23 @@ def test_filter_hiding_the_communication_ranges_keeps_the_straggler() -> None:
     assert done.returncode == 0, done.stderr
     assert whole["method"] == "communication"
     assert json.loads(done.stdout)["straggler"] == whole
+
+
+@pytest.mark.parametrize("export", ["torch-2gpu-nsys2026.2.sqlite", "saxpy-mpi-cuda-nsys2022.2.sqlite"])
+@pytest.mark.parametrize("each", [False, True])
+def test_timelines_kept_from_the_sweeps_read_are_those_read_again(export: str, each: bool) -> None:
+    # --across ranks read each export's ranges twice (the sweep, then the timelines): the sweep
+    # now keeps them, and the straggler must see exactly what a second read gave.
+    from autonvtx.report.profile import ReportOptions, read_profile
+    from autonvtx.report.timelines import read_timelines
+
+    path = str(Path(__file__).parent / "fixtures" / "nsys" / export)
+    kept = read_profile(path, ReportOptions(by="rank", each=each, tree=False, flat_ranges=True))
+    again = read_profile(path, ReportOptions(by="rank", each=each, tree=False))
+    assert kept.flat_ranges and again.flat_ranges is None
+    from_sweep = read_timelines(kept, path, each=each)
+    from_second_read = read_timelines(again, path, each=each)
+    assert from_sweep.keys() == from_second_read.keys() and len(from_sweep) >= 1
+    for rank, timeline in from_sweep.items():
+        assert timeline.instances == from_second_read[rank].instances
+        assert timeline.self_ns == from_second_read[rank].self_ns

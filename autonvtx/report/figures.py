@@ -126,3 +126,6 @@ class Report:
     groups_outside: dict[str, Work] = field(default_factory=dict)
     recordings: list[ProcessRecording] = field(default_factory=list)  # an autonvtx trace's processes
     empty: str | None = None  # why the table printed has no rows, where --filter emptied it (also a note)
+    # An export's push/pop ranges per rank, (thread, start, end, label), kept from the sweep's own
+    # read where ReportOptions.flat_ranges asked (the straggler's timelines: no second read).
+    flat_ranges: dict[str, list[tuple[int, int, int, str]]] | None = None

@@ -69,6 +69,7 @@ def summarize(job: Job) -> Summary:
             skip_first=job.skip_first,
             each=job.each,
             tree=job.tree,
+            flat_ranges=job.timeline,
         ),
     )
     summary = Summary(job.path, report.kind, report.description, report.has_gpu, notes=list(report.notes))

@@ -9,13 +9,13 @@ wrote (.json, .json.gz, .pftrace), whose figures are the statistics model's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import RangeStats, ViewOptions
 from autonvtx.report import workers
-from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
+from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, RangeRow, ReportError
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
 from autonvtx.report.flightmarks import flight_notes
 from autonvtx.report.labels import Labels, read_labels
@@ -40,6 +40,7 @@ class ReportOptions:
     group: str = "name"  # "class": rows of a recording folded per class (`--group`)
     skip_first: int = 0  # a recording's first N instances of each range per thread left out
     tree: bool = True  # an export's tree of nested ranges (False: rows only, when nothing shows the tree)
+    flat_ranges: bool = False  # keep an export's push/pop ranges per rank (Report.flat_ranges)
 
 
 def read_profile(path: str, options: ReportOptions = ReportOptions()) -> Report:
@@ -80,7 +81,8 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         labels = read_labels(export)
         notes = _export_notes(export, labels)
         notes.extend(flight_notes(export))  # which slow instance each --flight window followed
-        tallies = _sweeps(export, labels, options)
+        flat: dict[str, list[tuple[int, int, int, str]]] | None = {} if options.flat_ranges else None
+        tallies = _sweeps(export, labels, options, flat)
         totals = Totals(capture=_capture_work(export))
         launched = Work()
         rows, tree = [], []
@@ -126,12 +128,17 @@ def _from_export(path: str, options: ReportOptions) -> Report:
             totals,
             notes,
             _outside_by_group(tallies),
+            flat_ranges=flat or None,
         )
     finally:
         export.close()
 
 
-def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[Tally]:
+def _sweeps(
+    export: NsysExport, labels: Labels, options: ReportOptions, flat: dict[str, list[tuple[int, int, int, str]]] | None
+) -> list[Tally]:
+    """The sweeps of the export's ranges and work; `flat`, where given, gets the push/pop ranges
+    per rank as the single sweep reads them (left empty where the sweep runs elsewhere)."""
     rename = _rename(options)
     # A large export's threads are swept in as many processes as there are CPUs to run them.
     shares = split_threads(export, workers.available_cpus())
@@ -144,7 +151,10 @@ def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[
             for device in devices
         ]
     if options.by != "gpu":
-        return [Sweep(labels.grouping(options.by), rename).run(labels.ranges_of(export), export.launches())]
+        ranges = labels.ranges_of(export)
+        if flat is not None:
+            ranges = _keeping_flat(ranges, labels, rename, flat)
+        return [Sweep(labels.grouping(options.by), rename).run(ranges, export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
         Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(
@@ -152,6 +162,28 @@ def _sweeps(export: NsysExport, labels: Labels, options: ReportOptions) -> list[
         )
         for device in export.devices()
     ]
+
+
+def _keeping_flat(
+    ranges: Iterator[RangeRow],
+    labels: Labels,
+    rename: Callable[[str], str] | None,
+    flat: dict[str, list[tuple[int, int, int, str]]],
+) -> Iterator[RangeRow]:
+    """`ranges` as they are, each push/pop range also put in `flat` under its rank, labelled as
+    report.timelines labels them."""
+    from autonvtx.report.text import label  # the names as every table shows them
+
+    groups: dict[int, list[tuple[int, int, int, str]]] = {}
+    for row in ranges:
+        global_tid, start, end, start_end, domain, name = row
+        if not start_end and end is not None:
+            into = groups.get(global_tid)
+            if into is None:
+                into = groups[global_tid] = flat.setdefault(labels.rank(global_tid), [])
+            text = rename(name) if rename is not None and name else (name or "")
+            into.append((global_tid, start, end, label(labels.domain(domain), text)))
+        yield row
 
 
 def _constant(label: str) -> Callable[[int], str]:

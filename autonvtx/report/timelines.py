@@ -69,7 +69,9 @@ def read_timelines(report: Any, path: str, strip_ids: bool = False, each: bool =
     {n} unless --each). Push/pop ranges only: a start/end range does not nest on its thread."""
     from autonvtx.report.views import range_naming
 
-    if report.kind == "nsys":
+    if report.kind == "nsys" and report.flat_ranges is not None:
+        flat = report.flat_ranges  # kept from the sweep's read (ReportOptions.flat_ranges)
+    elif report.kind == "nsys":
         flat = _export_ranges(path, range_naming(strip_ids, each))
     else:  # a recording's ranges were read (and stripped of ids) with the report
         flat = _recording_ranges(report.recordings or [], range_naming(False, each))
