@@ -122,10 +122,21 @@ class Sweep:
         w = next(launch_iter, None)
         threads = self._threads
         nodes = self._nodes
-        node_key = self.tally.key
-        totals = self.tally.totals
+        tally = self.tally
+        node_key = tally.key
+        totals = tally.totals
+        key_ids = self._key_ids
         rename = self._rename
         finish = self._finish
+        only_with_work = self._only_with_work
+        blank = [0] * (WORK + _NWORK)
+        keys, parents, groups, shadows, start_ends = (
+            tally.keys,
+            tally.parent,
+            tally.group,
+            tally.shadowed,
+            tally.start_end,
+        )
         for global_tid, start, end, start_end, domain, name in ranges:
             # A range that starts when a call starts encloses it: launches strictly before go first.
             while w is not None and w[1] < start:
@@ -143,18 +154,34 @@ class Sweep:
             while stack and stack[-1][0] < start:
                 done = stack.pop()
                 thread.names[node_key[done[2]]] -= 1
-                if done[3] is None and not self._only_with_work:
+                if done[3] is None and not only_with_work:
                     node_totals = totals[done[2]]
                     node_totals[0] += 1
                     node_totals[1] += done[0] - done[1]
                 else:
                     finish(done, stack[-1] if stack else None)
             parent = stack[-1][2] if stack else thread.root
-            node = nodes.get((parent, domain, name))
-            if node is None:
-                node = self._new_node(thread, parent, domain, name)
-            key = node_key[node]
+            slot = (parent, domain, name)
+            node = nodes.get(slot)
             names = thread.names
+            if node is None:
+                # A new position (with --each, nearly every range): `add_node` written out.
+                pair = (domain, name or "")
+                key = key_ids.get(pair)
+                if key is None:
+                    key = key_ids[pair] = len(keys)
+                    keys.append(pair)
+                node = nodes[slot] = len(node_key)
+                parents.append(parent)
+                node_key.append(key)
+                groups.append(thread.group)
+                # Shadowed: an instance of the same name encloses this position (recursion); the
+                # position's work is already counted for the name there.
+                shadows.append(names.get(key, 0) > 0)
+                start_ends.append(False)
+                totals.append(blank.copy())
+            else:
+                key = node_key[node]
             names[key] = names.get(key, 0) + 1
             stack.append([end, start, node, None])
         while w is not None:
@@ -185,14 +212,6 @@ class Sweep:
             key = self._key_ids[pair] = len(self.tally.keys)
             self.tally.keys.append(pair)
         return key
-
-    def _new_node(self, thread: _Thread, parent: int, domain: int, name: str | None) -> int:
-        key = self._key(domain, name)
-        # Shadowed: an instance of the same name encloses this position (recursion); the
-        # position's work is already counted for the name there.
-        shadowed = thread.names.get(key, 0) > 0
-        node = self._nodes[(parent, domain, name)] = self.tally.add_node(parent, key, thread.group, shadowed, False)
-        return node
 
     def _start_end(self, thread: _Thread, start: int, end: int, domain: int, name: str | None) -> None:
         # Start/end ranges need not nest with anything: each is a root of its own.

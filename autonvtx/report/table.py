@@ -101,6 +101,14 @@ def build_table(
     rule_name = "-" * min(longest, room or longest, RULE_MAX)
     head = row(headers, name_header, False)
     out = [header_paint(head) if header_paint else head, row(["-" * w for w in widths], rule_name, False)]
+    if room is None and paint is None:  # a file or a pipe: each line one format call, no cut
+        append = out.append
+        count = len(widths)
+        for cells, name, under in lines:
+            append(aligned(*cells, name).rstrip() if len(cells) == count else row(cells, name, True))
+            for text in under:
+                append(under_indent + text)
+        return out
     for line in lines:
         out.append(row(line.cells, line.name, True))
         for text in line.under:

@@ -204,30 +204,40 @@ def _row_cells(report: Report, item: Row | TreeNode) -> list[str]:
 
 def _gpu_lines(report: Report, rows: Sequence[Row]) -> list[Line]:
     """`_row_cells`, `shown` and `_top_line` of each row of an export with GPU data, in one loop:
-    a per-name report has tens of thousands of rows (the same cells, the same bytes)."""
+    a per-name report has tens of thousands of rows (the same cells, the same bytes), most of
+    them launching nothing, so a zero is written without a call."""
     total = report.totals.capture.gpu_ns
     duration = format_duration
+    new_line = tuple.__new__  # Line's fields in order, without NamedTuple's Python-level __new__
     lines = []
+    append = lines.append
     for row in rows:
         work = row.work
         gpu_ns = work.kernel_ns + work.memcpy_ns + work.memset_ns
+        span_ns = row.span_ns
+        name = row.name or "(unnamed)"
+        if row.domain:
+            name = f"{row.domain}:{name}"
+        if not name.isprintable():
+            name = printable(name)
         cells = (
-            duration(gpu_ns),
-            f"{100 * gpu_ns / total if total else 0.0:.1f}%",
+            duration(gpu_ns) if gpu_ns else "0 ns",
+            f"{100 * gpu_ns / total:.1f}%" if gpu_ns and total else "0.0%",
             f"{work.kernels:,}",
             f"{work.memcpy + work.memset:,}",
-            duration(row.span_ns),
+            duration(span_ns) if span_ns else "0 ns",
             duration(row.cpu_ns),
             f"{row.instances:,}",
         )
-        lines.append(Line(cells, shown(row.domain, row.name), _top_line(report, row) if row.top_kernels else ()))
+        append(new_line(Line, (cells, name, _top_line(report, row) if row.top_kernels else ())))
     return lines
 
 
 def _top_line(report: Report, row: Row) -> list[str]:
-    if not row.top_kernels or not row.work.kernel_ns:
+    kernel_ns = row.work.kernel_ns
+    if not row.top_kernels or not kernel_ns:
         return []
-    parts = [f"{100 * k.ns / row.work.kernel_ns:.0f}% {printable(k.name)} (x{k.count:,})" for k in row.top_kernels[:3]]
+    parts = [f"{100 * k.ns / kernel_ns:.0f}% {printable(k.name)} (x{k.count:,})" for k in row.top_kernels[:3]]
     return ["top: " + ", ".join(parts)]
 
 

@@ -56,11 +56,9 @@ def build_rows(
     rows: dict[tuple[str, int], Row] = {}
     groups, shadowed, repeats, keys = tally.group, tally.shadowed, tally.repeated, tally.keys
     domains: dict[int, str] = {}
-    for node, key in enumerate(tally.key):
-        if key < 0:
-            continue
-        totals = tally.totals[node]
-        if totals[INSTANCES] == 0:
+    end = WORK + len(WORK_FIELDS)
+    for node, (key, totals) in enumerate(zip(tally.key, tally.totals)):
+        if key < 0 or totals[INSTANCES] == 0:
             continue
         slot = (groups[node], key)
         row = rows.get(slot)
@@ -71,7 +69,15 @@ def build_rows(
             if shown is None:
                 shown = domains[domain] = domain_name(domain)
             row = rows[slot] = (
-                Row(groups[node], shown, name, totals[INSTANCES], totals[CPU_NS], totals[SPAN_NS], _work(totals))
+                Row(
+                    groups[node],
+                    shown,
+                    name,
+                    totals[INSTANCES],
+                    totals[CPU_NS],
+                    totals[SPAN_NS],
+                    Work(*totals[WORK:end]),
+                )
                 if counted
                 else Row(groups[node], shown, name, totals[INSTANCES])
             )
@@ -80,12 +86,13 @@ def build_rows(
             if counted:
                 row.cpu_ns += totals[CPU_NS]
                 row.span_ns += totals[SPAN_NS]
-                row.work.add(_work(totals))
-        if counted:
+                row.work.add(Work(*totals[WORK:end]))
+        if counted and repeats:
             repeated = repeats.get(node)
             if repeated is not None:
                 row.work.add(Work(*(-value for value in repeated)))
-    _add_top_kernels(tally, rows, kernel_names)
+    if tally.self_kernels:
+        _add_top_kernels(tally, rows, kernel_names)
     return list(rows.values())
 
 
@@ -93,25 +100,43 @@ def _add_top_kernels(
     tally: Tally, rows: dict[tuple[str, int], Row], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
 ) -> None:
     """Each kernel counts for every distinct name enclosing the range that launched it."""
+    # Per node first, then each node's kernels walked up its enclosing nodes once (not once
+    # per kernel): (node, kernel) pairs of one node are adjacent in the sweep's dictionary
+    # only by chance, and a name's nodes are few, so the walk dominates.
+    by_node: dict[int, list[tuple[object, list[int]]]] = {}
+    for (node, kernel), seen in tally.self_kernels.items():
+        found = by_node.get(node)
+        if found is None:
+            by_node[node] = [(kernel, seen)]
+        else:
+            found.append((kernel, seen))
     per_row: dict[tuple[str, int], dict[object, list[int]]] = {}
     parent, key, shadowed, group = tally.parent, tally.key, tally.shadowed, tally.group
-    for (node, kernel), (count, ns) in tally.self_kernels.items():
+    for node, launched in by_node.items():
         walk = node
         while walk >= 0 and key[walk] >= 0:
             if not shadowed[walk]:
-                kernels = per_row.setdefault((group[walk], key[walk]), {})
-                seen = kernels.get(kernel)
-                if seen is None:
-                    kernels[kernel] = [count, ns]
+                slot = (group[walk], key[walk])
+                kernels = per_row.get(slot)
+                if kernels is None:
+                    per_row[slot] = {kernel: [count, ns] for kernel, (count, ns) in launched}
                 else:
-                    seen[0] += count
-                    seen[1] += ns
+                    for kernel, (count, ns) in launched:
+                        seen = kernels.get(kernel)
+                        if seen is None:
+                            kernels[kernel] = [count, ns]
+                        else:
+                            seen[0] += count
+                            seen[1] += ns
             walk = parent[walk]
     chosen: list[tuple[Row, list[tuple[object, list[int]]]]] = []
     for slot, kernels in per_row.items():
         row = rows.get(slot)
         if row is not None:
-            best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+            if len(kernels) == 1:  # most ranges of a per-name report launch one kernel
+                best = list(kernels.items())
+            else:
+                best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
             chosen.append((row, best))
     names = kernel_names({kernel for _, best in chosen for kernel, _ in best})
     for row, best in chosen:
@@ -168,8 +193,15 @@ def export_order(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
     }
     # The statistics model's names for the same columns (`--sort total|count`, as `summary` says).
     field_of["total"], field_of["count"] = field_of["cpu"], field_of["instances"]
-    value = field_of[sort]
     # Ties broken by CPU time, then by name, so the order never depends on the file's order.
+    if sort == "gpu":  # the default, over every row of a per-name report: one call a row
+        return lambda r: (
+            -(r.work.kernel_ns + r.work.memcpy_ns + r.work.memset_ns),
+            -r.cpu_ns,
+            r.name,
+            r.domain,
+        )
+    value = field_of[sort]
     return lambda r: (-value(r), -r.cpu_ns, r.name, r.domain)
 
 
