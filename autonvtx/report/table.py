@@ -79,10 +79,11 @@ def build_table(
     room = None if width is None else max(width - used, MIN_NAME)
 
     # Written for speed too: a per-name report prints tens of thousands of rows, each aligned by
-    # one format call where nothing paints its cells.
-    aligned = GAP.join(
-        [("{:<%d}" if left_first and i == 0 else "{:>%d}") % w for i, w in enumerate(widths)] + ["{}"]
-    ).format
+    # one printf-style format (about twice as fast as str.format) where nothing paints its cells.
+    template = GAP.join([("%%-%ds" if left_first and i == 0 else "%%%ds") % w for i, w in enumerate(widths)] + ["%s"])
+
+    def aligned(*cells: str) -> str:
+        return template % cells
 
     def row(cells: Sequence[str], name: str, painted: bool) -> str:
         if room is not None and len(name) > room:
@@ -105,7 +106,7 @@ def build_table(
         append = out.append
         count = len(widths)
         for cells, name, under in lines:
-            append(aligned(*cells, name).rstrip() if len(cells) == count else row(cells, name, True))
+            append((template % (*cells, name)).rstrip() if len(cells) == count else row(cells, name, True))
             for text in under:
                 append(under_indent + text)
         return out

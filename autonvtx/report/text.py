@@ -40,6 +40,24 @@ def format_duration(ns: float) -> str:
     """
     if ns == 0:  # most ranges of a per-name report launch no GPU work
         return "0 ns"
+    if type(ns) is int and ns > 0:
+        # Whole nanoseconds in integers (a per-name report writes tens of thousands): the same
+        # text as the float formatting below, which only a tie (a remainder of exactly half
+        # the last digit, rounded as the float's binary value says) is left to.
+        if ns < 1_000:
+            return f"{ns} ns"
+        if ns < 1_000_000:
+            return f"{ns // 1_000}.{ns % 1_000:03d} us"
+        if ns < 1_000_000_000:
+            whole, rest = divmod(ns, 1_000)
+            if rest != 500:
+                whole += rest > 500
+                return f"{whole // 1_000}.{whole % 1_000:03d} ms"
+        else:
+            whole, rest = divmod(ns, 1_000_000)
+            if rest != 500_000:
+                whole += rest > 500_000
+                return f"{whole // 1_000:,}.{whole % 1_000:03d} s"
     magnitude = abs(ns)
     if magnitude >= 1e9:
         return f"{ns / 1e9:,.3f} s"
@@ -215,6 +233,7 @@ def _gpu_lines(report: Report, rows: Sequence[Row]) -> list[Line]:
         work = row.work
         gpu_ns = work.kernel_ns + work.memcpy_ns + work.memset_ns
         span_ns = row.span_ns
+        kernels, operations, instances = work.kernels, work.memcpy + work.memset, row.instances
         name = row.name or "(unnamed)"
         if row.domain:
             name = f"{row.domain}:{name}"
@@ -223,11 +242,11 @@ def _gpu_lines(report: Report, rows: Sequence[Row]) -> list[Line]:
         cells = (
             duration(gpu_ns) if gpu_ns else "0 ns",
             f"{100 * gpu_ns / total:.1f}%" if gpu_ns and total else "0.0%",
-            f"{work.kernels:,}",
-            f"{work.memcpy + work.memset:,}",
+            str(kernels) if -1000 < kernels < 1000 else f"{kernels:,}",  # str: no format spec to parse
+            str(operations) if -1000 < operations < 1000 else f"{operations:,}",
             duration(span_ns) if span_ns else "0 ns",
             duration(row.cpu_ns),
-            f"{row.instances:,}",
+            str(instances) if -1000 < instances < 1000 else f"{instances:,}",
         )
         append(new_line(Line, (cells, name, _top_line(report, row) if row.top_kernels else ())))
     return lines
