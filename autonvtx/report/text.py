@@ -227,7 +227,7 @@ def _gpu_lines(report: Report, rows: Sequence[Row]) -> list[Line]:
     total = report.totals.capture.gpu_ns
     duration = format_duration
     new_line = tuple.__new__  # Line's fields in order, without NamedTuple's Python-level __new__
-    lines = []
+    lines: list[Line] = []
     append = lines.append
     for row in rows:
         work = row.work

@@ -122,12 +122,12 @@ def _add_top_kernels(
                     per_row[slot] = {kernel: [count, ns] for kernel, (count, ns) in launched}
                 else:
                     for kernel, (count, ns) in launched:
-                        seen = kernels.get(kernel)
-                        if seen is None:
+                        adding = kernels.get(kernel)
+                        if adding is None:
                             kernels[kernel] = [count, ns]
                         else:
-                            seen[0] += count
-                            seen[1] += ns
+                            adding[0] += count
+                            adding[1] += ns
             walk = parent[walk]
     chosen: list[tuple[Row, list[tuple[object, list[int]]]]] = []
     for slot, kernels in per_row.items():
