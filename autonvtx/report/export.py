@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -405,8 +404,7 @@ def _connect(path: str) -> sqlite3.Connection:
         uri = "file:" + _uri_path(os.path.abspath(path)) + "?mode=ro&immutable=1"
         connection = sqlite3.connect(uri, uri=True)
         # NVTX text is whatever bytes the program gave: text that is not UTF-8 reads with U+FFFD.
-        # str(raw, "utf-8", "replace") through partial: a C call per text value, not a Python frame.
-        connection.text_factory = functools.partial(str, encoding="utf-8", errors="replace")
+        connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
         connection.execute("PRAGMA query_only = 1")
         return connection
     except sqlite3.Error as exc:
