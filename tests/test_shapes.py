@@ -251,3 +251,30 @@ def test_every_call_is_named_by_its_own_arrays(workdir: Path, engine: str) -> No
     }
     assert all(names[f"f [{n} int8]"] == 1 for n in range(1, 5001))
     assert sum(names.values()) == 9 + 12 + 5000 + 1
+
+
+GROWING_PROGRAM = """
+    import numpy as np
+    import mixed
+
+    for n in range(1, 10_051):         # a growing length: more shapes than a function names
+        mixed.f(np.ones((n,), dtype=np.int8))
+    mixed.f(np.ones((1,), dtype=np.int8))
+    mixed.f(np.ones((10_040,), dtype=np.int8))
+"""
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ever_new_shapes_share_one_range_past_the_limit(workdir: Path, engine: str) -> None:
+    make_file(workdir / "prog.py", GROWING_PROGRAM)
+    make_file(workdir / "mixed.py", MIXED)
+    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mixed"]\nshapes = true\n')
+    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("called with more than 10,000 different shapes") == 1, done.stderr
+    assert done.trace_path is not None
+    (recording,) = read_chrome_trace(done.trace_path)
+    names = Counter(r.name for r in recording.ranges)
+    assert names["f [other shapes]"] == 51  # shapes 10,001 to 10,050, then 10,040 again
+    assert names["f [1 int8]"] == 2 and names["f [10000 int8]"] == 1 and len(names) == 10_001

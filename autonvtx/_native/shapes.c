@@ -31,6 +31,8 @@
 /* The faster way's dict is emptied when it holds this many keys (a program calling with ever
  * new shapes): the keys' Ranges stay in `made`. */
 #define FAST_KEYS 4096
+/* The keys kept with their own Range: shapes.py's SHAPES_PER_FUNCTION (make() names no more). */
+#define MADE_KEYS 10000
 
 typedef struct {
     Py_ssize_t words[KEY_WORDS];
@@ -354,7 +356,10 @@ static PyObject* range_for(ShapedObject* self, PyObject* const* values, Py_ssize
         Py_INCREF(range);
     } else if (!PyErr_Occurred()) {
         range = PyObject_CallOneArg(self->make, key);
-        if (range != NULL && PyDict_SetItem(self->made, key, range) < 0)
+        /* Past MADE_KEYS, make() gives every new key the one "[other shapes]" Range: not kept
+         * per key (a key seen again asks make() again, found by the faster way if kept there). */
+        if (range != NULL && PyDict_GET_SIZE(self->made) < MADE_KEYS &&
+            PyDict_SetItem(self->made, key, range) < 0)
             Py_CLEAR(range);
     }
     if (range != NULL && bytes != NULL && same_dtypes(key, &words)) {
