@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_file, run_autonvtx, skip_without
@@ -84,6 +85,19 @@ MATHY = """
 ENGINES = ["wrap"] + (["code"] if sys.version_info >= (3, 12) else [])
 
 
+def run_shaped(workdir: Path, engine: str, program: str, module: str, source: str) -> tuple[Any, Counter[str]]:
+    """`program` run under a rule with shapes on `module` (written from `source`): the finished
+    run and its ranges' names counted."""
+    make_file(workdir / "prog.py", program)
+    make_file(workdir / f"{module}.py", source)
+    make_file(workdir / "autonvtx.toml", f'[[rules]]\nmodules = ["{module}"]\nshapes = true\n')
+    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.trace_path is not None
+    (recording,) = read_chrome_trace(done.trace_path)
+    return done, Counter(r.name for r in recording.ranges)
+
+
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_rule_with_shapes_names_each_call_by_its_arrays(workdir: Path, engine: str) -> None:
@@ -151,16 +165,10 @@ ODD_PROGRAM = """
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_odd_array_likes_give_the_range_without_shapes(workdir: Path, engine: str) -> None:
-    make_file(workdir / "prog.py", ODD_PROGRAM)
-    make_file(workdir / "odd.py", ODD)
-    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["odd"]\nshapes = true\n')
-    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
-    assert done.returncode == 0, done.stderr
+    done, names = run_shaped(workdir, engine, ODD_PROGRAM, "odd", ODD)
     assert done.stdout == "1 2 2\n6\n"  # every call made once, with its own arguments
-    assert done.trace_path is not None
-    (recording,) = read_chrome_trace(done.trace_path)
     # Inside a list one level down, keyword arguments after positional ones; scalars left out.
-    assert Counter(r.name for r in recording.ranges) == {"f": 2, "f [4 int8, 4 int8, 4 int8]": 1, "f [4 int8]": 1}
+    assert names == {"f": 2, "f [4 int8, 4 int8, 4 int8]": 1, "f [4 int8]": 1}
 
 
 def test_the_native_wrapper_builds_the_keys_the_python_one_does() -> None:
@@ -232,14 +240,7 @@ MIXED_PROGRAM = """
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_call_is_named_by_its_own_arrays(workdir: Path, engine: str) -> None:
-    make_file(workdir / "prog.py", MIXED_PROGRAM)
-    make_file(workdir / "mixed.py", MIXED)
-    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mixed"]\nshapes = true\n')
-    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
-    assert done.returncode == 0, done.stderr
-    assert done.trace_path is not None
-    (recording,) = read_chrome_trace(done.trace_path)
-    names = Counter(r.name for r in recording.ranges)
+    _, names = run_shaped(workdir, engine, MIXED_PROGRAM, "mixed", MIXED)
     assert {name: count for name, count in names.items() if not name.endswith(" int8]")} == {
         "f [2x3 float64, 3 float32]": 7,  # f(a, b) and f(a, y=b): keyword arguments after the others
         "f [3 float32, 2x3 float64]": 3,
@@ -267,14 +268,7 @@ GROWING_PROGRAM = """
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_ever_new_shapes_share_one_range_past_the_limit(workdir: Path, engine: str) -> None:
-    make_file(workdir / "prog.py", GROWING_PROGRAM)
-    make_file(workdir / "mixed.py", MIXED)
-    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mixed"]\nshapes = true\n')
-    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
-    assert done.returncode == 0, done.stderr
+    done, names = run_shaped(workdir, engine, GROWING_PROGRAM, "mixed", MIXED)
     assert done.stderr.count("called with more than 10,000 different shapes") == 1, done.stderr
-    assert done.trace_path is not None
-    (recording,) = read_chrome_trace(done.trace_path)
-    names = Counter(r.name for r in recording.ranges)
     assert names["f [other shapes]"] == 51  # shapes 10,001 to 10,050, then 10,040 again
     assert names["f [1 int8]"] == 2 and names["f [10000 int8]"] == 1 and len(names) == 10_001
