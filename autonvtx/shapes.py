@@ -43,6 +43,29 @@ def shapes_key(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[An
     """A hashable key of the shapes and dtypes of the array-like arguments, in order: a
     (shape, dtype) pair each; () when there are none. Raises what an odd array raises (a
     shape that is not a sequence): callers range the call without shapes then."""
+    return key_function()(args, kwargs)
+
+
+def key_function() -> Callable[[tuple[Any, ...], dict[str, Any] | None], tuple[Any, ...]]:
+    """shapes_key itself, in C where the native client is built (_native/shapes.c: no Python
+    frame; the torch plugin keys each module call by it), else in Python."""
+    global _KEY_FUNCTION
+    if _KEY_FUNCTION is None:
+        from autonvtx import ranges
+
+        client = ranges.native_client()
+        if client is not None and hasattr(client, "set_array_kinds"):
+            client.set_array_kinds(_ARRAY_TYPES, _is_array_type)
+            _KEY_FUNCTION = client.shapes_key
+        else:
+            _KEY_FUNCTION = _python_shapes_key
+    return _KEY_FUNCTION
+
+
+_KEY_FUNCTION: Callable[[tuple[Any, ...], dict[str, Any] | None], tuple[Any, ...]] | None = None
+
+
+def _python_shapes_key(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[Any, ...]:
     key: list[Any] = []
     for value in args:
         _add(key, value, 1)

@@ -40,6 +40,32 @@ def test_key_and_text_of_array_arguments() -> None:
     assert shapes.shapes_key((np.zeros((32, 128)),), None) == shapes.shapes_key((a,), None)
 
 
+class _ListShaped:  # an array-like whose shape is a list: keyed as a tuple, so hashable
+    shape, dtype = [2, 5], "int16"
+
+
+def test_the_native_key_is_the_python_key() -> None:
+    from autonvtx import ranges
+
+    if not hasattr(ranges.native_client(), "shapes_key"):
+        pytest.skip("the native client is not built in this checkout")
+    assert shapes.key_function() is ranges.native_client().shapes_key  # type: ignore[union-attr]
+    a, b = np.ones((32, 128)), np.ones((128, 64), dtype=np.float32)
+    calls = [
+        ((a, 3, "x", None, _Anything()), {"other": b}),
+        (([a, a], np.float32(1.0), (b,)), None),
+        ((1, 2.0, [3], [[a]]), {}),  # two levels down: not looked at
+        ((_ListShaped(), np.ones(())), {"k": [b, 1]}),
+        ((), None),
+    ]
+    for args, kwargs in calls:
+        native = shapes.shapes_key(args, kwargs)
+        assert native == shapes._python_shapes_key(args, kwargs)
+        assert hash(native) == hash(shapes._python_shapes_key(args, kwargs))
+    with pytest.raises(TypeError):
+        shapes.key_function()([a], None)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("name", "row"),
     [
