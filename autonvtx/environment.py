@@ -80,6 +80,11 @@ FLIGHT_VARIABLES = (
     FLIGHT_TAIL,
     FLIGHT_SPILL,
 )
+# The exit watcher's (recorder.watcher) under --flight: the record directory whose windows it
+# turns into traces while the program runs, and the command that does it (JSON). Set for the
+# watcher only, and taken out of what that command inherits.
+WATCH_FLIGHT_DIR = "AUTONVTX_WATCH_FLIGHT_DIR"
+WATCH_FLIGHT_COMMAND = "AUTONVTX_WATCH_FLIGHT_COMMAND"
 
 
 # The user's cache directory (XDG): parsed config files are kept under it, in autonvtx/configs

@@ -43,6 +43,29 @@ def shapes_key(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[An
     """A hashable key of the shapes and dtypes of the array-like arguments, in order: a
     (shape, dtype) pair each; () when there are none. Raises what an odd array raises (a
     shape that is not a sequence): callers range the call without shapes then."""
+    return key_function()(args, kwargs)
+
+
+def key_function() -> Callable[[tuple[Any, ...], dict[str, Any] | None], tuple[Any, ...]]:
+    """shapes_key itself, in C where the native client is built (_native/shapes.c: no Python
+    frame; the torch plugin keys each module call by it), else in Python."""
+    global _KEY_FUNCTION
+    if _KEY_FUNCTION is None:
+        from autonvtx import ranges
+
+        client = ranges.native_client()
+        if client is not None and hasattr(client, "set_array_kinds"):
+            client.set_array_kinds(_ARRAY_TYPES, _is_array_type)
+            _KEY_FUNCTION = client.shapes_key
+        else:
+            _KEY_FUNCTION = _python_shapes_key
+    return _KEY_FUNCTION
+
+
+_KEY_FUNCTION: Callable[[tuple[Any, ...], dict[str, Any] | None], tuple[Any, ...]] | None = None
+
+
+def _python_shapes_key(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> tuple[Any, ...]:
     key: list[Any] = []
     for value in args:
         _add(key, value, 1)
@@ -92,10 +115,11 @@ def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, .
 
     plain = ranges.emitter_with_message(style, message)
     client = ranges.native_client()
+    named = _Named(style, message)
     if plain.native is not None and client is not None and hasattr(client, "ShapedRanges"):
         # The same, in C (_native/shapes.c): the key built without a Python frame.
         def make(key: tuple[Any, ...]) -> Any:
-            return ranges.emitter_with_message(style, message + suffix(key)).native
+            return named.emitter(key).native
 
         return client.ShapedRanges(plain.native, make, _ARRAY_TYPES, _is_array_type)  # type: ignore[no-any-return]
     made: dict[Any, Emitter] = {(): plain}
@@ -119,7 +143,9 @@ def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, .
             key = tuple(key)
             emitter = made.get(key)
             if emitter is None:
-                emitter = made[key] = ranges.emitter_with_message(style, message + suffix(key))
+                emitter = named.emitter(key)
+                if not named.full:
+                    made[key] = emitter
         except Exception:  # an odd array-like (an unhashable dtype): the range without shapes
             emitter = plain
         native = emitter.native
@@ -132,6 +158,41 @@ def wrapper(style: RangeStyle, message: str) -> Callable[[Any, Any, tuple[Any, .
             emitter.pop()
 
     return call
+
+
+# Names made per function at most: a function called with ever new shapes (a growing sequence
+# length) would otherwise register a name, and keep a range and its key, for each. Past it, new
+# shapes share one range, `name [other shapes]`, and one warning says so.
+SHAPES_PER_FUNCTION = 10_000
+
+
+class _Named:
+    """The ranges of one function's shapes: one per key, up to SHAPES_PER_FUNCTION."""
+
+    def __init__(self, style: RangeStyle, message: str) -> None:
+        self._style, self._message, self._made = style, message, 0
+        self._other: Emitter | None = None
+
+    @property
+    def full(self) -> bool:
+        return self._made >= SHAPES_PER_FUNCTION
+
+    def emitter(self, key: tuple[Any, ...]) -> Emitter:
+        from autonvtx import ranges
+
+        if not self.full:
+            self._made += 1
+            return ranges.emitter_with_message(self._style, self._message + suffix(key))
+        if self._other is None:
+            import sys
+
+            print(
+                f"autonvtx: warning: {self._message} was called with more than {SHAPES_PER_FUNCTION:,} different "
+                f"shapes: further new shapes share the range '{self._message} [other shapes]'",
+                file=sys.stderr,
+            )
+            self._other = ranges.emitter_with_message(self._style, f"{self._message} [other shapes]")
+        return self._other
 
 
 def is_native(wrapper: Any) -> bool:

@@ -3,13 +3,17 @@ fail in CI), running `autonvtx profile` under a timeout, and reading the SQLite 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,9 +21,22 @@ from typing import Any
 import pytest
 from conftest import REPO, autonvtx_env
 
-# One capture at a time (the tests run serially), each under this limit: a capture that hangs
-# fails its test instead of the suite.
+# Each capture under this limit: a capture that hangs fails its test instead of the suite.
 CAPTURE_TIMEOUT_S = 300
+# One capture at a time on this machine, whichever pytest-xdist worker runs it: two nsys sessions
+# at once fail ("Connection reset by peer", seen with `-n 2` where two files' captures met).
+CAPTURE_LOCK = Path(tempfile.gettempdir()) / "autonvtx-tests-nsys.lock"
+
+
+@contextlib.contextmanager
+def one_capture() -> Iterator[None]:
+    """Hold the machine's capture lock (waiting for it is not counted in a capture's timeout)."""
+    with open(CAPTURE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def nsys_or_skip() -> str:
@@ -47,6 +64,11 @@ def run_profile(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Pro
     CAPTURE_TIMEOUT_S."""
     environment = autonvtx_env() if env is None else env
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), environment.get("PYTHONPATH")]))
+    with one_capture():
+        return _run_profile(args, cwd, environment)
+
+
+def _run_profile(args: tuple[str, ...], cwd: Path, environment: dict[str, str]) -> Profiled:
     process = subprocess.Popen(
         [sys.executable, "-m", "autonvtx", "profile", *args],
         cwd=cwd,

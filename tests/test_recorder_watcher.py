@@ -340,3 +340,13 @@ def test_the_watcher_runs_its_command_only_for_a_death_without_done(pidfd: bool,
     os.close(write_fd)
     assert watching.returncode == 0
     assert out == ("" if says_done else "written after death\n")
+
+
+def test_the_watchers_own_names_are_the_environments() -> None:
+    # The watcher runs as a script that imports nothing of autonvtx: its copies of the two
+    # variables' names must be environment.py's, which the program side sets.
+    from autonvtx import environment
+    from autonvtx.recorder import watcher
+
+    assert watcher.FLIGHT_DIR == environment.WATCH_FLIGHT_DIR
+    assert watcher.FLIGHT_COMMAND == environment.WATCH_FLIGHT_COMMAND

@@ -561,7 +561,10 @@ def test_report_reads_a_perfetto_trace_as_summary_does(workdir: Path) -> None:
     [
         (["-o", "out.xlsx"], "report: -o: 'out.xlsx' must end in .txt, .csv or .json"),
         (["--sort", "gpu"], "--sort: an autonvtx recording (no GPU data) has no figures for 'gpu'"),
-        (["--by", "gpu"], "--by gpu: t.json is an autonvtx recording, which holds no GPU data; expected process, rank or thread"),
+        (
+            ["--by", "gpu"],
+            "--by gpu: t.json is an autonvtx recording, which holds no GPU data; expected process, rank or thread",
+        ),
     ],
 )
 def test_report_refuses_what_it_cannot_write_or_sort(tmp_path: Path, args: list[str], message: str) -> None:

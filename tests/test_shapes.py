@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_file, run_autonvtx, skip_without
@@ -37,6 +38,32 @@ def test_key_and_text_of_array_arguments() -> None:
     assert shapes.shapes_key((1, 2.0, [3]), {}) == () and shapes.suffix(()) == ""
     # Equal shapes give equal keys: the emitter is found by a dict look-up.
     assert shapes.shapes_key((np.zeros((32, 128)),), None) == shapes.shapes_key((a,), None)
+
+
+class _ListShaped:  # an array-like whose shape is a list: keyed as a tuple, so hashable
+    shape, dtype = [2, 5], "int16"
+
+
+def test_the_native_key_is_the_python_key() -> None:
+    from autonvtx import ranges
+
+    if not hasattr(ranges.native_client(), "shapes_key"):
+        pytest.skip("the native client is not built in this checkout")
+    assert shapes.key_function() is ranges.native_client().shapes_key  # type: ignore[union-attr]
+    a, b = np.ones((32, 128)), np.ones((128, 64), dtype=np.float32)
+    calls = [
+        ((a, 3, "x", None, _Anything()), {"other": b}),
+        (([a, a], np.float32(1.0), (b,)), None),
+        ((1, 2.0, [3], [[a]]), {}),  # two levels down: not looked at
+        ((_ListShaped(), np.ones(())), {"k": [b, 1]}),
+        ((), None),
+    ]
+    for args, kwargs in calls:
+        native = shapes.shapes_key(args, kwargs)
+        assert native == shapes._python_shapes_key(args, kwargs)
+        assert hash(native) == hash(shapes._python_shapes_key(args, kwargs))
+    with pytest.raises(TypeError):
+        shapes.key_function()([a], None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -82,6 +109,19 @@ MATHY = """
 """
 
 ENGINES = ["wrap"] + (["code"] if sys.version_info >= (3, 12) else [])
+
+
+def run_shaped(workdir: Path, engine: str, program: str, module: str, source: str) -> tuple[Any, Counter[str]]:
+    """`program` run under a rule with shapes on `module` (written from `source`): the finished
+    run and its ranges' names counted."""
+    make_file(workdir / "prog.py", program)
+    make_file(workdir / f"{module}.py", source)
+    make_file(workdir / "autonvtx.toml", f'[[rules]]\nmodules = ["{module}"]\nshapes = true\n')
+    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
+    assert done.returncode == 0, done.stderr
+    assert done.trace_path is not None
+    (recording,) = read_chrome_trace(done.trace_path)
+    return done, Counter(r.name for r in recording.ranges)
 
 
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
@@ -151,16 +191,10 @@ ODD_PROGRAM = """
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_odd_array_likes_give_the_range_without_shapes(workdir: Path, engine: str) -> None:
-    make_file(workdir / "prog.py", ODD_PROGRAM)
-    make_file(workdir / "odd.py", ODD)
-    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["odd"]\nshapes = true\n')
-    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
-    assert done.returncode == 0, done.stderr
+    done, names = run_shaped(workdir, engine, ODD_PROGRAM, "odd", ODD)
     assert done.stdout == "1 2 2\n6\n"  # every call made once, with its own arguments
-    assert done.trace_path is not None
-    (recording,) = read_chrome_trace(done.trace_path)
     # Inside a list one level down, keyword arguments after positional ones; scalars left out.
-    assert Counter(r.name for r in recording.ranges) == {"f": 2, "f [4 int8, 4 int8, 4 int8]": 1, "f [4 int8]": 1}
+    assert names == {"f": 2, "f [4 int8, 4 int8, 4 int8]": 1, "f [4 int8]": 1}
 
 
 def test_the_native_wrapper_builds_the_keys_the_python_one_does() -> None:
@@ -232,14 +266,7 @@ MIXED_PROGRAM = """
 @pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_call_is_named_by_its_own_arrays(workdir: Path, engine: str) -> None:
-    make_file(workdir / "prog.py", MIXED_PROGRAM)
-    make_file(workdir / "mixed.py", MIXED)
-    make_file(workdir / "autonvtx.toml", '[[rules]]\nmodules = ["mixed"]\nshapes = true\n')
-    done = run_autonvtx("--engine", engine, "prog.py", cwd=workdir)
-    assert done.returncode == 0, done.stderr
-    assert done.trace_path is not None
-    (recording,) = read_chrome_trace(done.trace_path)
-    names = Counter(r.name for r in recording.ranges)
+    _, names = run_shaped(workdir, engine, MIXED_PROGRAM, "mixed", MIXED)
     assert {name: count for name, count in names.items() if not name.endswith(" int8]")} == {
         "f [2x3 float64, 3 float32]": 7,  # f(a, b) and f(a, y=b): keyword arguments after the others
         "f [3 float32, 2x3 float64]": 3,
@@ -251,3 +278,23 @@ def test_every_call_is_named_by_its_own_arrays(workdir: Path, engine: str) -> No
     }
     assert all(names[f"f [{n} int8]"] == 1 for n in range(1, 5001))
     assert sum(names.values()) == 9 + 12 + 5000 + 1
+
+
+GROWING_PROGRAM = """
+    import numpy as np
+    import mixed
+
+    for n in range(1, 10_051):         # a growing length: more shapes than a function names
+        mixed.f(np.ones((n,), dtype=np.int8))
+    mixed.f(np.ones((1,), dtype=np.int8))
+    mixed.f(np.ones((10_040,), dtype=np.int8))
+"""
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_ever_new_shapes_share_one_range_past_the_limit(workdir: Path, engine: str) -> None:
+    done, names = run_shaped(workdir, engine, GROWING_PROGRAM, "mixed", MIXED)
+    assert done.stderr.count("called with more than 10,000 different shapes") == 1, done.stderr
+    assert names["f [other shapes]"] == 51  # shapes 10,001 to 10,050, then 10,040 again
+    assert names["f [1 int8]"] == 2 and names["f [10000 int8]"] == 1 and len(names) == 10_001

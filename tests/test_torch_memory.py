@@ -262,21 +262,22 @@ def test_summary_report_and_run_summary_show_the_figures(fake_cuda: Path) -> Non
 
 
 def test_nsys_keeps_the_figures(fake_cuda: Path, tmp_path: Path) -> None:
-    from nsys_support import CAPTURE_TIMEOUT_S, nsys_or_skip
+    from nsys_support import CAPTURE_TIMEOUT_S, nsys_or_skip, one_capture
 
     nsys = nsys_or_skip()
     make_file(tmp_path / "memory.toml", CONFIG)
     make_file(tmp_path / "prog.py", FAKE_CUDA)
     env = autonvtx_env(PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     capture = [nsys, "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw", "none", "--force-overwrite", "true"]
-    done = subprocess.run(
-        [*capture, "-o", "cap", sys.executable, "prog.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=CAPTURE_TIMEOUT_S,
-    )
+    with one_capture():
+        done = subprocess.run(
+            [*capture, "-o", "cap", sys.executable, "prog.py"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=CAPTURE_TIMEOUT_S,
+        )
     assert done.returncode == 0, done.stderr
     assert "allocated 10200" in done.stdout
     # report reads the .nsys-rep through its own export, as a user would give it.

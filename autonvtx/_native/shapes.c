@@ -31,6 +31,8 @@
 /* The faster way's dict is emptied when it holds this many keys (a program calling with ever
  * new shapes): the keys' Ranges stay in `made`. */
 #define FAST_KEYS 4096
+/* The keys kept with their own Range: shapes.py's SHAPES_PER_FUNCTION (make() names no more). */
+#define MADE_KEYS 10000
 
 typedef struct {
     Py_ssize_t words[KEY_WORDS];
@@ -39,14 +41,20 @@ typedef struct {
     int arrays;
 } words_key;
 
+/* What instances of a type are: shapes.py's dict (type -> kind, shared) and its function that
+ * tells a type not in it yet. Borrowed where not inside a ShapedRanges. */
+typedef struct {
+    PyObject* array_types;
+    PyObject* is_array_type;
+} array_kinds;
+
 typedef struct {
     PyObject_HEAD
     PyObject* made;          /* key -> Range: the keys seen */
     PyObject* fast;          /* the words' bytes -> (Range, key): the faster way's keys */
     PyObject* plain;         /* the Range without shapes (key ()) */
     PyObject* make;          /* make(key) -> Range, for a key not seen yet */
-    PyObject* array_types;   /* type -> bool, shared with shapes.py */
-    PyObject* is_array_type; /* is_array_type(type) -> bool, for a type not in it yet */
+    array_kinds kinds;       /* what instances of each type are (shapes.py's dict and function) */
     vectorcallfunc vectorcall;
     /* The last call's words and their (Range, key) entry: a loop calling with the same shapes
      * again finds its Range by comparing words, with no bytes made and no dict look-up. */
@@ -65,14 +73,14 @@ enum {
 };
 
 /* The kind of `cls`'s instances, or -1 with an exception set. */
-static int array_kind(ShapedObject* self, PyTypeObject* cls)
+static int array_kind(const array_kinds* kinds, PyTypeObject* cls)
 {
-    PyObject* found = PyDict_GetItemWithError(self->array_types, (PyObject*)cls);
+    PyObject* found = PyDict_GetItemWithError(kinds->array_types, (PyObject*)cls);
     long kind;
     if (found == NULL) {
         if (PyErr_Occurred())
             return -1;
-        found = PyObject_CallOneArg(self->is_array_type, (PyObject*)cls);
+        found = PyObject_CallOneArg(kinds->is_array_type, (PyObject*)cls);
         if (found == NULL)
             return -1;
         kind = PyLong_AsLong(found);
@@ -86,7 +94,7 @@ static int array_kind(ShapedObject* self, PyTypeObject* cls)
 }
 
 /* Add `value`'s pairs to `key` (shapes.py's _add): 0, or -1 with an exception set. */
-static int add(ShapedObject* self, PyObject* key, PyObject* value, int depth)
+static int add(const array_kinds* kinds, PyObject* key, PyObject* value, int depth)
 {
     PyTypeObject* cls = Py_TYPE(value);
     PyObject *shape, *dtype, *pair;
@@ -102,7 +110,7 @@ static int add(ShapedObject* self, PyObject* key, PyObject* value, int depth)
             return -1;
         n = PySequence_Fast_GET_SIZE(items);
         for (i = 0; i < n; ++i) {
-            if (add(self, key, PySequence_Fast_GET_ITEM(items, i), depth - 1) < 0) {
+            if (add(kinds, key, PySequence_Fast_GET_ITEM(items, i), depth - 1) < 0) {
                 Py_DECREF(items);
                 return -1;
             }
@@ -110,10 +118,14 @@ static int add(ShapedObject* self, PyObject* key, PyObject* value, int depth)
         Py_DECREF(items);
         return 0;
     }
-    array = array_kind(self, cls);
+    array = array_kind(kinds, cls);
     if (array <= 0)
         return array;
     shape = PyObject_GetAttr(value, str_shape);
+    if (shape == NULL)
+        return -1;
+    if (!PyTuple_Check(shape)) /* a tuple (torch.Size is one) as it is; a list made one, as shapes.py does */
+        Py_SETREF(shape, PySequence_Tuple(shape));
     if (shape == NULL)
         return -1;
     dtype = PyObject_GetAttr(value, str_dtype);
@@ -244,14 +256,14 @@ static int words_add(ShapedObject* self, words_key* key, PyObject* value, int de
         }
         return WORDS_MADE;
     }
-    kind = array_kind(self, cls);
+    kind = array_kind(&self->kinds, cls);
     if (kind <= 0)
         return kind;
     return words_add_array(self, key, value, kind);
 }
 
 /* The Python key of the values (add()'s pairs as a tuple), or () with none; NULL on an error. */
-static PyObject* python_key(ShapedObject* self, PyObject* const* values, Py_ssize_t n, PyObject* kwargs)
+static PyObject* python_key(const array_kinds* kinds, PyObject* const* values, Py_ssize_t n, PyObject* kwargs)
 {
     PyObject *list, *key, *name, *value;
     Py_ssize_t i;
@@ -259,13 +271,13 @@ static PyObject* python_key(ShapedObject* self, PyObject* const* values, Py_ssiz
     if (list == NULL)
         return NULL;
     for (i = 0; i < n; ++i) {
-        if (add(self, list, values[i], 1) < 0)
+        if (add(kinds, list, values[i], 1) < 0)
             goto failed;
     }
     if (kwargs != NULL) {
         i = 0;
         while (PyDict_Next(kwargs, &i, &name, &value)) {
-            if (add(self, list, value, 1) < 0)
+            if (add(kinds, list, value, 1) < 0)
                 goto failed;
         }
     }
@@ -339,7 +351,7 @@ static PyObject* range_for(ShapedObject* self, PyObject* const* values, Py_ssize
             return NULL;
         }
     }
-    key = python_key(self, values, n, kwargs);
+    key = python_key(&self->kinds, values, n, kwargs);
     if (key == NULL) {
         Py_XDECREF(bytes);
         return NULL;
@@ -354,7 +366,10 @@ static PyObject* range_for(ShapedObject* self, PyObject* const* values, Py_ssize
         Py_INCREF(range);
     } else if (!PyErr_Occurred()) {
         range = PyObject_CallOneArg(self->make, key);
-        if (range != NULL && PyDict_SetItem(self->made, key, range) < 0)
+        /* Past MADE_KEYS, make() gives every new key the one "[other shapes]" Range: not kept
+         * per key (a key seen again asks make() again, found by the faster way if kept there). */
+        if (range != NULL && PyDict_GET_SIZE(self->made) < MADE_KEYS &&
+            PyDict_SetItem(self->made, key, range) < 0)
             Py_CLEAR(range);
     }
     if (range != NULL && bytes != NULL && same_dtypes(key, &words)) {
@@ -434,8 +449,8 @@ static int Shaped_init(ShapedObject* self, PyObject* args, PyObject* kwds)
         return -1;
     Py_XSETREF(self->plain, Py_NewRef(plain));
     Py_XSETREF(self->make, Py_NewRef(make));
-    Py_XSETREF(self->array_types, Py_NewRef(array_types));
-    Py_XSETREF(self->is_array_type, Py_NewRef(is_array));
+    Py_XSETREF(self->kinds.array_types, Py_NewRef(array_types));
+    Py_XSETREF(self->kinds.is_array_type, Py_NewRef(is_array));
     self->vectorcall = Shaped_vectorcall;
     return 0;
 }
@@ -447,8 +462,8 @@ static int Shaped_traverse(ShapedObject* self, visitproc visit, void* arg)
     Py_VISIT(self->last_entry);
     Py_VISIT(self->plain);
     Py_VISIT(self->make);
-    Py_VISIT(self->array_types);
-    Py_VISIT(self->is_array_type);
+    Py_VISIT(self->kinds.array_types);
+    Py_VISIT(self->kinds.is_array_type);
     return 0;
 }
 
@@ -459,8 +474,8 @@ static int Shaped_clear(ShapedObject* self)
     Py_CLEAR(self->last_entry);
     Py_CLEAR(self->plain);
     Py_CLEAR(self->make);
-    Py_CLEAR(self->array_types);
-    Py_CLEAR(self->is_array_type);
+    Py_CLEAR(self->kinds.array_types);
+    Py_CLEAR(self->kinds.is_array_type);
     return 0;
 }
 
@@ -497,8 +512,56 @@ PyTypeObject ShapedType = {
     .tp_getset = Shaped_getset,
 };
 
+/* shapes_key()'s array kinds: shapes.py's dict and function, given once by set_array_kinds(). */
+static array_kinds module_kinds;
+
+PyDoc_STRVAR(set_array_kinds_doc,
+"set_array_kinds(array_types, is_array_type, /)\n--\n\n"
+"The dict (type -> kind) and the function shapes_key() tells array-likes by (shapes.py's).");
+
+static PyObject* set_array_kinds(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyDict_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_array_kinds(array_types: dict, is_array_type: callable)");
+        return NULL;
+    }
+    Py_XSETREF(module_kinds.array_types, Py_NewRef(args[0]));
+    Py_XSETREF(module_kinds.is_array_type, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(shapes_key_doc,
+"shapes_key(args, kwargs, /)\n--\n\n"
+"shapes.py's shapes_key in C: the (shape, dtype) pair of each array-like argument, directly or\n"
+"one level inside a list or tuple, positional then keyword; () with none. Raises what reading\n"
+"an odd array-like raises.");
+
+static PyObject* shapes_key(PyObject* module, PyObject* const* args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyTuple_Check(args[0]) || (args[1] != Py_None && !PyDict_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "shapes_key(args: tuple, kwargs: dict | None)");
+        return NULL;
+    }
+    if (module_kinds.array_types == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "shapes_key: set_array_kinds() was not called");
+        return NULL;
+    }
+    return python_key(&module_kinds, ((PyTupleObject*)args[0])->ob_item, PyTuple_GET_SIZE(args[0]),
+                      args[1] == Py_None ? NULL : args[1]);
+}
+
+static PyMethodDef shapes_functions[] = {
+    {"shapes_key", (PyCFunction)(void (*)(void))shapes_key, METH_FASTCALL, shapes_key_doc},
+    {"set_array_kinds", (PyCFunction)(void (*)(void))set_array_kinds, METH_FASTCALL, set_array_kinds_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 int shapes_add_to_module(PyObject* module)
 {
+    if (PyModule_AddFunctions(module, shapes_functions) < 0)
+        return -1;
     str_shape = PyUnicode_InternFromString("shape");
     str_dtype = PyUnicode_InternFromString("dtype");
     if (str_shape == NULL || str_dtype == NULL || PyType_Ready(&ShapedType) < 0)

@@ -140,9 +140,7 @@ def remove_earlier_windows(trace: str, shown: str, above: int | None) -> list[st
 
 def watcher_settings(directory: str, command: list[str]) -> dict[str, str]:
     """What makes the watcher write each window's trace as it comes (`recorder.watcher`)."""
-    from autonvtx.recorder.watcher import FLIGHT_COMMAND, FLIGHT_DIR
-
-    return {FLIGHT_DIR: directory, FLIGHT_COMMAND: json.dumps(command)}
+    return {environment.WATCH_FLIGHT_DIR: directory, environment.WATCH_FLIGHT_COMMAND: json.dumps(command)}
 
 
 def flight_settings(flight: Flight, shown_trace: str, *, keep_events: bool = True) -> dict[str, str]:

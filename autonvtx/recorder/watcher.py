@@ -23,6 +23,8 @@ POLL_SECONDS = 0.2  # how often the program is looked at where no pidfd says whe
 # `--flight`: the record directory whose windows (flight-N/flight.json, written last) the watcher
 # has turned into traces while the program runs, by COMMAND + [window directory] in a process of
 # its own; the program's exit writes those it did not claim (flight-N/claimed).
+# environment.WATCH_FLIGHT_DIR and WATCH_FLIGHT_COMMAND, spelled out: this script imports nothing
+# of autonvtx (tests/test_recorder_watcher.py holds them equal).
 FLIGHT_DIR = "AUTONVTX_WATCH_FLIGHT_DIR"
 FLIGHT_COMMAND = "AUTONVTX_WATCH_FLIGHT_COMMAND"
 FLIGHT_SECONDS = 0.5

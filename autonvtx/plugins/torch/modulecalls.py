@@ -147,7 +147,7 @@ def _extended_maker(
     memory = options.memory
     grad_enabled: Callable[[], bool] = torch.is_grad_enabled
     sequence_nr: Callable[[], int] = torch._C._autograd._get_sequence_nr
-    shapes_key = shapes_of.shapes_key
+    shapes_key = shapes_of.key_function()  # C where built: no Python frame per module call
     shapes_suffix = shapes_of.suffix
     # Set while a torch.compile'd callable runs: then dynamo compiles any Python frame it has
     # not been told to skip, and would trace the helpers below (ranged() is skipped, what it
