@@ -14,23 +14,10 @@ from pathlib import Path
 import pytest
 
 from autonvtx.report.table import Line, build_table
-from autonvtx.report.text import format_duration
+from autonvtx.report.text import float_duration, format_duration
 
 REPO = Path(__file__).resolve().parents[1]
 EXPORTS = sorted((REPO / "tests" / "fixtures" / "nsys").glob("*.sqlite"))
-
-
-def _as_floats(ns: int) -> str:
-    """The duration rule in floating point: the unit that keeps it >= 1, three decimals."""
-    if ns == 0:
-        return "0 ns"
-    if ns >= 1e9:
-        return f"{ns / 1e9:,.3f} s"
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3f} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3f} us"
-    return f"{ns:.0f} ns"
 
 
 def test_whole_nanoseconds_read_as_the_floating_point_rule_ties_included() -> None:
@@ -41,9 +28,9 @@ def test_whole_nanoseconds_read_as_the_floating_point_rule_ties_included() -> No
     values += [whole * 1_000 + 500 for whole in range(1_000, 200_000, 7)]
     values += [whole * 1_000_000 + 500_000 + d for whole in range(1_000, 60_000, 13) for d in (-1, 0, 1)]
     values += [rng.randrange(10 ** rng.randrange(1, 16)) for _ in range(200_000)]
-    wrong = [ns for ns in values if format_duration(ns) != _as_floats(ns)]
+    wrong = [ns for ns in values if format_duration(ns) != float_duration(ns)]
     assert wrong == []
-    assert format_duration(1_234_500) == _as_floats(1_234_500)  # a tie, as the float has it
+    assert format_duration(1_234_500) == float_duration(1_234_500)  # a tie, as the float has it
     assert format_duration(12_345_678_901) == "12.346 s" and format_duration(999_999_600) == "1000.000 ms"
 
 

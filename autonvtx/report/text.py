@@ -58,6 +58,13 @@ def format_duration(ns: float) -> str:
             if rest != 500_000:
                 whole += rest > 500_000
                 return f"{whole // 1_000:,}.{whole % 1_000:03d} s"
+    return float_duration(ns)
+
+
+def float_duration(ns: float) -> str:
+    """format_duration's rule in floating point: what it gives a fraction, a negative or a tie."""
+    if ns == 0:
+        return "0 ns"
     magnitude = abs(ns)
     if magnitude >= 1e9:
         return f"{ns / 1e9:,.3f} s"
