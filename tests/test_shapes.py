@@ -298,3 +298,40 @@ def test_ever_new_shapes_share_one_range_past_the_limit(workdir: Path, engine: s
     assert done.stderr.count("called with more than 10,000 different shapes") == 1, done.stderr
     assert names["f [other shapes]"] == 51  # shapes 10,001 to 10,050, then 10,040 again
     assert names["f [1 int8]"] == 2 and names["f [10000 int8]"] == 1 and len(names) == 10_001
+
+
+CLEARING = """
+    class Clearing:                    # reading its shape empties the list it is in
+        dtype = "int8"
+
+        def __init__(self, owner):
+            self.owner = owner
+
+        @property
+        def shape(self):
+            self.owner.clear()
+            return (1,)
+
+    def f(*args):
+        return len(args)
+"""
+
+CLEARING_PROGRAM = """
+    import clearing
+
+    for _ in range(200):
+        items = []
+        items.extend(clearing.Clearing(items) for _ in range(50))
+        clearing.f(items)
+    print("done")
+"""
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built in this checkout")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_list_changed_while_its_items_are_read_is_read_safely(workdir: Path, engine: str) -> None:
+    # The native key read a list's items through a pointer taken before reading them: an item
+    # whose `shape` empties the list left it reading freed memory.
+    done, names = run_shaped(workdir, engine, CLEARING_PROGRAM, "clearing", CLEARING)
+    assert done.stdout == "done\n"
+    assert names["f"] + names["f [1 int8]"] == 200

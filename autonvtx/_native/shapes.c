@@ -103,19 +103,18 @@ static int add(const array_kinds* kinds, PyObject* key, PyObject* value, int dep
         cls == &PyBool_Type)
         return 0;
     if (depth && (cls == &PyList_Type || cls == &PyTuple_Type)) {
-        /* A list or a tuple is never array-like itself: its items are looked at. */
-        PyObject* items = PySequence_Fast(value, "");
-        Py_ssize_t i, n;
-        if (items == NULL)
-            return -1;
-        n = PySequence_Fast_GET_SIZE(items);
-        for (i = 0; i < n; ++i) {
-            if (add(kinds, key, PySequence_Fast_GET_ITEM(items, i), depth - 1) < 0) {
-                Py_DECREF(items);
+        /* A list or a tuple is never array-like itself: its items are looked at, each held and
+         * the size read again (reading an item's attributes runs Python code). */
+        Py_ssize_t i;
+        for (i = 0; i < Py_SIZE(value); ++i) {
+            PyObject* item = cls == &PyList_Type ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i);
+            int added;
+            Py_INCREF(item);
+            added = add(kinds, key, item, depth - 1);
+            Py_DECREF(item);
+            if (added < 0)
                 return -1;
-            }
         }
-        Py_DECREF(items);
         return 0;
     }
     array = array_kind(kinds, cls);
@@ -247,10 +246,15 @@ static int words_add(ShapedObject* self, words_key* key, PyObject* value, int de
         cls == &PyBool_Type)
         return WORDS_MADE;
     if (depth && (cls == &PyList_Type || cls == &PyTuple_Type)) {
-        Py_ssize_t i, n = Py_SIZE(value);
-        PyObject** items = cls == &PyList_Type ? ((PyListObject*)value)->ob_item : ((PyTupleObject*)value)->ob_item;
-        for (i = 0; i < n; ++i) {
-            int made = words_add(self, key, items[i], depth - 1);
+        Py_ssize_t i;
+        /* The list read again at each item, and the item held: reading an item's attributes
+         * runs Python code, which could change the list. */
+        for (i = 0; i < Py_SIZE(value); ++i) {
+            PyObject* item = cls == &PyList_Type ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i);
+            int made;
+            Py_INCREF(item);
+            made = words_add(self, key, item, depth - 1);
+            Py_DECREF(item);
             if (made != WORDS_MADE)
                 return made;
         }
