@@ -137,7 +137,13 @@ def test_the_watcher_is_not_the_programs_child_and_holds_only_stderr(workdir: Pa
     assert parent != pid and session != parent_and_session(pid)[1]  # not the program's child; a session of its own
 
     def open_files() -> dict[int, str]:
-        return {int(fd): os.readlink(f"/proc/{watcher}/fd/{fd}") for fd in os.listdir(f"/proc/{watcher}/fd")}
+        found = {}
+        for fd in os.listdir(f"/proc/{watcher}/fd"):
+            try:
+                found[int(fd)] = os.readlink(f"/proc/{watcher}/fd/{fd}")
+            except FileNotFoundError:  # closed between the listing and the reading
+                continue
+        return found
 
     # The watcher is found as soon as it exists; it may still be closing what it was started with.
     deadline = time.monotonic() + 30
