@@ -93,6 +93,38 @@ static int array_kind(const array_kinds* kinds, PyTypeObject* cls)
     return kind == -1 && PyErr_Occurred() ? -1 : (int)kind;
 }
 
+/* visit(context, item) for each item of a list or a tuple, until one returns non-zero (returned).
+ * Each item is held and the size read again at each step: reading an item's attributes runs
+ * Python code, which could change the list. */
+static int each_item(PyObject* sequence, int (*visit)(void*, PyObject*), void* context)
+{
+    Py_ssize_t i;
+    for (i = 0; i < Py_SIZE(sequence); ++i) {
+        PyObject* item = PyList_Check(sequence) ? PyList_GET_ITEM(sequence, i) : PyTuple_GET_ITEM(sequence, i);
+        int visited;
+        Py_INCREF(item);
+        visited = visit(context, item);
+        Py_DECREF(item);
+        if (visited != 0)
+            return visited;
+    }
+    return 0;
+}
+
+static int add(const array_kinds* kinds, PyObject* key, PyObject* value, int depth);
+
+struct pairs_of {
+    const array_kinds* kinds;
+    PyObject* key;
+    int depth;
+};
+
+static int add_item(void* context, PyObject* item)
+{
+    struct pairs_of* of = context;
+    return add(of->kinds, of->key, item, of->depth);
+}
+
 /* Add `value`'s pairs to `key` (shapes.py's _add): 0, or -1 with an exception set. */
 static int add(const array_kinds* kinds, PyObject* key, PyObject* value, int depth)
 {
@@ -103,19 +135,9 @@ static int add(const array_kinds* kinds, PyObject* key, PyObject* value, int dep
         cls == &PyBool_Type)
         return 0;
     if (depth && (cls == &PyList_Type || cls == &PyTuple_Type)) {
-        /* A list or a tuple is never array-like itself: its items are looked at, each held and
-         * the size read again (reading an item's attributes runs Python code). */
-        Py_ssize_t i;
-        for (i = 0; i < Py_SIZE(value); ++i) {
-            PyObject* item = cls == &PyList_Type ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i);
-            int added;
-            Py_INCREF(item);
-            added = add(kinds, key, item, depth - 1);
-            Py_DECREF(item);
-            if (added < 0)
-                return -1;
-        }
-        return 0;
+        /* A list or a tuple is never array-like itself: its items are looked at. */
+        struct pairs_of context = {kinds, key, depth - 1};
+        return each_item(value, add_item, &context);
     }
     array = array_kind(kinds, cls);
     if (array <= 0)
@@ -237,6 +259,20 @@ static int words_add_array(ShapedObject* self, words_key* key, PyObject* value, 
     return WORDS_MADE;
 }
 
+static int words_add(ShapedObject* self, words_key* key, PyObject* value, int depth);
+
+struct words_of {
+    ShapedObject* self;
+    words_key* key;
+    int depth;
+};
+
+static int words_add_item(void* context, PyObject* item)
+{
+    struct words_of* of = context;
+    return words_add(of->self, of->key, item, of->depth); /* WORDS_MADE is 0: the walk goes on */
+}
+
 /* Add `value`'s words to `key` as add() adds its pairs: WORDS_MADE, WORDS_NOT, or -1. */
 static int words_add(ShapedObject* self, words_key* key, PyObject* value, int depth)
 {
@@ -246,19 +282,8 @@ static int words_add(ShapedObject* self, words_key* key, PyObject* value, int de
         cls == &PyBool_Type)
         return WORDS_MADE;
     if (depth && (cls == &PyList_Type || cls == &PyTuple_Type)) {
-        Py_ssize_t i;
-        /* The list read again at each item, and the item held: reading an item's attributes
-         * runs Python code, which could change the list. */
-        for (i = 0; i < Py_SIZE(value); ++i) {
-            PyObject* item = cls == &PyList_Type ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i);
-            int made;
-            Py_INCREF(item);
-            made = words_add(self, key, item, depth - 1);
-            Py_DECREF(item);
-            if (made != WORDS_MADE)
-                return made;
-        }
-        return WORDS_MADE;
+        struct words_of context = {self, key, depth - 1};
+        return each_item(value, words_add_item, &context);
     }
     kind = array_kind(&self->kinds, cls);
     if (kind <= 0)
