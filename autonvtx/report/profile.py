@@ -9,13 +9,13 @@ wrote (.json, .json.gz, .pftrace), whose figures are the statistics model's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.recorder.stats import RangeStats, ViewOptions
 from autonvtx.report import workers
-from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, RangeRow, ReportError
+from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
 from autonvtx.report.flightmarks import flight_notes
 from autonvtx.report.labels import Labels, read_labels
@@ -153,7 +153,9 @@ def _sweeps(
     if options.by != "gpu":
         ranges = labels.ranges_of(export)
         if flat is not None:
-            ranges = _keeping_flat(ranges, labels, rename, flat)
+            from autonvtx.report.timelines import keeping_flat
+
+            ranges = keeping_flat(ranges, labels, rename, flat)
         return [Sweep(labels.grouping(options.by), rename).run(ranges, export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
@@ -162,28 +164,6 @@ def _sweeps(
         )
         for device in export.devices()
     ]
-
-
-def _keeping_flat(
-    ranges: Iterator[RangeRow],
-    labels: Labels,
-    rename: Callable[[str], str] | None,
-    flat: dict[str, list[tuple[int, int, int, str]]],
-) -> Iterator[RangeRow]:
-    """`ranges` as they are, each push/pop range also put in `flat` under its rank, labelled as
-    report.timelines labels them."""
-    from autonvtx.report.text import label  # the names as every table shows them
-
-    groups: dict[int, list[tuple[int, int, int, str]]] = {}
-    for row in ranges:
-        global_tid, start, end, start_end, domain, name = row
-        if not start_end and end is not None:
-            into = groups.get(global_tid)
-            if into is None:
-                into = groups[global_tid] = flat.setdefault(labels.rank(global_tid), [])
-            text = rename(name) if rename is not None and name else (name or "")
-            into.append((global_tid, start, end, label(labels.domain(domain), text)))
-        yield row
 
 
 def _constant(label: str) -> Callable[[int], str]:

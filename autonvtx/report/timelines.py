@@ -4,9 +4,13 @@ rank reached the end of its own work in it (its last child range's end), when it
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autonvtx.report.export import RangeRow
+    from autonvtx.report.labels import Labels
 
 # A range with more instances than this on a rank is not compared instance by instance (an op
 # called a million times is not where ranks meet; its time still counts in the busy times).
@@ -97,21 +101,32 @@ def _export_ranges(path: str, rename: Callable[[str], str] | None) -> dict[str, 
     from autonvtx.report.export import NsysExport
     from autonvtx.report.labels import read_labels
     from autonvtx.report.nsysrep import ensure_export, is_report
-    from autonvtx.report.text import label
 
     export = NsysExport(ensure_export(path) if is_report(path) else path)  # read_profile exported it already
     try:
         labels = read_labels(export)
         found: dict[str, list[Flat]] = {}
-        groups: dict[int, str] = {}
-        for global_tid, start, end, start_end, domain, name in labels.ranges_of(export):
-            if start_end or end is None:
-                continue
-            group = groups.get(global_tid)
-            if group is None:
-                group = groups[global_tid] = labels.rank(global_tid)
-            text = rename(name) if rename is not None and name else (name or "")
-            found.setdefault(group, []).append((global_tid, start, end, label(labels.domain(domain), text)))
+        for _ in keeping_flat(labels.ranges_of(export), labels, rename, found):
+            pass
         return found
     finally:
         export.close()
+
+
+def keeping_flat(
+    ranges: Iterator[RangeRow], labels: Labels, rename: Callable[[str], str] | None, flat: dict[str, list[Flat]]
+) -> Iterator[RangeRow]:
+    """An export's `ranges` as they are, each push/pop range also put in `flat` under its rank,
+    named as the report names it: read_profile keeps them from its sweep's own read this way."""
+    from autonvtx.report.text import label
+
+    groups: dict[int, list[Flat]] = {}
+    for row in ranges:
+        global_tid, start, end, start_end, domain, name = row
+        if not start_end and end is not None:
+            into = groups.get(global_tid)
+            if into is None:
+                into = groups[global_tid] = flat.setdefault(labels.rank(global_tid), [])
+            text = rename(name) if rename is not None and name else (name or "")
+            into.append((global_tid, start, end, label(labels.domain(domain), text)))
+        yield row
