@@ -31,6 +31,8 @@ EXPORTER_SOURCES = [
 CLIENT = "autonvtx._nvtxclient"
 # The target's source compiled without building the ast module's types (runner.compile_script).
 SOURCECODE = "autonvtx._sourcecode"
+# The report's sweep of an Nsight Systems export in C, SQLite found at run time in the process.
+SWEEP = "autonvtx.report._sweep"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
     for name in (
@@ -62,6 +64,7 @@ CLIENT_SOURCES = [
 OPTIONAL_LOSS = {
     CLIENT: "no regions or capture windows, no code engine, no native walk; ranges go through the slower nvtx package",
     SOURCECODE: "scripts are compiled by compile(), about 3 ms slower at start-up",
+    SWEEP: "reports on Nsight Systems exports sweep in Python, reading them several times slower",
 }
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
@@ -260,6 +263,16 @@ setup(
             SOURCECODE,
             sources=["autonvtx/_native/sourcecode.c"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            py_limited_api=False,
+            optional=True,
+        ),
+        # optional: the report sweeps in Python (report/sweep.py's Sweep) when it is missing. No
+        # build dependency on SQLite: it uses the SQLite Python's _sqlite3 module has loaded.
+        Extension(
+            SWEEP,
+            sources=["autonvtx/report/_native/sweep.c"],
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            libraries=["dl"],  # dlopen/dlsym before glibc 2.34
             py_limited_api=False,
             optional=True,
         ),

@@ -1,10 +1,10 @@
 """Which of autonvtx's native parts this installation has, and why one is missing.
 
-The recorder library is required (the build fails without it); the NVTX client and the
-script compiler are optional (setup.py builds them with `optional=True`). When an optional
-part fails to build, setup.py says so in the build output and writes its reason to
-`BUILD_RECORD` beside the package, so `autonvtx --version` and `autonvtx run -v` can name
-it, and what is lost, long after the build output is gone."""
+The recorder library is required (the build fails without it); the NVTX client, the
+script compiler and the report's native sweep are optional (setup.py builds them with
+`optional=True`). When an optional part fails to build, setup.py says so in the build output
+and writes its reason to `BUILD_RECORD` beside the package, so `autonvtx --version` and
+`autonvtx run -v` can name it, and what is lost, long after the build output is gone."""
 
 from __future__ import annotations
 
@@ -23,6 +23,11 @@ OPTIONAL_PARTS = (
         "no regions or capture windows, no code engine, no native walk; ranges go through the slower nvtx package",
     ),
     ("script compiler", "autonvtx._sourcecode", "scripts are compiled by compile(), about 3 ms slower at start-up"),
+    (
+        "native report sweep",
+        "autonvtx.report._sweep",
+        "reports on Nsight Systems exports sweep in Python, reading them several times slower",
+    ),
 )
 
 
@@ -43,9 +48,10 @@ def build_failures(package_dir: str | None = None) -> dict[str, str]:
 
 
 def missing_reason(module: str, package_dir: str | None = None) -> str | None:
-    """None when `module` imports; else why not: the build's recorded reason, or the import's."""
+    """None when `module` imports (and, where it has `unavailable()`, can run); else why not: the
+    build's recorded reason, the import's, or what it lacks at run time."""
     try:
-        importlib.import_module(module)
+        loaded = importlib.import_module(module)
     except ImportError as error:
         recorded = build_failures(package_dir).get(module)
         if recorded:
@@ -53,7 +59,9 @@ def missing_reason(module: str, package_dir: str | None = None) -> str | None:
         if getattr(error, "name", None) == module:
             return "not built in this installation (no build record: installed without building it?)"
         return f"it does not load: {error}"
-    return None
+    lacking = getattr(loaded, "unavailable", None)
+    why = lacking() if callable(lacking) else None
+    return f"it cannot run here: {why}" if isinstance(why, str) else None
 
 
 def status_lines(package_dir: str | None = None) -> list[str]:

@@ -10,7 +10,8 @@ no instance counts, no top kernels), so it is the floor. The report is timed end
 process: read, sweep, rows, and the whole table written as text to a pipe would get it (every
 row, names never cut), for the grouped default and for --each. Printed: seconds (CPU seconds)
 and each against the hand query, then --each's CPU time split between reading the export and
-writing its table (18,499 rows and their top-kernel lines on the fixture).
+writing its table (18,499 rows and their top-kernel lines on the fixture), and the reading again
+by the Python sweep (the twin of the native one, which runs where that is not built).
 """
 
 from __future__ import annotations
@@ -108,12 +109,14 @@ def parts(path: Path, repeat: int) -> str:
     """Where --each's CPU time goes: reading (query, sweep, rows) against arranging and writing
     the text, each the least of `repeat` runs."""
     from autonvtx.recorder.view import View, arrange
+    from autonvtx.report import sweep
     from autonvtx.report.output import without_cycle_collection
     from autonvtx.report.profile import ReportOptions, read_profile
     from autonvtx.report.renderers import Rendering, ReportDocument, render
     from autonvtx.report.views import export_order
 
-    reads, writes = [], []
+    native = sweep.native
+    reads, writes, python_reads = [], [], []
     for _ in range(repeat):
         with without_cycle_collection():  # as `produce` runs
             cpu = time.process_time()
@@ -121,9 +124,20 @@ def parts(path: Path, repeat: int) -> str:
             read = time.process_time()
             rows = arrange(report.rows, View(sort="gpu"), export_order("gpu"))
             render("report", "text", ReportDocument(report, rows, None), Rendering())
+            written = time.process_time()
+            sweep.native = None  # the same read by the Python sweep, its twin
+            try:
+                read_profile(str(path), ReportOptions(each=True, tree=False))
+            finally:
+                sweep.native = native
         reads.append(read - cpu)
-        writes.append(time.process_time() - read)
-    return f"  of which reading {min(reads):.3f} CPU-s, arranging and writing the text {min(writes):.3f} CPU-s"
+        writes.append(written - read)
+        python_reads.append(time.process_time() - written)
+    which = "the native sweep" if native is not None else "the Python sweep (the native one is not built)"
+    return (
+        f"  of which reading {min(reads):.3f} CPU-s ({which}), arranging and writing the text {min(writes):.3f} CPU-s\n"
+        f"  reading by the Python sweep: {min(python_reads):.3f} CPU-s"
+    )
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ RangeRow = tuple[int, int, int, int, int, str | None]
 # GPU work joined to its launch: (globalTid, call start, kind, gpu start, gpu end, device,
 # kernel name (a StringIds id or inline text), bytes).
 LaunchRow = tuple[int, int, int, int, int, int, object, int | None]
+# An SQL query and its arguments.
+Query = tuple[str, tuple[object, ...]]
 # Which threads a stream covers: None for all, else (keep, globalTids): those only, or all but those.
 ThreadFilter = tuple[bool, tuple[int, ...]] | None
 
@@ -61,6 +63,7 @@ class NsysExport:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self.uri = connect_uri(path)  # what the native sweep opens too
         self.connection = _connect(path)
         try:
             self.schema: Schema = discover(self.connection)
@@ -203,8 +206,15 @@ class NsysExport:
 
     def ranges(self, threads: ThreadFilter = None) -> Iterator[RangeRow]:
         """Every NVTX range, ordered by start (an enclosing range before the ones it encloses)."""
-        if self.nvtx is None:
+        query = self.ranges_query(threads)
+        if query is None:
             return iter(())
+        return self.connection.execute(*query)
+
+    def ranges_query(self, threads: ThreadFilter = None) -> Query | None:
+        """The query `ranges` runs (None: the export has no NVTX ranges); the native sweep runs it too."""
+        if self.nvtx is None:
+            return None
         t = self.nvtx
         if "end" not in t.columns:
             end = "n.start"
@@ -223,7 +233,7 @@ class NsysExport:
             f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)} "
             "ORDER BY n.start, e DESC"
         )
-        return self.connection.execute(sql)
+        return sql, ()
 
     def lazy_text_sql(self, text: str | None, text_id: str | None) -> str:
         """A text inline or interned; the StringIds lookup only runs when the inline text is NULL."""
@@ -255,14 +265,20 @@ class NsysExport:
 
     def launches(self, device: int | None = None, threads: ThreadFilter = None) -> Iterator[LaunchRow]:
         """GPU work joined to the runtime call that launched it, ordered by the call's start."""
-        if self.runtime is None or not self.work:
+        query = self.launches_query(device, threads)
+        if query is None:
             return iter(())
+        return self.connection.execute(*query)
+
+    def launches_query(self, device: int | None = None, threads: ThreadFilter = None) -> Query | None:
+        """The query `launches` runs (None: no GPU work or no runtime calls to tie it to)."""
+        if self.runtime is None or not self.work:
+            return None
         parts = []
         args: list[object] = []
         for work in self.work:
             parts.append(self._launch_select(work, device, args) + _thread_condition("r.globalTid", threads))
-        sql = " UNION ALL ".join(parts) + " ORDER BY 2"
-        return self.connection.execute(sql, args)
+        return " UNION ALL ".join(parts) + " ORDER BY 2", tuple(args)
 
     def _launch_select(self, work: WorkTable, device: int | None, args: list[object]) -> str:
         assert self.runtime is not None
@@ -347,19 +363,19 @@ class _GuardedCursor:
         try:
             yield from self.cursor
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            raise _damaged(self.path, exc) from None
+            raise damaged(self.path, exc) from None
 
     def fetchone(self) -> Any:
         try:
             return self.cursor.fetchone()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            raise _damaged(self.path, exc) from None
+            raise damaged(self.path, exc) from None
 
     def fetchall(self) -> list[Any]:
         try:
             return self.cursor.fetchall()
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            raise _damaged(self.path, exc) from None
+            raise damaged(self.path, exc) from None
 
 
 class _GuardedConnection:
@@ -372,13 +388,14 @@ class _GuardedConnection:
         try:
             return _GuardedCursor(self.connection.execute(sql, args), self.path)
         except (sqlite3.Error, UnicodeDecodeError) as exc:
-            raise _damaged(self.path, exc) from None
+            raise damaged(self.path, exc) from None
 
     def close(self) -> None:
         self.connection.close()
 
 
-def _damaged(path: str, exc: sqlite3.Error | UnicodeDecodeError) -> ReportError:
+def damaged(path: str, exc: object) -> ReportError:
+    """The error of an export SQLite cannot read (`exc`: SQLite's error or its message)."""
     return ReportError(
         f"{path}: cannot read the export ({exc}); expected an intact Nsight Systems export (nsys export --type sqlite)"
     )
@@ -399,16 +416,19 @@ def _connect(path: str) -> sqlite3.Connection:
             f"{path}: no such file; expected an Nsight Systems export (.sqlite or .nsys-rep) or an autonvtx trace (.json)"
         )
     try:
-        # Read-only and immutable: the report never writes into the user's export, and
-        # immutable skips locking (exports on read-only or network file systems open too).
-        uri = "file:" + _uri_path(os.path.abspath(path)) + "?mode=ro&immutable=1"
-        connection = sqlite3.connect(uri, uri=True)
+        connection = sqlite3.connect(connect_uri(path), uri=True)
         # NVTX text is whatever bytes the program gave: text that is not UTF-8 reads with U+FFFD.
         connection.text_factory = lambda raw: raw.decode("utf-8", "replace")
         connection.execute("PRAGMA query_only = 1")
         return connection
     except sqlite3.Error as exc:
         raise ReportError(f"{path}: cannot open as SQLite ({exc}); expected an Nsight Systems export") from None
+
+
+def connect_uri(path: str) -> str:
+    # Read-only and immutable: the report never writes into the user's export, and
+    # immutable skips locking (exports on read-only or network file systems open too).
+    return "file:" + _uri_path(os.path.abspath(path)) + "?mode=ro&immutable=1"
 
 
 def _uri_path(path: str) -> str:

@@ -20,7 +20,7 @@ from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
 from autonvtx.report.flightmarks import flight_notes
 from autonvtx.report.labels import Labels, read_labels
 from autonvtx.report.nsysrep import ensure_export, is_report
-from autonvtx.report.sweep import Sweep, Tally
+from autonvtx.report.sweep import Sweep, Tally, sweep_export
 from autonvtx.report.views import build_rows, build_tree, range_naming, strip_ids
 from autonvtx.report.workers import Part, split_threads, sweep_parallel
 
@@ -151,17 +151,15 @@ def _sweeps(
             for device in devices
         ]
     if options.by != "gpu":
-        ranges = labels.ranges_of(export)
-        if flat is not None:
+        if flat is not None:  # the ranges kept as read: the Python sweep, which sees each row
             from autonvtx.report.timelines import keeping_flat
 
-            ranges = keeping_flat(ranges, labels, rename, flat)
-        return [Sweep(labels.grouping(options.by), rename).run(ranges, export.launches())]
+            ranges = keeping_flat(labels.ranges_of(export), labels, rename, flat)
+            return [Sweep(labels.grouping(options.by), rename).run(ranges, export.launches())]
+        return [sweep_export(export, labels, labels.grouping(options.by), rename)]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
-        Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(
-            labels.ranges_of(export), export.launches(device)
-        )
+        sweep_export(export, labels, _constant(f"GPU {device}"), rename, only_with_work=True, device=device)
         for device in export.devices()
     ]
 

@@ -5,9 +5,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import add
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from autonvtx.report.export import LaunchRow, RangeRow
+from autonvtx.report.export import LaunchRow, NsysExport, RangeRow, ThreadFilter, damaged
+
+if TYPE_CHECKING:
+    from autonvtx.report.labels import Labels
+
+
+def _native() -> ModuleType | None:
+    """The sweep in C (report/_native/sweep.c), reading the export itself: None where it was not
+    built or cannot find SQLite in the process; `Sweep` below is its twin and runs then."""
+    try:
+        from autonvtx.report import _sweep
+    except ImportError:
+        return None
+    return _sweep if _sweep.unavailable() is None else None
+
+
+native = _native()
 
 # A range instance while it is open: [end, start, node, work], work None until GPU work is
 # launched inside it (most ranges launch none), then [gpu first start, gpu last end, kernels,
@@ -339,3 +356,29 @@ def _add(into: list[int], count_at: int, bytes_at: int, ns_at: int, duration: in
     into[ns_at] += duration
     if bytes_at >= 0:
         into[bytes_at] += size or 0
+
+
+def sweep_export(
+    export: NsysExport,
+    labels: Labels,
+    group_of: Callable[[int], str],
+    rename: Callable[[str], str] | None = None,
+    only_with_work: bool = False,
+    device: int | None = None,
+    threads: ThreadFilter = None,
+) -> Tally:
+    """The sweep of the export's ranges (domains keyed as `labels` keys them) and launches (on
+    `device`, of `threads`): in C where the native part runs, else by `Sweep`; the same Tally
+    either way (tests/test_sweep_native.py holds them equal)."""
+    if native is not None:
+        ranges, launches = export.ranges_query(threads), export.launches_query(device, threads)
+        try:
+            fields = native.run(
+                export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, export.size_hint()
+            )
+        except native.SQLiteError as exc:
+            raise damaged(export.path, exc) from None
+        if fields is not None:  # None: something the native part leaves to Python (a NULL time, ...)
+            return Tally(*fields)
+    sweep = Sweep(group_of, rename, only_with_work)
+    return sweep.run(labels.ranges_of(export, threads), export.launches(device, threads))

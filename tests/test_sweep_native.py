@@ -1,0 +1,270 @@
+"""The native sweep (autonvtx/report/_native/sweep.c) against its Python twin (report.sweep.Sweep):
+the same Tally, field for field and in the same order, on every fixture export, on copies of
+them edited to reach every branch of the sweep (start/end ranges, recursion, misnesting, NVTX
+domains renumbered, names NULL, empty and not UTF-8, kernel names inline), and on the seeded
+damaged copies of test_report_fuzz; the same report text, CSV and JSON; the same one-line error
+where SQLite cannot read the export."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from test_report_fuzz import damaged_exports
+
+from autonvtx import nativeparts
+from autonvtx.report import sweep
+from autonvtx.report.export import NsysExport, ReportError
+from autonvtx.report.labels import read_labels
+from autonvtx.report.output import ReportRequest, produce
+from autonvtx.report.sweep import Tally, sweep_export
+from autonvtx.report.views import range_naming
+
+FIXTURES = REPO / "tests" / "fixtures" / "nsys"
+EXPORTS = sorted(FIXTURES.glob("*.sqlite"))
+TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
+NATIVE = sweep.native
+
+pytestmark = [
+    pytest.mark.skipif(NATIVE is None, reason="the native sweep is not built in this installation"),
+    pytest.mark.skipif(not EXPORTS, reason="no fixture exports in tests/fixtures/nsys"),
+]
+
+
+@contextmanager
+def python_sweep() -> Iterator[None]:
+    sweep.native = None
+    try:
+        yield
+    finally:
+        sweep.native = NATIVE
+
+
+def tally_of(path: Path, by: str | None, strip: bool, each: bool, device: int | None) -> Tally:
+    export = NsysExport(str(path))
+    try:
+        labels = read_labels(export)
+        rename = range_naming(strip, each)
+        if device is None:
+            return sweep_export(export, labels, labels.grouping(by), rename)
+        return sweep_export(export, labels, lambda _tid: f"GPU {device}", rename, True, device)
+    finally:
+        export.close()
+
+
+def both(path: Path, by: str | None, strip: bool, each: bool, device: int | None) -> tuple[object, object]:
+    """What the native sweep and the Python one give: a Tally (with its dictionaries' orders,
+    which the rows follow) or the error raised."""
+
+    def outcome() -> object:
+        try:
+            tally = tally_of(path, by, strip, each, device)
+        except ReportError as error:
+            return ("error", str(error))
+        return tally, list(tally.self_kernels), list(tally.outside), list(tally.repeated)
+
+    native = outcome()
+    with python_sweep():
+        return native, outcome()
+
+
+def devices(path: Path) -> list[int]:
+    try:
+        export = NsysExport(str(path))
+    except ReportError:
+        return []
+    try:
+        return export.devices()
+    except ReportError:
+        return []
+    finally:
+        export.close()
+
+
+# (by, strip, each): each grouping once, each naming once, and both with --by gpu's first device.
+SOME_WAYS = [(None, False, True), ("thread", False, False), ("process", True, True), ("rank", True, False)]
+EVERY_WAY = [(by, strip, each) for by in (None, "process", "rank", "thread") for strip in (0, 1) for each in (0, 1)]
+
+
+def assert_twins(path: Path, ways: list[tuple[str | None, bool, bool]] = SOME_WAYS, gpus: int = 1) -> None:
+    for by, strip, each in ways:
+        native, python = both(path, by, strip, each, None)
+        assert native == python, (path.name, by, strip, each)
+    for device in devices(path)[:gpus]:
+        native, python = both(path, None, False, True, device)
+        assert native == python, (path.name, "gpu", device)
+
+
+def edited(tmp_path: Path, name: str, *statements: str) -> Path:
+    path = tmp_path / f"{name}.sqlite"
+    shutil.copyfile(TORCH, path)
+    with sqlite3.connect(path) as db:
+        for statement in statements:
+            db.execute(statement)
+    db.close()
+    return path
+
+
+# Edits of the real two-GPU export that reach the branches its own ranges do not.
+EDITS = {
+    # start/end ranges among push/pop ranges of the same names (repeated work), ending early
+    "start-end": (
+        "UPDATE NVTX_EVENTS SET text = 'twice' WHERE rowid % 7 = 0 OR rowid % 21 = 1",
+        "UPDATE NVTX_EVENTS SET eventType = 60 WHERE rowid % 7 = 0",
+        'UPDATE NVTX_EVENTS SET "end" = start + ("end" - start) / 3 WHERE rowid % 14 = 0',
+    ),
+    # a few names shared by nested ranges (recursion: shadowed positions), one NULL, one empty
+    "recursion": (
+        "UPDATE NVTX_EVENTS SET text = 'same' WHERE rowid % 3 = 0",
+        "UPDATE NVTX_EVENTS SET text = 'other' WHERE rowid % 5 = 0",
+        "UPDATE NVTX_EVENTS SET text = NULL, textId = NULL WHERE rowid % 11 = 0",
+        "UPDATE NVTX_EVENTS SET text = '' WHERE rowid % 13 = 0",
+    ),
+    # ranges that outlive the range enclosing them
+    "misnested": ('UPDATE NVTX_EVENTS SET "end" = "end" + 5000000 WHERE rowid % 4 = 0',),
+    # one domainId naming different domains in the two processes (labels renumber it), and
+    # domains without a name
+    "domains": (
+        "UPDATE NVTX_EVENTS SET domainId = rowid % 3",
+        "INSERT INTO NVTX_EVENTS (start, eventType, globalTid, domainId, text) "
+        "SELECT MIN(start), 75, globalTid, 1, 'first' FROM NVTX_EVENTS WHERE globalTid = (SELECT MIN(globalTid) FROM NVTX_EVENTS)",
+        "INSERT INTO NVTX_EVENTS (start, eventType, globalTid, domainId, text) "
+        "SELECT MIN(start), 75, globalTid, 1, 'second' FROM NVTX_EVENTS WHERE globalTid = (SELECT MAX(globalTid) FROM NVTX_EVENTS)",
+    ),
+    # text that is not UTF-8: different bytes that read as the same name
+    "not-utf8": (
+        "UPDATE NVTX_EVENTS SET text = CAST(x'ff61' AS TEXT) WHERE rowid % 6 = 0",
+        "UPDATE NVTX_EVENTS SET text = CAST(x'fe61' AS TEXT) WHERE rowid % 6 = 1",
+    ),
+    # kernel names inline (text), some NULL, some ids equal to one of those texts' digits
+    # (the name column `name` in place of shortName and demangledName, which refuse NULL)
+    "kernel-text": (
+        'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN "shortName" TO "gone_short"',
+        'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN "demangledName" TO "gone_demangled"',
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN name",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET name = CASE WHEN rowid % 5 = 0 THEN NULL "
+        "WHEN rowid % 3 = 0 THEN 'k' || (gone_short % 4) ELSE gone_short END",
+    ),
+    # launches by threads without ranges (work outside every range)
+    "outside": (
+        "DELETE FROM NVTX_EVENTS WHERE rowid % 2 = 0 AND globalTid = (SELECT MIN(globalTid) FROM NVTX_EVENTS)",
+    ),
+}
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.name)
+def test_the_native_sweep_finds_what_the_python_sweep_finds_on_the_fixture_exports(path: Path) -> None:
+    export = NsysExport(str(path))
+    try:  # the native part ran, rather than leaving it to the Python sweep
+        labels = read_labels(export)
+        assert NATIVE is not None
+        fields = NATIVE.run(
+            export.uri, export.ranges_query(), export.launches_query(), labels.grouping(None), None, False, {}
+        )
+        assert fields is not None and len(fields[1]) > 1
+    finally:
+        export.close()
+    # Every way on the small export, each way once on the large one (a read there is slow).
+    assert_twins(path, EVERY_WAY if path.stat().st_size < 2_000_000 else SOME_WAYS, gpus=8)
+
+
+@pytest.mark.parametrize("name", sorted(EDITS))
+def test_the_native_sweep_finds_what_the_python_sweep_finds_on_edited_exports(tmp_path: Path, name: str) -> None:
+    path = edited(tmp_path, name, *EDITS[name])
+    tally = tally_of(path, "thread", False, True, None)
+    reached = {
+        "start-end": lambda t: any(t.start_end) and t.repeated,
+        "recursion": lambda t: any(t.shadowed) and ((0, "") in t.keys),
+        "misnested": lambda t: t.misnested > 0,
+        "domains": lambda t: any(domain >= 1 << 40 for domain, _ in t.keys),
+        "not-utf8": lambda t: (0, "\ufffda") in t.keys,
+        "kernel-text": lambda t: (
+            any(isinstance(k, str) for _, k in t.self_kernels) and any(k is None for _, k in t.self_kernels)
+        ),
+        "outside": lambda t: bool(t.outside),
+    }[name]
+    assert reached(tally), name  # the edit reaches the branch it is for
+    assert_twins(path, [(None, False, True), ("thread", True, False)])
+
+
+def test_values_the_native_sweep_leaves_to_python_give_the_python_sweeps_tally(tmp_path: Path) -> None:
+    # A NULL thread (the Python sweep groups it with no grouping) and sums past 64 bits.
+    for path in (
+        edited(tmp_path, "null-thread", "UPDATE NVTX_EVENTS SET globalTid = NULL WHERE rowid % 9 = 0"),
+        edited(  # start/end ranges of one name on a thread share a node: their CPU times add up
+            tmp_path,
+            "huge",
+            "UPDATE NVTX_EVENTS SET eventType = 60, text = 'huge', \"end\" = 9223372036854775807 WHERE rowid % 500 = 0",
+        ),
+    ):
+        export = NsysExport(str(path))
+        try:
+            labels = read_labels(export)
+            assert NATIVE is not None
+            run = NATIVE.run(
+                export.uri, export.ranges_query(), export.launches_query(), labels.grouping(None), None, False, {}
+            )
+            assert run is None, path.name
+        finally:
+            export.close()
+        native, python = both(path, None, False, True, None)
+        assert native == python and isinstance(python, tuple)
+
+
+def test_the_native_sweep_matches_on_damaged_exports(tmp_path: Path) -> None:
+    for path in damaged_exports(tmp_path, seed=32, count=24):
+        for by, each in ((None, True), ("thread", False)):
+            native, python = both(path, by, False, each, None)
+            assert native == python, path.name
+
+
+REQUESTS = [
+    {"each": True},
+    {},
+    {"tree": True},
+    {"by": "gpu"},
+    {"fmt": "csv", "each": True},
+    {"fmt": "json", "each": True},
+    {"fmt": "json", "tree": True, "by": "thread", "strip_ids": True},
+]
+
+
+@pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.name)
+def test_report_text_csv_and_json_are_the_same_bytes_either_sweep(path: Path) -> None:
+    for options in REQUESTS:
+        request = ReportRequest(str(path), **options)  # type: ignore[arg-type]
+        native = produce(request)
+        with python_sweep():
+            assert produce(request) == native, options
+
+
+def test_an_export_sqlite_cannot_read_is_the_same_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "cut.sqlite"
+    data = TORCH.read_bytes()
+    # The schema and first pages intact (the export opens), the tables' later pages overwritten.
+    path.write_bytes(data[: len(data) // 2] + b"\xff" * (len(data) - len(data) // 2))
+    with pytest.raises(ReportError) as native:
+        tally_of(path, None, False, True, None)
+    with python_sweep(), pytest.raises(ReportError) as python:
+        tally_of(path, None, False, True, None)
+    assert str(native.value) == str(python.value)
+    assert str(native.value).startswith(f"{path}: cannot read the export (")
+
+
+def test_autonvtx_version_names_the_native_sweep() -> None:
+    assert "native report sweep: built (autonvtx.report._sweep)" in nativeparts.status_lines()
+
+
+def test_a_native_sweep_that_cannot_find_sqlite_is_named_missing_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(NATIVE, "unavailable", lambda: "sqlite3_step is not visible through Python's _sqlite3 module")
+    assert sweep._native() is None  # the Python sweep runs then
+    assert (
+        "native report sweep: MISSING (autonvtx.report._sweep): it cannot run here: sqlite3_step is not visible "
+        "through Python's _sqlite3 module; reports on Nsight Systems exports sweep in Python, reading them several "
+        "times slower"
+    ) in nativeparts.status_lines()
