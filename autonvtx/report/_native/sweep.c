@@ -285,8 +285,8 @@ typedef struct {
     int overflow;   /* a sum past 64 bits: the Python sweep's integers have no such limit */
     int unsupported; /* a value the Python sweep reads differently: let it run */
 
-    /* strings: sid -> str; sid_of: str -> sid (a Python dict); per raw text: its sid, and its
-     * renamed sid (-2: not asked yet) */
+    /* strings: sid -> str; sid_of: str -> sid (a Python dict, NULL until needed: see sid_of);
+     * per raw text: its sid, and its renamed sid (-2: not asked yet) */
     PyObject *strings, *sid_of;
     int32_t empty_sid;
     Texts texts;
@@ -373,8 +373,29 @@ static uint64_t hash_bytes(const char *p, size_t n) {
     return mix(h ^ tail);
 }
 
-/* The sid of a str object (interned in s->strings): -1 on error. */
-static int32_t sid_of(Sweep *s, PyObject *text) {
+/* The sid of a str object (interned in s->strings): -1 on error. `distinct`: the caller knows
+ * no str interned so far can equal it (different bytes, all valid UTF-8), so that --each's
+ * names, all different, are not looked up: the dictionary of sids is built only when a str that
+ * may repeat one comes (a renamed name, text that was not UTF-8). */
+static int32_t sid_of(Sweep *s, PyObject *text, int distinct) {
+    if (distinct && s->sid_of == NULL) {
+        Py_ssize_t sid = PyList_GET_SIZE(s->strings);
+        return PyList_Append(s->strings, text) < 0 ? -1 : (int32_t)sid;
+    }
+    if (s->sid_of == NULL) {
+        s->sid_of = PyDict_New();
+        if (s->sid_of == NULL) {
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(s->strings); i++) {
+            PyObject *number = PyLong_FromSsize_t(i);
+            int failed = number == NULL || PyDict_SetItem(s->sid_of, PyList_GET_ITEM(s->strings, i), number) < 0;
+            Py_XDECREF(number);
+            if (failed) {
+                return -1;
+            }
+        }
+    }
     PyObject *known = PyDict_GetItemWithError(s->sid_of, text);
     if (known != NULL) {
         return (int32_t)PyLong_AsLong(known);
@@ -407,11 +428,18 @@ static int32_t raw_text(Sweep *s, const char *p, size_t n) {
         }
         i = (i + 1) & t->mask;
     }
-    PyObject *text = PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace");
+    /* As export._connect's text factory: UTF-8, invalid bytes read as U+FFFD. */
+    int valid = 1;
+    PyObject *text = PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, NULL);
+    if (text == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        valid = 0;
+        text = PyUnicode_DecodeUTF8(p, (Py_ssize_t)n, "replace");
+    }
     if (text == NULL) {
         return -1;
     }
-    int32_t sid = sid_of(s, text);
+    int32_t sid = sid_of(s, text, valid);
     Py_DECREF(text);
     if (sid < 0) {
         return -1;
@@ -488,7 +516,7 @@ static int32_t range_name(Sweep *s, int32_t raw) {
         if (result == NULL) {
             return -2;
         }
-        renamed = sid_of(s, result);
+        renamed = sid_of(s, result, 0);
         Py_DECREF(result);
         if (renamed < 0) {
             return -2;
@@ -1358,7 +1386,6 @@ static PyObject *run(PyObject *module, PyObject *args) {
     sqlite3 *db = NULL;
     sqlite3_stmt *ranges = NULL, *launches = NULL;
     s.strings = PyList_New(0);
-    s.sid_of = PyDict_New();
     s.groups = PyList_New(0);
     s.gid_of = PyDict_New();
     /* Tables sized for the export (`hint`: about how many NVTX events it holds) from the start:
@@ -1373,7 +1400,7 @@ static PyObject *run(PyObject *module, PyObject *args) {
         s.texts.mask = size - 1;
     }
     s.renumbered_keys = malloc((size_t)(PyDict_GET_SIZE(renumbered) + 1) * sizeof(int64_t));
-    if (!s.strings || !s.sid_of || !s.groups || !s.gid_of || !s.texts.slots || !s.renumbered_keys ||
+    if (!s.strings || !s.groups || !s.gid_of || !s.texts.slots || !s.renumbered_keys ||
         map_init(&s.thread_of, 0, 64) || map_init(&s.node_of, expected, 1024) || map_init(&s.names, 0, 64) ||
         map_init(&s.kernel_of, 0, 1024) || map_init(&s.repeat_of, 0, 64) ||
         map_init(&s.renumbered, (size_t)PyDict_GET_SIZE(renumbered), 64)) {
@@ -1383,12 +1410,12 @@ static PyObject *run(PyObject *module, PyObject *args) {
         goto done;
     }
     {
-        PyObject *empty = PyUnicode_New(0, 0);
-        s.empty_sid = empty ? sid_of(&s, empty) : -1;
-        Py_XDECREF(empty);
-        if (s.empty_sid < 0) {
+        /* "" first, as a text read (the empty name and the key of a NULL one are the same str) */
+        int32_t raw = raw_text(&s, "", 0);
+        if (raw < 0) {
             goto done;
         }
+        s.empty_sid = s.raw_sid[raw];
     }
     {
         Py_ssize_t at = 0;
