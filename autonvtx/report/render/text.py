@@ -12,9 +12,9 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from typing import IO
 
-from autonvtx.recorder.stats import RangeStats
 from autonvtx.report.figures import Report, Row, TreeNode
-from autonvtx.report.table import Line, build_table
+from autonvtx.report.render.table import Line, build_table
+from autonvtx.stats.model import RangeStats
 
 # C0 controls, DEL and C1 controls (U+0080-U+009F: a terminal takes U+009B as CSI).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
