@@ -32,7 +32,7 @@ CLIENT = "autonvtx._nvtxclient"
 # The target's source compiled without building the ast module's types (runner.compile_script).
 SOURCECODE = "autonvtx._sourcecode"
 # The report's sweep of an Nsight Systems export in C, SQLite found at run time in the process.
-SWEEP = "autonvtx.report._sweep"
+SWEEP = "autonvtx.report.nsys._sweep"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
     for name in (
@@ -270,7 +270,7 @@ setup(
         # build dependency on SQLite: it uses the SQLite Python's _sqlite3 module has loaded.
         Extension(
             SWEEP,
-            sources=["autonvtx/report/_native/sweep.c"],
+            sources=["autonvtx/report/nsys/_native/sweep.c"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             libraries=["dl"],  # dlopen/dlsym before glibc 2.34
             py_limited_api=False,

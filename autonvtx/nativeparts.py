@@ -25,7 +25,7 @@ OPTIONAL_PARTS = (
     ("script compiler", "autonvtx._sourcecode", "scripts are compiled by compile(), about 3 ms slower at start-up"),
     (
         "native report sweep",
-        "autonvtx.report._sweep",
+        "autonvtx.report.nsys._sweep",
         "reports on Nsight Systems exports sweep in Python, reading them several times slower",
     ),
 )

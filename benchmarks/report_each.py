@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autonvtx.report.output import ReportRequest, produce  # noqa: E402
+from autonvtx.stats.model import ViewOptions  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
 
@@ -69,7 +70,7 @@ def hand_query(path: Path) -> str:
 
 
 def report(path: Path, each: bool) -> str:
-    text = produce(ReportRequest(str(path), each=each))
+    text = produce(ReportRequest(str(path), view=ViewOptions(each=each)))
     assert text is not None
     return text
 
@@ -108,26 +109,26 @@ def main() -> None:
 def parts(path: Path, repeat: int) -> str:
     """Where --each's CPU time goes: reading (query, sweep, rows) against arranging and writing
     the text, each the least of `repeat` runs."""
-    from autonvtx.recorder.view import View, arrange
-    from autonvtx.report import sweep
+    from autonvtx.report.nsys import sweep
     from autonvtx.report.output import without_cycle_collection
     from autonvtx.report.profile import ReportOptions, read_profile
-    from autonvtx.report.renderers import Rendering, ReportDocument, render
+    from autonvtx.report.render.renderers import Rendering, ReportDocument, render
     from autonvtx.report.views import export_order
+    from autonvtx.stats.view import View, arrange
 
     native = sweep.native
     reads, writes, python_reads = [], [], []
     for _ in range(repeat):
         with without_cycle_collection():  # as `produce` runs
             cpu = time.process_time()
-            report = read_profile(str(path), ReportOptions(each=True, tree=False))
+            report = read_profile(str(path), ReportOptions(ViewOptions(each=True), with_tree=False))
             read = time.process_time()
             rows = arrange(report.rows, View(sort="gpu"), export_order("gpu"))
             render("report", "text", ReportDocument(report, rows, None), Rendering())
             written = time.process_time()
             sweep.native = None  # the same read by the Python sweep, its twin
             try:
-                read_profile(str(path), ReportOptions(each=True, tree=False))
+                read_profile(str(path), ReportOptions(ViewOptions(each=True), with_tree=False))
             finally:
                 sweep.native = native
         reads.append(read - cpu)

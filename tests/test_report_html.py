@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 from conftest import make_file, run_autonvtx
 
-from autonvtx.report.diffrun import DiffRequest, produce_diff
+from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
-from autonvtx.report.shell import asset
+from autonvtx.report.render.shell import asset
+from autonvtx.stats.model import ViewOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
@@ -100,7 +101,7 @@ def test_page_is_self_contained(tmp_path: Path) -> None:
 
 def test_every_asset_file_is_package_data() -> None:
     """The wheel and the sdist carry what [tool.setuptools.package-data] names: every file in
-    report/assets/ must match one of its patterns, or the installed pages would lack it."""
+    report/render/assets/ must match one of its patterns, or the installed pages would lack it."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -108,16 +109,20 @@ def test_every_asset_file_is_package_data() -> None:
     root = Path(__file__).parent.parent
     patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autonvtx"]
     assets = sorted(
-        path.relative_to(root / "autonvtx").as_posix() for path in (root / "autonvtx/report/assets").iterdir()
+        path.relative_to(root / "autonvtx").as_posix() for path in (root / "autonvtx/report/render/assets").iterdir()
     )
-    assert {"report/assets/page.js", "report/assets/diff.js", "report/assets/page.css"} <= set(assets)
+    assert {"report/render/assets/page.js", "report/render/assets/diff.js", "report/render/assets/page.css"} <= set(
+        assets
+    )
     assert [name for name in assets if not any(fnmatch.fnmatch(name, pattern) for pattern in patterns)] == []
 
 
 def test_browser_draws_the_tree_sized_by_gpu_time(tmp_path: Path) -> None:
     page = tmp_path / "torch.html"
     produce(ReportRequest(str(TORCH), strip_ids=True, html=str(page)))
-    document = json.loads(produce(ReportRequest(str(TORCH), strip_ids=True, tree=True, fmt="json")) or "")
+    document = json.loads(
+        produce(ReportRequest(str(TORCH), strip_ids=True, fmt="json", view=ViewOptions(tree=True))) or ""
+    )
     top = document["tree"][0]["children"]
     whole = sum(node["gpu_ns"] for node in top)
     dom = rendered(page, tmp_path)
@@ -189,9 +194,9 @@ def test_names_like_markup_are_shown_as_text_on_both_pages(tmp_path: Path, kind:
     trace = hostile_trace(tmp_path / "t.json")
     page = tmp_path / f"{kind}.html"
     if kind == "report":
-        produce(ReportRequest(str(trace), html=str(page), each=True))  # the names exactly: no {n}
+        produce(ReportRequest(str(trace), html=str(page), view=ViewOptions(each=True)))  # the names exactly: no {n}
     else:
-        produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, each=True, html=str(page)))
+        produce_diff(DiffRequest((str(trace),), (str(trace),), html=str(page), view=ViewOptions(tree=True, each=True)))
     text = page.read_text(encoding="utf-8")
     data_text = text.split('id="page-data">', 1)[1].split("</script>", 1)[0]
     assert not re.search("[<>&\u2028\u2029\ud800-\udfff]", data_text)
@@ -529,7 +534,7 @@ def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
     ],
 )
 def test_diff_page_finds_the_prefix_every_name_shares(names: list[str], prefix: str) -> None:
-    from autonvtx.report.diffpage import shared_prefix
+    from autonvtx.report.render.diffpage import shared_prefix
 
     assert shared_prefix(names) == prefix
 
@@ -589,8 +594,12 @@ def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path)
     done = run_autonvtx("shop.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shop, torch = tmp_path / "shop-diff.html", tmp_path / "torch-diff.html"
-    produce_diff(DiffRequest((str(done.trace_path),), (str(done.trace_path),), tree=True, html=str(shop)))
-    produce_diff(DiffRequest((str(TORCH),), (str(TORCH),), tree=True, strip_ids=True, html=str(torch)))
+    produce_diff(
+        DiffRequest((str(done.trace_path),), (str(done.trace_path),), html=str(shop), view=ViewOptions(tree=True))
+    )
+    produce_diff(
+        DiffRequest((str(TORCH),), (str(TORCH),), strip_ids=True, html=str(torch), view=ViewOptions(tree=True))
+    )
     browser = Browser(tmp_path)
     try:
         for width, height in SIZES:
@@ -684,7 +693,7 @@ def test_zoom_filters_the_table_to_the_subtree_and_the_tooltip_follows(tmp_path:
     trace = shop_recording(tmp_path)
     page = tmp_path / "shop.html"
     produce(ReportRequest(str(trace), html=str(page)))
-    tree = json.loads(produce(ReportRequest(str(trace), tree=True, fmt="json")) or "")
+    tree = json.loads(produce(ReportRequest(str(trace), fmt="json", view=ViewOptions(tree=True))) or "")
 
     def under(node: dict[str, Any], name: str) -> list[dict[str, Any]]:
         found = [node] if node["name"] == name else []
@@ -747,9 +756,9 @@ def test_names_sort_case_insensitively_in_natural_order(tmp_path: Path, kind: st
     trace.write_text(json.dumps({"traceEvents": events}))
     page = tmp_path / f"{kind}.html"
     if kind == "report":
-        produce(ReportRequest(str(trace), html=str(page), each=True))
+        produce(ReportRequest(str(trace), html=str(page), view=ViewOptions(each=True)))
     else:
-        produce_diff(DiffRequest((str(trace),), (str(trace),), each=True, html=str(page)))
+        produce_diff(DiffRequest((str(trace),), (str(trace),), html=str(page), view=ViewOptions(each=True)))
     names = "Array.from(document.querySelectorAll('#table tbody tr')).map(row => row.dataset.name)"
     by_name = "document.querySelector('#table th[data-column=\"Range\"]').click()"
     browser = Browser(tmp_path)
@@ -765,7 +774,7 @@ def test_names_sort_case_insensitively_in_natural_order(tmp_path: Path, kind: st
 
 def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(tmp_path: Path) -> None:
     page = tmp_path / "by-process.html"
-    produce(ReportRequest(str(TORCH), by="process", strip_ids=True, html=str(page)))
+    produce(ReportRequest(str(TORCH), strip_ids=True, html=str(page), view=ViewOptions(by="process")))
     rows = """Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 12).map(row =>
       Array.from(row.children).map(td => td.textContent))"""
     browser = Browser(tmp_path)
@@ -816,7 +825,7 @@ def test_a_recursion_thousands_deep_draws_scrolls_and_counts_its_nest_once_when_
 
 
 def test_embedded_json_reads_back_the_same_with_nothing_a_script_element_could_see() -> None:
-    from autonvtx.report.shell import json_text, script_json
+    from autonvtx.report.render.shell import json_text, script_json
 
     data = {"names": [name for name in HOSTILE if "\ud800" not in name], "<key>": "</script>"}
     embedded = script_json(json_text(data))
@@ -829,7 +838,7 @@ def test_a_terminal_s_cut_to_the_first_rows_leaves_the_page_whole(tmp_path: Path
     # The table on a terminal shows the first 30 rows; the page written beside it held only
     # those 30 too, where through a pipe it held every row.
     on_terminal, piped = tmp_path / "terminal.html", tmp_path / "piped.html"
-    head = produce(ReportRequest(str(TORCH), each=True, terminal=True, html=str(on_terminal))) or ""
-    produce(ReportRequest(str(TORCH), each=True, html=str(piped)))
+    head = produce(ReportRequest(str(TORCH), terminal=True, html=str(on_terminal), view=ViewOptions(each=True))) or ""
+    produce(ReportRequest(str(TORCH), html=str(piped), view=ViewOptions(each=True)))
     assert head.startswith("showing the first 30 of")
     assert page_data(on_terminal) == page_data(piped)

@@ -1,4 +1,5 @@
-"""The native sweep (autonvtx/report/_native/sweep.c) against its Python twin (report.sweep.Sweep):
+"""The native sweep (autonvtx/report/nsys/_native/sweep.c) against its Python twin
+(report.nsys.sweep.Sweep):
 the same Tally, field for field and in the same order, on every fixture export, on copies of
 them edited to reach every branch of the sweep (start/end ranges, recursion, misnesting, NVTX
 domains renumbered, names NULL, empty and not UTF-8, kernel names inline), and on the seeded
@@ -18,12 +19,13 @@ from conftest import REPO
 from test_report_fuzz import damaged_exports
 
 from autonvtx import nativeparts
-from autonvtx.report import sweep
-from autonvtx.report.export import NsysExport, ReportError
-from autonvtx.report.labels import read_labels
+from autonvtx.report.nsys import sweep
+from autonvtx.report.nsys.export import NsysExport, ReportError
+from autonvtx.report.nsys.labels import read_labels
+from autonvtx.report.nsys.sweep import Tally, sweep_export
 from autonvtx.report.output import ReportRequest, produce
-from autonvtx.report.sweep import Tally, sweep_export
 from autonvtx.report.views import range_naming
+from autonvtx.stats.model import ViewOptions
 
 FIXTURES = REPO / "tests" / "fixtures" / "nsys"
 EXPORTS = sorted(FIXTURES.glob("*.sqlite"))
@@ -224,23 +226,23 @@ def test_the_native_sweep_matches_on_damaged_exports(tmp_path: Path) -> None:
 
 
 REQUESTS = [
-    {"each": True},
-    {},
-    {"tree": True},
-    {"by": "gpu"},
-    {"fmt": "csv", "each": True},
-    {"fmt": "json", "each": True},
-    {"fmt": "json", "tree": True, "by": "thread", "strip_ids": True},
+    (None, ViewOptions(each=True)),
+    (None, ViewOptions()),
+    (None, ViewOptions(tree=True)),
+    (None, ViewOptions(by="gpu")),
+    ("csv", ViewOptions(each=True)),
+    ("json", ViewOptions(each=True)),
+    ("json", ViewOptions(tree=True, by="thread")),
 ]
 
 
 @pytest.mark.parametrize("path", EXPORTS, ids=lambda p: p.name)
 def test_report_text_csv_and_json_are_the_same_bytes_either_sweep(path: Path) -> None:
-    for options in REQUESTS:
-        request = ReportRequest(str(path), **options)  # type: ignore[arg-type]
+    for fmt, view in REQUESTS:
+        request = ReportRequest(str(path), view=view, fmt=fmt, strip_ids=view.by == "thread")
         native = produce(request)
         with python_sweep():
-            assert produce(request) == native, options
+            assert produce(request) == native, (fmt, view)
 
 
 def test_an_export_sqlite_cannot_read_is_the_same_one_line_error(tmp_path: Path) -> None:
@@ -257,14 +259,14 @@ def test_an_export_sqlite_cannot_read_is_the_same_one_line_error(tmp_path: Path)
 
 
 def test_autonvtx_version_names_the_native_sweep() -> None:
-    assert "native report sweep: built (autonvtx.report._sweep)" in nativeparts.status_lines()
+    assert "native report sweep: built (autonvtx.report.nsys._sweep)" in nativeparts.status_lines()
 
 
 def test_a_native_sweep_that_cannot_find_sqlite_is_named_missing_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(NATIVE, "unavailable", lambda: "sqlite3_step is not visible through Python's _sqlite3 module")
     assert sweep._native() is None  # the Python sweep runs then
     assert (
-        "native report sweep: MISSING (autonvtx.report._sweep): it cannot run here: sqlite3_step is not visible "
+        "native report sweep: MISSING (autonvtx.report.nsys._sweep): it cannot run here: sqlite3_step is not visible "
         "through Python's _sqlite3 module; reports on Nsight Systems exports sweep in Python, reading them several "
         "times slower"
     ) in nativeparts.status_lines()

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import DIFF_SORT_HELP, scale_options, view_options_for
-from autonvtx.recorder.stats import DIFF_SORTS
+from autonvtx.cli.views import DIFF_SORT_HELP, scale_options, view_from, view_options_for
+from autonvtx.stats.model import DIFF_SORTS
 
 
 class AgainstCommand(click.Command):
@@ -130,18 +130,14 @@ def diff_command(
 
     Rows come with real changes first, largest first; --sort name, or a column (gpu, cpu,
     kernels, instances) to order by the larger side's figure."""
-    from autonvtx.report.diff import DiffOptions
-    from autonvtx.report.diffrun import DiffRequest, produce_diff
-    from autonvtx.report.table import terminal_width
+    from autonvtx.report.compare.diff import DiffOptions
+    from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
+    from autonvtx.report.render.table import terminal_width
 
     request = DiffRequest(
         base,
         new,
-        view["tree"],
-        view["by"],
-        view["sort"],
-        view["top"],
-        view["name_filter"],
+        view_from(view),
         strip_ids,
         fmt,
         output,
@@ -151,11 +147,8 @@ def diff_command(
         jobs,
         scheduler,
         progress,
-        view["group_by"],
-        view["skip_first"],
-        view["each"],
-        fail_unclear=fail_unclear,
         width=terminal_width(sys.stdout) if output is None else None,
+        fail_unclear=fail_unclear,
     )
     if fail_unclear and fail_over is None:
         from autonvtx.errors import UsageError

@@ -1,0 +1,19 @@
+"""Types of the native twin of report.nsys.sweep.Sweep (autonvtx/report/nsys/_native/sweep.c)."""
+
+from collections.abc import Callable
+from typing import Any
+
+class SQLiteError(Exception): ...
+
+def run(
+    uri: str,
+    ranges: tuple[str, tuple[object, ...]] | None,
+    launches: tuple[str, tuple[object, ...]] | None,
+    group_of: Callable[[int], str],
+    rename: Callable[[str], str] | None,
+    only_with_work: bool,
+    renumbered: dict[tuple[int, int], int],
+    hint: int = 0,
+    /,
+) -> tuple[Any, ...] | None: ...
+def unavailable() -> str | None: ...
