@@ -8,7 +8,7 @@ from operator import add
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from autonvtx.report.nsys.export import LaunchRow, NsysExport, RangeRow, ThreadFilter, damaged
+from autonvtx.report.nsys.export import LaunchRow, NsysExport, RangeRow, ReportError, ThreadFilter, damaged
 
 if TYPE_CHECKING:
     from autonvtx.report.nsys.labels import Labels
@@ -372,10 +372,12 @@ def sweep_export(
     either way (tests/test_sweep_native.py holds them equal)."""
     if native is not None:
         ranges, launches = export.ranges_query(threads), export.launches_query(device, threads)
+        try:  # how many events to size its tables for; a file that fails here fails below as it would
+            hint = export.size_hint()
+        except ReportError:
+            hint = 0
         try:
-            fields = native.run(
-                export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, export.size_hint()
-            )
+            fields = native.run(export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, hint)
         except native.SQLiteError as exc:
             raise damaged(export.path, exc) from None
         if fields is not None:  # None: something the native part leaves to Python (a NULL time, ...)

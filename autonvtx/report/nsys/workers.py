@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from autonvtx.report.nsys.export import NsysExport, ReportError, ThreadFilter
 from autonvtx.report.nsys.labels import read_labels
-from autonvtx.report.nsys.sweep import Sweep, Tally
+from autonvtx.report.nsys.sweep import Tally, sweep_export
 from autonvtx.report.views import range_naming
 
 # Below this many NVTX events a second process costs more (its start, a second scan of the
@@ -37,10 +37,8 @@ def sweep_part(part: Part) -> Tally:
         rename = range_naming(part.strip, part.each)
         if part.device is not None:
             group = f"GPU {part.device}"
-            sweep = Sweep(lambda _tid: group, rename, only_with_work=True)
-        else:
-            sweep = Sweep(labels.grouping(part.by), rename)
-        return sweep.run(labels.ranges_of(export, part.threads), export.launches(part.device, part.threads))
+            return sweep_export(export, labels, lambda _tid: group, rename, True, part.device, part.threads)
+        return sweep_export(export, labels, labels.grouping(part.by), rename, threads=part.threads)
     finally:
         export.close()
 

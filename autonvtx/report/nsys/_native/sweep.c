@@ -151,10 +151,15 @@ static inline uint64_t hash3(int64_t a, int64_t b, int32_t c) {
     return mix((uint64_t)a * 0x9e3779b97f4a7c15ULL + mix((uint64_t)b ^ ((uint64_t)(uint32_t)c << 17)));
 }
 
+/* Tables are sized from the export's number of NVTX events up to this many slots (6 to 8 MB);
+ * past it they grow as they fill (the hint overstates what a grouped report or a thread set
+ * needs, and every slot of a large table ends up touched). */
+#define PRESIZED_AT_MOST ((size_t)1 << 18)
+
 /* A table for about `expected` entries (kept at most half full), at least `least` slots. */
 static int map_init(Map *map, size_t expected, size_t least) {
     size_t size = least;
-    while (size < expected * 2 && size < ((size_t)1 << 22)) {
+    while (size < expected * 2 && size < PRESIZED_AT_MOST) {
         size *= 2;
     }
     map->slots = calloc(size, sizeof(Slot));
@@ -1393,7 +1398,7 @@ static PyObject *run(PyObject *module, PyObject *args) {
     size_t expected = hint > 0 ? (size_t)hint : 0;
     {
         size_t size = 1024;
-        while (size < expected * 2 && size < ((size_t)1 << 22)) {
+        while (size < expected * 2 && size < PRESIZED_AT_MOST) {
             size *= 2;
         }
         s.texts.slots = calloc(size, sizeof(TextSlot));
