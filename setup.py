@@ -270,7 +270,11 @@ setup(
         # build dependency on SQLite: it uses the SQLite Python's _sqlite3 module has loaded.
         Extension(
             SWEEP,
-            sources=["autonvtx/report/nsys/_native/sweep.c"],
+            sources=[
+                f"autonvtx/report/nsys/_native/{name}.c"
+                for name in ("sweep", "sweep_sqlite", "sweep_tables", "sweep_walk")
+            ],
+            depends=local_headers("autonvtx/report/nsys/_native"),
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             libraries=["dl"],  # dlopen/dlsym before glibc 2.34
             py_limited_api=False,

@@ -55,9 +55,9 @@ def imports_of(module: str, path: str, known: set[str]) -> Iterator[tuple[str, s
                     yield base, alias.name, node.lineno
 
 
-# Extension modules built from autonvtx/_native (typed by a .pyi beside them): private by
+# Extension modules built from a _native directory (typed by a .pyi beside them): private by
 # name, imported by the Python module they serve.
-EXTENSIONS = {"autonvtx._nvtxclient"}
+EXTENSIONS = {"autonvtx._nvtxclient", "autonvtx.report.nsys._sweep"}
 
 
 def graph() -> tuple[dict[str, set[str]], list[str]]:
