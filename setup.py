@@ -31,6 +31,8 @@ EXPORTER_SOURCES = [
 CLIENT = "autonvtx._nvtxclient"
 # The target's source compiled without building the ast module's types (runner.compile_script).
 SOURCECODE = "autonvtx._sourcecode"
+# An export's per-name table written and sorted in C (report/text.py and views.py keep the twins).
+ROWTEXT = "autonvtx.report._rowtext"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"
     for name in (
@@ -62,6 +64,7 @@ CLIENT_SOURCES = [
 OPTIONAL_LOSS = {
     CLIENT: "no regions or capture windows, no code engine, no native walk; ranges go through the slower nvtx package",
     SOURCECODE: "scripts are compiled by compile(), about 3 ms slower at start-up",
+    ROWTEXT: "report tables written to a file or a pipe are formatted in Python, several times slower",
 }
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
@@ -259,6 +262,14 @@ setup(
         Extension(
             SOURCECODE,
             sources=["autonvtx/_native/sourcecode.c"],
+            extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
+            py_limited_api=False,
+            optional=True,
+        ),
+        # optional: report tables are written by their Python twins when it is missing.
+        Extension(
+            ROWTEXT,
+            sources=["autonvtx/report/_native/rowtext.c"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             py_limited_api=False,
             optional=True,

@@ -23,6 +23,11 @@ OPTIONAL_PARTS = (
         "no regions or capture windows, no code engine, no native walk; ranges go through the slower nvtx package",
     ),
     ("script compiler", "autonvtx._sourcecode", "scripts are compiled by compile(), about 3 ms slower at start-up"),
+    (
+        "report table writer",
+        "autonvtx.report._rowtext",
+        "report tables written to a file or a pipe are formatted in Python, several times slower",
+    ),
 )
 
 

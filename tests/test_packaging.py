@@ -75,7 +75,12 @@ def test_version_names_each_native_part() -> None:
     assert done.returncode == 0, done.stderr
     first, *parts = done.stdout.splitlines()
     assert first.startswith(f"autonvtx {autonvtx.__version__} (Python ")
-    assert [line.strip().split(":")[0] for line in parts] == ["native recorder", "native client", "script compiler"]
+    assert [line.strip().split(":")[0] for line in parts] == [
+        "native recorder",
+        "native client",
+        "script compiler",
+        "report table writer",
+    ]
     assert "MISSING" not in done.stdout  # this installation built every part
 
 

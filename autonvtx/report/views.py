@@ -13,6 +13,12 @@ from autonvtx.recorder.view import glob_matches, natural_order
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
 from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
 
+_native_sort: Callable[[list[Row], str], bool] | None
+try:  # the C twin of export_order's sort over a list of rows (setup.py: optional)
+    from autonvtx.report._rowtext import sort_rows as _native_sort
+except ImportError:  # pragma: no cover - a build without it
+    _native_sort = None
+
 # Per-call suffixes that make every instance's name unique: PyTorch's emit_nvtx writes
 # "aten::mm, seq = 45440, op_id = 990760"; any ", <identifier> = <integer>" part is folded.
 _CALL_ID = re.compile(r",\s*[A-Za-z_]\w*\s*=\s*-?\d+(?=,|$)")
@@ -179,10 +185,28 @@ def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode
     return roots
 
 
-def export_order(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
+class RowOrder:
+    """An export's sort key (called on a row), and the same order applied to a whole list in C
+    (`sort_in_place`, which `recorder.view.arrange` uses where it is offered)."""
+
+    __slots__ = ("key", "field")
+
+    def __init__(self, key: Callable[[Row | TreeNode], tuple[object, ...]], field: str | None) -> None:
+        self.key = key
+        self.field = field  # what _rowtext.sort_rows orders by; None: only the key
+
+    def __call__(self, row: Row | TreeNode) -> tuple[object, ...]:
+        return self.key(row)
+
+    def sort_in_place(self, rows: list[Row]) -> bool:
+        """Sorts `rows` as `sorted(rows, key=self)` would; False (untouched) where it cannot."""
+        return _native_sort is not None and self.field is not None and _native_sort(rows, self.field)
+
+
+def export_order(sort: str) -> RowOrder:
     """The view's sort key for an export's rows and tree nodes (`recorder.view.arrange`)."""
     if sort == "name":
-        return lambda r: (r.name, r.domain)
+        return RowOrder(lambda r: (r.name, r.domain), None)
     field_of: dict[str, Callable[[Row | TreeNode], int]] = {
         "gpu": lambda r: r.work.gpu_ns,
         "cpu": lambda r: r.cpu_ns,
@@ -193,16 +217,20 @@ def export_order(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
     }
     # The statistics model's names for the same columns (`--sort total|count`, as `summary` says).
     field_of["total"], field_of["count"] = field_of["cpu"], field_of["instances"]
+    native = {"total": "cpu", "count": "instances"}.get(sort, sort)
     # Ties broken by CPU time, then by name, so the order never depends on the file's order.
     if sort == "gpu":  # the default, over every row of a per-name report: one call a row
-        return lambda r: (
-            -(r.work.kernel_ns + r.work.memcpy_ns + r.work.memset_ns),
-            -r.cpu_ns,
-            r.name,
-            r.domain,
+        return RowOrder(
+            lambda r: (
+                -(r.work.kernel_ns + r.work.memcpy_ns + r.work.memset_ns),
+                -r.cpu_ns,
+                r.name,
+                r.domain,
+            ),
+            native,
         )
     value = field_of[sort]
-    return lambda r: (-value(r), -r.cpu_ns, r.name, r.domain)
+    return RowOrder(lambda r: (-value(r), -r.cpu_ns, r.name, r.domain), native)
 
 
 def group_order(label: str) -> list[tuple[int, int, str]]:
@@ -241,7 +269,7 @@ def placed(roots: list[TreeNode]) -> list[PlacedNode]:
 
 
 def placed_order(sort: str) -> Callable[[PlacedNode], tuple[object, ...]]:
-    key = export_order(sort)
+    key = export_order(sort).key
     return lambda item: key(item.node)
 
 
