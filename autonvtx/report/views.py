@@ -116,7 +116,10 @@ def _add_top_kernels(
             by_node[node] = [(kernel, seen)]
         else:
             found.append((kernel, seen))
-    per_row: dict[tuple[str, int], dict[object, list[int]]] = {}
+    # A name's kernels: most names of a per-name report are reached by one node launching one
+    # kernel, so a name keeps its first node's list (shared, never changed) until a second node
+    # reaches it; only then are they merged into a dictionary of its own.
+    per_row: dict[tuple[str, int], list[tuple[object, list[int]]] | dict[object, list[int]]] = {}
     parent, key, shadowed, group = tally.parent, tally.key, tally.shadowed, tally.group
     for node, launched in by_node.items():
         walk = node
@@ -125,8 +128,10 @@ def _add_top_kernels(
                 slot = (group[walk], key[walk])
                 kernels = per_row.get(slot)
                 if kernels is None:
-                    per_row[slot] = {kernel: [count, ns] for kernel, (count, ns) in launched}
+                    per_row[slot] = launched
                 else:
+                    if isinstance(kernels, list):
+                        kernels = per_row[slot] = {kernel: [count, ns] for kernel, (count, ns) in kernels}
                     for kernel, (count, ns) in launched:
                         adding = kernels.get(kernel)
                         if adding is None:
@@ -136,17 +141,24 @@ def _add_top_kernels(
                             adding[1] += ns
             walk = parent[walk]
     chosen: list[tuple[Row, list[tuple[object, list[int]]]]] = []
+    wanted: set[object] = set()
     for slot, kernels in per_row.items():
         row = rows.get(slot)
         if row is not None:
-            if len(kernels) == 1:  # most ranges of a per-name report launch one kernel
-                best = list(kernels.items())
+            best = kernels if isinstance(kernels, list) else list(kernels.items())
+            if len(best) == 1:  # most ranges of a per-name report launch one kernel
+                wanted.add(best[0][0])
             else:
-                best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+                best = sorted(best, key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+                wanted.update(kernel for kernel, _ in best)
             chosen.append((row, best))
-    names = kernel_names({kernel for _, best in chosen for kernel, _ in best})
+    names = kernel_names(wanted)
     for row, best in chosen:
-        row.top_kernels.extend(KernelShare(names[kernel], count, ns) for kernel, (count, ns) in best)
+        if len(best) == 1:
+            kernel, (count, ns) = best[0]
+            row.top_kernels.append(KernelShare(names[kernel], count, ns))
+        else:
+            row.top_kernels.extend(KernelShare(names[kernel], count, ns) for kernel, (count, ns) in best)
 
 
 def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode]:
