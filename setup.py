@@ -31,7 +31,8 @@ EXPORTER_SOURCES = [
 CLIENT = "autonvtx._nvtxclient"
 # The target's source compiled without building the ast module's types (runner.compile_script).
 SOURCECODE = "autonvtx._sourcecode"
-# An export's per-name table written and sorted in C (report/text.py and views.py keep the twins).
+# An export's per-name table written and sorted in C (report/render/text.py and report/views.py
+# keep the twins).
 ROWTEXT = "autonvtx.report._rowtext"
 CLIENT_SOURCES = [
     f"autonvtx/_native/{name}.c"

@@ -86,9 +86,9 @@ def main() -> int:
     repeats = args.repeats or (1 if args.quick else 5)
     from autonvtx.recorder.recording import read_directory
     from autonvtx.recorder.results import Request, write_results
-    from autonvtx.recorder.stats import ViewOptions
-    from autonvtx.recorder.stats_python import summarize
     from autonvtx.report.profile import ReportOptions, read_profile
+    from autonvtx.stats.model import ViewOptions
+    from autonvtx.stats.python_twin import summarize
 
     print(
         f"python {sys.version.split()[0]}, {n:,} ranges ({max(n // 1000, 1):,} names 'step i', each with a"

@@ -25,8 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from autonvtx.report.diff import compare  # noqa: E402
-from autonvtx.report.gather import Job, available_cpus, gather  # noqa: E402
+from autonvtx.report.compare.diff import compare  # noqa: E402
+from autonvtx.report.compare.gather import Job, available_cpus, gather  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
 

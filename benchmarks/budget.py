@@ -16,7 +16,7 @@ order rotated every round so that a slow phase of a shared host falls on each al
 
 A run's figure is the median of its steps' CPU times (robust to a step stalled by another
 process). The ratio against plain is the Hodges-Lehmann estimate over the runs with its 95%
-interval (`autonvtx.report.noise`, what `autonvtx diff` uses); the bar is met when the interval's
+interval (`autonvtx.report.compare.noise`, what `autonvtx diff` uses); the bar is met when the interval's
 upper end is within it. Every `*.forward` row of the budgeted run must keep the count of the run
 without a budget.
 
@@ -43,7 +43,7 @@ from typing import Any
 
 from turns import against_plain, paired, table, take_turns
 
-from autonvtx.report.noise import ratio_interval
+from autonvtx.report.compare.noise import ratio_interval
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "suggest_programs", "bert_step.py")

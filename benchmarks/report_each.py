@@ -107,11 +107,11 @@ def main() -> None:
 def parts(path: Path, repeat: int) -> str:
     """Where --each's CPU time goes: reading (query, sweep, rows) against arranging and writing
     the text, each the least of `repeat` runs."""
-    from autonvtx.recorder.view import View, arrange
     from autonvtx.report.output import without_cycle_collection
     from autonvtx.report.profile import ReportOptions, read_profile
-    from autonvtx.report.renderers import Rendering, ReportDocument, render
+    from autonvtx.report.render.renderers import Rendering, ReportDocument, render
     from autonvtx.report.views import export_order
+    from autonvtx.stats.view import View, arrange
 
     reads, writes = [], []
     for _ in range(repeat):

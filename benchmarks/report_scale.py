@@ -25,11 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from autonvtx.recorder.view import View, arrange  # noqa: E402
+from autonvtx.report.nsys.workers import available_cpus  # noqa: E402
 from autonvtx.report.profile import ReportOptions, read_profile  # noqa: E402
-from autonvtx.report.text import report_text as format_text  # noqa: E402
+from autonvtx.report.render.text import report_text as format_text  # noqa: E402
 from autonvtx.report.views import export_order  # noqa: E402
-from autonvtx.report.workers import available_cpus  # noqa: E402
+from autonvtx.stats.view import View, arrange  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
 TIMED = (

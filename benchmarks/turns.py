@@ -14,7 +14,7 @@ import sys
 import tempfile
 from typing import Any
 
-from autonvtx.report.noise import ratio_interval
+from autonvtx.report.compare.noise import ratio_interval
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

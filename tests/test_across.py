@@ -13,8 +13,8 @@ import pytest
 from conftest import autonvtx_env
 from synthetic_runs import Program, recording, write_ranks
 
-from autonvtx.report.acrossrun import AcrossRequest, produce_across
-from autonvtx.report.overlap import intersect, is_communication, length, merge
+from autonvtx.report.compare.acrossrun import AcrossRequest, produce_across
+from autonvtx.report.nsys.overlap import intersect, is_communication, length, merge
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = str(FIXTURES / "torch-2gpu-nsys2026.2.sqlite")
@@ -218,7 +218,7 @@ def _merged(files: list[str], tmp_path: Path) -> str:
 
 
 def test_no_communication_kernels_no_overlap_figures() -> None:
-    from autonvtx.report.overlap import read_overlap
+    from autonvtx.report.nsys.overlap import read_overlap
 
     assert read_overlap(SAXPY, "rank", False) == {}  # saxpy kernels only
     assert read_overlap(TORCH, "rank", True)[("pid 144", "AllToAll4D")][0] > 0

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from autonvtx.errors import UsageError
-from autonvtx.report import gather
-from autonvtx.report.diffrun import DiffRequest, produce_diff
+from autonvtx.report.compare import gather
+from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
 
 TRACE = {"traceEvents": [{"ph": "X", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100}]}
 

@@ -17,9 +17,9 @@ from conftest import REPO, autonvtx_env, make_file
 from synthetic_runs import FUNCTIONS, Program, write_runs
 
 from autonvtx.cli.diff import expand_against
-from autonvtx.report.diff import DiffOptions, compare
-from autonvtx.report.diffrun import DiffRequest, produce_diff
-from autonvtx.report.gather import Job, Progress, gather, summarize
+from autonvtx.report.compare.diff import DiffOptions, compare
+from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
+from autonvtx.report.compare.gather import Job, Progress, gather, summarize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = str(FIXTURES / "torch-2gpu-nsys2026.2.sqlite")
@@ -447,7 +447,7 @@ def test_deep_recursion_compares_per_path(tmp_path: Path) -> None:
     ],
 )
 def test_filter_matches_a_name_with_or_without_its_domain(shown: str, pattern: str, expected: bool) -> None:
-    from autonvtx.report.gather import name_matches
+    from autonvtx.report.compare.gather import name_matches
 
     assert name_matches(shown, pattern) is expected
 

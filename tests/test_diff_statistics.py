@@ -15,10 +15,10 @@ import pytest
 from conftest import autonvtx_env
 from synthetic_runs import FUNCTIONS, Noise, Program, write_run, write_runs
 
-from autonvtx.report.diff import Diff, DiffOptions, compare
-from autonvtx.report.diffrun import DiffRequest, produce_diff
-from autonvtx.report.gather import Job, gather
-from autonvtx.report.noise import achieved_confidence, compare_runs, rank_test, ratio_interval, smallest_p
+from autonvtx.report.compare.diff import Diff, DiffOptions, compare
+from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
+from autonvtx.report.compare.gather import Job, gather
+from autonvtx.report.compare.noise import achieved_confidence, compare_runs, rank_test, ratio_interval, smallest_p
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 SAXPY = str(FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite")

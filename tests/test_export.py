@@ -19,8 +19,8 @@ from autonvtx import environment
 from autonvtx.recorder import native
 from autonvtx.recorder.recording import read_directory
 from autonvtx.recorder.results import Request, write_results
-from autonvtx.recorder.stats_python import summarize
 from autonvtx.recorder.trace import read_chrome_trace
+from autonvtx.stats.python_twin import summarize
 
 pytestmark = pytest.mark.skipif(native.library_path() is None, reason="the native recorder is not built")
 
@@ -418,7 +418,7 @@ NESTING = """
 def test_nested_instances_of_a_row_count_once_in_the_exporter_as_in_the_python_twin(
     tmp_path: Path, options: dict[str, Any]
 ) -> None:
-    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.stats.model import ViewOptions
 
     directory = record(tmp_path, NESTING)
     chosen = ViewOptions(**options)
@@ -454,7 +454,7 @@ def test_nested_instances_of_a_row_count_once_in_the_exporter_as_in_the_python_t
 def test_native_statistics_take_the_summary_options_as_the_python_summary(
     tmp_path: Path, options: dict[str, Any]
 ) -> None:
-    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.stats.model import ViewOptions
 
     directory = record(tmp_path, LAYERS)
     chosen = ViewOptions(**options)
@@ -525,7 +525,7 @@ def random_names(count: int) -> list[str]:
 
 @pytest.mark.parametrize("each", [False, True], ids=["grouped", "each"])
 def test_native_statistics_group_numbered_names_as_the_python_twin(tmp_path: Path, each: bool) -> None:
-    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.stats.model import ViewOptions
 
     names = NUMBERED + random_names(400)
     directory = record(

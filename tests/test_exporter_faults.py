@@ -543,7 +543,7 @@ def test_wall_share_under_a_capture_window_divides_by_the_window(tmp_path: Path)
     spans the exported time (100%), not the whole run (about 20% here)."""
     from autonvtx.recorder.chrome import read_chrome_trace
     from autonvtx.recorder.results import Request, write_results
-    from autonvtx.recorder.stats_python import summarize
+    from autonvtx.stats.python_twin import summarize
 
     directory = record(tmp_path, WINDOWED)
     live = {
@@ -573,8 +573,8 @@ def test_skip_first_leaves_out_each_ranges_warm_up_under_group_class(tmp_path: P
     Attention row, not 1), and the warm-up is out of % wall's denominator too."""
     from autonvtx.recorder.recording import read_directory
     from autonvtx.recorder.results import Request, write_results
-    from autonvtx.recorder.stats import ViewOptions
-    from autonvtx.recorder.stats_python import summarize
+    from autonvtx.stats.model import ViewOptions
+    from autonvtx.stats.python_twin import summarize
 
     directory = record(tmp_path, WARM_UP)
     options = ViewOptions(group="class", skip_first=1)

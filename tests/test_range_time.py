@@ -15,7 +15,7 @@ from conftest import autonvtx_env, make_file, run_autonvtx
 from nsys_support import nsys_or_skip, run_profile
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats_python import summarize
+from autonvtx.stats.python_twin import summarize
 
 # f(3) sleeps four times 10 ms, each call inside the one before: 40 ms of f, whatever the nesting.
 RECURSION = """
@@ -37,7 +37,7 @@ def push(name: str, start: int, end: int, tid: int = 1, kind: str = "push") -> R
 
 
 def rows(*ranges: Range, **view: Any) -> dict[str, Any]:
-    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.stats.model import ViewOptions
 
     return {s.name: s for s in summarize([ProcessRecording(pid=1, ranges=list(ranges))], ViewOptions(**view))}
 
@@ -123,7 +123,7 @@ def test_a_recursive_function_has_the_same_total_in_the_nsys_export_and_diff_see
 
 
 def test_each_by_group_table_has_its_own_shares() -> None:
-    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.stats.model import ViewOptions
 
     rec = ProcessRecording(pid=1, ranges=[push("a", 0, 100), push("b", 0, 50, tid=2), push("c", 50, 100, tid=2)])
     stats = summarize([rec], ViewOptions(by="thread"))

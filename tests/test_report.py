@@ -387,7 +387,7 @@ def test_nsys_rep_without_nsys_says_how(tmp_path: Path) -> None:
 def test_threads_swept_in_several_processes_give_the_same_report(
     monkeypatch: pytest.MonkeyPatch, by: str | None
 ) -> None:
-    from autonvtx.report import workers
+    from autonvtx.report.nsys import workers
 
     serial = report_json(TORCH, by=by, tree=True)
     monkeypatch.setattr(workers, "PARALLEL_FROM", 0)

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from conftest import make_file, run_autonvtx
 
-from autonvtx.report.diffrun import DiffRequest, produce_diff
+from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
-from autonvtx.report.shell import asset
+from autonvtx.report.render.shell import asset
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
@@ -100,7 +100,7 @@ def test_page_is_self_contained(tmp_path: Path) -> None:
 
 def test_every_asset_file_is_package_data() -> None:
     """The wheel and the sdist carry what [tool.setuptools.package-data] names: every file in
-    report/assets/ must match one of its patterns, or the installed pages would lack it."""
+    report/render/assets/ must match one of its patterns, or the installed pages would lack it."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -108,9 +108,11 @@ def test_every_asset_file_is_package_data() -> None:
     root = Path(__file__).parent.parent
     patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autonvtx"]
     assets = sorted(
-        path.relative_to(root / "autonvtx").as_posix() for path in (root / "autonvtx/report/assets").iterdir()
+        path.relative_to(root / "autonvtx").as_posix() for path in (root / "autonvtx/report/render/assets").iterdir()
     )
-    assert {"report/assets/page.js", "report/assets/diff.js", "report/assets/page.css"} <= set(assets)
+    assert {"report/render/assets/page.js", "report/render/assets/diff.js", "report/render/assets/page.css"} <= set(
+        assets
+    )
     assert [name for name in assets if not any(fnmatch.fnmatch(name, pattern) for pattern in patterns)] == []
 
 
@@ -529,7 +531,7 @@ def test_a_domain_every_range_shares_is_said_once(tmp_path: Path) -> None:
     ],
 )
 def test_diff_page_finds_the_prefix_every_name_shares(names: list[str], prefix: str) -> None:
-    from autonvtx.report.diffpage import shared_prefix
+    from autonvtx.report.render.diffpage import shared_prefix
 
     assert shared_prefix(names) == prefix
 
@@ -816,7 +818,7 @@ def test_a_recursion_thousands_deep_draws_scrolls_and_counts_its_nest_once_when_
 
 
 def test_embedded_json_reads_back_the_same_with_nothing_a_script_element_could_see() -> None:
-    from autonvtx.report.shell import json_text, script_json
+    from autonvtx.report.render.shell import json_text, script_json
 
     data = {"names": [name for name in HOSTILE if "\ud800" not in name], "<key>": "</script>"}
     embedded = script_json(json_text(data))

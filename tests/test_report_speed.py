@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autonvtx.report.table import Line, build_table
-from autonvtx.report.text import float_duration, format_duration
+from autonvtx.report.render.table import Line, build_table
+from autonvtx.report.render.text import float_duration, format_duration
 
 REPO = Path(__file__).resolve().parents[1]
 EXPORTS = sorted((REPO / "tests" / "fixtures" / "nsys").glob("*.sqlite"))

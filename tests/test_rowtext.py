@@ -1,5 +1,5 @@
-"""autonvtx.report._rowtext, the C twin of an export's per-name table (text._gpu_lines and
-table.build_table for a file or a pipe) and of its sort (views.export_order): the same text and the
+"""autonvtx.report._rowtext, the C twin of an export's per-name table (render.text._gpu_lines and
+render.table.build_table for a file or a pipe) and of its sort (views.export_order): the same text and the
 same order as the Python twins, for every value it takes, and None / False for what it declines."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from autonvtx.report import text, views
+from autonvtx.report import views
 from autonvtx.report.figures import KernelShare, Row, Work
 from autonvtx.report.output import ReportRequest, produce
+from autonvtx.report.render import text
 
 native = pytest.importorskip("autonvtx.report._rowtext", reason="the native twin is not built")
 

@@ -13,8 +13,8 @@ from conftest import make_file, run_autonvtx, skip_without
 
 from autonvtx import shapes
 from autonvtx.recorder import native
-from autonvtx.recorder.stats import name_template
 from autonvtx.recorder.trace import read_chrome_trace
+from autonvtx.stats.model import name_template
 
 np = pytest.importorskip("numpy")
 

@@ -1,4 +1,4 @@
-"""The statistics model (recorder.stats, its Python twin stats_python) and its text, CSV and JSON forms, on recordings built by hand; `autonvtx summary`."""
+"""The statistics model (stats.model, its Python twin stats.python_twin) and its text, CSV and JSON forms, on recordings built by hand; `autonvtx summary`."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import pytest
 from conftest import REPO, make_file
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats import RangeStats, ViewOptions, filtered_out, name_template, row_order, summary_notes
-from autonvtx.recorder.stats_python import summarize
 from autonvtx.recorder.trace import read_chrome_trace, write_chrome_trace
-from autonvtx.recorder.view import arrange
-from autonvtx.report.data import stats_csv, stats_json
-from autonvtx.report.render import write_summary
-from autonvtx.report.text import format_duration, stats_text
+from autonvtx.report.render.data import stats_csv, stats_json
+from autonvtx.report.render.render import write_summary
+from autonvtx.report.render.text import format_duration, stats_text
+from autonvtx.stats.model import RangeStats, ViewOptions, filtered_out, name_template, row_order, summary_notes
+from autonvtx.stats.python_twin import summarize
+from autonvtx.stats.view import arrange
 
 
 def push(name: str, start: int, end: int, *, tid: int = 1, domain: str = "d", **kw: object) -> Range:
@@ -375,7 +375,7 @@ def test_filter_keeps_matching_names() -> None:
 
 def test_filter_reads_an_unnamed_range_as_every_table_does() -> None:
     """`--filter '*'` keeps every row, an unnamed range's too: the statistics rows, an export's
-    rows and its tree nodes match by the one glob (`recorder.view.glob_matches`)."""
+    rows and its tree nodes match by the one glob (`stats.view.glob_matches`)."""
     from autonvtx.report.figures import Row, TreeNode
     from autonvtx.report.views import PlacedNode
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import autonvtx_env
 
-from autonvtx.report.straggler import find_straggler
-from autonvtx.report.timelines import build_timeline
+from autonvtx.report.compare.straggler import find_straggler
+from autonvtx.report.compare.timelines import build_timeline
 
 JOB = Path(__file__).parent / "straggler_job.py"
 MS = 1_000_000
@@ -284,8 +284,8 @@ def test_filter_hiding_the_communication_ranges_keeps_the_straggler() -> None:
 def test_timelines_kept_from_the_sweeps_read_are_those_read_again(export: str, each: bool) -> None:
     # --across ranks read each export's ranges twice (the sweep, then the timelines): the sweep
     # now keeps them, and the straggler must see exactly what a second read gave.
+    from autonvtx.report.compare.timelines import read_timelines
     from autonvtx.report.profile import ReportOptions, read_profile
-    from autonvtx.report.timelines import read_timelines
 
     path = str(Path(__file__).parent / "fixtures" / "nsys" / export)
     kept = read_profile(path, ReportOptions(by="rank", each=each, tree=False, flat_ranges=True))

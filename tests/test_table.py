@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import autonvtx_env
 
-from autonvtx.report.table import Line, build_table, middle_cut, terminal_width
+from autonvtx.report.render.table import Line, build_table, middle_cut, terminal_width
 
 # The names of a BERT diff that a 100-column cut at the end made alike.
 BERT = [f"torch:bert.encoder.layer.{{n}}.attention.{part}" for part in ("self.query", "self.key", "self.value")] + [

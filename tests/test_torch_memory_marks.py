@@ -12,8 +12,8 @@ from autonvtx.report import memory as report_memory
 
 
 def test_marks_without_a_whole_range_are_counted_not_dropped(tmp_path: Path) -> None:
-    from autonvtx.recorder.view import View
     from autonvtx.report.sideviews import memory_table
+    from autonvtx.stats.view import View
 
     (recording,), _ = run_under_recorder(
         tmp_path,

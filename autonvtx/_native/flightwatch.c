@@ -199,7 +199,7 @@ static void trigger(const char* name, unsigned long long ordinal, unsigned long 
     format_ns(took, sizeof took, (double)duration);
     format_ns(med, sizeof med, (double)m);
     /* The mark goes inside the capture range, so the export of the window holds it; `autonvtx
-     * report` reads it back (report.flightmarks). */
+     * report` reads it back (report.nsys.flightmarks). */
     snprintf(text, sizeof text,
              "autonvtx --flight: window %ld: '%s' (instance %llu of '%s') took %s, %.1fx the median %s of the"
              " %u before it",

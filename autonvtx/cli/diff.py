@@ -9,7 +9,7 @@ import click
 
 from autonvtx.cli.group import cli
 from autonvtx.cli.views import DIFF_SORT_HELP, scale_options, view_options_for
-from autonvtx.recorder.stats import DIFF_SORTS
+from autonvtx.stats.model import DIFF_SORTS
 
 
 class AgainstCommand(click.Command):
@@ -130,9 +130,9 @@ def diff_command(
 
     Rows come with real changes first, largest first; --sort name, or a column (gpu, cpu,
     kernels, instances) to order by the larger side's figure."""
-    from autonvtx.report.diff import DiffOptions
-    from autonvtx.report.diffrun import DiffRequest, produce_diff
-    from autonvtx.report.table import terminal_width
+    from autonvtx.report.compare.diff import DiffOptions
+    from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
+    from autonvtx.report.render.table import terminal_width
 
     request = DiffRequest(
         base,

@@ -17,7 +17,7 @@ from autonvtx.cli.launch import check_script
 from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.run import TARGET_KEY, RunCommand
 from autonvtx.errors import UsageError
-from autonvtx.report.render import check_writable
+from autonvtx.report.render.render import check_writable
 
 DEFAULT_OUTPUT = "autonvtx-profile"
 
@@ -246,7 +246,7 @@ def print_windows(
     """profile --flight: the report of each window nsys captured (each opens with the mark saying
     which slow instance it followed), or why there is none."""
     from autonvtx.recorder.flight import flight_path
-    from autonvtx.report.nsysrep import ensure_export
+    from autonvtx.report.nsys.nsysrep import ensure_export
 
     reports = window_reports(outputs, started)
     if not reports:
@@ -414,7 +414,7 @@ def export_of_capture(nsys: Any, outputs: Sequence[str], started: float, status:
     """The SQLite export nsys wrote for this capture; a .qdstrm left without its importer is
     imported here, with the importer found where the Debian package keeps it."""
     from autonvtx import nsight
-    from autonvtx.report.nsysrep import ensure_export
+    from autonvtx.report.nsys.nsysrep import ensure_export
 
     report_glob, qdstrm_glob, export_glob = outputs
     fresh = [path for path in nsight.existing(outputs) if os.path.getmtime(path) >= started - 1]
@@ -442,7 +442,7 @@ def export_of_capture(nsys: Any, outputs: Sequence[str], started: float, status:
 
 def print_report(export: str, *, tree: bool, by: str | None, top: int | None, html: str | None) -> None:
     """`autonvtx report`'s table of the capture on standard output (and its page with --html)."""
-    from autonvtx.report.export import ReportError
+    from autonvtx.report.nsys.export import ReportError
     from autonvtx.report.output import ReportRequest, produce
 
     print(f"autonvtx: profile: report {export[: -len('.sqlite')]}.nsys-rep, export {export}", file=sys.stderr)

@@ -28,15 +28,15 @@ def summary_command(trace: str, output: str | None, **view: Any) -> None:
     """Print the range statistics table of a saved TRACE (.json, .json.gz, .pftrace)."""
     from autonvtx.recorder.outputs import check_summary_path
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.stats import filtered_out, row_order, summary_notes, unshaped
-    from autonvtx.recorder.view import arrange
     from autonvtx.report.profile import recording_stats
-    from autonvtx.report.render import format_of, write_summary, write_text_file
-    from autonvtx.report.renderers import Rendering, SummaryDocument, render
+    from autonvtx.report.render.render import format_of, write_summary, write_text_file
+    from autonvtx.report.render.renderers import Rendering, SummaryDocument, render
+    from autonvtx.report.render.table import terminal_width
+    from autonvtx.report.render.text import use_color
     from autonvtx.report.sidechecks import asked
     from autonvtx.report.sideviews import pairs_table, recording_memory, unarranged
-    from autonvtx.report.table import terminal_width
-    from autonvtx.report.text import use_color
+    from autonvtx.stats.model import filtered_out, row_order, summary_notes, unshaped
+    from autonvtx.stats.view import arrange
 
     if not os.path.exists(trace):
         raise UsageError(f"summary: no such file '{trace}'")

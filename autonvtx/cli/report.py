@@ -55,7 +55,7 @@ def report_command(
     """GPU time per NVTX range from PROFILE: an `nsys export --type sqlite` file, a .nsys-rep, or an
     autonvtx trace (.json, .json.gz, .pftrace: CPU time, the figures `autonvtx summary` prints)."""
     from autonvtx.report.output import ReportRequest, produce
-    from autonvtx.report.table import terminal_width
+    from autonvtx.report.render.table import terminal_width
 
     if (across is not None or len(profile) > 1) and (view["pair"] or view["memory"]):
         from autonvtx.errors import UsageError
@@ -63,7 +63,7 @@ def report_command(
         option = "--pair" if view["pair"] else "--memory"
         raise UsageError(f"report: {option}: one profile at a time; expected one PROFILE without --across")
     if across is not None or len(profile) > 1:
-        from autonvtx.report.acrossrun import report_across
+        from autonvtx.report.compare.acrossrun import report_across
 
         report_across(profile, across, view, strip_ids, fmt, output, html, (jobs, scheduler, progress))
         return

@@ -13,7 +13,7 @@ from autonvtx.cli.launch import check_script
 from autonvtx.cli.options import RuleArgs, rule_options
 from autonvtx.cli.run import TARGET_KEY, RunCommand
 from autonvtx.errors import UsageError
-from autonvtx.report.render import check_writable
+from autonvtx.report.render.render import check_writable
 
 
 @cli.command(

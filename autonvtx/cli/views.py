@@ -1,5 +1,5 @@
 """The view options, declared once: `run --summary`, `summary` and `report` take the same flags
-with the same meaning (`recorder.stats.ViewOptions`, applied by `recorder.view.arrange`)."""
+with the same meaning (`stats.model.ViewOptions`, applied by `stats.view.arrange`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from autonvtx.recorder.stats import BY, DIFF_SORTS, GPU_SORTS, GROUPINGS, SORTS, SPREAD_SORTS, STATS_SORTS
+from autonvtx.stats.model import BY, DIFF_SORTS, GPU_SORTS, GROUPINGS, SORTS, SPREAD_SORTS, STATS_SORTS
 
 # Keys only a comparison of runs has.
 DIFF_ONLY_SORTS = tuple(key for key in DIFF_SORTS if key not in STATS_SORTS + GPU_SORTS + SPREAD_SORTS)
@@ -116,7 +116,7 @@ VIEW_OPTION_DEFAULTS = {
 
 def make_view_options(values: dict[str, Any]) -> Any:
     """The ViewOptions a recording's statistics are arranged by; GPU-only sort keys refused."""
-    from autonvtx.recorder.stats import STATS_SORTS, ViewOptions, check_sort
+    from autonvtx.stats.model import STATS_SORTS, ViewOptions, check_sort
 
     sort = values["sort"] or "total"
     check_sort(sort, STATS_SORTS, "an autonvtx recording (no GPU data)")

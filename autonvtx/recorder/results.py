@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from autonvtx.errors import TraceFormatError
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.stats import (
+from autonvtx.stats.model import (
     RangeStats,
     ViewOptions,
     count_text,
@@ -27,7 +27,7 @@ from autonvtx.recorder.stats import (
     row_order,
     unshaped,
 )
-from autonvtx.recorder.view import arrange
+from autonvtx.stats.view import arrange
 
 if TYPE_CHECKING:
     from autonvtx.recorder.writer import FileDamage

@@ -73,8 +73,9 @@ class RecordingSession:
         import socket  # noqa: F401  (clock_identity() needs it at exit)
         import tempfile
 
-        from autonvtx.recorder import native, perfetto, recording, results, stats, stats_python, trace, writer  # noqa: F401
-        from autonvtx.report import render  # noqa: F401
+        from autonvtx.recorder import native, perfetto, recording, results, trace, writer  # noqa: F401
+        from autonvtx.report.render import render  # noqa: F401
+        from autonvtx.stats import model, python_twin  # noqa: F401
 
         library = native.library_path()
         if library is None:
@@ -242,7 +243,7 @@ class RecordingSession:
     def _write_outputs(self, directory: str) -> None:
         from autonvtx.recorder import native
         from autonvtx.recorder.results import Request, print_notes, recording_files, write_results
-        from autonvtx.report.render import write_summary
+        from autonvtx.report.render.render import write_summary
         from autonvtx.report.sideviews import statistics_view, write_side_table
 
         try:
@@ -362,7 +363,7 @@ def _clean_environment() -> dict[str, str]:
 def write_from_state(state: str) -> None:
     """The watcher's writer: the outputs of a run whose first process died without its exit
     (`RecordingSession._state_command` says what to write)."""
-    from autonvtx.recorder.stats import ViewOptions
+    from autonvtx.stats.model import ViewOptions
 
     values = json.loads(state)
     view, watch = values["outputs"].pop("summary_options"), values["outputs"].pop("flight")

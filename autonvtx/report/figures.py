@@ -1,7 +1,7 @@
 """The report's figures: a row per range name, a tree of nested ranges, and capture totals.
 
 A row and a tree node from an autonvtx recording carry the recording's statistics
-(`recorder.stats.RangeStats`, the one statistics model): `instances` and `cpu_ns` are then its
+(`stats.model.RangeStats`, the one statistics model): `instances` and `cpu_ns` are then its
 count and total, so `report` and `summary` show the same figures for one trace.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.stats import RangeStats
-from autonvtx.recorder.view import glob_matches
+from autonvtx.stats.model import RangeStats
+from autonvtx.stats.view import glob_matches
 
 
 @dataclass
@@ -74,7 +74,7 @@ class Row:
     top_kernels: list[KernelShare] = field(default_factory=list)
     stats: RangeStats | None = None  # from an autonvtx recording: the statistics model's row
 
-    # The view's row protocol (`recorder.view.ViewRow`): a flat row, keyed by its domain and name.
+    # The view's row protocol (`stats.view.ViewRow`): a flat row, keyed by its domain and name.
     view_parent = None
 
     @property

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.stats import group_title, row_naming
-from autonvtx.recorder.view import glob_matches
-from autonvtx.report.text import format_duration
+from autonvtx.report.render.text import format_duration
+from autonvtx.stats.model import group_title, row_naming
+from autonvtx.stats.view import glob_matches
 
 # The plugin's (autonvtx.plugins.torch.memory): the observation half does not import the
 # instrumentation half; tests/test_torch_memory.py holds the two equal.
@@ -56,7 +56,7 @@ class MemoryRow:
     kept_total: int = 0
     peak_max: int = 0
 
-    # The view's row protocol (`recorder.view.ViewRow`): a flat row.
+    # The view's row protocol (`stats.view.ViewRow`): a flat row.
     view_parent = None
 
     @property
@@ -180,9 +180,9 @@ def from_recordings(recordings: Sequence[ProcessRecording], by: str | None, each
 
 def from_export(path: str, by: str | None, rename: Callable[[str], str] | None) -> tuple[list[MemoryRow], int]:
     """The memory rows of an Nsight Systems export, and how many marks could not be joined."""
-    from autonvtx.report.export import NsysExport
-    from autonvtx.report.labels import process_key, read_labels
-    from autonvtx.report.schema import quote
+    from autonvtx.report.nsys.export import NsysExport
+    from autonvtx.report.nsys.labels import process_key, read_labels
+    from autonvtx.report.nsys.schema import quote
 
     export = NsysExport(path)
     try:

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.stats import (
+from autonvtx.report.figures import Report, Row, TreeNode
+from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
+from autonvtx.report.render.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.render.renderers import Rendering, ReportDocument, render
+from autonvtx.report.sidechecks import asked
+from autonvtx.report.sideviews import export_memory, pairs_table, recording_memory
+from autonvtx.report.viewchecks import check_view_applies
+from autonvtx.report.views import export_order, nested, placed, placed_order
+from autonvtx.stats.model import (
     GPU_SORTS,
     STATS_SORTS,
     ViewOptions,
@@ -20,15 +28,7 @@ from autonvtx.recorder.stats import (
     no_match_message,
     row_order,
 )
-from autonvtx.recorder.view import View, arrange
-from autonvtx.report.figures import Report, Row, TreeNode
-from autonvtx.report.profile import ReportOptions, read_profile, recording_stats, row_of, tree_of
-from autonvtx.report.render import check_output_paths, format_of, write_text_file
-from autonvtx.report.renderers import Rendering, ReportDocument, render
-from autonvtx.report.sidechecks import asked
-from autonvtx.report.sideviews import export_memory, pairs_table, recording_memory
-from autonvtx.report.viewchecks import check_view_applies
-from autonvtx.report.views import export_order, nested, placed, placed_order
+from autonvtx.stats.view import View, arrange
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ def _side_table(report: Report, request: ReportRequest, fmt: str) -> str | None:
 
 
 def _export_path(profile: str) -> str:
-    from autonvtx.report.nsysrep import ensure_export, is_report
+    from autonvtx.report.nsys.nsysrep import ensure_export, is_report
 
     return ensure_export(profile) if is_report(profile) else profile
 

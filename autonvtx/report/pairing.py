@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autonvtx.recorder.stats import SHAPES_PLACEHOLDER
-from autonvtx.recorder.view import glob_matches
-from autonvtx.report.text import format_duration
+from autonvtx.report.render.text import format_duration
+from autonvtx.stats.model import SHAPES_PLACEHOLDER
+from autonvtx.stats.view import glob_matches
 
 BACKWARD_SUFFIX = " [backward]"
 PAIRINGS = ("backward",)
@@ -43,7 +43,7 @@ class BackwardPair:
     forward: Side | None
     backward: Side | None
 
-    # The view's row protocol (`recorder.view.ViewRow`): a flat row.
+    # The view's row protocol (`stats.view.ViewRow`): a flat row.
     view_parent = None
 
     @property

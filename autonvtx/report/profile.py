@@ -3,7 +3,7 @@
 `read_profile(path, ReportOptions) -> Report` reads anything `report`, `summary` and `diff`
 take: an Nsight Systems export (GPU work attributed to ranges by the sweep) or a trace autonvtx
 wrote (.json, .json.gz, .pftrace), whose figures are the statistics model's
-(`recorder.stats_python.summarize`, the same rows `summary` prints).
+(`stats.python_twin.summarize`, the same rows `summary` prints).
 """
 
 from __future__ import annotations
@@ -13,16 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.stats import RangeStats, ViewOptions
-from autonvtx.report import workers
-from autonvtx.report.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work
-from autonvtx.report.flightmarks import flight_notes
-from autonvtx.report.labels import Labels, read_labels
-from autonvtx.report.nsysrep import ensure_export, is_report
-from autonvtx.report.sweep import Sweep, Tally
+from autonvtx.report.nsys import workers
+from autonvtx.report.nsys.export import KERNEL, MEMCPY, MEMSET, NsysExport, ReportError
+from autonvtx.report.nsys.flightmarks import flight_notes
+from autonvtx.report.nsys.labels import Labels, read_labels
+from autonvtx.report.nsys.nsysrep import ensure_export, is_report
+from autonvtx.report.nsys.sweep import Sweep, Tally
+from autonvtx.report.nsys.workers import Part, split_threads, sweep_parallel
 from autonvtx.report.views import build_rows, build_tree, range_naming, strip_ids
-from autonvtx.report.workers import Part, split_threads, sweep_parallel
+from autonvtx.stats.model import RangeStats, ViewOptions
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -153,7 +153,7 @@ def _sweeps(
     if options.by != "gpu":
         ranges = labels.ranges_of(export)
         if flat is not None:
-            from autonvtx.report.timelines import keeping_flat
+            from autonvtx.report.compare.timelines import keeping_flat
 
             ranges = keeping_flat(ranges, labels, rename, flat)
         return [Sweep(labels.grouping(options.by), rename).run(ranges, export.launches())]
@@ -257,7 +257,7 @@ def _work_notes(totals: Totals, tallies: list[Tally]) -> list[str]:
 
 def _from_recording(path: str, options: ReportOptions) -> Report:
     from autonvtx.recorder.perfetto import read_trace
-    from autonvtx.recorder.stats import summary_notes
+    from autonvtx.stats.model import summary_notes
 
     recordings = read_trace(path)
     if options.strip_ids:
@@ -282,7 +282,7 @@ def _from_recording(path: str, options: ReportOptions) -> Report:
 
 def recording_stats(recordings: list[ProcessRecording], view: ViewOptions) -> list[RangeStats]:
     """A recording's statistics arranged as `view` says: what `summary` prints, row for row."""
-    from autonvtx.recorder.stats_python import summarize
+    from autonvtx.stats.python_twin import summarize
 
     return summarize(recordings, view)
 

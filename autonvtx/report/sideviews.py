@@ -2,7 +2,7 @@
 forward and backward side by side) and `--memory` (the torch plugin's memory figures per
 range), for `summary`, `run --summary` and `report`, on recordings and Nsight Systems exports.
 
-Each is arranged by the one view (`recorder.view.arrange`: --filter, --top per --by group) and
+Each is arranged by the one view (`stats.view.arrange`: --filter, --top per --by group) and
 written through the renderer registry (tables "pairs" and "memory"), as every other table is.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.view import View, arrange
 from autonvtx.report import memory, pairing
-from autonvtx.report.renderers import RowsDocument, render
+from autonvtx.report.render.renderers import RowsDocument, render
 from autonvtx.report.sidechecks import MEMORY_SORT, MEMORY_SORTS, PAIRS_SORT, asked, sort_of
+from autonvtx.stats.view import View, arrange
 
 
 def _view(options: Any) -> View:
@@ -93,7 +93,7 @@ def write_side_table(stats: Sequence[Any], directory: str, outputs: Any, notes: 
     import sys
 
     from autonvtx.recorder.outputs import SUMMARY_TO_STDERR
-    from autonvtx.report.render import FORMAT_OF_SUFFIX, write_text_file
+    from autonvtx.report.render.render import FORMAT_OF_SUFFIX, write_text_file
 
     options = outputs.summary_options
     side = asked(options) if options is not None else None

@@ -1,5 +1,5 @@
 """Turn the sweep's tally into rows per range name and a tree, and give both to the one view
-(`recorder.view.arrange`): their sort keys, and the tree's nodes as rows and back."""
+(`stats.view.arrange`): their sort keys, and the tree's nodes as rows and back."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from autonvtx.recorder.stats import name_template
-from autonvtx.recorder.view import glob_matches, natural_order
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
-from autonvtx.report.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
+from autonvtx.report.nsys.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
+from autonvtx.stats.model import name_template
+from autonvtx.stats.view import glob_matches, natural_order
 
 _native_sort: Callable[[list[Row], str], bool] | None
 try:  # the C twin of export_order's sort over a list of rows (setup.py: optional)
@@ -35,7 +35,7 @@ def strip_ids(name: str) -> str:
 
 def range_naming(strip: bool, each: bool) -> Callable[[str], str] | None:
     """How an export's recorded names become its rows' names: --strip-ids drops the per-call ids,
-    then, unless --each, numbers become {n} (`recorder.stats.name_template`, as in a recording's
+    then, unless --each, numbers become {n} (`stats.model.name_template`, as in a recording's
     rows); None when names stay as recorded. Remembered per name: the sweep asks once a range."""
     if each and not strip:
         return None
@@ -199,7 +199,7 @@ def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode
 
 class RowOrder:
     """An export's sort key (called on a row), and the same order applied to a whole list in C
-    (`sort_in_place`, which `recorder.view.arrange` uses where it is offered)."""
+    (`sort_in_place`, which `stats.view.arrange` uses where it is offered)."""
 
     __slots__ = ("key", "field")
 
@@ -216,7 +216,7 @@ class RowOrder:
 
 
 def export_order(sort: str) -> RowOrder:
-    """The view's sort key for an export's rows and tree nodes (`recorder.view.arrange`)."""
+    """The view's sort key for an export's rows and tree nodes (`stats.view.arrange`)."""
     if sort == "name":
         return RowOrder(lambda r: (r.name, r.domain), None)
     field_of: dict[str, Callable[[Row | TreeNode], int]] = {
@@ -252,7 +252,7 @@ def group_order(label: str) -> list[tuple[int, int, str]]:
 
 @dataclass(frozen=True)
 class PlacedNode:
-    """A tree node as a row of the one view (`recorder.view.ViewRow`): its place and its parent's."""
+    """A tree node as a row of the one view (`stats.view.ViewRow`): its place and its parent's."""
 
     node: TreeNode
     view_key: int
@@ -267,7 +267,7 @@ class PlacedNode:
 
 
 def placed(roots: list[TreeNode]) -> list[PlacedNode]:
-    """Every node under the group roots, depth first, as rows `recorder.view.arrange` can
+    """Every node under the group roots, depth first, as rows `stats.view.arrange` can
     arrange with `View(tree=True)` (and `placed_order`); `nested` turns them back into trees.
     Iterative: a recursion thousands of levels deep is a tree as deep."""
     rows: list[PlacedNode] = []

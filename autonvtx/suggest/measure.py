@@ -245,7 +245,7 @@ def _run_under_nsys(command: list[str], output: str) -> tuple[int, list[tuple[tu
 
 def export_rows(export: str, domain: str) -> tuple[list[tuple[tuple[str, ...], int, int, int]], bool]:
     """Call paths of one domain's ranges in an Nsight Systems export, with the CPU time and the
-    GPU time launched inside each (the report's attribution, `report.sweep`), and whether the
+    GPU time launched inside each (the report's attribution, `report.nsys.sweep`), and whether the
     export holds GPU work. Other domains' ranges on a path are left out of it, as in a summary."""
     from autonvtx.report.profile import ReportOptions, read_profile
 

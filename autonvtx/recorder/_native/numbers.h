@@ -2,7 +2,7 @@
  * The numbers in a range's name, by one rule wherever names are folded into rows: the exporter's
  * statistics (export_stats.c), the recorder's flight scanner (flight.c) and the NVTX client's
  * flight watch (autonvtx/_native/flightwatch.c), so that a name is one range there exactly when
- * it is one row of the summary (autonvtx/recorder/stats.py, name_template, is the Python twin).
+ * it is one row of the summary (autonvtx/stats/model.py, name_template, is the Python twin).
  */
 #ifndef AUTONVTX_NUMBERS_H
 #define AUTONVTX_NUMBERS_H

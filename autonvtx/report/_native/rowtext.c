@@ -1,8 +1,7 @@
 /* autonvtx.report._rowtext: an export's per-name table written to a file or a pipe, and its rows
- * sorted, in C. Optional: autonvtx/report/text.py and views.py keep the Python twins, which run
- * where this module is missing, on a terminal (names cut, cells painted) and wherever a value is
- * outside what this file handles: every function here returns None or False then, never a
- * different text. The figures are those of text.format_duration and of Python's "%.1f" / ",":
+ * sorted, in C. Optional: report/render/text.py and report/views.py keep the Python twins, which
+ * run where this module is missing, on a terminal (names cut) and wherever a value is outside
+ * what this file handles: every function here returns None or False then, never another text. The figures are those of text.format_duration and of Python's "%.1f" / ",":
  * tests/test_rowtext.py holds each to its Python twin.
  *
  * A per-name report (`report --each`) has tens of thousands of rows of seven cells; Python formats
@@ -736,7 +735,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "autonvtx.report._rowtext",
-    "An export's per-name table and its sort in C (the Python twins are in text.py and views.py).", -1, methods,
+    "An export's per-name table and its sort in C (the Python twins: report.render.text, report.views).", -1, methods,
 };
 
 #define INTERN(var, text)                                                                                             \

@@ -6,9 +6,9 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from autonvtx.report.diff import Diff, DiffRow
-from autonvtx.report.gather import describe
-from autonvtx.report.shell import json_text, render_shell
+from autonvtx.report.compare.diff import Diff, DiffRow
+from autonvtx.report.compare.gather import describe
+from autonvtx.report.render.shell import json_text, render_shell
 
 _MAX_NODES = 20000
 _PREFIX = re.compile(r"[^:]+:(?!:)")

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import IO
 
-from autonvtx.recorder.stats import RangeStats
 from autonvtx.report.figures import Report, Row, TreeNode
-from autonvtx.report.table import Line, build_table
+from autonvtx.report.render.table import Line, build_table
+from autonvtx.stats.model import RangeStats
 
 _native_gpu_table: (
     Callable[[list[Row], int, tuple[str, ...], Callable[[str, str], str], Callable[[str], str]], str | None] | None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.errors import AutonvtxError
-from autonvtx.report.schema import Schema, Table, discover, meta_value, quote, string_table
+from autonvtx.report.nsys.schema import Schema, Table, discover, meta_value, quote, string_table
 
 # NVTX_EVENTS.eventType (ENUM_NSYS_EVENT_TYPE): push/pop and start/end ranges, also in their
 # NVTXT form (ranges read from .nvtxt files). Marks (34), thread names (39) and domain

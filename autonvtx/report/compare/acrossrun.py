@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.stats import SPREAD_SORTS, check_sort
-from autonvtx.recorder.view import View, arrange
-from autonvtx.report.across import spread, spread_order
-from autonvtx.report.gather import Job, Progress, gather, show_progress
-from autonvtx.report.render import check_output_paths, format_of, write_text_file
-from autonvtx.report.renderers import AcrossDocument, Rendering, render
-from autonvtx.report.table import terminal_width
+from autonvtx.report.compare.across import spread, spread_order
+from autonvtx.report.compare.gather import Job, Progress, gather, show_progress
+from autonvtx.report.render.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.render.renderers import AcrossDocument, Rendering, render
+from autonvtx.report.render.table import terminal_width
+from autonvtx.stats.model import SPREAD_SORTS, check_sort
+from autonvtx.stats.view import View, arrange
 
 
 @dataclass(frozen=True)

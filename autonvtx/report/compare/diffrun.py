@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autonvtx.errors import UsageError
-from autonvtx.recorder.view import View, arrange
-from autonvtx.report.diff import (
+from autonvtx.report.compare.diff import (
     Diff,
     DiffOptions,
     DiffRow,
@@ -16,10 +15,11 @@ from autonvtx.report.diff import (
     over_limit,
     unsure_over,
 )
-from autonvtx.report.gather import Job, Progress, gather, show_progress
-from autonvtx.report.render import check_output_paths, format_of, write_text_file
-from autonvtx.report.renderers import DiffDocument, Rendering, render
+from autonvtx.report.compare.gather import Job, Progress, gather, show_progress
+from autonvtx.report.render.render import check_output_paths, format_of, write_text_file
+from autonvtx.report.render.renderers import DiffDocument, Rendering, render
 from autonvtx.report.viewchecks import check_view_applies
+from autonvtx.stats.view import View, arrange
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
-from autonvtx.recorder.stats import RangeStats
 from autonvtx.report.figures import Report, Row, TreeNode, Work
-from autonvtx.report.text import label, share
+from autonvtx.report.render.text import label, share
+from autonvtx.stats.model import RangeStats
 
 SUMMARY_SCHEMA = "autonvtx-summary/1"
 REPORT_SCHEMA = "autonvtx-report/1"

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
 
-from autonvtx.recorder.stats import DIFF_SORTS, check_sort
-from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
-from autonvtx.report.noise import NOISE_MODEL, TEST_NAME, achieved_confidence, compare_runs, smallest_p
+from autonvtx.report.compare.gather import CPU, GPU, INSTANCES, KERNELS, MEMOPS, Measures, Summary, name_matches
+from autonvtx.report.compare.noise import NOISE_MODEL, TEST_NAME, achieved_confidence, compare_runs, smallest_p
+from autonvtx.stats.model import DIFF_SORTS, check_sort
 
 # unclear: no real change, and the interval cannot rule out one larger than --min-change.
 VERDICTS = ("slower", "faster", "unclear", "same", "new", "gone")
@@ -75,7 +75,7 @@ class DiffRow:
     def path(self) -> tuple[str, ...]:
         return self.key[1:]
 
-    # The view's row protocol (`recorder.view.ViewRow`).
+    # The view's row protocol (`stats.view.ViewRow`).
     @property
     def view_key(self) -> tuple[str, ...]:
         return self.key
@@ -147,7 +147,7 @@ def compare(
     tree: bool = False,
     by: str | None = None,
 ) -> Diff:
-    """Rows for every range on either side, in no particular order (`recorder.view.arrange` with
+    """Rows for every range on either side, in no particular order (`stats.view.arrange` with
     `diff_order` orders them)."""
     base, repeated_base = distinct_runs(base)
     new, repeated_new = distinct_runs(new)
@@ -288,7 +288,7 @@ def check_diff_sort(sort: str | None) -> str:
 
 
 def diff_order(sort: str) -> Callable[[DiffRow], tuple[object, ...]]:
-    """The view's sort key for a diff's rows (`recorder.view.arrange`): by default real changes
+    """The view's sort key for a diff's rows (`stats.view.arrange`): by default real changes
     first, largest first; then ranges that appeared or vanished; then the rest."""
     if sort == "name":
         return lambda r: r.key

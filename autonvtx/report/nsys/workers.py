@@ -8,9 +8,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from autonvtx.report.export import NsysExport, ReportError, ThreadFilter
-from autonvtx.report.labels import read_labels
-from autonvtx.report.sweep import Sweep, Tally
+from autonvtx.report.nsys.export import NsysExport, ReportError, ThreadFilter
+from autonvtx.report.nsys.labels import read_labels
+from autonvtx.report.nsys.sweep import Sweep, Tally
 from autonvtx.report.views import range_naming
 
 # Below this many NVTX events a second process costs more (its start, a second scan of the
@@ -101,7 +101,7 @@ def _start(part: Part) -> subprocess.Popen[bytes]:
     home = os.path.dirname(os.path.dirname(os.path.abspath(autonvtx.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (home, env.get("PYTHONPATH")) if p)
     child = subprocess.Popen(
-        [sys.executable, "-c", "from autonvtx.report.workers import child_main; child_main()"],
+        [sys.executable, "-c", "from autonvtx.report.nsys.workers import child_main; child_main()"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

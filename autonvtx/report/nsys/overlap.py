@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autonvtx.report.export import KERNEL, LaunchRow, NsysExport
-from autonvtx.report.labels import Labels, read_labels
-from autonvtx.report.schema import quote
-from autonvtx.report.text import label
+from autonvtx.report.nsys.export import KERNEL, LaunchRow, NsysExport
+from autonvtx.report.nsys.labels import Labels, read_labels
+from autonvtx.report.nsys.schema import quote
+from autonvtx.report.render.text import label
 from autonvtx.report.views import range_naming
 
 # Kernels of NCCL (ncclKernel_*, ncclDevKernel_*) and of NVSHMEM move data between GPUs; the rest

@@ -8,10 +8,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from autonvtx.report.across import Spread, SpreadRow
-from autonvtx.report.gather import describe
-from autonvtx.report.table import Line, build_table
-from autonvtx.report.text import format_duration, note_lines, printable
+from autonvtx.report.compare.across import Spread, SpreadRow
+from autonvtx.report.compare.gather import describe
+from autonvtx.report.render.table import Line, build_table
+from autonvtx.report.render.text import format_duration, note_lines, printable
 
 SCHEMA = "autonvtx-across-ranks/2"  # 2: the straggler names its function and why
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 
-from autonvtx.report.export import DOMAIN_CREATE_TYPE, THREAD_NAME_TYPE, NsysExport, RangeRow, ThreadFilter
-from autonvtx.report.schema import quote
+from autonvtx.report.nsys.export import DOMAIN_CREATE_TYPE, THREAD_NAME_TYPE, NsysExport, RangeRow, ThreadFilter
+from autonvtx.report.nsys.schema import quote
 
 # globalTid packs the thread id in its low 24 bits and the process id in the next 24; the bits
 # above hold the VM/host id (the same decoding Nsight Systems' own report scripts use).

@@ -3,7 +3,7 @@
 As pyinstrument's `renderers/`: a command builds its table's document once (the arranged rows
 and what heads them), then asks the registry for the form the user chose; a form is added by
 registering one function, and every renderer has the same signature, `(document, rendering) ->
-str`. The HTML pages (`report.page`, `report.diffpage`) are entries like the others: they
+str`. The HTML pages (`report.render.page`, `report.render.diffpage`) are entries like the others: they
 receive the same documents.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from autonvtx.recorder.stats import RangeStats
 from autonvtx.report.figures import Report, Row, TreeNode
+from autonvtx.stats.model import RangeStats
 
 TABLES = ("summary", "report", "diff", "across", "pairs", "memory")
 
@@ -53,7 +53,7 @@ class ReportDocument:
 class DiffDocument:
     """`diff`'s table: the comparison, its arranged rows, and the whole tree a page draws."""
 
-    diff: Any  # report.diff.Diff (not imported here: diff imports the view layer, not renderers)
+    diff: Any  # report.compare.diff.Diff (not imported here: diff imports the view layer, not renderers)
     rows: Sequence[Any]
     tree_rows: Sequence[Any] = field(default_factory=list)
 
@@ -62,7 +62,7 @@ class DiffDocument:
 class AcrossDocument:
     """`report --across ranks`: the ranks side by side and their arranged rows."""
 
-    spread: Any  # report.across.Spread
+    spread: Any  # report.compare.across.Spread
     rows: Sequence[Any]
 
 
@@ -112,7 +112,7 @@ def forms(table: str) -> tuple[str, ...]:
 
 @register("summary", "text")
 def _summary_text(document: SummaryDocument, rendering: Rendering) -> str:
-    from autonvtx.report.text import stats_text
+    from autonvtx.report.render.text import stats_text
 
     return stats_text(
         document.stats, notes=document.notes, color=rendering.color, empty=document.empty, width=rendering.width
@@ -121,14 +121,14 @@ def _summary_text(document: SummaryDocument, rendering: Rendering) -> str:
 
 @register("summary", "csv")
 def _summary_csv(document: SummaryDocument, rendering: Rendering) -> str:
-    from autonvtx.report.data import stats_csv
+    from autonvtx.report.render.data import stats_csv
 
     return stats_csv(document.stats)
 
 
 @register("summary", "json")
 def _summary_json(document: SummaryDocument, rendering: Rendering) -> str:
-    from autonvtx.report.data import stats_json
+    from autonvtx.report.render.data import stats_json
 
     empty = [document.empty] if document.empty and not document.stats and document.empty not in document.notes else []
     return stats_json(document.stats, notes=list(document.notes) + empty)
@@ -136,77 +136,77 @@ def _summary_json(document: SummaryDocument, rendering: Rendering) -> str:
 
 @register("report", "text")
 def _report_text(document: ReportDocument, rendering: Rendering) -> str:
-    from autonvtx.report.text import report_text
+    from autonvtx.report.render.text import report_text
 
     return report_text(document.report, document.rows, document.tree, document.stats, width=rendering.width)
 
 
 @register("report", "csv")
 def _report_csv(document: ReportDocument, rendering: Rendering) -> str:
-    from autonvtx.report.data import report_csv
+    from autonvtx.report.render.data import report_csv
 
     return report_csv(document.report, document.rows, document.tree)
 
 
 @register("report", "json")
 def _report_json(document: ReportDocument, rendering: Rendering) -> str:
-    from autonvtx.report.data import report_json
+    from autonvtx.report.render.data import report_json
 
     return report_json(document.report, document.rows, document.tree)
 
 
 @register("report", "html")
 def _report_page(document: ReportDocument, rendering: Rendering) -> str:
-    from autonvtx.report.page import render_page
+    from autonvtx.report.render.page import render_page
 
     return render_page(document.report, document.rows, document.tree or [], rendering.size_by)
 
 
 @register("diff", "text")
 def _diff_text(document: DiffDocument, rendering: Rendering) -> str:
-    from autonvtx.report.diffformats import format_text
+    from autonvtx.report.render.diffformats import format_text
 
     return format_text(document.diff, document.rows, rendering.width)
 
 
 @register("diff", "csv")
 def _diff_csv(document: DiffDocument, rendering: Rendering) -> str:
-    from autonvtx.report.diffformats import format_csv
+    from autonvtx.report.render.diffformats import format_csv
 
     return format_csv(document.diff, document.rows)
 
 
 @register("diff", "json")
 def _diff_json(document: DiffDocument, rendering: Rendering) -> str:
-    from autonvtx.report.diffformats import format_json
+    from autonvtx.report.render.diffformats import format_json
 
     return format_json(document.diff, document.rows)
 
 
 @register("diff", "html")
 def _diff_page(document: DiffDocument, rendering: Rendering) -> str:
-    from autonvtx.report.diffpage import render_diff_page
+    from autonvtx.report.render.diffpage import render_diff_page
 
     return render_diff_page(document.diff, document.rows, document.tree_rows)
 
 
 @register("across", "text")
 def _across_text(document: AcrossDocument, rendering: Rendering) -> str:
-    from autonvtx.report.acrossformats import format_text
+    from autonvtx.report.render.acrossformats import format_text
 
     return format_text(document.spread, document.rows, rendering.width)
 
 
 @register("across", "csv")
 def _across_csv(document: AcrossDocument, rendering: Rendering) -> str:
-    from autonvtx.report.acrossformats import format_csv
+    from autonvtx.report.render.acrossformats import format_csv
 
     return format_csv(document.spread, document.rows)
 
 
 @register("across", "json")
 def _across_json(document: AcrossDocument, rendering: Rendering) -> str:
-    from autonvtx.report.acrossformats import format_json
+    from autonvtx.report.render.acrossformats import format_json
 
     return format_json(document.spread, document.rows)
 

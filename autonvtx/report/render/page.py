@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from autonvtx.report.figures import Report, Row, TreeNode
-from autonvtx.report.shell import json_text, render_shell
-from autonvtx.report.text import label, share
+from autonvtx.report.render.shell import json_text, render_shell
+from autonvtx.report.render.text import label, share
 
 # Boxes narrower than this share of the whole cannot be seen (under a pixel on a 4K screen):
 # they are folded into their parent's "hidden" count, which bounds the page's size.

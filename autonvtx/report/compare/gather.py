@@ -12,10 +12,10 @@ from fnmatch import fnmatchcase
 from typing import IO, TYPE_CHECKING, Any
 
 from autonvtx.report.profile import ReportOptions, read_profile
-from autonvtx.report.text import label  # how every view names a range: domain:name
+from autonvtx.report.render.text import label  # how every view names a range: domain:name
 
 if TYPE_CHECKING:
-    from autonvtx.report.timelines import Timeline
+    from autonvtx.report.compare.timelines import Timeline
 
 # Per range (or per path of ranges): instances, CPU ns, GPU ns, kernels, memory operations.
 Measures = tuple[int, int, int, int, int]
@@ -80,13 +80,13 @@ def summarize(job: Job) -> Summary:
         for root in report.tree or _recording_tree(report, job):
             _add_paths(summary.paths, root.children, (root.group,))
     if job.overlap and report.kind == "nsys" and report.has_gpu:
-        from autonvtx.report.nsysrep import ensure_export, is_report
-        from autonvtx.report.overlap import read_overlap
+        from autonvtx.report.nsys.nsysrep import ensure_export, is_report
+        from autonvtx.report.nsys.overlap import read_overlap
 
         export = ensure_export(job.path) if is_report(job.path) else job.path  # read_profile exported it already
         summary.overlap = read_overlap(export, job.by, job.strip_ids, job.each)
     if job.timeline:
-        from autonvtx.report.timelines import read_timelines
+        from autonvtx.report.compare.timelines import read_timelines
 
         summary.timelines = read_timelines(report, job.path, job.strip_ids, job.each)
     return summary
@@ -104,8 +104,8 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
     """A recording's tree, from the statistics model (its Report holds rows only)."""
     if not report.recordings:
         return []
-    from autonvtx.recorder.stats import ViewOptions
     from autonvtx.report.profile import recording_stats, tree_of
+    from autonvtx.stats.model import ViewOptions
 
     by = None if job.by == "gpu" else job.by
     view = ViewOptions(tree=True, group=job.group, skip_first=job.skip_first, by=by, sort="total", each=job.each)
@@ -186,7 +186,7 @@ def gather(
 
 
 def available_cpus() -> int:
-    from autonvtx.report.workers import available_cpus as cpus
+    from autonvtx.report.nsys.workers import available_cpus as cpus
 
     return cpus()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autonvtx.report.schema import quote
+from autonvtx.report.nsys.schema import quote
 
 if TYPE_CHECKING:
-    from autonvtx.report.export import NsysExport
+    from autonvtx.report.nsys.export import NsysExport
 
 # nsys's event type of an NVTX mark (ENUM_NSYS_EVENT_TYPE: 34 NvtxMark, 65 NvtxtMark).
 MARK_TYPES = (34, 65)

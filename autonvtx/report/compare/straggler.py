@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from statistics import median
 
-from autonvtx.report.timelines import INSTANCE_LIMIT, Timeline
+from autonvtx.report.compare.timelines import INSTANCE_LIMIT, Timeline
 from autonvtx.report.views import group_order
 
 # Ranks that leave a range less than this apart from how they reached it did not wait there:
@@ -142,7 +142,7 @@ def _busiest(
 
 
 def _ms(ns: int) -> str:
-    from autonvtx.report.text import format_duration
+    from autonvtx.report.render.text import format_duration
 
     return format_duration(int(ns))
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autonvtx.report.export import RangeRow
-    from autonvtx.report.labels import Labels
+    from autonvtx.report.nsys.export import RangeRow
+    from autonvtx.report.nsys.labels import Labels
 
 # A range with more instances than this on a rank is not compared instance by instance (an op
 # called a million times is not where ranks meet; its time still counts in the busy times).
@@ -83,8 +83,8 @@ def read_timelines(report: Any, path: str, strip_ids: bool = False, each: bool =
 
 
 def _recording_ranges(recordings: list[Any], rename: Callable[[str], str] | None) -> dict[str, list[Flat]]:
-    from autonvtx.recorder.stats import group_title
-    from autonvtx.report.text import label
+    from autonvtx.report.render.text import label
+    from autonvtx.stats.model import group_title
 
     found: dict[str, list[Flat]] = {}
     for recording in recordings:
@@ -98,9 +98,9 @@ def _recording_ranges(recordings: list[Any], rename: Callable[[str], str] | None
 
 
 def _export_ranges(path: str, rename: Callable[[str], str] | None) -> dict[str, list[Flat]]:
-    from autonvtx.report.export import NsysExport
-    from autonvtx.report.labels import read_labels
-    from autonvtx.report.nsysrep import ensure_export, is_report
+    from autonvtx.report.nsys.export import NsysExport
+    from autonvtx.report.nsys.labels import read_labels
+    from autonvtx.report.nsys.nsysrep import ensure_export, is_report
 
     export = NsysExport(ensure_export(path) if is_report(path) else path)  # read_profile exported it already
     try:
@@ -118,7 +118,7 @@ def keeping_flat(
 ) -> Iterator[RangeRow]:
     """An export's `ranges` as they are, each push/pop range also put in `flat` under its rank,
     named as the report names it: read_profile keeps them from its sweep's own read this way."""
-    from autonvtx.report.text import label
+    from autonvtx.report.render.text import label
 
     groups: dict[int, list[Flat]] = {}
     for row in ranges:

@@ -33,7 +33,7 @@ def json_text(data: Any) -> str:
 
 
 def asset(name: str) -> str:
-    return (resources.files("autonvtx.report") / _ASSETS / name).read_text(encoding="utf-8")
+    return (resources.files("autonvtx.report.render") / _ASSETS / name).read_text(encoding="utf-8")
 
 
 def render_shell(page: str, title: str, payload: str, panes: str) -> str:

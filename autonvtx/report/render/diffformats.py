@@ -8,10 +8,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from autonvtx.report.diff import Diff, DiffRow, Side
-from autonvtx.report.gather import describe
-from autonvtx.report.table import Line, build_table
-from autonvtx.report.text import format_duration, group_heading, note_lines, printable
+from autonvtx.report.compare.diff import Diff, DiffRow, Side
+from autonvtx.report.compare.gather import describe
+from autonvtx.report.render.table import Line, build_table
+from autonvtx.report.render.text import format_duration, group_heading, note_lines, printable
 
 SCHEMA = "autonvtx-diff/2"  # named as the report's are; 2: verdict "unclear", ratio_interval for interval_ns
 

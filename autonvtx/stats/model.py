@@ -3,8 +3,8 @@
 Two producers fill it with the same figures: the native exporter (`_native/export.c`) at the
 end of a run and in `recover`, read through `from_exporter_rows`; and its Python oracle twin
 `stats_python.summarize`, which `summary`, `report` and `diff` use on saved traces (tests hold
-the two equal). Every renderer (`autonvtx.report.render`) reads these rows, and every view
-option means the same in every command: `recorder.view.arrange` applies them, with `row_order`.
+the two equal). Every renderer (`autonvtx.report.render.render`) reads these rows, and every view
+option means the same in every command: `stats.view.arrange` applies them, with `row_order`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from autonvtx.recorder.model import ProcessRecording
-from autonvtx.recorder.view import View, arrange, glob_matches
+from autonvtx.stats.view import View, arrange, glob_matches
 
 GROUPINGS = ("name", "class")
 # --by: "gpu" only means something where GPU work was recorded (Nsight Systems exports).
@@ -73,7 +73,7 @@ class RangeStats:
         """How the table names the range: ``domain:name``, or the bare name in the default domain."""
         return f"{self.domain}:{self.name}" if self.domain else self.name
 
-    # The view's row protocol (`recorder.view.ViewRow`).
+    # The view's row protocol (`stats.view.ViewRow`).
     @property
     def view_key(self) -> str:
         return self.path or self.label
@@ -106,7 +106,7 @@ class ViewOptions:
 
     @property
     def view(self) -> View:
-        """What `recorder.view.arrange` applies: --tree, --sort, --top, --filter."""
+        """What `stats.view.arrange` applies: --tree, --sort, --top, --filter."""
         return View(tree=self.tree, sort=self.sort, top=self.top, filter=self.filter)
 
 
@@ -185,7 +185,7 @@ def _sort_value(sort: str) -> Callable[[RangeStats], float]:
 
 
 def row_order(sort: str) -> Callable[[RangeStats], tuple[float, str, str]]:
-    """The view's sort key for the model's rows (`recorder.view.arrange`): largest figure first,
+    """The view's sort key for the model's rows (`stats.view.arrange`): largest figure first,
     ties by domain and name."""
     value = _sort_value(sort)
     return lambda s: (-value(s), s.domain, s.name)

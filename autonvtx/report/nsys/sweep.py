@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from operator import add
 from typing import Any
 
-from autonvtx.report.export import LaunchRow, RangeRow
+from autonvtx.report.nsys.export import LaunchRow, RangeRow
 
 # A range instance while it is open: [end, start, node, work], work None until GPU work is
 # launched inside it (most ranges launch none), then [gpu first start, gpu last end, kernels,

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import tempfile
 
-from autonvtx.report.export import ReportError
+from autonvtx.report.nsys.export import ReportError
 
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep", ".qdstrm")
 

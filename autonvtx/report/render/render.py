@@ -14,11 +14,11 @@ from typing import IO, Union
 from autonvtx.errors import UsageError
 from autonvtx.probe import cannot_create_in
 from autonvtx.recorder.outputs import SUMMARY_SUFFIXES
-from autonvtx.recorder.stats import RangeStats
 from autonvtx.recorder.trace import write_atomically
-from autonvtx.report import text
-from autonvtx.report.renderers import Rendering, SummaryDocument, render
-from autonvtx.report.table import terminal_width
+from autonvtx.report.render import text
+from autonvtx.report.render.renderers import Rendering, SummaryDocument, render
+from autonvtx.report.render.table import terminal_width
+from autonvtx.stats.model import RangeStats
 
 StrPath = Union[str, "os.PathLike[str]"]
 FORMATS = ("text", "csv", "json")

@@ -4,7 +4,7 @@
 memory, for saved traces (`summary`, `report`, `diff`); the exporter computes them while it
 streams a run's files. Tests hold the two equal, row for row (pyinstrument keeps its C
 modules and their Python twins side by side the same way). Arrangement (sort, filter, cut)
-is the model's own (`recorder.view.arrange` with `stats.row_order`), shared by both.
+is the model's own (`stats.view.arrange` with `stats.model.row_order`), shared by both.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from autonvtx.recorder.model import ProcessRecording, Range
-from autonvtx.recorder.stats import RangeStats, ViewOptions, class_name, group_title, row_naming, row_order
-from autonvtx.recorder.view import arrange
+from autonvtx.stats.model import RangeStats, ViewOptions, class_name, group_title, row_naming, row_order
+from autonvtx.stats.view import arrange
 
 _Key = int  # a row's id in `_Rows`: its (parent row, domain, name)
 

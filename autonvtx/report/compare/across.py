@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
-from autonvtx.report.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
-from autonvtx.report.straggler import Straggler, find_straggler, from_communication
-from autonvtx.report.timelines import Timeline
+from autonvtx.report.compare.gather import CPU, GPU, INSTANCES, KERNELS, Measures, Overlap, Summary, name_matches
+from autonvtx.report.compare.straggler import Straggler, find_straggler, from_communication
+from autonvtx.report.compare.timelines import Timeline
 from autonvtx.report.views import group_order
 
 _NUMBER = re.compile(r"(\d+)")
@@ -37,7 +37,7 @@ class SpreadRow:
     metric: str  # "gpu" or "cpu"
     ranks: list[RankValue]  # ranks holding the range, in natural order
 
-    # The view's row protocol (`recorder.view.ViewRow`): one row per name, no groups.
+    # The view's row protocol (`stats.view.ViewRow`): one row per name, no groups.
     group = ""
     view_parent = None
 
@@ -110,7 +110,7 @@ class Spread:
     every_rank: list[str] = field(default_factory=list)
 
     def straggler(self) -> Straggler | None:
-        """The rank the others wait for, its function and why (see report.straggler). With NCCL
+        """The rank the others wait for, its function and why (see report.compare.straggler). With NCCL
         kernels the ranks wait on the GPU, inside the communication ranges; else in CPU ranges that
         end together. A communication range is never the function: there a rank waits, it does not work."""
         every_row = self.every_row or self.rows
@@ -204,7 +204,7 @@ def spread(summaries: Sequence[Summary], pattern: str | None = None) -> Spread:
 
 
 def spread_order(sort: str | None) -> Callable[[SpreadRow], tuple[Any, ...]]:
-    """The view's sort key for ranks side by side (`recorder.view.arrange`); by default the time
+    """The view's sort key for ranks side by side (`stats.view.arrange`); by default the time
     the slowest rank lost against the median, then the longest rank."""
     keys: dict[str, Callable[[SpreadRow], tuple[Any, ...]]] = {
         "name": lambda r: (r.name,),

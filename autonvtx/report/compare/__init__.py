@@ -1,0 +1,1 @@
+"""Comparing profiles: many files read into summaries, `diff` between runs, `--across ranks` and the straggler."""
