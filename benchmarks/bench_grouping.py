@@ -118,7 +118,7 @@ def main() -> int:
         "report on the torch export",
         1 if args.quick else 2 * repeats,
         lambda: read_profile(export, ReportOptions()),
-        lambda: read_profile(export, ReportOptions(each=True)),
+        lambda: read_profile(export, ReportOptions(ViewOptions(each=True))),
     )
     return 0
 

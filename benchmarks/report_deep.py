@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autonvtx.report.output import ReportRequest, produce  # noqa: E402
+from autonvtx.stats.model import ViewOptions  # noqa: E402
 
 
 def deep_trace(path: Path, depth: int) -> None:
@@ -40,7 +41,7 @@ def main() -> None:
             trace = Path(directory) / f"deep{depth}.json"
             deep_trace(trace, depth)
             start = time.perf_counter()
-            text = produce(ReportRequest(str(trace), tree=True, fmt="json"))
+            text = produce(ReportRequest(str(trace), fmt="json", view=ViewOptions(tree=True)))
             seconds = time.perf_counter() - start
             size = len(text or "")
             if first is None:

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from autonvtx.report.output import ReportRequest, produce  # noqa: E402
+from autonvtx.stats.model import ViewOptions  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "nsys" / "torch-2gpu-nsys2026.2.sqlite"
 
@@ -68,7 +69,7 @@ def hand_query(path: Path) -> str:
 
 
 def report(path: Path, each: bool) -> str:
-    text = produce(ReportRequest(str(path), each=each))
+    text = produce(ReportRequest(str(path), view=ViewOptions(each=each)))
     assert text is not None
     return text
 
@@ -117,7 +118,7 @@ def parts(path: Path, repeat: int) -> str:
     for _ in range(repeat):
         with without_cycle_collection():  # as `produce` runs
             cpu = time.process_time()
-            report = read_profile(str(path), ReportOptions(each=True, tree=False))
+            report = read_profile(str(path), ReportOptions(ViewOptions(each=True), with_tree=False))
             read = time.process_time()
             rows = arrange(report.rows, View(sort="gpu"), export_order("gpu"))
             render("report", "text", ReportDocument(report, rows, None), Rendering())

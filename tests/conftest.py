@@ -63,6 +63,17 @@ def skip_without(name: str) -> None:
         pytest.skip(f"could not import {name!r}: No module named {name!r}", allow_module_level=True)
 
 
+def take_view(options: dict[str, Any]) -> Any:
+    """The view options among a request's keyword arguments (ViewOptions' fields), taken out of
+    `options` into the one carrier a request holds."""
+    import dataclasses
+
+    from autonvtx.stats.model import ViewOptions
+
+    names = {field.name for field in dataclasses.fields(ViewOptions)}
+    return ViewOptions(**{name: options.pop(name) for name in list(options) if name in names})
+
+
 def make_file(path: Path, text: str) -> Path:
     """Write dedented `text` to `path` (parents created) and return the path."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import autonvtx_env
+from conftest import autonvtx_env, take_view
 from synthetic_runs import Program, recording, write_ranks
 
 from autonvtx.report.compare.acrossrun import AcrossRequest, produce_across
 from autonvtx.report.nsys.overlap import intersect, is_communication, length, merge
+from autonvtx.stats.model import ViewOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = str(FIXTURES / "torch-2gpu-nsys2026.2.sqlite")
@@ -27,8 +29,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def across(*files: str, **options: object) -> dict:  # type: ignore[type-arg]
-    return json.loads(produce_across(AcrossRequest(tuple(files), fmt="json", **options)))  # type: ignore[arg-type]
+def across(*files: str, **options: Any) -> dict[str, Any]:
+    return json.loads(produce_across(AcrossRequest(tuple(files), take_view(options), fmt="json", **options)))
 
 
 def test_intervals_merge_and_intersect() -> None:
@@ -238,9 +240,9 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_file_is_read(tmp
 
 
 def test_names_are_whole_in_a_file_and_fit_a_terminal() -> None:
-    whole = produce_across(AcrossRequest((TORCH,), top=40, sort="name"))
+    whole = produce_across(AcrossRequest((TORCH,), view=ViewOptions(top=40, sort="name")))
     assert "FSDP::post_forward (blocks.{n}._checkpoint_wrapped_module), op_id = {n}" in whole
-    fitted = produce_across(AcrossRequest((TORCH,), top=40, sort="name", width=140))
+    fitted = produce_across(AcrossRequest((TORCH,), width=140, view=ViewOptions(top=40, sort="name")))
     table = fitted.split("\n\n", 1)[1].splitlines()
     assert all(len(line) <= 140 for line in table), [line for line in table if len(line) > 140]
     assert any(line.endswith("op_id = {n}") and "..." in line for line in table)  # the end kept

@@ -20,6 +20,8 @@ from autonvtx.cli.diff import expand_against
 from autonvtx.report.compare.diff import DiffOptions, compare
 from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
 from autonvtx.report.compare.gather import Job, Progress, gather, summarize
+from autonvtx.report.profile import ReportOptions
+from autonvtx.stats.model import ViewOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = str(FIXTURES / "torch-2gpu-nsys2026.2.sqlite")
@@ -57,7 +59,9 @@ def test_export_against_itself_changes_nothing(fixture: str, runs: int) -> None:
 
 def test_export_against_itself_per_path_and_per_process() -> None:
     result = produce_diff(
-        DiffRequest((TORCH, TORCH), (TORCH, TORCH), tree=True, by="process", strip_ids=True, fmt="json")
+        DiffRequest(
+            (TORCH, TORCH), (TORCH, TORCH), strip_ids=True, fmt="json", view=ViewOptions(tree=True, by="process")
+        )
     )
     document = json.loads(result.text or "")
     paths = [row["path"] for row in document["ranges"]]
@@ -129,7 +133,7 @@ def test_numbered_names_are_compared_as_one_row_unless_each(tmp_path: Path) -> N
         (r["name"], *map(float, (r["base_instances"], r["new_instances"], r["base_cpu_ns"], r["new_cpu_ns"])))
         for r in grouped
     ] == [("step {n}", 4, 6, 2000, 3000)]
-    each = produce_diff(DiffRequest((base,), (new,), fmt="csv", each=True)).text or ""
+    each = produce_diff(DiffRequest((base,), (new,), fmt="csv", view=ViewOptions(each=True))).text or ""
     verdicts = {r["name"]: r["verdict"] for r in csv.DictReader(io.StringIO(each))}
     assert verdicts == {**{f"step {i}": "same" for i in range(4)}, "step 4": "new", "step 5": "new"}
     shown = cli("diff", base, "--against", new, "--each", "--filter", "step 5")
@@ -225,7 +229,7 @@ def test_files_after_against_belong_to_new() -> None:
 
 def test_parallel_reading_matches_one_process(tmp_path: Path) -> None:
     base, new = _slow_runs(tmp_path)
-    jobs = [Job(path, strip_ids=True, tree=True) for path in [TORCH, *base, *new]]
+    jobs = [Job(path, ReportOptions(strip_ids=True, with_tree=True)) for path in [TORCH, *base, *new]]
     alone = gather(jobs, workers=1)
     together = gather(jobs, workers=2)
     assert [s.path for s in together] == [s.path for s in alone]
@@ -388,10 +392,12 @@ def test_diff_page_in_a_browser(tmp_path: Path) -> None:
 
 
 def test_top_and_filter_apply_per_group() -> None:
-    result = produce_diff(DiffRequest((TORCH,), (TORCH,), by="process", top=2, strip_ids=True, fmt="json"))
+    result = produce_diff(
+        DiffRequest((TORCH,), (TORCH,), strip_ids=True, fmt="json", view=ViewOptions(by="process", top=2))
+    )
     groups = [row["group"] for row in json.loads(result.text or "")["ranges"]]
     assert groups == ["python3 (pid 144)"] * 2 + ["python3 (pid 145)"] * 2
-    only = produce_diff(DiffRequest((TORCH,), (TORCH,), pattern="aten::*", strip_ids=True, fmt="json"))
+    only = produce_diff(DiffRequest((TORCH,), (TORCH,), strip_ids=True, fmt="json", view=ViewOptions(filter="aten::*")))
     names = [row["name"] for row in json.loads(only.text or "")["ranges"]]
     assert names and all(name.startswith("aten::") for name in names)
 
@@ -424,13 +430,15 @@ def test_deep_recursion_compares_per_path(tmp_path: Path) -> None:
     trace = tmp_path / "deep.json"
     trace.write_text(json.dumps({"traceEvents": events}))
     result = produce_diff(
-        DiffRequest((str(trace),), (str(trace),), tree=True, fmt="csv", html=str(tmp_path / "d.html"))
+        DiffRequest((str(trace),), (str(trace),), fmt="csv", html=str(tmp_path / "d.html"), view=ViewOptions(tree=True))
     )
     records = list(csv.DictReader(io.StringIO(result.text or "")))
     assert len(records) == 1500
     assert [len(r["path"].split(" > ")) for r in records] == list(range(1, 1501))
     assert {r["verdict"] for r in records} == {"same"}
-    filtered = produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, pattern="f", fmt="csv"))
+    filtered = produce_diff(
+        DiffRequest((str(trace),), (str(trace),), fmt="csv", view=ViewOptions(tree=True, filter="f"))
+    )
     assert len(list(csv.DictReader(io.StringIO(filtered.text or "")))) == 1500
 
 

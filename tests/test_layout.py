@@ -221,3 +221,23 @@ def test_no_module_is_longer_than_its_bound() -> None:
             if lines > bound:
                 too_long.append(f"{os.path.relpath(path, PACKAGE_DIR)}: {lines} lines (at most {bound})")
     assert not too_long, "\n".join(too_long)
+
+
+def test_the_view_options_travel_in_one_carrier() -> None:
+    """--tree, --by, --sort, --top, --filter, --group, --skip-first, --each, --pair and --memory
+    live in `ViewOptions` only: every request and every reading option holds that one value, so
+    no command can read an option another way (they were fields of six classes)."""
+    import dataclasses
+
+    from autonvtx.report.compare.acrossrun import AcrossRequest
+    from autonvtx.report.compare.diffrun import DiffRequest
+    from autonvtx.report.compare.gather import Job
+    from autonvtx.report.output import ReportRequest
+    from autonvtx.report.profile import ReportOptions
+    from autonvtx.stats.model import ViewOptions
+
+    view_fields = {field.name for field in dataclasses.fields(ViewOptions)} | {"pattern", "name_filter", "group_by"}
+    for carrier in (ReportRequest, DiffRequest, AcrossRequest, ReportOptions, Job):
+        own = {field.name for field in dataclasses.fields(carrier)}
+        assert own & view_fields == set(), f"{carrier.__name__} carries view options of its own"
+        assert own & {"view", "options"}, f"{carrier.__name__} holds no ViewOptions"

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import autonvtx_env, make_file, run_autonvtx
+from conftest import autonvtx_env, make_file, run_autonvtx, take_view
 
 from autonvtx.report.output import ReportRequest, produce
+from autonvtx.stats.model import ViewOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 SAXPY = FIXTURES / "saxpy-mpi-cuda-nsys2022.2.sqlite"
@@ -75,7 +76,8 @@ def independent(path: Path, each: bool = True) -> dict[tuple[str, str], tuple[in
 
 
 def report_json(path: Path, **options: Any) -> dict[str, Any]:
-    text = produce(ReportRequest(str(path), fmt="json", **options))
+    """The JSON report; `options` are ReportRequest's and the view options (ViewOptions') by name."""
+    text = produce(ReportRequest(str(path), take_view(options), fmt="json", **options))
     assert text is not None
     return json.loads(text)
 
@@ -248,14 +250,14 @@ def test_tree_counts_a_kernel_at_every_level_of_its_nesting() -> None:
 
 
 def test_text_table_fits_the_terminal_and_shapes() -> None:
-    text = produce(ReportRequest(str(TORCH), strip_ids=True, top=5, width=100))
+    text = produce(ReportRequest(str(TORCH), strip_ids=True, width=100, view=ViewOptions(top=5)))
     assert text is not None
     lines = text.splitlines()
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
     header = next(i for i, line in enumerate(lines) if "GPU %" in line)
     body = [line for line in lines[header + 2 :] if line and not line.startswith(("      ", "Note:"))]
     assert len(body) == 5 and body[0].endswith("FlashAttnFunc")
-    filtered = produce(ReportRequest(str(TORCH), strip_ids=True, pattern="nccl*", sort="name"))
+    filtered = produce(ReportRequest(str(TORCH), strip_ids=True, view=ViewOptions(filter="nccl*", sort="name")))
     assert filtered is not None
     names = [
         line.split("  ")[-1].removeprefix("domain 1:")
@@ -272,7 +274,7 @@ def test_text_table_fits_the_terminal_and_shapes() -> None:
 def test_filter_matches_an_exports_domain_and_name_as_a_recordings() -> None:
     # A recording's rows match `domain:name` as well as the name; an export's do the same.
     def names(pattern: str) -> list[str]:
-        text = produce(ReportRequest(str(TORCH), strip_ids=True, pattern=pattern, sort="name"))
+        text = produce(ReportRequest(str(TORCH), strip_ids=True, view=ViewOptions(filter=pattern, sort="name")))
         assert text is not None
         return [line.split("  ")[-1] for line in text.splitlines() if " ns " in line or " ms " in line]
 

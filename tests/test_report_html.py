@@ -23,6 +23,7 @@ from conftest import make_file, run_autonvtx
 from autonvtx.report.compare.diffrun import DiffRequest, produce_diff
 from autonvtx.report.output import ReportRequest, produce
 from autonvtx.report.render.shell import asset
+from autonvtx.stats.model import ViewOptions
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nsys"
 TORCH = FIXTURES / "torch-2gpu-nsys2026.2.sqlite"
@@ -119,7 +120,9 @@ def test_every_asset_file_is_package_data() -> None:
 def test_browser_draws_the_tree_sized_by_gpu_time(tmp_path: Path) -> None:
     page = tmp_path / "torch.html"
     produce(ReportRequest(str(TORCH), strip_ids=True, html=str(page)))
-    document = json.loads(produce(ReportRequest(str(TORCH), strip_ids=True, tree=True, fmt="json")) or "")
+    document = json.loads(
+        produce(ReportRequest(str(TORCH), strip_ids=True, fmt="json", view=ViewOptions(tree=True))) or ""
+    )
     top = document["tree"][0]["children"]
     whole = sum(node["gpu_ns"] for node in top)
     dom = rendered(page, tmp_path)
@@ -191,9 +194,9 @@ def test_names_like_markup_are_shown_as_text_on_both_pages(tmp_path: Path, kind:
     trace = hostile_trace(tmp_path / "t.json")
     page = tmp_path / f"{kind}.html"
     if kind == "report":
-        produce(ReportRequest(str(trace), html=str(page), each=True))  # the names exactly: no {n}
+        produce(ReportRequest(str(trace), html=str(page), view=ViewOptions(each=True)))  # the names exactly: no {n}
     else:
-        produce_diff(DiffRequest((str(trace),), (str(trace),), tree=True, each=True, html=str(page)))
+        produce_diff(DiffRequest((str(trace),), (str(trace),), html=str(page), view=ViewOptions(tree=True, each=True)))
     text = page.read_text(encoding="utf-8")
     data_text = text.split('id="page-data">', 1)[1].split("</script>", 1)[0]
     assert not re.search("[<>&\u2028\u2029\ud800-\udfff]", data_text)
@@ -591,8 +594,12 @@ def test_diff_page_fits_the_window_and_says_a_shared_domain_once(tmp_path: Path)
     done = run_autonvtx("shop.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     shop, torch = tmp_path / "shop-diff.html", tmp_path / "torch-diff.html"
-    produce_diff(DiffRequest((str(done.trace_path),), (str(done.trace_path),), tree=True, html=str(shop)))
-    produce_diff(DiffRequest((str(TORCH),), (str(TORCH),), tree=True, strip_ids=True, html=str(torch)))
+    produce_diff(
+        DiffRequest((str(done.trace_path),), (str(done.trace_path),), html=str(shop), view=ViewOptions(tree=True))
+    )
+    produce_diff(
+        DiffRequest((str(TORCH),), (str(TORCH),), strip_ids=True, html=str(torch), view=ViewOptions(tree=True))
+    )
     browser = Browser(tmp_path)
     try:
         for width, height in SIZES:
@@ -686,7 +693,7 @@ def test_zoom_filters_the_table_to_the_subtree_and_the_tooltip_follows(tmp_path:
     trace = shop_recording(tmp_path)
     page = tmp_path / "shop.html"
     produce(ReportRequest(str(trace), html=str(page)))
-    tree = json.loads(produce(ReportRequest(str(trace), tree=True, fmt="json")) or "")
+    tree = json.loads(produce(ReportRequest(str(trace), fmt="json", view=ViewOptions(tree=True))) or "")
 
     def under(node: dict[str, Any], name: str) -> list[dict[str, Any]]:
         found = [node] if node["name"] == name else []
@@ -749,9 +756,9 @@ def test_names_sort_case_insensitively_in_natural_order(tmp_path: Path, kind: st
     trace.write_text(json.dumps({"traceEvents": events}))
     page = tmp_path / f"{kind}.html"
     if kind == "report":
-        produce(ReportRequest(str(trace), html=str(page), each=True))
+        produce(ReportRequest(str(trace), html=str(page), view=ViewOptions(each=True)))
     else:
-        produce_diff(DiffRequest((str(trace),), (str(trace),), each=True, html=str(page)))
+        produce_diff(DiffRequest((str(trace),), (str(trace),), html=str(page), view=ViewOptions(each=True)))
     names = "Array.from(document.querySelectorAll('#table tbody tr')).map(row => row.dataset.name)"
     by_name = "document.querySelector('#table th[data-column=\"Range\"]').click()"
     browser = Browser(tmp_path)
@@ -767,7 +774,7 @@ def test_names_sort_case_insensitively_in_natural_order(tmp_path: Path, kind: st
 
 def test_zoom_into_a_group_gives_that_groups_rows_with_the_whole_tables_figures(tmp_path: Path) -> None:
     page = tmp_path / "by-process.html"
-    produce(ReportRequest(str(TORCH), by="process", strip_ids=True, html=str(page)))
+    produce(ReportRequest(str(TORCH), strip_ids=True, html=str(page), view=ViewOptions(by="process")))
     rows = """Array.from(document.querySelectorAll("#table tbody tr")).slice(0, 12).map(row =>
       Array.from(row.children).map(td => td.textContent))"""
     browser = Browser(tmp_path)
@@ -831,7 +838,7 @@ def test_a_terminal_s_cut_to_the_first_rows_leaves_the_page_whole(tmp_path: Path
     # The table on a terminal shows the first 30 rows; the page written beside it held only
     # those 30 too, where through a pipe it held every row.
     on_terminal, piped = tmp_path / "terminal.html", tmp_path / "piped.html"
-    head = produce(ReportRequest(str(TORCH), each=True, terminal=True, html=str(on_terminal))) or ""
-    produce(ReportRequest(str(TORCH), each=True, html=str(piped)))
+    head = produce(ReportRequest(str(TORCH), terminal=True, html=str(on_terminal), view=ViewOptions(each=True))) or ""
+    produce(ReportRequest(str(TORCH), html=str(piped), view=ViewOptions(each=True)))
     assert head.startswith("showing the first 30 of")
     assert page_data(on_terminal) == page_data(piped)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import autonvtx_env, make_file, run_autonvtx
+from conftest import autonvtx_env, make_file, run_autonvtx, take_view
 
 from autonvtx.report.output import ReportRequest, produce
 
@@ -66,7 +66,7 @@ def write_export(
 
 
 def as_json(path: Path, **options: Any) -> dict[str, Any]:
-    text = produce(ReportRequest(str(path), fmt="json", **options))
+    text = produce(ReportRequest(str(path), take_view(options), fmt="json", **options))
     assert text is not None
     return json.loads(text)
 

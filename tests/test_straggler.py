@@ -286,10 +286,11 @@ def test_timelines_kept_from_the_sweeps_read_are_those_read_again(export: str, e
     # now keeps them, and the straggler must see exactly what a second read gave.
     from autonvtx.report.compare.timelines import read_timelines
     from autonvtx.report.profile import ReportOptions, read_profile
+    from autonvtx.stats.model import ViewOptions
 
     path = str(Path(__file__).parent / "fixtures" / "nsys" / export)
-    kept = read_profile(path, ReportOptions(by="rank", each=each, tree=False, flat_ranges=True))
-    again = read_profile(path, ReportOptions(by="rank", each=each, tree=False))
+    kept = read_profile(path, ReportOptions(ViewOptions(by="rank", each=each), with_tree=False, flat_ranges=True))
+    again = read_profile(path, ReportOptions(ViewOptions(by="rank", each=each), with_tree=False))
     assert kept.flat_ranges and again.flat_ranges is None
     from_sweep = read_timelines(kept, path, each=each)
     from_second_read = read_timelines(again, path, each=each)

@@ -13,7 +13,7 @@ from autonvtx.report import memory as report_memory
 
 def test_marks_without_a_whole_range_are_counted_not_dropped(tmp_path: Path) -> None:
     from autonvtx.report.sideviews import memory_table
-    from autonvtx.stats.view import View
+    from autonvtx.stats.model import ViewOptions
 
     (recording,), _ = run_under_recorder(
         tmp_path,
@@ -31,7 +31,7 @@ def test_marks_without_a_whole_range_are_counted_not_dropped(tmp_path: Path) -> 
     assert [m.payload for m in recording.marks] == [5, 1]
     found = report_memory.from_recordings([recording], None, False)
     assert found == ([], 2)
-    text = memory_table(found, View(), "text")
+    text = memory_table(found, ViewOptions(), "text")
     assert text.splitlines() == [
         "note: " + report_memory.NO_FIGURES,
         "note: 2 memory mark(s) had no range around them with all three figures (events dropped or outside "

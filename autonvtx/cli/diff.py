@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import DIFF_SORT_HELP, scale_options, view_options_for
+from autonvtx.cli.views import DIFF_SORT_HELP, scale_options, view_from, view_options_for
 from autonvtx.stats.model import DIFF_SORTS
 
 
@@ -137,11 +137,7 @@ def diff_command(
     request = DiffRequest(
         base,
         new,
-        view["tree"],
-        view["by"],
-        view["sort"],
-        view["top"],
-        view["name_filter"],
+        view_from(view),
         strip_ids,
         fmt,
         output,
@@ -151,11 +147,8 @@ def diff_command(
         jobs,
         scheduler,
         progress,
-        view["group_by"],
-        view["skip_first"],
-        view["each"],
-        fail_unclear=fail_unclear,
         width=terminal_width(sys.stdout) if output is None else None,
+        fail_unclear=fail_unclear,
     )
     if fail_unclear and fail_over is None:
         from autonvtx.errors import UsageError

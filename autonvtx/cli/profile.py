@@ -444,10 +444,11 @@ def print_report(export: str, *, tree: bool, by: str | None, top: int | None, ht
     """`autonvtx report`'s table of the capture on standard output (and its page with --html)."""
     from autonvtx.report.nsys.export import ReportError
     from autonvtx.report.output import ReportRequest, produce
+    from autonvtx.stats.model import ViewOptions
 
     print(f"autonvtx: profile: report {export[: -len('.sqlite')]}.nsys-rep, export {export}", file=sys.stderr)
     try:
-        text = produce(ReportRequest(export, tree=tree, by=by, top=top, html=html))
+        text = produce(ReportRequest(export, ViewOptions(tree=tree, by=by, top=top), html=html))
     except ReportError as error:  # a capture without ranges: said, and the program's status stands
         print(f"autonvtx: profile: {error}", file=sys.stderr)
         return

@@ -8,7 +8,14 @@ from typing import Any
 import click
 
 from autonvtx.cli.group import cli
-from autonvtx.cli.views import REPORT_SORT_HELP, REPORT_SORTS, scale_options, side_table_options, view_options_for
+from autonvtx.cli.views import (
+    REPORT_SORT_HELP,
+    REPORT_SORTS,
+    scale_options,
+    side_table_options,
+    view_from,
+    view_options_for,
+)
 
 
 @cli.command("report")
@@ -57,35 +64,27 @@ def report_command(
     from autonvtx.report.output import ReportRequest, produce
     from autonvtx.report.render.table import terminal_width
 
-    if (across is not None or len(profile) > 1) and (view["pair"] or view["memory"]):
+    options = view_from(view)
+    if (across is not None or len(profile) > 1) and (options.pair or options.memory):
         from autonvtx.errors import UsageError
 
-        option = "--pair" if view["pair"] else "--memory"
+        option = "--pair" if options.pair else "--memory"
         raise UsageError(f"report: {option}: one profile at a time; expected one PROFILE without --across")
     if across is not None or len(profile) > 1:
         from autonvtx.report.compare.acrossrun import report_across
 
-        report_across(profile, across, view, strip_ids, fmt, output, html, (jobs, scheduler, progress))
+        report_across(profile, across, options, strip_ids, fmt, output, html, (jobs, scheduler, progress))
         return
     request = ReportRequest(
         profile[0],
-        view["tree"],
-        view["by"],
-        view["sort"],
-        view["top"],
-        view["name_filter"],
+        options,
         strip_ids,
         fmt,
         output,
         html,
         html_by,
-        view["group_by"],
-        view["skip_first"],
         terminal=output is None and fmt in (None, "text") and sys.stdout.isatty(),
-        each=view["each"],
         width=terminal_width(sys.stdout) if output is None else None,
-        pair=view["pair"],
-        memory=view["memory"],
     )
     text = produce(request)
     if text is not None:

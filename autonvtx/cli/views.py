@@ -4,11 +4,14 @@ with the same meaning (`stats.model.ViewOptions`, applied by `stats.view.arrange
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from autonvtx.stats.model import BY, DIFF_SORTS, GPU_SORTS, GROUPINGS, SORTS, SPREAD_SORTS, STATS_SORTS
+
+if TYPE_CHECKING:
+    from autonvtx.stats.model import ViewOptions
 
 # Keys only a comparison of runs has.
 DIFF_ONLY_SORTS = tuple(key for key in DIFF_SORTS if key not in STATS_SORTS + GPU_SORTS + SPREAD_SORTS)
@@ -114,29 +117,35 @@ VIEW_OPTION_DEFAULTS = {
 }
 
 
-def make_view_options(values: dict[str, Any]) -> Any:
-    """The ViewOptions a recording's statistics are arranged by; GPU-only sort keys refused."""
-    from autonvtx.stats.model import STATS_SORTS, ViewOptions, check_sort
+def view_from(values: dict[str, Any]) -> ViewOptions:
+    """The one carrier of the view options (`stats.model.ViewOptions`) from what click parsed:
+    every command that takes them makes it here and hands it on whole."""
+    from autonvtx.stats.model import ViewOptions
 
-    sort = values["sort"] or "total"
-    check_sort(sort, STATS_SORTS, "an autonvtx recording (no GPU data)")
-    by = values["by"]
-    if by == "gpu":
-        from autonvtx.report.viewchecks import no_gpu_data
-
-        raise no_gpu_data(None)
-    options = ViewOptions(
-        tree=values["tree"],
-        group=values["group_by"],
-        skip_first=values["skip_first"],
-        by=by,
-        sort=sort,
-        top=values["top"],
-        filter=values["name_filter"],
-        each=values["each"],
+    return ViewOptions(
+        tree=bool(values.get("tree")),
+        group=values.get("group_by") or "name",
+        skip_first=values.get("skip_first") or 0,
+        by=values.get("by"),
+        sort=values.get("sort"),
+        top=values.get("top"),
+        filter=values.get("name_filter"),
+        each=bool(values.get("each")),
         pair=values.get("pair"),
         memory=bool(values.get("memory")),
     )
+
+
+def make_view_options(values: dict[str, Any]) -> ViewOptions:
+    """The ViewOptions a recording's statistics are arranged by; GPU-only sort keys refused."""
+    from autonvtx.stats.model import STATS_SORTS, check_sort
+
+    options = view_from(values)
+    check_sort(options.sort or "total", STATS_SORTS, "an autonvtx recording (no GPU data)")
+    if options.by == "gpu":
+        from autonvtx.report.viewchecks import no_gpu_data
+
+        raise no_gpu_data(None)
     if options.pair is not None or options.memory:
         from autonvtx.report.sidechecks import check
 

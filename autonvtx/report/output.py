@@ -36,23 +36,14 @@ class ReportRequest:
     """Everything `autonvtx report` was asked, as the command line gave it."""
 
     profile: str
-    tree: bool = False
-    by: str | None = None
-    sort: str | None = None
-    top: int | None = None
-    pattern: str | None = None
+    view: ViewOptions = ViewOptions()  # --tree, --by, --sort, --top, --filter, --group, --each, ...
     strip_ids: bool = False
     fmt: str | None = None
     output: str | None = None
     html: str | None = None
     html_by: str = "gpu"
-    group: str = "name"
-    skip_first: int = 0
     terminal: bool = False  # the table goes to a terminal: without --top, the first TERMINAL_TOP rows
-    each: bool = False  # a row per recorded name (numbers not folded into {n})
     width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
-    pair: str | None = None  # --pair backward: forward and backward side by side (report.sideviews)
-    memory: bool = False  # --memory: the torch plugin's memory figures per range (report.sideviews)
 
 
 # A profile can hold tens of thousands of range names (torch's per-call op ids): a terminal
@@ -84,52 +75,46 @@ def without_cycle_collection() -> Iterator[None]:
 
 def _produce(request: ReportRequest) -> str | None:
     fmt = request.fmt or (format_of("report: -o", request.output) if request.output else "text")
+    asked_view = request.view
     report = read_profile(
         request.profile,
-        ReportOptions(
-            by=request.by,
-            strip_ids=request.strip_ids,
-            each=request.each,
-            group=request.group,
-            skip_first=request.skip_first,
-            tree=request.tree or request.html is not None,
-        ),
+        ReportOptions(asked_view, strip_ids=request.strip_ids, with_tree=asked_view.tree or request.html is not None),
     )
-    check_view_applies(report.kind, request.profile, by=request.by, group=request.group, skip_first=request.skip_first)
-    if asked(request) is not None:
+    check_view_applies(report.kind, request.profile, asked_view)
+    if asked(asked_view) is not None:
         return _side_table(report, request, fmt)
-    sort = request.sort or ("gpu" if report.has_gpu else "cpu")
+    sort = asked_view.sort or ("gpu" if report.has_gpu else "cpu")
     head = ""
-    asked_for = request  # the terminal's cut below is the table's only: --html keeps every row
-    if request.terminal and request.top is None and not request.tree and len(report.rows) > TERMINAL_TOP:
+    # The terminal's cut is the table's only: --html keeps every row (`asked_view`).
+    view = asked_view
+    if request.terminal and view.top is None and not view.tree and len(report.rows) > TERMINAL_TOP:
         head = (
             f"showing the first {TERMINAL_TOP} of {len(report.rows):,} ranges by {sort}: --top N for more,"
             " or write them all with -o FILE or through a pipe\n\n"
         )
-        request = dataclasses.replace(request, top=TERMINAL_TOP)
+        view = dataclasses.replace(view, top=TERMINAL_TOP)
     check_sort(
         sort,
         GPU_SORTS if report.has_gpu else STATS_SORTS,
         "this export" if report.kind == "nsys" else "an autonvtx recording (no GPU data)",
     )
     if report.kind == "autonvtx":
-        content, rows, page_tree = _recording_outputs(report, request, sort, fmt)
+        content, rows, page_tree = _recording_outputs(report, view, sort, fmt, request.width, request.html is not None)
     else:
-        view = View(sort=sort, top=request.top, filter=request.pattern)
-        rows = arrange(report.rows, view, export_order(sort))
-        if report.rows and not rows and request.pattern is not None:
-            _say_empty(report, no_match_message(request.pattern, request.each))
-        tree = _export_tree(report, sort, request.top, request.pattern) if request.tree else None
+        rows = arrange(report.rows, View(sort=sort, top=view.top, filter=view.filter), export_order(sort))
+        if report.rows and not rows and view.filter is not None:
+            _say_empty(report, no_match_message(view.filter, view.each))
+        tree = _export_tree(report, sort, view.top, view.filter) if view.tree else None
         content = render("report", fmt, ReportDocument(report, rows, tree), Rendering(width=request.width))
         page_tree = None
     if report.empty is not None and (request.output is not None or fmt != "text"):
         print(f"autonvtx: {report.empty}", file=sys.stderr)  # the table's own line says it only in text
     if request.html is not None:
         size_by = request.html_by if report.has_gpu else "cpu"
-        if asked_for is not request:
-            rows, page_tree = _page_rows(report, asked_for, sort, fmt)
+        if view is not asked_view:
+            rows, page_tree = _page_rows(report, asked_view, sort, fmt)
         if page_tree is None:
-            page_tree = _export_tree(report, size_by, None, request.pattern)
+            page_tree = _export_tree(report, size_by, None, asked_view.filter)
         page = render("report", "html", ReportDocument(report, rows, page_tree), Rendering(size_by=size_by))
         write_text_file(request.html, page)
     if request.output is None:
@@ -138,28 +123,29 @@ def _produce(request: ReportRequest) -> str | None:
     return None
 
 
-def _page_rows(report: Report, request: ReportRequest, sort: str, fmt: str) -> tuple[list[Row], list[TreeNode] | None]:
-    """The rows (and, for a recording, the tree) the page draws, as `request` asks for them."""
+def _page_rows(report: Report, view: ViewOptions, sort: str, fmt: str) -> tuple[list[Row], list[TreeNode] | None]:
+    """The rows (and, for a recording, the tree) the page draws, as `view` asks for them."""
     if report.kind == "autonvtx":
-        _, rows, tree = _recording_outputs(report, request, sort, fmt)
+        _, rows, tree = _recording_outputs(report, view, sort, fmt, None, True)
         return rows, tree
-    return arrange(report.rows, View(sort=sort, top=request.top, filter=request.pattern), export_order(sort)), None
+    return arrange(report.rows, View(sort=sort, top=view.top, filter=view.filter), export_order(sort)), None
 
 
 def _side_table(report: Report, request: ReportRequest, fmt: str) -> str | None:
     """--pair or --memory: that table instead of the report's (`report.sideviews`)."""
     if request.html is not None:
         raise UsageError("report: --html: the page draws the report's tree; --pair and --memory are tables")
-    if asked(request) == "pairs":
+    view = request.view
+    if asked(view) == "pairs":
         if report.kind == "autonvtx":
             rows: list[Any] = [row.stats for row in report.rows if row.stats is not None]
         else:
             rows = list(report.rows)
-        content = pairs_table(rows, request, fmt, report.notes, report.has_gpu)
+        content = pairs_table(rows, view, fmt, report.notes, report.has_gpu)
     elif report.kind == "autonvtx":
-        content = recording_memory(report.recordings, request, fmt)
+        content = recording_memory(report.recordings, view, fmt)
     else:
-        content = export_memory(_export_path(request.profile), request, fmt)
+        content = export_memory(_export_path(request.profile), view, fmt, strip_ids=request.strip_ids)
     if request.output is None:
         return content
     write_text_file(request.output, content)
@@ -173,19 +159,11 @@ def _export_path(profile: str) -> str:
 
 
 def _recording_outputs(
-    report: Report, request: ReportRequest, sort: str, fmt: str
+    report: Report, asked_view: ViewOptions, sort: str, fmt: str, width: int | None, page: bool
 ) -> tuple[str, list[Row], list[TreeNode]]:
-    """An autonvtx recording's table and tree, from the statistics model with the view options."""
-    view = ViewOptions(
-        tree=False,
-        group=request.group,
-        skip_first=request.skip_first,
-        by=report.by,
-        sort=sort,
-        top=request.top,
-        filter=request.pattern,
-        each=request.each,
-    )
+    """An autonvtx recording's table and tree, from the statistics model with the view options
+    (`page`: the HTML page draws the tree too)."""
+    view = dataclasses.replace(asked_view, tree=False, by=report.by, sort=sort, pair=None, memory=False)
     # read_profile computed the flat rows with these groups already: only their arrangement is new.
     every = [row.stats for row in report.rows if row.stats is not None]
     flat = arrange(every, view.view, row_order(sort))
@@ -193,14 +171,12 @@ def _recording_outputs(
     if empty is not None:
         _say_empty(report, empty)
     tree_stats = (
-        recording_stats(report.recordings, dataclasses.replace(view, tree=True))
-        if request.tree or request.html is not None
-        else []
+        recording_stats(report.recordings, dataclasses.replace(view, tree=True)) if asked_view.tree or page else []
     )
     rows = [row_of(s) for s in flat]
-    tree = tree_of(tree_stats) if tree_stats or request.tree else []
-    document = ReportDocument(report, rows, tree if request.tree else None, tree_stats if request.tree else flat)
-    content = render("report", fmt, document, Rendering(width=request.width))
+    tree = tree_of(tree_stats) if tree_stats or asked_view.tree else []
+    document = ReportDocument(report, rows, tree if asked_view.tree else None, tree_stats if asked_view.tree else flat)
+    content = render("report", fmt, document, Rendering(width=width))
     return content, rows, tree
 
 

@@ -32,14 +32,12 @@ BY_CHOICES = ("process", "rank", "thread", "gpu")
 
 @dataclass(frozen=True)
 class ReportOptions:
-    """How to build the report: --by, --strip-ids and --each (shaping comes later, at printing)."""
+    """How to read a profile: the view options that shape the reading (--by, --each, --group,
+    --skip-first; the others arrange what was read, later), --strip-ids, and what to keep."""
 
-    by: str | None = None
+    view: ViewOptions = ViewOptions()
     strip_ids: bool = False
-    each: bool = False  # a row per recorded name; else names differing only in numbers share one
-    group: str = "name"  # "class": rows of a recording folded per class (`--group`)
-    skip_first: int = 0  # a recording's first N instances of each range per thread left out
-    tree: bool = True  # an export's tree of nested ranges (False: rows only, when nothing shows the tree)
+    with_tree: bool = True  # an export's tree of nested ranges (False: rows only, when nothing shows the tree)
     flat_ranges: bool = False  # keep an export's push/pop ranges per rank (Report.flat_ranges)
 
 
@@ -72,7 +70,7 @@ def _head(path: str) -> bytes:
 
 
 def _rename(options: ReportOptions) -> Callable[[str], str] | None:
-    return range_naming(options.strip_ids, options.each)
+    return range_naming(options.strip_ids, options.view.each)
 
 
 def _from_export(path: str, options: ReportOptions) -> Report:
@@ -88,7 +86,7 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         rows, tree = [], []
         for tally in tallies:
             rows.extend(build_rows(tally, labels.domain, export.names_of))
-            if options.tree:
+            if options.with_tree:
                 tree.extend(build_tree(tally, labels.domain))
             launched.add(Work(*tally.launched))
             for outside in tally.outside.values():
@@ -96,12 +94,12 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         totals.unmatched = _difference(totals.capture, launched)
         notes.extend(_work_notes(totals, tallies))
         notes.extend(_id_notes(rows, options))
-        if options.by == "gpu":
+        if options.view.by == "gpu":
             notes.append(
                 "--by gpu: a range shows under each GPU it launched work on, counting the instances that did; "
                 "ranges that launched nothing are left out"
             )
-        if options.by == "rank" and not labels.ranks:
+        if options.view.by == "rank" and not labels.ranks:
             notes.append(
                 "--by rank: no process of this export names its rank (as MPI's 'MPI Rank N' thread names or a "
                 "'rank N' process name do): each process is shown by its pid"
@@ -122,7 +120,7 @@ def _from_export(path: str, options: ReportOptions) -> Report:
             "nsys",
             description,
             bool(export.work),
-            options.by,
+            options.view.by,
             rows,
             tree,
             totals,
@@ -142,21 +140,24 @@ def _sweeps(
     rename = _rename(options)
     # A large export's threads are swept in as many processes as there are CPUs to run them.
     shares = split_threads(export, workers.available_cpus())
-    devices: list[int | None] = list(export.devices()) if options.by == "gpu" else [None]
+    devices: list[int | None] = list(export.devices()) if options.view.by == "gpu" else [None]
     if len(shares) > 1:
         return [
             sweep_parallel(
-                [Part(export.path, options.by, options.strip_ids, device, threads, options.each) for threads in shares]
+                [
+                    Part(export.path, options.view.by, options.strip_ids, device, threads, options.view.each)
+                    for threads in shares
+                ]
             )
             for device in devices
         ]
-    if options.by != "gpu":
+    if options.view.by != "gpu":
         ranges = labels.ranges_of(export)
         if flat is not None:
             from autonvtx.report.compare.timelines import keeping_flat
 
             ranges = keeping_flat(ranges, labels, rename, flat)
-        return [Sweep(labels.grouping(options.by), rename).run(ranges, export.launches())]
+        return [Sweep(labels.grouping(options.view.by), rename).run(ranges, export.launches())]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
         Sweep(_constant(f"GPU {device}"), rename, only_with_work=True).run(
@@ -262,16 +263,17 @@ def _from_recording(path: str, options: ReportOptions) -> Report:
     recordings = read_trace(path)
     if options.strip_ids:
         recordings = [_renamed(recording, strip_ids) for recording in recordings]
-    by = None if options.by == "gpu" else options.by
+    by = None if options.view.by == "gpu" else options.view.by
     notes = [
         "an autonvtx recording holds NVTX ranges only (the recorder sees no CUDA activity): CPU time per "
         "range, no GPU time; for GPU time per range run the program under Nsight Systems (`autonvtx profile "
         "[rule options] SCRIPT`, on a machine with a CUDA GPU) and report on its export"
     ]
-    if options.by == "gpu":
+    if options.view.by == "gpu":
         notes.append("--by gpu: the recording holds no GPU data; ranges shown without grouping")
     notes.extend(summary_notes(recordings))
-    view = ViewOptions(group=options.group, skip_first=options.skip_first, by=by, sort="total", each=options.each)
+    # Every row, unarranged: what reading a recording gives (the view's other options arrange it later).
+    view = ViewOptions(group=options.view.group, skip_first=options.view.skip_first, by=by, each=options.view.each)
     rows = [row_of(s) for s in recording_stats(recordings, view)]
     count = len(recordings)
     description = f"autonvtx recording ({count} process{'es' if count != 1 else ''})"

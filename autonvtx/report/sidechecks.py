@@ -4,29 +4,32 @@ nothing of the report (the command line imports it)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autonvtx.errors import UsageError
 
+if TYPE_CHECKING:
+    from autonvtx.stats.model import ViewOptions
 
-def asked(options: Any) -> str | None:
+
+def asked(options: ViewOptions) -> str | None:
     """Which side table the view options ask for ("pairs", "memory"), None for the usual one;
     refuses what cannot be shown together."""
-    pair = getattr(options, "pair", None)
-    wants_memory = bool(getattr(options, "memory", False))
+    pair = options.pair
+    wants_memory = options.memory
     if pair is None and not wants_memory:
         return None
     if pair is not None and wants_memory:
         raise UsageError("--pair and --memory: each is a table of its own; expected one of them")
     option = "--pair" if pair is not None else "--memory"
-    if getattr(options, "tree", False):
+    if options.tree:
         raise UsageError(f"{option}: a flat table, one row per name; --tree does not apply")
-    if getattr(options, "group", "name") != "name":
+    if options.group != "name":
         raise UsageError(f"{option}: rows are range names; --group {options.group} does not apply")
     return "pairs" if pair is not None else "memory"
 
 
-def check(options: Any) -> None:
+def check(options: ViewOptions) -> None:
     """Refuse, before anything runs, what a side table cannot show (`run --summary` checks its
     view options before the program starts)."""
     side = asked(options)
@@ -41,9 +44,9 @@ MEMORY_SORTS = ("count", "instances", "name")
 MEMORY_SORT = "sorts by the largest rise, or by count or name"
 
 
-def sort_of(options: Any, allowed: tuple[str, ...], option: str, says: str) -> str | None:
+def sort_of(options: ViewOptions, allowed: tuple[str, ...], option: str, says: str) -> str | None:
     """The --sort a side table was given (None or "total": its own order); refuses the others."""
-    sort = getattr(options, "sort", None)
+    sort = options.sort
     if sort in (None, "total"):
         return None
     if sort not in allowed:

@@ -15,16 +15,16 @@ from autonvtx.recorder.model import ProcessRecording
 from autonvtx.report import memory, pairing
 from autonvtx.report.render.renderers import RowsDocument, render
 from autonvtx.report.sidechecks import MEMORY_SORT, MEMORY_SORTS, PAIRS_SORT, asked, sort_of
+from autonvtx.stats.model import ViewOptions
 from autonvtx.stats.view import View, arrange
 
 
-def _view(options: Any) -> View:
-    """--top and --filter (`pattern` in a report request), as the view takes them."""
-    pattern = getattr(options, "filter", None) or getattr(options, "pattern", None)
-    return View(top=getattr(options, "top", None), filter=pattern)
+def _view(options: ViewOptions) -> View:
+    """--top and --filter, as the view takes them for a side table."""
+    return View(top=options.top, filter=options.filter)
 
 
-def unarranged(options: Any) -> Any:
+def unarranged(options: ViewOptions) -> ViewOptions:
     """The statistics view a side table is built from: every row (its own --top and --filter
     apply to pairs, not to the rows they are made of)."""
     import dataclasses
@@ -32,7 +32,9 @@ def unarranged(options: Any) -> Any:
     return dataclasses.replace(options, top=None, filter=None, tree=False)
 
 
-def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[str] = (), gpu: bool = False) -> str:
+def pairs_table(
+    rows: Sequence[Any], options: ViewOptions, form: str, notes: Sequence[str] = (), gpu: bool = False
+) -> str:
     """`--pair backward` over statistics rows or report rows (`gpu`: an export's, with GPU
     work), arranged and rendered in `form`."""
     sort_of(options, (), "--pair", PAIRS_SORT)
@@ -45,7 +47,9 @@ def pairs_table(rows: Sequence[Any], options: Any, form: str, notes: Sequence[st
     return render("pairs", form, RowsDocument(arranged, [*notes, *extra]))
 
 
-def memory_table(found: tuple[list[memory.MemoryRow], int], options: Any, form: str, notes: Sequence[str] = ()) -> str:
+def memory_table(
+    found: tuple[list[memory.MemoryRow], int], options: ViewOptions, form: str, notes: Sequence[str] = ()
+) -> str:
     """`--memory`: the memory rows (and the count of marks not joined to a range) arranged and
     rendered in `form`; says so when there are none."""
     rows, unjoined = found
@@ -58,28 +62,31 @@ def memory_table(found: tuple[list[memory.MemoryRow], int], options: Any, form: 
     return render("memory", form, RowsDocument(arranged, [*notes, *extra]))
 
 
-def recording_memory(recordings: Sequence[ProcessRecording], options: Any, form: str, notes: Sequence[str] = ()) -> str:
-    rows = memory.from_recordings(recordings, getattr(options, "by", None), bool(getattr(options, "each", False)))
+def recording_memory(
+    recordings: Sequence[ProcessRecording], options: ViewOptions, form: str, notes: Sequence[str] = ()
+) -> str:
+    rows = memory.from_recordings(recordings, options.by, options.each)
     return memory_table(rows, options, form, notes)
 
 
-def directory_memory(directory: str, options: Any, form: str, notes: Sequence[str] = ()) -> str:
+def directory_memory(directory: str, options: ViewOptions, form: str, notes: Sequence[str] = ()) -> str:
     """`run --summary --memory`: the figures read back from the run's .anr files."""
     from autonvtx.recorder.recording import read_directory
 
     return recording_memory(read_directory(directory), options, form, notes)
 
 
-def export_memory(path: str, options: Any, form: str, notes: Sequence[str] = ()) -> str:
-    """`report --memory` on an Nsight Systems export."""
+def export_memory(
+    path: str, options: ViewOptions, form: str, notes: Sequence[str] = (), *, strip_ids: bool = False
+) -> str:
+    """`report --memory` on an Nsight Systems export (`strip_ids`: --strip-ids)."""
     from autonvtx.report.views import range_naming
 
-    rename = range_naming(bool(getattr(options, "strip_ids", False)), bool(getattr(options, "each", False)))
-    by = getattr(options, "by", None)
-    return memory_table(memory.from_export(path, by, rename), options, form, notes)
+    rename = range_naming(strip_ids, options.each)
+    return memory_table(memory.from_export(path, options.by, rename), options, form, notes)
 
 
-def statistics_view(options: Any) -> Any:
+def statistics_view(options: ViewOptions) -> ViewOptions:
     """The view `run --summary`'s statistics rows are made with: every row when a side table
     is asked for, else `options` as they are."""
     return unarranged(options) if asked(options) is not None else options

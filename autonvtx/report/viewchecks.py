@@ -4,7 +4,12 @@ once the files' kinds are known (a .json may hold a recording or not, which only
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from autonvtx.errors import UsageError
+
+if TYPE_CHECKING:
+    from autonvtx.stats.model import ViewOptions
 
 
 def no_gpu_data(path: str | None) -> UsageError:
@@ -13,12 +18,12 @@ def no_gpu_data(path: str | None) -> UsageError:
     return UsageError(f"--by gpu: {what} holds no GPU data; expected process, rank or thread")
 
 
-def check_view_applies(kind: str, path: str, *, by: str | None, group: str, skip_first: int) -> None:
+def check_view_applies(kind: str, path: str, view: ViewOptions) -> None:
     """Refuse a view option `path`, a file of `kind` ("autonvtx" or "nsys"), has no data for."""
-    if kind == "autonvtx" and by == "gpu":
+    if kind == "autonvtx" and view.by == "gpu":
         raise no_gpu_data(path)
-    if kind == "nsys" and (group != "name" or skip_first):
-        option = "--group" if group != "name" else "--skip-first"
+    if kind == "nsys" and (view.group != "name" or view.skip_first):
+        option = "--group" if view.group != "name" else "--skip-first"
         raise UsageError(
             f"{option}: applies to autonvtx recordings; {path} is an Nsight Systems export, whose ranges are"
             " swept as recorded"

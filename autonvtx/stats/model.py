@@ -88,16 +88,21 @@ class RangeStats:
 
 @dataclass(frozen=True)
 class ViewOptions:
-    """What `--tree`, `--group`, `--skip-first`, `--by`, `--sort`, `--top`, `--filter` asked for.
+    """What `--tree`, `--group`, `--each`, `--skip-first`, `--by`, `--sort`, `--top`, `--filter`
+    (and the side tables' `--pair`, `--memory`) asked for: the one carrier of the view options.
 
-    The same options, with the same meaning, for `run --summary`, `summary` and `report`.
+    The same options, with the same meaning, for `run --summary`, `summary`, `report`, `diff` and
+    `report --across ranks`: the command line makes one (`cli.views.view_from`), each request
+    holds it, and what reads a file takes its reading options from it (`report.profile.ReportOptions`,
+    `report.compare.gather.Job`). A command refuses an option its data cannot answer
+    (`report.viewchecks`, `check_sort`), the same way everywhere.
     """
 
     tree: bool = False
     group: str = "name"
     skip_first: int = 0
     by: str | None = None
-    sort: str = "total"
+    sort: str | None = None  # None: the table's default (total for a recording's statistics)
     top: int | None = None  # per group; with --tree, children per range (and roots per group)
     filter: str | None = None  # glob over names; with --tree, what encloses a match stays
     each: bool = False  # one row per recorded name; else names differing only in numbers share one
@@ -184,10 +189,10 @@ def _sort_value(sort: str) -> Callable[[RangeStats], float]:
     }[sort]
 
 
-def row_order(sort: str) -> Callable[[RangeStats], tuple[float, str, str]]:
-    """The view's sort key for the model's rows (`stats.view.arrange`): largest figure first,
-    ties by domain and name."""
-    value = _sort_value(sort)
+def row_order(sort: str | None) -> Callable[[RangeStats], tuple[float, str, str]]:
+    """The view's sort key for the model's rows (`stats.view.arrange`): largest figure first
+    (total time where `sort` is None), ties by domain and name."""
+    value = _sort_value(sort or "total")
     return lambda s: (-value(s), s.domain, s.name)
 
 

@@ -248,8 +248,9 @@ def export_rows(export: str, domain: str) -> tuple[list[tuple[tuple[str, ...], i
     GPU time launched inside each (the report's attribution, `report.nsys.sweep`), and whether the
     export holds GPU work. Other domains' ranges on a path are left out of it, as in a summary."""
     from autonvtx.report.profile import ReportOptions, read_profile
+    from autonvtx.stats.model import ViewOptions
 
-    report = read_profile(export, ReportOptions(each=True))
+    report = read_profile(export, ReportOptions(ViewOptions(each=True)))
     merged: dict[tuple[str, ...], list[int]] = {}
     stack: list[tuple[Any, tuple[str, ...]]] = [(node, ()) for node in report.tree]
     while stack:

@@ -16,9 +16,11 @@ from autonvtx.report.compare.diff import (
     unsure_over,
 )
 from autonvtx.report.compare.gather import Job, Progress, gather, show_progress
+from autonvtx.report.profile import ReportOptions
 from autonvtx.report.render.render import check_output_paths, format_of, write_text_file
 from autonvtx.report.render.renderers import DiffDocument, Rendering, render
 from autonvtx.report.viewchecks import check_view_applies
+from autonvtx.stats.model import ViewOptions
 from autonvtx.stats.view import View, arrange
 
 
@@ -28,11 +30,7 @@ class DiffRequest:
 
     base: tuple[str, ...]
     new: tuple[str, ...]
-    tree: bool = False
-    by: str | None = None
-    sort: str | None = None  # None: by the change
-    top: int | None = None
-    pattern: str | None = None
+    view: ViewOptions = ViewOptions()  # --tree, --by, --sort (None: by the change), --top, --filter, ...
     strip_ids: bool = False
     fmt: str | None = None
     output: str | None = None
@@ -42,9 +40,6 @@ class DiffRequest:
     jobs: int | None = None
     scheduler: str | None = None
     progress: bool | None = None
-    group: str = "name"
-    skip_first: int = 0
-    each: bool = False  # compare per recorded name; else by names with numbers as {n}, as report shows them
     width: int | None = None  # the terminal's width, which names are cut to fit; None: never cut
     fail_unclear: bool = False  # --fail-over also fails on unclear rows that may have slowed beyond it
 
@@ -63,38 +58,22 @@ def produce_diff(request: DiffRequest) -> DiffResult:
     if not request.base or not request.new:
         raise UsageError("diff: expected BASE files and --against NEW files (one or more each)")
     _check_output_paths(request)
-    sort = check_diff_sort(request.sort)  # refused before any file is read, as the outputs are
-    with_paths = request.tree or request.html is not None
-    jobs = [
-        Job(
-            path,
-            request.by,
-            request.strip_ids,
-            with_paths,
-            group=request.group,
-            skip_first=request.skip_first,
-            each=request.each,
-        )
-        for path in (*request.base, *request.new)
-    ]
+    view = request.view
+    sort = check_diff_sort(view.sort)  # refused before any file is read, as the outputs are
+    reading = ReportOptions(view, strip_ids=request.strip_ids, with_tree=view.tree or request.html is not None)
+    jobs = [Job(path, reading) for path in (*request.base, *request.new)]
     progress = Progress(len(jobs), "reading", show_progress(request.progress))
     summaries = gather(jobs, workers=request.jobs, scheduler=request.scheduler, progress=progress)
     for summary in summaries:
-        check_view_applies(
-            summary.kind, summary.path, by=request.by, group=request.group, skip_first=request.skip_first
-        )
+        check_view_applies(summary.kind, summary.path, view)
     split = len(request.base)
-    diff = compare(summaries[:split], summaries[split:], request.options, request.tree, request.by)
-    rows = arrange(
-        diff.rows, View(tree=request.tree, sort=sort, top=request.top, filter=request.pattern), diff_order(sort)
-    )
+    diff = compare(summaries[:split], summaries[split:], request.options, view.tree, view.by)
+    rows = arrange(diff.rows, View(tree=view.tree, sort=sort, top=view.top, filter=view.filter), diff_order(sort))
     fmt = request.fmt or (format_of("-o", request.output) if request.output else "text")
     text = render("diff", fmt, DiffDocument(diff, rows), Rendering(width=request.width))
     if request.html is not None:
-        whole = (
-            diff if request.tree else compare(summaries[:split], summaries[split:], request.options, True, request.by)
-        )
-        tree_rows = arrange(whole.rows, View(tree=True, sort="change", filter=request.pattern), diff_order("change"))
+        whole = diff if view.tree else compare(summaries[:split], summaries[split:], request.options, True, view.by)
+        tree_rows = arrange(whole.rows, View(tree=True, sort="change", filter=view.filter), diff_order("change"))
         _write(request.html, render("diff", "html", DiffDocument(diff, rows, tree_rows)))
     failing: list[str] = []
     unsure: list[str] = []

@@ -26,17 +26,13 @@ Overlap = tuple[int, int, int]
 
 @dataclass(frozen=True)
 class Job:
-    """What to read from one file: the naming options, and which views to keep."""
+    """What to read from one file: how (`ReportOptions`: the view options that shape the reading,
+    --strip-ids, whether to keep the tree of paths and, for the straggler, each rank's timeline)
+    and whether to measure NCCL overlap."""
 
     path: str
-    by: str | None = None
-    strip_ids: bool = False
-    tree: bool = False
+    options: ReportOptions = ReportOptions(with_tree=False)
     overlap: bool = False
-    group: str = "name"  # --group class: a recording's rows folded per class
-    skip_first: int = 0  # --skip-first: a recording's first N instances per thread left out
-    each: bool = False  # --each: a row per recorded name; else numbers are folded into {n}
-    timeline: bool = False  # keep each rank's timeline (report --across ranks: the straggler)
 
 
 @dataclass
@@ -60,23 +56,14 @@ class Summary:
 
 def summarize(job: Job) -> Summary:
     """Read one file (in whichever process runs this) and keep only its summary."""
-    report = read_profile(
-        job.path,
-        ReportOptions(
-            by=job.by,
-            strip_ids=job.strip_ids,
-            group=job.group,
-            skip_first=job.skip_first,
-            each=job.each,
-            tree=job.tree,
-            flat_ranges=job.timeline,
-        ),
-    )
+    options = job.options
+    view = options.view
+    report = read_profile(job.path, options)
     summary = Summary(job.path, report.kind, report.description, report.has_gpu, notes=list(report.notes))
     for row in report.rows:
         key = (row.group, label(row.domain, row.name))
         summary.ranges[key] = _add(summary.ranges.get(key), _measures(row.instances, row.cpu_ns, row.work))
-    if job.tree:
+    if options.with_tree:
         for root in report.tree or _recording_tree(report, job):
             _add_paths(summary.paths, root.children, (root.group,))
     if job.overlap and report.kind == "nsys" and report.has_gpu:
@@ -84,11 +71,11 @@ def summarize(job: Job) -> Summary:
         from autonvtx.report.nsys.overlap import read_overlap
 
         export = ensure_export(job.path) if is_report(job.path) else job.path  # read_profile exported it already
-        summary.overlap = read_overlap(export, job.by, job.strip_ids, job.each)
-    if job.timeline:
+        summary.overlap = read_overlap(export, view.by, options.strip_ids, view.each)
+    if options.flat_ranges:
         from autonvtx.report.compare.timelines import read_timelines
 
-        summary.timelines = read_timelines(report, job.path, job.strip_ids, job.each)
+        summary.timelines = read_timelines(report, job.path, options.strip_ids, view.each)
     return summary
 
 
@@ -107,8 +94,9 @@ def _recording_tree(report: Any, job: Job) -> list[Any]:
     from autonvtx.report.profile import recording_stats, tree_of
     from autonvtx.stats.model import ViewOptions
 
-    by = None if job.by == "gpu" else job.by
-    view = ViewOptions(tree=True, group=job.group, skip_first=job.skip_first, by=by, sort="total", each=job.each)
+    asked = job.options.view
+    by = None if asked.by == "gpu" else asked.by
+    view = ViewOptions(tree=True, group=asked.group, skip_first=asked.skip_first, by=by, each=asked.each)
     return tree_of(recording_stats(report.recordings, view))
 
 
