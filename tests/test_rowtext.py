@@ -15,6 +15,7 @@ from autonvtx.report import views
 from autonvtx.report.figures import KernelShare, Row, Work
 from autonvtx.report.output import ReportRequest, produce
 from autonvtx.report.render import text
+from autonvtx.stats.model import ViewOptions
 
 native = pytest.importorskip("autonvtx.report._rowtext", reason="the native twin is not built")
 
@@ -217,7 +218,7 @@ def test_sort_rows_declines_what_it_cannot_order_and_leaves_the_list() -> None:
 def test_reports_are_the_same_bytes_without_the_native_twin(
     fixture: Path, each: bool, by: str | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    request = ReportRequest(str(fixture), each=each, by=by)
+    request = ReportRequest(str(fixture), view=ViewOptions(each=each, by=by))
     with_native = produce(request)
     monkeypatch.setattr(text, "_native_gpu_table", None)
     monkeypatch.setattr(views, "_native_sort", None)
