@@ -10,7 +10,6 @@ import os
 import re
 import textwrap
 from collections.abc import Callable, Iterator, Sequence
-from operator import attrgetter
 from typing import IO
 
 from autonvtx.report.figures import Report, Row, TreeNode
@@ -334,9 +333,8 @@ def _rows_text(report: Report, rows: Sequence[Row], width: int | None) -> list[s
         return ["(no NVTX ranges)" if not report.by else "(no NVTX ranges in any group)"]
     out: list[str] = []
     groups: dict[str, list[Row]] = {}
-    labels = set(map(attrgetter("group"), rows))
-    if len(labels) == 1:  # one table (no --by), gathered without a call a row
-        groups[labels.pop()] = list(rows)
+    if not report.by:  # one table, whose rows' group is not read: sorted, they lie scattered in memory
+        groups[""] = list(rows)
     else:
         for row in rows:
             groups.setdefault(row.group, []).append(row)
