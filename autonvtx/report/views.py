@@ -58,11 +58,17 @@ def _work(totals: list[int]) -> Work:
 def build_rows(
     tally: Tally, domain_name: Callable[[int], str], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
 ) -> list[Row]:
-    """One row per (group, domain, name); nested instances of a name count once."""
+    """One row per (group, domain, name); nested instances of a name count once.
+
+    The rows that launched nothing (most of a per-name report's) share one empty Work: a row's
+    work is read, never changed, once the rows are built (here, a shared one is replaced by a
+    row's own before anything is added to it)."""
     rows: dict[tuple[str, int], Row] = {}
     groups, shadowed, repeats, keys = tally.group, tally.shadowed, tally.repeated, tally.keys
     domains: dict[int, str] = {}
     end = WORK + len(WORK_FIELDS)
+    idle = Work()
+    nothing = [0] * len(WORK_FIELDS)
     for node, (key, totals) in enumerate(zip(tally.key, tally.totals)):
         if key < 0 or totals[INSTANCES] == 0:
             continue
@@ -74,28 +80,32 @@ def build_rows(
             shown = domains.get(domain)
             if shown is None:
                 shown = domains[domain] = domain_name(domain)
-            row = rows[slot] = (
-                Row(
+            if counted:
+                work = totals[WORK:end]
+                row = rows[slot] = Row(
                     groups[node],
                     shown,
                     name,
                     totals[INSTANCES],
                     totals[CPU_NS],
                     totals[SPAN_NS],
-                    Work(*totals[WORK:end]),
+                    idle if work == nothing else Work(*work),
                 )
-                if counted
-                else Row(groups[node], shown, name, totals[INSTANCES])
-            )
+            else:
+                row = rows[slot] = Row(groups[node], shown, name, totals[INSTANCES], 0, 0, idle)
         else:
             row.instances += totals[INSTANCES]
             if counted:
                 row.cpu_ns += totals[CPU_NS]
                 row.span_ns += totals[SPAN_NS]
+                if row.work is idle:
+                    row.work = Work()
                 row.work.add(Work(*totals[WORK:end]))
         if counted and repeats:
             repeated = repeats.get(node)
             if repeated is not None:
+                if row.work is idle:
+                    row.work = Work()
                 row.work.add(Work(*(-value for value in repeated)))
     if tally.self_kernels:
         _add_top_kernels(tally, rows, kernel_names)
