@@ -68,7 +68,6 @@ def build_rows(
     domains: dict[int, str] = {}
     end = WORK + len(WORK_FIELDS)
     idle = Work()
-    nothing = [0] * len(WORK_FIELDS)
     for node, (key, totals) in enumerate(zip(tally.key, tally.totals)):
         if key < 0 or totals[INSTANCES] == 0:
             continue
@@ -89,7 +88,7 @@ def build_rows(
                     totals[INSTANCES],
                     totals[CPU_NS],
                     totals[SPAN_NS],
-                    idle if work == nothing else Work(*work),
+                    Work(*work) if any(work) else idle,
                 )
             else:
                 row = rows[slot] = Row(groups[node], shown, name, totals[INSTANCES], 0, 0, idle)
