@@ -27,7 +27,12 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The native parts every installation must have (module path inside the wheel, as a glob).
-NATIVE = ("autonvtx/recorder/libautonvtx_recorder.so", "autonvtx/_nvtxclient.*.so", "autonvtx/_sourcecode.*.so")
+NATIVE = (
+    "autonvtx/recorder/libautonvtx_recorder.so",
+    "autonvtx/_nvtxclient.*.so",
+    "autonvtx/_sourcecode.*.so",
+    "autonvtx/report/_rowtext.*.so",
+)
 # Besides the package, what the sdist needs to build, install and describe itself.
 SDIST_TOP = (
     "setup.py",

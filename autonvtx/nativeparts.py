@@ -24,6 +24,11 @@ OPTIONAL_PARTS = (
     ),
     ("script compiler", "autonvtx._sourcecode", "scripts are compiled by compile(), about 3 ms slower at start-up"),
     (
+        "report table writer",
+        "autonvtx.report._rowtext",
+        "report tables written to a file or a pipe are formatted in Python, several times slower",
+    ),
+    (
         "native report sweep",
         "autonvtx.report.nsys._sweep",
         "reports on Nsight Systems exports sweep in Python, reading them several times slower",

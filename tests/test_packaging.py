@@ -79,6 +79,7 @@ def test_version_names_each_native_part() -> None:
         "native recorder",
         "native client",
         "script compiler",
+        "report table writer",
         "native report sweep",
     ]
     assert "MISSING" not in done.stdout  # this installation built every part

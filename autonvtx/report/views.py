@@ -13,6 +13,12 @@ from autonvtx.report.nsys.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FI
 from autonvtx.stats.model import name_template
 from autonvtx.stats.view import glob_matches, natural_order
 
+_native_sort: Callable[[list[Row], str], bool] | None
+try:  # the C twin of export_order's sort over a list of rows (setup.py: optional)
+    from autonvtx.report._rowtext import sort_rows as _native_sort
+except ImportError:  # pragma: no cover - a build without it
+    _native_sort = None
+
 # Per-call suffixes that make every instance's name unique: PyTorch's emit_nvtx writes
 # "aten::mm, seq = 45440, op_id = 990760"; any ", <identifier> = <integer>" part is folded.
 _CALL_ID = re.compile(r",\s*[A-Za-z_]\w*\s*=\s*-?\d+(?=,|$)")
@@ -52,11 +58,16 @@ def _work(totals: list[int]) -> Work:
 def build_rows(
     tally: Tally, domain_name: Callable[[int], str], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
 ) -> list[Row]:
-    """One row per (group, domain, name); nested instances of a name count once."""
+    """One row per (group, domain, name); nested instances of a name count once.
+
+    The rows that launched nothing (most of a per-name report's) share one empty Work: a row's
+    work is read, never changed, once the rows are built (here, a shared one is replaced by a
+    row's own before anything is added to it)."""
     rows: dict[tuple[str, int], Row] = {}
     groups, shadowed, repeats, keys = tally.group, tally.shadowed, tally.repeated, tally.keys
     domains: dict[int, str] = {}
     end = WORK + len(WORK_FIELDS)
+    idle = Work()
     for node, (key, totals) in enumerate(zip(tally.key, tally.totals)):
         if key < 0 or totals[INSTANCES] == 0:
             continue
@@ -68,28 +79,32 @@ def build_rows(
             shown = domains.get(domain)
             if shown is None:
                 shown = domains[domain] = domain_name(domain)
-            row = rows[slot] = (
-                Row(
+            if counted:
+                work = totals[WORK:end]
+                row = rows[slot] = Row(
                     groups[node],
                     shown,
                     name,
                     totals[INSTANCES],
                     totals[CPU_NS],
                     totals[SPAN_NS],
-                    Work(*totals[WORK:end]),
+                    Work(*work) if any(work) else idle,
                 )
-                if counted
-                else Row(groups[node], shown, name, totals[INSTANCES])
-            )
+            else:
+                row = rows[slot] = Row(groups[node], shown, name, totals[INSTANCES], 0, 0, idle)
         else:
             row.instances += totals[INSTANCES]
             if counted:
                 row.cpu_ns += totals[CPU_NS]
                 row.span_ns += totals[SPAN_NS]
+                if row.work is idle:
+                    row.work = Work()
                 row.work.add(Work(*totals[WORK:end]))
         if counted and repeats:
             repeated = repeats.get(node)
             if repeated is not None:
+                if row.work is idle:
+                    row.work = Work()
                 row.work.add(Work(*(-value for value in repeated)))
     if tally.self_kernels:
         _add_top_kernels(tally, rows, kernel_names)
@@ -110,7 +125,10 @@ def _add_top_kernels(
             by_node[node] = [(kernel, seen)]
         else:
             found.append((kernel, seen))
-    per_row: dict[tuple[str, int], dict[object, list[int]]] = {}
+    # A name's kernels: most names of a per-name report are reached by one node launching one
+    # kernel, so a name keeps its first node's list (shared, never changed) until a second node
+    # reaches it; only then are they merged into a dictionary of its own.
+    per_row: dict[tuple[str, int], list[tuple[object, list[int]]] | dict[object, list[int]]] = {}
     parent, key, shadowed, group = tally.parent, tally.key, tally.shadowed, tally.group
     for node, launched in by_node.items():
         walk = node
@@ -119,8 +137,10 @@ def _add_top_kernels(
                 slot = (group[walk], key[walk])
                 kernels = per_row.get(slot)
                 if kernels is None:
-                    per_row[slot] = {kernel: [count, ns] for kernel, (count, ns) in launched}
+                    per_row[slot] = launched
                 else:
+                    if isinstance(kernels, list):
+                        kernels = per_row[slot] = {kernel: [count, ns] for kernel, (count, ns) in kernels}
                     for kernel, (count, ns) in launched:
                         adding = kernels.get(kernel)
                         if adding is None:
@@ -130,17 +150,24 @@ def _add_top_kernels(
                             adding[1] += ns
             walk = parent[walk]
     chosen: list[tuple[Row, list[tuple[object, list[int]]]]] = []
+    wanted: set[object] = set()
     for slot, kernels in per_row.items():
         row = rows.get(slot)
         if row is not None:
-            if len(kernels) == 1:  # most ranges of a per-name report launch one kernel
-                best = list(kernels.items())
+            best = kernels if isinstance(kernels, list) else list(kernels.items())
+            if len(best) == 1:  # most ranges of a per-name report launch one kernel
+                wanted.add(best[0][0])
             else:
-                best = sorted(kernels.items(), key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+                best = sorted(best, key=lambda item: (-item[1][1], -item[1][0], str(item[0])))[:TOP_KERNELS]
+                wanted.update(kernel for kernel, _ in best)
             chosen.append((row, best))
-    names = kernel_names({kernel for _, best in chosen for kernel, _ in best})
+    names = kernel_names(wanted)
     for row, best in chosen:
-        row.top_kernels.extend(KernelShare(names[kernel], count, ns) for kernel, (count, ns) in best)
+        if len(best) == 1:
+            kernel, (count, ns) = best[0]
+            row.top_kernels.append(KernelShare(names[kernel], count, ns))
+        else:
+            row.top_kernels.extend(KernelShare(names[kernel], count, ns) for kernel, (count, ns) in best)
 
 
 def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode]:
@@ -179,10 +206,28 @@ def build_tree(tally: Tally, domain_name: Callable[[int], str]) -> list[TreeNode
     return roots
 
 
-def export_order(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
+class RowOrder:
+    """An export's sort key (called on a row), and the same order applied to a whole list in C
+    (`sort_in_place`, which `stats.view.arrange` uses where it is offered)."""
+
+    __slots__ = ("key", "field")
+
+    def __init__(self, key: Callable[[Row | TreeNode], tuple[object, ...]], field: str | None) -> None:
+        self.key = key
+        self.field = field  # what _rowtext.sort_rows orders by; None: only the key
+
+    def __call__(self, row: Row | TreeNode) -> tuple[object, ...]:
+        return self.key(row)
+
+    def sort_in_place(self, rows: list[Row]) -> bool:
+        """Sorts `rows` as `sorted(rows, key=self)` would; False (untouched) where it cannot."""
+        return _native_sort is not None and self.field is not None and _native_sort(rows, self.field)
+
+
+def export_order(sort: str) -> RowOrder:
     """The view's sort key for an export's rows and tree nodes (`stats.view.arrange`)."""
     if sort == "name":
-        return lambda r: (r.name, r.domain)
+        return RowOrder(lambda r: (r.name, r.domain), None)
     field_of: dict[str, Callable[[Row | TreeNode], int]] = {
         "gpu": lambda r: r.work.gpu_ns,
         "cpu": lambda r: r.cpu_ns,
@@ -193,16 +238,20 @@ def export_order(sort: str) -> Callable[[Row | TreeNode], tuple[object, ...]]:
     }
     # The statistics model's names for the same columns (`--sort total|count`, as `summary` says).
     field_of["total"], field_of["count"] = field_of["cpu"], field_of["instances"]
+    native = {"total": "cpu", "count": "instances"}.get(sort, sort)
     # Ties broken by CPU time, then by name, so the order never depends on the file's order.
     if sort == "gpu":  # the default, over every row of a per-name report: one call a row
-        return lambda r: (
-            -(r.work.kernel_ns + r.work.memcpy_ns + r.work.memset_ns),
-            -r.cpu_ns,
-            r.name,
-            r.domain,
+        return RowOrder(
+            lambda r: (
+                -(r.work.kernel_ns + r.work.memcpy_ns + r.work.memset_ns),
+                -r.cpu_ns,
+                r.name,
+                r.domain,
+            ),
+            native,
         )
     value = field_of[sort]
-    return lambda r: (-value(r), -r.cpu_ns, r.name, r.domain)
+    return RowOrder(lambda r: (-value(r), -r.cpu_ns, r.name, r.domain), native)
 
 
 def group_order(label: str) -> list[tuple[int, int, str]]:
@@ -241,7 +290,7 @@ def placed(roots: list[TreeNode]) -> list[PlacedNode]:
 
 
 def placed_order(sort: str) -> Callable[[PlacedNode], tuple[object, ...]]:
-    key = export_order(sort)
+    key = export_order(sort).key
     return lambda item: key(item.node)
 
 

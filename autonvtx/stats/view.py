@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
 
@@ -63,8 +64,15 @@ def arrange(rows: Sequence[R], view: View, order: Callable[[R], Any]) -> list[R]
     """`rows` as `view` shows them, each group (in natural order) filtered, sorted by `order`
     (ascending: a table's key puts its largest figures first) and cut."""
     groups: dict[str, list[R]] = {}
-    for row in rows:
-        groups.setdefault(row.group, []).append(row)
+    labels = set(map(attrgetter("group"), rows))
+    if len(labels) == 1:  # no --by: one group, gathered without a call a row
+        groups[labels.pop()] = list(rows)
+    else:
+        for row in rows:
+            groups.setdefault(row.group, []).append(row)
+    # An order may sort a whole list itself (an export's rows: views.RowOrder, in C), the same
+    # order `sort(key=order)` gives, or decline it (False).
+    sort_in_place: Callable[[list[R]], bool] | None = getattr(order, "sort_in_place", None)
     arranged: list[R] = []
     for _, members in sorted(groups.items(), key=lambda item: natural_order(item[0])):
         if view.tree:
@@ -72,7 +80,8 @@ def arrange(rows: Sequence[R], view: View, order: Callable[[R], Any]) -> list[R]
             continue
         if view.filter is not None:
             members = [row for row in members if row.view_matches(view.filter)]
-        members.sort(key=order)
+        if sort_in_place is None or not sort_in_place(members):
+            members.sort(key=order)
         arranged.extend(members[: view.top] if view.top is not None else members)
     return arranged
 

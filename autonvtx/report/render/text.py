@@ -9,12 +9,20 @@ from __future__ import annotations
 import os
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
 from autonvtx.report.figures import Report, Row, TreeNode
 from autonvtx.report.render.table import Line, build_table
 from autonvtx.stats.model import RangeStats
+
+_native_gpu_table: (
+    Callable[[list[Row], int, tuple[str, ...], Callable[[str, str], str], Callable[[str], str]], str | None] | None
+)
+try:  # the C twin of _gpu_lines and build_table for a file or a pipe (setup.py: optional)
+    from autonvtx.report._rowtext import gpu_table as _native_gpu_table
+except ImportError:  # pragma: no cover - a build without it
+    _native_gpu_table = None
 
 # C0 controls, DEL and C1 controls (U+0080-U+009F: a terminal takes U+009B as CSI).
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
@@ -325,20 +333,27 @@ def _rows_text(report: Report, rows: Sequence[Row], width: int | None) -> list[s
         return ["(no NVTX ranges)" if not report.by else "(no NVTX ranges in any group)"]
     out: list[str] = []
     groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(row.group, []).append(row)
+    if not report.by:  # one table, whose rows' group is not read: sorted, they lie scattered in memory
+        groups[""] = list(rows)
+    else:
+        for row in rows:
+            groups.setdefault(row.group, []).append(row)
     for group, members in groups.items():
         if report.by:
             out.append(group_heading(group))
-        out.extend(
-            _gpu_table(
-                report,
-                [Line(_row_cells(report, r), shown(r.domain, r.name), _top_line(report, r)) for r in members]
-                if not report.has_gpu
-                else _gpu_lines(report, members),
-                width,
+        written = _native_table(report, members) if width is None and report.has_gpu else None
+        if written is not None:
+            out.append(written)
+        else:
+            out.extend(
+                _gpu_table(
+                    report,
+                    [Line(_row_cells(report, r), shown(r.domain, r.name), _top_line(report, r)) for r in members]
+                    if not report.has_gpu
+                    else _gpu_lines(report, members),
+                    width,
+                )
             )
-        )
         outside = report.groups_outside.get(group)
         if report.has_gpu and report.by and outside is not None and outside.operations:
             out.append(
@@ -346,6 +361,15 @@ def _rows_text(report: Report, rows: Sequence[Row], width: int | None) -> list[s
             )
         out.append("")
     return out[:-1]
+
+
+def _native_table(report: Report, rows: list[Row]) -> str | None:
+    """`_gpu_table(report, _gpu_lines(report, rows), None)` joined by newlines, written in C (the
+    same bytes: tests/test_rowtext.py); None where the C part is missing or declines a value."""
+    if _native_gpu_table is None:
+        return None
+    headers = tuple(_columns(report)[:-1])
+    return _native_gpu_table(rows, report.totals.capture.gpu_ns, headers, shown, printable)
 
 
 def _tree_text(report: Report, roots: Sequence[TreeNode], width: int | None) -> list[str]:
