@@ -32,6 +32,7 @@ NATIVE = (
     "autonvtx/_nvtxclient.*.so",
     "autonvtx/_sourcecode.*.so",
     "autonvtx/report/_rowtext.*.so",
+    "autonvtx/report/nsys/_sweep.*.so",
 )
 # Besides the package, what the sdist needs to build, install and describe itself.
 SDIST_TOP = (
