@@ -234,23 +234,31 @@ int32_t range_name(Sweep *s, int32_t raw)
 
 /* ---- the tree */
 
+/* `old` (an array of items of `size` bytes) grown to `items` items; where it cannot be, `old`
+ * itself, still valid, and `*failed` set (so that parallel arrays are grown in one go and the
+ * failure said once). */
+static void *grown_array(void *old, size_t items, size_t size, int *failed)
+{
+    void *moved = realloc(old, items * size);
+    if (moved == NULL) {
+        *failed = 1;
+        return old;
+    }
+    return moved;
+}
+
 int32_t add_node(Sweep *s, int32_t parent, int32_t key, int32_t group, int shadowed, int start_end)
 {
     if (s->nodes == s->nodes_capacity) {
         size_t grown = s->nodes_capacity ? s->nodes_capacity * 2 : 1024;
-        int32_t *p = realloc(s->parent, grown * sizeof *p);
-        if (p) s->parent = p;
-        int32_t *k = realloc(s->key, grown * sizeof *k);
-        if (k) s->key = k;
-        int32_t *g = realloc(s->group, grown * sizeof *g);
-        if (g) s->group = g;
-        uint8_t *sh = realloc(s->shadowed, grown);
-        if (sh) s->shadowed = sh;
-        uint8_t *se = realloc(s->start_end, grown);
-        if (se) s->start_end = se;
-        int64_t *t = realloc(s->totals, grown * NTOTALS * sizeof *t);
-        if (t) s->totals = t;
-        if (!p || !k || !g || !sh || !se || !t) {
+        int failed = 0;
+        s->parent = grown_array(s->parent, grown, sizeof *s->parent, &failed);
+        s->key = grown_array(s->key, grown, sizeof *s->key, &failed);
+        s->group = grown_array(s->group, grown, sizeof *s->group, &failed);
+        s->shadowed = grown_array(s->shadowed, grown, sizeof *s->shadowed, &failed);
+        s->start_end = grown_array(s->start_end, grown, sizeof *s->start_end, &failed);
+        s->totals = grown_array(s->totals, grown, NTOTALS * sizeof *s->totals, &failed);
+        if (failed) {
             PyErr_NoMemory();
             return -1;
         }
@@ -294,19 +302,14 @@ int32_t key_of(Sweep *s, int64_t domain, int32_t sid)
     }
     if (s->nkeys == s->keys_capacity) {
         size_t grown = s->keys_capacity ? s->keys_capacity * 2 : 1024;
-        int64_t *d = realloc(s->key_domain, grown * sizeof *d);
-        if (d) s->key_domain = d;
-        int32_t *n = realloc(s->key_sid, grown * sizeof *n);
-        if (n) s->key_sid = n;
-        int32_t *x = realloc(s->next_key, grown * sizeof *x);
-        if (x) s->next_key = x;
-        uint64_t *c = realloc(s->counted, grown * sizeof *c);
-        if (c) s->counted = c;
-        int32_t *o = realloc(s->owner, grown * sizeof *o);
-        if (o) s->owner = o;
-        int64_t *k = realloc(s->owned, grown * sizeof *k);
-        if (k) s->owned = k;
-        if (!d || !n || !x || !c || !o || !k) {
+        int failed = 0;
+        s->key_domain = grown_array(s->key_domain, grown, sizeof *s->key_domain, &failed);
+        s->key_sid = grown_array(s->key_sid, grown, sizeof *s->key_sid, &failed);
+        s->next_key = grown_array(s->next_key, grown, sizeof *s->next_key, &failed);
+        s->counted = grown_array(s->counted, grown, sizeof *s->counted, &failed);
+        s->owner = grown_array(s->owner, grown, sizeof *s->owner, &failed);
+        s->owned = grown_array(s->owned, grown, sizeof *s->owned, &failed);
+        if (failed) {
             PyErr_NoMemory();
             return -1;
         }
