@@ -513,3 +513,25 @@ def test_each_command_lists_the_sort_keys_it_has() -> None:
     assert "--sort [total|self|count|mean|max|cpu|instances|name]\n" in helps["summary"]
     assert "--sort [change|name|gpu|cpu|total|kernels|instances|count]" in helps["diff"]
     assert "|imbalance|" in helps["report"] and "change" not in helps["report"].split("--sort", 1)[1].split("\n")[0]
+
+
+def test_an_unknown_sort_key_is_refused_naming_the_commands_own_keys() -> None:
+    """A key no table has: one line, exit 2, listing this command's keys (not every table's)."""
+    refused = {
+        command: subprocess.run(
+            [sys.executable, "-m", "autonvtx", command, *args, "--sort", "bogus"],
+            capture_output=True,
+            text=True,
+            env=autonvtx_env(),
+        )
+        for command, args in (("summary", ["x.json"]), ("report", [SAXPY]), ("diff", [SAXPY, "--against", SAXPY]))
+    }
+    for command, done in refused.items():
+        assert done.returncode == 2 and "'bogus' is not a sort key; expected one of" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    assert (
+        refused["summary"]
+        .stderr.rstrip()
+        .endswith("expected one of total, self, count, mean, max, cpu, instances, name")
+    )
+    assert "change" not in refused["report"].stderr and "self" not in refused["diff"].stderr

@@ -28,6 +28,20 @@ REPORT_SORT_HELP = (
 DIFF_SORT_HELP = "The column rows are sorted by (default: the change, real changes first)."
 
 
+class SortChoice(click.Choice):  # type: ignore[type-arg]
+    """--sort parses every key of every table (a key the data cannot answer is refused later,
+    saying why); a key no table has is refused naming only this command's keys."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        super().__init__(SORTS)
+        self.keys = keys
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value not in SORTS:
+            self.fail(f"{value!r} is not a sort key; expected one of {', '.join(self.keys)}", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def view_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """--tree, --group, --each, --skip-first, --by, --sort, --top, --filter, for a recording's
     statistics (`run --summary`, `summary`)."""
@@ -65,7 +79,7 @@ def _view_options(command: Callable[..., Any], sorts: tuple[str, ...], sort_help
         click.option("--by", type=click.Choice(BY), help="A table per process, rank, thread (or GPU, for exports)."),
         click.option(
             "--sort",
-            type=click.Choice(SORTS),
+            type=SortChoice(sorts),
             default=None,
             metavar="[" + "|".join(sorts) + "]",
             help=sort_help,
