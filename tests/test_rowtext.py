@@ -223,3 +223,39 @@ def test_reports_are_the_same_bytes_without_the_native_twin(
     monkeypatch.setattr(text, "_native_gpu_table", None)
     monkeypatch.setattr(views, "_native_sort", None)
     assert with_native == produce(request)
+
+
+def test_fields_read_from_their_slots_follow_the_class_as_python_reads_it() -> None:
+    # Row and Work keep their fields in __slots__: the native twin reads them at their places,
+    # but a class whose attribute is no longer a plain slot is read by name, as Python reads it.
+    slot = Work.__dict__["kernel_ns"]
+
+    class Halved(Work):
+        __slots__ = ()
+
+        @property  # type: ignore[misc]
+        def kernel_ns(self) -> int:  # a property in place of the inherited slot
+            return 1_000_000
+
+        @kernel_ns.setter
+        def kernel_ns(self, value: int) -> None:  # kept in the slot, which is not what reads give
+            slot.__set__(self, value)
+
+    plain = [row("a", kernels=2, kernel_ns=5_000_000, instances=1), row("b", kernel_ns=7, instances=2)]
+    assert native_table(plain, 10_000_000) == python_table(plain, 10_000_000)  # the slots' places found
+    rows = [*plain, Row("", "", "halved", 1, 0, 0, Halved(kernels=3, kernel_ns=9))]
+    assert rows[-1].work.kernel_ns == 1_000_000 and slot.__get__(rows[-1].work) == 9
+    assert native_table(rows, 10_000_000) == python_table(rows, 10_000_000)
+    assert "1.000 ms" in (native_table(rows, 10_000_000) or "")
+    order = views.export_order("gpu")
+    expected = sorted(rows, key=order.key)
+    assert order.sort_in_place(rows) and rows == expected
+    # The class itself changed after its slots were read: its version changes, the place is found again.
+    original = Work.__dict__["memcpy_ns"]
+    try:
+        Work.memcpy_ns = property(lambda self: 3_000_000)  # type: ignore[assignment, method-assign]
+        assert native_table(plain, 10_000_000) == python_table(plain, 10_000_000)
+        assert "3.000 ms" in (native_table(plain, 10_000_000) or "")
+    finally:
+        Work.memcpy_ns = original  # type: ignore[method-assign]
+    assert native_table(plain, 10_000_000) == python_table(plain, 10_000_000)

@@ -3,11 +3,13 @@
 the same Tally, field for field and in the same order, on every fixture export, on copies of
 them edited to reach every branch of the sweep (start/end ranges, recursion, misnesting, NVTX
 domains renumbered, names NULL, empty and not UTF-8, kernel names inline), and on the seeded
-damaged copies of test_report_fuzz; the same report text, CSV and JSON; the same one-line error
-where SQLite cannot read the export."""
+damaged copies of test_report_fuzz; the same rows per name (made in C from the sweep's tables,
+against views.build_rows on the same Tally: every field, in the same order); the same report
+text, CSV and JSON; the same one-line error where SQLite cannot read the export."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -19,12 +21,13 @@ from conftest import REPO
 from test_report_fuzz import damaged_exports
 
 from autonvtx import nativeparts
+from autonvtx.report.figures import Row
 from autonvtx.report.nsys import sweep
 from autonvtx.report.nsys.export import NsysExport, ReportError
 from autonvtx.report.nsys.labels import read_labels
 from autonvtx.report.nsys.sweep import Tally, sweep_export
 from autonvtx.report.output import ReportRequest, produce
-from autonvtx.report.views import range_naming
+from autonvtx.report.views import build_rows, range_naming
 from autonvtx.stats.model import ViewOptions
 
 FIXTURES = REPO / "tests" / "fixtures" / "nsys"
@@ -48,15 +51,38 @@ def python_sweep() -> Iterator[None]:
 
 
 def tally_of(path: Path, by: str | None, strip: bool, each: bool, device: int | None) -> Tally:
+    return tally_and_rows(path, by, strip, each, device)[0]
+
+
+def tally_and_rows(path: Path, by: str | None, strip: bool, each: bool, device: int | None) -> tuple[Tally, list[Row]]:
+    """The sweep's Tally, its rows made where the native sweep ran (`Tally.rows`), and the rows
+    views.build_rows makes from the same Tally."""
     export = NsysExport(str(path))
     try:
         labels = read_labels(export)
         rename = range_naming(strip, each)
         if device is None:
-            return sweep_export(export, labels, labels.grouping(by), rename)
-        return sweep_export(export, labels, lambda _tid: f"GPU {device}", rename, True, device)
+            tally = sweep_export(export, labels, labels.grouping(by), rename, rows=True)
+        else:
+            tally = sweep_export(export, labels, lambda _tid: f"GPU {device}", rename, True, device, rows=True)
+        return tally, build_rows(dataclasses.replace(tally, rows=None), labels.domain, export.names_of)
     finally:
         export.close()
+
+
+def assert_rows_twins(path: Path, by: str | None, strip: bool, each: bool, device: int | None) -> bool:
+    """The native rows equal build_rows's, field for field and in order, where the native sweep
+    made them: whether it did."""
+    try:
+        tally, python = tally_and_rows(path, by, strip, each, device)
+    except ReportError:
+        return False
+    if tally.rows is None:
+        return False
+    assert len(tally.rows) == len(python), (path.name, by, strip, each, device)
+    for native_row, python_row in zip(tally.rows, python):
+        assert native_row == python_row, (path.name, by, strip, each, device)
+    return True
 
 
 def both(path: Path, by: str | None, strip: bool, each: bool, device: int | None) -> tuple[object, object]:
@@ -93,13 +119,19 @@ SOME_WAYS = [(None, False, True), ("thread", False, False), ("process", True, Tr
 EVERY_WAY = [(by, strip, each) for by in (None, "process", "rank", "thread") for strip in (0, 1) for each in (0, 1)]
 
 
-def assert_twins(path: Path, ways: list[tuple[str | None, bool, bool]] = SOME_WAYS, gpus: int = 1) -> None:
+def assert_twins(path: Path, ways: list[tuple[str | None, bool, bool]] = SOME_WAYS, gpus: int = 1) -> bool:
+    """The two sweeps' Tallies equal, and the native rows build_rows's: whether the native sweep
+    made rows every way."""
+    made = True
     for by, strip, each in ways:
         native, python = both(path, by, strip, each, None)
         assert native == python, (path.name, by, strip, each)
+        made = assert_rows_twins(path, by, strip, each, None) and made
     for device in devices(path)[:gpus]:
         native, python = both(path, None, False, True, device)
         assert native == python, (path.name, "gpu", device)
+        made = assert_rows_twins(path, None, False, True, device) and made
+    return made
 
 
 def edited(tmp_path: Path, name: str, *statements: str) -> Path:
@@ -152,6 +184,16 @@ EDITS = {
         "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET name = CASE WHEN rowid % 5 = 0 THEN NULL "
         "WHEN rowid % 3 = 0 THEN 'k' || (gone_short % 4) ELSE gone_short END",
     ),
+    # the same, every kernel as long as the others: top kernels chosen by the tie-breaks
+    # (count, then str(kernel): ids as text, inline names, None)
+    "kernel-ties": (
+        'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN "shortName" TO "gone_short"',
+        'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN "demangledName" TO "gone_demangled"',
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN name",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET name = CASE WHEN rowid % 5 = 0 THEN NULL "
+        "WHEN rowid % 3 = 0 THEN 'k' || (gone_short % 4) ELSE gone_short END",
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start + 1000',
+    ),
     # launches by threads without ranges (work outside every range)
     "outside": (
         "DELETE FROM NVTX_EVENTS WHERE rowid % 2 = 0 AND globalTid = (SELECT MIN(globalTid) FROM NVTX_EVENTS)",
@@ -172,7 +214,7 @@ def test_the_native_sweep_finds_what_the_python_sweep_finds_on_the_fixture_expor
     finally:
         export.close()
     # Every way on the small export, each way once on the large one (a read there is slow).
-    assert_twins(path, EVERY_WAY if path.stat().st_size < 2_000_000 else SOME_WAYS, gpus=8)
+    assert assert_twins(path, EVERY_WAY if path.stat().st_size < 2_000_000 else SOME_WAYS, gpus=8)
 
 
 @pytest.mark.parametrize("name", sorted(EDITS))
@@ -189,9 +231,13 @@ def test_the_native_sweep_finds_what_the_python_sweep_finds_on_edited_exports(tm
             any(isinstance(k, str) for _, k in t.self_kernels) and any(k is None for _, k in t.self_kernels)
         ),
         "outside": lambda t: bool(t.outside),
+        "kernel-ties": lambda t: (
+            len({k for _, k in t.self_kernels}) > 1
+            and len({tuple(seen) for seen in t.self_kernels.values()}) < len(t.self_kernels) / 2
+        ),
     }[name]
     assert reached(tally), name  # the edit reaches the branch it is for
-    assert_twins(path, [(None, False, True), ("thread", True, False)])
+    assert assert_twins(path, [(None, False, True), ("thread", True, False)])
 
 
 def test_values_the_native_sweep_leaves_to_python_give_the_python_sweeps_tally(tmp_path: Path) -> None:
@@ -223,6 +269,41 @@ def test_the_native_sweep_matches_on_damaged_exports(tmp_path: Path) -> None:
         for by, each in ((None, True), ("thread", False)):
             native, python = both(path, by, False, each, None)
             assert native == python, path.name
+            assert_rows_twins(path, by, False, each, None)
+
+
+def test_rows_whose_sums_pass_64_bits_are_left_to_build_rows(tmp_path: Path) -> None:
+    # One name at two positions (the first range of one thread, a nested range of another): two
+    # nodes whose CPU times fit in 64 bits, a row whose sum of them does not. The native sweep
+    # runs; its rows are build_rows's.
+    first = "SELECT MIN(globalTid) FROM NVTX_EVENTS WHERE eventType = 59"
+    last = "SELECT MAX(globalTid) FROM NVTX_EVENTS WHERE eventType = 59"
+    path = edited(
+        tmp_path,
+        "huge-row",
+        "UPDATE NVTX_EVENTS SET text = 'huge', \"end\" = start + 5000000000000000000 WHERE rowid IN ("
+        f"(SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 AND globalTid = ({first}) ORDER BY start LIMIT 1), "
+        "(SELECT r.rowid FROM NVTX_EVENTS r JOIN NVTX_EVENTS p ON p.globalTid = r.globalTid AND p.rowid != r.rowid "
+        'AND p.start < r.start AND p."end" > r."end" WHERE r.eventType = 59 AND p.eventType = 59 '
+        f"AND r.globalTid = ({last}) LIMIT 1))",
+    )
+    export = NsysExport(str(path))
+    try:
+        labels = read_labels(export)
+        assert NATIVE is not None
+        fields = NATIVE.run(
+            export.uri, export.ranges_query(), export.launches_query(), labels.grouping(None), None, False, {}
+        )
+        assert fields is not None and fields[-1] is None  # swept natively, no rows asked for
+    finally:
+        export.close()
+    tally, python = tally_and_rows(path, None, False, True, None)
+    assert tally.rows is None
+    assert [row.cpu_ns for row in python if row.name == "huge"] == [10_000_000_000_000_000_000]
+    request = ReportRequest(str(path), view=ViewOptions(each=True), fmt="csv")
+    native = produce(request)
+    with python_sweep():
+        assert produce(request) == native
 
 
 REQUESTS = [

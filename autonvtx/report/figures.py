@@ -14,7 +14,7 @@ from autonvtx.stats.model import RangeStats
 from autonvtx.stats.view import glob_matches
 
 
-@dataclass
+@dataclass(slots=True)  # slots: the native table writer and sort read them at fixed places
 class Work:
     """GPU work: kernels, memcpys and memsets (counts, bytes, summed durations in ns)."""
 
@@ -47,7 +47,7 @@ class Work:
         self.memset_ns += other.memset_ns
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KernelShare:
     """One kernel name's part of a range's GPU work."""
 
@@ -56,7 +56,7 @@ class KernelShare:
     ns: int
 
 
-@dataclass
+@dataclass(slots=True)
 class Row:
     """One range name (within one group under --by): its instances and the work they launched.
 

@@ -85,7 +85,7 @@ def _from_export(path: str, options: ReportOptions) -> Report:
         launched = Work()
         rows, tree = [], []
         for tally in tallies:
-            rows.extend(build_rows(tally, labels.domain, export.names_of))
+            rows.extend(build_rows(tally, labels.domain, export.names_of) if tally.rows is None else tally.rows)
             if options.with_tree:
                 tree.extend(build_tree(tally, labels.domain))
             launched.add(Work(*tally.launched))
@@ -157,10 +157,10 @@ def _sweeps(
 
             ranges = keeping_flat(labels.ranges_of(export), labels, rename, flat)
             return [Sweep(labels.grouping(options.view.by), rename).run(ranges, export.launches())]
-        return [sweep_export(export, labels, labels.grouping(options.view.by), rename)]
+        return [sweep_export(export, labels, labels.grouping(options.view.by), rename, rows=True)]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
-        sweep_export(export, labels, _constant(f"GPU {device}"), rename, only_with_work=True, device=device)
+        sweep_export(export, labels, _constant(f"GPU {device}"), rename, only_with_work=True, device=device, rows=True)
         for device in export.devices()
     ]
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from autonvtx.report.figures import KernelShare, Row, TreeNode, Work
-from autonvtx.report.nsys.sweep import CPU_NS, INSTANCES, SPAN_NS, WORK, WORK_FIELDS, Tally
+from autonvtx.report.nsys.sweep import CPU_NS, INSTANCES, SPAN_NS, TOP_KERNELS, WORK, WORK_FIELDS, Tally
 from autonvtx.stats.model import name_template
 from autonvtx.stats.view import glob_matches, natural_order
 
@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover - a build without it
 # "aten::mm, seq = 45440, op_id = 990760"; any ", <identifier> = <integer>" part is folded.
 _CALL_ID = re.compile(r",\s*[A-Za-z_]\w*\s*=\s*-?\d+(?=,|$)")
 SORT_KEYS = ("gpu", "cpu", "kernels", "instances", "span", "memcpy", "name")
-TOP_KERNELS = 5
 
 
 def strip_ids(name: str) -> str:
@@ -58,7 +57,8 @@ def _work(totals: list[int]) -> Work:
 def build_rows(
     tally: Tally, domain_name: Callable[[int], str], kernel_names: Callable[[Iterable[object]], Mapping[object, str]]
 ) -> list[Row]:
-    """One row per (group, domain, name); nested instances of a name count once.
+    """One row per (group, domain, name); nested instances of a name count once. (The native
+    sweep makes the same rows itself, `Tally.rows`: report/nsys/_native/sweep_rows.c.)
 
     The rows that launched nothing (most of a per-name report's) share one empty Work: a row's
     work is read, never changed, once the rows are built (here, a shared one is replaced by a

@@ -8,6 +8,7 @@
  * them in about ten times the time this takes. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h> /* T_OBJECT_EX: a member descriptor's kind */
 
 #include <math.h>
 #include <stdint.h>
@@ -187,9 +188,71 @@ static int duration(char *out, size_t size, long long ns) {
 
 /* ---- reading rows --------------------------------------------------------------------------- */
 
+/* obj.name (a new reference, or NULL with an error), read straight from the object's slot where
+ * its class keeps the attribute in one (`__slots__`, as report.figures' dataclasses do): a
+ * read at an offset, not the attribute lookup by name. Where a slot's place is found, per (class,
+ * name) the first time: the class's attribute is a plain member descriptor of an object slot, the
+ * class reads attributes the default way, and it has not changed since (its version tag). */
+typedef struct {
+    PyTypeObject *type; /* held: a class freed while cached must not be taken for another */
+    PyObject *name;
+    unsigned int version;
+    Py_ssize_t offset; /* -1: not a slot (read by name) */
+} SlotPlace;
+
+#define PLACES 256 /* two ways a (class, name): the few pairs a table reads never evict each other */
+static SlotPlace places[PLACES];
+
+static int placed_here(const SlotPlace *place, PyTypeObject *type, PyObject *name) {
+    return place->type == type && place->name == name && place->version == type->tp_version_tag;
+}
+
+static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
+    uint64_t h = ((uint64_t)(uintptr_t)type * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)(uintptr_t)name * 0xc2b2ae3d27d4eb4fULL);
+    SlotPlace *place = &places[(h >> 56) & (PLACES - 2)];
+    int valid = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0;
+    if (valid && placed_here(place, type, name))
+        return place->offset;
+    if (valid && placed_here(place + 1, type, name))
+        return place[1].offset;
+    if (place->type != NULL && place[1].type == NULL)
+        place++;
+    Py_ssize_t offset = -1;
+    if (type->tp_getattro == PyObject_GenericGetAttr) {
+        PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+        if (descr == NULL) {
+            PyErr_Clear();
+        } else {
+            if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+                PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+                if (member->type == T_OBJECT_EX && !(member->flags & READONLY))
+                    offset = member->offset; /* a __slots__ entry (read-only members are C-defined) */
+            }
+            Py_DECREF(descr);
+        }
+    }
+    if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return offset; /* no tag to know it unchanged by: found again next time (the lookup gives one) */
+    Py_XSETREF(place->type, (PyTypeObject *)Py_NewRef(type));
+    place->name = name;
+    place->version = type->tp_version_tag;
+    place->offset = offset;
+    return offset;
+}
+
+static PyObject *attr(PyObject *obj, PyObject *name) {
+    Py_ssize_t offset = slot_offset(Py_TYPE(obj), name);
+    if (offset >= 0) {
+        PyObject *value = *(PyObject **)((char *)obj + offset);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(obj, name); /* not a slot, or an empty one (its AttributeError) */
+}
+
 /* obj.name as a C integer; 0 with *ok cleared where it is no int or does not fit (or fails). */
 static long long int_attr(PyObject *obj, PyObject *name, int *ok) {
-    PyObject *value = PyObject_GetAttr(obj, name);
+    PyObject *value = attr(obj, name);
     if (value == NULL) {
         PyErr_Clear();
         *ok = 0;
@@ -289,10 +352,10 @@ typedef struct {
  * `shown` (and Python's rstrip, which knows Unicode's spaces). *points: its length in code
  * points (the rule's length). -1 on failure; *ok cleared where it is not this file's to write. */
 static int put_name(Buffer *arena, PyObject *row, PyObject *shown, Py_ssize_t *points, int *ok) {
-    PyObject *domain = PyObject_GetAttr(row, s_domain);
+    PyObject *domain = attr(row, s_domain);
     if (domain == NULL)
         return -1;
-    PyObject *name = PyObject_GetAttr(row, s_name);
+    PyObject *name = attr(row, s_name);
     if (name == NULL) {
         Py_DECREF(domain);
         return -1;
@@ -339,7 +402,7 @@ static int put_name(Buffer *arena, PyObject *row, PyObject *shown, Py_ssize_t *p
 /* The line under a row naming its top kernels (text._top_line), "top: ..." appended to `arena`;
  * nothing where there is none. -1 on failure; *ok cleared where it is not this file's to write. */
 static int put_top_line(Buffer *arena, PyObject *row, long long kernel_ns, PyObject *printable, int *ok) {
-    PyObject *top = PyObject_GetAttr(row, s_top_kernels);
+    PyObject *top = attr(row, s_top_kernels);
     if (top == NULL)
         return -1;
     int result = 0;
@@ -379,7 +442,7 @@ static int put_top_line(Buffer *arena, PyObject *row, long long kernel_ns, PyObj
             result = -1;
             break;
         }
-        PyObject *name = PyObject_GetAttr(kernel, s_name);
+        PyObject *name = attr(kernel, s_name);
         if (name == NULL) {
             result = -1;
             break;
@@ -421,7 +484,7 @@ done:
  * this file's to write. */
 static int prepare(Prepared *p, Buffer *arena, PyObject *row, long long total, PyObject *shown,
                    PyObject *printable, Py_ssize_t *points, int *ok) {
-    PyObject *work = PyObject_GetAttr(row, s_work);
+    PyObject *work = attr(row, s_work);
     if (work == NULL) {
         PyErr_Clear();
         *ok = 0;
@@ -675,7 +738,7 @@ static PyObject *sort_rows(PyObject *module, PyObject *args) {
         item->index = done;
         item->cpu = int_attr(row, s_cpu_ns, &ok);
         if (which == GPU || which == KERNELS || which == MEMCPY) {
-            PyObject *work = PyObject_GetAttr(row, s_work);
+            PyObject *work = attr(row, s_work);
             if (work == NULL) {
                 PyErr_Clear();
                 ok = 0;
@@ -692,8 +755,8 @@ static PyObject *sort_rows(PyObject *module, PyObject *args) {
         } else {
             item->first = int_attr(row, which == INSTANCES ? s_instances : s_span_ns, &ok);
         }
-        item->name = PyObject_GetAttr(row, s_name);
-        item->domain = PyObject_GetAttr(row, s_domain);
+        item->name = attr(row, s_name);
+        item->domain = attr(row, s_domain);
         if (item->name == NULL || item->domain == NULL) {
             PyErr_Clear();
             ok = 0;

@@ -8,6 +8,7 @@ from operator import add
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from autonvtx.report.figures import KernelShare, Row, Work
 from autonvtx.report.nsys.export import LaunchRow, NsysExport, RangeRow, ReportError, ThreadFilter, damaged
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ _SLOTS = ((0, -1, 1), (2, 3, 4), (5, 6, 7))
 
 # A tree node's totals: instances, CPU ns, GPU span ns, then the work fields (inclusive).
 INSTANCES, CPU_NS, SPAN_NS, WORK = 0, 1, 2, 3
+# How many kernels a row names: those that took the most GPU time (views.build_rows).
+TOP_KERNELS = 5
 
 
 @dataclass
@@ -59,6 +62,9 @@ class Tally:
     # Work a start/end range's node holds that its name already counted (through a push/pop
     # range of the same name, or another start/end instance): the tree keeps it, rows do not.
     repeated: dict[int, list[int]] = field(default_factory=dict)
+    # The rows per name (views.build_rows's), where the native sweep made them from its own
+    # tables (sweep_export(rows=True)); None: build_rows makes them from the fields above.
+    rows: list[Row] | None = field(default=None, compare=False, repr=False)
 
     def merge(self, other: Tally) -> None:
         """Add another sweep's tally (of other threads) into this one, node for node."""
@@ -92,6 +98,7 @@ class Tally:
             self.outside[group] = [a + b for a, b in zip(self.outside.get(group, [0] * _NWORK), work)]
         self.launched = [a + b for a, b in zip(self.launched, other.launched)]
         self.misnested += other.misnested
+        self.rows = None  # the merged tally's rows are build_rows's
 
     def add_node(self, parent: int, key: int, group: str, shadowed: bool, start_end: bool) -> int:
         self.parent.append(parent)
@@ -366,10 +373,12 @@ def sweep_export(
     only_with_work: bool = False,
     device: int | None = None,
     threads: ThreadFilter = None,
+    rows: bool = False,
 ) -> Tally:
     """The sweep of the export's ranges (domains keyed as `labels` keys them) and launches (on
     `device`, of `threads`): in C where the native part runs, else by `Sweep`; the same Tally
-    either way (tests/test_sweep_native.py holds them equal)."""
+    either way (tests/test_sweep_native.py holds them equal). With `rows`, the native sweep also
+    makes the tally's rows per name (`Tally.rows`, as views.build_rows would)."""
     if native is not None:
         ranges, launches = export.ranges_query(threads), export.launches_query(device, threads)
         try:  # how many events to size its tables for; a file that fails here fails below as it would
@@ -377,7 +386,10 @@ def sweep_export(
         except ReportError:
             hint = 0
         try:
-            fields = native.run(export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, hint)
+            parts = (Row, Work, KernelShare, labels.domain, export.names_of, TOP_KERNELS) if rows else None
+            fields = native.run(
+                export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, hint, parts
+            )
         except native.SQLiteError as exc:
             raise damaged(export.path, exc) from None
         if fields is not None:  # None: something the native part leaves to Python (a NULL time, ...)

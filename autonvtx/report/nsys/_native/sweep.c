@@ -145,6 +145,22 @@ fail:
     return NULL;
 }
 
+/* The Tally's fields and its rows (None: not asked for, or left to build_rows): a new tuple, or
+ * NULL with a Python error (both references are taken). */
+static PyObject *with_rows(PyObject *fields, PyObject *rows)
+{
+    PyObject *all = NULL;
+    if (fields != NULL && rows != NULL && (all = PyTuple_New(PyTuple_GET_SIZE(fields) + 1)) != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++) {
+            PyTuple_SET_ITEM(all, i, Py_NewRef(PyTuple_GET_ITEM(fields, i)));
+        }
+        PyTuple_SET_ITEM(all, PyTuple_GET_SIZE(fields), Py_NewRef(rows));
+    }
+    Py_XDECREF(fields);
+    Py_XDECREF(rows);
+    return all;
+}
+
 static void sweep_free(Sweep *s)
 {
     Py_XDECREF(s->strings);
@@ -190,12 +206,14 @@ static void sweep_free(Sweep *s)
 static PyObject *SQLiteError;
 
 PyDoc_STRVAR(run_doc,
-             "run(uri, ranges, launches, group_of, rename, only_with_work, renumbered, hint=0)\n--\n\n"
+             "run(uri, ranges, launches, group_of, rename, only_with_work, renumbered, hint=0, rows=None)\n--\n\n"
              "Sweep an export's ranges and launches as sweep.Sweep.run does. `uri`: the export as\n"
              "export._connect opens it; `ranges`, `launches`: (sql, args) or None; `group_of`: globalTid\n"
              "-> group label; `rename`: str -> str or None; `renumbered`: {(globalPid, domainId): key};\n"
-             "`hint`: about how many NVTX events the export holds (its tables are sized for them).\n"
-             "Returns Tally's fields as a tuple, or None where the Python sweep must run instead;\n"
+             "`hint`: about how many NVTX events the export holds (its tables are sized for them);\n"
+             "`rows`: None, or (Row, Work, KernelShare, domain_name, kernel_names, top) to make the\n"
+             "rows per name as views.build_rows does. Returns Tally's fields as a tuple (its rows\n"
+             "last, None where not made), or None where the Python sweep must run instead;\n"
              "raises SQLiteError (SQLite's message) where the export cannot be read.");
 
 /* The state's tables and texts made (sized for `hint` events), labels' renumbered domains
@@ -293,11 +311,11 @@ static PyObject *run(PyObject *module, PyObject *args)
 {
     (void)module;
     const char *uri;
-    PyObject *ranges_query, *launches_query, *group_of, *rename, *renumbered;
+    PyObject *ranges_query, *launches_query, *group_of, *rename, *renumbered, *parts = Py_None;
     int only_with_work;
     Py_ssize_t hint = 0;
-    if (!PyArg_ParseTuple(args, "sOOOOpO!|n", &uri, &ranges_query, &launches_query, &group_of, &rename,
-                          &only_with_work, &PyDict_Type, &renumbered, &hint)) {
+    if (!PyArg_ParseTuple(args, "sOOOOpO!|nO", &uri, &ranges_query, &launches_query, &group_of, &rename,
+                          &only_with_work, &PyDict_Type, &renumbered, &hint, &parts)) {
         return NULL;
     }
     if (resolve_sqlite() < 0) {
@@ -319,7 +337,7 @@ static PyObject *run(PyObject *module, PyObject *args)
             result = Py_None;
             Py_INCREF(result);
         } else if (outcome == ROW) {
-            result = tally(&s);
+            result = with_rows(tally(&s), parts == Py_None ? Py_NewRef(Py_None) : sweep_rows(&s, parts));
         }
     }
     if (ranges) {

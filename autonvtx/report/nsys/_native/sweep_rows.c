@@ -1,0 +1,526 @@
+/* The rows per range name (report/views.py's build_rows and _add_top_kernels) made from the
+ * sweep's own tables, before they are freed: the `Row`, `Work` and `KernelShare` objects
+ * themselves, so that Python neither walks the Tally's per-node lists nor makes a row's
+ * objects attribute by attribute. views.build_rows stays the twin (the Python sweep's rows, and
+ * tests/test_sweep_native.py holds the two equal). */
+#include "sweep.h"
+
+typedef struct {
+    int32_t group, key;
+    int64_t instances, cpu, span;
+    int64_t work[NWORK];
+} RowSum;
+
+/* A kernel's part of one row: the row, the kernel (tag and value as in KernelEntry), its sums,
+ * and where it came in the row's list (the Python's order, which a stable sort keeps on ties). */
+typedef struct {
+    int32_t row, tag;
+    int64_t value, count, ns;
+    size_t seq;
+} Share;
+
+/* The kernel as Python holds it (the Tally's self_kernels key): a new reference, or NULL. */
+static PyObject *kernel_object(Sweep *s, int32_t tag, int64_t value)
+{
+    if (tag == 0) {
+        return PyLong_FromLongLong(value);
+    }
+    PyObject *kernel = tag == 1 ? PyList_GET_ITEM(s->strings, value) : Py_None;
+    Py_INCREF(kernel);
+    return kernel;
+}
+
+/* str(kernel), as the Python breaks ties between kernels of equal time and count. */
+static PyObject *kernel_text(Sweep *s, const Share *share)
+{
+    if (share->tag == 2) {
+        return PyUnicode_FromString("None");
+    }
+    PyObject *kernel = kernel_object(s, share->tag, share->value);
+    if (kernel == NULL) {
+        return NULL;
+    }
+    PyObject *text = PyObject_Str(kernel);
+    Py_DECREF(kernel);
+    return text;
+}
+
+static Sweep *sorting; /* qsort's comparison has no context argument; the GIL is held throughout */
+static int sort_failed;
+
+/* Most time first, then most launches, then str(kernel), then the order the kernels came in. */
+static int by_share(const void *left, const void *right)
+{
+    const Share *a = left, *b = right;
+    if (a->ns != b->ns) {
+        return a->ns > b->ns ? -1 : 1;
+    }
+    if (a->count != b->count) {
+        return a->count > b->count ? -1 : 1;
+    }
+    if (a->tag != b->tag || a->value != b->value) {
+        PyObject *ta = kernel_text(sorting, a), *tb = kernel_text(sorting, b);
+        int order = 0;
+        if (ta == NULL || tb == NULL) {
+            sort_failed = 1;
+        } else {
+            order = PyUnicode_Compare(ta, tb);
+            if (order == -1 && PyErr_Occurred()) {
+                sort_failed = 1;
+                order = 0;
+            }
+        }
+        Py_XDECREF(ta);
+        Py_XDECREF(tb);
+        if (order != 0) {
+            return order;
+        }
+    }
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* An object of a dataclass made without its __init__ (a call of it costs more: measured): the
+ * fields set in their order (the order its __init__ sets them, so the instance's attributes are
+ * laid out as Python's are). */
+static PyObject *made(PyObject *type, PyObject *const *names, PyObject *const *values, int n)
+{
+    PyTypeObject *cls = (PyTypeObject *)type;
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL) {
+        return NULL;
+    }
+    PyObject *object = cls->tp_new(cls, empty, NULL);
+    Py_DECREF(empty);
+    if (object == NULL) {
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (PyObject_GenericSetAttr(object, names[i], values[i]) < 0) {
+            Py_DECREF(object);
+            return NULL;
+        }
+    }
+    return object;
+}
+
+static PyObject *WORK_NAMES[NWORK], *ROW_NAMES[9], *SHARE_NAMES[3];
+
+static int intern_names(void)
+{
+    static const char *work[NWORK] = {"kernels", "kernel_ns",  "memcpy", "memcpy_bytes",
+                                      "memcpy_ns", "memset", "memset_bytes", "memset_ns"};
+    static const char *row[9] = {"group", "domain", "name", "instances", "cpu_ns", "span_ns",
+                                 "work", "top_kernels", "stats"};
+    static const char *share[3] = {"name", "count", "ns"};
+    if (ROW_NAMES[0] != NULL) {
+        return 0;
+    }
+    for (int i = 0; i < NWORK; i++) {
+        if ((WORK_NAMES[i] = PyUnicode_InternFromString(work[i])) == NULL) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        if ((SHARE_NAMES[i] = PyUnicode_InternFromString(share[i])) == NULL) {
+            return -1;
+        }
+    }
+    for (int i = 0; i < 9; i++) {
+        if ((ROW_NAMES[i] = PyUnicode_InternFromString(row[i])) == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Values made from integers, set, and released: a new object or NULL. */
+static PyObject *made_of_integers(PyObject *type, PyObject *const *names, const int64_t *numbers, int n,
+                                  PyObject *first)
+{
+    PyObject *values[NWORK + 1];
+    int at = 0, made_here = 0;
+    if (first != NULL) {
+        values[at++] = first;
+    }
+    for (int i = 0; i < n; i++) {
+        if ((values[at + i] = PyLong_FromLongLong(numbers[i])) == NULL) {
+            break;
+        }
+        made_here++;
+    }
+    PyObject *object = made_here == n ? made(type, names, values, at + n) : NULL;
+    for (int i = 0; i < made_here; i++) {
+        Py_DECREF(values[at + i]);
+    }
+    return object;
+}
+
+static int all_zero(const int64_t *work)
+{
+    for (int i = 0; i < NWORK; i++) {
+        if (work[i]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The row sums: one per (group, key), in the order of their first node, as build_rows makes
+ * them. `slot_row` gets each node's row (-1: none). The number of rows, or -1 (no memory). */
+static Py_ssize_t sum_rows(Sweep *s, RowSum **into, int32_t *slot_row, Map *row_of)
+{
+    RowSum *rows = NULL;
+    size_t count = 0, capacity = 0;
+    for (size_t node = 0; node < s->nodes; node++) {
+        slot_row[node] = -1;
+        const int64_t *totals = &s->totals[node * NTOTALS];
+        if (s->key[node] < 0 || totals[INSTANCES] == 0) {
+            continue;
+        }
+        Slot *slot = map_find(row_of, s->group[node], s->key[node], 0);
+        RowSum *row;
+        if (USED(slot)) {
+            row = &rows[VALUE(slot)];
+        } else {
+            GROW(rows, count, capacity, {
+                free(rows);
+                return -1;
+            });
+            row = &rows[count];
+            memset(row, 0, sizeof *row);
+            row->group = s->group[node];
+            row->key = s->key[node];
+            if (map_claim(row_of, slot, s->group[node], s->key[node], 0, (int32_t)count++) < 0) {
+                free(rows);
+                return -1;
+            }
+        }
+        slot_row[node] = (int32_t)(row - rows);
+        add(s, &row->instances, totals[INSTANCES]);
+        if (!s->shadowed[node]) {
+            add(s, &row->cpu, totals[CPU_NS]);
+            add(s, &row->span, totals[SPAN_NS]);
+            for (int i = 0; i < NWORK; i++) {
+                add(s, &row->work[i], totals[WORK + i]);
+            }
+        }
+    }
+    /* Work a start/end range's node holds that its name already counted: the rows leave it out. */
+    for (size_t i = 0; i < s->nrepeats; i++) {
+        int32_t node = s->repeats[i].node;
+        if (slot_row[node] >= 0 && !s->shadowed[node]) {
+            int64_t *work = rows[slot_row[node]].work;
+            for (int k = 0; k < NWORK; k++) {
+                add(s, &work[k], difference(s, 0, s->repeats[i].work[k]));
+            }
+        }
+    }
+    *into = rows;
+    return (Py_ssize_t)count;
+}
+
+/* Each kernel's part of every distinct name enclosing the range that launched it, per row in
+ * the order _add_top_kernels meets them: nodes in the order their first kernel came, each
+ * walked up through its enclosing nodes. The number of shares, or -1 (no memory). */
+static Py_ssize_t kernel_shares(Sweep *s, Map *row_of, Share **into)
+{
+    size_t n = s->nkernels, walked = 0;
+    int32_t *first = malloc((s->nodes ? s->nodes : 1) * sizeof *first);
+    size_t *order = malloc((n ? n : 1) * sizeof *order), *start = NULL;
+    int32_t *nodes = malloc((n ? n : 1) * sizeof *nodes); /* the nodes, in the order they came */
+    Share *shares = NULL;
+    size_t count = 0, capacity = 0;
+    Map share_of = {0};
+    Py_ssize_t result = -1;
+    if (first == NULL || order == NULL || nodes == NULL || map_init(&share_of, n, 1024) < 0) {
+        goto done;
+    }
+    for (size_t i = 0; i < s->nodes; i++) {
+        first[i] = -1;
+    }
+    size_t nnodes = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t node = s->kernels[i].node;
+        if (first[node] < 0) {
+            first[node] = (int32_t)nnodes;
+            nodes[nnodes++] = node;
+        }
+    }
+    /* A node's kernels together, in the order they came (a stable counting sort). */
+    start = calloc(nnodes + 1, sizeof *start);
+    if (start == NULL) {
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        start[first[s->kernels[i].node] + 1]++;
+    }
+    for (size_t i = 0; i < nnodes; i++) {
+        start[i + 1] += start[i];
+    }
+    for (size_t i = 0; i < n; i++) {
+        order[start[first[s->kernels[i].node]]++] = i;
+    }
+    for (size_t at = 0, i = 0; i < nnodes; i++) {
+        size_t from = at;
+        at = start[i];
+        for (int32_t walk = nodes[i]; walk >= 0 && s->key[walk] >= 0; walk = s->parent[walk]) {
+            if (s->shadowed[walk]) {
+                continue;
+            }
+            Slot *found = map_find(row_of, s->group[walk], s->key[walk], 0);
+            if (!USED(found)) {
+                continue; /* a name without a row (no instance counted): its kernels are left out */
+            }
+            int32_t row = VALUE(found);
+            for (size_t k = from; k < at; k++) {
+                const KernelEntry *e = &s->kernels[order[k]];
+                walked++;
+                Slot *slot = map_find(&share_of, row, e->value, e->tag);
+                if (USED(slot)) {
+                    Share *share = &shares[VALUE(slot)];
+                    add(s, &share->count, e->count);
+                    add(s, &share->ns, e->ns);
+                    continue;
+                }
+                GROW(shares, count, capacity, goto done);
+                shares[count] = (Share){row, e->tag, e->value, e->count, e->ns, count};
+                if (map_claim(&share_of, slot, row, e->value, e->tag, (int32_t)count++) < 0) {
+                    goto done;
+                }
+            }
+        }
+    }
+    *into = shares;
+    shares = NULL;
+    result = (Py_ssize_t)count;
+done:
+    (void)walked;
+    free(first);
+    free(order);
+    free(start);
+    free(nodes);
+    free(shares);
+    map_free(&share_of);
+    return result;
+}
+
+/* Each row's top kernels (at most `top`, as _add_top_kernels chooses them) as KernelShare
+ * objects, appended to the rows' top_kernels lists. 0, or -1 with a Python error. */
+static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyObject *rows, PyObject *share_type,
+                       PyObject *kernel_names, Py_ssize_t top)
+{
+    size_t *start = calloc(nrows + 1, sizeof *start);
+    Share *sorted = malloc((count ? count : 1) * sizeof *sorted);
+    PyObject *wanted = PyList_New(0), *names = NULL;
+    Map wanted_of = {0};
+    int result = -1;
+    if (start == NULL || sorted == NULL || wanted == NULL || map_init(&wanted_of, 0, 1024) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    /* A row's shares together, in the order they came. */
+    for (size_t i = 0; i < count; i++) {
+        start[shares[i].row + 1]++;
+    }
+    for (size_t i = 0; i < nrows; i++) {
+        start[i + 1] += start[i];
+    }
+    for (size_t i = 0; i < count; i++) {
+        sorted[start[shares[i].row]++] = shares[i];
+    }
+    /* start[row] is now where the row's shares end; they begin where the previous row's end. */
+    sorting = s;
+    sort_failed = 0;
+    for (size_t row = 0, from = 0; row < nrows; from = start[row++]) {
+        size_t n = start[row] - from;
+        if (n > 1) {
+            qsort(&sorted[from], n, sizeof *sorted, by_share);
+            if (sort_failed) {
+                goto done;
+            }
+        }
+        size_t kept = n > (size_t)top ? (size_t)top : n;
+        for (size_t k = from; k < from + kept; k++) {
+            Slot *slot = map_find(&wanted_of, sorted[k].value, 0, sorted[k].tag);
+            if (USED(slot)) {
+                continue;
+            }
+            PyObject *kernel = kernel_object(s, sorted[k].tag, sorted[k].value);
+            int failed = kernel == NULL || PyList_Append(wanted, kernel) < 0;
+            Py_XDECREF(kernel);
+            if (failed || map_claim(&wanted_of, slot, sorted[k].value, 0, sorted[k].tag, 0) < 0) {
+                if (!PyErr_Occurred()) {
+                    PyErr_NoMemory();
+                }
+                goto done;
+            }
+        }
+    }
+    if (PyList_GET_SIZE(wanted) == 0) {
+        result = 0;
+        goto done;
+    }
+    names = PyObject_CallOneArg(kernel_names, wanted);
+    if (names == NULL) {
+        goto done;
+    }
+    for (size_t row = 0, from = 0; row < nrows; from = start[row++]) {
+        size_t n = start[row] - from, kept = n > (size_t)top ? (size_t)top : n;
+        if (kept == 0) {
+            continue;
+        }
+        PyObject *list = PyObject_GetAttr(PyList_GET_ITEM(rows, (Py_ssize_t)row), ROW_NAMES[7]);
+        if (list == NULL) {
+            goto done;
+        }
+        for (size_t k = from; k < from + kept; k++) {
+            PyObject *kernel = kernel_object(s, sorted[k].tag, sorted[k].value), *name = NULL, *share = NULL;
+            if (kernel != NULL) {
+                name = PyObject_GetItem(names, kernel);
+            }
+            if (name != NULL) {
+                int64_t numbers[2] = {sorted[k].count, sorted[k].ns};
+                share = made_of_integers(share_type, SHARE_NAMES, numbers, 2, name);
+            }
+            int failed = share == NULL || PyList_Append(list, share) < 0;
+            Py_XDECREF(kernel);
+            Py_XDECREF(name);
+            Py_XDECREF(share);
+            if (failed) {
+                Py_DECREF(list);
+                goto done;
+            }
+        }
+        Py_DECREF(list);
+    }
+    result = 0;
+done:
+    free(start);
+    free(sorted);
+    Py_XDECREF(wanted);
+    Py_XDECREF(names);
+    map_free(&wanted_of);
+    return result;
+}
+
+/* The domain's name as `domain_name` gives it, asked once a domain (a few per export). */
+static PyObject *domain_shown(PyObject *cache, PyObject *domain_name, int64_t domain)
+{
+    PyObject *key = PyLong_FromLongLong(domain);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *shown = PyDict_GetItemWithError(cache, key);
+    if (shown != NULL) {
+        Py_DECREF(key);
+        return shown;
+    }
+    if (PyErr_Occurred() || (shown = PyObject_CallOneArg(domain_name, key)) == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    int failed = PyDict_SetItem(cache, key, shown) < 0;
+    Py_DECREF(key);
+    Py_DECREF(shown);
+    return failed ? NULL : shown; /* borrowed: the cache holds it */
+}
+
+PyObject *sweep_rows(Sweep *s, PyObject *parts)
+{
+    PyObject *row_type, *work_type, *share_type, *domain_name, *kernel_names;
+    Py_ssize_t top;
+    if (!PyArg_ParseTuple(parts, "OOOOOn", &row_type, &work_type, &share_type, &domain_name, &kernel_names, &top)) {
+        return NULL;
+    }
+    if (!PyType_Check(row_type) || !PyType_Check(work_type) || !PyType_Check(share_type)) {
+        PyErr_SetString(PyExc_TypeError, "sweep rows: Row, Work and KernelShare must be classes");
+        return NULL;
+    }
+    if (intern_names() < 0) {
+        return NULL;
+    }
+    RowSum *sums = NULL;
+    Share *shares = NULL;
+    int32_t *slot_row = malloc((s->nodes ? s->nodes : 1) * sizeof *slot_row);
+    Map row_of = {0};
+    PyObject *rows = NULL, *domains = PyDict_New(), *idle = NULL, *result = NULL;
+    if (slot_row == NULL || domains == NULL || map_init(&row_of, s->nodes, 1024) < 0) {
+        goto fail;
+    }
+    Py_ssize_t nrows = sum_rows(s, &sums, slot_row, &row_of);
+    if (nrows < 0) {
+        goto fail;
+    }
+    Py_ssize_t nshares = kernel_shares(s, &row_of, &shares);
+    if (nshares < 0) {
+        goto fail;
+    }
+    if (s->overflow) { /* a sum past 64 bits: build_rows makes the rows from the Tally */
+        result = Py_None;
+        Py_INCREF(result);
+        goto done;
+    }
+    int64_t zeros[NWORK] = {0};
+    idle = made_of_integers(work_type, WORK_NAMES, zeros, NWORK, NULL); /* the rows without work share it */
+    rows = PyList_New(nrows);
+    if (idle == NULL || rows == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nrows; i++) {
+        const RowSum *sum = &sums[i];
+        PyObject *work = idle, *shown = domain_shown(domains, domain_name, s->key_domain[sum->key]);
+        if (shown == NULL) {
+            goto done;
+        }
+        if (all_zero(sum->work)) {
+            Py_INCREF(work);
+        } else if ((work = made_of_integers(work_type, WORK_NAMES, sum->work, NWORK, NULL)) == NULL) {
+            goto done;
+        }
+        PyObject *numbers[3] = {PyLong_FromLongLong(sum->instances), PyLong_FromLongLong(sum->cpu),
+                                PyLong_FromLongLong(sum->span)};
+        PyObject *kernels = PyList_New(0), *row = NULL;
+        if (numbers[0] && numbers[1] && numbers[2] && kernels) {
+            PyObject *values[9] = {PyList_GET_ITEM(s->groups, sum->group),
+                                   shown,
+                                   PyList_GET_ITEM(s->strings, s->key_sid[sum->key]),
+                                   numbers[0],
+                                   numbers[1],
+                                   numbers[2],
+                                   work,
+                                   kernels,
+                                   Py_None};
+            row = made(row_type, ROW_NAMES, values, 9);
+        }
+        for (int k = 0; k < 3; k++) {
+            Py_XDECREF(numbers[k]);
+        }
+        Py_XDECREF(kernels);
+        Py_DECREF(work);
+        if (row == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(rows, i, row);
+    }
+    if (top_kernels(s, shares, (size_t)nshares, (size_t)nrows, rows, share_type, kernel_names, top) < 0) {
+        goto done;
+    }
+    result = rows;
+    rows = NULL;
+    goto done;
+fail:
+    if (!PyErr_Occurred()) {
+        PyErr_NoMemory();
+    }
+done:
+    free(sums);
+    free(shares);
+    free(slot_row);
+    map_free(&row_of);
+    Py_XDECREF(rows);
+    Py_XDECREF(domains);
+    Py_XDECREF(idle);
+    return result;
+}
