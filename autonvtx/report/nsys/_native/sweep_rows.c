@@ -5,6 +5,8 @@
  * tests/test_sweep_native.py holds the two equal). */
 #include "sweep.h"
 
+#include <structmember.h> /* T_OBJECT_EX, READONLY: a member descriptor's kind */
+
 typedef struct {
     int32_t group, key;
     int64_t instances, cpu, span;
@@ -79,12 +81,59 @@ static int by_share(const void *left, const void *right)
     return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* An object of a dataclass made without its __init__ (a call of it costs more: measured): the
- * fields set in their order (the order its __init__ sets them, so the instance's attributes are
- * laid out as Python's are). */
-static PyObject *made(PyObject *type, PyObject *const *names, PyObject *const *values, int n)
+/* How a dataclass's objects are made here: its fields' names in their order and, where the class
+ * keeps each in a slot of its own (`__slots__`, as report.figures' do), the slots' offsets. */
+typedef struct {
+    PyTypeObject *type;
+    PyObject *const *names;
+    int direct;               /* 1: allocated and its slots filled in place */
+    Py_ssize_t offsets[9];
+} Layout;
+
+/* The layout of `type`: direct where the class is plainly made (object's __new__, no dict, not
+ * abstract) and every field is a writable object slot (the member descriptor __slots__ makes). */
+static void layout_of(Layout *layout, PyObject *type, PyObject *const *names, int n)
 {
     PyTypeObject *cls = (PyTypeObject *)type;
+    layout->type = cls;
+    layout->names = names;
+    layout->direct = cls->tp_new == PyBaseObject_Type.tp_new && cls->tp_alloc != NULL && cls->tp_dictoffset == 0 &&
+                     !(cls->tp_flags & Py_TPFLAGS_IS_ABSTRACT);
+#ifdef Py_TPFLAGS_MANAGED_DICT
+    layout->direct = layout->direct && !(cls->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+#endif
+    for (int i = 0; i < n && layout->direct; i++) {
+        PyObject *descr = PyObject_GetAttr(type, names[i]);
+        if (descr == NULL) {
+            PyErr_Clear();
+            layout->direct = 0;
+            break;
+        }
+        PyMemberDef *member = Py_IS_TYPE(descr, &PyMemberDescr_Type) ? ((PyMemberDescrObject *)descr)->d_member : NULL;
+        if (member == NULL || member->type != T_OBJECT_EX || (member->flags & READONLY)) {
+            layout->direct = 0;
+        } else {
+            layout->offsets[i] = member->offset;
+        }
+        Py_DECREF(descr);
+    }
+}
+
+/* An object of a dataclass made without its __init__ (a call of it costs more: measured), its
+ * fields given in their order: filled in place where its layout allows, else set one by one in
+ * that order (the order its __init__ sets them, so the object is laid out as Python's are). */
+static PyObject *made(const Layout *layout, PyObject *const *values, int n)
+{
+    PyTypeObject *cls = layout->type;
+    if (layout->direct) {
+        PyObject *object = cls->tp_alloc(cls, 0); /* zeroed: every slot empty */
+        if (object != NULL) {
+            for (int i = 0; i < n; i++) {
+                *(PyObject **)((char *)object + layout->offsets[i]) = Py_NewRef(values[i]);
+            }
+        }
+        return object;
+    }
     PyObject *empty = PyTuple_New(0);
     if (empty == NULL) {
         return NULL;
@@ -95,7 +144,7 @@ static PyObject *made(PyObject *type, PyObject *const *names, PyObject *const *v
         return NULL;
     }
     for (int i = 0; i < n; i++) {
-        if (PyObject_GenericSetAttr(object, names[i], values[i]) < 0) {
+        if (PyObject_GenericSetAttr(object, layout->names[i], values[i]) < 0) {
             Py_DECREF(object);
             return NULL;
         }
@@ -134,8 +183,7 @@ static int intern_names(void)
 }
 
 /* Values made from integers, set, and released: a new object or NULL. */
-static PyObject *made_of_integers(PyObject *type, PyObject *const *names, const int64_t *numbers, int n,
-                                  PyObject *first)
+static PyObject *made_of_integers(const Layout *layout, const int64_t *numbers, int n, PyObject *first)
 {
     PyObject *values[NWORK + 1];
     int at = 0, made_here = 0;
@@ -148,7 +196,7 @@ static PyObject *made_of_integers(PyObject *type, PyObject *const *names, const 
         }
         made_here++;
     }
-    PyObject *object = made_here == n ? made(type, names, values, at + n) : NULL;
+    PyObject *object = made_here == n ? made(layout, values, at + n) : NULL;
     for (int i = 0; i < made_here; i++) {
         Py_DECREF(values[at + i]);
     }
@@ -306,7 +354,7 @@ done:
 
 /* Each row's top kernels (at most `top`, as _add_top_kernels chooses them) as KernelShare
  * objects, appended to the rows' top_kernels lists. 0, or -1 with a Python error. */
-static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyObject *rows, PyObject *share_type,
+static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyObject *const *lists, const Layout *share_layout,
                        PyObject *kernel_names, Py_ssize_t top)
 {
     size_t *start = calloc(nrows + 1, sizeof *start);
@@ -371,10 +419,7 @@ static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyOb
         if (kept == 0) {
             continue;
         }
-        PyObject *list = PyObject_GetAttr(PyList_GET_ITEM(rows, (Py_ssize_t)row), ROW_NAMES[7]);
-        if (list == NULL) {
-            goto done;
-        }
+        PyObject *list = lists[row]; /* the row's top_kernels (the row holds it) */
         for (size_t k = from; k < from + kept; k++) {
             PyObject *kernel = kernel_object(s, sorted[k].tag, sorted[k].value), *name = NULL, *share = NULL;
             if (kernel != NULL) {
@@ -382,18 +427,16 @@ static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyOb
             }
             if (name != NULL) {
                 int64_t numbers[2] = {sorted[k].count, sorted[k].ns};
-                share = made_of_integers(share_type, SHARE_NAMES, numbers, 2, name);
+                share = made_of_integers(share_layout, numbers, 2, name);
             }
             int failed = share == NULL || PyList_Append(list, share) < 0;
             Py_XDECREF(kernel);
             Py_XDECREF(name);
             Py_XDECREF(share);
             if (failed) {
-                Py_DECREF(list);
                 goto done;
             }
         }
-        Py_DECREF(list);
     }
     result = 0;
 done:
@@ -441,9 +484,14 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
     if (intern_names() < 0) {
         return NULL;
     }
+    Layout row_layout, work_layout, share_layout;
+    layout_of(&row_layout, row_type, ROW_NAMES, 9);
+    layout_of(&work_layout, work_type, WORK_NAMES, NWORK);
+    layout_of(&share_layout, share_type, SHARE_NAMES, 3);
     RowSum *sums = NULL;
     Share *shares = NULL;
     int32_t *slot_row = malloc((s->nodes ? s->nodes : 1) * sizeof *slot_row);
+    PyObject **lists = NULL; /* per row: its top_kernels list (borrowed: the row holds it) */
     Map row_of = {0};
     PyObject *rows = NULL, *domains = PyDict_New(), *idle = NULL, *result = NULL;
     if (slot_row == NULL || domains == NULL || map_init(&row_of, s->nodes, 1024) < 0) {
@@ -463,8 +511,13 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
         goto done;
     }
     int64_t zeros[NWORK] = {0};
-    idle = made_of_integers(work_type, WORK_NAMES, zeros, NWORK, NULL); /* the rows without work share it */
+    idle = made_of_integers(&work_layout, zeros, NWORK, NULL); /* the rows without work share it */
     rows = PyList_New(nrows);
+    lists = malloc((nrows ? (size_t)nrows : 1) * sizeof *lists);
+    if (lists == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     if (idle == NULL || rows == NULL) {
         goto done;
     }
@@ -476,7 +529,7 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
         }
         if (all_zero(sum->work)) {
             Py_INCREF(work);
-        } else if ((work = made_of_integers(work_type, WORK_NAMES, sum->work, NWORK, NULL)) == NULL) {
+        } else if ((work = made_of_integers(&work_layout, sum->work, NWORK, NULL)) == NULL) {
             goto done;
         }
         PyObject *numbers[3] = {PyLong_FromLongLong(sum->instances), PyLong_FromLongLong(sum->cpu),
@@ -492,7 +545,7 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
                                    work,
                                    kernels,
                                    Py_None};
-            row = made(row_type, ROW_NAMES, values, 9);
+            row = made(&row_layout, values, 9);
         }
         for (int k = 0; k < 3; k++) {
             Py_XDECREF(numbers[k]);
@@ -503,8 +556,9 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
             goto done;
         }
         PyList_SET_ITEM(rows, i, row);
+        lists[i] = kernels;
     }
-    if (top_kernels(s, shares, (size_t)nshares, (size_t)nrows, rows, share_type, kernel_names, top) < 0) {
+    if (top_kernels(s, shares, (size_t)nshares, (size_t)nrows, lists, &share_layout, kernel_names, top) < 0) {
         goto done;
     }
     result = rows;
@@ -518,6 +572,7 @@ done:
     free(sums);
     free(shares);
     free(slot_row);
+    free(lists);
     map_free(&row_of);
     Py_XDECREF(rows);
     Py_XDECREF(domains);
