@@ -2,6 +2,10 @@
 
     python benchmarks/report_each.py            # the 2-GPU PyTorch fixture, best of 3
     python benchmarks/report_each.py --repeat 5
+    valgrind --tool=callgrind python benchmarks/report_each.py --only each   # and imports, hand, grouped
+
+With --only, one side runs once and nothing is printed: for counting instructions, which a busy
+machine does not skew as it does seconds (each side's count less that of `--only imports`).
 
 The hand query is the per-name definition written as SQL (the one tests/test_report.py holds the
 report to): each range name's kernels, kernel time and GPU time, counted once per name however
@@ -90,9 +94,16 @@ def best(function: Callable[[], str], repeat: int) -> tuple[float, float, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", choices=("imports", "hand", "each", "grouped"), help="run one side once, silently")
     parser.add_argument("export", nargs="?", default=str(FIXTURE))
     args = parser.parse_args()
     path = Path(args.export)
+    if args.only is not None:
+        if args.only == "hand":
+            hand_query(path)
+        elif args.only != "imports":
+            report(path, args.only == "each")
+        return
     hand_s, hand_cpu, hand = best(lambda: hand_query(path), args.repeat)
     lines = hand.count("\n")
     print(f"hand SQL query: {hand_s:.3f} s ({hand_cpu:.3f} CPU-s), {lines:,} rows")

@@ -141,6 +141,18 @@ def test_each_benchmark_prints_its_ratios_against_the_hand_query() -> None:
     assert lines[2].startswith("report --each: ") and "18,501 table lines" in lines[2]
 
 
+@pytest.mark.parametrize("side", ["imports", "hand", "each"])
+def test_each_benchmark_runs_one_side_silently_for_counting_instructions(side: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "report_each.py"), "--only", side],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+
+
 def test_deep_benchmark_prints_growth_against_depth() -> None:
     done = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "report_deep.py"), "--depths", "100", "200"],

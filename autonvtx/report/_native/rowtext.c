@@ -208,7 +208,8 @@ static int placed_here(const SlotPlace *place, PyTypeObject *type, PyObject *nam
 }
 
 static Py_ssize_t slot_offset(PyTypeObject *type, PyObject *name) {
-    uint64_t h = ((uint64_t)(uintptr_t)type * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)(uintptr_t)name * 0xc2b2ae3d27d4eb4fULL);
+    uint64_t h = ((uint64_t)(uintptr_t)type * 0x9e3779b97f4a7c15ULL) ^
+                 ((uint64_t)(uintptr_t)name * 0xc2b2ae3d27d4eb4fULL);
     SlotPlace *place = &places[(h >> 56) & (PLACES - 2)];
     int valid = (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) != 0;
     if (valid && placed_here(place, type, name))

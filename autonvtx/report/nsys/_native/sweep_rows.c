@@ -272,7 +272,7 @@ static Py_ssize_t sum_rows(Sweep *s, RowSum **into, int32_t *slot_row, Map *row_
  * walked up through its enclosing nodes. The number of shares, or -1 (no memory). */
 static Py_ssize_t kernel_shares(Sweep *s, Map *row_of, Share **into)
 {
-    size_t n = s->nkernels, walked = 0;
+    size_t n = s->nkernels;
     int32_t *first = malloc((s->nodes ? s->nodes : 1) * sizeof *first);
     size_t *order = malloc((n ? n : 1) * sizeof *order), *start = NULL;
     int32_t *nodes = malloc((n ? n : 1) * sizeof *nodes); /* the nodes, in the order they came */
@@ -322,7 +322,6 @@ static Py_ssize_t kernel_shares(Sweep *s, Map *row_of, Share **into)
             int32_t row = VALUE(found);
             for (size_t k = from; k < at; k++) {
                 const KernelEntry *e = &s->kernels[order[k]];
-                walked++;
                 Slot *slot = map_find(&share_of, row, e->value, e->tag);
                 if (USED(slot)) {
                     Share *share = &shares[VALUE(slot)];
@@ -342,7 +341,6 @@ static Py_ssize_t kernel_shares(Sweep *s, Map *row_of, Share **into)
     shares = NULL;
     result = (Py_ssize_t)count;
 done:
-    (void)walked;
     free(first);
     free(order);
     free(start);
@@ -354,8 +352,8 @@ done:
 
 /* Each row's top kernels (at most `top`, as _add_top_kernels chooses them) as KernelShare
  * objects, appended to the rows' top_kernels lists. 0, or -1 with a Python error. */
-static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyObject *const *lists, const Layout *share_layout,
-                       PyObject *kernel_names, Py_ssize_t top)
+static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyObject *const *lists,
+                       const Layout *share_layout, PyObject *kernel_names, Py_ssize_t top)
 {
     size_t *start = calloc(nrows + 1, sizeof *start);
     Share *sorted = malloc((count ? count : 1) * sizeof *sorted);
