@@ -272,6 +272,26 @@ def test_the_native_sweep_matches_on_damaged_exports(tmp_path: Path) -> None:
             assert_rows_twins(path, by, False, each, None)
 
 
+def test_a_tally_asked_for_rows_only_holds_the_same_rows_and_totals_and_no_nodes() -> None:
+    export = NsysExport(str(TORCH))
+    try:
+        labels = read_labels(export)
+        full, lean = (
+            sweep_export(export, labels, labels.grouping(None), None, rows=True, rows_only=only)
+            for only in (False, True)
+        )
+    finally:
+        export.close()
+    assert lean.rows is not None and lean.rows == full.rows and len(lean.rows) > 18_000
+    assert (lean.keys, lean.outside, lean.launched, lean.misnested) == (
+        full.keys,
+        full.outside,
+        full.launched,
+        full.misnested,
+    )
+    assert full.totals and full.self_kernels and not (lean.parent or lean.key or lean.totals or lean.self_kernels)
+
+
 def test_rows_whose_sums_pass_64_bits_are_left_to_build_rows(tmp_path: Path) -> None:
     # One name at two positions (the first range of one thread, a nested range of another): two
     # nodes whose CPU times fit in 64 bits, a row whose sum of them does not. The native sweep
@@ -299,6 +319,13 @@ def test_rows_whose_sums_pass_64_bits_are_left_to_build_rows(tmp_path: Path) -> 
         export.close()
     tally, python = tally_and_rows(path, None, False, True, None)
     assert tally.rows is None
+    export = NsysExport(str(path))
+    try:  # asked for rows only: without rows, the nodes stay for build_rows
+        labels = read_labels(export)
+        lean = sweep_export(export, labels, labels.grouping(None), None, rows=True, rows_only=True)
+        assert lean.rows is None and lean == tally
+    finally:
+        export.close()
     assert [row.cpu_ns for row in python if row.name == "huge"] == [10_000_000_000_000_000_000]
     request = ReportRequest(str(path), view=ViewOptions(each=True), fmt="csv")
     native = produce(request)

@@ -157,10 +157,23 @@ def _sweeps(
 
             ranges = keeping_flat(labels.ranges_of(export), labels, rename, flat)
             return [Sweep(labels.grouping(options.view.by), rename).run(ranges, export.launches())]
-        return [sweep_export(export, labels, labels.grouping(options.view.by), rename, rows=True)]
+        return [
+            sweep_export(
+                export, labels, labels.grouping(options.view.by), rename, rows=True, rows_only=not options.with_tree
+            )
+        ]
     # Per GPU: one pass per device over its work only; a range shows under each GPU it used.
     return [
-        sweep_export(export, labels, _constant(f"GPU {device}"), rename, only_with_work=True, device=device, rows=True)
+        sweep_export(
+            export,
+            labels,
+            _constant(f"GPU {device}"),
+            rename,
+            only_with_work=True,
+            device=device,
+            rows=True,
+            rows_only=not options.with_tree,
+        )
         for device in export.devices()
     ]
 
@@ -238,7 +251,7 @@ def _export_notes(export: NsysExport, labels: Labels) -> list[str]:
 
 def _work_notes(totals: Totals, tallies: list[Tally]) -> list[str]:
     notes = []
-    ranges_seen = any(key >= 0 for tally in tallies for key in tally.key)
+    ranges_seen = any(tally.keys for tally in tallies)  # a key per range name (a tally with rows only has no nodes)
     if totals.capture.operations and not ranges_seen:
         notes.append("no NVTX ranges in this capture: all GPU work is outside ranges")
     if totals.unmatched.operations:

@@ -14,7 +14,7 @@ def run(
     only_with_work: bool,
     renumbered: dict[tuple[int, int], int],
     hint: int = 0,
-    rows: tuple[type, type, type, Callable[[int], str], Callable[[Any], Any], int] | None = None,
+    rows: tuple[type, type, type, Callable[[int], str], Callable[[Any], Any], int, bool] | None = None,
     /,
 ) -> tuple[Any, ...] | None: ...
 def unavailable() -> str | None: ...

@@ -63,7 +63,9 @@ class Tally:
     # range of the same name, or another start/end instance): the tree keeps it, rows do not.
     repeated: dict[int, list[int]] = field(default_factory=dict)
     # The rows per name (views.build_rows's), where the native sweep made them from its own
-    # tables (sweep_export(rows=True)); None: build_rows makes them from the fields above.
+    # tables (sweep_export(rows=True)); None: build_rows makes them from the fields above. Where
+    # they were made and only they were asked for (rows_only), the per-node lists (parent, key,
+    # group, shadowed, start_end, totals), self_kernels and repeated are left empty: no tree.
     rows: list[Row] | None = field(default=None, compare=False, repr=False)
 
     def merge(self, other: Tally) -> None:
@@ -374,11 +376,13 @@ def sweep_export(
     device: int | None = None,
     threads: ThreadFilter = None,
     rows: bool = False,
+    rows_only: bool = False,
 ) -> Tally:
     """The sweep of the export's ranges (domains keyed as `labels` keys them) and launches (on
     `device`, of `threads`): in C where the native part runs, else by `Sweep`; the same Tally
     either way (tests/test_sweep_native.py holds them equal). With `rows`, the native sweep also
-    makes the tally's rows per name (`Tally.rows`, as views.build_rows would)."""
+    makes the tally's rows per name (`Tally.rows`, as views.build_rows would); with `rows_only`
+    besides, a tally with rows holds no nodes (nothing is to make a tree of them)."""
     if native is not None:
         ranges, launches = export.ranges_query(threads), export.launches_query(device, threads)
         try:  # how many events to size its tables for; a file that fails here fails below as it would
@@ -386,7 +390,7 @@ def sweep_export(
         except ReportError:
             hint = 0
         try:
-            parts = (Row, Work, KernelShare, labels.domain, export.names_of, TOP_KERNELS) if rows else None
+            parts = (Row, Work, KernelShare, labels.domain, export.names_of, TOP_KERNELS, rows_only) if rows else None
             fields = native.run(
                 export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, hint, parts
             )

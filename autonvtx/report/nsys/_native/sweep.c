@@ -47,9 +47,9 @@ static PyObject *work_list(const int64_t *work, int n)
     } while (0)
 
 /* Tally.self_kernels, .outside and .repeated filled, each in the order its entries came: 0, or -1. */
-static int dictionaries(Sweep *s, PyObject *kernels, PyObject *outside_dict, PyObject *repeated)
+static int dictionaries(Sweep *s, int nodes, PyObject *kernels, PyObject *outside_dict, PyObject *repeated)
 {
-    for (size_t i = 0; i < s->nkernels; i++) {
+    for (size_t i = 0; nodes && i < s->nkernels; i++) {
         KernelEntry *e = &s->kernels[i];
         PyObject *slot;
         if (e->tag == 0) {
@@ -76,7 +76,7 @@ static int dictionaries(Sweep *s, PyObject *kernels, PyObject *outside_dict, PyO
             return -1;
         }
     }
-    for (size_t i = 0; i < s->nrepeats; i++) {
+    for (size_t i = 0; nodes && i < s->nrepeats; i++) {
         PyObject *node = PyLong_FromLong(s->repeats[i].node);
         PyObject *work = work_list(s->repeats[i].work, NWORK);
         int failed = node == NULL || work == NULL || PyDict_SetItem(repeated, node, work) < 0;
@@ -90,12 +90,13 @@ static int dictionaries(Sweep *s, PyObject *kernels, PyObject *outside_dict, PyO
 }
 
 /* (keys, parent, key, group, shadowed, start_end, totals, self_kernels, outside, launched,
- * misnested, repeated): `Tally`'s fields in its order. */
-static PyObject *tally(Sweep *s)
+ * misnested, repeated): `Tally`'s fields in its order; without `nodes`, the per-node lists and
+ * the self_kernels and repeated dictionaries left empty (the rows made here need none of them). */
+static PyObject *tally(Sweep *s, int nodes)
 {
     PyObject *keys = NULL, *parent = NULL, *key = NULL, *group = NULL, *shadowed = NULL, *start_end = NULL,
              *totals = NULL, *kernels = NULL, *outside_dict = NULL, *launched = NULL, *repeated = NULL;
-    Py_ssize_t n = (Py_ssize_t)s->nodes;
+    Py_ssize_t n = nodes ? (Py_ssize_t)s->nodes : 0;
     keys = PyList_New((Py_ssize_t)s->nkeys);
     parent = PyList_New(n);
     key = PyList_New(n);
@@ -125,7 +126,7 @@ static PyObject *tally(Sweep *s)
         SET_OR_FAIL(start_end, i, PyBool_FromLong(s->start_end[i]));
         SET_OR_FAIL(totals, i, work_list(&s->totals[(size_t)i * NTOTALS], NTOTALS));
     }
-    if (dictionaries(s, kernels, outside_dict, repeated) < 0) {
+    if (dictionaries(s, nodes, kernels, outside_dict, repeated) < 0) {
         goto fail;
     }
     return Py_BuildValue("(NNNNNNNNNNLN)", keys, parent, key, group, shadowed, start_end, totals, kernels,
@@ -337,7 +338,11 @@ static PyObject *run(PyObject *module, PyObject *args)
             result = Py_None;
             Py_INCREF(result);
         } else if (outcome == ROW) {
-            result = with_rows(tally(&s), parts == Py_None ? Py_NewRef(Py_None) : sweep_rows(&s, parts));
+            /* The rows first: the tally keeps its nodes unless they were made (`rows_only` asks). */
+            PyObject *rows = parts == Py_None ? Py_NewRef(Py_None) : sweep_rows(&s, parts);
+            int rows_only = rows != NULL && rows != Py_None && PyTuple_GET_SIZE(parts) > 6 &&
+                            PyObject_IsTrue(PyTuple_GET_ITEM(parts, 6)) == 1;
+            result = rows == NULL ? NULL : with_rows(tally(&s, !rows_only), rows);
         }
     }
     if (ranges) {

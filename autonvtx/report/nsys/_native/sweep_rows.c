@@ -472,7 +472,9 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
 {
     PyObject *row_type, *work_type, *share_type, *domain_name, *kernel_names;
     Py_ssize_t top;
-    if (!PyArg_ParseTuple(parts, "OOOOOn", &row_type, &work_type, &share_type, &domain_name, &kernel_names, &top)) {
+    int rows_only = 0; /* read by run: the tally's nodes are not needed beside these rows */
+    if (!PyArg_ParseTuple(parts, "OOOOOn|p", &row_type, &work_type, &share_type, &domain_name, &kernel_names, &top,
+                          &rows_only)) {
         return NULL;
     }
     if (!PyType_Check(row_type) || !PyType_Check(work_type) || !PyType_Check(share_type)) {
