@@ -273,7 +273,7 @@ setup(
         # optional: report tables are written by their Python twins when it is missing.
         Extension(
             ROWTEXT,
-            sources=["autonvtx/report/_native/rowtext.c"],
+            sources=["autonvtx/report/_native/rowtext.c", "autonvtx/report/_native/rowfigures.c"],
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             py_limited_api=False,
             optional=True,

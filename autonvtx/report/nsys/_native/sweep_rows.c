@@ -350,6 +350,50 @@ done:
     return result;
 }
 
+/* A row's shares together, in the order they came (a counting sort by row): after it,
+ * start[row] is where the row's shares end in `sorted`; they begin where the previous row's end. */
+static void shares_by_row(const Share *shares, size_t count, size_t nrows, size_t *start, Share *sorted)
+{
+    for (size_t i = 0; i < count; i++) {
+        start[shares[i].row + 1]++;
+    }
+    for (size_t i = 0; i < nrows; i++) {
+        start[i + 1] += start[i];
+    }
+    for (size_t i = 0; i < count; i++) {
+        sorted[start[shares[i].row]++] = shares[i];
+    }
+}
+
+/* Each row's first `top` shares (sorted) as KernelShare objects named through `names`, appended
+ * to the row's top_kernels list. 0, or -1 with a Python error. */
+static int append_shares(Sweep *s, const Share *sorted, const size_t *start, size_t nrows, PyObject *const *lists,
+                         const Layout *share_layout, PyObject *names, Py_ssize_t top)
+{
+    for (size_t row = 0, from = 0; row < nrows; from = start[row++]) {
+        size_t n = start[row] - from, kept = n > (size_t)top ? (size_t)top : n;
+        PyObject *list = lists[row]; /* the row's top_kernels (the row holds it) */
+        for (size_t k = from; k < from + kept; k++) {
+            PyObject *kernel = kernel_object(s, sorted[k].tag, sorted[k].value), *name = NULL, *share = NULL;
+            if (kernel != NULL) {
+                name = PyObject_GetItem(names, kernel);
+            }
+            if (name != NULL) {
+                int64_t numbers[2] = {sorted[k].count, sorted[k].ns};
+                share = made_of_integers(share_layout, numbers, 2, name);
+            }
+            int failed = share == NULL || PyList_Append(list, share) < 0;
+            Py_XDECREF(kernel);
+            Py_XDECREF(name);
+            Py_XDECREF(share);
+            if (failed) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Each row's top kernels (at most `top`, as _add_top_kernels chooses them) as KernelShare
  * objects, appended to the rows' top_kernels lists. 0, or -1 with a Python error. */
 static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyObject *const *lists,
@@ -366,17 +410,7 @@ static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyOb
         }
         goto done;
     }
-    /* A row's shares together, in the order they came. */
-    for (size_t i = 0; i < count; i++) {
-        start[shares[i].row + 1]++;
-    }
-    for (size_t i = 0; i < nrows; i++) {
-        start[i + 1] += start[i];
-    }
-    for (size_t i = 0; i < count; i++) {
-        sorted[start[shares[i].row]++] = shares[i];
-    }
-    /* start[row] is now where the row's shares end; they begin where the previous row's end. */
+    shares_by_row(shares, count, nrows, start, sorted);
     sorting = s;
     sort_failed = 0;
     for (size_t row = 0, from = 0; row < nrows; from = start[row++]) {
@@ -412,31 +446,7 @@ static int top_kernels(Sweep *s, Share *shares, size_t count, size_t nrows, PyOb
     if (names == NULL) {
         goto done;
     }
-    for (size_t row = 0, from = 0; row < nrows; from = start[row++]) {
-        size_t n = start[row] - from, kept = n > (size_t)top ? (size_t)top : n;
-        if (kept == 0) {
-            continue;
-        }
-        PyObject *list = lists[row]; /* the row's top_kernels (the row holds it) */
-        for (size_t k = from; k < from + kept; k++) {
-            PyObject *kernel = kernel_object(s, sorted[k].tag, sorted[k].value), *name = NULL, *share = NULL;
-            if (kernel != NULL) {
-                name = PyObject_GetItem(names, kernel);
-            }
-            if (name != NULL) {
-                int64_t numbers[2] = {sorted[k].count, sorted[k].ns};
-                share = made_of_integers(share_layout, numbers, 2, name);
-            }
-            int failed = share == NULL || PyList_Append(list, share) < 0;
-            Py_XDECREF(kernel);
-            Py_XDECREF(name);
-            Py_XDECREF(share);
-            if (failed) {
-                goto done;
-            }
-        }
-    }
-    result = 0;
+    result = append_shares(s, sorted, start, nrows, lists, share_layout, names, top);
 done:
     free(start);
     free(sorted);
@@ -468,6 +478,59 @@ static PyObject *domain_shown(PyObject *cache, PyObject *domain_name, int64_t do
     return failed ? NULL : shown; /* borrowed: the cache holds it */
 }
 
+/* Where Row's, Work's and KernelShare's fields lie in their objects. 0, or -1 with a Python
+ * error (a class that is not one). */
+static int layouts(PyObject *row_type, PyObject *work_type, PyObject *share_type, Layout *row_layout,
+                   Layout *work_layout, Layout *share_layout)
+{
+    if (!PyType_Check(row_type) || !PyType_Check(work_type) || !PyType_Check(share_type)) {
+        PyErr_SetString(PyExc_TypeError, "sweep rows: Row, Work and KernelShare must be classes");
+        return -1;
+    }
+    if (intern_names() < 0) {
+        return -1;
+    }
+    layout_of(row_layout, row_type, ROW_NAMES, 9);
+    layout_of(work_layout, work_type, WORK_NAMES, NWORK);
+    layout_of(share_layout, share_type, SHARE_NAMES, 3);
+    return 0;
+}
+
+/* The Row of `sum` (`shown`: its domain as shown); `*kernels` gets its top_kernels list, empty
+ * (borrowed: the row holds it). NULL with a Python error. */
+static PyObject *row_object(Sweep *s, const RowSum *sum, const Layout *row_layout, const Layout *work_layout,
+                            PyObject *idle, PyObject *shown, PyObject **kernels_out)
+{
+    PyObject *work = idle;
+    if (all_zero(sum->work)) {
+        Py_INCREF(work);
+    } else if ((work = made_of_integers(work_layout, sum->work, NWORK, NULL)) == NULL) {
+        return NULL;
+    }
+    PyObject *numbers[3] = {PyLong_FromLongLong(sum->instances), PyLong_FromLongLong(sum->cpu),
+                            PyLong_FromLongLong(sum->span)};
+    PyObject *kernels = PyList_New(0), *row = NULL;
+    if (numbers[0] && numbers[1] && numbers[2] && kernels) {
+        PyObject *values[9] = {PyList_GET_ITEM(s->groups, sum->group),
+                               shown,
+                               PyList_GET_ITEM(s->strings, s->key_sid[sum->key]),
+                               numbers[0],
+                               numbers[1],
+                               numbers[2],
+                               work,
+                               kernels,
+                               Py_None};
+        row = made(row_layout, values, 9);
+    }
+    for (int k = 0; k < 3; k++) {
+        Py_XDECREF(numbers[k]);
+    }
+    Py_XDECREF(kernels);
+    Py_DECREF(work);
+    *kernels_out = kernels;
+    return row;
+}
+
 PyObject *sweep_rows(Sweep *s, PyObject *parts)
 {
     PyObject *row_type, *work_type, *share_type, *domain_name, *kernel_names;
@@ -477,17 +540,10 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
                           &rows_only)) {
         return NULL;
     }
-    if (!PyType_Check(row_type) || !PyType_Check(work_type) || !PyType_Check(share_type)) {
-        PyErr_SetString(PyExc_TypeError, "sweep rows: Row, Work and KernelShare must be classes");
-        return NULL;
-    }
-    if (intern_names() < 0) {
-        return NULL;
-    }
     Layout row_layout, work_layout, share_layout;
-    layout_of(&row_layout, row_type, ROW_NAMES, 9);
-    layout_of(&work_layout, work_type, WORK_NAMES, NWORK);
-    layout_of(&share_layout, share_type, SHARE_NAMES, 3);
+    if (layouts(row_type, work_type, share_type, &row_layout, &work_layout, &share_layout) < 0) {
+        return NULL;
+    }
     RowSum *sums = NULL;
     Share *shares = NULL;
     int32_t *slot_row = malloc((s->nodes ? s->nodes : 1) * sizeof *slot_row);
@@ -522,41 +578,12 @@ PyObject *sweep_rows(Sweep *s, PyObject *parts)
         goto done;
     }
     for (Py_ssize_t i = 0; i < nrows; i++) {
-        const RowSum *sum = &sums[i];
-        PyObject *work = idle, *shown = domain_shown(domains, domain_name, s->key_domain[sum->key]);
-        if (shown == NULL) {
-            goto done;
-        }
-        if (all_zero(sum->work)) {
-            Py_INCREF(work);
-        } else if ((work = made_of_integers(&work_layout, sum->work, NWORK, NULL)) == NULL) {
-            goto done;
-        }
-        PyObject *numbers[3] = {PyLong_FromLongLong(sum->instances), PyLong_FromLongLong(sum->cpu),
-                                PyLong_FromLongLong(sum->span)};
-        PyObject *kernels = PyList_New(0), *row = NULL;
-        if (numbers[0] && numbers[1] && numbers[2] && kernels) {
-            PyObject *values[9] = {PyList_GET_ITEM(s->groups, sum->group),
-                                   shown,
-                                   PyList_GET_ITEM(s->strings, s->key_sid[sum->key]),
-                                   numbers[0],
-                                   numbers[1],
-                                   numbers[2],
-                                   work,
-                                   kernels,
-                                   Py_None};
-            row = made(&row_layout, values, 9);
-        }
-        for (int k = 0; k < 3; k++) {
-            Py_XDECREF(numbers[k]);
-        }
-        Py_XDECREF(kernels);
-        Py_DECREF(work);
+        PyObject *shown = domain_shown(domains, domain_name, s->key_domain[sums[i].key]);
+        PyObject *row = shown ? row_object(s, &sums[i], &row_layout, &work_layout, idle, shown, &lists[i]) : NULL;
         if (row == NULL) {
             goto done;
         }
         PyList_SET_ITEM(rows, i, row);
-        lists[i] = kernels;
     }
     if (top_kernels(s, shares, (size_t)nshares, (size_t)nrows, lists, &share_layout, kernel_names, top) < 0) {
         goto done;
