@@ -274,6 +274,7 @@ setup(
         Extension(
             ROWTEXT,
             sources=["autonvtx/report/_native/rowtext.c", "autonvtx/report/_native/rowfigures.c"],
+            depends=local_headers("autonvtx/report/_native"),
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],
             py_limited_api=False,
             optional=True,

@@ -339,10 +339,9 @@ static PyObject *run(PyObject *module, PyObject *args)
             Py_INCREF(result);
         } else if (outcome == ROW) {
             /* The rows first: the tally keeps its nodes unless they were made (`rows_only` asks). */
-            PyObject *rows = parts == Py_None ? Py_NewRef(Py_None) : sweep_rows(&s, parts);
-            int rows_only = rows != NULL && rows != Py_None && PyTuple_GET_SIZE(parts) > 6 &&
-                            PyObject_IsTrue(PyTuple_GET_ITEM(parts, 6)) == 1;
-            result = rows == NULL ? NULL : with_rows(tally(&s, !rows_only), rows);
+            int rows_only = 0;
+            PyObject *rows = parts == Py_None ? Py_NewRef(Py_None) : sweep_rows(&s, parts, &rows_only);
+            result = rows == NULL ? NULL : with_rows(tally(&s, !(rows_only && rows != Py_None)), rows);
         }
     }
     if (ranges) {

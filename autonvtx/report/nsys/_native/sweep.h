@@ -318,8 +318,8 @@ int32_t thread_of(Sweep* s, int64_t global_tid);
 int sweep(Sweep* s, sqlite3_stmt* ranges, int first, sqlite3_stmt* launches);
 
 /* sweep_rows.c: the rows per range name. `parts`: (Row, Work, KernelShare, domain_name,
- * kernel_names, top[, rows_only]). A list of rows, None (a sum past 64 bits), or NULL with a
- * Python error. */
-PyObject* sweep_rows(Sweep* s, PyObject* parts);
+ * kernel_names, top[, rows_only]); `*rows_only` gets the last. A list of rows, None (a sum past
+ * 64 bits), or NULL with a Python error. */
+PyObject* sweep_rows(Sweep* s, PyObject* parts, int* rows_only);
 
 #endif

@@ -54,6 +54,9 @@ static int sort_failed;
 static int by_share(const void *left, const void *right)
 {
     const Share *a = left, *b = right;
+    if (sort_failed) { /* qsort goes on comparing: no more calls into Python with an error set */
+        return 0;
+    }
     if (a->ns != b->ns) {
         return a->ns > b->ns ? -1 : 1;
     }
@@ -531,13 +534,12 @@ static PyObject *row_object(Sweep *s, const RowSum *sum, const Layout *row_layou
     return row;
 }
 
-PyObject *sweep_rows(Sweep *s, PyObject *parts)
+PyObject *sweep_rows(Sweep *s, PyObject *parts, int *rows_only)
 {
     PyObject *row_type, *work_type, *share_type, *domain_name, *kernel_names;
     Py_ssize_t top;
-    int rows_only = 0; /* read by run: the tally's nodes are not needed beside these rows */
     if (!PyArg_ParseTuple(parts, "OOOOOn|p", &row_type, &work_type, &share_type, &domain_name, &kernel_names, &top,
-                          &rows_only)) {
+                          rows_only)) {
         return NULL;
     }
     Layout row_layout, work_layout, share_layout;
