@@ -103,6 +103,30 @@ def test_shares_round_as_python_rounds_them() -> None:
         assert native_table(rows, total) == python_table(rows, total)
 
 
+def test_shares_worked_out_from_the_integers_match_the_double_near_every_tie() -> None:
+    """The share is worked out from the integers where they can tell how the double rounds: values
+    a hair either side of a tie of the last digit (within and beyond the double's error), shares
+    past 100% and 1,000%, and totals up to 2^53, for both the GPU % cell and a top kernel's."""
+    generator = random.Random(53)
+    totals = [3, 7, 1000, 999_983, 10**12 + 39, 2**52 + 1, 2**53 - 1]
+    totals += [generator.randrange(1, 2**53) for _ in range(12)]
+    for total in totals:
+        parts = {0, 1, total - 1, total, total + 1, 10 * total, 11 * total - 1}
+        for _ in range(300):
+            halves = 2 * generator.randrange(0, 20_000) + 1  # k + 1/2 tenths of a per cent, doubled
+            exact = halves * total // 2000
+            parts.update(exact + delta for delta in (-2, -1, 0, 1, 2))
+            parts.add(generator.randrange(0, 2 * total + 2))
+        rows = [row(f"r{p}", kernel_ns=p) for p in sorted(parts) if 0 <= p < 2**53 // 1000]
+        assert native_table(rows, total) == python_table(rows, total), total
+        tops = [
+            row("k", kernels=1, kernel_ns=total, top_kernels=[KernelShare("a", 1, p), KernelShare("b", 1, total - p)])
+            for p in sorted(parts)
+            if 0 <= p <= total and max(p, total - p) < 2**53 // 1000
+        ]
+        assert native_table(tops, total) == python_table(tops, total), total
+
+
 NAMES = [
     "plain",
     "",

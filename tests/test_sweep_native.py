@@ -22,7 +22,7 @@ from test_report_fuzz import damaged_exports
 
 from autonvtx import nativeparts
 from autonvtx.report.figures import Row
-from autonvtx.report.nsys import sweep
+from autonvtx.report.nsys import export as export_module, sweep
 from autonvtx.report.nsys.export import NsysExport, ReportError
 from autonvtx.report.nsys.labels import read_labels
 from autonvtx.report.nsys.sweep import Tally, sweep_export
@@ -378,3 +378,56 @@ def test_a_native_sweep_that_cannot_find_sqlite_is_named_missing_with_why(monkey
         "through Python's _sqlite3 module; reports on Nsight Systems exports sweep in Python, reading them several "
         "times slower"
     ) in nativeparts.status_lines()
+
+
+@contextmanager
+def sql_check() -> Iterator[None]:
+    """NsysExport's integer check by its SQL (the twin of the native one)."""
+    native = export_module.native_check
+    export_module.native_check = None
+    try:
+        yield
+    finally:
+        export_module.native_check = native
+
+
+def refusal(path: Path) -> str | None:
+    try:
+        NsysExport(str(path)).close()
+    except ReportError as exc:
+        return str(exc)
+    return None
+
+
+# Wrong values in the checked columns of each table: the column named is the first of the table's
+# checked columns (in the check's order) holding one, with the type of its first such value.
+WRONG = {
+    "nvtx-text": ("UPDATE NVTX_EVENTS SET domainId = 'd' WHERE rowid = 40",),
+    "nvtx-two-columns": (
+        "UPDATE NVTX_EVENTS SET textId = 2.5 WHERE rowid = 7",
+        "UPDATE NVTX_EVENTS SET eventType = x'00' WHERE rowid = 900",
+        "UPDATE NVTX_EVENTS SET eventType = 'late' WHERE rowid = 901",
+    ),
+    "nvtx-end-last-row": ('UPDATE NVTX_EVENTS SET "end" = 1000.25 WHERE rowid = (SELECT MAX(rowid) FROM NVTX_EVENTS)',),
+    "runtime": ("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = x'0102' WHERE rowid = 5",),
+    "kernel": ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu' WHERE rowid = 4000",),
+    "memcpy": ("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 0.5 WHERE rowid = 1",),
+    "memset-and-kernel": (
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET start = 'then' WHERE rowid = 3",
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = 9.5 WHERE rowid = 3',
+    ),
+    "nulls-only": ("UPDATE NVTX_EVENTS SET textId = NULL, domainId = NULL WHERE rowid % 2 = 0",),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_the_native_integer_check_refuses_as_its_sql_twin_does(tmp_path: Path, name: str) -> None:
+    path = edited(tmp_path, name, *WRONG[name])
+    native = refusal(path)
+    with sql_check():
+        python = refusal(path)
+    assert native == python
+    if name == "nulls-only":
+        assert native is None
+    else:
+        assert native is not None and native.startswith(f"{path}: ") and "holds a" in native

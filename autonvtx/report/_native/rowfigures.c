@@ -100,8 +100,10 @@ static int float_duration(char *out, size_t size, double ns) {
 /* text.format_duration for an integer: its whole-nanosecond path, the float one for ties and
  * negatives (the int converted to a double first, as Python's int / float does). */
 int duration(char *out, size_t size, long long ns) {
-    if (ns == 0)
-        return snprintf(out, size, "0 ns");
+    if (ns == 0 && size > 4) {
+        memcpy(out, "0 ns", 5);
+        return 4;
+    }
     if (ns > 0) {
         if (ns < 1000)
             return digits_unit(out, ns, -1, " ns");
@@ -125,3 +127,29 @@ int duration(char *out, size_t size, long long ns) {
     return float_duration(out, size, (double)ns);
 }
 
+
+/* Python divides the exact integers, rounding once, to the double d = V(1 + e), |e| <= 2^-53,
+ * where V = 100 * part / whole; "%.Nf" then rounds d's exact value. Scaled by 10^N, V is
+ * q + r / whole (num = 100 * 10^N * part = q * whole + r), and d's digits are V's rounded
+ * unless a half lies between V and d: |V - (q + 1/2)| = |2r - whole| / (2 whole) at most V 2^-53,
+ * that is |2r - whole| <= num 2^-52. Those (ties among them) are left to the caller. */
+int share_digits(char *out, long long part, long long whole, int decimals) {
+    if (part < 0 || part >= (1LL << 53) / 1000 || whole <= 0 || whole >= (1LL << 53) || decimals < 0 ||
+        decimals > 1)
+        return -1;
+    unsigned long long num = (unsigned long long)part * (decimals ? 1000ULL : 100ULL);
+    unsigned long long w = (unsigned long long)whole, q = num / w, twice = 2 * (num % w);
+    unsigned long long gap = twice > w ? twice - w : w - twice;
+    if (gap <= (num >> 52) + 1)
+        return -1;
+    q += twice > w;
+    int len = grouped(out, decimals ? (long long)(q / 10) : (long long)q);
+    if (len > 3) /* no separators in "%.Nf": only shares past 1,000% have them, which fall back */
+        return -1;
+    if (decimals) {
+        out[len++] = '.';
+        out[len++] = (char)('0' + q % 10);
+    }
+    out[len] = '\0';
+    return len;
+}

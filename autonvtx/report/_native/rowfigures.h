@@ -13,4 +13,10 @@ int grouped(char *out, long long value);
  * writes it (`out` holds `size` bytes, at least 32); returns its length. */
 int duration(char *out, size_t size, long long ns);
 
+/* 100 * part / whole as Python's f"{100 * part / whole:.{decimals}f}" writes it (decimals 0 or
+ * 1; 0 <= part < 2^53 / 1000, 0 < whole < 2^53), worked out from the integers; returns its
+ * length, or -1 where they cannot tell (a tie, or a value within the double's error of one):
+ * the caller formats the double then. */
+int share_digits(char *out, long long part, long long whole, int decimals);
+
 #endif

@@ -194,6 +194,14 @@ static char *escaped(char *out, const char *text, Py_ssize_t len) {
 static int put_printable(Buffer *b, const char *text, Py_ssize_t len) {
     if (reserve(b, (size_t)len * 4) < 0)
         return -1;
+    unsigned char any = 0; /* no early exit: the compiler checks many bytes a step */
+    for (Py_ssize_t i = 0; i < len; i++)
+        any |= (unsigned char)is_control(text[i]);
+    if (!any) {
+        memcpy(b->data + b->len, text, (size_t)len);
+        b->len += (size_t)len;
+        return 0;
+    }
     b->len = (size_t)(escaped(b->data + b->len, text, len) - b->data);
     return 0;
 }
@@ -318,7 +326,16 @@ static int put_top_line(Buffer *arena, PyObject *row, long long kernel_ns, PyObj
         /* 100 * ns / kernel_ns: Python divides the exact integers, rounding once; so does this
          * where both are exact doubles. */
         char figure[CELL];
-        int n = snprintf(figure, sizeof figure, "%s%.0f%% ", i ? ", " : "", (double)(100 * ns) / (double)kernel_ns);
+        int n = i ? 2 : 0;
+        memcpy(figure, ", ", 2);
+        int digits = share_digits(figure + n, ns, kernel_ns, 0);
+        if (digits >= 0) {
+            n += digits;
+            memcpy(figure + n, "% ", 3);
+            n += 2;
+        } else {
+            n = snprintf(figure, sizeof figure, "%s%.0f%% ", i ? ", " : "", (double)(100 * ns) / (double)kernel_ns);
+        }
         if (n < 0 || n >= (int)sizeof figure) {
             *ok = 0;
             break;
@@ -398,7 +415,11 @@ static int prepare(Prepared *p, Buffer *arena, PyObject *row, long long total, P
             *ok = 0;
             return 0;
         }
-        n[1] = snprintf(out + n[0], CELL, "%.1f%%", (double)(100 * gpu_ns) / (double)total);
+        n[1] = share_digits(out + n[0], gpu_ns, total, 1);
+        if (n[1] >= 0)
+            memcpy(out + n[0] + n[1]++, "%", 2);
+        else
+            n[1] = snprintf(out + n[0], CELL, "%.1f%%", (double)(100 * gpu_ns) / (double)total);
     } else {
         memcpy(out + n[0], "0.0%", 5);
         n[1] = 4;

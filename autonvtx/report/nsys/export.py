@@ -6,6 +6,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from autonvtx.errors import AutonvtxError
@@ -110,6 +111,17 @@ class NsysExport:
             )
         for table, columns in checks:
             named = list(dict.fromkeys(c for c in columns if c is not None))
+            if named and native_check is not None:  # one pass in C, the same answer (tests/test_sweep_native.py)
+                try:
+                    found = native_check.wrong_type(
+                        self.uri, f"SELECT {', '.join(map(quote, named))} FROM {quote(table.name)}", tuple(named)
+                    )
+                except native_check.SQLiteError as exc:  # SQLite's message, as below
+                    raise damaged(self.path, exc) from None
+                if found is None:
+                    continue
+                if found is not NotImplemented:
+                    raise ReportError(_wrong_type(self.path, table.name, *found))
             # One scan per table for all its columns; only a table with a wrong value is scanned
             # again, column by column, to name the column.
             # typeof(c) NOT IN ('integer', 'null'), written as SQLite evaluates it a third faster.
@@ -121,10 +133,7 @@ class NsysExport:
                     f"SELECT typeof({quote(column)}) FROM {quote(table.name)} WHERE {condition} LIMIT 1"
                 ).fetchone()
                 if row is not None:
-                    raise ReportError(
-                        f"{self.path}: {table.name}.{column} holds a {row[0]} value; expected "
-                        "integers, as nsys writes them (the export was damaged or not written by nsys)"
-                    )
+                    raise ReportError(_wrong_type(self.path, table.name, column, row[0]))
 
     def _any_row(self, table: Table, condition: str) -> bool:
         sql = f"SELECT 1 FROM {quote(table.name)} WHERE {condition} LIMIT 1"
@@ -392,6 +401,27 @@ class _GuardedConnection:
 
     def close(self) -> None:
         self.connection.close()
+
+
+def _wrong_type(path: str, table: str, column: str, type_name: str) -> str:
+    return (
+        f"{path}: {table}.{column} holds a {type_name} value; expected "
+        "integers, as nsys writes them (the export was damaged or not written by nsys)"
+    )
+
+
+def _native_check() -> ModuleType | None:
+    """The native sweep's module, whose wrong_type is this check in C (report/nsys/_native/
+    sweep_check.c): None where it was not built or cannot find SQLite in the process; the SQL in
+    _check_integers runs then."""
+    try:
+        from autonvtx.report.nsys import _sweep
+    except ImportError:
+        return None
+    return _sweep if _sweep.unavailable() is None else None
+
+
+native_check = _native_check()
 
 
 def damaged(path: str, exc: object) -> ReportError:

@@ -204,7 +204,7 @@ static void sweep_free(Sweep *s)
     map_free(&s->renumbered);
 }
 
-static PyObject *SQLiteError;
+PyObject *SQLiteError;
 
 PyDoc_STRVAR(run_doc,
              "run(uri, ranges, launches, group_of, rename, only_with_work, renumbered, hint=0, rows=None)\n--\n\n"
@@ -277,17 +277,7 @@ static int open_and_sweep(Sweep *s, const char *uri, PyObject *ranges_query, PyO
      * then query_only; NOMUTEX besides: the connection is this call's alone (SQLite then takes
      * no lock in each sqlite3_column_* call). No memory-mapped I/O: a file cut while it is read
      * would be a SIGBUS, not a message. */
-    if (sq.open_v2(uri, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
-                   NULL) != SQLITE_OK) {
-        return SQLERROR;
-    }
-    sqlite3_stmt *pragma = NULL;
-    if (sq.prepare_v2(*db, "PRAGMA query_only = 1", -1, &pragma, NULL) != SQLITE_OK) {
-        return SQLERROR;
-    }
-    int rc = sq.step(pragma);
-    sq.finalize(pragma);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    if (open_read_only(uri, db) != 0) {
         return SQLERROR;
     }
     int failed = 0, first = SQLITE_DONE;
@@ -369,6 +359,7 @@ static PyObject *unavailable(PyObject *module, PyObject *unused)
 
 static PyMethodDef methods[] = {
     {"run", run, METH_VARARGS, run_doc},
+    {"wrong_type", wrong_type, METH_VARARGS, wrong_type_doc},
     {"unavailable", unavailable, METH_NOARGS,
      PyDoc_STR("None when SQLite's functions were found in the process; else why not (the Python sweep runs).")},
     {NULL, NULL, 0, NULL},

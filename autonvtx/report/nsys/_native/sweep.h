@@ -299,6 +299,7 @@ static inline int integer(sqlite3_stmt *stmt, int column, int64_t *into)
 
 /* sweep_sqlite.c: SQLite found in the process, and the rows read. */
 int resolve_sqlite(void);
+int open_read_only(const char* uri, sqlite3** db);
 sqlite3_stmt* prepare(Sweep* s, sqlite3* db, PyObject* query, int* failed);
 int32_t text_column(Sweep* s, sqlite3_stmt* stmt, int column, int32_t* raw);
 int next_launch(Sweep* s, sqlite3_stmt* stmt, Launch* w);
@@ -321,5 +322,10 @@ int sweep(Sweep* s, sqlite3_stmt* ranges, int first, sqlite3_stmt* launches);
  * kernel_names, top[, rows_only]); `*rows_only` gets the last. A list of rows, None (a sum past
  * 64 bits), or NULL with a Python error. */
 PyObject* sweep_rows(Sweep* s, PyObject* parts, int* rows_only);
+
+/* sweep_check.c: export.NsysExport._check_integers in one pass; the module's exception. */
+PyObject* wrong_type(PyObject* module, PyObject* args);
+extern const char wrong_type_doc[];
+extern PyObject* SQLiteError;
 
 #endif

@@ -73,6 +73,23 @@ int resolve_sqlite(void)
 
 
 
+/* The export opened read-only (`query_only`: nothing can write to it): 0, or SQLERROR with *db
+ * holding the connection's message (or NULL: out of memory). */
+int open_read_only(const char *uri, sqlite3 **db)
+{
+    if (sq.open_v2(uri, db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                   NULL) != SQLITE_OK) {
+        return SQLERROR;
+    }
+    sqlite3_stmt *pragma = NULL;
+    if (sq.prepare_v2(*db, "PRAGMA query_only = 1", -1, &pragma, NULL) != SQLITE_OK) {
+        return SQLERROR;
+    }
+    int rc = sq.step(pragma);
+    sq.finalize(pragma);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : SQLERROR;
+}
+
 int32_t text_column(Sweep *s, sqlite3_stmt *stmt, int column, int32_t *raw)
 {
     int type = sq.column_type(stmt, column);

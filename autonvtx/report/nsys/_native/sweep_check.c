@@ -1,0 +1,86 @@
+/* The export's check that its times and ids are integers (export.NsysExport._check_integers) in
+ * one pass over a table: SQLite's typeof() per value, as the Python twin asks for it in SQL, costs
+ * the query engine a function call and a string comparison each (on the 2-GPU fixture, a report's
+ * largest cost after the sweep itself); here it is sqlite3_column_type. */
+#include "sweep.h"
+
+#include <string.h>
+
+#define MAX_CHECKED 16
+
+static const char *type_name(int type)
+{
+    return type == SQLITE_FLOAT ? "real" : type == SQLITE_TEXT ? "text" : "blob";
+}
+
+/* For each column, the type of its first value (in the table's order) that is neither an
+ * integer nor NULL, in types[] (0 where none). The pass ends early once the first column has
+ * one: it is the one named. An SQLite error: SQLERROR. */
+static int scan(sqlite3 *db, const char *sql, int columns, int *types)
+{
+    sqlite3_stmt *stmt = NULL;
+    if (sq.prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        return SQLERROR;
+    }
+    int rc;
+    while ((rc = sq.step(stmt)) == SQLITE_ROW) {
+        for (int c = 0; c < columns; c++) {
+            int type = sq.column_type(stmt, c);
+            if (type != SQLITE_INTEGER && type != SQLITE_NULL && types[c] == 0) {
+                types[c] = type;
+            }
+        }
+        if (types[0]) {
+            rc = SQLITE_DONE;
+            break;
+        }
+    }
+    sq.finalize(stmt);
+    return rc == SQLITE_DONE ? 0 : SQLERROR;
+}
+
+const char wrong_type_doc[] =
+    "wrong_type(uri, sql, columns) -> tuple[str, str] | None | NotImplemented\n\n"
+    "Runs `sql` (a SELECT of the named `columns`, in order, from one table) and returns the\n"
+    "first of them holding a value that is neither an integer nor NULL, with SQLite's name\n"
+    "for that value's type (its first such value, in the table's order): what\n"
+    "export.NsysExport._check_integers finds by SQL. None where every value is one;\n"
+    "NotImplemented where SQLite's functions were not found. Raises SQLiteError.";
+
+PyObject *wrong_type(PyObject *module, PyObject *args)
+{
+    (void)module;
+    const char *uri, *sql;
+    PyObject *columns;
+    if (!PyArg_ParseTuple(args, "ssO!", &uri, &sql, &PyTuple_Type, &columns)) {
+        return NULL;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(columns);
+    if (count < 1 || count > MAX_CHECKED) {
+        PyErr_SetString(PyExc_ValueError, "wrong_type: 1 to 16 columns");
+        return NULL;
+    }
+    if (resolve_sqlite() < 0) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    sqlite3 *db = NULL;
+    int types[MAX_CHECKED];
+    memset(types, 0, sizeof types);
+    int failed = open_read_only(uri, &db) || scan(db, sql, (int)count, types);
+    PyObject *result = NULL;
+    if (failed) {
+        PyErr_SetString(SQLiteError, db ? sq.errmsg(db) : "out of memory");
+    } else {
+        result = Py_NewRef(Py_None);
+        for (Py_ssize_t c = 0; c < count; c++) {
+            if (types[c]) {
+                Py_SETREF(result, Py_BuildValue("(Os)", PyTuple_GET_ITEM(columns, c), type_name(types[c])));
+                break;
+            }
+        }
+    }
+    if (db) {
+        sq.close(db);
+    }
+    return result;
+}
