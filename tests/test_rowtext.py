@@ -143,6 +143,11 @@ NAMES = [
     "line\u2028separator",
     "wide \U0001f600",
     "\u00a0",
+    # a control character in each place of an eight-byte step, and after the last whole step
+    "eight by\x7fes, then more",
+    "sixteen bytes ok\x01 and on",
+    "a name of twenty-three\x1f",
+    "fifteen bytes.\x7f",
 ]
 
 

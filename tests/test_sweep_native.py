@@ -13,7 +13,7 @@ import dataclasses
 import shutil
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -431,3 +431,19 @@ def test_the_native_integer_check_refuses_as_its_sql_twin_does(tmp_path: Path, n
         assert native is None
     else:
         assert native is not None and native.startswith(f"{path}: ") and "holds a" in native
+
+
+def test_the_native_integer_check_counts_the_ranges_never_ended_as_the_sql_does(tmp_path: Path) -> None:
+    path = edited(tmp_path, "open", 'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid % 97 = 0')
+    counts = []
+    for checked in (nullcontext(), sql_check()):
+        with checked:
+            export = NsysExport(str(path))
+            try:
+                counts.append((export._open_ranges, export.count_open_ranges()))
+            finally:
+                export.close()
+    with closing(sqlite3.connect(path)) as db:
+        expected = db.execute('SELECT COUNT(*) FROM NVTX_EVENTS WHERE "end" IS NULL').fetchone()[0]
+    assert expected == 19118 // 97
+    assert counts == [(expected, expected), (None, expected)]  # the native pass counted them already

@@ -172,6 +172,24 @@ static int is_control(char c) {
     return (unsigned char)c < 0x20 || c == 0x7f;
 }
 
+/* Whether an ASCII text holds a control character (below 0x20, or 0x7f): eight bytes a step.
+ * In a word of ASCII bytes (high bits clear), a byte's high bit is set by adding 0x60 exactly
+ * where it is at least 0x20, and by adding 0x01 exactly where it is 0x7f. */
+static int has_control(const char *text, Py_ssize_t len) {
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t word;
+        memcpy(&word, text + i, 8);
+        if ((~(word + 0x60 * ones) | (word + ones)) & highs)
+            return 1;
+    }
+    for (; i < len; i++)
+        if (is_control(text[i]))
+            return 1;
+    return 0;
+}
+
 static const char HEX[] = "0123456789abcdef";
 
 /* An ASCII text copied to `out` with each control character as \xNN; returns the end. */
@@ -194,10 +212,7 @@ static char *escaped(char *out, const char *text, Py_ssize_t len) {
 static int put_printable(Buffer *b, const char *text, Py_ssize_t len) {
     if (reserve(b, (size_t)len * 4) < 0)
         return -1;
-    unsigned char any = 0; /* no early exit: the compiler checks many bytes a step */
-    for (Py_ssize_t i = 0; i < len; i++)
-        any |= (unsigned char)is_control(text[i]);
-    if (!any) {
+    if (!has_control(text, len)) {
         memcpy(b->data + b->len, text, (size_t)len);
         b->len += (size_t)len;
         return 0;
@@ -544,27 +559,39 @@ static PyObject *gpu_table(PyObject *module, PyObject *args) {
     }
     if (put_fill(&b, '-', (size_t)(longest < RULE_MAX ? longest : RULE_MAX)) < 0)
         goto out;
+    /* The rows, into the room reserved above (each at most its text in the arena, a line of
+     * cells with their gaps, two newlines and the indent): written in place, without a check
+     * per piece. */
+    char *o = b.data + b.len;
     for (Py_ssize_t r = 0; r < count; r++) {
         Prepared *p = &prepared[r];
         const char *text = arena.data + p->at;
-        if (put(&b, "\n", 1) < 0)
-            goto out;
-        size_t start = b.len;
+        *o++ = '\n';
+        char *start = o;
         for (int i = 0; i < CELLS; i++) {
-            if (put_aligned(&b, text, p->lens[i], widths[i]) < 0 || put(&b, GAP, 2) < 0)
-                goto out;
-            text += p->lens[i];
+            size_t len = p->lens[i];
+            for (size_t pad = widths[i] - len; pad; pad--)
+                *o++ = ' ';
+            for (size_t k = 0; k < len; k++) /* a cell: at most CELL bytes */
+                *o++ = *text++;
+            *o++ = ' ';
+            *o++ = ' ';
         }
-        if (put(&b, text, p->name_len) < 0)
-            goto out;
+        memcpy(o, text, p->name_len);
+        o += p->name_len;
         /* Python's rstrip: the only space an ASCII line can end with is ' ' (the other ASCII
          * spaces are control characters, escaped); a name that is not ASCII came stripped. */
-        while (b.len > start && b.data[b.len - 1] == ' ')
-            b.len--;
-        if (p->top_len && (put(&b, "\n", 1) < 0 || put(&b, UNDER_INDENT, sizeof UNDER_INDENT - 1) < 0 ||
-                           put(&b, text + p->name_len, p->top_len) < 0))
-            goto out;
+        while (o > start && o[-1] == ' ')
+            o--;
+        if (p->top_len) {
+            *o++ = '\n';
+            memcpy(o, UNDER_INDENT, sizeof UNDER_INDENT - 1);
+            o += sizeof UNDER_INDENT - 1;
+            memcpy(o, text + p->name_len, p->top_len);
+            o += p->top_len;
+        }
     }
+    b.len = (size_t)(o - b.data);
     result = PyUnicode_DecodeUTF8(b.data, (Py_ssize_t)b.len, "strict");
     goto out;
 unhandled:

@@ -112,16 +112,22 @@ class NsysExport:
         for table, columns in checks:
             named = list(dict.fromkeys(c for c in columns if c is not None))
             if named and native_check is not None:  # one pass in C, the same answer (tests/test_sweep_native.py)
+                # The NVTX table's pass also counts the ranges that never ended (count_open_ranges).
+                counting = table is self.nvtx and "end" in table.columns
+                select = ", ".join(map(quote, named)) + (f", {self._open_condition()}" if counting else "")
                 try:
-                    found = native_check.wrong_type(
-                        self.uri, f"SELECT {', '.join(map(quote, named))} FROM {quote(table.name)}", tuple(named)
+                    done = native_check.wrong_type(
+                        self.uri, f"SELECT {select} FROM {quote(table.name)}", tuple(named), counting
                     )
                 except native_check.SQLiteError as exc:  # SQLite's message, as below
                     raise damaged(self.path, exc) from None
-                if found is None:
+                if done is not NotImplemented:
+                    found, count = done
+                    if found is not None:
+                        raise ReportError(_wrong_type(self.path, table.name, *found))
+                    if counting:
+                        self._open_ranges = count
                     continue
-                if found is not NotImplemented:
-                    raise ReportError(_wrong_type(self.path, table.name, *found))
             # One scan per table for all its columns; only a table with a wrong value is scanned
             # again, column by column, to name the column.
             # typeof(c) NOT IN ('integer', 'null'), written as SQLite evaluates it a third faster.
@@ -199,17 +205,17 @@ class NsysExport:
         row = self.connection.execute(sql, args).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
+    def _open_condition(self) -> str:
+        types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
+        return f'(eventType IN ({types}) AND "end" IS NULL)'
+
     def count_open_ranges(self) -> int:
         """Ranges that never ended in the capture (counted once: a scan of the NVTX table)."""
         if self._open_ranges is None:
             self._open_ranges = 0
             if self.nvtx is not None and "end" in self.nvtx.columns:
-                types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
                 self._open_ranges = (
-                    self._scalar(
-                        f'SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE eventType IN ({types}) AND "end" IS NULL'
-                    )
-                    or 0
+                    self._scalar(f"SELECT COUNT(*) FROM {quote(self.nvtx.name)} WHERE {self._open_condition()}") or 0
                 )
         return self._open_ranges
 

@@ -14,9 +14,10 @@ static const char *type_name(int type)
 }
 
 /* For each column, the type of its first value (in the table's order) that is neither an
- * integer nor NULL, in types[] (0 where none). The pass ends early once the first column has
- * one: it is the one named. An SQLite error: SQLERROR. */
-static int scan(sqlite3 *db, const char *sql, int columns, int *types)
+ * integer nor NULL, in types[] (0 where none); with `counted`, the sum of the column after them
+ * in *count. The pass ends early once the first column has one: it is the one named (and the
+ * count is not read). An SQLite error: SQLERROR. */
+static int scan(sqlite3 *db, const char *sql, int columns, int counted, int *types, long long *count)
 {
     sqlite3_stmt *stmt = NULL;
     if (sq.prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
@@ -30,6 +31,9 @@ static int scan(sqlite3 *db, const char *sql, int columns, int *types)
                 types[c] = type;
             }
         }
+        if (counted) {
+            *count += sq.column_int64(stmt, columns);
+        }
         if (types[0]) {
             rc = SQLITE_DONE;
             break;
@@ -40,19 +44,22 @@ static int scan(sqlite3 *db, const char *sql, int columns, int *types)
 }
 
 const char wrong_type_doc[] =
-    "wrong_type(uri, sql, columns) -> tuple[str, str] | None | NotImplemented\n\n"
-    "Runs `sql` (a SELECT of the named `columns`, in order, from one table) and returns the\n"
+    "wrong_type(uri, sql, columns, counted=False) -> (tuple[str, str] | None, int) | NotImplemented\n\n"
+    "Runs `sql` (a SELECT of the named `columns`, in order, from one table) and gives the\n"
     "first of them holding a value that is neither an integer nor NULL, with SQLite's name\n"
     "for that value's type (its first such value, in the table's order): what\n"
-    "export.NsysExport._check_integers finds by SQL. None where every value is one;\n"
-    "NotImplemented where SQLite's functions were not found. Raises SQLiteError.";
+    "export.NsysExport._check_integers finds by SQL; None where every value is one. With\n"
+    "`counted`, the SELECT has one more column, an integer, whose sum comes second (else 0):\n"
+    "a count the same pass takes. NotImplemented where SQLite's functions were not found.\n"
+    "Raises SQLiteError.";
 
 PyObject *wrong_type(PyObject *module, PyObject *args)
 {
     (void)module;
     const char *uri, *sql;
     PyObject *columns;
-    if (!PyArg_ParseTuple(args, "ssO!", &uri, &sql, &PyTuple_Type, &columns)) {
+    int counted = 0;
+    if (!PyArg_ParseTuple(args, "ssO!|p", &uri, &sql, &PyTuple_Type, &columns, &counted)) {
         return NULL;
     }
     Py_ssize_t count = PyTuple_GET_SIZE(columns);
@@ -66,18 +73,18 @@ PyObject *wrong_type(PyObject *module, PyObject *args)
     sqlite3 *db = NULL;
     int types[MAX_CHECKED];
     memset(types, 0, sizeof types);
-    int failed = open_read_only(uri, &db) || scan(db, sql, (int)count, types);
+    long long total = 0;
+    int failed = open_read_only(uri, &db) || scan(db, sql, (int)count, counted, types, &total);
     PyObject *result = NULL;
     if (failed) {
         PyErr_SetString(SQLiteError, db ? sq.errmsg(db) : "out of memory");
     } else {
-        result = Py_NewRef(Py_None);
-        for (Py_ssize_t c = 0; c < count; c++) {
-            if (types[c]) {
-                Py_SETREF(result, Py_BuildValue("(Os)", PyTuple_GET_ITEM(columns, c), type_name(types[c])));
-                break;
-            }
+        Py_ssize_t c = 0;
+        while (c < count && !types[c]) {
+            c++;
         }
+        result = c < count ? Py_BuildValue("((Os)L)", PyTuple_GET_ITEM(columns, c), type_name(types[c]), total)
+                           : Py_BuildValue("(OL)", Py_None, total);
     }
     if (db) {
         sq.close(db);
