@@ -17,6 +17,7 @@ from autonvtx.report.nsys.schema import Schema, Table, discover, meta_value, quo
 # creation (75) are not ranges.
 PUSH_POP_TYPES = (59, 70)
 START_END_TYPES = (60, 71)
+OPEN_TYPES = PUSH_POP_TYPES + START_END_TYPES  # the ranges count_open_ranges counts
 DOMAIN_CREATE_TYPE = 75
 THREAD_NAME_TYPE = 39
 
@@ -113,20 +114,25 @@ class NsysExport:
             named = list(dict.fromkeys(c for c in columns if c is not None))
             if named and native_check is not None:  # one pass in C, the same answer (tests/test_sweep_native.py)
                 # The NVTX table's pass also counts the ranges that never ended (count_open_ranges).
-                counting = table is self.nvtx and "end" in table.columns
-                select = ", ".join(map(quote, named)) + (f", {self._open_condition()}" if counting else "")
+                kind, end = table.column("eventType"), table.column("end")
+                opened = (
+                    (named.index(kind), named.index(end), OPEN_TYPES) if table is self.nvtx and kind and end else None
+                )
                 try:
                     done = native_check.wrong_type(
-                        self.uri, f"SELECT {select} FROM {quote(table.name)}", tuple(named), counting
+                        self.uri,
+                        f"SELECT {', '.join(map(quote, named))} FROM {quote(table.name)}",
+                        tuple(named),
+                        opened,
                     )
                 except native_check.SQLiteError as exc:  # SQLite's message, as below
                     raise damaged(self.path, exc) from None
                 if done is not NotImplemented:
-                    found, count = done
+                    found, open_ranges = done
                     if found is not None:
                         raise ReportError(_wrong_type(self.path, table.name, *found))
-                    if counting:
-                        self._open_ranges = count
+                    if opened is not None:
+                        self._open_ranges = open_ranges
                     continue
             # One scan per table for all its columns; only a table with a wrong value is scanned
             # again, column by column, to name the column.
@@ -206,8 +212,7 @@ class NsysExport:
         return None if row is None or row[0] is None else int(row[0])
 
     def _open_condition(self) -> str:
-        types = ", ".join(str(t) for t in PUSH_POP_TYPES + START_END_TYPES)
-        return f'(eventType IN ({types}) AND "end" IS NULL)'
+        return f'(eventType IN ({", ".join(map(str, OPEN_TYPES))}) AND "end" IS NULL)'
 
     def count_open_ranges(self) -> int:
         """Ranges that never ended in the capture (counted once: a scan of the NVTX table)."""
