@@ -1,6 +1,6 @@
 """What `autonvtx report --each` costs against one hand-written SQL query giving the same table.
 
-    python benchmarks/report_each.py            # the 2-GPU PyTorch fixture, best of 3
+    python benchmarks/report_each.py            # the 2-GPU PyTorch fixture, best of 3 (and median)
     python benchmarks/report_each.py --repeat 5
     valgrind --tool=callgrind python benchmarks/report_each.py --only each   # and imports, hand, grouped
 
@@ -12,8 +12,8 @@ report to): each range name's kernels, kernel time and GPU time, counted once pe
 many of its instances enclose the launch. It produces the table and nothing else (no CPU time,
 no instance counts, no top kernels), so it is the floor. The report is timed end to end in this
 process: read, sweep, rows, and the whole table written as text to a pipe would get it (every
-row, names never cut), for the grouped default and for --each. Printed: seconds (CPU seconds)
-and each against the hand query, then --each's CPU time split between reading the export and
+row, names never cut), for the grouped default and for --each, the three taking turns. Printed:
+the least seconds (their CPU seconds, and the median CPU seconds) and each against the hand query, then --each's CPU time split between reading the export and
 writing its table (18,499 rows and their top-kernel lines on the fixture), and the reading again
 by the Python sweep (the twin of the native one, which runs where that is not built).
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import re
 import sqlite3
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -79,16 +80,22 @@ def report(path: Path, each: bool) -> str:
     return text
 
 
-def best(function: Callable[[], str], repeat: int) -> tuple[float, float, str]:
-    """The fastest of `repeat` runs: wall seconds, CPU seconds (this process), and its output."""
-    times = []
-    output = ""
+def interleaved(functions: dict[str, Callable[[], str]], repeat: int) -> dict[str, tuple[float, float, float, str]]:
+    """Each function run `repeat` times, taking turns (so that a slower spell of a shared machine
+    falls on every side alike): per function its least wall seconds, the CPU seconds of that run
+    (this process), its median CPU seconds, and its output."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in functions}
+    outputs = dict.fromkeys(functions, "")
     for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        output = function()
-        times.append((time.perf_counter() - wall, time.process_time() - cpu))
-    wall, cpu = min(times)
-    return wall, cpu, output
+        for name, function in functions.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            outputs[name] = function()
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    result = {}
+    for name, runs in times.items():
+        wall, cpu = min(runs)
+        result[name] = (wall, cpu, statistics.median(c for _, c in runs), outputs[name])
+    return result
 
 
 def main() -> None:
@@ -104,15 +111,25 @@ def main() -> None:
         elif args.only != "imports":
             report(path, args.only == "each")
         return
-    hand_s, hand_cpu, hand = best(lambda: hand_query(path), args.repeat)
-    lines = hand.count("\n")
-    print(f"hand SQL query: {hand_s:.3f} s ({hand_cpu:.3f} CPU-s), {lines:,} rows")
-    for label, each in (("report (grouped)", False), ("report --each", True)):
-        seconds, cpu, text = best(lambda each=each: report(path, each), args.repeat)
+    report(path, True)  # the first run's imports are not the report's cost
+    runs = interleaved(
+        {
+            "hand": lambda: hand_query(path),
+            "report (grouped)": lambda: report(path, False),
+            "report --each": lambda: report(path, True),
+        },
+        args.repeat,
+    )
+    hand_s, hand_cpu, hand_median, hand = runs.pop("hand")
+    print(
+        f"hand SQL query: {hand_s:.3f} s ({hand_cpu:.3f} CPU-s; median {hand_median:.3f}), {hand.count(chr(10)):,} rows"
+    )
+    for label, (seconds, cpu, median, text) in runs.items():
         rows = len(re.findall(r"^ *\S.* ms|^ *\S.* us|^ *\S.* ns", text, re.M))
         print(
-            f"{label}: {seconds:.3f} s ({cpu:.3f} CPU-s), {rows:,} table lines; "
-            f"{seconds / hand_s:.2f}x the hand query ({cpu / hand_cpu:.2f}x its CPU time)"
+            f"{label}: {seconds:.3f} s ({cpu:.3f} CPU-s; median {median:.3f}), {rows:,} table lines; "
+            f"{seconds / hand_s:.2f}x the hand query ({cpu / hand_cpu:.2f}x its CPU time, "
+            f"{median / hand_median:.2f}x by medians)"
         )
     print(parts(path, args.repeat))
 
