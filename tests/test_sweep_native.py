@@ -134,6 +134,20 @@ def assert_twins(path: Path, ways: list[tuple[str | None, bool, bool]] = SOME_WA
     return made
 
 
+def native_run(path: Path) -> tuple[object, ...] | None:
+    """The native sweep's own answer for an export, ungrouped and without rows (None: it leaves
+    the export to the Python sweep)."""
+    export = NsysExport(str(path))
+    try:
+        labels = read_labels(export)
+        assert NATIVE is not None
+        return NATIVE.run(
+            export.uri, export.ranges_query(), export.launches_query(), labels.grouping(None), None, False, {}
+        )
+    finally:
+        export.close()
+
+
 def edited(tmp_path: Path, name: str, *statements: str) -> Path:
     path = tmp_path / f"{name}.sqlite"
     shutil.copyfile(TORCH, path)
@@ -250,16 +264,7 @@ def test_values_the_native_sweep_leaves_to_python_give_the_python_sweeps_tally(t
             "UPDATE NVTX_EVENTS SET eventType = 60, text = 'huge', \"end\" = 9223372036854775807 WHERE rowid % 500 = 0",
         ),
     ):
-        export = NsysExport(str(path))
-        try:
-            labels = read_labels(export)
-            assert NATIVE is not None
-            run = NATIVE.run(
-                export.uri, export.ranges_query(), export.launches_query(), labels.grouping(None), None, False, {}
-            )
-            assert run is None, path.name
-        finally:
-            export.close()
+        assert native_run(path) is None, path.name
         native, python = both(path, None, False, True, None)
         assert native == python and isinstance(python, tuple)
 
@@ -307,16 +312,8 @@ def test_rows_whose_sums_pass_64_bits_are_left_to_build_rows(tmp_path: Path) -> 
         'AND p.start < r.start AND p."end" > r."end" WHERE r.eventType = 59 AND p.eventType = 59 '
         f"AND r.globalTid = ({last}) LIMIT 1))",
     )
-    export = NsysExport(str(path))
-    try:
-        labels = read_labels(export)
-        assert NATIVE is not None
-        fields = NATIVE.run(
-            export.uri, export.ranges_query(), export.launches_query(), labels.grouping(None), None, False, {}
-        )
-        assert fields is not None and fields[-1] is None  # swept natively, no rows asked for
-    finally:
-        export.close()
+    fields = native_run(path)
+    assert fields is not None and fields[-1] is None  # swept natively, no rows asked for
     tally, python = tally_and_rows(path, None, False, True, None)
     assert tally.rows is None
     export = NsysExport(str(path))
@@ -372,7 +369,7 @@ def test_autonvtx_version_names_the_native_sweep() -> None:
 
 def test_a_native_sweep_that_cannot_find_sqlite_is_named_missing_with_why(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(NATIVE, "unavailable", lambda: "sqlite3_step is not visible through Python's _sqlite3 module")
-    assert sweep._native() is None  # the Python sweep runs then
+    assert export_module.native_sweep_module() is None  # the Python sweep and the SQL check run then
     assert (
         "native report sweep: MISSING (autonvtx.report.nsys._sweep): it cannot run here: sqlite3_step is not visible "
         "through Python's _sqlite3 module; reports on Nsight Systems exports sweep in Python, reading them several "

@@ -421,10 +421,10 @@ def _wrong_type(path: str, table: str, column: str, type_name: str) -> str:
     )
 
 
-def _native_check() -> ModuleType | None:
-    """The native sweep's module, whose wrong_type is this check in C (report/nsys/_native/
-    sweep_check.c): None where it was not built or cannot find SQLite in the process; the SQL in
-    _check_integers runs then."""
+def native_sweep_module() -> ModuleType | None:
+    """The native sweep's module (report/nsys/_native/): its `run` is sweep.Sweep in C and its
+    `wrong_type` the integer check below (sweep_check.c). None where it was not built or cannot
+    find SQLite in the process; the Python twins run then."""
     try:
         from autonvtx.report.nsys import _sweep
     except ImportError:
@@ -432,7 +432,7 @@ def _native_check() -> ModuleType | None:
     return _sweep if _sweep.unavailable() is None else None
 
 
-native_check = _native_check()
+native_check = native_sweep_module()
 
 
 def damaged(path: str, exc: object) -> ReportError:

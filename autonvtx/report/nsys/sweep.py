@@ -5,27 +5,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import add
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from autonvtx.report.figures import KernelShare, Row, Work
-from autonvtx.report.nsys.export import LaunchRow, NsysExport, RangeRow, ReportError, ThreadFilter, damaged
+from autonvtx.report.nsys.export import (
+    LaunchRow,
+    NsysExport,
+    RangeRow,
+    ReportError,
+    ThreadFilter,
+    damaged,
+    native_sweep_module,
+)
 
 if TYPE_CHECKING:
     from autonvtx.report.nsys.labels import Labels
 
 
-def _native() -> ModuleType | None:
-    """The sweep in C (report/nsys/_native/sweep.c), reading the export itself: None where it
-    was not built or cannot find SQLite in the process; `Sweep` below is its twin and runs then."""
-    try:
-        from autonvtx.report.nsys import _sweep
-    except ImportError:
-        return None
-    return _sweep if _sweep.unavailable() is None else None
-
-
-native = _native()
+# The sweep in C (report/nsys/_native/sweep.c), reading the export itself; None where it is
+# missing: `Sweep` below is its twin and runs then.
+native = native_sweep_module()
 
 # A range instance while it is open: [end, start, node, work], work None until GPU work is
 # launched inside it (most ranges launch none), then [gpu first start, gpu last end, kernels,
