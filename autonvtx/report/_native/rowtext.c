@@ -341,8 +341,11 @@ static int put_top_line(Buffer *arena, PyObject *row, long long kernel_ns, PyObj
         /* 100 * ns / kernel_ns: Python divides the exact integers, rounding once; so does this
          * where both are exact doubles. */
         char figure[CELL];
-        int n = i ? 2 : 0;
-        memcpy(figure, ", ", 2);
+        int n = 0;
+        if (i) {
+            memcpy(figure, ", ", 2);
+            n = 2;
+        }
         int digits = share_digits(figure + n, ns, kernel_ns, 0);
         if (digits >= 0) {
             n += digits;
