@@ -13,7 +13,8 @@ many of its instances enclose the launch. It produces the table and nothing else
 no instance counts, no top kernels), so it is the floor. The report is timed end to end in this
 process: read, sweep, rows, and the whole table written as text to a pipe would get it (every
 row, names never cut), for the grouped default and for --each, the three taking turns. Printed:
-the least seconds (their CPU seconds, and the median CPU seconds) and each against the hand query, then --each's CPU time split between reading the export and
+the least seconds (their CPU seconds, and the median CPU seconds) and each against the hand
+query, then --each's CPU time split between reading the export and
 writing its table (18,499 rows and their top-kernel lines on the fixture), and the reading again
 by the Python sweep (the twin of the native one, which runs where that is not built).
 """
