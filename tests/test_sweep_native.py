@@ -254,6 +254,63 @@ def test_the_native_sweep_finds_what_the_python_sweep_finds_on_edited_exports(tm
     assert assert_twins(path, [(None, False, True), ("thread", True, False)])
 
 
+# Ties for the orders to break: runtime calls that start together, calls that launch several
+# kernels (one correlationId) at one time with names inline, as ids and NULL, and ranges that
+# start and end together.
+TIES = (
+    *EDITS["kernel-text"],
+    "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = start / 50000000 * 50000000",
+    "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = correlationId - correlationId % 10, "
+    'start = start / 100000000 * 100000000, "end" = start / 100000000 * 100000000 + 1000 + rowid % 3',
+    "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET correlationId = correlationId - correlationId % 2",
+    'UPDATE NVTX_EVENTS SET start = start / 1000000 * 1000000, "end" = "end" / 1000000 * 1000000 + 1000000',
+)
+
+
+def native_fields(path: Path, whole: bool, device: int | None) -> list[object]:
+    """The native sweep's fields (dictionaries as their items, in order) with the ranges ordered
+    and the launches joined in C (`whole`), or both by SQLite."""
+    export = NsysExport(str(path))
+    try:
+        labels = read_labels(export)
+        assert NATIVE is not None
+        if whole:
+            ranges, launches = export.ranges_query(ordered=False), export.launch_join(device)
+        else:
+            ranges, launches = export.ranges_query(), export.launches_query(device)
+        grouping = labels.grouping("thread")
+        fields = NATIVE.run(
+            export.uri, ranges, launches, grouping, None, False, labels.renumbered, export.size_hint(), None, whole
+        )
+    finally:
+        export.close()
+    assert fields is not None  # the native sweep ran it
+    return [list(field.items()) if isinstance(field, dict) else field for field in fields]
+
+
+def test_ranges_and_launches_ordered_in_c_keep_the_sqls_order_ties_included(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = edited(tmp_path, "ties", *TIES)
+    with closing(sqlite3.connect(path)) as db:  # the edit makes ties of every kind
+        for count in (
+            "SELECT COUNT(*) - COUNT(DISTINCT start) FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+            "SELECT COUNT(*) - COUNT(DISTINCT correlationId || ' ' || start) FROM CUPTI_ACTIVITY_KIND_KERNEL",
+            "SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL a JOIN CUPTI_ACTIVITY_KIND_KERNEL b "
+            "ON a.correlationId = b.correlationId AND a.start = b.start AND typeof(a.name) != typeof(b.name)",
+            "SELECT COUNT(*) - COUNT(DISTINCT globalTid || ' ' || start || ' ' || \"end\") FROM NVTX_EVENTS",
+        ):
+            assert db.execute(count).fetchone()[0] > 50, count
+    for device in (None, 0, 1):  # the SQL's plan differs with --gpu: its order must not
+        assert native_fields(path, True, device) == native_fields(path, False, device), device
+    # sweep_export takes either way by the export's size; the Python sweep agrees with both
+    whole = both(path, "thread", False, True, None)
+    monkeypatch.setattr(sweep, "WHOLE_AT_MOST", 0)
+    assert both(path, "thread", False, True, None) == whole
+    assert whole[0] == whole[1]
+    assert assert_twins(path, [(None, False, True), ("rank", True, False)], gpus=2)
+
+
 def test_values_the_native_sweep_leaves_to_python_give_the_python_sweeps_tally(tmp_path: Path) -> None:
     # A NULL thread (the Python sweep groups it with no grouping) and sums past 64 bits.
     for path in (

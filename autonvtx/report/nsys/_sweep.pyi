@@ -8,13 +8,16 @@ class SQLiteError(Exception): ...
 def run(
     uri: str,
     ranges: tuple[str, tuple[object, ...]] | None,
-    launches: tuple[str, tuple[object, ...]] | None,
+    launches: tuple[str, tuple[object, ...]]
+    | tuple[tuple[str, tuple[object, ...]], list[tuple[tuple[str, tuple[object, ...]], bool]]]
+    | None,
     group_of: Callable[[int], str],
     rename: Callable[[str], str] | None,
     only_with_work: bool,
     renumbered: dict[tuple[int, int], int],
     hint: int = 0,
     rows: tuple[type, type, type, Callable[[int], str], Callable[[Any], Any], int, bool] | None = None,
+    order: bool = False,
     /,
 ) -> tuple[Any, ...] | None: ...
 def wrong_type(

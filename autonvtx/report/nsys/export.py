@@ -40,6 +40,11 @@ RangeRow = tuple[int, int, int, int, int, str | None]
 LaunchRow = tuple[int, int, int, int, int, int, object, int | None]
 # An SQL query and its arguments.
 Query = tuple[str, tuple[object, ...]]
+# The launches as the native sweep joins them (export.launch_join): the calls' query, and per
+# kind of work its query with whether the call must be of the same process.
+LaunchJoin = tuple[Query, list[tuple[Query, bool]]]
+# The launches' order (columns of LaunchRow): the call's start, then every other column.
+LAUNCH_ORDER = "2, 3, 1, 4, 5, 6, 7, 8"
 # Which threads a stream covers: None for all, else (keep, globalTids): those only, or all but those.
 ThreadFilter = tuple[bool, tuple[int, ...]] | None
 
@@ -231,8 +236,11 @@ class NsysExport:
             return iter(())
         return self.connection.execute(*query)
 
-    def ranges_query(self, threads: ThreadFilter = None) -> Query | None:
-        """The query `ranges` runs (None: the export has no NVTX ranges); the native sweep runs it too."""
+    def ranges_query(self, threads: ThreadFilter = None, ordered: bool = True) -> Query | None:
+        """The query `ranges` runs (None: the export has no NVTX ranges); the native sweep runs it
+        too. Not `ordered`: the same rows as they are stored, for the native sweep to put in the
+        same order itself (by start, then end latest first, then as stored: SQLite's sorter
+        keeps rows of equal keys in the order the table scan gave them)."""
         if self.nvtx is None:
             return None
         t = self.nvtx
@@ -250,8 +258,8 @@ class NsysExport:
         types = ", ".join(str(x) for x in PUSH_POP_TYPES + START_END_TYPES)
         sql = (
             f"SELECT n.globalTid, n.start, {end} AS e, n.eventType IN ({start_end}), {domain}, {name} "
-            f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)} "
-            "ORDER BY n.start, e DESC"
+            f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)}"
+            + (" ORDER BY n.start, e DESC" if ordered else "")
         )
         return sql, ()
 
@@ -298,7 +306,49 @@ class NsysExport:
         args: list[object] = []
         for work in self.work:
             parts.append(self._launch_select(work, device, args) + _thread_condition("r.globalTid", threads))
-        return " UNION ALL ".join(parts) + " ORDER BY 2", tuple(args)
+        # By the call's start, then every column: which of two launches of one call comes first
+        # would otherwise be the query plan's choice (it changes with --gpu), and the native
+        # sweep's join (launch_join) orders them the same way.
+        return " UNION ALL ".join(parts) + f" ORDER BY {LAUNCH_ORDER}", tuple(args)
+
+    def launch_join(self, device: int | None = None, threads: ThreadFilter = None) -> LaunchJoin | None:
+        """What the native sweep reads to join launches itself, in place of `launches_query`
+        (None: no launches): the runtime calls (correlationId, globalTid, start), and per kind of
+        work its rows (correlationId, globalPid or NULL, kind, start, end, device, name, bytes)
+        with whether a call must be of the same process (as `_launch_select` joins them)."""
+        if self.runtime is None or not self.work:
+            return None
+        r = self.runtime
+        backtraces = ", ".join(str(c) for c in BACKTRACE_CLASSES)
+        where = f" WHERE r.eventClass NOT IN ({backtraces})" if r.has("eventClass") else " WHERE 1"
+        calls = (
+            f"SELECT r.correlationId, r.globalTid, r.start FROM {quote(r.name)} r{where}"
+            + _thread_condition("r.globalTid", threads),
+            (),
+        )
+        parts = []
+        for work in self.work:
+            w = work.table
+            name = f"k.{quote(work.name_column)}" if work.name_column else "NULL"
+            size = f"k.{quote(work.bytes_column)}" if work.bytes_column else "NULL"
+            dev = f"k.{quote(work.device_column)}" if work.device_column else "0"
+            pid = f"k.{quote(work.process_column)}" if work.process_column else "NULL"
+            sql = (
+                f"SELECT k.correlationId, {pid}, {work.kind}, k.start, k.{quote(w.columns['end'])}, {dev}, {name}, {size} "
+                f"FROM {quote(w.name)} k" + (f" WHERE {dev} = ?" if device is not None else "")
+            )
+            parts.append(((sql, () if device is None else (device,)), work.process_column is not None))
+        return calls, parts
+
+    def work_size_hint(self) -> int:
+        """About how many runtime calls and GPU work rows the export holds (MAX(rowid) each)."""
+        total = 0
+        for table in ([self.runtime] if self.runtime else []) + [work.table for work in self.work]:
+            try:
+                total += self._scalar(f"SELECT MAX(rowid) FROM {quote(table.name)}") or 0
+            except sqlite3.Error:  # a WITHOUT ROWID table or a view
+                return 0
+        return total
 
     def _launch_select(self, work: WorkTable, device: int | None, args: list[object]) -> str:
         assert self.runtime is not None

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 # missing: `Sweep` below is its twin and runs then.
 native = native_sweep_module()
 
+# Up to this many NVTX events (ranges), or runtime calls and GPU work rows (launches), the native
+# sweep reads them whole and orders them itself (about 50 bytes each): SQLite's sorter and
+# join cost more.
+WHOLE_AT_MOST = 1_000_000
+
 # A range instance while it is open: [end, start, node, work], work None until GPU work is
 # launched inside it (most ranges launch none), then [gpu first start, gpu last end, kernels,
 # kernel ns, memcpys, memcpy bytes, memcpy ns, memsets, memset bytes, memset ns], covering
@@ -383,15 +388,22 @@ def sweep_export(
     makes the tally's rows per name (`Tally.rows`, as views.build_rows would); with `rows_only`
     besides, a tally with rows holds no nodes (nothing is to make a tree of them)."""
     if native is not None:
-        ranges, launches = export.ranges_query(threads), export.launches_query(device, threads)
         try:  # how many events to size its tables for; a file that fails here fails below as it would
-            hint = export.size_hint()
+            hint, work = export.size_hint(), export.work_size_hint()
         except ReportError:
-            hint = 0
+            hint = work = 0
+        # Rows few enough to hold in memory are ordered (ranges) and joined (launches) in C, the
+        # rest by SQLite, whose sorter spills to disk.
+        whole = 0 < hint <= WHOLE_AT_MOST
+        ranges = export.ranges_query(threads, ordered=not whole)
+        if 0 < work <= WHOLE_AT_MOST:
+            launches = export.launch_join(device, threads)
+        else:
+            launches = export.launches_query(device, threads)
         try:
             parts = (Row, Work, KernelShare, labels.domain, export.names_of, TOP_KERNELS, rows_only) if rows else None
             fields = native.run(
-                export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, hint, parts
+                export.uri, ranges, launches, group_of, rename, only_with_work, labels.renumbered, hint, parts, whole
             )
         except native.SQLiteError as exc:
             raise damaged(export.path, exc) from None

@@ -207,9 +207,11 @@ static void sweep_free(Sweep *s)
 PyObject *SQLiteError;
 
 PyDoc_STRVAR(run_doc,
-             "run(uri, ranges, launches, group_of, rename, only_with_work, renumbered, hint=0, rows=None)\n--\n\n"
+             "run(uri, ranges, launches, group_of, rename, only_with_work, renumbered, hint=0, rows=None, order=False)\n--\n\n"
              "Sweep an export's ranges and launches as sweep.Sweep.run does. `uri`: the export as\n"
-             "export._connect opens it; `ranges`, `launches`: (sql, args) or None; `group_of`: globalTid\n"
+             "export._connect opens it; `ranges`: (sql, args) or None, ordered unless `order` asks\n"
+             "to read them whole and order them here; `launches`: (sql, args) ordered, or\n"
+             "export.launch_join's plan to join them here, or None; `group_of`: globalTid\n"
              "-> group label; `rename`: str -> str or None; `renumbered`: {(globalPid, domainId): key};\n"
              "`hint`: about how many NVTX events the export holds (its tables are sized for them);\n"
              "`rows`: None, or (Row, Work, KernelShare, domain_name, kernel_names, top) to make the\n"
@@ -268,10 +270,19 @@ static int sweep_init(Sweep *s, Py_ssize_t hint, PyObject *renumbered)
     return 0;
 }
 
-/* The export opened, its queries prepared (the ranges' first row read before the launches'
- * query runs, in the order the Python sweep's cursors run) and swept: an outcome. */
-static int open_and_sweep(Sweep *s, const char *uri, PyObject *ranges_query, PyObject *launches_query, sqlite3 **db,
-                          sqlite3_stmt **ranges, sqlite3_stmt **launches)
+/* Whether `launches` is export.launch_join's plan (the calls' query and a list of parts) rather
+ * than the ordered query (sql, args). */
+static int is_join(PyObject *launches)
+{
+    return launches != Py_None && PyTuple_Check(launches) && PyTuple_GET_SIZE(launches) == 2 &&
+           PyList_Check(PyTuple_GET_ITEM(launches, 1));
+}
+
+/* The export opened, the ranges' query prepared and its first row read (all its rows, where
+ * `order` asks to order them here) before the launches are (in the order the Python sweep's
+ * cursors run), then swept: an outcome. */
+static int open_and_sweep(Sweep *s, const char *uri, PyObject *ranges_query, PyObject *launches_query, int order,
+                          size_t hint, sqlite3 **db, Ranges *ranges, Launches *launches)
 {
     /* As export._connect: the URI (read-only, immutable) with the flags Python's connect uses,
      * then query_only; NOMUTEX besides: the connection is this call's alone (SQLite then takes
@@ -280,22 +291,32 @@ static int open_and_sweep(Sweep *s, const char *uri, PyObject *ranges_query, PyO
     if (open_read_only(uri, db) != 0) {
         return SQLERROR;
     }
-    int failed = 0, first = SQLITE_DONE;
-    *ranges = prepare(s, *db, ranges_query, &failed);
+    int failed = 0, outcome;
+    ranges->first = SQLITE_DONE;
+    ranges->stmt = prepare(s, *db, ranges_query, &failed);
     if (failed) {
         return failed;
     }
-    if (*ranges != NULL) {
-        first = sq.step(*ranges);
-        if (first != SQLITE_ROW && first != SQLITE_DONE) {
+    if (ranges->stmt != NULL) {
+        ranges->first = sq.step(ranges->stmt);
+        if (ranges->first != SQLITE_ROW && ranges->first != SQLITE_DONE) {
             return SQLERROR;
         }
+        if (order && (outcome = order_ranges(s, ranges, hint)) != ROW) {
+            return outcome;
+        }
     }
-    *launches = prepare(s, *db, launches_query, &failed);
-    if (failed) {
-        return failed;
+    if (is_join(launches_query)) {
+        if ((outcome = join_launches(s, *db, launches_query, launches)) != ROW) {
+            return outcome;
+        }
+    } else {
+        launches->stmt = prepare(s, *db, launches_query, &failed);
+        if (failed) {
+            return failed;
+        }
     }
-    return sweep(s, *ranges, first, *launches);
+    return sweep(s, ranges, launches);
 }
 
 static PyObject *run(PyObject *module, PyObject *args)
@@ -303,10 +324,10 @@ static PyObject *run(PyObject *module, PyObject *args)
     (void)module;
     const char *uri;
     PyObject *ranges_query, *launches_query, *group_of, *rename, *renumbered, *parts = Py_None;
-    int only_with_work;
+    int only_with_work, order = 0;
     Py_ssize_t hint = 0;
-    if (!PyArg_ParseTuple(args, "sOOOOpO!|nO", &uri, &ranges_query, &launches_query, &group_of, &rename,
-                          &only_with_work, &PyDict_Type, &renumbered, &hint, &parts)) {
+    if (!PyArg_ParseTuple(args, "sOOOOpO!|nOp", &uri, &ranges_query, &launches_query, &group_of, &rename,
+                          &only_with_work, &PyDict_Type, &renumbered, &hint, &parts, &order)) {
         return NULL;
     }
     if (resolve_sqlite() < 0) {
@@ -319,9 +340,13 @@ static PyObject *run(PyObject *module, PyObject *args)
     s.only_with_work = only_with_work;
     PyObject *result = NULL;
     sqlite3 *db = NULL;
-    sqlite3_stmt *ranges = NULL, *launches = NULL;
+    Ranges ranges;
+    Launches launches;
+    memset(&ranges, 0, sizeof ranges);
+    memset(&launches, 0, sizeof launches);
     if (sweep_init(&s, hint, renumbered) == 0) {
-        int outcome = open_and_sweep(&s, uri, ranges_query, launches_query, &db, &ranges, &launches);
+        int outcome = open_and_sweep(&s, uri, ranges_query, launches_query, order, hint > 0 ? (size_t)hint : 0, &db,
+                                     &ranges, &launches);
         if (outcome == SQLERROR) {
             PyErr_SetString(SQLiteError, db ? sq.errmsg(db) : "out of memory");
         } else if (outcome == UNSUPPORTED || (outcome == ROW && s.overflow)) {
@@ -334,11 +359,13 @@ static PyObject *run(PyObject *module, PyObject *args)
             result = rows == NULL ? NULL : with_rows(tally(&s, !(rows_only && rows != Py_None)), rows);
         }
     }
-    if (ranges) {
-        sq.finalize(ranges);
+    free(ranges.items);
+    free(launches.items);
+    if (ranges.stmt) {
+        sq.finalize(ranges.stmt);
     }
-    if (launches) {
-        sq.finalize(launches);
+    if (launches.stmt) {
+        sq.finalize(launches.stmt);
     }
     if (db) {
         sq.close(db);

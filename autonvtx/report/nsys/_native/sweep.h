@@ -1,6 +1,7 @@
 /* The native sweep's shared declarations (the module is sweep.c; sweep_sqlite.c reads the
- * export, sweep_tables.c holds the tables, names and threads, sweep_walk.c walks ranges and
- * launches as report/nsys/sweep.py's Sweep.run does). */
+ * export, sweep_order.c orders what a small export holds in memory, sweep_tables.c holds the
+ * tables, names and threads, sweep_walk.c walks ranges and launches as report/nsys/sweep.py's
+ * Sweep.run does). */
 #ifndef AUTONVTX_SWEEP_H
 #define AUTONVTX_SWEEP_H
 
@@ -254,6 +255,43 @@ typedef struct {
     int64_t kernel;
 } Launch;
 
+/* A range read: (globalTid, start, end, domain key, name), `seq` its place as read, `start_end`
+ * whether it is a start/end range. */
+typedef struct {
+    int64_t global_tid, start, end, domain;
+    int32_t raw, sid;
+    uint32_t seq;
+    uint8_t start_end;
+} Range;
+
+/* The ranges as the walk takes them: stepped from the ordered query (`stmt`, whose first step
+ * gave `first`), or read whole and put in order here (`items`: sweep_order.c). */
+typedef struct {
+    sqlite3_stmt *stmt;
+    int first, stepped, done;
+    Range *items;
+    size_t count, capacity, next;
+    int whole;
+} Ranges;
+
+/* A launch joined here (sweep_order.c): what the walk reads, and the columns of the SQL's order
+ * the walk does not (the device; whether device and bytes were NULL). */
+typedef struct {
+    Launch w;
+    int64_t device;
+    uint8_t device_null, size_null;
+} Joined;
+
+/* The launches as the walk takes them: stepped from the ordered query (`stmt`), or joined and
+ * put in order here (`items`). */
+typedef struct {
+    sqlite3_stmt *stmt;
+    int done;
+    Joined *items;
+    size_t count, capacity, next;
+    int whole;
+} Launches;
+
 static inline void add_work(Sweep *s, int64_t *into, int kind, int64_t duration, int64_t size)
 {
     add(s, &into[SLOTS[kind][0]], 1);
@@ -302,7 +340,10 @@ int resolve_sqlite(void);
 int open_read_only(const char* uri, sqlite3** db);
 sqlite3_stmt* prepare(Sweep* s, sqlite3* db, PyObject* query, int* failed);
 int32_t text_column(Sweep* s, sqlite3_stmt* stmt, int column, int32_t* raw);
-int next_launch(Sweep* s, sqlite3_stmt* stmt, Launch* w);
+int read_range(Sweep* s, sqlite3_stmt* stmt, Range* r);
+int read_launch(Sweep* s, sqlite3_stmt* stmt, Launch* w);
+int next_range(Sweep* s, Ranges* from, Range* r);
+int next_launch(Sweep* s, Launches* from, Launch* w);
 
 /* sweep_tables.c: the hash tables, texts and names, keys, the tree's nodes, threads. */
 int map_init(Map* map, size_t expected, size_t least);
@@ -316,7 +357,11 @@ int names_add(Sweep* s, int32_t thread, int32_t key, int delta);
 int32_t thread_of(Sweep* s, int64_t global_tid);
 
 /* sweep_walk.c: the whole walk. */
-int sweep(Sweep* s, sqlite3_stmt* ranges, int first, sqlite3_stmt* launches);
+int sweep(Sweep* s, Ranges* ranges, Launches* launches);
+
+/* sweep_order.c: ranges and launches read whole and put in the SQL's order here. */
+int order_ranges(Sweep* s, Ranges* ranges, size_t hint);
+int join_launches(Sweep* s, sqlite3* db, PyObject* plan, Launches* out);
 
 /* sweep_rows.c: the rows per range name. `parts`: (Row, Work, KernelShare, domain_name,
  * kernel_names, top[, rows_only]); `*rows_only` gets the last. A list of rows, None (a sum past

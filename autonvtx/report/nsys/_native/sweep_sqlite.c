@@ -112,23 +112,14 @@ int32_t text_column(Sweep *s, sqlite3_stmt *stmt, int column, int32_t *raw)
     return *raw < 0 ? TEXT_ERROR : s->raw_sid[*raw];
 }
 
-int next_launch(Sweep *s, sqlite3_stmt *stmt, Launch *w)
+/* A launch's work from its columns 2-7 (kind, start, end, device, name, bytes: the same places
+ * in the ordered query and in a kind's query of the join): ROW, or an outcome. */
+int read_launch(Sweep *s, sqlite3_stmt *stmt, Launch *w)
 {
-    if (stmt == NULL) {
-        return END;
-    }
-    int rc = sq.step(stmt);
-    if (rc == SQLITE_DONE) {
-        return END;
-    }
-    if (rc != SQLITE_ROW) {
-        return SQLERROR;
-    }
     int64_t size = 0;
     int size_type = sq.column_type(stmt, 7);
-    if (integer(stmt, 0, &w->global_tid) || integer(stmt, 1, &w->at) || integer(stmt, 2, &w->kind) ||
-        integer(stmt, 3, &w->gpu_start) || integer(stmt, 4, &w->gpu_end) || w->kind < 0 || w->kind > 2 ||
-        (size_type != SQLITE_NULL && integer(stmt, 7, &size))) {
+    if (integer(stmt, 2, &w->kind) || integer(stmt, 3, &w->gpu_start) || integer(stmt, 4, &w->gpu_end) ||
+        w->kind < 0 || w->kind > 2 || (size_type != SQLITE_NULL && integer(stmt, 7, &size))) {
         s->unsupported = 1;
         return UNSUPPORTED;
     }
@@ -153,6 +144,85 @@ int next_launch(Sweep *s, sqlite3_stmt *stmt, Launch *w)
         return UNSUPPORTED;
     }
     return ROW;
+}
+
+int next_launch(Sweep *s, Launches *from, Launch *w)
+{
+    if (from->whole) {
+        if (from->next == from->count) {
+            return END;
+        }
+        *w = from->items[from->next++].w;
+        return ROW;
+    }
+    if (from->stmt == NULL || from->done) {
+        return END;
+    }
+    int rc = sq.step(from->stmt);
+    if (rc == SQLITE_DONE) {
+        from->done = 1;  /* stepped again, a finished statement would start over */
+        return END;
+    }
+    if (rc != SQLITE_ROW) {
+        return SQLERROR;
+    }
+    if (integer(from->stmt, 0, &w->global_tid) || integer(from->stmt, 1, &w->at)) {
+        s->unsupported = 1;
+        return UNSUPPORTED;
+    }
+    return read_launch(s, from->stmt, w);
+}
+
+/* A range from the ranges' query (globalTid, start, end, is start/end, domain, name): ROW, or an
+ * outcome. */
+int read_range(Sweep *s, sqlite3_stmt *stmt, Range *r)
+{
+    int64_t start_end;
+    if (integer(stmt, 0, &r->global_tid) || integer(stmt, 1, &r->start) || integer(stmt, 2, &r->end) ||
+        integer(stmt, 3, &start_end) || integer(stmt, 4, &r->domain)) {
+        s->unsupported = 1;
+        return UNSUPPORTED;
+    }
+    r->start_end = start_end != 0;
+    r->sid = text_column(s, stmt, 5, &r->raw);
+    if (r->sid == TEXT_ERROR) {
+        return PYERROR;
+    }
+    if (r->sid == NOT_TEXT) {
+        s->unsupported = 1;
+        return UNSUPPORTED;
+    }
+    if (s->renumbered.count) {
+        Slot *slot = map_find(&s->renumbered, r->global_tid & ~(int64_t)0xFFFFFF, r->domain, 0);
+        if (USED(slot)) {
+            r->domain = s->renumbered_keys[VALUE(slot)];
+        }
+    }
+    return ROW;
+}
+
+int next_range(Sweep *s, Ranges *from, Range *r)
+{
+    if (from->whole) {
+        if (from->next == from->count) {
+            return END;
+        }
+        *r = from->items[from->next++];
+        return ROW;
+    }
+    if (from->stmt == NULL || from->done) {
+        return END;
+    }
+    int rc = from->stepped ? sq.step(from->stmt) : from->first;
+    from->stepped = 1;
+    if (rc == SQLITE_DONE) {
+        from->done = 1;
+        return END;
+    }
+    if (rc != SQLITE_ROW) {
+        return SQLERROR;
+    }
+    return read_range(s, from->stmt, r);
 }
 
 /* The statement of (sql, args): NULL with the connection's message on failure (or

@@ -198,37 +198,6 @@ static int push(Stack *stack, int64_t end, int64_t start, int32_t node)
     return 0;
 }
 
-/* A range read: (globalTid, start, end, is start/end, domain key, name sid). */
-typedef struct {
-    int64_t global_tid, start, end, start_end, domain;
-    int32_t raw, sid;
-} Range;
-
-/* The range row `ranges` is on, as Sweep.run gets it (labels' domain keys applied): an outcome. */
-static int read_range(Sweep *s, sqlite3_stmt *ranges, Range *r)
-{
-    if (integer(ranges, 0, &r->global_tid) || integer(ranges, 1, &r->start) || integer(ranges, 2, &r->end) ||
-        integer(ranges, 3, &r->start_end) || integer(ranges, 4, &r->domain)) {
-        s->unsupported = 1;
-        return UNSUPPORTED;
-    }
-    r->sid = text_column(s, ranges, 5, &r->raw);
-    if (r->sid == TEXT_ERROR) {
-        return PYERROR;
-    }
-    if (r->sid == NOT_TEXT) {
-        s->unsupported = 1;
-        return UNSUPPORTED;
-    }
-    if (s->renumbered.count) {
-        Slot *slot = map_find(&s->renumbered, r->global_tid & ~(int64_t)0xFFFFFF, r->domain, 0);
-        if (USED(slot)) {
-            r->domain = s->renumbered_keys[VALUE(slot)];
-        }
-    }
-    return ROW;
-}
-
 /* Start/end ranges need not nest with anything: each is a root of its own, apart from push/pop
  * ranges of the same name (`Sweep._start_end`). */
 static int start_end_range(Sweep *s, Thread *thread, const Range *r)
@@ -295,7 +264,7 @@ static int push_pop_range(Sweep *s, int32_t index, const Range *r)
 }
 
 /* The launches from `w` on whose call starts before `before` (`all`: every one left): an outcome. */
-static int launches_before(Sweep *s, sqlite3_stmt *launches, Launch *w, int *have, int64_t before, int all)
+static int launches_before(Sweep *s, Launches *launches, Launch *w, int *have, int64_t before, int all)
 {
     while (*have == ROW && (all || w->at < before)) {
         if (launch(s, w) < 0) {
@@ -309,24 +278,17 @@ static int launches_before(Sweep *s, sqlite3_stmt *launches, Launch *w, int *hav
     return ROW;
 }
 
-/* Every range and launch walked, then what is still open ended: ROW when done (the state holds the tally), else an outcome above. `first`:
- * what the ranges' first step gave (taken before the launches' query is prepared, in the order
- * the Python sweep's cursors run). */
-int sweep(Sweep *s, sqlite3_stmt *ranges, int first, sqlite3_stmt *launches)
+/* Every range and launch walked, then what is still open ended: ROW when done (the state holds
+ * the tally), else an outcome above. */
+int sweep(Sweep *s, Ranges *ranges, Launches *launches)
 {
     Launch w;
+    Range r;
     int have = next_launch(s, launches, &w), outcome;
     if (have < 0) {
         return have;
     }
-    for (int rc = first; ranges != NULL && rc != SQLITE_DONE; rc = sq.step(ranges)) {
-        Range r;
-        if (rc != SQLITE_ROW) {
-            return SQLERROR;
-        }
-        if ((outcome = read_range(s, ranges, &r)) != ROW) {
-            return outcome;
-        }
+    while ((outcome = next_range(s, ranges, &r)) == ROW) {
         /* A range that starts when a call starts encloses it: launches strictly before go first. */
         if ((outcome = launches_before(s, launches, &w, &have, r.start, 0)) != ROW) {
             return outcome;
@@ -339,6 +301,9 @@ int sweep(Sweep *s, sqlite3_stmt *ranges, int first, sqlite3_stmt *launches)
         if (outcome != ROW) {
             return outcome;
         }
+    }
+    if (outcome != END) {
+        return outcome;
     }
     if ((outcome = launches_before(s, launches, &w, &have, 0, 1)) != ROW) {
         return outcome;
