@@ -32,6 +32,11 @@ def strip_ids(name: str) -> str:
     return _CALL_ID.sub("", name)
 
 
+def has_ids(name: str) -> bool:
+    """Whether `strip_ids` would change the name (one search, no new string)."""
+    return " = " in name and _CALL_ID.search(name) is not None
+
+
 def range_naming(strip: bool, each: bool) -> Callable[[str], str] | None:
     """How an export's recorded names become its rows' names: --strip-ids drops the per-call ids,
     then, unless --each, numbers become {n} (`stats.model.name_template`, as in a recording's
