@@ -160,6 +160,17 @@ static int by_launch_order(const void *a, const void *b)
     return compare_ints(x->w.size, y->w.size);
 }
 
+/* A statement's loop over: its outcome (SQLERROR where its last step was neither a row nor the
+ * end), the statement finalized. */
+static int finished(sqlite3_stmt *stmt, int outcome, int rc)
+{
+    if (outcome == ROW && rc != SQLITE_DONE) {
+        outcome = SQLERROR;
+    }
+    sq.finalize(stmt);
+    return outcome;
+}
+
 /* The runtime calls of `query` read into `c`: ROW, or an outcome. A call without a
  * correlationId joins nothing; any other value not an integer is left to the SQL. */
 static int read_calls(Sweep *s, sqlite3 *db, PyObject *query, Calls *c)
@@ -169,7 +180,7 @@ static int read_calls(Sweep *s, sqlite3 *db, PyObject *query, Calls *c)
     if (failed) {
         return failed;
     }
-    int rc, outcome = ROW;
+    int rc = SQLITE_DONE, outcome = ROW;
     while (outcome == ROW && (rc = sq.step(stmt)) == SQLITE_ROW) {
         int64_t id, tid, start;
         int type = sq.column_type(stmt, 0);
@@ -201,11 +212,7 @@ static int read_calls(Sweep *s, sqlite3 *db, PyObject *query, Calls *c)
             }
         }
     }
-    if (outcome == ROW && rc != SQLITE_DONE) {
-        outcome = SQLERROR;
-    }
-    sq.finalize(stmt);
-    return outcome;
+    return finished(stmt, outcome, rc);
 }
 
 /* One kind of work (`part`: ((sql, args), same_process)) joined to the calls, into `out`: ROW,
@@ -224,7 +231,7 @@ static int join_part(Sweep *s, sqlite3 *db, PyObject *part, const Calls *c, Laun
     if (failed) {
         return failed;
     }
-    int rc, outcome = ROW;
+    int rc = SQLITE_DONE, outcome = ROW;
     while (outcome == ROW && (rc = sq.step(stmt)) == SQLITE_ROW) {
         int id_type = sq.column_type(stmt, 0), pid_type = sq.column_type(stmt, 1);
         if (id_type == SQLITE_NULL || (same_process && pid_type == SQLITE_NULL)) {
@@ -267,11 +274,7 @@ static int join_part(Sweep *s, sqlite3 *db, PyObject *part, const Calls *c, Laun
             out->items[out->count++] = work;
         }
     }
-    if (outcome == ROW && rc != SQLITE_DONE) {
-        outcome = SQLERROR;
-    }
-    sq.finalize(stmt);
-    return outcome;
+    return finished(stmt, outcome, rc);
 }
 
 /* The launches of `plan` (export.launch_join: the calls' query, then per kind of work its
