@@ -285,7 +285,15 @@ setup(
             SWEEP,
             sources=[
                 f"autonvtx/report/nsys/_native/{name}.c"
-                for name in ("sweep", "sweep_sqlite", "sweep_order", "sweep_tables", "sweep_walk", "sweep_rows", "sweep_check")
+                for name in (
+                    "sweep",
+                    "sweep_sqlite",
+                    "sweep_order",
+                    "sweep_tables",
+                    "sweep_walk",
+                    "sweep_rows",
+                    "sweep_check",
+                )
             ],
             depends=local_headers("autonvtx/report/nsys/_native"),
             extra_compile_args=["-O2", "-fvisibility=hidden", "-std=gnu11"],

@@ -311,6 +311,53 @@ def test_ranges_and_launches_ordered_in_c_keep_the_sqls_order_ties_included(
     assert assert_twins(path, [(None, False, True), ("rank", True, False)], gpus=2)
 
 
+K = "CUPTI_ACTIVITY_KIND_KERNEL"
+R = "CUPTI_ACTIVITY_KIND_RUNTIME"
+RUNTIME_COLUMNS = 'start, "end", eventClass, globalTid, correlationId, nameId, returnValue, callchainId'
+# What the join and the orders in C must read as SQLite does (each found by a review).
+JOINS = {
+    # indexes and statistics that make the ordered and the unordered ranges' queries take
+    # different paths: ties in rowid order either way
+    "plans": (
+        "CREATE INDEX by_start ON NVTX_EVENTS(start)",
+        "CREATE INDEX by_type ON NVTX_EVENTS(eventType)",
+        'UPDATE NVTX_EVENTS SET start = start / 1000000 * 1000000, "end" = "end" / 1000000 * 1000000 + 1000000',
+        "UPDATE NVTX_EVENTS SET eventType = 60 WHERE rowid % 7 = 0",
+        "ANALYZE",
+        "UPDATE sqlite_stat1 SET stat = '1000000 100000' WHERE idx = 'by_type'",
+        "UPDATE sqlite_stat1 SET stat = '1000000 1' WHERE idx = 'by_start'",
+    ),
+    # kernel names of one launch that order differently as bytes (SQLite) and as code points
+    # (invalid UTF-8 reads as U+FFFD, below an emoji; its byte 0xf8 is above 0xf0)
+    "name-bytes": (
+        *EDITS["kernel-text"],
+        f"INSERT INTO {K} SELECT * FROM {K} WHERE rowid % 10 = 1",
+        f"UPDATE {K} SET name = CAST(x'f8' AS TEXT) WHERE rowid % 10 = 1 AND rowid <= 4010",
+        f"UPDATE {K} SET name = CAST(x'f09f9880' AS TEXT) WHERE rowid > 4010",
+    ),
+    # calls without ids or threads, work without ids or processes; calls that share a correlationId
+    "nulls-and-twins": (
+        f"UPDATE {R} SET correlationId = NULL WHERE rowid % 7 = 0",
+        f"UPDATE {R} SET globalTid = NULL WHERE rowid % 11 = 5",
+        f"UPDATE {K} SET correlationId = NULL WHERE rowid % 5 = 0",
+        f"UPDATE {K} SET globalPid = NULL WHERE rowid % 4 = 1",
+        f'INSERT INTO {R} ({RUNTIME_COLUMNS}) SELECT start + 17, "end" + 17, eventClass, globalTid, '
+        f"correlationId, nameId, returnValue, callchainId FROM {R} WHERE rowid % 3 = 0",
+        f'INSERT INTO {R} ({RUNTIME_COLUMNS}) SELECT start, "end", eventClass, globalTid + 1, '
+        f"correlationId, nameId, returnValue, callchainId FROM {R} WHERE rowid % 5 = 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JOINS))
+def test_the_join_and_orders_in_c_read_as_sqlite_does(tmp_path: Path, name: str) -> None:
+    path = edited(tmp_path, name, *JOINS[name])
+    for device in (None, 0, 1):
+        assert native_fields(path, True, device) == native_fields(path, False, device), device
+    native, python = both(path, "thread", False, True, None)
+    assert native == python
+
+
 def test_values_the_native_sweep_leaves_to_python_give_the_python_sweeps_tally(tmp_path: Path) -> None:
     # A NULL thread (the Python sweep groups it with no grouping) and sums past 64 bits.
     for path in (

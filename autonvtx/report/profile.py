@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from operator import itemgetter
 from dataclasses import dataclass
+from operator import itemgetter
 
 from autonvtx.recorder.model import ProcessRecording
 from autonvtx.report.figures import Report, Row, Totals, TreeNode, Work

@@ -84,12 +84,14 @@ class NsysExport:
             raise ReportError(
                 f"{path}: an SQLite file without Nsight Systems tables (no StringIds, NVTX_EVENTS or CUPTI_ACTIVITY_KIND_*); expected an nsys export --type sqlite file"
             )
+        self._sqlite = self.connection  # its errors unwrapped, for the questions that expect one
         self.connection = _GuardedConnection(self.connection, path)  # type: ignore[assignment]
         self.strings = string_table(self.schema)
         self.nvtx = self._nvtx_table()
         self.runtime = self._runtime_table()
         self.work = [w for w in (self._work_table(kind, base) for kind, base in _WORK_TABLES) if w is not None]
         self._open_ranges: int | None = None
+        self._rowids: dict[str, bool] = {}
         self._check_integers()
 
     def _check_integers(self) -> None:
@@ -238,9 +240,10 @@ class NsysExport:
 
     def ranges_query(self, threads: ThreadFilter = None, ordered: bool = True) -> Query | None:
         """The query `ranges` runs (None: the export has no NVTX ranges); the native sweep runs it
-        too. Not `ordered`: the same rows as they are stored, for the native sweep to put in the
-        same order itself (by start, then end latest first, then as stored: SQLite's sorter
-        keeps rows of equal keys in the order the table scan gave them)."""
+        too. Ordered by start, then end latest first, then rowid (where the table has rowids), so
+        that no query plan decides the order of ranges that start and end together. Not
+        `ordered`: the same rows unordered, each with its rowid last, for the native sweep to
+        order itself."""
         if self.nvtx is None:
             return None
         t = self.nvtx
@@ -257,11 +260,22 @@ class NsysExport:
         start_end = ", ".join(str(x) for x in START_END_TYPES)
         types = ", ".join(str(x) for x in PUSH_POP_TYPES + START_END_TYPES)
         sql = (
-            f"SELECT n.globalTid, n.start, {end} AS e, n.eventType IN ({start_end}), {domain}, {name} "
-            f"FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)}"
-            + (" ORDER BY n.start, e DESC" if ordered else "")
+            f"SELECT n.globalTid, n.start, {end} AS e, n.eventType IN ({start_end}), {domain}, {name}"
+            + ("" if ordered else ", n.rowid")
+            + f" FROM {quote(t.name)} n WHERE n.eventType IN ({types}){_thread_condition('n.globalTid', threads)}"
+            + (f" ORDER BY n.start, e DESC{', n.rowid' if self._has_rowid(t) else ''}" if ordered else "")
         )
         return sql, ()
+
+    def _has_rowid(self, table: Table) -> bool:
+        """Whether `table` has rowids (a WITHOUT ROWID table or a view has none)."""
+        if table.name not in self._rowids:
+            try:
+                self._sqlite.execute(f"SELECT rowid FROM {quote(table.name)} LIMIT 0")
+                self._rowids[table.name] = True
+            except sqlite3.Error:
+                self._rowids[table.name] = False
+        return self._rowids[table.name]
 
     def lazy_text_sql(self, text: str | None, text_id: str | None) -> str:
         """A text inline or interned; the StringIds lookup only runs when the inline text is NULL."""
@@ -321,23 +335,22 @@ class NsysExport:
         r = self.runtime
         backtraces = ", ".join(str(c) for c in BACKTRACE_CLASSES)
         where = f" WHERE r.eventClass NOT IN ({backtraces})" if r.has("eventClass") else " WHERE 1"
-        calls = (
+        calls: Query = (
             f"SELECT r.correlationId, r.globalTid, r.start FROM {quote(r.name)} r{where}"
             + _thread_condition("r.globalTid", threads),
             (),
         )
-        parts = []
+        parts: list[tuple[Query, bool]] = []
         for work in self.work:
             w = work.table
-            name = f"k.{quote(work.name_column)}" if work.name_column else "NULL"
-            size = f"k.{quote(work.bytes_column)}" if work.bytes_column else "NULL"
-            dev = f"k.{quote(work.device_column)}" if work.device_column else "0"
+            dev, name, size = _work_columns(work)
             pid = f"k.{quote(work.process_column)}" if work.process_column else "NULL"
             sql = (
                 f"SELECT k.correlationId, {pid}, {work.kind}, k.start, k.{quote(w.columns['end'])}, {dev}, {name}, {size} "
                 f"FROM {quote(w.name)} k" + (f" WHERE {dev} = ?" if device is not None else "")
             )
-            parts.append(((sql, () if device is None else (device,)), work.process_column is not None))
+            args: tuple[object, ...] = () if device is None else (device,)
+            parts.append(((sql, args), work.process_column is not None))
         return calls, parts
 
     def work_size_hint(self) -> int:
@@ -353,9 +366,7 @@ class NsysExport:
     def _launch_select(self, work: WorkTable, device: int | None, args: list[object]) -> str:
         assert self.runtime is not None
         w = work.table
-        name = f"k.{quote(work.name_column)}" if work.name_column else "NULL"
-        size = f"k.{quote(work.bytes_column)}" if work.bytes_column else "NULL"
-        dev = f"k.{quote(work.device_column)}" if work.device_column else "0"
+        dev, name, size = _work_columns(work)
         # correlationId is unique within a process, not across processes: join within the
         # process (globalPid, or globalTid, >> 24 drops the thread id bits).
         same_process = (
@@ -490,6 +501,15 @@ def damaged(path: str, exc: object) -> ReportError:
     return ReportError(
         f"{path}: cannot read the export ({exc}); expected an intact Nsight Systems export (nsys export --type sqlite)"
     )
+
+
+def _work_columns(work: WorkTable) -> tuple[str, str, str]:
+    """A kind of work's device, kernel name and bytes as SQL on its table `k` (a constant where
+    the table has no such column): the launches' query and the native sweep's join read the same."""
+    dev = f"k.{quote(work.device_column)}" if work.device_column else "0"
+    name = f"k.{quote(work.name_column)}" if work.name_column else "NULL"
+    size = f"k.{quote(work.bytes_column)}" if work.bytes_column else "NULL"
+    return dev, name, size
 
 
 def _thread_condition(column: str, threads: ThreadFilter) -> str:

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from autonvtx.report.figures import KernelShare, Row, Work
 from autonvtx.report.nsys.export import (
+    LaunchJoin,
     LaunchRow,
     NsysExport,
+    Query,
     RangeRow,
     ReportError,
     ThreadFilter,
@@ -396,10 +398,9 @@ def sweep_export(
         # rest by SQLite, whose sorter spills to disk.
         whole = 0 < hint <= WHOLE_AT_MOST
         ranges = export.ranges_query(threads, ordered=not whole)
-        if 0 < work <= WHOLE_AT_MOST:
-            launches = export.launch_join(device, threads)
-        else:
-            launches = export.launches_query(device, threads)
+        launches: Query | LaunchJoin | None = (
+            export.launch_join(device, threads) if 0 < work <= WHOLE_AT_MOST else export.launches_query(device, threads)
+        )
         try:
             parts = (Row, Work, KernelShare, labels.domain, export.names_of, TOP_KERNELS, rows_only) if rows else None
             fields = native.run(

@@ -172,6 +172,8 @@ static void sweep_free(Sweep *s)
     free(s->texts.bytes);
     free(s->raw_sid);
     free(s->raw_renamed);
+    free(s->raw_at);
+    free(s->raw_length);
     free(s->group_root);
     free(s->group_outside);
     for (size_t i = 0; i < s->nthreads; i++) {
@@ -270,12 +272,12 @@ static int sweep_init(Sweep *s, Py_ssize_t hint, PyObject *renumbered)
     return 0;
 }
 
-/* Whether `launches` is export.launch_join's plan (the calls' query and a list of parts) rather
- * than the ordered query (sql, args). */
+/* Whether `launches` is export.launch_join's plan ((sql, args) of the calls, then the parts)
+ * rather than the ordered query (sql, args): its first item is a query, not a str. */
 static int is_join(PyObject *launches)
 {
     return launches != Py_None && PyTuple_Check(launches) && PyTuple_GET_SIZE(launches) == 2 &&
-           PyList_Check(PyTuple_GET_ITEM(launches, 1));
+           PyTuple_Check(PyTuple_GET_ITEM(launches, 0));
 }
 
 /* The export opened, the ranges' query prepared and its first row read (all its rows, where

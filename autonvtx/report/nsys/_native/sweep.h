@@ -180,6 +180,7 @@ typedef struct {
     int32_t empty_sid;
     Texts texts;
     int32_t *raw_sid, *raw_renamed;
+    size_t *raw_at, *raw_length; /* per raw text: where its bytes are in `texts.bytes` */
     size_t raws, raws_capacity;
 
     /* groups: gid -> label; gid_of: label -> gid; root node and outside entry per gid */
@@ -252,15 +253,16 @@ static inline int64_t difference(Sweep *s, int64_t a, int64_t b)
 typedef struct {
     int64_t global_tid, at, kind, gpu_start, gpu_end, size;
     int32_t kernel_tag;
+    int32_t kernel_raw; /* tag 1: the name's raw text (its bytes order the launches joined here) */
     int64_t kernel;
 } Launch;
 
-/* A range read: (globalTid, start, end, domain key, name), `seq` its place as read, `start_end`
- * whether it is a start/end range. */
+/* A range read: (globalTid, start, end, domain key, name), `row` its rowid (read where the
+ * ranges are ordered here: the last key of their order), `start_end` whether it is a
+ * start/end range. */
 typedef struct {
-    int64_t global_tid, start, end, domain;
+    int64_t global_tid, start, end, domain, row;
     int32_t raw, sid;
-    uint32_t seq;
     uint8_t start_end;
 } Range;
 

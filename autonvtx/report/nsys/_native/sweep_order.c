@@ -5,10 +5,9 @@
  * torch fixture, about 40% of the whole report's instructions).
  *
  * The order is the SQL's exactly, so that the Python sweep (which runs the ordered queries)
- * finds the same: ranges by start, then end latest first, then as the table stores them
- * (SQLite's sorter keeps rows of equal keys in the order its scan gave them); launches by
- * export.LAUNCH_ORDER, which orders by every column, so that no two launches the walk tells
- * apart are left to the sort. */
+ * finds the same, and total, so that no query plan decides it: ranges by start, then end latest
+ * first, then rowid; launches by export.LAUNCH_ORDER, which orders by every column (no two
+ * launches the walk tells apart are left to the sort). */
 #include "sweep.h"
 
 /* ---- ranges */
@@ -22,30 +21,34 @@ static int by_start(const void *a, const void *b)
     if (x->end != y->end) {
         return x->end > y->end ? -1 : 1;
     }
-    return x->seq < y->seq ? -1 : x->seq > y->seq;
+    return x->row < y->row ? -1 : x->row > y->row;
 }
 
-/* Every range of the unordered query `ranges->stmt` (its first step gave `ranges->first`) read,
- * then ordered: ROW, or an outcome. `hint`: about how many NVTX events the export holds (the
- * array is sized for them: pages never written are never touched). */
+/* Arrays are sized for the hint up to this many ranges; past it they grow as they fill. */
+#define PRESIZED_RANGES ((size_t)1 << 22)
+
+/* Every range of the unordered query `ranges->stmt` (its first step gave `ranges->first`; its
+ * seventh column the rowid) read, then ordered: ROW, or an outcome. `hint`: about how many NVTX
+ * events the export holds (the array is sized for them: pages never written are never
+ * touched). */
 int order_ranges(Sweep *s, Ranges *ranges, size_t hint)
 {
     if (hint > 0) {
-        ranges->items = malloc(hint * sizeof *ranges->items);
-        ranges->capacity = ranges->items ? hint : 0;
+        size_t items = hint < PRESIZED_RANGES ? hint : PRESIZED_RANGES;
+        ranges->items = malloc(items * sizeof *ranges->items);
+        ranges->capacity = ranges->items ? items : 0;
     }
     int outcome;
     Range r;
     while ((outcome = next_range(s, ranges, &r)) == ROW) {
-        if (ranges->count == UINT32_MAX) {
-            s->unsupported = 1;  /* `seq` would wrap: the SQL orders these */
+        if (integer(ranges->stmt, 6, &r.row)) {
+            s->unsupported = 1;
             return UNSUPPORTED;
         }
         GROW(ranges->items, ranges->count, ranges->capacity, {
             PyErr_NoMemory();
             return PYERROR;
         });
-        r.seq = (uint32_t)ranges->count;
         ranges->items[ranges->count++] = r;
     }
     if (outcome != END) {
@@ -113,15 +116,15 @@ static int grow(Launches *out)
     return 0;
 }
 
-static Sweep *ordering; /* qsort's comparison has no context argument; the GIL is held throughout */
+static Sweep *ordering; /* qsort's comparison has no context argument (the texts' bytes); the GIL is held throughout */
 
 static int compare_ints(int64_t a, int64_t b)
 {
     return a < b ? -1 : a > b;
 }
 
-/* As SQLite orders the kernel name column: NULL, then integers, then text (by its UTF-8 bytes,
- * which order as the code points of the str do; texts that decode alike are one name here). */
+/* As SQLite orders the kernel name column: NULL, then integers, then text by its bytes (memcmp,
+ * then the shorter first: the BINARY collation). */
 static int compare_names(const Launch *x, const Launch *y)
 {
     static const int rank[3] = {1, 2, 0}; /* tag 0: integer, 1: text, 2: NULL */
@@ -131,11 +134,13 @@ static int compare_names(const Launch *x, const Launch *y)
     if (x->kernel_tag == 0) {
         return compare_ints(x->kernel, y->kernel);
     }
-    if (x->kernel_tag == 2 || x->kernel == y->kernel) {
+    if (x->kernel_tag == 2 || x->kernel_raw == y->kernel_raw) {
         return 0;
     }
-    PyObject *a = PyList_GET_ITEM(ordering->strings, x->kernel), *b = PyList_GET_ITEM(ordering->strings, y->kernel);
-    return PyUnicode_Compare(a, b);  /* two str: cannot fail */
+    size_t a = ordering->raw_length[x->kernel_raw], b = ordering->raw_length[y->kernel_raw];
+    int c = memcmp(ordering->texts.bytes + ordering->raw_at[x->kernel_raw],
+                   ordering->texts.bytes + ordering->raw_at[y->kernel_raw], a < b ? a : b);
+    return c ? c : compare_ints((int64_t)a, (int64_t)b);
 }
 
 /* export.LAUNCH_ORDER: call start, kind, thread, GPU start, GPU end, device, name, bytes. */
@@ -172,19 +177,20 @@ static int finished(sqlite3_stmt *stmt, int outcome, int rc)
 }
 
 /* The runtime calls of `query` read into `c`: ROW, or an outcome. A call without a
- * correlationId joins nothing; any other value not an integer is left to the SQL. */
-static int read_calls(Sweep *s, sqlite3 *db, PyObject *query, Calls *c)
+ * correlationId joins nothing, nor one without a thread where every kind of work joins calls of
+ * its own process (`in_process`); any other value not an integer is left to the SQL. */
+static int read_calls(Sweep *s, sqlite3 *db, PyObject *query, int in_process, Calls *c)
 {
     int failed;
     sqlite3_stmt *stmt = prepare(s, db, query, &failed);
-    if (failed) {
-        return failed;
+    if (failed || stmt == NULL) {
+        return failed ? failed : ROW;
     }
     int rc = SQLITE_DONE, outcome = ROW;
     while (outcome == ROW && (rc = sq.step(stmt)) == SQLITE_ROW) {
         int64_t id, tid, start;
         int type = sq.column_type(stmt, 0);
-        if (type == SQLITE_NULL) {
+        if (type == SQLITE_NULL || (in_process && sq.column_type(stmt, 1) == SQLITE_NULL)) {
             continue;
         }
         if (type != SQLITE_INTEGER || integer(stmt, 1, &tid) || integer(stmt, 2, &start)) {
@@ -228,8 +234,8 @@ static int join_part(Sweep *s, sqlite3 *db, PyObject *part, const Calls *c, Laun
     }
     int failed;
     sqlite3_stmt *stmt = prepare(s, db, query, &failed);
-    if (failed) {
-        return failed;
+    if (failed || stmt == NULL) {
+        return failed ? failed : ROW;
     }
     int rc = SQLITE_DONE, outcome = ROW;
     while (outcome == ROW && (rc = sq.step(stmt)) == SQLITE_ROW) {
@@ -292,7 +298,17 @@ int join_launches(Sweep *s, sqlite3 *db, PyObject *plan, Launches *out)
         PyErr_NoMemory();
         return PYERROR;
     }
-    int outcome = read_calls(s, db, calls_query, &c);
+    int in_process = 1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        if (!PyTuple_Check(part) || PyTuple_GET_SIZE(part) != 2) {
+            calls_free(&c);
+            PyErr_SetString(PyExc_TypeError, "run: a part of the launches' join is not (query, same_process)");
+            return PYERROR;
+        }
+        in_process = in_process && PyObject_IsTrue(PyTuple_GET_ITEM(part, 1)) == 1;
+    }
+    int outcome = read_calls(s, db, calls_query, in_process, &c);
     for (Py_ssize_t i = 0; outcome == ROW && i < PyList_GET_SIZE(parts); i++) {
         outcome = join_part(s, db, PyList_GET_ITEM(parts, i), &c, out);
     }

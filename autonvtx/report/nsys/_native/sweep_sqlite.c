@@ -138,6 +138,7 @@ int read_launch(Sweep *s, sqlite3_stmt *stmt, Launch *w)
             return PYERROR;
         }
         w->kernel_tag = 1;
+        w->kernel_raw = raw;
         w->kernel = sid;
     } else {
         s->unsupported = 1;

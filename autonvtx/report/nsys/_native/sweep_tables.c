@@ -175,7 +175,15 @@ int32_t raw_text(Sweep *s, const char *p, size_t n)
         if (renamed != NULL) {
             s->raw_renamed = renamed;
         }
-        if (sids == NULL || renamed == NULL) {
+        size_t *at = realloc(s->raw_at, grown * sizeof *at);
+        if (at != NULL) {
+            s->raw_at = at;
+        }
+        size_t *length = realloc(s->raw_length, grown * sizeof *length);
+        if (length != NULL) {
+            s->raw_length = length;
+        }
+        if (sids == NULL || renamed == NULL || at == NULL || length == NULL) {
             goto nomemory;
         }
         s->raws_capacity = grown;
@@ -192,6 +200,8 @@ int32_t raw_text(Sweep *s, const char *p, size_t n)
     int32_t raw = (int32_t)s->raws++;
     s->raw_sid[raw] = sid;
     s->raw_renamed[raw] = -2;
+    s->raw_at[raw] = t->size;
+    s->raw_length[raw] = n;
     memcpy(t->bytes + t->size, p, n);
     TextSlot *slot = &t->slots[i];
     slot->used = 1;
