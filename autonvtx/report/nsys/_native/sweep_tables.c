@@ -53,6 +53,19 @@ int map_claim(Map *map, Slot *slot, int64_t a, int64_t b, int32_t c, int32_t val
     return 0;
 }
 
+/* `old` (an array of items of `size` bytes) grown to `items` items; where it cannot be, `old`
+ * itself, still valid, and `*failed` set (so that parallel arrays are grown in one go and the
+ * failure said once). */
+static void *grown_array(void *old, size_t items, size_t size, int *failed)
+{
+    void *moved = realloc(old, items * size);
+    if (moved == NULL) {
+        *failed = 1;
+        return old;
+    }
+    return moved;
+}
+
 /* ---- texts */
 
 static uint64_t hash_bytes(const char *p, size_t n)
@@ -133,6 +146,22 @@ static int texts_grow(Texts *t)
     return 0;
 }
 
+/* The per-raw-text arrays twice as long: 0, or -1 when out of memory. */
+static int raws_grow(Sweep *s)
+{
+    size_t grown = s->raws_capacity ? s->raws_capacity * 2 : 1024;
+    int failed = 0;
+    s->raw_sid = grown_array(s->raw_sid, grown, sizeof *s->raw_sid, &failed);
+    s->raw_renamed = grown_array(s->raw_renamed, grown, sizeof *s->raw_renamed, &failed);
+    s->raw_at = grown_array(s->raw_at, grown, sizeof *s->raw_at, &failed);
+    s->raw_length = grown_array(s->raw_length, grown, sizeof *s->raw_length, &failed);
+    if (failed) {
+        return -1;
+    }
+    s->raws_capacity = grown;
+    return 0;
+}
+
 /* The raw id of a text by its bytes (a new one decoded and given its sid): -1 on error. */
 int32_t raw_text(Sweep *s, const char *p, size_t n)
 {
@@ -165,28 +194,8 @@ int32_t raw_text(Sweep *s, const char *p, size_t n)
     if (sid < 0) {
         return -1;
     }
-    if (s->raws == s->raws_capacity) {
-        size_t grown = s->raws_capacity ? s->raws_capacity * 2 : 1024;
-        int32_t *sids = realloc(s->raw_sid, grown * sizeof *sids);
-        if (sids != NULL) {
-            s->raw_sid = sids;
-        }
-        int32_t *renamed = realloc(s->raw_renamed, grown * sizeof *renamed);
-        if (renamed != NULL) {
-            s->raw_renamed = renamed;
-        }
-        size_t *at = realloc(s->raw_at, grown * sizeof *at);
-        if (at != NULL) {
-            s->raw_at = at;
-        }
-        size_t *length = realloc(s->raw_length, grown * sizeof *length);
-        if (length != NULL) {
-            s->raw_length = length;
-        }
-        if (sids == NULL || renamed == NULL || at == NULL || length == NULL) {
-            goto nomemory;
-        }
-        s->raws_capacity = grown;
+    if (s->raws == s->raws_capacity && raws_grow(s) < 0) {
+        goto nomemory;
     }
     while (t->size + n > t->capacity) {
         size_t grown = t->capacity ? t->capacity * 2 : 4096;
@@ -243,19 +252,6 @@ int32_t range_name(Sweep *s, int32_t raw)
 }
 
 /* ---- the tree */
-
-/* `old` (an array of items of `size` bytes) grown to `items` items; where it cannot be, `old`
- * itself, still valid, and `*failed` set (so that parallel arrays are grown in one go and the
- * failure said once). */
-static void *grown_array(void *old, size_t items, size_t size, int *failed)
-{
-    void *moved = realloc(old, items * size);
-    if (moved == NULL) {
-        *failed = 1;
-        return old;
-    }
-    return moved;
-}
 
 int32_t add_node(Sweep *s, int32_t parent, int32_t key, int32_t group, int shadowed, int start_end)
 {
