@@ -351,6 +351,7 @@ int next_launch(Sweep* s, Launches* from, Launch* w);
 int map_init(Map* map, size_t expected, size_t least);
 void map_free(Map* map);
 int map_claim(Map* map, Slot* slot, int64_t a, int64_t b, int32_t c, int32_t value);
+void* grown_array(void* old, size_t items, size_t size, int* failed);
 int32_t raw_text(Sweep* s, const char* p, size_t n);
 int32_t range_name(Sweep* s, int32_t raw);
 int32_t add_node(Sweep* s, int32_t parent, int32_t key, int32_t group, int shadowed, int start_end);

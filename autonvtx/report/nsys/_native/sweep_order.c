@@ -82,19 +82,11 @@ static void calls_free(Calls *c)
 static int calls_grow(Calls *c)
 {
     size_t grown = c->capacity ? c->capacity * 2 : 1024;
-    int64_t *tid = realloc(c->tid, grown * sizeof *tid);
-    if (tid != NULL) {
-        c->tid = tid;
-    }
-    int64_t *start = realloc(c->start, grown * sizeof *start);
-    if (start != NULL) {
-        c->start = start;
-    }
-    int32_t *previous = realloc(c->previous, grown * sizeof *previous);
-    if (previous != NULL) {
-        c->previous = previous;
-    }
-    if (tid == NULL || start == NULL || previous == NULL || grown > INT32_MAX) {
+    int failed = grown > INT32_MAX;
+    c->tid = grown_array(c->tid, grown, sizeof *c->tid, &failed);
+    c->start = grown_array(c->start, grown, sizeof *c->start, &failed);
+    c->previous = grown_array(c->previous, grown, sizeof *c->previous, &failed);
+    if (failed) {
         PyErr_NoMemory();
         return -1;
     }

@@ -56,7 +56,7 @@ int map_claim(Map *map, Slot *slot, int64_t a, int64_t b, int32_t c, int32_t val
 /* `old` (an array of items of `size` bytes) grown to `items` items; where it cannot be, `old`
  * itself, still valid, and `*failed` set (so that parallel arrays are grown in one go and the
  * failure said once). */
-static void *grown_array(void *old, size_t items, size_t size, int *failed)
+void *grown_array(void *old, size_t items, size_t size, int *failed)
 {
     void *moved = realloc(old, items * size);
     if (moved == NULL) {
